@@ -1,0 +1,207 @@
+"""Gymnasium vector environments -> batched Trajectories.
+
+gymnasium 1.x vector envs autoreset in NEXT_STEP mode: after a step that ends an episode
+(terminated or truncated), the *next* `step` call resets that sub-env, ignores its action and
+returns the first observation with reward 0. That maps one-to-one onto TF-Agents' trajectory
+convention: the step that observes the final observation is a LAST (boundary) row, its
+action never acts, and the following row is FIRST. Terminated episodes get discount 0
+(no bootstrap); truncated ones keep discount 1, so learners bootstrap from V(final obs).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+import tensorflow as tf
+
+from rlops.agents import specs
+from rlops.agents.trajectories import StepType, TimeStep, Trajectory, time_step_spec as make_time_step_spec
+
+
+def space_to_spec(space: gym.Space, name: str) -> tf.TensorSpec:
+    if isinstance(space, gym.spaces.Discrete):
+        return specs.BoundedTensorSpec((), tf.int32, int(space.start), int(space.start + space.n - 1), name=name)
+    if isinstance(space, gym.spaces.Box):
+        dtype = tf.float32 if np.issubdtype(space.dtype, np.floating) else tf.as_dtype(space.dtype)
+        low = np.broadcast_to(space.low, space.shape).astype(dtype.as_numpy_dtype)
+        high = np.broadcast_to(space.high, space.shape).astype(dtype.as_numpy_dtype)
+        if np.all(np.isinf(low)) and np.all(np.isinf(high)):
+            return tf.TensorSpec(space.shape, dtype, name=name)
+        return specs.BoundedTensorSpec(space.shape, dtype, low, high, name=name)
+    raise ValueError(f"unsupported Gymnasium space for {name}: {space}")
+
+
+def make_vector_env(env_id: str, num_envs: int, seed: int = 0, **kwargs: Any) -> gym.vector.VectorEnv:
+    """A NEXT_STEP-autoreset vector env; the env's own vectorized implementation when it has one
+    (CartPole does: numpy over all sub-envs at once), else SyncVectorEnv."""
+    try:
+        env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs)
+    except (gym.error.Error, ValueError, TypeError):
+        env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
+                           vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP}, **kwargs)
+    mode = env.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
+    if mode != gym.vector.AutoresetMode.NEXT_STEP:
+        raise ValueError(f"{env_id}: vector env autoresets in {mode}; rlops needs NEXT_STEP")
+    env.reset(seed=seed)
+    env.action_space.seed(seed)
+    return env
+
+
+class GymVectorEnv:
+    """Specs plus batched stepping with TF-Agents step types for a Gymnasium vector env."""
+
+    def __init__(self, env_id: str, num_envs: int, seed: int = 0, **kwargs: Any):
+        self.env_id = env_id
+        self.num_envs = num_envs
+        self.env = make_vector_env(env_id, num_envs, seed, **kwargs)
+        self.observation_spec = space_to_spec(self.env.single_observation_space, "observation")
+        self.action_spec = space_to_spec(self.env.single_action_space, "action")
+        self.time_step_spec = make_time_step_spec(self.observation_spec)
+        self._seed = seed
+        self.reset()
+
+    def reset(self) -> None:
+        obs, _ = self.env.reset(seed=self._seed)
+        self.observation = obs.astype(self.observation_spec.dtype.as_numpy_dtype)
+        self.step_type = np.full(self.num_envs, StepType.FIRST, np.int32)
+
+    def current_time_step(self) -> TimeStep:
+        n = self.num_envs
+        return TimeStep(self.step_type, np.zeros(n, np.float32), np.ones(n, np.float32), self.observation)
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Steps all sub-envs; returns (reward, discount, next_step_type) of the transition."""
+        if not specs.is_discrete(self.action_spec) and specs.is_bounded(self.action_spec):
+            action = np.clip(action, self.action_spec.minimum, self.action_spec.maximum)
+        obs, reward, terminated, truncated, _ = self.env.step(action)
+        was_last = self.step_type == StepType.LAST  # this call reset those sub-envs
+        done = (terminated | truncated) & ~was_last
+        next_step_type = np.where(was_last, StepType.FIRST, np.where(done, StepType.LAST, StepType.MID))
+        discount = np.where(terminated & ~was_last, 0.0, 1.0).astype(np.float32)
+        reward = np.where(was_last, 0.0, reward).astype(np.float32)
+        self.observation = obs.astype(self.observation_spec.dtype.as_numpy_dtype)
+        self.step_type = next_step_type.astype(np.int32)
+        return reward, discount, self.step_type
+
+    def close(self) -> None:
+        self.env.close()
+
+
+@dataclass
+class EpisodeStats:
+    """Returns and lengths of episodes finished during collection, with the env step count
+    at which each finished (for learning curves)."""
+    returns: list[float] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    env_steps: list[int] = field(default_factory=list)
+
+
+def _policy_step_fn(policy) -> Callable:
+    @tf.function
+    def act(step_type, reward, discount, observation):
+        step = policy.action(TimeStep(step_type, reward, discount, observation))
+        return step.action, step.info
+    return act
+
+
+class VectorDriver:
+    """Collects `num_steps` steps from every sub-env with `policy` into a [B, num_steps+1]
+    Trajectory (numpy). Row num_steps holds only the current observation and step type: it is
+    the bootstrap row PPO needs, and the next call continues from exactly that state."""
+
+    def __init__(self, env: GymVectorEnv, policy, num_steps: int, seed: int = 0, use_numpy_policy: bool = True):
+        self.env = env
+        self.policy = policy
+        self.num_steps = num_steps
+        self._act = _policy_step_fn(policy)
+        self._seed = seed
+        self.use_numpy_policy = use_numpy_policy
+        self.stats = EpisodeStats()
+        self.total_env_steps = 0
+        self._episode_return = np.zeros(env.num_envs, np.float64)
+        self._episode_length = np.zeros(env.num_envs, np.int64)
+
+    def run(self) -> Trajectory:
+        env, T, B = self.env, self.num_steps, self.env.num_envs
+        act = self._numpy_or_tf_actor()
+        rows = []
+        for _ in range(T):
+            ts = env.current_time_step()
+            action, info = act(ts)
+            step_type, observation = env.step_type, env.observation
+            reward, discount, next_step_type = env.step(action)
+            rows.append((step_type, observation, action, info, next_step_type, reward, discount))
+            self._track_episodes(step_type, reward, next_step_type)
+        self.total_env_steps += T * B
+        ts = env.current_time_step()
+        step_type, observation = env.step_type, env.observation
+        zeros_like = lambda x: np.zeros_like(x)  # noqa: E731
+        last_action, last_info = rows[-1][2], rows[-1][3]
+        rows.append((step_type, observation, zeros_like(last_action),
+                     tf.nest.map_structure(np.zeros_like, last_info),
+                     np.full(B, StepType.MID, np.int32), np.zeros(B, np.float32), np.ones(B, np.float32)))
+        stack = lambda *xs: np.stack([np.asarray(x) for x in xs], axis=1)  # noqa: E731  [B, T+1, ...]
+        fields = list(zip(*rows))
+        return Trajectory(
+            step_type=stack(*fields[0]), observation=stack(*fields[1]), action=stack(*fields[2]),
+            policy_info=tf.nest.map_structure(stack, *fields[3]), next_step_type=stack(*fields[4]),
+            reward=stack(*fields[5]), discount=stack(*fields[6]))
+
+    def _numpy_or_tf_actor(self) -> Callable[[TimeStep], tuple[np.ndarray, Any]]:
+        """The policy's numpy snapshot when it has one (one weight copy per run instead of a
+        TF call per step: most of collection time otherwise), else its TF `action`."""
+        sampler = None
+        if self.use_numpy_policy and hasattr(self.policy, "numpy_sampler"):
+            try:
+                self._seed += 1
+                sampler = self.policy.numpy_sampler(seed=self._seed)
+            except ValueError:
+                sampler = None
+        if sampler is not None:
+            return lambda ts: sampler(ts.observation)
+
+        def tf_act(ts: TimeStep):
+            action, info = self._act(ts.step_type, ts.reward, ts.discount, ts.observation)
+            return action.numpy(), tf.nest.map_structure(lambda t: t.numpy(), info)
+        return tf_act
+
+    def _track_episodes(self, step_type: np.ndarray, reward: np.ndarray, next_step_type: np.ndarray) -> None:
+        acting = step_type != StepType.LAST
+        self._episode_return += np.where(acting, reward, 0.0)
+        self._episode_length += acting
+        done = next_step_type == StepType.LAST
+        for i in np.flatnonzero(done):
+            self.stats.returns.append(float(self._episode_return[i]))
+            self.stats.lengths.append(int(self._episode_length[i]))
+            self.stats.env_steps.append(self.total_env_steps)
+            self._episode_return[i] = 0.0
+            self._episode_length[i] = 0
+
+
+def evaluate_policy(env_id: str, policy, num_episodes: int, seed: int = 10_000, num_envs: int | None = None,
+                    **kwargs: Any) -> np.ndarray:
+    """Returns of `num_episodes` complete episodes under `policy` (e.g. the greedy policy),
+    each sub-env seeded differently; episodes beyond num_episodes are discarded."""
+    num_envs = num_envs or min(num_episodes, 20)
+    env = GymVectorEnv(env_id, num_envs, seed=seed, **kwargs)
+    act = _policy_step_fn(policy)
+    returns: list[float] = []
+    running = np.zeros(num_envs)
+    started = np.ones(num_envs, bool)  # sub-env episodes counted (avoid bias to short episodes)
+    launched = num_envs
+    while len(returns) < num_episodes:
+        ts = env.current_time_step()
+        action, _ = act(ts.step_type, ts.reward, ts.discount, ts.observation)
+        step_type = env.step_type
+        reward, _, next_step_type = env.step(action.numpy())
+        running += np.where(step_type != StepType.LAST, reward, 0.0)
+        for i in np.flatnonzero(next_step_type == StepType.LAST):
+            if started[i]:
+                returns.append(float(running[i]))
+            running[i] = 0.0
+            started[i] = launched < num_episodes
+            launched += int(started[i])
+    env.close()
+    return np.asarray(returns[:num_episodes])

@@ -1,0 +1,177 @@
+"""On-policy PPO training against Gymnasium: collect with the collect policy from vectorized
+environments, train, repeat. One call with an environment id and a config.
+
+The collect -> train loop stays in Python (the environments are Python); each `agent.train`
+is a single tf.function call that runs all epochs and minibatches in-graph.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from rlops.agents.networks import ActorNetwork, ValueNetwork
+from rlops.agents.ppo import PPOAgent
+from rlops.envs.gym_env import GymVectorEnv, VectorDriver, evaluate_policy
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PPOConfig:
+    """Hyperparameters of an on-policy PPO run (defaults: CartPole, CleanRL/TF-Agents-like)."""
+    env_id: str = "CartPole-v1"
+    num_envs: int = 8
+    num_steps: int = 32                 # per env per iteration
+    total_env_steps: int = 100_000
+    num_epochs: int = 20
+    minibatch_size: int | None = None   # None: the full batch of num_envs * num_steps rows
+    learning_rate: float = 1e-3
+    anneal_lr: bool = True              # linearly to 0 over the run
+    discount_factor: float = 0.98
+    lambda_value: float = 0.8
+    importance_ratio_clipping: float = 0.2
+    entropy_regularization: float = 0.0
+    value_pred_loss_coef: float = 0.5
+    value_clipping: float | None = None
+    gradient_clipping: float | None = 0.5
+    normalize_observations: bool = False
+    normalize_rewards: bool = False
+    adaptive_kl_beta: float = 0.0       # > 0 enables the adaptive KL penalty
+    kl_cutoff_factor: float = 0.0
+    hidden_sizes: Sequence[int] = (64, 64)
+    initial_log_std: float = 0.0
+    seed: int = 0
+    eval_episodes: int = 20
+    target_return: float | None = 475.0  # for `steps_to_target` (mean of last 20 train episodes)
+    log_every: int = 10                  # iterations between progress lines; 0 silences them
+
+    @property
+    def iterations(self) -> int:
+        return max(1, self.total_env_steps // (self.num_envs * self.num_steps))
+
+
+@dataclass
+class PPOResult:
+    agent: PPOAgent
+    env_steps: int
+    train_wall_s: float
+    eval_returns: np.ndarray
+    steps_to_target: int | None
+    episode_returns: list[float] = field(default_factory=list)
+    episode_env_steps: list[int] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+
+    @property
+    def eval_mean_return(self) -> float:
+        return float(np.mean(self.eval_returns))
+
+    def summary(self) -> dict:
+        return {"env_steps": self.env_steps, "train_wall_s": round(self.train_wall_s, 2),
+                "env_steps_per_s": round(self.env_steps / max(self.train_wall_s, 1e-9), 1),
+                "steps_to_target": self.steps_to_target, "eval_mean_return": self.eval_mean_return}
+
+
+def build_ppo_agent(config: PPOConfig, env: GymVectorEnv) -> PPOAgent:
+    tf.random.set_seed(config.seed)
+    lr = config.learning_rate
+    if config.anneal_lr:
+        lr = tf_keras.optimizers.schedules.PolynomialDecay(
+            config.learning_rate, decay_steps=config.iterations * config.num_epochs * _minibatches(config),
+            end_learning_rate=0.0)
+    optimizer = tf_keras.optimizers.Adam(learning_rate=lr, epsilon=1e-5)
+    actor = ActorNetwork(env.observation_spec, env.action_spec, config.hidden_sizes,
+                         initial_log_std=config.initial_log_std, seed=config.seed)
+    value = ValueNetwork(env.observation_spec, config.hidden_sizes, seed=config.seed + 1)
+    return PPOAgent(
+        env.time_step_spec, env.action_spec, optimizer, actor, value,
+        importance_ratio_clipping=config.importance_ratio_clipping, lambda_value=config.lambda_value,
+        discount_factor=config.discount_factor, entropy_regularization=config.entropy_regularization,
+        value_pred_loss_coef=config.value_pred_loss_coef, num_epochs=config.num_epochs,
+        minibatch_size=config.minibatch_size, use_gae=True,
+        normalize_rewards=config.normalize_rewards, normalize_observations=config.normalize_observations,
+        initial_adaptive_kl_beta=config.adaptive_kl_beta, kl_cutoff_factor=config.kl_cutoff_factor,
+        gradient_clipping=config.gradient_clipping, value_clipping=config.value_clipping, seed=config.seed)
+
+
+def _minibatches(config: PPOConfig) -> int:
+    rows = config.num_envs * config.num_steps
+    return 1 if config.minibatch_size is None else -(-rows // config.minibatch_size)
+
+
+def train_ppo(config: PPOConfig, agent: PPOAgent | None = None,
+              on_iteration: Callable[[int, PPOAgent, dict], None] | None = None) -> PPOResult:
+    """Trains PPO on `config.env_id`; returns the agent, learning curve and greedy evaluation.
+
+    `on_iteration(iteration, agent, metrics)` runs after each train step (checkpointing,
+    summaries, export triggers); `agent` warm-starts from an existing agent.
+    """
+    env = GymVectorEnv(config.env_id, config.num_envs, seed=config.seed)
+    agent = agent or build_ppo_agent(config, env)
+    driver = VectorDriver(env, agent.collect_policy, config.num_steps)
+    losses, steps_to_target = [], None
+    start = time.perf_counter()
+    for it in range(config.iterations):
+        experience = driver.run()
+        loss = agent.train(experience)
+        losses.append(float(loss.loss))
+        recent = driver.stats.returns[-20:]
+        if (steps_to_target is None and config.target_return is not None and len(recent) == 20
+                and np.mean(recent) >= config.target_return):
+            steps_to_target = driver.total_env_steps
+        metrics = {"iteration": it + 1, "env_steps": driver.total_env_steps, "loss": losses[-1],
+                   "mean_return_20": float(np.mean(recent)) if recent else float("nan")}
+        if on_iteration is not None:
+            on_iteration(it, agent, metrics)
+        if config.log_every and (it + 1) % config.log_every == 0:
+            log.info("ppo %s", json.dumps(metrics))
+    train_wall_s = time.perf_counter() - start
+    env.close()
+    eval_returns = (evaluate_policy(config.env_id, agent.policy, config.eval_episodes, seed=config.seed + 10_000)
+                    if config.eval_episodes else np.array([]))
+    return PPOResult(agent=agent, env_steps=driver.total_env_steps, train_wall_s=train_wall_s,
+                     eval_returns=eval_returns, steps_to_target=steps_to_target,
+                     episode_returns=list(driver.stats.returns), episode_env_steps=list(driver.stats.env_steps),
+                     losses=losses)
+
+
+def config_dict(config: PPOConfig) -> dict:
+    d = asdict(config)
+    d["hidden_sizes"] = list(config.hidden_sizes)
+    return d
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """`python -m rlops.train.on_policy [--env-id X] [--total-env-steps N] [--out DIR]`."""
+    import argparse
+    import os
+
+    parser = argparse.ArgumentParser(description="Train PPO on a Gymnasium environment.")
+    defaults = PPOConfig()
+    parser.add_argument("--env-id", default=defaults.env_id)
+    parser.add_argument("--total-env-steps", type=int, default=defaults.total_env_steps)
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--out", default="out/ppo", help="where the learning curve and summary go")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    config = PPOConfig(env_id=args.env_id, total_env_steps=args.total_env_steps, seed=args.seed)
+    result = train_ppo(config)
+    os.makedirs(args.out, exist_ok=True)
+    from rlops.envs.plots import plot_learning_curve
+    plot = plot_learning_curve(result.episode_env_steps, result.episode_returns,
+                               os.path.join(args.out, "learning_curve.png"), title=f"PPO {config.env_id}",
+                               target=config.target_return)
+    summary = {**result.summary(), "learning_curve": plot, "config": config_dict(config)}
+    with open(os.path.join(args.out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()

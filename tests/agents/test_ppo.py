@@ -1,0 +1,266 @@
+"""PPO pieces against plain-numpy references, and the train step's contracts."""
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+from rlops.agents import specs
+from rlops.agents.networks import ActorNetwork, ValueNetwork
+from rlops.agents.normalizers import StreamingNormalizer
+from rlops.agents.ppo import PPOAgent, PPOClipAgent, PPOKLPenaltyAgent
+from rlops.agents.ppo import value_ops
+from rlops.agents.trajectories import StepType, Trajectory, time_step_spec
+
+OBS = tf.TensorSpec((3,), tf.float32, "observation")
+DISCRETE = specs.BoundedTensorSpec((), tf.int32, 0, 2, name="action")
+CONTINUOUS = specs.BoundedTensorSpec((2,), tf.float32, -1.0, 1.0, name="action")
+
+
+def numpy_gae(values, next_values, rewards, discounts, trace_continues, gamma, lam):
+    B, T = rewards.shape
+    adv = np.zeros((B, T))
+    for b in range(B):
+        acc = 0.0
+        for t in reversed(range(T)):
+            delta = rewards[b, t] + gamma * discounts[b, t] * next_values[b, t] - values[b, t]
+            acc = delta + gamma * lam * discounts[b, t] * trace_continues[b, t] * acc
+            adv[b, t] = acc
+    return adv
+
+
+def test_gae_matches_numpy_with_terminations_and_truncations():
+    rng = np.random.default_rng(0)
+    B, T = 3, 7
+    values, next_values, rewards = (rng.normal(size=(B, T)) for _ in range(3))
+    discounts = (rng.uniform(size=(B, T)) > 0.2).astype(np.float64)
+    trace = (rng.uniform(size=(B, T)) > 0.3).astype(np.float64)
+    expected = numpy_gae(values, next_values, rewards, discounts, trace, 0.97, 0.9)
+    got = value_ops.generalized_advantage_estimation(*(tf.constant(x, tf.float64) for x in
+                                                       (values, next_values, rewards, discounts, trace)), 0.97, 0.9)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-10)
+
+
+def test_lambda_one_gives_bootstrapped_monte_carlo_return():
+    rewards = np.array([[1.0, 2.0, 3.0]])
+    values = np.array([[0.5, -0.2, 0.7]])
+    next_values = np.array([[-0.2, 0.7, 10.0]])  # V(o_T) = 10 bootstraps the tail
+    ones = np.ones_like(rewards)
+    adv = value_ops.generalized_advantage_estimation(values, next_values, rewards, ones, ones, 0.9, 1.0)
+    returns = value_ops.td_lambda_return(values, adv).numpy()
+    expected0 = 1 + 0.9 * 2 + 0.81 * 3 + 0.729 * 10
+    np.testing.assert_allclose(returns[0, 0], expected0)
+
+
+def make_agent(action_spec=DISCRETE, **kwargs):
+    ts_spec = time_step_spec(OBS)
+    kwargs.setdefault("normalize_observations", False)
+    kwargs.setdefault("normalize_rewards", False)
+    return PPOAgent(ts_spec, action_spec, tf_keras.optimizers.Adam(1e-3),
+                    ActorNetwork(OBS, action_spec, (8,), seed=1), ValueNetwork(OBS, (8,), seed=2), **kwargs)
+
+
+def make_experience(agent, B=4, T=6, seed=0, boundary_at=None):
+    """Random experience sampled from the agent's own collect policy."""
+    rng = np.random.default_rng(seed)
+    obs = rng.normal(size=(B, T + 1, 3)).astype(np.float32)
+    step_type = np.full((B, T + 1), StepType.MID, np.int32)
+    step_type[:, 0] = StepType.FIRST
+    if boundary_at is not None:
+        step_type[0, boundary_at] = StepType.LAST
+        step_type[0, boundary_at + 1] = StepType.FIRST
+    from rlops.agents.trajectories import TimeStep
+    flat_ts = TimeStep(step_type.reshape(-1), np.zeros(B * (T + 1), np.float32),
+                       np.ones(B * (T + 1), np.float32), obs.reshape(B * (T + 1), 3))
+    step = agent.collect_policy.action(flat_ts)
+    unflat = lambda x: tf.reshape(x, tf.concat([[B, T + 1], tf.shape(x)[1:]], 0)).numpy()  # noqa: E731
+    next_step_type = np.concatenate([step_type[:, 1:], np.full((B, 1), StepType.MID, np.int32)], 1)
+    discount = np.ones((B, T + 1), np.float32)
+    discount[1, 2] = 0.0  # a termination
+    return Trajectory(step_type=step_type, observation=obs, action=unflat(step.action),
+                      policy_info=tf.nest.map_structure(unflat, step.info), next_step_type=next_step_type,
+                      reward=rng.normal(size=(B, T + 1)).astype(np.float32), discount=discount)
+
+
+def test_advantages_cut_at_boundaries_and_bootstrap_truncations():
+    agent = make_agent(use_gae=True, lambda_value=0.9, discount_factor=0.95)
+    exp = make_experience(agent, boundary_at=3)
+    values = np.random.default_rng(1).normal(size=exp.reward.shape).astype(np.float32)
+    adv, ret = agent.compute_advantages_and_returns(exp, tf.constant(values), tf.constant(exp.reward))
+    trace = (exp.step_type[:, 1:] != StepType.LAST).astype(np.float64)
+    expected = numpy_gae(values[:, :-1], values[:, 1:], exp.reward[:, :-1], exp.discount[:, :-1], trace, 0.95, 0.9)
+    np.testing.assert_allclose(adv.numpy(), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ret.numpy(), expected + values[:, :-1], rtol=1e-5, atol=1e-5)
+    # Row 2 of env 0 precedes the boundary row 3: its advantage is a one-step TD error.
+    np.testing.assert_allclose(adv.numpy()[0, 2],
+                               exp.reward[0, 2] + 0.95 * values[0, 3] - values[0, 2], rtol=1e-5)
+
+
+def test_clipped_surrogate_matches_numpy():
+    agent = make_agent(importance_ratio_clipping=0.2)
+    rng = np.random.default_rng(3)
+    logp, old_logp, adv = (rng.normal(scale=0.5, size=20) for _ in range(3))
+    w = (rng.uniform(size=20) > 0.25).astype(np.float64)
+    ratio = np.exp(logp - old_logp)
+    surrogate = np.minimum(ratio * adv, np.clip(ratio, 0.8, 1.2) * adv)
+    expected = -(surrogate * w).sum() / w.sum()
+    got = agent.policy_gradient_loss(*(tf.constant(x, tf.float32) for x in (logp, old_logp, adv, w)))
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5)
+
+
+def test_value_clipping_matches_numpy():
+    agent = make_agent(value_clipping=0.1, value_pred_loss_coef=0.5)
+    rng = np.random.default_rng(4)
+    preds, returns, old = (rng.normal(size=16) for _ in range(3))
+    w = np.ones(16)
+    clipped = old + np.clip(preds - old, -0.1, 0.1)
+    err = np.maximum((returns - preds) ** 2, (returns - clipped) ** 2)
+    got = agent.value_estimation_loss(*(tf.constant(x, tf.float32) for x in (preds, returns, old, w)))
+    np.testing.assert_allclose(got.numpy(), 0.5 * err.mean(), rtol=1e-5)
+
+
+def test_entropy_loss_matches_numpy_categorical():
+    agent = make_agent(entropy_regularization=0.01)
+    logits = np.random.default_rng(5).normal(size=(10, 3))
+    p = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    entropy = -(p * np.log(p)).sum(-1)
+    dist = agent.actor_net.distribution({"logits": tf.constant(logits, tf.float32)})
+    got = agent.entropy_loss(dist.entropy(), tf.ones(10))
+    np.testing.assert_allclose(got.numpy(), -0.01 * entropy.mean(), rtol=1e-5)
+
+
+def test_kl_penalty_and_adaptive_beta_match_numpy():
+    agent = make_agent(initial_adaptive_kl_beta=0.5, adaptive_kl_target=0.01, adaptive_kl_tolerance=0.3,
+                       kl_cutoff_factor=2.0, kl_cutoff_coef=1000.0)
+    kl = np.array([0.01, 0.05, 0.02, 0.04])
+    got = agent.kl_penalty_loss(tf.constant(kl, tf.float32), tf.ones(4))
+    mean_kl = kl.mean()
+    expected = 1000.0 * max(0.0, mean_kl - 0.02) ** 2 + 0.5 * mean_kl
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5)
+    agent.update_adaptive_kl_beta(tf.constant(0.02))     # above 0.013: beta * 1.5
+    np.testing.assert_allclose(agent.adaptive_kl_beta.numpy(), 0.75, rtol=1e-6)
+    agent.update_adaptive_kl_beta(tf.constant(0.01))     # inside the band: unchanged
+    np.testing.assert_allclose(agent.adaptive_kl_beta.numpy(), 0.75, rtol=1e-6)
+    agent.update_adaptive_kl_beta(tf.constant(0.001))    # below 0.007: beta / 1.5
+    np.testing.assert_allclose(agent.adaptive_kl_beta.numpy(), 0.5, rtol=1e-6)
+
+
+def test_categorical_kl_matches_numpy():
+    agent = make_agent()
+    rng = np.random.default_rng(6)
+    a, b = rng.normal(size=(5, 3)), rng.normal(size=(5, 3))
+    pa = np.exp(a) / np.exp(a).sum(-1, keepdims=True)
+    pb = np.exp(b) / np.exp(b).sum(-1, keepdims=True)
+    expected = (pa * (np.log(pa) - np.log(pb))).sum(-1)
+    da = agent.actor_net.distribution({"logits": tf.constant(a, tf.float32)})
+    db = agent.actor_net.distribution({"logits": tf.constant(b, tf.float32)})
+    np.testing.assert_allclose(da.kl_divergence(db).numpy(), expected, rtol=1e-5)
+
+
+def test_streaming_normalizer_matches_numpy_over_masked_batches():
+    rng = np.random.default_rng(7)
+    norm = StreamingNormalizer((3,), clip_value=None)
+    kept = []
+    for n in (5, 17, 1, 40):
+        x = rng.normal(loc=2.0, scale=3.0, size=(n, 3))
+        mask = rng.uniform(size=n) > 0.3
+        norm.update(tf.constant(x, tf.float32), tf.constant(mask))
+        kept.append(x[mask])
+    data = np.concatenate(kept)
+    np.testing.assert_allclose(norm.mean.numpy(), data.mean(0), rtol=1e-5)
+    np.testing.assert_allclose(norm.variance.numpy(), data.var(0), rtol=1e-4)
+    probe = rng.normal(size=(4, 3)).astype(np.float32)
+    np.testing.assert_allclose(norm.normalize(tf.constant(probe)).numpy(),
+                               (probe - data.mean(0)) / np.sqrt(data.var(0) + 1e-8), rtol=1e-4, atol=1e-5)
+
+
+def test_normalizer_is_identity_before_data_and_reward_normalizer_does_not_center():
+    norm = StreamingNormalizer((), center_mean=False, clip_value=10.0)
+    np.testing.assert_allclose(norm.normalize(tf.constant([3.0, -2.0])).numpy(), [3.0, -2.0], rtol=1e-6)
+    norm.update(tf.constant([1.0, 3.0]))  # mean 2, var 1
+    np.testing.assert_allclose(norm.normalize(tf.constant([4.0])).numpy(), [4.0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("action_spec", [DISCRETE, CONTINUOUS], ids=["discrete", "continuous"])
+def test_train_returns_loss_info_and_updates_state(action_spec):
+    agent = make_agent(action_spec, importance_ratio_clipping=0.2, use_gae=True, num_epochs=3, minibatch_size=7,
+                       entropy_regularization=0.01, policy_l2_reg=1e-4, value_function_l2_reg=1e-4,
+                       initial_adaptive_kl_beta=1.0, normalize_observations=True, normalize_rewards=True,
+                       gradient_clipping=0.5, value_clipping=0.2)
+    exp = make_experience(agent, boundary_at=2)
+    before = [v.numpy().copy() for v in agent.trainable_weights]
+    info = agent.train(exp)
+    assert np.isfinite(info.loss.numpy())
+    extra = info.extra._asdict()
+    assert set(extra) == {"policy_gradient_loss", "value_estimation_loss", "l2_regularization_loss",
+                          "entropy_regularization_loss", "kl_penalty_loss"}
+    assert extra["l2_regularization_loss"].numpy() > 0 and extra["entropy_regularization_loss"].numpy() < 0
+    np.testing.assert_allclose(info.loss.numpy(), sum(v.numpy() for v in extra.values()), rtol=1e-4)
+    assert agent.train_step_counter.numpy() == 1
+    assert all(not np.allclose(b, v.numpy()) for b, v in zip(before, agent.trainable_weights)
+               if b.ndim == 2)
+    # Observation normalizer saw the non-boundary rows only: 4*7 rows minus 1 boundary.
+    assert agent.observation_normalizer.count.numpy() == 4 * 7 - 1
+    assert agent.reward_normalizer.count.numpy() == 4 * 6 - 1
+
+
+def test_masked_rows_do_not_influence_training():
+    """Changing the data of boundary rows and weight-0 rows leaves the update unchanged."""
+    results = []
+    base = make_experience(make_agent(), boundary_at=3, seed=11)
+    for perturb in (False, True):
+        agent = make_agent(importance_ratio_clipping=0.2, use_gae=True, num_epochs=2)
+        exp = base
+        weights = np.ones_like(exp.reward)
+        weights[2, 4] = 0.0
+        if perturb:
+            action = exp.action.copy()
+            action[0, 3] = (action[0, 3] + 1) % 3   # boundary row: its action never acted
+            action[2, 4] = (action[2, 4] + 1) % 3   # weight-0 row
+            reward = exp.reward.copy()
+            reward[0, 3] = 100.0                    # boundary rows carry no reward
+            exp = exp._replace(action=action, reward=reward)
+        info = agent.train(exp, weights=weights)
+        results.append((info.loss.numpy(), [v.numpy() for v in agent.trainable_weights]))
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-5)
+    for a, b in zip(results[0][1], results[1][1]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_bad_experience_names_the_field():
+    agent = make_agent()
+    exp = make_experience(agent)
+    with pytest.raises(TypeError, match="experience.action"):
+        agent.train(exp._replace(action=exp.action.astype(np.float32)))
+    with pytest.raises(ValueError, match="experience.observation"):
+        agent.train(exp._replace(observation=exp.observation[..., :2]))
+    with pytest.raises(ValueError, match="structure"):
+        agent.train(exp._replace(policy_info={}))
+
+
+def test_presets_and_variable_order():
+    ts_spec = time_step_spec(OBS)
+    clip = PPOClipAgent(ts_spec, DISCRETE, tf_keras.optimizers.Adam(1e-3))
+    assert clip.importance_ratio_clipping == 0.2 and clip.adaptive_kl_beta is None
+    kl = PPOKLPenaltyAgent(ts_spec, DISCRETE, tf_keras.optimizers.Adam(1e-3))
+    assert kl.importance_ratio_clipping == 0.0 and kl.adaptive_kl_beta.numpy() == 1.0
+    # Actor variables first, then the value network's, each in a fixed order.
+    n_actor = len(clip.actor_net.trainable_variables)
+    assert [id(v) for v in clip.trainable_weights[:n_actor]] == [id(v) for v in clip.actor_net.trainable_variables]
+    assert [id(v) for v in clip.trainable_weights[n_actor:]] == [id(v) for v in clip.value_net.trainable_variables]
+    other = PPOClipAgent(ts_spec, DISCRETE, tf_keras.optimizers.Adam(1e-3))
+    assert [v.shape for v in clip.trainable_weights] == [v.shape for v in other.trainable_weights]
+
+
+def test_losses_written_as_tensorboard_scalars(tmp_path):
+    agent = make_agent(importance_ratio_clipping=0.2)
+    writer = tf.summary.create_file_writer(str(tmp_path))
+    with writer.as_default():
+        agent.train(make_experience(agent))
+    writer.flush()
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    acc = EventAccumulator(str(tmp_path))
+    acc.Reload()
+    tags = set(acc.Tags()["tensors"]) | set(acc.Tags()["scalars"])
+    for tag in ("Losses/policy_gradient_loss", "Losses/value_estimation_loss", "Losses/kl_penalty_loss",
+                "Losses/total_abs_loss", "Metrics/learning_rate"):
+        assert tag in tags, tags
