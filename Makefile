@@ -3,6 +3,7 @@ PY ?= python3.10
 VENV := .venv
 BIN := $(VENV)/bin
 export TF_CPP_MIN_LOG_LEVEL ?= 3
+export TF_USE_LEGACY_KERAS ?= 0
 export PYTHONWARNINGS ?= ignore::FutureWarning,ignore::DeprecationWarning
 
 .PHONY: setup run test bench clean
@@ -16,10 +17,11 @@ $(VENV)/.installed: requirements.txt setup.py
 	$(BIN)/pip install -q --no-deps -e .
 	touch $@
 
-# The main job. Until the local TFX pipeline lands (issue 5) it trains PPO on CartPole-v1,
-# evaluates the greedy policy and writes a learning curve under out/ppo.
+# The main job: the local bandit pipeline (ExperienceGen -> Trainer -> Evaluator -> Pusher)
+# with LocalDagRunner and a sqlite ML Metadata store under pipeline_root/bandit.
 run: setup
-	$(BIN)/python -m rlops.train.on_policy --out out/ppo
+	mkdir -p out
+	$(BIN)/rlops run bandit --summary-json out/bandit_summary.json
 
 test: setup
 	$(BIN)/python -m pytest -q tests

@@ -8,6 +8,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "0")  # see rlops/__init__.py
 
 import tensorflow as tf  # noqa: E402
 

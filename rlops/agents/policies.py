@@ -24,9 +24,11 @@ class Policy(tf.Module):
                  observation_and_action_constraint_splitter: Splitter | None = None,
                  name: str | None = None):
         super().__init__(name=name)
-        self.time_step_spec = time_step_spec
-        self.action_spec = action_spec
-        self.info_spec = info_spec
+        # Specs are plain nests, not trackable state: keep tf.Module from wrapping them
+        # (its _DictWrapper/_TupleWrapper would leak into saved spec files and comparisons).
+        self.time_step_spec = self._no_dependency(time_step_spec)
+        self.action_spec = self._no_dependency(action_spec)
+        self.info_spec = self._no_dependency(info_spec)
         self.policy_state_spec = ()
         self.observation_and_action_constraint_splitter = observation_and_action_constraint_splitter
 
@@ -183,9 +185,10 @@ class EpsilonGreedyPolicy(Policy):
     """
 
     def __init__(self, greedy_policy: Policy, epsilon: float | Callable[[], float], name: str | None = None):
-        super().__init__(greedy_policy.time_step_spec, greedy_policy.action_spec,
-                         {"propensity": tf.TensorSpec((), tf.float32, "propensity"),
-                          "greedy_info": greedy_policy.info_spec},
+        info_spec = {"propensity": tf.TensorSpec((), tf.float32, "propensity")}
+        if tf.nest.flatten(greedy_policy.info_spec):  # e.g. predicted rewards, passed through
+            info_spec["greedy_info"] = greedy_policy.info_spec
+        super().__init__(greedy_policy.time_step_spec, greedy_policy.action_spec, info_spec,
                          greedy_policy.observation_and_action_constraint_splitter, name=name)
         self.greedy_policy = greedy_policy
         self.epsilon = epsilon
@@ -203,4 +206,7 @@ class EpsilonGreedyPolicy(Policy):
                    else tf.fill([batch], float(n)))
         is_greedy = tf.cast(tf.equal(action, greedy.action), tf.float32)
         propensity = eps / allowed + (1.0 - eps) * is_greedy
-        return PolicyStep(action, (), {"propensity": propensity, "greedy_info": greedy.info})
+        info = {"propensity": propensity}
+        if "greedy_info" in self.info_spec:
+            info["greedy_info"] = greedy.info
+        return PolicyStep(action, (), info)

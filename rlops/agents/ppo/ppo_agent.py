@@ -65,8 +65,8 @@ class PPOAgent(tf.Module):
             raise ValueError(f"PPOAgent supports one action tensor, got action_spec={action_spec}")
         if num_epochs < 1:
             raise ValueError(f"num_epochs must be >= 1, got {num_epochs}")
-        self.time_step_spec = time_step_spec
-        self.action_spec = action_spec
+        self.time_step_spec = self._no_dependency(time_step_spec)
+        self.action_spec = self._no_dependency(action_spec)
         obs_spec = time_step_spec.observation
         self.actor_net = actor_net or ActorNetwork(obs_spec, action_spec, seed=seed)
         self.value_net = value_net or ValueNetwork(obs_spec, seed=seed + 1)
@@ -112,7 +112,8 @@ class PPOAgent(tf.Module):
                                           observation_normalizer=self.observation_normalizer,
                                           name="collect_policy")
         self.policy = GreedyPolicy(self.collect_policy, name="greedy_policy")
-        self.collect_data_spec = trajectory_spec(time_step_spec, action_spec, self.collect_policy.info_spec)
+        self.collect_data_spec = self._no_dependency(
+            trajectory_spec(time_step_spec, action_spec, self.collect_policy.info_spec))
         self.train_sequence_length = None  # any T >= 2
         # Deterministic order: actor first, then value network, each in creation order.
         self._trainable = list(self.actor_net.trainable_variables) + list(self.value_net.trainable_variables)

@@ -1,0 +1,49 @@
+"""ExperienceGen as a TFX component (laid out like TFX's own: spec, component, executor).
+
+    gen = ExperienceGen(config=ExperienceGenConfig(...))
+    gen.outputs["examples"]    # standard Examples: Split-train/, Split-eval/ gzipped TFRecords
+    gen.outputs["quarantine"]  # ExperienceQuarantine: bad records, one JSON line each
+
+Beam options come from the pipeline (`beam_pipeline_args`) or `with_beam_pipeline_args`.
+"""
+from __future__ import annotations
+
+from tfx import types
+from tfx.dsl.components.base import base_beam_component, executor_spec
+from tfx.types import standard_artifacts
+from tfx.types.component_spec import ChannelParameter, ExecutionParameter
+
+from rlops.components.experience_gen.config import ExperienceGenConfig
+from rlops.components.experience_gen.executor import Executor
+
+
+class ExperienceQuarantine(types.Artifact):
+    """Records ExperienceGen refused: reason, message, source file, line/offset, original payload
+    (gzipped JSON Lines). Its custom properties carry the run's counts."""
+    TYPE_NAME = "rlops.ExperienceQuarantine"
+
+
+class ExperienceGenSpec(types.ComponentSpec):
+    PARAMETERS = {"config": ExecutionParameter(type=str)}
+    INPUTS = {"policy": ChannelParameter(type=standard_artifacts.Model, optional=True)}
+    OUTPUTS = {"examples": ChannelParameter(type=standard_artifacts.Examples),
+               "quarantine": ChannelParameter(type=ExperienceQuarantine)}
+
+
+class ExperienceGen(base_beam_component.BaseBeamComponent):
+    """Logged (or simulated) experience -> validated, deterministically split Examples."""
+
+    SPEC_CLASS = ExperienceGenSpec
+    EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
+
+    def __init__(self, config: ExperienceGenConfig | str, policy: types.BaseChannel | None = None):
+        """config: the ExperienceGenConfig (or its JSON). policy: optional Model channel whose
+        SavedModel an epsilon-greedy simulation logs with (overrides policy_path)."""
+        if isinstance(config, ExperienceGenConfig):
+            config = config.to_json()
+        else:
+            ExperienceGenConfig.from_json(config)  # fail at pipeline definition, not at run time
+        spec = ExperienceGenSpec(config=config, policy=policy,
+                                 examples=types.Channel(type=standard_artifacts.Examples),
+                                 quarantine=types.Channel(type=ExperienceQuarantine))
+        super().__init__(spec=spec)

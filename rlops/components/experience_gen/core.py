@@ -1,0 +1,134 @@
+"""ExperienceGen's executor core: a plain function over output URIs and a config.
+
+`run_experience_gen` is what every face calls: the TFX `Executor` (executor.py), the KFP v2
+component and the CLI (kfp_component.py, __main__.py); nothing here imports TFX. It runs the Beam pipeline, reads back the
+record counts from Beam's metrics, checks that read = written + quarantined, and fails above
+the configured bad-record ratio with the top reasons.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from rlops.components.experience_gen import pipeline, sinks
+from rlops.components.experience_gen.config import BANDIT, ExperienceGenConfig
+
+PAYLOAD_FORMATS = {BANDIT: "FORMAT_TF_EXAMPLE", "trajectory": "FORMAT_TF_SEQUENCE_EXAMPLE"}
+
+
+class ExperienceGenError(RuntimeError):
+    """Raised when too many records were bad, or when the record accounting does not add up."""
+
+    def __init__(self, message: str, result: "IngestResult"):
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass
+class IngestResult:
+    """What one run did. Counts are in source records (steps, for trajectories)."""
+    record_kind: str
+    split_names: list[str]
+    records_read: int
+    records_written: int
+    records_quarantined: int
+    written_per_split: dict[str, int]  # source records per split
+    outputs_per_split: dict[str, int]  # tf.Examples / SequenceExamples per split
+    reasons: dict[str, int] = field(default_factory=dict)  # quarantine reason code -> count
+    examples_uri: str = ""
+    quarantine_uri: str = ""
+
+    @property
+    def bad_record_ratio(self) -> float:
+        return self.records_quarantined / self.records_read if self.records_read else 0.0
+
+    @property
+    def payload_format(self) -> str:
+        return PAYLOAD_FORMATS[self.record_kind]
+
+    def top_reasons(self, k: int = 5) -> list[tuple[str, int]]:
+        return Counter(self.reasons).most_common(k)
+
+    def properties(self) -> dict[str, int | float | str]:
+        """Flat custom properties for the output artifact (TFX) or its metadata (KFP)."""
+        out: dict[str, int | float | str] = {
+            "record_kind": self.record_kind, "records_read": self.records_read,
+            "records_written": self.records_written, "records_quarantined": self.records_quarantined,
+            "bad_record_ratio": round(self.bad_record_ratio, 6), "quarantine_reasons": json.dumps(self.reasons,
+                                                                                                  sort_keys=True)}
+        for split in self.split_names:
+            out[f"records_written_{split}"] = self.written_per_split.get(split, 0)
+            out[f"examples_{split}"] = self.outputs_per_split.get(split, 0)
+        return out
+
+
+def run_experience_gen(config: ExperienceGenConfig | str, examples_uri: str, quarantine_uri: str,
+                       beam_pipeline_args: Sequence[str] | None = None) -> IngestResult:
+    """Ingest the configured source into `examples_uri` (TFX Examples layout) and
+    `quarantine_uri`; return the counts, or raise ExperienceGenError (with `.result`)."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    if isinstance(config, str):
+        config = ExperienceGenConfig.from_json(config)
+    plan = pipeline.make_plan(config)
+    p = beam.Pipeline(options=PipelineOptions(list(beam_pipeline_args or [])))
+    pipeline.build(p, plan, examples_uri, quarantine_uri)
+    beam_result = p.run()
+    beam_result.wait_until_finish()
+    counters = _counters(beam_result)
+    result = _result(config, counters, examples_uri, quarantine_uri)
+    check(result, config.max_bad_record_ratio)
+    return result
+
+
+def _counters(beam_result: Any) -> dict[str, int]:
+    from apache_beam.metrics.metric import MetricsFilter
+    query = beam_result.metrics().query(MetricsFilter().with_namespace(sinks.METRICS_NAMESPACE))
+    out: dict[str, int] = Counter()
+    for c in query["counters"]:
+        value = c.committed if c.committed is not None else c.attempted
+        out[c.key.metric.name] += int(value or 0)
+    return dict(out)
+
+
+def _result(config: ExperienceGenConfig, counters: Mapping[str, int], examples_uri: str,
+            quarantine_uri: str) -> IngestResult:
+    names = config.splits.names
+    units = {s: counters.get(f"{sinks.WRITTEN_UNITS}:{s}", 0) for s in names}
+    outputs = {s: counters.get(f"{sinks.WRITTEN_RECORDS}:{s}", 0) for s in names}
+    prefix = pipeline.QUARANTINED + ":"
+    reasons = {k[len(prefix):]: v for k, v in counters.items() if k.startswith(prefix)}
+    return IngestResult(config.record_kind, names, counters.get(pipeline.READ, 0), sum(units.values()),
+                        counters.get(pipeline.QUARANTINED, 0), units, outputs, reasons, examples_uri, quarantine_uri)
+
+
+def check(result: IngestResult, max_bad_record_ratio: float) -> None:
+    """Every record is written or quarantined; the bad share stays under the threshold."""
+    if result.records_read != result.records_written + result.records_quarantined:
+        raise ExperienceGenError(
+            f"record accounting does not add up: read {result.records_read} != written "
+            f"{result.records_written} + quarantined {result.records_quarantined}", result)
+    if result.bad_record_ratio > max_bad_record_ratio:
+        top = ", ".join(f"{code}: {n}" for code, n in result.top_reasons())
+        raise ExperienceGenError(
+            f"{result.records_quarantined} of {result.records_read} records were bad "
+            f"({result.bad_record_ratio:.2%} > max_bad_record_ratio {max_bad_record_ratio:.2%}). "
+            f"Top reasons: {top}. Each bad record, with its source file, line and payload, is in "
+            f"{result.quarantine_uri}", result)
+
+
+def read_quarantine(quarantine_uri: str) -> list[dict]:
+    """The quarantined records as dicts (reason, message, source_file, line, offset, payload)."""
+    import gzip
+
+    from apache_beam.io.filesystems import FileSystems
+    out = []
+    pattern = FileSystems.join(quarantine_uri, pipeline.QUARANTINE_PREFIX + "*")
+    for m in sorted(FileSystems.match([pattern])[0].metadata_list, key=lambda m: m.path):
+        with FileSystems.open(m.path, compression_type="uncompressed") as f:
+            text = gzip.decompress(f.read()).decode("utf-8")
+        out.extend(json.loads(line) for line in text.splitlines() if line)
+    return out

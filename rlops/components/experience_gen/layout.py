@@ -1,0 +1,163 @@
+"""The resolved layout: which source columns feed which output field, with what type and width.
+
+Resolved once at pipeline construction from the config and a peek at the source's schema
+(header, Parquet schema, first JSON line or tf.Example), then shipped to every worker, so all
+workers check every file against the same widths.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from rlops.components.experience_gen import records
+from rlops.components.experience_gen.config import BANDIT, ExperienceGenConfig
+
+FLOAT, INT, STRING, BOOL, TIMESTAMP = "float", "int", "string", "bool", "timestamp"
+
+
+@dataclass(frozen=True)
+class Field:
+    """One output field. `columns`: one scalar or list-valued column, or several scalars stacked
+    into a vector. `width` None means a scalar."""
+    name: str
+    columns: tuple[str, ...]
+    dtype: str
+    width: int | None = None
+    required: bool = True
+
+
+@dataclass(frozen=True)
+class SourceSchema:
+    """What a peek at the source showed: column names, and the width of list-valued ones."""
+    names: tuple[str, ...] = ()
+    list_widths: dict[str, int] = field(default_factory=dict)
+    text: bool = False  # every value arrives as text (CSV): no list cells
+
+
+@dataclass(frozen=True)
+class Layout:
+    kind: str
+    fields: tuple[Field, ...]
+    split_key: Field | None = None
+    split_time: Field | None = None
+
+    @property
+    def columns(self) -> list[str]:
+        """Every source column read, in a stable order."""
+        out: list[str] = []
+        for f in self.all_fields:
+            out.extend(c for c in f.columns if c not in out)
+        return out
+
+    @property
+    def all_fields(self) -> list[Field]:
+        return list(self.fields) + [f for f in (self.split_key, self.split_time) if f is not None]
+
+    def field(self, name: str) -> Field | None:
+        return next((f for f in self.fields if f.name == name), None)
+
+
+def resolve_layout(config: ExperienceGenConfig, schema: SourceSchema) -> Layout:
+    fields = _bandit_fields(config, schema) if config.record_kind == BANDIT else _trajectory_fields(config, schema)
+    by_column = {f.columns[0]: f for f in fields if len(f.columns) == 1}
+    key = time = None
+    s = config.splits
+    if s.time_column:
+        time = by_column.get(s.time_column)
+        time = time if time is not None and time.dtype == TIMESTAMP else Field("_split_time", (s.time_column,), TIMESTAMP)
+    elif s.key:
+        key = Field("_split_key", (s.key,), STRING)
+    return Layout(config.record_kind, tuple(fields), key, time)
+
+
+def _bandit_fields(config: ExperienceGenConfig, schema: SourceSchema) -> list[Field]:
+    c = config.bandit_columns
+    spec = config.action_spec
+    num_actions = None if spec.maximum is None else int(spec.maximum) - int(spec.minimum or 0) + 1
+    out = [_vector(records.CONTEXT, c.context, c.context_prefix, c.context_dim, FLOAT, schema, "context")]
+    out.append(Field(records.ACTION, (c.action,), INT))
+    out.append(Field(records.REWARD, (c.reward,), FLOAT))
+    if c.propensity:
+        out.append(Field(records.PROPENSITY, (c.propensity,), FLOAT, required=config.require_propensity))
+    elif config.require_propensity:
+        raise ValueError("bandit_columns.propensity is None but require_propensity is True: off-policy "
+                         "evaluation needs the logging policy's propensity; map it or set require_propensity=False")
+    if c.action_mask or c.action_mask_prefix:
+        out.append(_vector(records.ACTION_MASK, c.action_mask, c.action_mask_prefix, num_actions, INT, schema,
+                           "action_mask"))
+    if c.weight:
+        out.append(Field(records.WEIGHT, (c.weight,), FLOAT))
+    if c.timestamp:
+        out.append(Field(records.TIMESTAMP, (c.timestamp,), TIMESTAMP))
+    return out
+
+
+def _trajectory_fields(config: ExperienceGenConfig, schema: SourceSchema) -> list[Field]:
+    c = config.trajectory_columns
+    spec = config.action_spec
+    out = [Field(records.EPISODE_ID, (c.episode_id,), STRING), Field(records.STEP, (c.step,), INT),
+           _vector(records.OBSERVATION, c.observation, c.observation_prefix, c.observation_dim, FLOAT, schema,
+                   "observation")]
+    if spec.is_discrete and not spec.shape:
+        out.append(Field(records.ACTION, (_one(c.action, "action"),), INT))
+    else:
+        out.append(_vector(records.ACTION, c.action, c.action_prefix, spec.size, FLOAT if not spec.is_discrete else INT,
+                           schema, "action"))
+    out.append(Field(records.REWARD, (c.reward,), FLOAT))
+    if c.discount:
+        out.append(Field(records.DISCOUNT, (c.discount,), FLOAT))
+    if c.terminal:
+        out.append(Field(records.TERMINAL, (c.terminal,), BOOL, required=False))
+    if c.log_probability:
+        out.append(Field(records.LOG_PROBABILITY, (c.log_probability,), FLOAT))
+    if c.value_prediction:
+        out.append(Field(records.VALUE_PREDICTION, (c.value_prediction,), FLOAT))
+    for name, cols in sorted(c.dist_params.items()):
+        names = tuple(x for x in cols.split("|") if x)
+        prefix = names[0][:-1] if len(names) == 1 and names[0].endswith("*") else None
+        out.append(_vector(records.DIST_PARAMS_PREFIX + name, () if prefix else names, prefix, None, FLOAT, schema,
+                           f"dist_params[{name}]"))
+    return out
+
+
+def _one(names: tuple[str, ...], what: str) -> str:
+    if len(names) != 1:
+        raise ValueError(f"{what}: a scalar field maps to exactly one column, got {list(names)}")
+    return names[0]
+
+
+def _vector(name: str, columns: tuple[str, ...], prefix: str | None, width: int | None, dtype: str,
+            schema: SourceSchema, what: str) -> Field:
+    if prefix:
+        columns = prefixed_columns(schema.names, prefix)
+        if not columns:
+            raise ValueError(f"{what}: no column starts with prefix {prefix!r}; columns: {list(schema.names)[:20]}")
+    if not columns:
+        raise ValueError(f"{what}: map it to column names or a prefix")
+    if len(columns) > 1:
+        if width is not None and width != len(columns):
+            raise ValueError(f"{what}: {len(columns)} columns {list(columns)[:5]}... but width {width} was configured")
+        return Field(name, tuple(columns), dtype, len(columns))
+    col = columns[0]
+    seen = schema.list_widths.get(col)
+    if seen is not None and width is not None and seen != width:
+        raise ValueError(f"{what}: column {col!r} holds lists of {seen} values but width {width} was configured")
+    width = width if width is not None else seen
+    if width is None:
+        if col in schema.names:
+            width = 1  # a single scalar column
+        else:
+            raise ValueError(f"{what}: cannot tell the width of column {col!r}; set it in the config "
+                             f"(e.g. context_dim / observation_dim)")
+    if schema.text and width != 1:
+        raise ValueError(f"{what}: CSV has no list cells; map {what} to one column per value (names or a prefix)")
+    return Field(name, (col,), dtype, width)
+
+
+def prefixed_columns(names: tuple[str, ...] | list[str], prefix: str) -> tuple[str, ...]:
+    """Columns starting with `prefix`, ordered by numeric suffix (x_2 before x_10) when all have one."""
+    cols = [n for n in names if n.startswith(prefix)]
+    suffixes = [n[len(prefix):] for n in cols]
+    if cols and all(re.fullmatch(r"\d+", s) for s in suffixes):
+        cols = [c for _, c in sorted(zip((int(s) for s in suffixes), cols))]
+    return tuple(cols)

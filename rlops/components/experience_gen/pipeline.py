@@ -1,0 +1,311 @@
+"""The Beam graph: read -> validate -> (assemble episodes) -> split -> write, plus quarantine.
+
+Every element between transforms is a batch (thousands of records as NumPy/Arrow columns);
+the only per-record Beam elements are quarantined records and, for trajectories, episodes.
+
+    work items ─ Ingest ─┬─ valid batches ─ EncodeBandit ──────────────┬─ Split-<name>/*.gz
+                         │               └ KeySteps ─ GBK ─ Assemble ──┤
+                         └─ quarantine ─────────────────────────────────┴─ quarantine-*.jsonl.gz
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.io.filesystems import FileSystems
+
+from rlops.components.experience_gen import records, simulation, sinks, sources, splits, validation
+from rlops.components.experience_gen.config import (BANDIT, BanditColumns, BigQuerySource, ExperienceGenConfig,
+                                                    FileSource, SimulationSource, TrajectoryColumns)
+from rlops.components.experience_gen.layout import Layout, SourceSchema, resolve_layout
+from rlops.components.experience_gen.sources import Block, Quarantined
+
+NS = sinks.METRICS_NAMESPACE
+READ, QUARANTINED = "read", "quarantined"
+QUARANTINE_PREFIX = "quarantine"
+EPISODE_NOT_CONTIGUOUS = "episode_not_contiguous"
+EPISODE_DUPLICATE_STEP = "episode_duplicate_step"
+EPISODE_TERMINAL_INSIDE = "episode_terminal_inside"
+EPISODE_INCONSISTENT = "episode_inconsistent"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What construction resolved: the effective config, the layout and the work items."""
+    config: ExperienceGenConfig
+    layout: Layout
+    items: tuple = ()
+
+
+def make_plan(config: ExperienceGenConfig) -> Plan:
+    src = config.source
+    if isinstance(src, FileSource):
+        files = sources.match_files(src.pattern)
+        layout = resolve_layout(config, sources.peek_schema(files[0][0], src))
+        return Plan(config, layout, tuple(sources.plan_ranges(files, src)))
+    if isinstance(src, BigQuerySource):
+        return Plan(config, resolve_layout(config, SourceSchema()))
+    if isinstance(src, SimulationSource):
+        config = _simulation_config(config, src)
+        return Plan(config, resolve_layout(config, SourceSchema()), tuple(range(src.num_shards)))
+    raise TypeError(f"unknown source type {type(src).__name__}")
+
+
+def _simulation_config(config: ExperienceGenConfig, src: SimulationSource) -> ExperienceGenConfig:
+    """Simulated records use the default column names; widths and the action spec come from the env."""
+    if simulation.is_gym(src):
+        dim, spec = simulation.gym_spaces(src)
+        cols = TrajectoryColumns(observation_dim=dim, log_probability="log_probability", terminal="terminated")
+        return dataclasses.replace(config, trajectory_columns=cols, action_spec=config.action_spec or spec)
+    dim, spec = simulation.bandit_shape(src)
+    cols = BanditColumns(context=("context",), context_dim=dim, propensity="propensity")
+    return dataclasses.replace(config, bandit_columns=cols, action_spec=config.action_spec or spec)
+
+
+# --- ingest: read + validate ------------------------------------------------------------------
+
+@dataclass
+class ValidBatch:
+    columns: dict[str, np.ndarray]
+    split_key: np.ndarray | None = None
+    split_time: np.ndarray | None = None
+    # Provenance, kept for trajectory steps (an invalid episode quarantines all its steps).
+    provenance: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values())))
+
+
+class IngestFn(beam.DoFn):
+    """Work item -> valid column batches (main output) and Quarantined records ('quarantine')."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.read = beam.metrics.Metrics.counter(NS, READ)
+
+    def process(self, item: Any) -> Iterator[Any]:
+        for got in self._blocks(item):
+            if isinstance(got, Quarantined):
+                self.read.inc()
+                yield beam.pvalue.TaggedOutput(QUARANTINE_PREFIX, got)
+                continue
+            self.read.inc(got.num_rows)
+            yield from self._validate(got)
+
+    def _blocks(self, item: Any) -> Iterator[Block | Quarantined]:
+        cfg = self.plan.config
+        src = cfg.source
+        if isinstance(src, FileSource):
+            yield from sources.READERS[src.format](item, src, self.plan.layout)
+        elif isinstance(src, SimulationSource):
+            gen = simulation.simulate_gym if simulation.is_gym(src) else simulation.simulate_bandit
+            row0 = 0
+            for cols in gen(src, item):
+                yield sources.numpy_block(cols, f"simulation:{src.env}:shard-{item}", row0)
+                row0 += len(cols["reward"])
+        else:  # BigQuery rows, batched upstream
+            rows, name = item
+            yield sources.rows_block(rows, self.plan.layout.columns, name)
+
+    def _validate(self, block: Block) -> Iterator[Any]:
+        v = validation.validate(block.columns, block.num_rows, self.plan.layout, self.plan.config, block.text)
+        for row, (code, message) in sorted(v.rejects.items()):
+            yield beam.pvalue.TaggedOutput(QUARANTINE_PREFIX, block.quarantine(row, code, message))
+        if not len(v.rows):
+            return
+        provenance = {}
+        if self.plan.layout.kind != BANDIT:
+            lines, offsets = block.locate(v.rows)
+            provenance = {"file": np.full(len(v.rows), block.source_file, object), "line": lines,
+                          "offset": offsets, "payload": np.array([block.payload(r) for r in v.rows] + [None],
+                                                                 object)[:-1]}
+        yield ValidBatch(v.columns, v.split_key, v.split_time, provenance)
+
+
+class BigQueryRowsFn(beam.DoFn):
+    def __init__(self, name: str):
+        self.name = name
+
+    def process(self, rows: list[dict]) -> Iterator[tuple[list[dict], str]]:
+        yield rows, self.name
+
+
+# --- bandit: encode + split -------------------------------------------------------------------
+
+class EncodeBanditFn(beam.DoFn):
+    """Valid batch -> (serialized tf.Examples, count) per split, tagged with the split's name."""
+
+    def __init__(self, config: ExperienceGenConfig):
+        self.config = config
+
+    def process(self, batch: ValidBatch) -> Iterator[Any]:
+        serialized = records.encode_bandit(batch.columns)
+        which = assign_splits(self.config, batch.columns, batch.split_key, batch.split_time)
+        for i, s in enumerate(self.config.splits.splits):
+            idx = np.flatnonzero(which == i)
+            if len(idx) == len(serialized):
+                yield beam.pvalue.TaggedOutput(s.name, (serialized, len(idx)))
+            elif len(idx):
+                yield beam.pvalue.TaggedOutput(s.name, ([serialized[j] for j in idx], len(idx)))
+
+
+def assign_splits(config: ExperienceGenConfig, columns: dict[str, np.ndarray], key: np.ndarray | None,
+                  time: np.ndarray | None) -> np.ndarray:
+    s = config.splits
+    if time is not None:
+        return splits.by_time(time, s.time_boundaries)
+    h = splits.key_hash(key) if key is not None else splits.content_hash(columns, records.BANDIT_ORDER)
+    return splits.by_hash(h, s.splits)
+
+
+# --- trajectories: group steps into episodes --------------------------------------------------
+
+def key_steps(batch: ValidBatch) -> Iterator[tuple[str, ValidBatch]]:
+    """One (episode id, its steps in this batch) per episode present in the batch."""
+    ids = batch.columns[records.EPISODE_ID]
+    uniq, inverse = np.unique(ids, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
+    for k, episode in enumerate(uniq):
+        idx = order[bounds[k]:bounds[k + 1]]
+        yield str(episode), _take(batch, idx)
+
+
+def _take(batch: ValidBatch, idx: np.ndarray) -> ValidBatch:
+    pick = lambda d: {k: v[idx] for k, v in d.items()}  # noqa: E731
+    return ValidBatch(pick(batch.columns), None if batch.split_key is None else batch.split_key[idx],
+                      None if batch.split_time is None else batch.split_time[idx], pick(batch.provenance))
+
+
+def _concat(parts: list[ValidBatch]) -> ValidBatch:
+    cat = lambda ds: {k: np.concatenate([d[k] for d in ds]) for k in ds[0]}  # noqa: E731
+    key = None if parts[0].split_key is None else np.concatenate([p.split_key for p in parts])
+    time = None if parts[0].split_time is None else np.concatenate([p.split_time for p in parts])
+    return ValidBatch(cat([p.columns for p in parts]), key, time, cat([p.provenance for p in parts]))
+
+
+class AssembleEpisodeFn(beam.DoFn):
+    """(episode id, step parts) -> one SequenceExample in its split, or every step quarantined."""
+
+    def __init__(self, config: ExperienceGenConfig):
+        self.config = config
+
+    def process(self, element: tuple[str, list[ValidBatch]]) -> Iterator[Any]:
+        episode_id, parts = element
+        ep = _concat(list(parts))
+        order = np.argsort(ep.columns[records.STEP], kind="stable")
+        ep = _take(ep, order)
+        problem = episode_problem(episode_id, ep.columns)
+        if problem is not None:
+            code, message = problem
+            p = ep.provenance
+            for i in range(len(ep)):
+                yield beam.pvalue.TaggedOutput(QUARANTINE_PREFIX, Quarantined(
+                    code, message, str(p["file"][i]), int(p["line"][i]), int(p["offset"][i]), p["payload"][i]))
+            return
+        serialized = records.encode_episode(episode_id, episode_steps(ep.columns))
+        s = self.config.splits
+        if ep.split_time is not None:
+            which = splits.by_time(ep.split_time[:1], s.time_boundaries)[0]
+        else:
+            key = ep.split_key[:1] if ep.split_key is not None else np.array([episode_id], object)
+            which = splits.by_hash(splits.key_hash(key), s.splits)[0]
+        yield beam.pvalue.TaggedOutput(s.splits[int(which)].name, ([serialized], len(ep)))
+
+
+def episode_problem(episode_id: str, cols: dict[str, np.ndarray]) -> tuple[str, str] | None:
+    """Why an episode (steps sorted by index) cannot be written, or None."""
+    steps = cols[records.STEP]
+    n = len(steps)
+    uniq, counts = np.unique(steps, return_counts=True)
+    if len(uniq) < n:
+        dup = int(uniq[np.argmax(counts > 1)])
+        return EPISODE_DUPLICATE_STEP, f"episode {episode_id!r}: step {dup} appears {counts.max()} times"
+    if steps[0] != 0 or steps[-1] != n - 1:
+        missing = np.setdiff1d(np.arange(n), steps)[:5].tolist()
+        return EPISODE_NOT_CONTIGUOUS, (f"episode {episode_id!r}: steps are not contiguous from 0 "
+                                        f"(have {n} steps up to {int(steps[-1])}, missing {missing})")
+    term = cols.get(records.TERMINAL)
+    if term is not None:
+        present = cols.get(records.TERMINAL + "?", np.ones(n, bool))
+        inside = np.flatnonzero(term[:-1] & present[:-1])
+        if len(inside):
+            return EPISODE_TERMINAL_INSIDE, (f"episode {episode_id!r}: terminal at step {int(steps[inside[0]])} "
+                                             f"but the episode goes on to step {int(steps[-1])}")
+    return None
+
+
+def episode_steps(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Sorted step columns -> the arrays of the SequenceExample (discount derived if not logged)."""
+    n = len(cols[records.STEP])
+    out = {k: cols[k] for k in (records.OBSERVATION, records.ACTION, records.REWARD)}
+    if records.DISCOUNT in cols:
+        out[records.DISCOUNT] = cols[records.DISCOUNT]
+    else:  # 0 after a terminal step, 1 otherwise (a cut-off episode still bootstraps)
+        discount = np.ones(n, np.float32)
+        term = cols.get(records.TERMINAL)
+        if term is not None and bool(term[-1]) and bool(cols.get(records.TERMINAL + "?", np.ones(n, bool))[-1]):
+            discount[-1] = 0.0
+        out[records.DISCOUNT] = discount
+    out.update({k: v for k, v in cols.items() if k.startswith(records.POLICY_INFO_PREFIX)})
+    return out
+
+
+# --- quarantine -------------------------------------------------------------------------------
+
+class FormatQuarantineFn(beam.DoFn):
+    def process(self, q: Quarantined) -> Iterator[str]:
+        beam.metrics.Metrics.counter(NS, QUARANTINED).inc()
+        beam.metrics.Metrics.counter(NS, f"{QUARANTINED}:{q.code}").inc()
+        yield q.to_json()
+
+
+# --- the graph --------------------------------------------------------------------------------
+
+def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) -> None:
+    cfg = plan.config
+    src = cfg.source
+    if isinstance(src, BigQuerySource):
+        name = f"bigquery:{src.table or 'query'}"
+        items = (p | "ReadBigQuery" >> bigquery_read(src)
+                 | "BatchRows" >> beam.BatchElements(min_batch_size=min(1000, src.batch_size),
+                                                      max_batch_size=src.batch_size)
+                 | "Name" >> beam.ParDo(BigQueryRowsFn(name)))
+    else:
+        items = p | "WorkItems" >> beam.Create(list(plan.items), reshuffle=len(plan.items) > 1)
+    ingested = items | "Ingest" >> beam.ParDo(IngestFn(plan)).with_outputs(QUARANTINE_PREFIX, main="valid")
+    valid = ingested.valid
+    if cfg.reshuffle:
+        valid = valid | "Reshuffle" >> beam.Reshuffle()
+    names = cfg.splits.names
+    quarantined = [ingested[QUARANTINE_PREFIX]]
+    if plan.layout.kind == BANDIT:
+        out = valid | "EncodeSplit" >> beam.ParDo(EncodeBanditFn(cfg)).with_outputs(*names)
+    else:
+        out = (valid | "KeySteps" >> beam.FlatMap(key_steps)
+               | "GroupEpisodes" >> beam.GroupByKey()
+               | "Assemble" >> beam.ParDo(AssembleEpisodeFn(cfg)).with_outputs(QUARANTINE_PREFIX, *names))
+        quarantined.append(out[QUARANTINE_PREFIX])
+    for name in names:
+        sinks.write_split(out[name], examples_uri, name, cfg.compression_level, cfg.num_shards)
+    _ = (quarantined | "AllQuarantined" >> beam.Flatten()
+         | "FormatQuarantine" >> beam.ParDo(FormatQuarantineFn())
+         | "WriteQuarantine" >> beam.io.WriteToText(FileSystems.join(quarantine_uri, QUARANTINE_PREFIX),
+                                                     file_name_suffix=".jsonl.gz"))
+
+
+def bigquery_read(src: BigQuerySource) -> beam.PTransform:
+    """Beam's BigQuery source for a query or a table (rows arrive as dicts)."""
+    kwargs: dict[str, Any] = {"method": getattr(beam.io.ReadFromBigQuery.Method, src.method)}
+    if src.query:
+        kwargs.update(query=src.query, use_standard_sql=src.use_standard_sql)
+    else:
+        kwargs["table"] = src.table
+    if src.project:
+        kwargs["project"] = src.project
+    if src.gcs_location:
+        kwargs["gcs_location"] = src.gcs_location
+    return beam.io.ReadFromBigQuery(**kwargs)

@@ -1,0 +1,188 @@
+"""The output record formats and how to read them back through the agents' specs.
+
+Bandit feedback: one tf.Example per decision with features
+    context [D] float, action int64, reward float, propensity float (if logged),
+    action_mask [K] int64, weight float, timestamp int64 (if mapped).
+Trajectories: one tf.SequenceExample per episode, steps in order. Context features
+    episode_id bytes, length int64; feature lists (one entry per step)
+    observation [D] float, action (int64, or [A] float), reward, discount float,
+    step_type, next_step_type int64, policy_info/<path> float (e.g. policy_info/log_probability,
+    policy_info/dist_params/logits). Row t follows the Trajectory contract: reward and discount
+    are those of the transition t -> t+1.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+import numpy as np
+import pyarrow as pa
+import tensorflow as tf
+
+from rlops.agents import trajectories
+from rlops.agents.trajectories import StepType, Trajectory
+
+# Bandit features.
+CONTEXT, ACTION, REWARD, PROPENSITY = "context", "action", "reward", "propensity"
+ACTION_MASK, WEIGHT, TIMESTAMP = "action_mask", "weight", "timestamp"
+BANDIT_ORDER = (CONTEXT, ACTION, REWARD, PROPENSITY, ACTION_MASK, WEIGHT, TIMESTAMP)
+# Trajectory features.
+EPISODE_ID, LENGTH, STEP, OBSERVATION = "episode_id", "length", "step", "observation"
+DISCOUNT, TERMINAL, STEP_TYPE, NEXT_STEP_TYPE = "discount", "terminal", "step_type", "next_step_type"
+POLICY_INFO_PREFIX = "policy_info/"
+LOG_PROBABILITY = POLICY_INFO_PREFIX + "log_probability"
+VALUE_PREDICTION = POLICY_INFO_PREFIX + "value_prediction"
+DIST_PARAMS_PREFIX = POLICY_INFO_PREFIX + "dist_params/"
+
+TFRECORD_SUFFIX = ".gz"
+
+
+def split_dir(examples_uri: str, split: str) -> str:
+    """TFX's layout: <uri>/Split-<name>/ holding gzipped TFRecord shards."""
+    return os.path.join(examples_uri, f"Split-{split}")
+
+
+def split_file_pattern(examples_uri: str, split: str) -> str:
+    return os.path.join(split_dir(examples_uri, split), "*")
+
+
+# --- bandit: encode ---------------------------------------------------------------------------
+
+def _as_list_array(values: np.ndarray) -> pa.ListArray:
+    """[N] or [N, W] values -> an Arrow list array of N lists (what RecordBatchToExamples takes)."""
+    n = values.shape[0]
+    width = 1 if values.ndim == 1 else values.shape[1]
+    offsets = pa.array(np.arange(0, n * width + 1, width, dtype=np.int32))
+    return pa.ListArray.from_arrays(offsets, pa.array(np.ascontiguousarray(values).reshape(-1)))
+
+
+_BANDIT_DTYPES = {CONTEXT: np.float32, ACTION: np.int64, REWARD: np.float32, PROPENSITY: np.float32,
+                  ACTION_MASK: np.int64, WEIGHT: np.float32, TIMESTAMP: np.int64}
+
+
+def encode_bandit(columns: Mapping[str, np.ndarray]) -> list[bytes]:
+    """Validated bandit columns (numpy, one row per decision) -> serialized tf.Examples."""
+    from tfx_bsl.coders import example_coder
+
+    names = [k for k in BANDIT_ORDER if k in columns]
+    arrays = [_as_list_array(np.asarray(columns[k], _BANDIT_DTYPES[k])) for k in names]
+    return example_coder.RecordBatchToExamples(pa.RecordBatch.from_arrays(arrays, names))
+
+
+# --- bandit: read back ------------------------------------------------------------------------
+
+def bandit_feature_spec(context_dim: int, num_actions: int | None = None, propensity: bool = True,
+                        weight: bool = False, timestamp: bool = False) -> dict[str, tf.io.FixedLenFeature]:
+    spec = {CONTEXT: tf.io.FixedLenFeature([context_dim], tf.float32),
+            ACTION: tf.io.FixedLenFeature([], tf.int64),
+            REWARD: tf.io.FixedLenFeature([], tf.float32)}
+    if propensity:
+        spec[PROPENSITY] = tf.io.FixedLenFeature([], tf.float32)
+    if num_actions is not None:
+        spec[ACTION_MASK] = tf.io.FixedLenFeature([num_actions], tf.int64)
+    if weight:
+        spec[WEIGHT] = tf.io.FixedLenFeature([], tf.float32)
+    if timestamp:
+        spec[TIMESTAMP] = tf.io.FixedLenFeature([], tf.int64)
+    return spec
+
+
+def bandit_trajectory(parsed: Mapping[str, tf.Tensor], action_spec: tf.TensorSpec) -> Trajectory:
+    """Parsed bandit examples [B] -> the [B, 1] single-step Trajectory bandit agents train on;
+    policy_info holds the logged propensity."""
+    info = {"propensity": parsed[PROPENSITY]} if PROPENSITY in parsed else ()
+    action = tf.cast(parsed[ACTION], action_spec.dtype)
+    return trajectories.single_step_trajectory(parsed[CONTEXT], action, parsed[REWARD], info)
+
+
+def bandit_dataset(file_pattern: str, feature_spec: Mapping[str, Any], batch_size: int,
+                   shuffle: bool = False, seed: int | None = None) -> tf.data.Dataset:
+    """Batches of parsed bandit examples from gzipped TFRecord shards."""
+    files = tf.data.Dataset.list_files(file_pattern, shuffle=shuffle, seed=seed)
+    ds = tf.data.TFRecordDataset(files, compression_type="GZIP")
+    if shuffle:
+        ds = ds.shuffle(10 * batch_size, seed=seed)
+    return ds.batch(batch_size).map(lambda s: tf.io.parse_example(s, feature_spec),
+                                    num_parallel_calls=tf.data.AUTOTUNE)
+
+
+# --- trajectories: encode ---------------------------------------------------------------------
+
+def step_types(length: int) -> tuple[np.ndarray, np.ndarray]:
+    """step_type / next_step_type of an episode's `length` decisions: FIRST then MID, and the
+    transition out of the last decision ends the episode (LAST)."""
+    st = np.full(length, StepType.MID, np.int64)
+    st[0] = StepType.FIRST
+    nst = np.full(length, StepType.MID, np.int64)
+    nst[-1] = StepType.LAST
+    return st, nst
+
+
+def encode_episode(episode_id: str, steps: Mapping[str, np.ndarray]) -> bytes:
+    """One episode's steps (arrays with a leading [T] axis, in step order) -> SequenceExample.
+
+    `steps` holds observation, action, reward, discount and any policy_info/... arrays;
+    step_type and next_step_type are derived from the order.
+    """
+    length = len(steps[REWARD])
+    st, nst = step_types(length)
+    ex = tf.train.SequenceExample()
+    ex.context.feature[EPISODE_ID].bytes_list.value.append(episode_id.encode("utf-8"))
+    ex.context.feature[LENGTH].int64_list.value.append(length)
+    lists = ex.feature_lists.feature_list
+    columns = dict(steps)
+    columns[STEP_TYPE], columns[NEXT_STEP_TYPE] = st, nst
+    for key in sorted(columns):
+        values = np.asarray(columns[key])
+        flat = values.reshape(length, -1)
+        fl = lists[key]
+        if values.dtype.kind in "iub":
+            for row in flat.tolist():
+                fl.feature.add().int64_list.value.extend(row)
+        else:
+            for row in flat.astype(np.float32).tolist():
+                fl.feature.add().float_list.value.extend(row)
+    return ex.SerializeToString()
+
+
+# --- trajectories: read back ------------------------------------------------------------------
+
+def _flatten_info_spec(info_spec: Any) -> dict[str, tf.TensorSpec]:
+    if info_spec == () or info_spec is None:
+        return {}
+    flat = tf.nest.flatten_with_joined_string_paths(info_spec, separator="/")
+    return {POLICY_INFO_PREFIX + path: spec for path, spec in flat}
+
+
+def parse_episode(serialized: tf.Tensor, observation_spec: tf.TensorSpec, action_spec: tf.TensorSpec,
+                  policy_info_spec: Any = ()) -> Trajectory:
+    """A serialized SequenceExample -> Trajectory with a leading [T] time axis, typed by the specs."""
+    def feature(spec: tf.TensorSpec) -> tf.io.FixedLenSequenceFeature:
+        dtype = tf.int64 if spec.dtype.is_integer else tf.float32
+        return tf.io.FixedLenSequenceFeature(spec.shape, dtype)
+
+    info = _flatten_info_spec(policy_info_spec)
+    seq_features = {OBSERVATION: feature(observation_spec), ACTION: feature(action_spec),
+                    REWARD: tf.io.FixedLenSequenceFeature([], tf.float32),
+                    DISCOUNT: tf.io.FixedLenSequenceFeature([], tf.float32),
+                    STEP_TYPE: tf.io.FixedLenSequenceFeature([], tf.int64),
+                    NEXT_STEP_TYPE: tf.io.FixedLenSequenceFeature([], tf.int64)}
+    seq_features.update({k: feature(s) for k, s in info.items()})
+    _, seq = tf.io.parse_single_sequence_example(serialized, context_features={
+        EPISODE_ID: tf.io.FixedLenFeature([], tf.string)}, sequence_features=seq_features)
+    policy_info = ()
+    if info:
+        values = [tf.cast(seq[k], s.dtype) for k, s in info.items()]
+        policy_info = tf.nest.pack_sequence_as(policy_info_spec, values)
+    return Trajectory(
+        step_type=tf.cast(seq[STEP_TYPE], tf.int32), observation=tf.cast(seq[OBSERVATION], observation_spec.dtype),
+        action=tf.cast(seq[ACTION], action_spec.dtype), policy_info=policy_info,
+        next_step_type=tf.cast(seq[NEXT_STEP_TYPE], tf.int32), reward=seq[REWARD], discount=seq[DISCOUNT])
+
+
+def episode_dataset(file_pattern: str, observation_spec: tf.TensorSpec, action_spec: tf.TensorSpec,
+                    policy_info_spec: Any = ()) -> tf.data.Dataset:
+    """One Trajectory per episode, [T, ...] each, from gzipped TFRecord shards."""
+    files = tf.data.Dataset.list_files(file_pattern, shuffle=False)
+    ds = tf.data.TFRecordDataset(files, compression_type="GZIP")
+    return ds.map(lambda s: parse_episode(s, observation_spec, action_spec, policy_info_spec))

@@ -1,0 +1,179 @@
+"""Per-record validation: typed extraction, then the checks that make data safe to train on.
+
+Everything is vectorized over a batch; messages are only built for the rows that fail. Each bad
+row gets its first failing reason: a code (counted, for the top-reasons summary) and a message
+naming the column and value.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import numpy as np
+
+from rlops.components.experience_gen import convert, records
+from rlops.components.experience_gen.config import BANDIT, ExperienceGenConfig
+from rlops.components.experience_gen.convert import MISSING_COLUMN, MISSING_VALUE, RawColumn
+from rlops.components.experience_gen.layout import Field, Layout
+
+NOT_FINITE = "not_finite"
+ACTION_OUT_OF_RANGE = "action_out_of_range"
+PROPENSITY_OUT_OF_RANGE = "propensity_out_of_range"
+ACTION_NOT_ALLOWED = "action_not_allowed"
+BAD_MASK = "bad_action_mask"
+OUT_OF_RANGE = "out_of_range"
+
+
+@dataclass
+class Validated:
+    columns: dict[str, np.ndarray]  # canonical field -> values of the valid rows
+    rows: np.ndarray  # int64 indices of the valid rows in the input batch
+    rejects: dict[int, tuple[str, str]]  # input row -> (reason code, message)
+    split_key: np.ndarray | None = None  # valid rows' split key (str objects)
+    split_time: np.ndarray | None = None  # valid rows' split time (int64)
+
+
+class _Rejects:
+    def __init__(self, n: int):
+        self.bad = np.zeros(n, bool)
+        self.items: dict[int, tuple[str, str]] = {}
+
+    def add(self, mask: np.ndarray, code: str, message: Callable[[int], str]) -> None:
+        new = mask & ~self.bad
+        if new.any():
+            for i in np.flatnonzero(new):
+                self.items[int(i)] = (code, message(int(i)))
+            self.bad |= new
+
+    def add_errors(self, errors: Mapping[int, tuple[str, str]]) -> None:
+        for i, e in errors.items():
+            if not self.bad[i]:
+                self.bad[i] = True
+                self.items[i] = e
+
+
+def _label(field: Field, j: int | None = None) -> str:
+    """The user's column name for messages (and the output field when it differs)."""
+    if len(field.columns) > 1 and j is not None:
+        return field.columns[j]
+    col = field.columns[0]
+    base = col if col == field.name else f"{col} ({field.name})"
+    return base if j is None or field.width in (None, 1) else f"{base}[{j}]"
+
+
+def validate(raw: Mapping[str, RawColumn], num_rows: int, layout: Layout, config: ExperienceGenConfig,
+             text: bool) -> Validated:
+    rej = _Rejects(num_rows)
+    values: dict[str, np.ndarray] = {}
+    present: dict[str, np.ndarray] = {}
+    for field in layout.all_fields:
+        ex = convert.extract(raw, num_rows, field, text)
+        absent = all(raw.get(c) is None for c in field.columns)
+        if not field.required and absent:
+            continue  # an optional column this source does not have
+        rej.add_errors(ex.errors)
+        if field.required:
+            rej.add(ex.missing, MISSING_VALUE, lambda i, f=field: f"{_label(f)}: missing value")
+        else:
+            present[field.name] = ~ex.missing
+        values[field.name] = ex.values
+    if layout.kind == BANDIT:
+        _check_bandit(values, layout, config, rej)
+    else:
+        _check_trajectory(values, present, layout, config, rej)
+    rows = np.flatnonzero(~rej.bad)
+    out = {name: v[rows] for name, v in values.items() if not name.startswith("_")}
+    for name, mask in present.items():  # optional values: keep "absent" visible to assembly
+        out[name + "?"] = mask[rows]
+    for name in (records.REWARD, records.PROPENSITY, records.WEIGHT, records.DISCOUNT, records.LOG_PROBABILITY,
+                 records.VALUE_PREDICTION):
+        if name in out:
+            out[name] = out[name].astype(np.float32)
+    key = values["_split_key"][rows] if "_split_key" in values else None
+    time = values["_split_time"][rows] if "_split_time" in values else None
+    return Validated(out, rows, rej.items, key, time)
+
+
+def _finite(values: np.ndarray, field: Field, rej: _Rejects, as_float32: bool = True) -> None:
+    v = values.astype(np.float32) if as_float32 and values.dtype != np.float32 else values
+    ok = np.isfinite(v)
+    if ok.ndim == 1:
+        rej.add(~ok, NOT_FINITE, lambda i: f"{_label(field)}: {values[i]!r} is not finite"
+                + (" as float32" if np.isfinite(values[i]) else ""))
+    else:
+        bad_rows = ~ok.all(axis=1)
+        if bad_rows.any():
+            def msg(i: int) -> str:
+                j = int(np.argmin(ok[i]))
+                return f"{_label(field, j)}: {values[i, j]!r} is not finite"
+            rej.add(bad_rows, NOT_FINITE, msg)
+
+
+def _check_action(values: dict[str, np.ndarray], layout: Layout, config: ExperienceGenConfig, rej: _Rejects) -> None:
+    spec = config.action_spec
+    field = layout.field(records.ACTION)
+    a = values[records.ACTION]
+    lo = -np.inf if spec.minimum is None else spec.minimum
+    hi = np.inf if spec.maximum is None else spec.maximum
+    if not spec.is_discrete:
+        _finite(a, field, rej)
+    inside = (a >= lo) & (a <= hi)
+    inside = inside if inside.ndim == 1 else inside.all(axis=1)
+    rej.add(~inside, ACTION_OUT_OF_RANGE,
+            lambda i: f"{_label(field)}: {a[i].tolist()!r} outside the action spec [{spec.minimum}, {spec.maximum}]")
+
+
+def _check_bandit(values: dict[str, np.ndarray], layout: Layout, config: ExperienceGenConfig, rej: _Rejects) -> None:
+    f = layout.field
+    _finite(values[records.CONTEXT], f(records.CONTEXT), rej)
+    _check_action(values, layout, config, rej)
+    _finite(values[records.REWARD], f(records.REWARD), rej)
+    if records.PROPENSITY in values:
+        p = values[records.PROPENSITY]
+        with np.errstate(invalid="ignore"):
+            ok = (p > 0) & (p <= 1)
+        rej.add(~ok, PROPENSITY_OUT_OF_RANGE, lambda i: f"{_label(f(records.PROPENSITY))}: {p[i]!r} outside (0, 1]")
+    if records.ACTION_MASK in values:
+        m, field = values[records.ACTION_MASK], f(records.ACTION_MASK)
+        binary = ((m == 0) | (m == 1)).all(axis=1)
+        rej.add(~binary, BAD_MASK, lambda i: f"{_label(field)}: {m[i].tolist()} is not all 0/1")
+        rej.add(binary & ~m.any(axis=1), BAD_MASK, lambda i: f"{_label(field)}: allows no action")
+        a = values[records.ACTION]
+        lo = int(config.action_spec.minimum or 0)
+        idx = np.clip(a - lo, 0, m.shape[1] - 1)
+        allowed = m[np.arange(len(a)), idx] == 1
+        rej.add(~allowed, ACTION_NOT_ALLOWED, lambda i: f"{_label(f(records.ACTION))}: {a[i]} is masked out by "
+                f"{_label(field)} {m[i].tolist()}")
+    if records.WEIGHT in values:
+        w = values[records.WEIGHT]
+        _finite(w, f(records.WEIGHT), rej)
+        rej.add(w < 0, OUT_OF_RANGE, lambda i: f"{_label(f(records.WEIGHT))}: {w[i]!r} is negative")
+
+
+def _check_trajectory(values: dict[str, np.ndarray], present: dict[str, np.ndarray], layout: Layout,
+                      config: ExperienceGenConfig, rej: _Rejects) -> None:
+    f = layout.field
+    ids = values[records.EPISODE_ID]
+    rej.add(ids == "", MISSING_VALUE, lambda i: f"{_label(f(records.EPISODE_ID))}: empty episode id")
+    step = values[records.STEP]
+    rej.add(step < 0, OUT_OF_RANGE, lambda i: f"{_label(f(records.STEP))}: {step[i]} is negative")
+    _finite(values[records.OBSERVATION], f(records.OBSERVATION), rej)
+    _check_action(values, layout, config, rej)
+    _finite(values[records.REWARD], f(records.REWARD), rej)
+    if records.DISCOUNT in values:
+        d = values[records.DISCOUNT]
+        with np.errstate(invalid="ignore"):
+            ok = (d >= 0) & (d <= 1)
+        rej.add(~ok, OUT_OF_RANGE, lambda i: f"{_label(f(records.DISCOUNT))}: {d[i]!r} outside [0, 1]")
+    if records.LOG_PROBABILITY in values:
+        lp = values[records.LOG_PROBABILITY]
+        _finite(lp, f(records.LOG_PROBABILITY), rej)
+        if config.action_spec.is_discrete:  # a probability mass is at most 1
+            rej.add(lp > 1e-6, OUT_OF_RANGE,
+                    lambda i: f"{_label(f(records.LOG_PROBABILITY))}: {lp[i]!r} > 0 for a discrete action")
+    if records.VALUE_PREDICTION in values:
+        _finite(values[records.VALUE_PREDICTION], f(records.VALUE_PREDICTION), rej)
+    for name, v in values.items():
+        if name.startswith(records.DIST_PARAMS_PREFIX):  # -inf logits are legal (masked actions)
+            nan = np.isnan(v).any(axis=1)
+            rej.add(nan, NOT_FINITE, lambda i, fl=f(name): f"{_label(fl)}: NaN in distribution parameters")

@@ -1,0 +1,48 @@
+"""Pusher as a TFX component.
+
+    pusher = Pusher(model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
+                    push_destination="serving/", examples=gen.outputs["examples"])
+    pusher.outputs["pushed_model"]   # standard PushedModel; properties pushed, pushed_version, ...
+"""
+from __future__ import annotations
+
+from tfx import types
+from tfx.dsl.components.base import base_component, executor_spec
+from tfx.types import standard_artifacts
+from tfx.types.component_spec import ChannelParameter, ExecutionParameter
+
+from rlops.components.pusher.executor import Executor
+
+
+class PusherSpec(types.ComponentSpec):
+    PARAMETERS = {"push_destination": ExecutionParameter(type=str),
+                  "keep_last": ExecutionParameter(type=int, optional=True),
+                  "verify_env_id": ExecutionParameter(type=str, optional=True),
+                  "vertex_upload": ExecutionParameter(type=str, optional=True)}
+    INPUTS = {"model": ChannelParameter(type=standard_artifacts.Model),
+              "model_blessing": ChannelParameter(type=standard_artifacts.ModelBlessing),
+              "examples": ChannelParameter(type=standard_artifacts.Examples, optional=True)}
+    OUTPUTS = {"pushed_model": ChannelParameter(type=standard_artifacts.PushedModel)}
+
+
+class Pusher(base_component.BaseComponent):
+    """Pushes blessed policies to a versioned serving directory, verified in a fresh process.
+
+    Verification inputs come from the eval split of `examples` (bandits) or from observations of
+    the Gymnasium env `verify_env_id` (PPO). `vertex_upload`: JSON of
+    pusher.core.vertex_model_upload_request's arguments, to also register the version in Vertex AI.
+    """
+
+    SPEC_CLASS = PusherSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
+
+    def __init__(self, model: types.BaseChannel, model_blessing: types.BaseChannel, push_destination: str,
+                 examples: types.BaseChannel | None = None, keep_last: int = 5, verify_env_id: str | None = None,
+                 vertex_upload: str | None = None):
+        if not push_destination:
+            raise ValueError("Pusher: push_destination is empty")
+        spec = PusherSpec(model=model, model_blessing=model_blessing, examples=examples,
+                          push_destination=push_destination, keep_last=keep_last, verify_env_id=verify_env_id,
+                          vertex_upload=vertex_upload,
+                          pushed_model=types.Channel(type=standard_artifacts.PushedModel))
+        super().__init__(spec=spec)

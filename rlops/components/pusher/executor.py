@@ -1,0 +1,64 @@
+"""Pusher's TFX executor: blessing check, verification inputs, push, PushedModel properties
+(TFX Pusher's names: `pushed`, `pushed_destination`, `pushed_version`)."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+from tfx.dsl.components.base import base_executor
+from tfx.types import artifact_utils
+
+from rlops.components.pusher import core
+
+NUM_VERIFY_INPUTS = 64
+
+
+def is_blessed(blessing) -> bool:
+    if blessing.has_custom_property("blessed"):
+        return bool(blessing.get_int_custom_property("blessed"))
+    return tf.io.gfile.exists(os.path.join(blessing.uri, "BLESSED"))
+
+
+def verification_inputs(examples_uri: str | None, env_id: str | None) -> dict[str, np.ndarray] | None:
+    """Real observations for the pushed policy to act on: eval-split contexts or env observations."""
+    if examples_uri:
+        from rlops.components.evaluator.core import load_logged_feedback
+        data = load_logged_feedback(examples_uri)
+        return {"observation": data.contexts[:NUM_VERIFY_INPUTS].astype(np.float32)}
+    if env_id:
+        from rlops.envs.gym_env import GymVectorEnv
+        env = GymVectorEnv(env_id, 8)
+        obs = env.observation
+        env.close()
+        return {"observation": obs}
+    return None
+
+
+class Executor(base_executor.BaseExecutor):
+    def Do(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any]) -> None:
+        from rlops.components.trainer.core import serving_dir
+
+        model = artifact_utils.get_single_instance(input_dict["model"])
+        blessing = artifact_utils.get_single_instance(input_dict["model_blessing"])
+        examples = input_dict.get("examples") or []
+        pushed = artifact_utils.get_single_instance(output_dict["pushed_model"])
+        blessed = is_blessed(blessing)
+        inputs = verification_inputs(examples[0].uri if examples else None, exec_properties.get("verify_env_id")) \
+            if blessed else None
+        result = core.push_policy(serving_dir(model.uri), exec_properties["push_destination"], blessed, inputs,
+                                  keep_last=exec_properties.get("keep_last") or 5)
+        pushed.set_int_custom_property("pushed", int(result.pushed))
+        if not result.pushed:
+            pushed.set_string_custom_property("reason", result.reason)
+            return
+        pushed.set_string_custom_property("pushed_destination", result.destination)
+        pushed.set_int_custom_property("pushed_version", result.version)
+        pushed.set_string_custom_property("pushed_model", model.uri)
+        pushed.set_int_custom_property("pushed_model_id", model.id)
+        vertex = exec_properties.get("vertex_upload")
+        if vertex:
+            request = core.vertex_model_upload_request(artifact_uri=result.destination, **json.loads(vertex))
+            pushed.set_string_custom_property("vertex_model", core.upload_to_vertex(request))

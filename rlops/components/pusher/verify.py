@@ -1,0 +1,70 @@
+"""Loads a policy SavedModel with plain TensorFlow and acts on given observations.
+
+Run as a separate process (`python -m rlops.components.pusher.verify DIR INPUTS.npz`) so the
+check proves what a server would see: nothing from the training process (rlops objects,
+registered Python classes, warm caches) is around. It imports TensorFlow, numpy and json only.
+Prints one JSON line: {"ok": bool, "num_actions": n, "error": ...}.
+"""
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def verify(saved_model_dir: str, inputs_npz: str) -> dict:
+    import numpy as np
+    import tensorflow as tf
+
+    data = dict(np.load(inputs_npz))
+    policy = tf.saved_model.load(saved_model_dir)
+    action_fn = policy.signatures["action"]
+    _, input_specs = action_fn.structured_input_signature
+    batch = len(next(iter(data.values())))
+    feeds = {}
+    for name, spec in input_specs.items():
+        if name in data:
+            feeds[name] = tf.constant(data[name], spec.dtype)
+        elif name == "step_type":
+            feeds[name] = tf.zeros([batch], spec.dtype)            # FIRST
+        elif name == "discount":
+            feeds[name] = tf.ones([batch], spec.dtype)
+        elif name == "reward":
+            feeds[name] = tf.zeros([batch], spec.dtype)
+        else:
+            return {"ok": False, "error": f"no input data for signature input '{name}'"}
+    actions = action_fn(**feeds)["action"].numpy()
+    with open(os.path.join(saved_model_dir, "policy_specs.json")) as f:
+        action_spec = json.load(f)["action_spec"]
+    lo, hi = _bounds(action_spec)
+    ok = actions.shape[0] == batch and bool(np.all(np.isfinite(actions)))
+    if lo is not None:
+        ok = ok and bool(np.all(actions >= lo) and np.all(actions <= hi))
+    return {"ok": ok, "num_actions": int(batch), "actions_head": actions[:5].tolist(),
+            **({} if ok else {"error": f"actions out of spec bounds [{lo}, {hi}] or not finite: {actions[:10]}"})}
+
+
+def _bounds(encoded_spec):
+    """Minimum/maximum from policy_specs.json's encoded spec, whatever its nesting."""
+    if isinstance(encoded_spec, dict):
+        if "minimum" in encoded_spec and "maximum" in encoded_spec:
+            return encoded_spec["minimum"], encoded_spec["maximum"]
+        for value in encoded_spec.values():
+            lo, hi = _bounds(value)
+            if lo is not None:
+                return lo, hi
+    if isinstance(encoded_spec, list):
+        for value in encoded_spec:
+            lo, hi = _bounds(value)
+            if lo is not None:
+                return lo, hi
+    return None, None
+
+
+if __name__ == "__main__":
+    try:
+        result = verify(sys.argv[1], sys.argv[2])
+    except Exception as e:  # report, don't traceback: the parent turns this into its error
+        result = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+    print(json.dumps(result))
+    sys.exit(0 if result["ok"] else 1)

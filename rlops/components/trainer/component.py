@@ -1,0 +1,41 @@
+"""Trainer as a TFX component (spec / component / executor, like TFX's own).
+
+    trainer = Trainer(config=TrainerConfig(agent="neural_epsilon_greedy", num_actions=10),
+                      examples=gen.outputs["examples"], base_model=resolver.outputs["model"])
+    trainer.outputs["model"]       # standard Model: Format-Serving/ policy SavedModel + checkpoints
+    trainer.outputs["model_run"]   # standard ModelRun: TensorBoard logs, metrics.json, learning curve
+"""
+from __future__ import annotations
+
+from tfx import types
+from tfx.dsl.components.base import base_component, executor_spec
+from tfx.types import standard_artifacts
+from tfx.types.component_spec import ChannelParameter, ExecutionParameter
+
+from rlops.components.trainer.config import TrainerConfig
+from rlops.components.trainer.executor import Executor
+
+
+class TrainerSpec(types.ComponentSpec):
+    PARAMETERS = {"config": ExecutionParameter(type=str)}
+    INPUTS = {"examples": ChannelParameter(type=standard_artifacts.Examples, optional=True),
+              "base_model": ChannelParameter(type=standard_artifacts.Model, optional=True)}
+    OUTPUTS = {"model": ChannelParameter(type=standard_artifacts.Model),
+               "model_run": ChannelParameter(type=standard_artifacts.ModelRun)}
+
+
+class Trainer(base_component.BaseComponent):
+    """Trains a PPO or bandit policy with the Learner; warm-starts from `base_model` if given."""
+
+    SPEC_CLASS = TrainerSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
+
+    def __init__(self, config: TrainerConfig | str, examples: types.BaseChannel | None = None,
+                 base_model: types.BaseChannel | None = None):
+        config = config if isinstance(config, TrainerConfig) else TrainerConfig.from_json(config)
+        if config.is_bandit and examples is None:
+            raise ValueError(f"Trainer: agent '{config.agent}' trains offline from `examples`; none given")
+        spec = TrainerSpec(config=config.to_json(), examples=examples, base_model=base_model,
+                           model=types.Channel(type=standard_artifacts.Model),
+                           model_run=types.Channel(type=standard_artifacts.ModelRun))
+        super().__init__(spec=spec)

@@ -1,0 +1,189 @@
+"""The Trainer's work as a plain function (TFX executor, KFP component and TFX `run_fn` call it).
+
+Model artifact layout (TFX conventions where they exist):
+    <model>/Format-Serving/      greedy policy SavedModel (what the Pusher ships; TFX path_utils)
+    <model>/collect_policy/      exploring policy SavedModel (logs propensities for the next round)
+    <model>/train/checkpoints/   Learner checkpoints (warm start and preemption resume)
+    <model>/trainer_config.json
+ModelRun artifact: TensorBoard event files, metrics.json and learning_curve.png.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import tensorflow as tf
+
+from rlops.components.trainer.config import TrainerConfig
+
+log = logging.getLogger(__name__)
+
+SERVING_DIR = "Format-Serving"
+COLLECT_POLICY_DIR = "collect_policy"
+CONFIG_FILE = "trainer_config.json"
+METRICS_FILE = "metrics.json"
+
+
+@dataclass
+class TrainResult:
+    train_steps: int
+    final_loss: float
+    steps_per_sec: float
+    wall_s: float
+    warm_started_from: str | None = None
+    curve: list[tuple[int, float]] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {"train_steps": self.train_steps, "final_loss": self.final_loss,
+                "steps_per_sec": round(self.steps_per_sec, 1), "wall_s": round(self.wall_s, 2),
+                "warm_started_from": self.warm_started_from, **self.extra}
+
+
+def serving_dir(model_uri: str) -> str:
+    return os.path.join(model_uri, SERVING_DIR)
+
+
+def _first_example(file_pattern: str) -> tf.train.Example:
+    files = sorted(tf.io.gfile.glob(file_pattern))
+    for path in files:
+        for record in tf.data.TFRecordDataset(path, compression_type="GZIP").take(1):
+            return tf.train.Example.FromString(record.numpy())
+    raise ValueError(f"examples: no records in {file_pattern}; the train split is empty")
+
+
+def _warm_start(agent, train_step: tf.Variable, base_model_uri: str) -> str:
+    from rlops.train.learner import CHECKPOINT_DIR, TRAIN_DIR
+    ckpt_dir = os.path.join(base_model_uri, TRAIN_DIR, CHECKPOINT_DIR)
+    latest = tf.train.latest_checkpoint(ckpt_dir)
+    if latest is None:
+        raise FileNotFoundError(f"base_model: no Learner checkpoint under {ckpt_dir} to warm-start from")
+    tf.train.Checkpoint(agent=agent, train_step=train_step).read(latest).expect_partial()
+    log.info("warm-started from %s (train step %d)", latest, int(train_step.numpy()))
+    return latest
+
+
+def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: TrainerConfig,
+                 base_model_uri: str | None = None) -> TrainResult:
+    from rlops.components.experience_gen import records
+    from rlops.components.trainer.agents import make_bandit_agent, serving_policy
+    from rlops.train.learner import Learner, create_train_step_counter
+    from rlops.train.policy_saver import PolicySaver
+    from rlops.train.strategy import get_strategy
+
+    pattern = records.split_file_pattern(examples_uri, "train")
+    first = _first_example(pattern)
+    context_dim = len(first.features.feature[records.CONTEXT].float_list.value)
+    has_propensity = records.PROPENSITY in first.features.feature
+    feature_spec = records.bandit_feature_spec(context_dim, None, propensity=has_propensity)
+    tf.random.set_seed(config.seed)
+    strategy = get_strategy(config.strategy)
+    with strategy.scope():
+        train_step = create_train_step_counter()
+        agent = make_bandit_agent(config, context_dim, train_step)
+    warm = _warm_start(agent, train_step, base_model_uri) if base_model_uri else None
+    action_spec = agent.action_spec
+
+    def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        per_replica = ctx.get_per_replica_batch_size(config.batch_size * ctx.num_replicas_in_sync)
+        ds = records.bandit_dataset(pattern, feature_spec, per_replica, shuffle=True, seed=config.seed)
+        ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id) if ctx.num_input_pipelines > 1 else ds
+        ds = ds.filter(lambda p: tf.shape(p[records.REWARD])[0] == per_replica)  # full batches only
+        return ds.repeat().map(lambda p: records.bandit_trajectory(p, action_spec)).prefetch(2)
+
+    learner = Learner(model_uri, train_step, agent, dataset_fn, checkpoint_interval=config.checkpoint_interval,
+                      summary_interval=config.summary_interval, max_checkpoints_to_keep=config.max_checkpoints_to_keep,
+                      strategy=strategy, summary_root_dir=model_run_uri)
+    curve, done, start = [], 0, time.perf_counter()
+    while done < config.train_steps:
+        n = min(config.steps_per_run, config.train_steps - done)
+        loss = learner.run(iterations=n)
+        done += n
+        curve.append((done, float(loss.loss)))
+        log.info("trainer: %d/%d steps, loss %.4f", done, config.train_steps, curve[-1][1])
+    wall = time.perf_counter() - start
+    learner.save_checkpoint()
+    PolicySaver(serving_policy(agent), train_step=train_step).save(serving_dir(model_uri))
+    PolicySaver(agent.collect_policy, train_step=train_step).save(os.path.join(model_uri, COLLECT_POLICY_DIR))
+    return TrainResult(train_steps=done, final_loss=curve[-1][1], steps_per_sec=done / max(wall, 1e-9), wall_s=wall,
+                       warm_started_from=warm, curve=curve,
+                       extra={"context_dim": context_dim, "num_actions": config.num_actions})
+
+
+def train_ppo_online(model_uri: str, model_run_uri: str, config: TrainerConfig,
+                     base_model_uri: str | None = None) -> TrainResult:
+    import dataclasses
+
+    from rlops.envs.gym_env import GymVectorEnv
+    from rlops.train.learner import CHECKPOINT_DIR, TRAIN_DIR
+    from rlops.train.on_policy import PPOConfig, build_ppo_agent, train_ppo
+    from rlops.train.policy_saver import PolicySaver
+
+    ppo_config = dataclasses.replace(PPOConfig(seed=config.seed), **config.ppo)
+    env = GymVectorEnv(ppo_config.env_id, ppo_config.num_envs, seed=ppo_config.seed)
+    agent = build_ppo_agent(ppo_config, env)
+    env.close()
+    warm = _warm_start(agent, agent.train_step_counter, base_model_uri) if base_model_uri else None
+    writer = tf.summary.create_file_writer(model_run_uri)
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(agent=agent, train_step=agent.train_step_counter),
+                                         os.path.join(model_uri, TRAIN_DIR, CHECKPOINT_DIR),
+                                         max_to_keep=config.max_checkpoints_to_keep)
+
+    def on_iteration(it: int, _agent, metrics: dict) -> None:
+        with writer.as_default(step=metrics["env_steps"]):
+            tf.summary.scalar("Metrics/AverageReturn", metrics["mean_return_20"])
+            tf.summary.scalar("Losses/loss", metrics["loss"])
+        if (it + 1) % max(1, config.checkpoint_interval // 100) == 0:
+            manager.save(checkpoint_number=agent.train_step_counter)
+
+    with writer.as_default():  # the agent's own loss summaries land here too
+        result = train_ppo(ppo_config, agent=agent, on_iteration=on_iteration)
+    manager.save(checkpoint_number=agent.train_step_counter)
+    writer.flush()
+    PolicySaver(agent.policy, train_step=agent.train_step_counter).save(serving_dir(model_uri))
+    PolicySaver(agent.collect_policy, train_step=agent.train_step_counter).save(
+        os.path.join(model_uri, COLLECT_POLICY_DIR))
+    curve = list(zip(result.episode_env_steps, result.episode_returns))
+    return TrainResult(train_steps=int(agent.train_step_counter.numpy()), final_loss=result.losses[-1],
+                       steps_per_sec=result.env_steps / max(result.train_wall_s, 1e-9), wall_s=result.train_wall_s,
+                       warm_started_from=warm, curve=curve,
+                       extra={"env_steps": result.env_steps, "env_id": ppo_config.env_id,
+                              "train_eval_mean_return": result.eval_mean_return})
+
+
+def run_trainer(config: TrainerConfig | str, model_uri: str, model_run_uri: str, examples_uri: str | None = None,
+                base_model_uri: str | None = None) -> TrainResult:
+    """Trains, exports the policies into `model_uri` and writes metrics into `model_run_uri`."""
+    if isinstance(config, str):
+        config = TrainerConfig.from_json(config)
+    tf.io.gfile.makedirs(model_uri)
+    tf.io.gfile.makedirs(model_run_uri)
+    if config.is_bandit:
+        if not examples_uri:
+            raise ValueError(f"trainer: agent '{config.agent}' trains offline and needs an examples input")
+        result = train_bandit(examples_uri, model_uri, model_run_uri, config, base_model_uri)
+    else:
+        result = train_ppo_online(model_uri, model_run_uri, config, base_model_uri)
+    with tf.io.gfile.GFile(os.path.join(model_uri, CONFIG_FILE), "w") as f:
+        f.write(config.to_json())
+    with tf.io.gfile.GFile(os.path.join(model_run_uri, METRICS_FILE), "w") as f:
+        json.dump({**result.as_dict(), "curve": result.curve}, f)
+    _plot_curve(result, config, model_run_uri)
+    return result
+
+
+def _plot_curve(result: TrainResult, config: TrainerConfig, model_run_uri: str) -> None:
+    if not result.curve or "://" in model_run_uri:
+        return
+    from rlops.envs.plots import plot_curves, plot_learning_curve
+    path = os.path.join(model_run_uri, "learning_curve.png")
+    if config.is_bandit:
+        plot_curves({f"{config.agent} loss": [loss for _, loss in result.curve]}, path,
+                    xlabel=f"x{config.steps_per_run} train steps", ylabel="loss", title="Trainer loss")
+    else:
+        steps, returns = zip(*result.curve)
+        plot_learning_curve(np.asarray(steps), np.asarray(returns), path, title=f"PPO {config.ppo.get('env_id')}")

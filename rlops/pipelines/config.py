@@ -1,0 +1,191 @@
+"""Pipeline configuration: a YAML file per pipeline kind, overlaid by a user file and by
+`--set key=value` overrides, validated completely before any component runs.
+
+Errors name the key (`trainer.agent: unknown agent 'dqn'; ...`), because a nightly job that
+fails at step four of five for a typo in step one wastes a night.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import yaml
+
+KINDS = ("bandit", "ppo")
+TOP_LEVEL_KEYS = ("name", "root", "serving_dir", "enable_cache", "warm_start", "beam_args", "experience_gen",
+                  "trainer", "evaluator", "pusher")
+
+
+class ConfigError(ValueError):
+    """A bad pipeline config; the message starts with the offending key."""
+
+
+@dataclass
+class PipelineConfig:
+    kind: str
+    name: str
+    root: str
+    serving_dir: str
+    enable_cache: bool
+    warm_start: bool
+    beam_args: list[str]
+    experience_gen: Any            # ExperienceGenConfig (bandit) or None
+    trainer: Any                   # TrainerConfig
+    evaluator: Any                 # EvaluatorConfig
+    pusher: dict = field(default_factory=dict)
+    raw: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def metadata_path(self) -> str:
+        return os.path.join(self.root, "metadata.sqlite")
+
+    @property
+    def pipeline_root(self) -> str:
+        return os.path.join(self.root, "artifacts")
+
+    @property
+    def num_actions(self) -> int | None:
+        return getattr(self.trainer, "num_actions", None)
+
+
+def default_config(kind: str) -> dict:
+    if kind not in KINDS:
+        raise ConfigError(f"pipeline: unknown kind '{kind}'; choose one of {', '.join(KINDS)}")
+    text = resources.files("rlops.pipelines").joinpath("configs", f"{kind}.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+def _deep_merge(base: dict, overlay: dict) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def apply_override(config: dict, assignment: str) -> None:
+    """`a.b.c=value`: value parsed as YAML (numbers, booleans, lists, null), else a string."""
+    if "=" not in assignment:
+        raise ConfigError(f"--set {assignment}: expected key=value")
+    key, text = assignment.split("=", 1)
+    parts = key.strip().split(".")
+    if not all(parts):
+        raise ConfigError(f"--set {assignment}: empty key segment")
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        value = text
+    node = config
+    for i, part in enumerate(parts[:-1]):
+        nxt = node.get(part)
+        if nxt is None:
+            nxt = node[part] = {}
+        if not isinstance(nxt, dict):
+            raise ConfigError(f"{'.'.join(parts[:i + 1])}: is a value, not a section; cannot set {key}")
+        node = nxt
+    node[parts[-1]] = value
+
+
+def load_config(kind: str, path: str | None = None, overrides: list[str] | tuple[str, ...] = ()) -> PipelineConfig:
+    raw = default_config(kind)
+    if path:
+        if not os.path.exists(path):
+            raise ConfigError(f"--config: file not found: {path}")
+        with open(path) as f:
+            user = yaml.safe_load(f) or {}
+        if not isinstance(user, dict):
+            raise ConfigError(f"--config {path}: expected a mapping at the top level")
+        raw = _deep_merge(raw, user)
+    for assignment in overrides:
+        apply_override(raw, assignment)
+    return build_config(kind, raw)
+
+
+def _section(raw: dict, key: str, build) -> Any:
+    try:
+        return build(raw.get(key) or {})
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as e:
+        message = str(e)
+        prefix = f"{key}."
+        raise ConfigError(message if message.startswith(prefix) or message.startswith(key + ":")
+                          else f"{key}: {message}") from e
+
+
+def build_config(kind: str, raw: dict) -> PipelineConfig:
+    """Validates every section (and what the paths point at) into typed configs."""
+    from rlops.components.evaluator.config import EvaluatorConfig
+    from rlops.components.trainer.config import TrainerConfig
+
+    unknown = sorted(set(raw) - set(TOP_LEVEL_KEYS))
+    if unknown:
+        raise ConfigError(f"{unknown[0]}: unknown key; known keys: {', '.join(TOP_LEVEL_KEYS)}")
+    root = str(raw.get("root") or f"pipeline_root/{kind}")
+    _check_writable("root", root)
+    experience_gen = None
+    trainer_raw = dict(raw.get("trainer") or {})
+    if kind == "bandit":
+        experience_gen = _section(raw, "experience_gen", _experience_gen_config)
+        spec = experience_gen.action_spec
+        trainer_raw.setdefault("num_actions", int(spec.maximum) - int(spec.minimum) + 1)
+    trainer = _section({"trainer": trainer_raw}, "trainer", TrainerConfig.from_dict)
+    if kind == "bandit" and not trainer.is_bandit:
+        raise ConfigError(f"trainer.agent: '{trainer.agent}' is not a bandit agent; the bandit pipeline trains "
+                          "one of neural_epsilon_greedy, lin_ucb, lin_ts")
+    if kind == "ppo" and trainer.agent != "ppo":
+        raise ConfigError(f"trainer.agent: the ppo pipeline trains 'ppo', got '{trainer.agent}'")
+    evaluator = _section(raw, "evaluator", EvaluatorConfig.from_dict)
+    if evaluator.kind != kind:
+        raise ConfigError(f"evaluator.kind: '{evaluator.kind}' does not match the {kind} pipeline")
+    pusher = dict(raw.get("pusher") or {})
+    unknown = sorted(set(pusher) - {"keep_last", "vertex_upload"})
+    if unknown:
+        raise ConfigError(f"pusher.{unknown[0]}: unknown key; known keys: keep_last, vertex_upload")
+    serving_dir = str(raw.get("serving_dir") or os.path.join(root, "serving"))
+    _check_writable("serving_dir", serving_dir)
+    beam_args = raw.get("beam_args") or []
+    if not isinstance(beam_args, list) or not all(isinstance(a, str) and a.startswith("--") for a in beam_args):
+        raise ConfigError(f"beam_args: expected a list of '--flag=value' strings, got {beam_args!r}")
+    return PipelineConfig(kind=kind, name=str(raw.get("name") or f"rlops-{kind}"), root=root,
+                          serving_dir=serving_dir, enable_cache=bool(raw.get("enable_cache", True)),
+                          warm_start=bool(raw.get("warm_start", True)), beam_args=list(beam_args),
+                          experience_gen=experience_gen, trainer=trainer, evaluator=evaluator, pusher=pusher,
+                          raw=raw)
+
+
+def _experience_gen_config(d: dict):
+    import tensorflow as tf
+
+    from rlops.components.experience_gen.config import ExperienceGenConfig, FileSource
+
+    config = ExperienceGenConfig.from_json(d)
+    if isinstance(config.source, FileSource):
+        cols = config.bandit_columns
+        if config.record_kind == "bandit" and not cols.context and not cols.context_prefix:
+            raise ConfigError("experience_gen.bandit_columns.context: no context columns mapped; set `context` "
+                              "(column names) or `context_prefix`")
+        if "://" not in config.source.pattern and not tf.io.gfile.glob(config.source.pattern):
+            raise ConfigError(f"experience_gen.source.pattern: no files match '{config.source.pattern}'")
+    return config
+
+
+def _check_writable(key: str, path: str) -> None:
+    if "://" in path:
+        return  # buckets are checked by the runner that has the credentials
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe) or not os.access(probe, os.W_OK):
+        raise ConfigError(f"{key}: cannot create '{path}' ({probe} is not a writable directory)")
+
+
+def config_summary(config: PipelineConfig) -> dict:
+    return {"kind": config.kind, "name": config.name, "root": config.root, "serving_dir": config.serving_dir,
+            "trainer": dataclasses.asdict(config.trainer)}

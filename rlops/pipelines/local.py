@@ -1,0 +1,220 @@
+"""Running pipelines locally: TFX LocalDagRunner with a sqlite ML Metadata store (the embedded
+default), progress while components run, a summary read back from ML Metadata, and lineage."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TextIO
+
+import tensorflow as tf
+
+from rlops.pipelines.config import PipelineConfig
+
+CACHED_STATE = 5  # ml_metadata Execution.State.CACHED
+COMPLETE_STATE = 3
+
+
+class ProgressHandler(logging.Handler):
+    """Turns TFX's 'Component X is running/finished' log lines into progress output; rlops'
+    own INFO lines (trainer progress, evaluator decision) are shown indented."""
+
+    def __init__(self, total: int, stream: TextIO = sys.stderr):
+        super().__init__(logging.INFO)
+        self.total, self.stream, self.done = total, stream, 0
+        self._started: dict[str, float] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage()
+        if msg.startswith("Component ") and msg.endswith(" is running."):
+            node = msg[len("Component "):-len(" is running.")]
+            self._started[node] = time.perf_counter()
+            self._print(f"[{self.done + 1}/{self.total}] {node} ...")
+        elif msg.startswith("Component ") and msg.endswith(" is finished."):
+            node = msg[len("Component "):-len(" is finished.")]
+            self.done += 1
+            took = time.perf_counter() - self._started.get(node, time.perf_counter())
+            self._print(f"[{self.done}/{self.total}] {node} done in {took:.1f}s")
+        elif msg.startswith("A cached execution"):
+            self._print("      (served from cache)")
+        elif record.name.startswith("rlops."):
+            self._print(f"      {msg}")
+
+    def _print(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+
+def _quiet_tfx_logging(handler: logging.Handler) -> list:
+    """Route absl/TFX logging to the progress handler only (TFX logs a lot at INFO)."""
+    from absl import logging as absl_logging
+    absl_logging.set_verbosity(absl_logging.INFO)
+    touched = []
+    for name in ("absl", "rlops"):
+        logger = logging.getLogger(name)
+        touched.append((logger, logger.handlers[:], logger.propagate, logger.level))
+        logger.handlers = [handler]
+        logger.propagate = False
+        logger.setLevel(logging.INFO)
+    return touched
+
+
+@dataclass
+class RunSummary:
+    pipeline: str
+    wall_s: float
+    components: dict[str, str] = field(default_factory=dict)   # node -> COMPLETE / CACHED / ...
+    metrics: dict = field(default_factory=dict)
+    blessed: bool | None = None
+    pushed: bool | None = None
+    pushed_destination: str | None = None
+    blessing_reason: str | None = None
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+    def render(self) -> str:
+        lines = [f"pipeline {self.pipeline} finished in {self.wall_s:.1f}s"]
+        for node, state in self.components.items():
+            lines.append(f"  {node:<32} {state.lower()}")
+        for key, value in self.metrics.items():
+            lines.append(f"  {key}: {value}")
+        lines.append(f"  blessed: {self.blessed}  ({self.blessing_reason})")
+        lines.append(f"  pushed: {self.pushed}" + (f" -> {self.pushed_destination}" if self.pushed else ""))
+        return "\n".join(lines)
+
+
+def run_local(config: PipelineConfig, stream: TextIO = sys.stderr) -> RunSummary:
+    """Runs the pipeline with LocalDagRunner; returns what ran, key metrics and the push."""
+    from tfx import v1 as tfx
+
+    from rlops.pipelines.factories import create_pipeline
+
+    os.makedirs(config.root, exist_ok=True)
+    pipeline = create_pipeline(config, local=True)
+    handler = ProgressHandler(len(pipeline.components), stream)
+    touched = _quiet_tfx_logging(handler)
+    start = time.perf_counter()
+    try:
+        tfx.orchestration.LocalDagRunner().run(pipeline)
+    finally:
+        for logger, handlers, propagate, level in touched:
+            logger.handlers, logger.propagate = handlers, propagate
+            logger.setLevel(level)
+    return summarize_latest_run(config, time.perf_counter() - start)
+
+
+def _store(config: PipelineConfig):
+    from ml_metadata.metadata_store import metadata_store
+    from tfx.orchestration import metadata
+    return metadata_store.MetadataStore(metadata.sqlite_metadata_connection_config(config.metadata_path))
+
+
+def _node_name(store, execution) -> str:
+    for ctx in store.get_contexts_by_execution(execution.id):
+        if store.get_context_types_by_id([ctx.type_id])[0].name == "node":
+            return ctx.name.split(".", 1)[-1]
+    return str(execution.id)
+
+
+def _outputs(store, execution_ids: list[int]) -> dict[int, list]:
+    from ml_metadata.proto import metadata_store_pb2
+    out: dict[int, list] = {}
+    events = store.get_events_by_execution_ids(execution_ids)
+    wanted = [e for e in events if e.type in (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)]
+    artifacts = {a.id: a for a in store.get_artifacts_by_id(list({e.artifact_id for e in wanted}))}
+    for e in wanted:
+        out.setdefault(e.execution_id, []).append(artifacts[e.artifact_id])
+    return out
+
+
+def _prop(artifact, name: str):
+    if name not in artifact.custom_properties:
+        return None
+    v = artifact.custom_properties[name]
+    which = v.WhichOneof("value")
+    return getattr(v, which) if which else None
+
+
+def summarize_latest_run(config: PipelineConfig, wall_s: float) -> RunSummary:
+    store = _store(config)
+    runs = store.get_contexts_by_type("pipeline_run")
+    summary = RunSummary(pipeline=config.name, wall_s=wall_s)
+    if not runs:
+        return summary
+    run = max(runs, key=lambda c: c.id)
+    executions = sorted(store.get_executions_by_context(run.id), key=lambda e: e.id)
+    names = {"0": "UNKNOWN", "1": "NEW", "2": "RUNNING", "3": "COMPLETE", "4": "FAILED", "5": "CACHED", "6": "CANCELED"}
+    outputs = _outputs(store, [e.id for e in executions])
+    for execution in executions:
+        node = _node_name(store, execution)
+        summary.components[node] = names.get(str(execution.last_known_state), str(execution.last_known_state))
+        for artifact in outputs.get(execution.id, []):
+            type_name = store.get_artifact_types_by_id([artifact.type_id])[0].name
+            if type_name == "ModelEvaluation":
+                path = os.path.join(artifact.uri, "metrics.json")
+                if tf.io.gfile.exists(path):
+                    with tf.io.gfile.GFile(path) as f:
+                        metrics = json.load(f)
+                    summary.metrics.update(_key_metrics(metrics))
+            elif type_name == "ModelBlessing":
+                summary.blessed = bool(_prop(artifact, "blessed"))
+                summary.blessing_reason = _prop(artifact, "reason")
+            elif type_name == "PushedModel":
+                summary.pushed = bool(_prop(artifact, "pushed"))
+                summary.pushed_destination = _prop(artifact, "pushed_destination")
+            elif type_name == "ModelRun":
+                path = os.path.join(artifact.uri, "metrics.json")
+                if tf.io.gfile.exists(path):
+                    with tf.io.gfile.GFile(path) as f:
+                        train = json.load(f)
+                    summary.metrics["train_steps"] = train.get("train_steps")
+                    summary.metrics["train_steps_per_sec"] = train.get("steps_per_sec")
+    return summary
+
+
+def _key_metrics(metrics: dict) -> dict:
+    out = {"baseline": metrics.get("baseline")}
+    for name, est in metrics.get("candidate", {}).items():
+        out[f"candidate_{name}"] = f"{est['value']:.4f} [{est['lower']:.4f}, {est['upper']:.4f}]"
+    for name, est in metrics.get("improvement", {}).items():
+        out[f"improvement_{name}"] = f"{est['value']:+.4f} [{est['lower']:+.4f}, {est['upper']:+.4f}]"
+    return out
+
+
+def lineage(config: PipelineConfig, version: int | None = None) -> list[str]:
+    """Which data and training run produced a pushed policy: walks ML Metadata's events from the
+    PushedModel back to the Examples and the ExperienceGen run that wrote them."""
+    from ml_metadata.proto import metadata_store_pb2
+    store = _store(config)
+    pushed = [a for a in store.get_artifacts_by_type("PushedModel") if _prop(a, "pushed")]
+    if version is not None:
+        pushed = [a for a in pushed if _prop(a, "pushed_version") == version]
+    if not pushed:
+        raise LookupError(f"no pushed model{'' if version is None else f' with version {version}'} in "
+                          f"{config.metadata_path}")
+    target = max(pushed, key=lambda a: a.id)
+    lines = [f"pushed policy version {_prop(target, 'pushed_version')} at {_prop(target, 'pushed_destination')}"]
+    seen: set[int] = set()
+
+    def walk(artifact, depth: int) -> None:
+        if artifact.id in seen:
+            return
+        seen.add(artifact.id)
+        events = [e for e in store.get_events_by_artifact_ids([artifact.id]) if e.type == metadata_store_pb2.Event.OUTPUT]
+        for event in events:
+            execution = store.get_executions_by_id([event.execution_id])[0]
+            node = _node_name(store, execution)
+            lines.append(f"{'  ' * depth}<- produced by {node} (execution {execution.id})")
+            in_events = [e for e in store.get_events_by_execution_ids([execution.id])
+                         if e.type == metadata_store_pb2.Event.INPUT]
+            for in_event in in_events:
+                parent = store.get_artifacts_by_id([in_event.artifact_id])[0]
+                type_name = store.get_artifact_types_by_id([parent.type_id])[0].name
+                lines.append(f"{'  ' * (depth + 1)}{type_name} {parent.id}: {parent.uri}")
+                walk(parent, depth + 2)
+
+    walk(target, 1)
+    return lines

@@ -1,0 +1,364 @@
+"""Learner: trains an agent on a dataset under a tf.distribute strategy (TF-Agents' Learner).
+
+    with strategy.scope():
+        train_step = create_train_step_counter()
+        agent = SomeAgent(..., train_step_counter=train_step)
+    learner = Learner(root_dir, train_step, agent, experience_dataset_fn, strategy=strategy)
+    while learner.train_step_numpy < num_steps:
+        loss_info = learner.run(iterations=100)
+
+`run(n)` performs n train steps inside one tf.function loop; data comes from
+`strategy.distribute_datasets_from_function`, each replica calls `agent.train` on its share and
+the losses are reduced across replicas. After each `run`: triggers, then a checkpoint when
+`checkpoint_interval` steps have passed. Construction restores the newest readable checkpoint,
+so a preempted job resumes where it stopped.
+
+Layout under `root_dir`: `train/` TensorBoard events, `train/checkpoints/` checkpoints
+(the PolicySavedModelTrigger conventionally writes `policies/`).
+
+Strategy contract for agents (as in TF-Agents): build networks, optimizer and the train step
+counter under `strategy.scope()`; scale per-replica losses like `tf.nn.compute_average_loss`
+(divide by the *global* batch size) because optimizers sum gradients across replicas; the
+Learner sums losses across replicas accordingly.
+"""
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.util import nest as tf_nest
+
+from rlops.agents import specs
+from rlops.agents.trajectories import LossInfo
+from rlops.train import strategy as strategy_lib
+from rlops.train.checkpointer import Checkpointer
+
+log = logging.getLogger(__name__)
+
+TRAIN_DIR = "train"
+CHECKPOINT_DIR = "checkpoints"
+POLICY_SAVED_MODEL_DIR = "policies"
+
+DatasetFn = Callable[..., tf.data.Dataset]
+Trigger = Callable[[int], Any]
+
+__all__ = ["Learner", "create_train_step_counter", "batch_dataset_fn", "TRAIN_DIR", "CHECKPOINT_DIR",
+           "POLICY_SAVED_MODEL_DIR"]
+
+
+def create_train_step_counter(initial_value: int = 0) -> tf.Variable:
+    """The int64 train-step variable to share between agent and Learner.
+
+    ONLY_FIRST_REPLICA aggregation lets agents increment it inside `strategy.run` (replica
+    context) under Mirrored/MultiWorker/TPU strategies. Create it under `strategy.scope()`.
+    """
+    return tf.Variable(initial_value, dtype=tf.int64, trainable=False, name="train_step", shape=(),
+                       aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+
+def batch_dataset_fn(experience: Any) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
+    """A dataset_fn that yields one in-memory batch forever, split over replicas along axis 0.
+
+    For on-policy training: `learner.run(1, iterator=learner.create_iterator(batch_dataset_fn(traj)))`.
+    The batch size must be divisible by the number of replicas.
+    """
+    batch = int(tf.nest.flatten(experience)[0].shape[0])
+
+    def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        if ctx.num_replicas_in_sync == 1:
+            return tf.data.Dataset.from_tensors(experience).repeat()
+        if batch % ctx.num_replicas_in_sync:
+            raise ValueError(f"experience batch size {batch} is not divisible by the "
+                             f"{ctx.num_replicas_in_sync} replicas in sync")
+        ds = tf.data.Dataset.from_tensor_slices(experience)
+        ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+        return ds.batch(ctx.get_per_replica_batch_size(batch), drop_remainder=True).repeat()
+
+    return dataset_fn
+
+
+def _accepts_input_context(fn: Callable) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    return bool(positional)
+
+
+def _scalar_fields(loss_info: Any) -> list[tuple[str, tf.Tensor]]:
+    out = []
+    for path, value in tf_nest.flatten_with_joined_string_paths(loss_info, separator="/"):
+        if isinstance(value, tf.Tensor) and value.shape.rank == 0 and (value.dtype.is_floating or
+                                                                        value.dtype.is_integer):
+            out.append((path, value))
+    return out
+
+
+class Learner:
+    """Runs `agent.train` under a strategy with checkpoints, summaries and triggers.
+
+    Args:
+      root_dir: where summaries (`train/`) and checkpoints (`train/checkpoints/`) go.
+      train_step: scalar int64 variable counting train steps; normally `agent.train_step_counter`
+        (the agent increments it). Any other variable is incremented by the Learner.
+      agent: object with `train(experience, weights=None) -> LossInfo` and `collect_data_spec`.
+      experience_dataset_fn: `fn()` or `fn(input_context)` -> tf.data.Dataset of agent.train
+        inputs, batched per replica. Called after the checkpoint is restored, so it can skip the
+        data already trained on. Optional when every `run` gets an iterator.
+      after_train_strategy_step_fn: `fn(sample, loss_info)` run per replica after each step.
+      triggers: callables `trigger(train_step)` run after every `run`.
+      checkpoint_interval: checkpoint when this many steps passed since the last one (checked
+        after each `run`); -1 disables checkpointing (with a warning).
+      summary_interval: write summaries at steps divisible by this; <= 0 disables them.
+      max_checkpoints_to_keep: how many recent checkpoints stay on disk.
+      use_kwargs_in_agent_train: dataset elements are dicts of `agent.train` keyword arguments
+        (`dict(experience=..., weights=...)`).
+      strategy: a tf.distribute.Strategy (default: the current one) or a name for
+        `rlops.train.strategy.get_strategy`.
+      summary_root_dir: overrides `root_dir/train` for TensorBoard events.
+      run_optimizer_variable_init: trace `agent.train` once before restoring so that optimizer
+        slots exist and are restored (and verified) at once rather than lazily.
+      check_numerics: fail with the step and loss field when a loss is NaN or Inf.
+    """
+
+    def __init__(self, root_dir: str, train_step: tf.Variable, agent: Any,
+                 experience_dataset_fn: DatasetFn | None = None,
+                 after_train_strategy_step_fn: Callable[[Any, Any], Any] | None = None,
+                 triggers: Sequence[Trigger] | None = None, checkpoint_interval: int = 100000,
+                 summary_interval: int = 1000, max_checkpoints_to_keep: int = 3,
+                 use_kwargs_in_agent_train: bool = False,
+                 strategy: tf.distribute.Strategy | str | None = None,
+                 summary_root_dir: str | None = None, run_optimizer_variable_init: bool = True,
+                 check_numerics: bool = True):
+        if checkpoint_interval == 0 or checkpoint_interval < -1:
+            raise ValueError(f"checkpoint_interval must be > 0, or -1 to disable checkpoints; got "
+                             f"{checkpoint_interval}")
+        if not isinstance(train_step, tf.Variable) or train_step.dtype != tf.int64 or train_step.shape.rank != 0:
+            raise TypeError(f"train_step must be a scalar int64 tf.Variable (see create_train_step_counter); "
+                            f"got {train_step!r}")
+        if not callable(getattr(agent, "train", None)) or not hasattr(agent, "collect_data_spec"):
+            raise TypeError("agent must have `train(experience, weights=None)` and `collect_data_spec`")
+        self.root_dir = root_dir
+        self.train_step = train_step
+        self._agent = agent
+        self.after_train_strategy_step_fn = after_train_strategy_step_fn
+        self.triggers = list(triggers or [])
+        self.checkpoint_interval = checkpoint_interval
+        self.summary_interval = summary_interval if summary_interval and summary_interval > 0 else 0
+        self.use_kwargs_in_agent_train = use_kwargs_in_agent_train
+        self.strategy = (strategy_lib.get_strategy(strategy) if isinstance(strategy, str)
+                         else strategy or tf.distribute.get_strategy())
+        self.check_numerics = check_numerics
+        self.is_chief = strategy_lib.is_chief(self.strategy)
+        self._increment_train_step = train_step is not getattr(agent, "train_step_counter", None)
+        self._check_distributed_variables()
+
+        self.train_dir = os.path.join(root_dir, TRAIN_DIR)
+        if self.summary_interval and self.is_chief:
+            self.summary_writer = tf.summary.create_file_writer(summary_root_dir or self.train_dir,
+                                                                flush_millis=10_000)
+        else:
+            self.summary_writer = tf.summary.create_noop_writer()
+
+        if run_optimizer_variable_init:
+            self._create_train_variables()
+
+        self._checkpointer: Checkpointer | None = None
+        if checkpoint_interval < 0:
+            log.warning("Checkpointing is disabled (checkpoint_interval=-1): training progress will NOT be "
+                        "restored if this job is preempted.")
+        else:
+            _, task_id = strategy_lib.task_info(self.strategy)
+            self._checkpointer = Checkpointer(
+                os.path.join(self.train_dir, CHECKPOINT_DIR), max_checkpoints_to_keep, self.is_chief, task_id,
+                agent=agent, train_step=train_step)
+            self._checkpointer.restore_latest()
+        self._last_checkpoint_step = self.train_step_numpy
+
+        self._experience_iterator = (self.create_iterator(experience_dataset_fn)
+                                     if experience_dataset_fn is not None else None)
+        self._train_fn = tf.function(self._train, autograph=False)
+        # steps/sec bookkeeping: time inside run() (runs that traced excluded), between summaries.
+        self._sps_steps = 0
+        self._sps_time = 0.0
+        self.last_steps_per_sec: float | None = None
+
+    # ---- public -------------------------------------------------------------------------------
+    @property
+    def agent(self) -> Any:
+        return self._agent
+
+    @property
+    def train_step_numpy(self) -> int:
+        return int(self.train_step.numpy())
+
+    def create_iterator(self, dataset_fn: DatasetFn) -> Any:
+        """A distributed iterator over `dataset_fn` (called once per input pipeline/worker)."""
+        wrapped = dataset_fn if _accepts_input_context(dataset_fn) else (lambda _ctx: dataset_fn())
+        return iter(self.strategy.distribute_datasets_from_function(wrapped))
+
+    def run(self, iterations: int = 1, iterator: Any = None, parallel_iterations: int = 10) -> LossInfo:
+        """Runs `iterations` train steps in one tf.function; returns the last step's LossInfo,
+        reduced (summed) across replicas."""
+        if not isinstance(iterations, (int, np.integer)) or iterations < 1:
+            raise ValueError(f"iterations must be an int >= 1, got {iterations!r}")
+        iterator = iterator if iterator is not None else self._experience_iterator
+        if iterator is None:
+            raise ValueError("Learner.run needs an iterator: pass `iterator=` or construct the Learner "
+                             "with `experience_dataset_fn`.")
+        if self.strategy.num_replicas_in_sync > 1 and not isinstance(iterator, tf.distribute.DistributedIterator):
+            raise ValueError(f"With {self.strategy.num_replicas_in_sync} replicas the iterator must come from "
+                             "the strategy (learner.create_iterator or strategy.distribute_datasets_from_function); "
+                             f"got {type(iterator).__name__}")
+        start_step = self.train_step_numpy
+        traces = self._train_fn.experimental_get_tracing_count()
+        start = time.perf_counter()
+        with self.summary_writer.as_default(), tf.summary.record_if(self._record_summaries), \
+                self.strategy.scope():
+            loss_info = self._train_fn(tf.constant(iterations, tf.int64), iterator, int(parallel_iterations))
+        step = self.train_step_numpy
+        if self._train_fn.experimental_get_tracing_count() == traces:  # tracing time is not training
+            self._sps_steps += step - start_step
+            self._sps_time += time.perf_counter() - start
+        with self.summary_writer.as_default():
+            self._maybe_write_steps_per_sec(start_step, step)
+            for trigger in self.triggers:
+                trigger(step)
+        if self._checkpointer is not None and step - self._last_checkpoint_step >= self.checkpoint_interval:
+            self.save_checkpoint()
+        return loss_info
+
+    def save_checkpoint(self) -> str | None:
+        """Checkpoints agent and train step now (every worker must call this together)."""
+        if self._checkpointer is None:
+            return None
+        step = self.train_step_numpy
+        path = self._checkpointer.save(step)
+        self._last_checkpoint_step = step
+        return path
+
+    # ---- the tf.function loop ----------------------------------------------------------------
+    def _train(self, iterations: tf.Tensor, iterator: Any, parallel_iterations: int) -> LossInfo:
+        # One step outside the loop fixes the loss structure/shapes for the while_loop and lets
+        # optimizers create their slots outside of it. The loop is an explicit tf.while_loop and
+        # the function is not autograph-converted: converting agent and optimizer code costs
+        # seconds of tracing and agents that need autograph wrap their own tf.function.
+        loss_info = self._single_train_step(iterator)
+
+        def body(i, _):
+            return i + 1, self._single_train_step(iterator)
+
+        _, loss_info = tf.while_loop(lambda i, _: i < iterations, body, (tf.constant(1, tf.int64), loss_info),
+                                     parallel_iterations=parallel_iterations)
+        return tf.nest.map_structure(self._reduce, loss_info)
+
+    def _single_train_step(self, iterator: Any) -> Any:
+        sample = next(iterator)
+        loss_info = self.strategy.run(self._replica_step, args=(sample,))
+        if self._increment_train_step:
+            self.train_step.assign_add(1)
+        if self.summary_interval:
+            self._write_loss_summaries(loss_info)
+        return loss_info
+
+    def _replica_step(self, sample: Any) -> Any:
+        step_before = tf.identity(self.train_step)
+        if self.use_kwargs_in_agent_train:
+            if not isinstance(sample, dict):
+                raise TypeError("use_kwargs_in_agent_train=True needs dataset elements that are dicts of "
+                                f"agent.train keyword arguments; got {type(sample).__name__}")
+            if "experience" in sample:
+                self._validate_experience(sample["experience"])
+            loss_info = self._agent.train(**sample)
+        else:
+            self._validate_experience(sample)
+            loss_info = self._agent.train(sample)
+        if self.check_numerics:
+            self._check_numerics(loss_info, step_before)
+        if self.after_train_strategy_step_fn is not None:
+            self.after_train_strategy_step_fn(sample, loss_info)
+        return loss_info
+
+    def _validate_experience(self, experience: Any) -> None:
+        # Runs at trace time: a mismatch fails before any step with the offending field named.
+        spec = getattr(self._agent, "training_data_spec", None) or self._agent.collect_data_spec
+        # Compare TensorSpecs of the (symbolic) values: dtype and shape are all that is checked.
+        as_specs = tf.nest.map_structure(
+            lambda v: tf.TensorSpec.from_tensor(v) if isinstance(v, tf.Tensor) else v, experience)
+        specs.check_nest_matches_spec(as_specs, spec, name="experience")
+
+    @staticmethod
+    def _check_numerics(loss_info: Any, step_before: tf.Tensor) -> None:
+        for path, value in tf_nest.flatten_with_joined_string_paths(loss_info, separator="."):
+            value = tf.convert_to_tensor(value)
+            if value.dtype.is_floating:
+                tf.debugging.Assert(
+                    tf.reduce_all(tf.math.is_finite(value)),
+                    [f"check_numerics: LossInfo.{path} is NaN or Inf in the train step starting at train_step =",
+                     step_before], name="check_numerics")
+
+    def _reduce(self, value: Any) -> tf.Tensor:
+        return self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
+
+    def _write_loss_summaries(self, loss_info: Any) -> None:
+        def write() -> tf.Tensor:
+            reduced = tf.nest.map_structure(self._reduce, loss_info)
+            with tf.name_scope("Learner/"):  # trailing "/": absolute, not under while/cond scopes
+                for path, value in _scalar_fields(reduced):
+                    tf.summary.scalar(path, value, step=self.train_step)
+            return tf.constant(True)
+
+        # Gate on the step, not on the writer, so every worker builds the same (collective) ops.
+        tf.cond(self._record_summaries(), write, lambda: tf.constant(False))
+
+    def _record_summaries(self) -> tf.Tensor:
+        if not self.summary_interval:
+            return tf.constant(False)
+        return tf.equal(self.train_step % self.summary_interval, 0)
+
+    # ---- helpers -----------------------------------------------------------------------------
+    def _maybe_write_steps_per_sec(self, start_step: int, step: int) -> None:
+        if not self.summary_interval or self._sps_time <= 0:
+            return
+        if step // self.summary_interval == start_step // self.summary_interval:
+            return
+        self.last_steps_per_sec = self._sps_steps / self._sps_time
+        tf.summary.scalar("Learner/steps_per_sec", self.last_steps_per_sec, step=step)
+        self._sps_steps, self._sps_time = 0, 0.0
+
+    def _batched_data_spec(self) -> Any:
+        spec = getattr(self._agent, "training_data_spec", None) or self._agent.collect_data_spec
+        time_dim = getattr(self._agent, "train_sequence_length", None)
+        batched = tf.nest.map_structure(
+            lambda s: tf.TensorSpec([None, time_dim] + s.shape.as_list(), s.dtype, s.name), spec)
+        return dict(experience=batched) if self.use_kwargs_in_agent_train else batched
+
+    def _create_train_variables(self) -> None:
+        """Traces (does not run) agent.train so optimizer slots exist before restoring."""
+        @tf.function(autograph=False)
+        def _trace(sample):
+            if self.use_kwargs_in_agent_train:
+                return self.strategy.run(self._agent.train, kwargs=sample)
+            return self.strategy.run(self._agent.train, args=(sample,))
+
+        with self.strategy.scope():
+            _trace.get_concrete_function(self._batched_data_spec())
+
+    def _check_distributed_variables(self) -> None:
+        # The default strategy accepts plain variables; Mirrored/TPU/MultiWorker need their own.
+        extended = self.strategy.extended
+        for v in list(getattr(self._agent, "variables", ())) + [self.train_step]:
+            if not extended.variable_created_in_scope(v):
+                raise ValueError(f"Variable {v.name} was not created under this strategy's scope: build the "
+                                 "agent (networks, optimizer, train step counter) inside `with strategy.scope():`.")
+        if self.strategy.num_replicas_in_sync > 1:
+            counter = getattr(self._agent, "train_step_counter", None)
+            if counter is not None and getattr(counter, "aggregation", None) == tf.VariableAggregation.NONE:
+                raise ValueError("agent.train_step_counter has aggregation NONE, so agents cannot increment it in "
+                                 "replica context; create it with rlops.train.create_train_step_counter().")

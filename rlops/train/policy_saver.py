@@ -1,0 +1,308 @@
+"""Policy export: a SavedModel that plain TensorFlow loads and serves, plus checkpoint-only updates.
+
+    saver = PolicySaver(agent.policy, train_step=agent.train_step_counter)
+    saver.save("export/policy")                       # once: graph + variables + policy_specs.json
+    saver.save_checkpoint("export/ckpt_000100")       # often: variables only (small, fast)
+
+Serving with TensorFlow alone (no rlops import):
+
+    policy = tf.saved_model.load("export/policy")
+    out = policy.signatures["action"](step_type=..., reward=..., discount=..., observation=...)
+    out["action"]                                     # [B, ...]; also "info/...", "state/..."
+    # apply a newer checkpoint-only update:
+    tf.train.Checkpoint(model_variables=policy.model_variables, train_step=policy.train_step,
+                        metadata=policy.metadata).read("export/ckpt_000100/variables/variables")
+
+Signatures: `action` (flat TimeStep [+ policy_state/...] inputs named by their nest path),
+`get_initial_state` (batch_size), `get_train_step`, `get_metadata`. The same functions are
+attributes taking nests: `policy.action(time_step, policy_state)`, `policy.get_initial_state(b)`,
+`policy.get_train_step()`, `policy.get_metadata()`.
+
+Latency: call `signatures["action"]` with tensors; it is a single concrete function with a
+fixed input signature (no retracing or Python in the path). The polymorphic attribute
+`policy.action` does extra Python argument matching and is about twice as slow per call.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import shutil
+import uuid
+from typing import Any, Callable, Mapping, Sequence
+
+import tensorflow as tf
+from tensorflow.python.util import nest as tf_nest
+
+from rlops.agents import specs as specs_lib
+
+SPECS_FILE = "policy_specs.json"
+SPECS_FORMAT = "rlops.policy_specs/1"
+CHECKPOINT_PREFIX = "policy_checkpoint_"
+
+__all__ = ["PolicySaver", "load", "restore_checkpoint", "latest_checkpoint", "load_specs", "SPECS_FILE",
+           "CHECKPOINT_PREFIX"]
+
+
+def _unique(variables: Sequence[tf.Variable]) -> list[tf.Variable]:
+    seen, out = set(), []
+    for v in variables:
+        if id(v) not in seen:
+            seen.add(id(v))
+            out.append(v)
+    return out
+
+
+def _batched(spec_nest: Any, batch_size: int | None) -> Any:
+    return tf.nest.map_structure(
+        lambda s: tf.TensorSpec([batch_size] + s.shape.as_list(), s.dtype, s.name), spec_nest)
+
+
+def _flat_with_paths(nest: Any, prefix: str) -> list[tuple[str, Any]]:
+    pairs = tf_nest.flatten_with_joined_string_paths(nest, separator="/")
+    return [(f"{prefix}/{p}" if p else prefix, v) for p, v in pairs]
+
+
+class PolicySaver:
+    """Builds the exportable module around a policy.
+
+    Args:
+      policy: an rlops policy (`action`, `get_initial_state`, `time_step_spec`, `action_spec`,
+        `policy_state_spec`, `info_spec`, tf.Module variables).
+      batch_size: fixed batch size of the signatures, or None (any batch size).
+      train_step: int64 variable reported by `get_train_step` and stored in checkpoints.
+      metadata: name -> tf.Variable (or initial value) returned by `get_metadata` and stored in
+        checkpoints, e.g. evaluation metrics at export time.
+      variables: the variables checkpoints save, in a fixed order. Default: the policy's own.
+        Savers whose checkpoints must load into each other (policy, collect policy, greedy
+        policy) must be given the same list.
+    """
+
+    def __init__(self, policy: Any, batch_size: int | None = None, train_step: tf.Variable | None = None,
+                 metadata: Mapping[str, Any] | None = None, variables: Sequence[tf.Variable] | None = None):
+        self.policy = policy
+        self.batch_size = batch_size
+        if train_step is None:
+            train_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="train_step")
+        if train_step.dtype != tf.int64 or train_step.shape.rank != 0:
+            raise TypeError(f"train_step must be a scalar int64 variable, got {train_step!r}")
+        self.metadata = {k: v if isinstance(v, tf.Variable) else tf.Variable(v, trainable=False, name=k)
+                         for k, v in (metadata or {}).items()}
+        model_variables = _unique(variables if variables is not None else policy.variables)
+        missing = [v.name for v in policy.variables if id(v) not in {id(m) for m in model_variables}]
+        if missing:
+            raise ValueError(f"`variables` lacks policy variables {missing}; checkpoints could not update them")
+
+        self.time_step_spec = policy.time_step_spec
+        self.action_spec = policy.action_spec
+        self.policy_state_spec = getattr(policy, "policy_state_spec", ())
+        self.info_spec = getattr(policy, "info_spec", ())
+
+        module = tf.Module(name="saved_policy")
+        module.model_variables = model_variables
+        module.train_step = train_step
+        module.metadata = self.metadata
+        module.policy = policy  # tracks non-variable resources the policy might hold
+        self._module = module
+        self._signatures = self._build_functions(module)
+
+    # ---- functions ---------------------------------------------------------------------------
+    def _build_functions(self, module: tf.Module) -> dict[str, Any]:
+        policy = self.policy
+        ts_spec = _batched(self.time_step_spec, self.batch_size)
+        state_spec = _batched(self.policy_state_spec, self.batch_size)
+        flat_ts = _flat_with_paths(ts_spec, "")
+        flat_state = _flat_with_paths(state_spec, "policy_state") if tf.nest.flatten(state_spec) else []
+        # Signature inputs are named by nest path ("observation", "policy_state/h").
+        input_specs = ([tf.TensorSpec(s.shape, s.dtype, name=p.lstrip("/")) for p, s in flat_ts] +
+                       [tf.TensorSpec(s.shape, s.dtype, name=p) for p, s in flat_state])
+        n_ts = len(flat_ts)
+        self._action_input_names = [s.name for s in input_specs]
+
+        def flat_outputs(step: Any) -> dict[str, tf.Tensor]:
+            out = dict(_flat_with_paths(step.action, "action"))
+            if tf.nest.flatten(step.state):
+                out.update(_flat_with_paths(step.state, "state"))
+            if tf.nest.flatten(step.info):
+                out.update(_flat_with_paths(step.info, "info"))
+            return out
+
+        def action_signature(*flat):
+            time_step = tf.nest.pack_sequence_as(ts_spec, list(flat[:n_ts]))
+            state = tf.nest.pack_sequence_as(state_spec, list(flat[n_ts:]))
+            return flat_outputs(policy.action(time_step, state))
+
+        action_sig = tf.function(action_signature, input_signature=input_specs, autograph=False)
+
+        def action(time_step, policy_state=()):
+            return policy.action(time_step, policy_state)
+
+        module.action = tf.function(action, input_signature=[ts_spec, state_spec], autograph=False)
+
+        batch_spec = tf.TensorSpec((), tf.int32, name="batch_size")
+
+        def get_initial_state(batch_size):
+            return policy.get_initial_state(batch_size)
+
+        module.get_initial_state = tf.function(get_initial_state, input_signature=[batch_spec], autograph=False)
+        initial_state_sig = tf.function(
+            lambda batch_size: dict(_flat_with_paths(policy.get_initial_state(batch_size), "state"))
+            if tf.nest.flatten(self.policy_state_spec) else {},
+            input_signature=[batch_spec], autograph=False)
+
+        module.get_train_step = tf.function(lambda: module.train_step.read_value(), input_signature=[])
+        train_step_sig = tf.function(lambda: {"train_step": module.train_step.read_value()}, input_signature=[])
+        module.get_metadata = tf.function(lambda: {k: v.read_value() for k, v in module.metadata.items()},
+                                          input_signature=[])
+        return {"action": action_sig.get_concrete_function(),
+                "get_initial_state": initial_state_sig.get_concrete_function(),
+                "get_train_step": train_step_sig.get_concrete_function(),
+                "get_metadata": module.get_metadata.get_concrete_function()}
+
+    # ---- saving ------------------------------------------------------------------------------
+    def save(self, export_dir: str) -> None:
+        """Writes the SavedModel and `policy_specs.json` (replacing what was there, atomically
+        on local disks)."""
+        with _atomic_dir(export_dir) as tmp:
+            tf.saved_model.save(self._module, tmp, signatures=self._signatures,
+                                options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
+            with tf.io.gfile.GFile(os.path.join(tmp, SPECS_FILE), "w") as f:
+                json.dump(self.specs_json(), f, indent=1)
+
+    def save_checkpoint(self, export_dir: str) -> str:
+        """Writes only the variables (model variables, train step, metadata) as
+        `export_dir/variables/variables.*`; returns the checkpoint prefix."""
+        with _atomic_dir(export_dir) as tmp:
+            _policy_checkpoint(self._module).write(os.path.join(tmp, "variables", "variables"))
+        return os.path.join(export_dir, "variables", "variables")
+
+    def specs_json(self) -> dict:
+        names = {k: list(v.structured_outputs) for k, v in self._signatures.items()}
+        inputs = {"action": self._action_input_names, "get_initial_state": ["batch_size"],
+                  "get_train_step": [], "get_metadata": []}
+        return {
+            "format": SPECS_FORMAT,
+            "batch_size": self.batch_size,
+            "time_step_spec": _encode(self.time_step_spec),
+            "action_spec": _encode(self.action_spec),
+            "policy_state_spec": _encode(self.policy_state_spec),
+            "info_spec": _encode(self.info_spec),
+            "signatures": {k: {"inputs": inputs[k], "outputs": names[k]} for k in self._signatures},
+            "metadata": sorted(self.metadata),
+            "num_model_variables": len(self._module.model_variables),
+        }
+
+
+def _policy_checkpoint(module: Any) -> tf.train.Checkpoint:
+    # The same three names on both sides (saver module and loaded SavedModel) make the object
+    # graph of a checkpoint-only update match the SavedModel's.
+    return tf.train.Checkpoint(model_variables=module.model_variables, train_step=module.train_step,
+                               metadata=module.metadata)
+
+
+class _atomic_dir:
+    """Write into a sibling temp dir, then move it into place: readers never see half an export.
+    Falls back to writing in place where directory renames are unsupported (object stores)."""
+
+    def __init__(self, path: str):
+        self.path = path.rstrip("/")
+        self.local = "://" not in path
+        self.tmp = f"{self.path}.tmp-{uuid.uuid4().hex[:8]}" if self.local else self.path
+
+    def __enter__(self) -> str:
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if not self.local:
+            return
+        if exc_type is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            return
+        if os.path.exists(self.path):
+            old = f"{self.path}.old-{uuid.uuid4().hex[:8]}"
+            os.replace(self.path, old)
+            os.replace(self.tmp, self.path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(self.tmp, self.path)
+
+
+# ---- loading ---------------------------------------------------------------------------------
+def restore_checkpoint(saved_policy: Any, checkpoint_path: str) -> Any:
+    """Loads a checkpoint-only update (a dir from `save_checkpoint`, or its prefix) into a loaded
+    SavedModel policy; raises ValueError when the two do not match."""
+    prefix = checkpoint_path
+    if tf.io.gfile.isdir(checkpoint_path):
+        prefix = os.path.join(checkpoint_path, "variables", "variables")
+    try:
+        _policy_checkpoint(saved_policy).read(prefix).assert_consumed()
+    except (AssertionError, ValueError, tf.errors.OpError) as e:
+        raise ValueError(f"checkpoint {checkpoint_path} does not match the saved policy's variables: {e}") from e
+    return saved_policy
+
+
+def load(saved_model_dir: str, checkpoint_path: str | None = None) -> Any:
+    """`tf.saved_model.load` plus, optionally, a newer checkpoint-only update of its variables."""
+    saved_policy = tf.saved_model.load(saved_model_dir)
+    if checkpoint_path:
+        restore_checkpoint(saved_policy, checkpoint_path)
+    return saved_policy
+
+
+def latest_checkpoint(checkpoints_dir: str) -> str | None:
+    """The newest `policy_checkpoint_<step>` directory in `checkpoints_dir`, or None."""
+    if not tf.io.gfile.isdir(checkpoints_dir):
+        return None
+    names = [n.rstrip("/") for n in tf.io.gfile.listdir(checkpoints_dir)]
+    steps = [n for n in names if n.startswith(CHECKPOINT_PREFIX) and n[len(CHECKPOINT_PREFIX):].isdigit()]
+    return os.path.join(checkpoints_dir, max(steps, key=lambda n: int(n[len(CHECKPOINT_PREFIX):]))) if steps \
+        else None
+
+
+def load_specs(saved_model_dir: str) -> dict:
+    """Reads `policy_specs.json`, turning spec entries back into (Bounded)TensorSpecs."""
+    with tf.io.gfile.GFile(os.path.join(saved_model_dir, SPECS_FILE)) as f:
+        raw = json.load(f)
+    out = dict(raw)
+    for key in ("time_step_spec", "action_spec", "policy_state_spec", "info_spec"):
+        out[key] = _decode(raw[key])
+    return out
+
+
+# Nest <-> JSON: specs are {"shape", "dtype", "name"[, "minimum", "maximum"]}; containers are
+# tagged so namedtuples (TimeStep) come back with their field names.
+def _encode(nest: Any) -> Any:
+    if isinstance(nest, tf.TensorSpec):
+        return {"spec": specs_lib.spec_to_json(nest)}
+    if isinstance(nest, tuple) and hasattr(nest, "_fields"):
+        return {"namedtuple": type(nest).__name__, "fields": {k: _encode(getattr(nest, k)) for k in nest._fields}}
+    if isinstance(nest, Mapping):
+        return {"dict": {str(k): _encode(v) for k, v in nest.items()}}
+    if isinstance(nest, (list, tuple)):
+        return {"list" if isinstance(nest, list) else "tuple": [_encode(v) for v in nest]}
+    raise TypeError(f"cannot encode {type(nest).__name__} in a spec nest")
+
+
+_NAMEDTUPLES: dict[str, Callable] = {}
+
+
+def _decode(obj: Any) -> Any:
+    if "spec" in obj:
+        return specs_lib.spec_from_json(obj["spec"])
+    if "namedtuple" in obj:
+        name, fields = obj["namedtuple"], obj["fields"]
+        cls = _known_namedtuple(name, tuple(fields))
+        return cls(**{k: _decode(v) for k, v in fields.items()})
+    if "dict" in obj:
+        return {k: _decode(v) for k, v in obj["dict"].items()}
+    if "list" in obj:
+        return [_decode(v) for v in obj["list"]]
+    return tuple(_decode(v) for v in obj["tuple"])
+
+
+def _known_namedtuple(name: str, fields: tuple[str, ...]) -> Callable:
+    from rlops.agents import trajectories
+    cls = getattr(trajectories, name, None)
+    if cls is not None and getattr(cls, "_fields", None) == fields:
+        return cls
+    return _NAMEDTUPLES.setdefault(f"{name}{fields}", collections.namedtuple(name, fields))
