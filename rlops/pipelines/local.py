@@ -88,7 +88,7 @@ class RunSummary:
 
 def run_local(config: PipelineConfig, stream: TextIO = sys.stderr) -> RunSummary:
     """Runs the pipeline with LocalDagRunner; returns what ran, key metrics and the push."""
-    from tfx import v1 as tfx
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
     from rlops.pipelines.factories import create_pipeline
 
@@ -98,7 +98,7 @@ def run_local(config: PipelineConfig, stream: TextIO = sys.stderr) -> RunSummary
     touched = _quiet_tfx_logging(handler)
     start = time.perf_counter()
     try:
-        tfx.orchestration.LocalDagRunner().run(pipeline)
+        LocalDagRunner().run(pipeline)
     finally:
         for logger, handlers, propagate, level in touched:
             logger.handlers, logger.propagate = handlers, propagate
