@@ -1,0 +1,55 @@
+"""Trainer core through TFX's standard `run_fn` interface, and warm start."""
+import os
+
+import pytest
+import tensorflow as tf
+
+from rlops.components.trainer.config import TrainerConfig
+from rlops.components.trainer.core import CONFIG_FILE, serving_dir
+from rlops.components.trainer.run_fn import CONFIG_KEY, run_fn
+
+
+@pytest.fixture(scope="module")
+def examples_uri(tmp_path_factory):
+    from rlops.components.experience_gen import ExperienceGenConfig, SimulationSource, SpecConfig, run_experience_gen
+    root = tmp_path_factory.mktemp("gen")
+    config = ExperienceGenConfig(source=SimulationSource(env="digits", num_records=3000),
+                                 action_spec=SpecConfig.discrete(10))
+    run_experience_gen(config, str(root / "examples"), str(root / "quarantine"), ["--runner=DirectRunner"])
+    return str(root / "examples")
+
+
+def test_run_fn_trains_like_the_component(examples_uri, tmp_path):
+    from tfx.components.trainer.fn_args_utils import FnArgs
+    model = tmp_path / "model"
+    config = {"agent": "lin_ucb", "num_actions": 10, "train_steps": 50, "batch_size": 32}
+    fn_args = FnArgs(train_files=[os.path.join(examples_uri, "Split-train", "*")],
+                     serving_model_dir=str(model / "Format-Serving"), model_run_dir=str(tmp_path / "run"),
+                     custom_config={CONFIG_KEY: config}, base_model=None)
+    run_fn(fn_args)
+    assert tf.io.gfile.exists(os.path.join(serving_dir(str(model)), "saved_model.pb"))
+    assert TrainerConfig.from_json(open(model / CONFIG_FILE).read()).agent == "lin_ucb"
+    assert (tmp_path / "run" / "metrics.json").exists()
+    with pytest.raises(ValueError, match=CONFIG_KEY):
+        run_fn(FnArgs(train_files=[], serving_model_dir=str(model / "Format-Serving"),
+                      model_run_dir=str(tmp_path / "run"), custom_config={}))
+
+
+def test_warm_start_continues_from_the_base_model(examples_uri, tmp_path):
+    from rlops.components.trainer.core import run_trainer
+    config = TrainerConfig(agent="neural_epsilon_greedy", num_actions=10, train_steps=60, steps_per_run=30)
+    first = run_trainer(config, str(tmp_path / "m1"), str(tmp_path / "r1"), examples_uri)
+    second = run_trainer(config, str(tmp_path / "m2"), str(tmp_path / "r2"), examples_uri,
+                         base_model_uri=str(tmp_path / "m1"))
+    assert first.warm_started_from is None and second.warm_started_from
+    loaded = tf.saved_model.load(serving_dir(str(tmp_path / "m2")))
+    assert int(loaded.signatures["get_train_step"]()["train_step"]) == 120  # 60 + 60: the counter continued
+    with pytest.raises(FileNotFoundError, match="base_model"):
+        run_trainer(config, str(tmp_path / "m3"), str(tmp_path / "r3"), examples_uri, base_model_uri=str(tmp_path))
+
+
+def test_unknown_agent_names_the_key():
+    with pytest.raises(ValueError, match="trainer.agent"):
+        TrainerConfig(agent="dqn")
+    with pytest.raises(ValueError, match="trainer.num_actions"):
+        TrainerConfig(agent="lin_ucb")
