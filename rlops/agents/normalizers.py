@@ -17,9 +17,12 @@ class StreamingNormalizer(tf.Module):
         self.center_mean = center_mean
         self.clip_value = clip_value
         self.epsilon = epsilon
-        self.count = tf.Variable(tf.zeros([], tf.float64), trainable=False, name="count")
-        self.mean = tf.Variable(tf.zeros(shape, tf.float64), trainable=False, name="mean")
-        self.m2 = tf.Variable(tf.zeros(shape, tf.float64), trainable=False, name="m2")
+        # Under a multi-replica strategy the first replica's statistics win (its share of the
+        # batch); NONE aggregation would make updates inside strategy.run an error.
+        first = tf.VariableAggregation.ONLY_FIRST_REPLICA
+        self.count = tf.Variable(tf.zeros([], tf.float64), trainable=False, name="count", aggregation=first)
+        self.mean = tf.Variable(tf.zeros(shape, tf.float64), trainable=False, name="mean", aggregation=first)
+        self.m2 = tf.Variable(tf.zeros(shape, tf.float64), trainable=False, name="m2", aggregation=first)
 
     @property
     def variance(self) -> tf.Tensor:

@@ -76,10 +76,11 @@ def check_nest_matches_spec(value_nest: Any, spec_nest: Any, name: str = "value"
     values = tf.nest.flatten(value_nest)
     for (path, spec), value in zip(paths, values):
         field = f"{name}.{path}" if path else name
-        dtype = tf.as_dtype(getattr(value, "dtype", np.asarray(value).dtype))
+        # Only fall back to numpy for Python values: np.asarray fails on symbolic tensors.
+        dtype = tf.as_dtype(value.dtype if hasattr(value, "dtype") else np.asarray(value).dtype)
         if dtype != spec.dtype:
             raise TypeError(f"{field}: dtype {dtype.name} does not match spec dtype {spec.dtype.name}")
-        shape = tf.TensorShape(getattr(value, "shape", np.shape(value)))
+        shape = tf.TensorShape(value.shape if hasattr(value, "shape") else np.shape(value))
         if shape.rank is None:
             continue
         inner_rank = spec.shape.rank

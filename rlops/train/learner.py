@@ -9,9 +9,10 @@
 
 `run(n)` performs n train steps inside one tf.function loop; data comes from
 `strategy.distribute_datasets_from_function`, each replica calls `agent.train` on its share and
-the losses are reduced across replicas. After each `run`: triggers, then a checkpoint when
-`checkpoint_interval` steps have passed. Construction restores the newest readable checkpoint,
-so a preempted job resumes where it stopped.
+the losses are reduced across replicas. On-policy loops hand each fresh batch to
+`run_on_batch(experience)` instead (split across replicas, no tf.data). After each run:
+triggers, then a checkpoint when `checkpoint_interval` steps have passed. Construction restores
+the newest readable checkpoint, so a preempted job resumes where it stopped.
 
 Layout under `root_dir`: `train/` TensorBoard events, `train/checkpoints/` checkpoints
 (the PolicySavedModelTrigger conventionally writes `policies/`).
@@ -64,8 +65,9 @@ def create_train_step_counter(initial_value: int = 0) -> tf.Variable:
 def batch_dataset_fn(experience: Any) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
     """A dataset_fn that yields one in-memory batch forever, split over replicas along axis 0.
 
-    For on-policy training: `learner.run(1, iterator=learner.create_iterator(batch_dataset_fn(traj)))`.
-    The batch size must be divisible by the number of replicas.
+    E.g. `Learner(..., experience_dataset_fn=batch_dataset_fn(fixed_batch))`; for a fresh batch
+    per call (on-policy) `Learner.run_on_batch` is cheaper than a new iterator each time. The
+    batch size must be divisible by the number of replicas.
     """
     batch = int(tf.nest.flatten(experience)[0].shape[0])
 
@@ -80,6 +82,11 @@ def batch_dataset_fn(experience: Any) -> Callable[[tf.distribute.InputContext], 
         return ds.batch(ctx.get_per_replica_batch_size(batch), drop_remainder=True).repeat()
 
     return dataset_fn
+
+
+def _check_iterations(iterations: Any) -> None:
+    if not isinstance(iterations, (int, np.integer)) or iterations < 1:
+        raise ValueError(f"iterations must be an int >= 1, got {iterations!r}")
 
 
 def _accepts_input_context(fn: Callable) -> bool:
@@ -184,6 +191,8 @@ class Learner:
         self._experience_iterator = (self.create_iterator(experience_dataset_fn)
                                      if experience_dataset_fn is not None else None)
         self._train_fn = tf.function(self._train, autograph=False)
+        # reduce_retracing: on-policy batches may vary in size without a retrace per shape.
+        self._train_batch_fn = tf.function(self._train_on_batch, autograph=False, reduce_retracing=True)
         # steps/sec bookkeeping: time inside run() (runs that traced excluded), between summaries.
         self._sps_steps = 0
         self._sps_time = 0.0
@@ -206,8 +215,7 @@ class Learner:
     def run(self, iterations: int = 1, iterator: Any = None, parallel_iterations: int = 10) -> LossInfo:
         """Runs `iterations` train steps in one tf.function; returns the last step's LossInfo,
         reduced (summed) across replicas."""
-        if not isinstance(iterations, (int, np.integer)) or iterations < 1:
-            raise ValueError(f"iterations must be an int >= 1, got {iterations!r}")
+        _check_iterations(iterations)
         iterator = iterator if iterator is not None else self._experience_iterator
         if iterator is None:
             raise ValueError("Learner.run needs an iterator: pass `iterator=` or construct the Learner "
@@ -216,14 +224,39 @@ class Learner:
             raise ValueError(f"With {self.strategy.num_replicas_in_sync} replicas the iterator must come from "
                              "the strategy (learner.create_iterator or strategy.distribute_datasets_from_function); "
                              f"got {type(iterator).__name__}")
+        return self._execute(self._train_fn, iterations, iterator, parallel_iterations)
+
+    def run_on_batch(self, experience: Any, iterations: int = 1) -> LossInfo:
+        """On-policy helper: `iterations` train steps on one in-memory batch, no tf.data.
+
+        `experience` is the global batch (a Trajectory, or a dict of agent.train kwargs with
+        use_kwargs_in_agent_train); replica r of R trains on rows [r*B/R, (r+1)*B/R). Same loop,
+        checks, summaries, triggers and checkpoints as `run`.
+        """
+        _check_iterations(iterations)
+        batch = int(tf.nest.flatten(experience)[0].shape[0])
+        replicas = self.strategy.num_replicas_in_sync
+        if batch % replicas:
+            raise ValueError(f"experience batch size {batch} is not divisible by the {replicas} replicas in sync")
+        if replicas > 1:
+            rows = batch // replicas
+
+            def replica_slice(ctx: tf.distribute.ValueContext) -> Any:
+                start = ctx.replica_id_in_sync_group * rows
+                return tf.nest.map_structure(lambda x: x[start:start + rows], experience)
+
+            experience = self.strategy.experimental_distribute_values_from_function(replica_slice)
+        return self._execute(self._train_batch_fn, iterations, experience, 1)
+
+    def _execute(self, fn: Any, iterations: int, data: Any, parallel_iterations: int) -> LossInfo:
         start_step = self.train_step_numpy
-        traces = self._train_fn.experimental_get_tracing_count()
+        traces = fn.experimental_get_tracing_count()
         start = time.perf_counter()
         with self.summary_writer.as_default(), tf.summary.record_if(self._record_summaries), \
                 self.strategy.scope():
-            loss_info = self._train_fn(tf.constant(iterations, tf.int64), iterator, int(parallel_iterations))
+            loss_info = fn(tf.constant(iterations, tf.int64), data, int(parallel_iterations))
         step = self.train_step_numpy
-        if self._train_fn.experimental_get_tracing_count() == traces:  # tracing time is not training
+        if fn.experimental_get_tracing_count() == traces:  # tracing time is not training
             self._sps_steps += step - start_step
             self._sps_time += time.perf_counter() - start
         with self.summary_writer.as_default():
@@ -245,21 +278,26 @@ class Learner:
 
     # ---- the tf.function loop ----------------------------------------------------------------
     def _train(self, iterations: tf.Tensor, iterator: Any, parallel_iterations: int) -> LossInfo:
+        return self._loop(iterations, lambda: next(iterator), parallel_iterations)
+
+    def _train_on_batch(self, iterations: tf.Tensor, experience: Any, parallel_iterations: int) -> LossInfo:
+        return self._loop(iterations, lambda: experience, parallel_iterations)
+
+    def _loop(self, iterations: tf.Tensor, next_sample: Callable[[], Any], parallel_iterations: int) -> LossInfo:
         # One step outside the loop fixes the loss structure/shapes for the while_loop and lets
         # optimizers create their slots outside of it. The loop is an explicit tf.while_loop and
         # the function is not autograph-converted: converting agent and optimizer code costs
         # seconds of tracing and agents that need autograph wrap their own tf.function.
-        loss_info = self._single_train_step(iterator)
+        loss_info = self._single_train_step(next_sample())
 
         def body(i, _):
-            return i + 1, self._single_train_step(iterator)
+            return i + 1, self._single_train_step(next_sample())
 
         _, loss_info = tf.while_loop(lambda i, _: i < iterations, body, (tf.constant(1, tf.int64), loss_info),
                                      parallel_iterations=parallel_iterations)
         return tf.nest.map_structure(self._reduce, loss_info)
 
-    def _single_train_step(self, iterator: Any) -> Any:
-        sample = next(iterator)
+    def _single_train_step(self, sample: Any) -> Any:
         loss_info = self.strategy.run(self._replica_step, args=(sample,))
         if self._increment_train_step:
             self.train_step.assign_add(1)

@@ -106,20 +106,38 @@ def _minibatches(config: PPOConfig) -> int:
 
 
 def train_ppo(config: PPOConfig, agent: PPOAgent | None = None,
-              on_iteration: Callable[[int, PPOAgent, dict], None] | None = None) -> PPOResult:
+              on_iteration: Callable[[int, PPOAgent, dict], None] | None = None,
+              root_dir: str | None = None, summary_dir: str | None = None,
+              checkpoint_interval: int = 50, triggers: Sequence[Callable[[int], None]] = ()) -> PPOResult:
     """Trains PPO on `config.env_id`; returns the agent, learning curve and greedy evaluation.
 
-    `on_iteration(iteration, agent, metrics)` runs after each train step (checkpointing,
-    summaries, export triggers); `agent` warm-starts from an existing agent.
+    Without `root_dir` each iteration calls `agent.train` directly (the fastest path, for
+    notebooks and benchmarks). With `root_dir` the batches feed a `Learner`: checkpoints every
+    `checkpoint_interval` train steps under root_dir (a restarted job resumes where it
+    stopped), TensorBoard summaries in `summary_dir`, and `triggers` (e.g. policy export).
+    `on_iteration(iteration, agent, metrics)` runs after each train step; `agent` warm-starts
+    from an existing agent.
     """
     env = GymVectorEnv(config.env_id, config.num_envs, seed=config.seed)
     agent = agent or build_ppo_agent(config, env)
-    driver = VectorDriver(env, agent.collect_policy, config.num_steps)
+    train, first_iteration = agent.train, 0
+    if root_dir is not None:
+        from rlops.train.learner import Learner
+        step_before = int(agent.train_step_counter.numpy())
+        learner = Learner(root_dir, agent.train_step_counter, agent, triggers=list(triggers),
+                          checkpoint_interval=checkpoint_interval, summary_interval=1,
+                          summary_root_dir=summary_dir)
+        first_iteration = int(learner.train_step_numpy) - step_before  # > 0 after a restart
+        train = learner.run_on_batch
+        if first_iteration:
+            log.info("ppo: resumed at iteration %d from %s", first_iteration, root_dir)
+    driver = VectorDriver(env, agent.collect_policy, config.num_steps, seed=config.seed + first_iteration)
+    driver.total_env_steps = first_iteration * config.num_envs * config.num_steps
     losses, steps_to_target = [], None
     start = time.perf_counter()
-    for it in range(config.iterations):
+    for it in range(first_iteration, config.iterations):
         experience = driver.run()
-        loss = agent.train(experience)
+        loss = train(experience)
         losses.append(float(loss.loss))
         recent = driver.stats.returns[-20:]
         if (steps_to_target is None and config.target_return is not None and len(recent) == 20
@@ -132,6 +150,8 @@ def train_ppo(config: PPOConfig, agent: PPOAgent | None = None,
         if config.log_every and (it + 1) % config.log_every == 0:
             log.info("ppo %s", json.dumps(metrics))
     train_wall_s = time.perf_counter() - start
+    if root_dir is not None:
+        learner.save_checkpoint()
     env.close()
     eval_returns = (evaluate_policy(config.env_id, agent.policy, config.eval_episodes, seed=config.seed + 10_000)
                     if config.eval_episodes else np.array([]))

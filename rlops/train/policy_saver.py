@@ -13,7 +13,8 @@ Serving with TensorFlow alone (no rlops import):
     tf.train.Checkpoint(model_variables=policy.model_variables, train_step=policy.train_step,
                         metadata=policy.metadata).read("export/ckpt_000100/variables/variables")
 
-Signatures: `action` (flat TimeStep [+ policy_state/...] inputs named by their nest path),
+Signatures: `action` (flat TimeStep [+ policy_state] inputs named by nest path joined with "_",
+e.g. `observation_mask`; outputs `action`, `info/<path>`, `state/<path>`),
 `get_initial_state` (batch_size), `get_train_step`, `get_metadata`. The same functions are
 attributes taking nests: `policy.action(time_step, policy_state)`, `policy.get_initial_state(b)`,
 `policy.get_train_step()`, `policy.get_metadata()`.
@@ -113,9 +114,10 @@ class PolicySaver:
         state_spec = _batched(self.policy_state_spec, self.batch_size)
         flat_ts = _flat_with_paths(ts_spec, "")
         flat_state = _flat_with_paths(state_spec, "policy_state") if tf.nest.flatten(state_spec) else []
-        # Signature inputs are named by nest path ("observation", "policy_state/h").
-        input_specs = ([tf.TensorSpec(s.shape, s.dtype, name=p.lstrip("/")) for p, s in flat_ts] +
-                       [tf.TensorSpec(s.shape, s.dtype, name=p) for p, s in flat_state])
+        # Signature inputs are named by nest path with "_" ("observation", "observation_mask",
+        # "policy_state_h"): TF would sanitize "/" in input names to "_" anyway.
+        input_specs = [tf.TensorSpec(s.shape, s.dtype, name=p.strip("/").replace("/", "_"))
+                       for p, s in flat_ts + flat_state]
         n_ts = len(flat_ts)
         self._action_input_names = [s.name for s in input_specs]
 

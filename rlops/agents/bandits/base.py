@@ -26,7 +26,9 @@ class BanditAgent(tf.Module):
         self._policy = policy
         self._collect_policy = collect_policy
         if train_step_counter is None:
-            train_step_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step_counter")
+            # ONLY_FIRST_REPLICA: incremented inside strategy.run without cross-replica conflicts.
+            train_step_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step_counter",
+                                             aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         self._train_step_counter = train_step_counter
         self._debug_summaries = debug_summaries
         self._summarize_grads_and_vars = summarize_grads_and_vars

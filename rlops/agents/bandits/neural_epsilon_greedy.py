@@ -147,6 +147,11 @@ class NeuralEpsilonGreedyAgent(BanditAgent):
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(variables)
             loss_info = self.loss(observations, actions, rewards, weights, training=True)
+            # Optimizers sum gradients across replicas: scale each replica's loss by 1/R
+            # (tf.nn.compute_average_loss's convention) so R replicas update like one.
+            ctx = tf.distribute.get_replica_context()
+            scale = 1.0 / ctx.num_replicas_in_sync if ctx is not None else 1.0
+            loss_info = tf.nest.map_structure(lambda t: t * scale, loss_info)
         grads = tape.gradient(loss_info.loss, variables)
         if self._gradient_clipping is not None:
             # Per-tensor norm clipping, like TF-Agents' eager_utils.clip_gradient_norms.

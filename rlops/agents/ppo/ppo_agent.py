@@ -34,6 +34,12 @@ def _weighted_mean(x: tf.Tensor, w: tf.Tensor) -> tf.Tensor:
     return tf.reduce_sum(x * w) / tf.maximum(tf.reduce_sum(w), 1e-8)
 
 
+def _replica_loss_scale() -> float:
+    """1/R inside a replica of an R-replica strategy; 1 outside any strategy."""
+    ctx = tf.distribute.get_replica_context()
+    return 1.0 / ctx.num_replicas_in_sync if ctx is not None else 1.0
+
+
 class PPOAgent(tf.Module):
     """Proximal Policy Optimization for discrete or continuous actions.
 
@@ -97,7 +103,8 @@ class PPOAgent(tf.Module):
         self.reward_norm_clipping = reward_norm_clipping
 
         self.adaptive_kl_beta = (tf.Variable(initial_adaptive_kl_beta, dtype=tf.float32, trainable=False,
-                                             name="adaptive_kl_beta")
+                                             name="adaptive_kl_beta",
+                                             aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
                                  if initial_adaptive_kl_beta > 0 else None)
         self.observation_normalizer = (StreamingNormalizer(obs_spec.shape, center_mean=True, clip_value=10.0,
                                                            name="observation_normalizer")
@@ -105,8 +112,10 @@ class PPOAgent(tf.Module):
         self.reward_normalizer = (StreamingNormalizer((), center_mean=False, clip_value=reward_norm_clipping,
                                                       name="reward_normalizer")
                                   if normalize_rewards else None)
+        # ONLY_FIRST_REPLICA: incremented inside strategy.run without cross-replica conflicts.
         self.train_step_counter = (train_step_counter if train_step_counter is not None else
-                                   tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step_counter"))
+                                   tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step_counter",
+                                               aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA))
 
         self.collect_policy = ActorPolicy(time_step_spec, action_spec, self.actor_net,
                                           observation_normalizer=self.observation_normalizer,
@@ -129,6 +138,14 @@ class PPOAgent(tf.Module):
 
     # ---- public API ---------------------------------------------------------------------------
     def train(self, experience: Trajectory, weights: tf.Tensor | None = None) -> LossInfo:
+        ctx = tf.distribute.get_replica_context()
+        if ctx is not None and ctx.num_replicas_in_sync > 1:
+            # The epoch/minibatch loop applies gradients inside a tf.while_loop; MirroredStrategy
+            # cannot synchronize gradients there (merge_call in control flow). One replica per
+            # job (a GPU, or the CPU) trains PPO; collection, not the update, is its bottleneck.
+            raise NotImplementedError(
+                f"PPOAgent.train runs on one replica; got {ctx.num_replicas_in_sync} replicas in sync. "
+                "Use strategy='default' (or one_device) for PPO.")
         specs.check_nest_matches_spec(experience, self.collect_data_spec, "experience", num_outer_dims=2)
         if weights is None:
             weights = tf.ones_like(experience.reward, tf.float32)
@@ -293,9 +310,14 @@ class PPOAgent(tf.Module):
             kl = (self.kl_penalty_loss(old_dist.kl_divergence(dist), mb["weights"])
                   if self.adaptive_kl_beta is not None or self.kl_cutoff_factor > 0 else tf.zeros([]))
             total = pg + vf + ent + l2 + kl
+            # Under a multi-replica strategy optimizers sum gradients across replicas: scale
+            # each replica's loss by 1/R (tf.nn.compute_average_loss's convention), so the
+            # update equals the single-replica one and summed losses read as averages.
+            scale = _replica_loss_scale()
+            scaled_total = total * scale
         if self.check_numerics:
-            total = tf.debugging.check_numerics(total, "PPO total loss is inf or nan")
-        grads = tape.gradient(total, self._trainable)
+            scaled_total = tf.debugging.check_numerics(scaled_total, "PPO total loss is inf or nan")
+        grads = tape.gradient(scaled_total, self._trainable)
         if self.gradient_clipping:
             grads, _ = tf.clip_by_global_norm(grads, self.gradient_clipping)
         self.optimizer.apply_gradients(zip(grads, self._trainable))
@@ -304,7 +326,7 @@ class PPOAgent(tf.Module):
             for g, v in zip(grads, self._trainable):
                 tf.summary.histogram(v.name.replace(":", "_") + "/gradient", g, step=step)
                 tf.summary.histogram(v.name.replace(":", "_") + "/value", v, step=step)
-        return tf.stack([total, pg, vf, l2, ent, kl])
+        return tf.stack([total, pg, vf, l2, ent, kl]) * scale
 
     def _update_normalizers(self, experience: Trajectory, weights: tf.Tensor) -> None:
         valid = tf.cast(tf.not_equal(experience.step_type, StepType.LAST), tf.float32) * weights

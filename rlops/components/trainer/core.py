@@ -72,7 +72,6 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
     from rlops.components.experience_gen import records
     from rlops.components.trainer.agents import make_bandit_agent, serving_policy
     from rlops.train.learner import Learner, create_train_step_counter
-    from rlops.train.policy_saver import PolicySaver
     from rlops.train.strategy import get_strategy
 
     pattern = records.split_file_pattern(examples_uri, "train")
@@ -107,8 +106,7 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
         log.info("trainer: %d/%d steps, loss %.4f", done, config.train_steps, curve[-1][1])
     wall = time.perf_counter() - start
     learner.save_checkpoint()
-    PolicySaver(serving_policy(agent), train_step=train_step).save(serving_dir(model_uri))
-    PolicySaver(agent.collect_policy, train_step=train_step).save(os.path.join(model_uri, COLLECT_POLICY_DIR))
+    _export_policies(serving_policy(agent), agent.collect_policy, train_step, model_uri)
     return TrainResult(train_steps=done, final_loss=curve[-1][1], steps_per_sec=done / max(wall, 1e-9), wall_s=wall,
                        warm_started_from=warm, curve=curve,
                        extra={"context_dim": context_dim, "num_actions": config.num_actions})
@@ -119,9 +117,7 @@ def train_ppo_online(model_uri: str, model_run_uri: str, config: TrainerConfig,
     import dataclasses
 
     from rlops.envs.gym_env import GymVectorEnv
-    from rlops.train.learner import CHECKPOINT_DIR, TRAIN_DIR
     from rlops.train.on_policy import PPOConfig, build_ppo_agent, train_ppo
-    from rlops.train.policy_saver import PolicySaver
 
     ppo_config = dataclasses.replace(PPOConfig(seed=config.seed), **config.ppo)
     env = GymVectorEnv(ppo_config.env_id, ppo_config.num_envs, seed=ppo_config.seed)
@@ -129,30 +125,34 @@ def train_ppo_online(model_uri: str, model_run_uri: str, config: TrainerConfig,
     env.close()
     warm = _warm_start(agent, agent.train_step_counter, base_model_uri) if base_model_uri else None
     writer = tf.summary.create_file_writer(model_run_uri)
-    manager = tf.train.CheckpointManager(tf.train.Checkpoint(agent=agent, train_step=agent.train_step_counter),
-                                         os.path.join(model_uri, TRAIN_DIR, CHECKPOINT_DIR),
-                                         max_to_keep=config.max_checkpoints_to_keep)
 
     def on_iteration(it: int, _agent, metrics: dict) -> None:
         with writer.as_default(step=metrics["env_steps"]):
             tf.summary.scalar("Metrics/AverageReturn", metrics["mean_return_20"])
-            tf.summary.scalar("Losses/loss", metrics["loss"])
-        if (it + 1) % max(1, config.checkpoint_interval // 100) == 0:
-            manager.save(checkpoint_number=agent.train_step_counter)
 
-    with writer.as_default():  # the agent's own loss summaries land here too
-        result = train_ppo(ppo_config, agent=agent, on_iteration=on_iteration)
-    manager.save(checkpoint_number=agent.train_step_counter)
+    # The Learner checkpoints under <model>/train/checkpoints: a preempted Trainer resumes there,
+    # and the next scheduled run warm-starts from it.
+    result = train_ppo(ppo_config, agent=agent, on_iteration=on_iteration, root_dir=model_uri,
+                       summary_dir=model_run_uri, checkpoint_interval=config.checkpoint_interval)
     writer.flush()
-    PolicySaver(agent.policy, train_step=agent.train_step_counter).save(serving_dir(model_uri))
-    PolicySaver(agent.collect_policy, train_step=agent.train_step_counter).save(
-        os.path.join(model_uri, COLLECT_POLICY_DIR))
+    _export_policies(agent.policy, agent.collect_policy, agent.train_step_counter, model_uri)
     curve = list(zip(result.episode_env_steps, result.episode_returns))
-    return TrainResult(train_steps=int(agent.train_step_counter.numpy()), final_loss=result.losses[-1],
+    return TrainResult(train_steps=int(agent.train_step_counter.numpy()),
+                       final_loss=result.losses[-1] if result.losses else float("nan"),
                        steps_per_sec=result.env_steps / max(result.train_wall_s, 1e-9), wall_s=result.train_wall_s,
                        warm_started_from=warm, curve=curve,
                        extra={"env_steps": result.env_steps, "env_id": ppo_config.env_id,
                               "train_eval_mean_return": result.eval_mean_return})
+
+
+def _export_policies(serving_policy, collect_policy, train_step: tf.Variable, model_uri: str) -> None:
+    """Both SavedModels share one variable list, so a checkpoint-only update of either loads
+    into both (rlops.train.policy_saver)."""
+    from rlops.train.policy_saver import PolicySaver
+    shared = list({id(v): v for v in list(serving_policy.variables) + list(collect_policy.variables)}.values())
+    PolicySaver(serving_policy, train_step=train_step, variables=shared).save(serving_dir(model_uri))
+    PolicySaver(collect_policy, train_step=train_step, variables=shared).save(
+        os.path.join(model_uri, COLLECT_POLICY_DIR))
 
 
 def run_trainer(config: TrainerConfig | str, model_uri: str, model_run_uri: str, examples_uri: str | None = None,

@@ -1,0 +1,115 @@
+"""Training jobs in subprocesses: SIGKILL preemption + resume, and MultiWorkerMirroredStrategy
+with two worker processes on 127.0.0.1. Each test bounds its own time."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+import learner_testlib as lt
+from rlops.train import Learner, create_train_step_counter
+
+JOB = "learner_job.py"
+TIMEOUT_S = 150
+
+
+def reference_weights(tmp_path, steps, global_batch):
+    """The same job, uninterrupted, in this process on the default strategy."""
+    step = create_train_step_counter()
+    agent = lt.RegressionAgent(tf_keras.optimizers.Adam(0.05), step)
+    learner = Learner(str(tmp_path / "reference"), step, agent, lt.step_keyed_dataset_fn(step, global_batch),
+                      checkpoint_interval=-1, summary_interval=0)
+    learner.run(iterations=steps)
+    return lt.agent_weights(agent)
+
+
+def load_weights(path):
+    data = np.load(path)
+    return [data[f"arr_{i}"] for i in range(len(data.files) - 1)], int(data["step"])
+
+
+def finish(proc, timeout):
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"job timed out after {timeout}s\nstdout:\n{out}\nstderr:\n{err[-3000:]}")
+    assert proc.returncode == 0, f"job failed ({proc.returncode})\nstdout:\n{out}\nstderr:\n{err[-3000:]}"
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2 * TIMEOUT_S)  # a hung child must not hang the suite
+def test_sigkill_mid_training_resumes_from_last_checkpoint(tmp_path):
+    deadline = time.monotonic() + TIMEOUT_S
+    root, out_file = str(tmp_path / "job"), str(tmp_path / "final.npz")
+    args = ["--root", root, "--steps", "40", "--run-size", "5", "--checkpoint-interval", "10",
+            "--out", out_file]
+    proc = lt.start_python(JOB, args + ["--sleep", "0.2"])
+    lines = []
+    try:
+        for line in proc.stdout:  # wait until past the step-20 checkpoint, then kill -9
+            lines.append(line.strip())
+            if line.startswith("step 25") or time.monotonic() > deadline:
+                break
+        assert "step 25" in lines, f"job never reached step 25: {lines}\n{proc.stderr.read()[-3000:]}"
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert not os.path.exists(out_file)
+    ckpts = tf.train.get_checkpoint_state(os.path.join(root, "train", "checkpoints")).all_model_checkpoint_paths
+    last = max(int(p.rsplit("-", 1)[1]) for p in ckpts)
+    assert 20 <= last < 40
+
+    out = finish(lt.start_python(JOB, args), max(1, deadline - time.monotonic()))
+    first = json.loads(out.splitlines()[0])
+    assert first["restored_step"] == last, out
+    steps = [int(line.split()[1]) for line in out.splitlines() if line.startswith("step ")]
+    assert steps[0] == min(last + 5, 40) and steps[-1] == 40
+    weights, final_step = load_weights(out_file)
+    assert final_step == 40
+    for a, b in zip(weights, reference_weights(tmp_path, 40, 8)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2 * TIMEOUT_S)
+def test_multi_worker_mirrored_two_processes(tmp_path):
+    ports = lt.free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    root = str(tmp_path / "job")
+    procs = []
+    for i in range(2):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})
+        args = ["--root", root, "--steps", "12", "--run-size", "4", "--checkpoint-interval", "8",
+                "--global-batch", "8", "--out", str(tmp_path / f"worker{i}.npz")]
+        procs.append(lt.start_python(JOB, args, TF_CONFIG=tf_config))
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        outs = [finish(p, max(1, deadline - time.monotonic())) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    for out in outs:
+        info = json.loads(out.splitlines()[0])
+        assert info["multi_worker"] and info["replicas"] == 2, out
+
+    (w0, s0), (w1, s1) = [load_weights(tmp_path / f"worker{i}.npz") for i in range(2)]
+    assert s0 == s1 == 12
+    for a, b in zip(w0, w1):
+        np.testing.assert_array_equal(a, b)  # replicas stay bit-identical
+    # Two workers with half batches each == one process with the global batch.
+    for a, b in zip(w0, reference_weights(tmp_path, 12, 8)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    # Only the chief (worker 0) keeps checkpoints; worker 1's temporary copies are gone.
+    ckpt_dir = os.path.join(root, "train", "checkpoints")
+    assert tf.train.latest_checkpoint(ckpt_dir).endswith("ckpt-12")
+    assert not [d for d in os.listdir(ckpt_dir) if d.startswith("workertemp")]
