@@ -7,7 +7,7 @@ setup(
     description="TFX / KFP components and TF2 agents for reinforcement learning in production.",
     python_requires=">=3.10,<3.11",
     packages=find_packages(include=["rlops", "rlops.*"]),
-    package_data={"rlops.pipelines": ["configs/*.yaml"]},
+    package_data={"rlops.pipelines": ["configs/*.yaml"], "rlops.components.kfp": ["specs/*.yaml"]},
     install_requires=[
         "tensorflow==2.16.2",
         "tensorflow-probability==0.24.0",

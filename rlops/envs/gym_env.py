@@ -126,28 +126,28 @@ class VectorDriver:
     def run(self) -> Trajectory:
         env, T, B = self.env, self.num_steps, self.env.num_envs
         act = self._numpy_or_tf_actor()
-        rows = []
-        for _ in range(T):
-            ts = env.current_time_step()
-            action, info = act(ts)
-            step_type, observation = env.step_type, env.observation
-            reward, discount, next_step_type = env.step(action)
-            rows.append((step_type, observation, action, info, next_step_type, reward, discount))
-            self._track_episodes(step_type, reward, next_step_type)
+        # Preallocated [B, T+1] columns, filled one time step at a time (no per-step lists).
+        obs_dtype = env.observation_spec.dtype.as_numpy_dtype
+        step_type = np.empty((B, T + 1), np.int32)
+        observation = np.empty((B, T + 1) + tuple(env.observation_spec.shape), obs_dtype)
+        next_step_type = np.full((B, T + 1), StepType.MID, np.int32)
+        reward = np.zeros((B, T + 1), np.float32)
+        discount = np.ones((B, T + 1), np.float32)
+        action = info = None
+        for t in range(T):
+            step_type[:, t], observation[:, t] = env.step_type, env.observation
+            a, i = act(env.current_time_step())
+            if action is None:  # shapes and dtypes come from the policy's first output
+                action = np.zeros((B, T + 1) + a.shape[1:], a.dtype)
+                info = tf.nest.map_structure(lambda x: np.zeros((B, T + 1) + x.shape[1:], x.dtype), i)
+            action[:, t] = a
+            tf.nest.map_structure(lambda buf, x: buf.__setitem__((slice(None), t), x), info, i)
+            reward[:, t], discount[:, t], next_step_type[:, t] = env.step(a)
+            self._track_episodes(step_type[:, t], reward[:, t], next_step_type[:, t])
+        step_type[:, T], observation[:, T] = env.step_type, env.observation
         self.total_env_steps += T * B
-        ts = env.current_time_step()
-        step_type, observation = env.step_type, env.observation
-        zeros_like = lambda x: np.zeros_like(x)  # noqa: E731
-        last_action, last_info = rows[-1][2], rows[-1][3]
-        rows.append((step_type, observation, zeros_like(last_action),
-                     tf.nest.map_structure(np.zeros_like, last_info),
-                     np.full(B, StepType.MID, np.int32), np.zeros(B, np.float32), np.ones(B, np.float32)))
-        stack = lambda *xs: np.stack([np.asarray(x) for x in xs], axis=1)  # noqa: E731  [B, T+1, ...]
-        fields = list(zip(*rows))
-        return Trajectory(
-            step_type=stack(*fields[0]), observation=stack(*fields[1]), action=stack(*fields[2]),
-            policy_info=tf.nest.map_structure(stack, *fields[3]), next_step_type=stack(*fields[4]),
-            reward=stack(*fields[5]), discount=stack(*fields[6]))
+        return Trajectory(step_type=step_type, observation=observation, action=action, policy_info=info,
+                          next_step_type=next_step_type, reward=reward, discount=discount)
 
     def _numpy_or_tf_actor(self) -> Callable[[TimeStep], tuple[np.ndarray, Any]]:
         """The policy's numpy snapshot when it has one (one weight copy per run instead of a

@@ -3,6 +3,12 @@
     rlops run bandit|ppo [--config FILE] [--set key=value ...]   run locally (LocalDagRunner)
     rlops lineage bandit|ppo [--config FILE] [--version V]        where a pushed policy came from
     rlops config bandit|ppo [--config FILE] [--set ...]           print the resolved config
+
+    rlops compile bandit|ppo --output pipeline.json [--image IMG] [--vertex-config FILE] [--vertex-set k=v]
+                                                                  Vertex AI PipelineJob JSON
+    rlops submit pipeline.json --project P --region R --pipeline-root gs://B/P [--param k=v] [--label k=v]
+    rlops schedule create pipeline.json --cron "0 3 * * *" --time-zone Europe/Berlin [target flags]
+    rlops schedule list|pause|resume|delete [SCHEDULE] --project P --region R
 """
 from __future__ import annotations
 
@@ -29,11 +35,121 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--version", type=int, help="pushed version (default: the latest)")
         if name == "run":
             p.add_argument("--summary-json", help="also write the run summary here")
+    _add_cloud_commands(sub)
     return parser
+
+
+def _add_target_flags(p: argparse.ArgumentParser, job: bool = True) -> None:
+    p.add_argument("--project", help="Google Cloud project (default: $GOOGLE_CLOUD_PROJECT, then ADC's)")
+    p.add_argument("--region", help="Vertex AI region, e.g. us-central1 (default: $GOOGLE_CLOUD_REGION)")
+    if job:
+        p.add_argument("--pipeline-root", help="gs://BUCKET/PATH where runs keep their artifacts")
+        p.add_argument("--service-account", help="service account the runs act as")
+        p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                       help="runtime parameter value, e.g. --param data_date=2026-01-31 (repeatable)")
+        p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="job label (repeatable)")
+
+
+def _add_cloud_commands(sub) -> None:
+    p = sub.add_parser("compile", help="compile a pipeline for Vertex AI Pipelines (PipelineJob JSON)")
+    p.add_argument("kind", choices=["bandit", "ppo"])
+    p.add_argument("--config", help="YAML file overlaid on the defaults")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one pipeline config value (repeatable); root must be gs://...")
+    p.add_argument("--output", required=True, help="where to write the PipelineJob JSON")
+    p.add_argument("--image", help="container image every step runs in (default: the Dockerfile's, rlops:<version>)")
+    p.add_argument("--vertex-config", help="YAML of Vertex settings: steps, custom_job, dataflow, caching")
+    p.add_argument("--vertex-set", dest="vertex_overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one Vertex setting, e.g. --vertex-set steps.Trainer.accelerator_count=2")
+    p.add_argument("--project", help="project for the custom training job / Dataflow")
+    p.add_argument("--region", help="region for the custom training job / Dataflow")
+
+    p = sub.add_parser("submit", help="run a compiled pipeline once on Vertex AI Pipelines")
+    p.add_argument("template", help="compiled pipeline (rlops compile output, or KFP YAML)")
+    _add_target_flags(p)
+    p.add_argument("--caching", choices=["on", "off"], help="override every task's compiled cache setting")
+    p.add_argument("--display-name")
+    p.add_argument("--job-id")
+
+    p = sub.add_parser("schedule", help="create, list, pause, resume or delete Vertex AI pipeline schedules")
+    actions = p.add_subparsers(dest="action", required=True)
+    q = actions.add_parser("create", help="run a compiled pipeline on a cron schedule")
+    q.add_argument("template")
+    _add_target_flags(q)
+    q.add_argument("--cron", required=True, help='five-field cron, e.g. "0 3 * * *" (03:00 daily)')
+    q.add_argument("--time-zone", default="UTC", help="IANA time zone the cron is read in (default UTC)")
+    q.add_argument("--max-concurrent-runs", type=int, default=1)
+    q.add_argument("--max-runs", type=int, help="stop after this many runs")
+    q.add_argument("--start-time", help="ISO 8601; first run not before (default: now)")
+    q.add_argument("--end-time", help="ISO 8601; no runs after")
+    q.add_argument("--allow-queueing", action="store_true", help="queue runs beyond --max-concurrent-runs")
+    q.add_argument("--display-name")
+    q = actions.add_parser("list", help="list schedules")
+    _add_target_flags(q, job=False)
+    q.add_argument("--filter", help='Vertex AI list filter, e.g. display_name="rlops-bandit-schedule"')
+    for action in ("pause", "resume", "delete"):
+        q = actions.add_parser(action, help=f"{action} a schedule")
+        q.add_argument("schedule", help="schedule id or projects/P/locations/R/schedules/ID")
+        _add_target_flags(q, job=False)
+
+
+def _compile(args) -> int:
+    from rlops.pipelines.config import ConfigError, load_config
+    from rlops.pipelines.vertex import compile_pipeline, load_vertex_config, summary
+    try:
+        config = load_config(args.kind, args.config, args.overrides)
+        vertex = load_vertex_config(args.vertex_config, args.vertex_overrides, image=args.image,
+                                    project=args.project, region=args.region)
+        job = compile_pipeline(config, vertex, args.output)
+    except ConfigError as e:
+        print(f"rlops: config error: {e}", file=sys.stderr)
+        return 2
+    print("\n".join(summary(job)))
+    print(f"wrote {args.output}")
+    if "/" not in vertex.image.split(":")[0]:
+        print(f"note: image '{vertex.image}' has no registry; Vertex AI pulls images from a registry: push it "
+              "(see README, Run on Vertex AI) and pass --image REGION-docker.pkg.dev/PROJECT/REPO/rlops:TAG",
+              file=sys.stderr)
+    return 0
+
+
+def _cloud(args) -> int:
+    from rlops.pipelines import submit as vertex_submit
+    job_command = args.command == "submit" or args.action == "create"
+    try:
+        target = vertex_submit.resolve_target(args.project, args.region, getattr(args, "pipeline_root", None),
+                                              getattr(args, "service_account", None), need_root=job_command)
+        if args.command == "submit":
+            caching = {"on": True, "off": False}.get(args.caching)
+            job = vertex_submit.submit_pipeline(args.template, target, args.param, args.label, caching,
+                                                args.display_name, args.job_id)
+            print(json.dumps({"pipeline_job": job.resource_name, "state": job._gca_resource.state.name}))
+        elif args.action == "create":
+            spec = vertex_submit.ScheduleSpec(cron=args.cron, time_zone=args.time_zone,
+                                              max_concurrent_runs=args.max_concurrent_runs, start_time=args.start_time,
+                                              end_time=args.end_time, max_runs=args.max_runs,
+                                              allow_queueing=args.allow_queueing, display_name=args.display_name)
+            schedule = vertex_submit.create_schedule(args.template, target, spec, args.param, args.label)
+            print(json.dumps(vertex_submit.describe(schedule)))
+        elif args.action == "list":
+            print(json.dumps(vertex_submit.list_schedules(target, args.filter), indent=1))
+        elif args.action == "delete":
+            print(json.dumps({"deleted": vertex_submit.delete_schedule(target, args.schedule)}))
+        else:
+            action = {"pause": vertex_submit.pause_schedule, "resume": vertex_submit.resume_schedule}[args.action]
+            print(json.dumps(action(target, args.schedule)))
+    except vertex_submit.SubmitError as e:
+        print(f"rlops: {e}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "compile":
+        return _compile(args)
+    if args.command in ("submit", "schedule"):
+        return _cloud(args)
     from rlops.pipelines.config import ConfigError, load_config
     try:
         config = load_config(args.kind, args.config, args.overrides)

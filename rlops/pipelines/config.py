@@ -92,16 +92,21 @@ def apply_override(config: dict, assignment: str) -> None:
     node[parts[-1]] = value
 
 
+def read_yaml_mapping(path: str, flag: str = "--config", error: type[ValueError] = ConfigError) -> dict:
+    """A YAML file whose top level is a mapping; errors name the flag that gave the path."""
+    if not os.path.exists(path):
+        raise error(f"{flag}: file not found: {path}")
+    with open(path) as f:
+        data = yaml.safe_load(f) or {}
+    if not isinstance(data, dict):
+        raise error(f"{flag} {path}: expected a mapping at the top level")
+    return data
+
+
 def load_config(kind: str, path: str | None = None, overrides: list[str] | tuple[str, ...] = ()) -> PipelineConfig:
     raw = default_config(kind)
     if path:
-        if not os.path.exists(path):
-            raise ConfigError(f"--config: file not found: {path}")
-        with open(path) as f:
-            user = yaml.safe_load(f) or {}
-        if not isinstance(user, dict):
-            raise ConfigError(f"--config {path}: expected a mapping at the top level")
-        raw = _deep_merge(raw, user)
+        raw = _deep_merge(raw, read_yaml_mapping(path))
     for assignment in overrides:
         apply_override(raw, assignment)
     return build_config(kind, raw)
@@ -141,6 +146,10 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
                           "one of neural_epsilon_greedy, lin_ucb, lin_ts")
     if kind == "ppo" and trainer.agent != "ppo":
         raise ConfigError(f"trainer.agent: the ppo pipeline trains 'ppo', got '{trainer.agent}'")
+    try:
+        trainer.check_inputs(has_examples=kind == "bandit")  # the ppo pipeline trains online
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
     evaluator = _section(raw, "evaluator", EvaluatorConfig.from_dict)
     if evaluator.kind != kind:
         raise ConfigError(f"evaluator.kind: '{evaluator.kind}' does not match the {kind} pipeline")

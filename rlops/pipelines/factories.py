@@ -4,10 +4,15 @@ for Vertex AI Pipelines (KubeflowV2DagRunner).
 bandit:  ExperienceGen -> Trainer -> Evaluator -> Pusher, with the latest blessed model (a TFX
          Resolver) feeding the Trainer's warm start and the Evaluator's baseline.
 ppo:     Trainer (online) -> Evaluator (episodes) -> Pusher, same resolver.
+
+Runners that compile for the cloud pass `runtime_params` (per-run values such as the data date
+or the training budget, usually TFX RuntimeParameters; see RUNTIME_PARAMS for who takes which)
+and may swap the Trainer node (`trainer_factory`, e.g. TFX's Vertex training extension).
 """
 from __future__ import annotations
 
 import json
+from typing import Any, Callable, Mapping
 
 # Direct module imports, not `tfx.v1`: tfx.v1 also imports its Google Cloud extensions (the
 # aiplatform SDK), which cost ~7 s of every local run's wall time.
@@ -23,6 +28,24 @@ from rlops.components.trainer.component import Trainer
 from rlops.pipelines.config import PipelineConfig
 
 RESOLVER_ID = "latest_blessed_model_resolver"
+# Optional per-run execution parameters, by the component that takes them.
+RUNTIME_PARAMS = {"ExperienceGen": ("data_pattern", "data_date", "num_records"),
+                  "Trainer": ("train_steps", "total_env_steps")}
+# (config, examples channel or None, base_model channel or None, **runtime params) -> Trainer node
+TrainerFactory = Callable[..., Any]
+
+
+def _params(runtime_params: Mapping[str, Any] | None, component: str) -> dict[str, Any]:
+    given = dict(runtime_params or {})
+    known = {name for names in RUNTIME_PARAMS.values() for name in names}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise ValueError(f"runtime parameter '{unknown[0]}': unknown; known: {', '.join(sorted(known))}")
+    return {k: v for k, v in given.items() if k in RUNTIME_PARAMS[component]}
+
+
+def default_trainer(config: PipelineConfig, examples=None, base_model=None, **runtime_params) -> Trainer:
+    return Trainer(config=config.trainer, examples=examples, base_model=base_model, **runtime_params)
 
 
 def latest_blessed_model_resolver():
@@ -36,12 +59,14 @@ def _metadata(config: PipelineConfig, local: bool):
     return metadata.sqlite_metadata_connection_config(config.metadata_path) if local else None
 
 
-def create_bandit_pipeline(config: PipelineConfig, local: bool = True) -> tfx_pipeline.Pipeline:
-    experience_gen = ExperienceGen(config=config.experience_gen)
+def create_bandit_pipeline(config: PipelineConfig, local: bool = True, runtime_params: Mapping[str, Any] | None = None,
+                           trainer_factory: TrainerFactory | None = None) -> tfx_pipeline.Pipeline:
+    experience_gen = ExperienceGen(config=config.experience_gen, **_params(runtime_params, "ExperienceGen"))
     examples = experience_gen.outputs["examples"]
     resolver = latest_blessed_model_resolver()
-    trainer = Trainer(config=config.trainer, examples=examples,
-                      base_model=resolver.outputs["model"] if config.warm_start else None)
+    trainer = (trainer_factory or default_trainer)(
+        config, examples=examples, base_model=resolver.outputs["model"] if config.warm_start else None,
+        **_params(runtime_params, "Trainer"))
     evaluator = Evaluator(config=config.evaluator, model=trainer.outputs["model"], examples=examples,
                           baseline_model=resolver.outputs["model"], num_actions=config.num_actions)
     pusher = _pusher(config, trainer, evaluator, examples=examples)
@@ -51,9 +76,15 @@ def create_bandit_pipeline(config: PipelineConfig, local: bool = True) -> tfx_pi
         metadata_connection_config=_metadata(config, local), beam_pipeline_args=config.beam_args)
 
 
-def create_ppo_pipeline(config: PipelineConfig, local: bool = True) -> tfx_pipeline.Pipeline:
+def create_ppo_pipeline(config: PipelineConfig, local: bool = True, runtime_params: Mapping[str, Any] | None = None,
+                        trainer_factory: TrainerFactory | None = None) -> tfx_pipeline.Pipeline:
+    if _params(runtime_params, "ExperienceGen"):
+        raise ValueError(f"runtime parameters {sorted(_params(runtime_params, 'ExperienceGen'))}: the ppo pipeline "
+                         "has no ExperienceGen")
     resolver = latest_blessed_model_resolver()
-    trainer = Trainer(config=config.trainer, base_model=resolver.outputs["model"] if config.warm_start else None)
+    trainer = (trainer_factory or default_trainer)(
+        config, base_model=resolver.outputs["model"] if config.warm_start else None,
+        **_params(runtime_params, "Trainer"))
     evaluator = Evaluator(config=config.evaluator, model=trainer.outputs["model"],
                           baseline_model=resolver.outputs["model"])
     pusher = _pusher(config, trainer, evaluator, verify_env_id=config.evaluator.env_id)
@@ -71,6 +102,7 @@ def _pusher(config: PipelineConfig, trainer, evaluator, examples=None, verify_en
                   vertex_upload=json.dumps(vertex) if vertex else None)
 
 
-def create_pipeline(config: PipelineConfig, local: bool = True) -> tfx_pipeline.Pipeline:
+def create_pipeline(config: PipelineConfig, local: bool = True, runtime_params: Mapping[str, Any] | None = None,
+                    trainer_factory: TrainerFactory | None = None) -> tfx_pipeline.Pipeline:
     factory = create_bandit_pipeline if config.kind == "bandit" else create_ppo_pipeline
-    return factory(config, local)
+    return factory(config, local, runtime_params=runtime_params, trainer_factory=trainer_factory)

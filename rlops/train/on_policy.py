@@ -64,6 +64,7 @@ class PPOResult:
     train_wall_s: float
     eval_returns: np.ndarray
     steps_to_target: int | None
+    first_train_s: float = 0.0          # the first update: tracing + XLA compilation included
     episode_returns: list[float] = field(default_factory=list)
     episode_env_steps: list[int] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
@@ -75,6 +76,8 @@ class PPOResult:
     def summary(self) -> dict:
         return {"env_steps": self.env_steps, "train_wall_s": round(self.train_wall_s, 2),
                 "env_steps_per_s": round(self.env_steps / max(self.train_wall_s, 1e-9), 1),
+                "env_steps_per_s_after_compile": round(
+                    self.env_steps / max(self.train_wall_s - self.first_train_s, 1e-9), 1),
                 "steps_to_target": self.steps_to_target, "eval_mean_return": self.eval_mean_return}
 
 
@@ -133,12 +136,15 @@ def train_ppo(config: PPOConfig, agent: PPOAgent | None = None,
             log.info("ppo: resumed at iteration %d from %s", first_iteration, root_dir)
     driver = VectorDriver(env, agent.collect_policy, config.num_steps, seed=config.seed + first_iteration)
     driver.total_env_steps = first_iteration * config.num_envs * config.num_steps
-    losses, steps_to_target = [], None
+    losses, steps_to_target, first_train_s = [], None, 0.0
     start = time.perf_counter()
     for it in range(first_iteration, config.iterations):
         experience = driver.run()
+        train_start = time.perf_counter()
         loss = train(experience)
         losses.append(float(loss.loss))
+        if it == first_iteration:  # tracing + XLA compilation happen here, once
+            first_train_s = time.perf_counter() - train_start
         recent = driver.stats.returns[-20:]
         if (steps_to_target is None and config.target_return is not None and len(recent) == 20
                 and np.mean(recent) >= config.target_return):
@@ -156,6 +162,7 @@ def train_ppo(config: PPOConfig, agent: PPOAgent | None = None,
     eval_returns = (evaluate_policy(config.env_id, agent.policy, config.eval_episodes, seed=config.seed + 10_000)
                     if config.eval_episodes else np.array([]))
     return PPOResult(agent=agent, env_steps=driver.total_env_steps, train_wall_s=train_wall_s,
+                     first_train_s=first_train_s,
                      eval_returns=eval_returns, steps_to_target=steps_to_target,
                      episode_returns=list(driver.stats.returns), episode_env_steps=list(driver.stats.env_steps),
                      losses=losses)

@@ -140,3 +140,8 @@ def test_ppo_pipeline_end_to_end(tmp_path):
     obs = np.random.default_rng(0).normal(scale=0.05, size=(5, 4))
     actions = act_in_fresh_process(result.pushed_destination, obs)
     assert set(actions) <= {0, 1}
+
+
+def test_ppo_pipeline_without_an_environment_fails_naming_the_key(tmp_path):
+    with pytest.raises(ConfigError, match=r"^trainer\.ppo\.env_id"):
+        load_config("ppo", overrides=[f"root={tmp_path}", "trainer.ppo.env_id=null"])

@@ -259,13 +259,20 @@ def test_neural_bandit_mirrored_matches_default_strategy(tmp_path):
         return losses, [v.numpy() for v in agent.reward_network.trainable_variables]
 
     default_losses, default_vars = run(tf.distribute.get_strategy())
-    mirrored_losses, mirrored_vars = run(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))
+    # ReductionToOneDevice: no collective ops. TF's collective executor caches instance
+    # parameters per process, so a second MirroredStrategy with other tensor shapes (the other
+    # strategy tests) would otherwise hit "Shape mismatch in the collective instance".
+    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"],
+                                              cross_device_ops=tf.distribute.ReductionToOneDevice())
+    mirrored_losses, mirrored_vars = run(mirrored)
     np.testing.assert_allclose(mirrored_losses, default_losses, rtol=1e-4, atol=1e-6)
     for a, b in zip(mirrored_vars, default_vars):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
 
 
-def test_ppo_refuses_multi_replica_with_a_clear_error(tmp_path):
+def test_ppo_refuses_multi_replica_with_a_clear_error():
+    """Checked by a direct strategy.run, not through a Learner: a train step that fails half-way
+    through a tf.function leaves this process's collective ops aborted for later tests."""
     import tf_keras
     from rlops.agents.ppo import PPOAgent
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
@@ -273,7 +280,6 @@ def test_ppo_refuses_multi_replica_with_a_clear_error(tmp_path):
         time_step_spec, action_spec = lt.cartpole_specs()
         agent = PPOAgent(time_step_spec, action_spec, tf_keras.optimizers.Adam(1e-3), num_epochs=1,
                          train_step_counter=create_train_step_counter())
-    learner = Learner(str(tmp_path), agent.train_step_counter, agent, checkpoint_interval=-1, summary_interval=0,
-                      strategy=strategy, run_optimizer_variable_init=False)
+    experience = lt.ppo_experience(agent)
     with pytest.raises(NotImplementedError, match="one replica"):
-        learner.run_on_batch(lt.ppo_experience(agent))
+        strategy.run(agent.train, args=(experience,))

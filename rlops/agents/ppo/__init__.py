@@ -1,1 +1,3 @@
-from rlops.agents.ppo.ppo_agent import PPOAgent, PPOClipAgent, PPOKLPenaltyAgent  # noqa: F401
+from rlops.agents.ppo.ppo_agent import PPOAgent, PPOClipAgent, PPOKLPenaltyAgent, PPOLossInfo
+
+__all__ = ["PPOAgent", "PPOClipAgent", "PPOKLPenaltyAgent", "PPOLossInfo"]

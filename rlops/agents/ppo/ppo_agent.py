@@ -9,7 +9,7 @@ stored, and observation/reward normalizers are updated after the epochs.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import tensorflow as tf
 

@@ -1,18 +1,18 @@
 """Evaluator config: how to estimate, what to compare against, when to bless."""
 from __future__ import annotations
 
-import dataclasses
-import json
 from dataclasses import dataclass
-from typing import Any
 
 from rlops.components.evaluator.ope import ESTIMATORS
+from rlops.components.json_config import JsonConfig
 
 KINDS = ("bandit", "ppo")
 
 
 @dataclass
-class EvaluatorConfig:
+class EvaluatorConfig(JsonConfig):
+    SECTION = "evaluator"
+
     kind: str = "bandit"
     # Blessing rule: bless when the improvement over the baseline, measured by `estimator`
     # (bandits) or mean return (PPO), is above `min_improvement` -- at the lower end of its
@@ -37,18 +37,3 @@ class EvaluatorConfig:
             raise ValueError(f"evaluator.confidence must be in [0.5, 1), got {self.confidence}")
         if self.kind == "ppo" and not self.env_id:
             raise ValueError("evaluator.env_id: PPO evaluation runs episodes and needs a Gymnasium environment id")
-
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "EvaluatorConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"evaluator.{unknown[0]}: unknown key; known keys: {', '.join(sorted(known))}")
-        return cls(**d)
-
-    @classmethod
-    def from_json(cls, text: str) -> "EvaluatorConfig":
-        return cls.from_dict(json.loads(text))

@@ -7,8 +7,9 @@
                                  action_spec=SpecConfig.discrete(10))
     result = run_experience_gen(config, examples_uri, quarantine_uri, ["--runner=DirectRunner"])
 
-The TFX component (`ExperienceGen`) and the KFP v2 component (`kfp_component.experience_gen_op`)
-call the same `run_experience_gen`. `ExperienceGen` is imported lazily: TFX is slow to import.
+The TFX component (`ExperienceGen`), the KFP v2 component (rlops.components.kfp, through
+`kfp_component.run_for_kfp`) and the CLI (`python -m rlops.components.experience_gen`) call the
+same `run_experience_gen`. `ExperienceGen` is imported lazily: TFX is slow to import.
 """
 from rlops.components.experience_gen.config import (BanditColumns, BigQuerySource, ExperienceGenConfig, FileSource,
                                                     SimulationSource, SpecConfig, Split, SplitConfig,

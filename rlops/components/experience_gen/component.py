@@ -5,11 +5,14 @@
     gen.outputs["quarantine"]  # ExperienceQuarantine: bad records, one JSON line each
 
 Beam options come from the pipeline (`beam_pipeline_args`) or `with_beam_pipeline_args`.
+`data_pattern`, `data_date` and `num_records` are optional per-run values (e.g. Vertex runtime
+parameters) merged into the config when the executor runs: see executor.apply_runtime_params.
 """
 from __future__ import annotations
 
 from tfx import types
 from tfx.dsl.components.base import base_beam_component, executor_spec
+from tfx.orchestration import data_types
 from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 
@@ -24,7 +27,10 @@ class ExperienceQuarantine(types.Artifact):
 
 
 class ExperienceGenSpec(types.ComponentSpec):
-    PARAMETERS = {"config": ExecutionParameter(type=str)}
+    PARAMETERS = {"config": ExecutionParameter(type=str),
+                  "data_pattern": ExecutionParameter(type=str, optional=True),
+                  "data_date": ExecutionParameter(type=str, optional=True),
+                  "num_records": ExecutionParameter(type=int, optional=True)}
     INPUTS = {"policy": ChannelParameter(type=standard_artifacts.Model, optional=True)}
     OUTPUTS = {"examples": ChannelParameter(type=standard_artifacts.Examples),
                "quarantine": ChannelParameter(type=ExperienceQuarantine)}
@@ -36,14 +42,19 @@ class ExperienceGen(base_beam_component.BaseBeamComponent):
     SPEC_CLASS = ExperienceGenSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
 
-    def __init__(self, config: ExperienceGenConfig | str, policy: types.BaseChannel | None = None):
+    def __init__(self, config: ExperienceGenConfig | str, policy: types.BaseChannel | None = None,
+                 data_pattern: str | data_types.RuntimeParameter | None = None,
+                 data_date: str | data_types.RuntimeParameter | None = None,
+                 num_records: int | data_types.RuntimeParameter | None = None):
         """config: the ExperienceGenConfig (or its JSON). policy: optional Model channel whose
-        SavedModel an epsilon-greedy simulation logs with (overrides policy_path)."""
+        SavedModel an epsilon-greedy simulation logs with (overrides policy_path). data_pattern,
+        data_date, num_records: optional per-run overrides (see executor.apply_runtime_params)."""
         if isinstance(config, ExperienceGenConfig):
             config = config.to_json()
         else:
             ExperienceGenConfig.from_json(config)  # fail at pipeline definition, not at run time
-        spec = ExperienceGenSpec(config=config, policy=policy,
+        spec = ExperienceGenSpec(config=config, policy=policy, data_pattern=data_pattern, data_date=data_date,
+                                 num_records=num_records,
                                  examples=types.Channel(type=standard_artifacts.Examples),
                                  quarantine=types.Channel(type=ExperienceQuarantine))
         super().__init__(spec=spec)

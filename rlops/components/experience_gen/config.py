@@ -66,7 +66,9 @@ class BanditColumns:
 
     Context: `context` names the columns (scalars, or one list-valued column), or
     `context_prefix` picks every column starting with it (ordered by numeric suffix).
-    `context_dim` checks the width; left None it is taken from the first file.
+    `context_dim` fixes the width; left None it is taken from the first file.
+    Timestamps: integers are kept as logged (any unit); date-times (ISO 8601 text, Parquet or
+    BigQuery TIMESTAMP) become epoch microseconds. Every mapped field is required per record.
     """
     context: tuple[str, ...] = ()
     context_prefix: str | None = None
@@ -99,13 +101,19 @@ class TrajectoryColumns:
     terminal: str | None = "terminated"
     log_probability: str | None = None
     value_prediction: str | None = None
-    # policy_info/dist_params/<name>: a column name, or several comma-free names joined by "|".
+    # policy_info/dist_params/<name> <- a column (scalar or list-valued), columns joined by "|"
+    # ("mu_0|mu_1"), or a prefix ending in "*" ("logit_*").
     dist_params: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class FileSource:
-    """Files matched by Beam filesystems (local paths, gs://, ...)."""
+    """Files matched by Beam filesystems (local paths, gs://, ...); comma-separated patterns.
+
+    CSV: one record per line (no newlines inside values), a header row unless csv_column_names.
+    JSON Lines: one object per line. TFRecord: tf.Example records. Uncompressed CSV/JSONL files
+    are split into `range_bytes` work items; Parquet, TFRecord and compressed files are one each.
+    """
     pattern: str = ""
     format: str = "csv"  # one of FILE_FORMATS
     compression: str = "auto"  # auto (by extension) | gzip | none
@@ -136,6 +144,8 @@ class SimulationSource:
 
     env: "digits", "linear" (StationaryLinearBandit) or "gym:<id>" (e.g. "gym:CartPole-v1").
     policy: "random" (uniform) or "epsilon_greedy" around the SavedModel at `policy_path`.
+    Same seed, same records, except epsilon-greedy bandit logging: EpsilonGreedyPolicy draws its
+    exploration from TF's global RNG.
     """
     env: str = "digits"
     env_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -181,7 +191,7 @@ class ExperienceGenConfig:
     source: Source = field(default_factory=FileSource)
     bandit_columns: BanditColumns = field(default_factory=BanditColumns)
     trajectory_columns: TrajectoryColumns = field(default_factory=TrajectoryColumns)
-    action_spec: SpecConfig | None = None  # required: actions are checked against it
+    action_spec: SpecConfig | None = None  # actions are checked against it (a simulation's env sets it)
     require_propensity: bool = True  # bandit: off-policy evaluation needs it
     splits: SplitConfig = field(default_factory=SplitConfig)
     max_bad_record_ratio: float = 0.01  # fail above this share of quarantined records
@@ -195,16 +205,23 @@ class ExperienceGenConfig:
     def validate(self) -> None:
         if self.record_kind not in (BANDIT, TRAJECTORY):
             raise ValueError(f"record_kind must be 'bandit' or 'trajectory', got {self.record_kind!r}")
-        if self.action_spec is None:
-            raise ValueError("action_spec is required (e.g. SpecConfig.discrete(num_actions))")
-        if self.record_kind == BANDIT and not self.action_spec.is_discrete:
-            raise ValueError(f"bandit records need a discrete action_spec, got dtype {self.action_spec.dtype}")
         src = self.source
+        if isinstance(src, SimulationSource):
+            gym = src.env.startswith("gym:")
+            if gym != (self.record_kind == TRAJECTORY):
+                raise ValueError(f"SimulationSource env {src.env!r} logs "
+                                 f"{'trajectories' if gym else 'bandit feedback'}; set record_kind accordingly")
+        elif self.action_spec is None:  # a simulation takes it from its environment
+            raise ValueError("action_spec is required (e.g. SpecConfig.discrete(num_actions))")
+        if self.record_kind == BANDIT and self.action_spec is not None and not self.action_spec.is_discrete:
+            raise ValueError(f"bandit records need a discrete action_spec, got dtype {self.action_spec.dtype}")
         if isinstance(src, FileSource):
             if not src.pattern:
                 raise ValueError("FileSource.pattern is empty")
             if src.format not in FILE_FORMATS:
                 raise ValueError(f"FileSource.format must be one of {FILE_FORMATS}, got {src.format!r}")
+            if src.format == "csv" and not src.csv_header and not src.csv_column_names:
+                raise ValueError("FileSource.csv_header is False: name the columns in csv_column_names")
             if src.compression not in ("auto", "gzip", "none"):
                 raise ValueError(f"FileSource.compression must be auto|gzip|none, got {src.compression!r}")
         if isinstance(src, BigQuerySource) and bool(src.query) == bool(src.table):

@@ -8,6 +8,7 @@ vectorized cast fails falls back to per-value Python, to find the offending rows
 """
 from __future__ import annotations
 
+import datetime
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -40,24 +41,27 @@ _NP = {FLOAT: np.float64, INT: np.int64, BOOL: np.bool_, TIMESTAMP: np.int64, ST
 
 def extract(columns: Mapping[str, RawColumn], num_rows: int, field: Field, text: bool) -> Extracted:
     """Values of `field` for `num_rows` rows. `text`: values arrive as strings (CSV) and are parsed."""
-    if field.width is None or len(field.columns) == 1 and field.width == 1 and not _is_list(columns.get(field.columns[0])):
-        out = _scalar(columns.get(field.columns[0]), num_rows, field.dtype, field.columns[0], text)
+    one = columns.get(field.columns[0])
+    if field.width is None or (len(field.columns) == 1 and field.width == 1 and not _is_list(one)):
+        out = _scalar(one, num_rows, field.dtype, field.columns[0], text)
         if field.width is not None:
             out.values = out.values.reshape(num_rows, 1)
         return out
     if len(field.columns) == 1:
-        return _list(columns.get(field.columns[0]), num_rows, field, text)
+        return _list(one, num_rows, field, text)
     parts = [_scalar(columns.get(c), num_rows, field.dtype, c, text) for c in field.columns]
     dtype = np.float32 if field.dtype == FLOAT else _NP[field.dtype]
-    values = np.empty((num_rows, len(parts)), dtype)
+    values = np.empty((len(parts), num_rows), dtype)  # filled column by column (contiguous writes)
     missing = np.zeros(num_rows, bool)
     errors: dict[int, tuple[str, str]] = {}
     for j, p in enumerate(parts):
-        values[:, j] = p.values
-        missing |= p.missing
+        values[j] = p.values
         for i, e in p.errors.items():
             errors.setdefault(i, e)
-    return Extracted(values, missing, errors)
+        for i in np.flatnonzero(p.missing & ~missing):  # name the empty cell, not just the field
+            errors.setdefault(int(i), (MISSING_VALUE, f"{field.columns[j]} ({field.name}): missing value"))
+        missing |= p.missing
+    return Extracted(values.T, missing, errors)  # [N, W], column-major until encoding copies it
 
 
 def _is_list(arr: RawColumn) -> bool:
@@ -112,6 +116,12 @@ def _scalar(arr: RawColumn, num_rows: int, dtype: str, column: str, text: bool) 
                 return Extracted(np.asarray(pc.cast(arr, pa.string()).fill_null("").to_numpy(zero_copy_only=False),
                                             object), missing, {})
             raise _Bad()
+        if (pa.types.is_string(t) or pa.types.is_large_string(t)) and dtype == TIMESTAMP:
+            try:  # integers as logged, else date-times as epoch microseconds
+                return Extracted(_numpy(pc.cast(arr, pa.int64()), np.int64), missing, {})
+            except pa.ArrowInvalid:
+                us = pc.cast(pc.cast(arr, pa.timestamp("us")), pa.int64())  # naive ISO 8601, as UTC
+                return Extracted(_numpy(us, np.int64), missing, {})
         if pa.types.is_string(t) or pa.types.is_large_string(t):
             if not text:
                 raise _Bad()
@@ -220,7 +230,17 @@ def _py_bool(v: Any, text: bool) -> bool:
 
 
 def _py_timestamp(v: Any, text: bool) -> int:
-    if hasattr(v, "timestamp") and callable(v.timestamp):  # datetime from BigQuery / Parquet
+    """Integers as logged; date-times (datetime, ISO 8601 or BigQuery's "... UTC" text) as epoch
+    microseconds (naive ones taken as UTC)."""
+    if isinstance(v, str):
+        try:
+            return _py_int(v, True)
+        except (_Bad, ValueError):
+            s = v.strip()
+            s = s[:-4] + "+00:00" if s.endswith(" UTC") else s[:-1] + "+00:00" if s.endswith("Z") else s
+            v = datetime.datetime.fromisoformat(s)
+    if isinstance(v, datetime.datetime):
+        v = v if v.tzinfo is not None else v.replace(tzinfo=datetime.timezone.utc)
         return int(round(v.timestamp() * 1e6))
     return _py_int(v, text)
 

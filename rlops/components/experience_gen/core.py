@@ -1,9 +1,10 @@
 """ExperienceGen's executor core: a plain function over output URIs and a config.
 
 `run_experience_gen` is what every face calls: the TFX `Executor` (executor.py), the KFP v2
-component and the CLI (kfp_component.py, __main__.py); nothing here imports TFX. It runs the Beam pipeline, reads back the
-record counts from Beam's metrics, checks that read = written + quarantined, and fails above
-the configured bad-record ratio with the top reasons.
+component and the CLI (kfp_component.py, __main__.py); nothing here imports TFX. It runs the
+Beam pipeline, reads back the record counts from Beam's metrics, checks that
+read = written + quarantined, and fails above the configured bad-record ratio with the top
+reasons.
 """
 from __future__ import annotations
 

@@ -1,11 +1,14 @@
 """ExperienceGen's TFX executor: exec properties and artifacts in, `run_experience_gen` out.
 
 All the work is in core.run_experience_gen; this face only maps TFX artifacts onto its
-arguments and its result onto the artifacts' properties.
+arguments and its result onto the artifacts' properties. `apply_runtime_params` merges the
+per-run values (Vertex runtime parameters here, KFP inputs in rlops.components.kfp) into the
+config at execution time, so one compiled pipeline can ingest a different day every night.
 """
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import os
 from typing import Any
 
@@ -15,7 +18,8 @@ from tfx.dsl.components.base import base_beam_executor
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils
 
-from rlops.components.experience_gen.config import ExperienceGenConfig
+from rlops.components.experience_gen.config import (BigQuerySource, ExperienceGenConfig, FileSource,
+                                                    SimulationSource)
 from rlops.components.experience_gen.core import ExperienceGenError, IngestResult, run_experience_gen
 
 
@@ -23,7 +27,10 @@ class Executor(base_beam_executor.BaseBeamExecutor):
     """TFX executor: exec_properties['config'] (JSON) -> run_experience_gen -> artifact properties."""
 
     def Do(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any]) -> None:
-        config = ExperienceGenConfig.from_json(exec_properties["config"])
+        config = apply_runtime_params(ExperienceGenConfig.from_json(exec_properties["config"]),
+                                      data_pattern=exec_properties.get("data_pattern"),
+                                      data_date=exec_properties.get("data_date"),
+                                      num_records=exec_properties.get("num_records"))
         policies = input_dict.get("policy") or []
         if policies:  # a Model artifact overrides the simulation's policy_path
             config = dataclasses.replace(config, source=dataclasses.replace(
@@ -36,6 +43,57 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             record(e.result, examples, quarantine)
             raise
         record(result, examples, quarantine)
+
+
+# Placeholders a file pattern or a BigQuery query/table may hold; replaced by the run's data date.
+DATE_PLACEHOLDERS = {"{date}": "%Y-%m-%d", "{date_nodash}": "%Y%m%d"}
+_DATED_FIELDS = {FileSource: ("pattern",), BigQuerySource: ("query", "table")}
+
+
+def resolve_date(data_date: str | None, today: datetime.date | None = None) -> datetime.date:
+    """'' or 'yesterday' (the nightly default: the last complete day, UTC), 'today', or YYYY-MM-DD."""
+    today = today or datetime.datetime.now(datetime.timezone.utc).date()
+    text = (data_date or "").strip()
+    if text.lower() in ("", "yesterday"):
+        return today - datetime.timedelta(days=1)
+    if text.lower() == "today":
+        return today
+    try:
+        return datetime.date.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"data_date: expected YYYY-MM-DD, 'today' or 'yesterday', got {data_date!r}") from None
+
+
+def apply_runtime_params(config: ExperienceGenConfig, data_pattern: str | None = None, data_date: str | None = None,
+                         num_records: int | None = None, today: datetime.date | None = None) -> ExperienceGenConfig:
+    """The config with this run's values: `data_pattern` replaces the file pattern, `num_records`
+    the simulation budget, and `{date}` / `{date_nodash}` in the pattern (or BigQuery query/table)
+    become `data_date` (default: yesterday, UTC). Empty values change nothing."""
+    source = config.source
+    if data_pattern:
+        if not isinstance(source, FileSource):
+            raise ValueError(f"data_pattern: the source is '{source.kind}', not files; data_pattern only "
+                             "applies to experience_gen.source.kind=file")
+        source = dataclasses.replace(source, pattern=data_pattern)
+    if num_records:
+        if not isinstance(source, SimulationSource):
+            raise ValueError(f"num_records: the source is '{source.kind}', not a simulation")
+        source = dataclasses.replace(source, num_records=int(num_records))
+    fields = [f for f in _DATED_FIELDS.get(type(source), ()) if getattr(source, f)]
+    dated = [f for f in fields if any(p in getattr(source, f) for p in DATE_PLACEHOLDERS)]
+    if dated:
+        day = resolve_date(data_date, today)
+        values = {}
+        for f in dated:
+            text = getattr(source, f)
+            for placeholder, fmt in DATE_PLACEHOLDERS.items():
+                text = text.replace(placeholder, day.strftime(fmt))
+            values[f] = text
+        source = dataclasses.replace(source, **values)
+    elif data_date:
+        raise ValueError(f"data_date: {data_date!r} given, but the source has no {{date}} placeholder in its "
+                         f"{' or '.join(fields) or 'settings'}")
+    return config if source is config.source else dataclasses.replace(config, source=source)
 
 
 def _policy_dir(model_uri: str) -> str:

@@ -64,7 +64,8 @@ def resolve_layout(config: ExperienceGenConfig, schema: SourceSchema) -> Layout:
     s = config.splits
     if s.time_column:
         time = by_column.get(s.time_column)
-        time = time if time is not None and time.dtype == TIMESTAMP else Field("_split_time", (s.time_column,), TIMESTAMP)
+        if time is None or time.dtype != TIMESTAMP:
+            time = Field("_split_time", (s.time_column,), TIMESTAMP)
     elif s.key:
         key = Field("_split_key", (s.key,), STRING)
     return Layout(config.record_kind, tuple(fields), key, time)
@@ -139,10 +140,9 @@ def _vector(name: str, columns: tuple[str, ...], prefix: str | None, width: int 
             raise ValueError(f"{what}: {len(columns)} columns {list(columns)[:5]}... but width {width} was configured")
         return Field(name, tuple(columns), dtype, len(columns))
     col = columns[0]
-    seen = schema.list_widths.get(col)
-    if seen is not None and width is not None and seen != width:
-        raise ValueError(f"{what}: column {col!r} holds lists of {seen} values but width {width} was configured")
-    width = width if width is not None else seen
+    # A configured width wins over the peek (whose sample may be a malformed record); rows of any
+    # other width are quarantined as wrong_shape.
+    width = width if width is not None else schema.list_widths.get(col)
     if width is None:
         if col in schema.names:
             width = 1  # a single scalar column

@@ -29,7 +29,7 @@ QUARANTINE_PREFIX = "quarantine"
 EPISODE_NOT_CONTIGUOUS = "episode_not_contiguous"
 EPISODE_DUPLICATE_STEP = "episode_duplicate_step"
 EPISODE_TERMINAL_INSIDE = "episode_terminal_inside"
-EPISODE_INCONSISTENT = "episode_inconsistent"
+EPISODE_HAS_BAD_STEP = "episode_has_bad_step"
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def make_plan(config: ExperienceGenConfig) -> Plan:
     src = config.source
     if isinstance(src, FileSource):
         files = sources.match_files(src.pattern)
-        layout = resolve_layout(config, sources.peek_schema(files[0][0], src))
+        layout = resolve_layout(config, _first_schema(files, src))
         return Plan(config, layout, tuple(sources.plan_ranges(files, src)))
     if isinstance(src, BigQuerySource):
         return Plan(config, resolve_layout(config, SourceSchema()))
@@ -52,6 +52,18 @@ def make_plan(config: ExperienceGenConfig) -> Plan:
         config = _simulation_config(config, src)
         return Plan(config, resolve_layout(config, SourceSchema()), tuple(range(src.num_shards)))
     raise TypeError(f"unknown source type {type(src).__name__}")
+
+
+def _first_schema(files: list[tuple[str, int]], src: FileSource, tries: int = 10) -> SourceSchema:
+    """The schema of the first readable file (a broken one is quarantined later, not fatal here)."""
+    for path, _ in files[:tries]:
+        try:
+            schema = sources.peek_schema(path, src)
+        except Exception:  # noqa: BLE001 - e.g. a truncated Parquet footer
+            continue
+        if schema.names:
+            return schema
+    return SourceSchema()
 
 
 def _simulation_config(config: ExperienceGenConfig, src: SimulationSource) -> ExperienceGenConfig:
@@ -79,6 +91,62 @@ class ValidBatch:
         return len(next(iter(self.columns.values())))
 
 
+@dataclass(frozen=True)
+class BadStep:
+    """Marks an episode one of whose steps was quarantined: the rest of it is not written."""
+    episode_id: str
+    message: str
+
+
+def read_item(plan: Plan, item: Any) -> Iterator[Block | Quarantined]:
+    """One work item (file range, simulation shard, or BigQuery row batch) -> Blocks / Quarantined."""
+    src = plan.config.source
+    if isinstance(src, FileSource):
+        yield from sources.READERS[src.format](item, src, plan.layout)
+    elif isinstance(src, SimulationSource):
+        gen = simulation.simulate_gym if simulation.is_gym(src) else simulation.simulate_bandit
+        row0 = 0
+        for cols in gen(src, item):
+            yield sources.numpy_block(cols, f"simulation:{src.env}:shard-{item}", row0)
+            row0 += len(cols["reward"])
+    else:  # BigQuery rows, batched upstream
+        rows, name = item
+        yield sources.rows_block(rows, plan.layout.columns, name)
+
+
+def validate_block(plan: Plan, block: Block) -> Iterator[ValidBatch | BadStep | Quarantined]:
+    """A Block -> its Quarantined rows, one ValidBatch of the rest (if any), and for trajectories
+    a BadStep per quarantined step whose episode is known."""
+    v = validation.validate(block.columns, block.num_rows, plan.layout, plan.config, block.text)
+    for row, (code, message) in sorted(v.rejects.items()):
+        q = block.quarantine(row, code, message)
+        yield q
+        if v.reject_episodes and row in v.reject_episodes:
+            yield BadStep(v.reject_episodes[row], f"line {q.line} of {q.source_file}: {code}")
+    if not len(v.rows):
+        return
+    provenance = {}
+    if plan.layout.kind != BANDIT:  # episode assembly may still reject these steps
+        lines, offsets = block.locate(v.rows)
+        payloads = np.empty(len(v.rows), object)
+        payloads[:] = [block.payload(r) for r in v.rows]
+        provenance = {"file": np.full(len(v.rows), block.source_file, object), "line": lines,
+                      "offset": offsets, "payload": payloads}
+    yield ValidBatch(v.columns, v.split_key, v.split_time, provenance)
+
+
+def ingest(plan: Plan, item: Any) -> Iterator[tuple[int, ValidBatch | Quarantined]]:
+    """read_item + validate_block, with the number of source records each output accounts for."""
+    for got in read_item(plan, item):
+        if isinstance(got, Quarantined):
+            yield 1, got
+            continue
+        first = True
+        for out in validate_block(plan, got):
+            yield (got.num_rows if first else 0), out
+            first = False
+
+
 class IngestFn(beam.DoFn):
     """Work item -> valid column batches (main output) and Quarantined records ('quarantine')."""
 
@@ -87,42 +155,9 @@ class IngestFn(beam.DoFn):
         self.read = beam.metrics.Metrics.counter(NS, READ)
 
     def process(self, item: Any) -> Iterator[Any]:
-        for got in self._blocks(item):
-            if isinstance(got, Quarantined):
-                self.read.inc()
-                yield beam.pvalue.TaggedOutput(QUARANTINE_PREFIX, got)
-                continue
-            self.read.inc(got.num_rows)
-            yield from self._validate(got)
-
-    def _blocks(self, item: Any) -> Iterator[Block | Quarantined]:
-        cfg = self.plan.config
-        src = cfg.source
-        if isinstance(src, FileSource):
-            yield from sources.READERS[src.format](item, src, self.plan.layout)
-        elif isinstance(src, SimulationSource):
-            gen = simulation.simulate_gym if simulation.is_gym(src) else simulation.simulate_bandit
-            row0 = 0
-            for cols in gen(src, item):
-                yield sources.numpy_block(cols, f"simulation:{src.env}:shard-{item}", row0)
-                row0 += len(cols["reward"])
-        else:  # BigQuery rows, batched upstream
-            rows, name = item
-            yield sources.rows_block(rows, self.plan.layout.columns, name)
-
-    def _validate(self, block: Block) -> Iterator[Any]:
-        v = validation.validate(block.columns, block.num_rows, self.plan.layout, self.plan.config, block.text)
-        for row, (code, message) in sorted(v.rejects.items()):
-            yield beam.pvalue.TaggedOutput(QUARANTINE_PREFIX, block.quarantine(row, code, message))
-        if not len(v.rows):
-            return
-        provenance = {}
-        if self.plan.layout.kind != BANDIT:
-            lines, offsets = block.locate(v.rows)
-            provenance = {"file": np.full(len(v.rows), block.source_file, object), "line": lines,
-                          "offset": offsets, "payload": np.array([block.payload(r) for r in v.rows] + [None],
-                                                                 object)[:-1]}
-        yield ValidBatch(v.columns, v.split_key, v.split_time, provenance)
+        for n, out in ingest(self.plan, item):
+            self.read.inc(n)
+            yield beam.pvalue.TaggedOutput(QUARANTINE_PREFIX, out) if isinstance(out, Quarantined) else out
 
 
 class BigQueryRowsFn(beam.DoFn):
@@ -163,8 +198,11 @@ def assign_splits(config: ExperienceGenConfig, columns: dict[str, np.ndarray], k
 
 # --- trajectories: group steps into episodes --------------------------------------------------
 
-def key_steps(batch: ValidBatch) -> Iterator[tuple[str, ValidBatch]]:
+def key_steps(batch: ValidBatch | BadStep) -> Iterator[tuple[str, ValidBatch | BadStep]]:
     """One (episode id, its steps in this batch) per episode present in the batch."""
+    if isinstance(batch, BadStep):
+        yield batch.episode_id, batch
+        return
     ids = batch.columns[records.EPISODE_ID]
     uniq, inverse = np.unique(ids, return_inverse=True)
     order = np.argsort(inverse, kind="stable")
@@ -193,12 +231,19 @@ class AssembleEpisodeFn(beam.DoFn):
     def __init__(self, config: ExperienceGenConfig):
         self.config = config
 
-    def process(self, element: tuple[str, list[ValidBatch]]) -> Iterator[Any]:
+    def process(self, element: tuple[str, list[ValidBatch | BadStep]]) -> Iterator[Any]:
         episode_id, parts = element
-        ep = _concat(list(parts))
+        steps = [p for p in parts if isinstance(p, ValidBatch)]
+        bad = [p for p in parts if isinstance(p, BadStep)]
+        if not steps:
+            return
+        ep = _concat(steps)
         order = np.argsort(ep.columns[records.STEP], kind="stable")
         ep = _take(ep, order)
         problem = episode_problem(episode_id, ep.columns)
+        if bad:
+            problem = EPISODE_HAS_BAD_STEP, (f"episode {episode_id!r}: {len(bad)} of its steps were quarantined "
+                                             f"(first: {bad[0].message})")
         if problem is not None:
             code, message = problem
             p = ep.provenance
@@ -230,7 +275,7 @@ def episode_problem(episode_id: str, cols: dict[str, np.ndarray]) -> tuple[str, 
                                         f"(have {n} steps up to {int(steps[-1])}, missing {missing})")
     term = cols.get(records.TERMINAL)
     if term is not None:
-        present = cols.get(records.TERMINAL + "?", np.ones(n, bool))
+        present = cols.get(validation.present_key(records.TERMINAL), np.ones(n, bool))
         inside = np.flatnonzero(term[:-1] & present[:-1])
         if len(inside):
             return EPISODE_TERMINAL_INSIDE, (f"episode {episode_id!r}: terminal at step {int(steps[inside[0]])} "
@@ -247,7 +292,8 @@ def episode_steps(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     else:  # 0 after a terminal step, 1 otherwise (a cut-off episode still bootstraps)
         discount = np.ones(n, np.float32)
         term = cols.get(records.TERMINAL)
-        if term is not None and bool(term[-1]) and bool(cols.get(records.TERMINAL + "?", np.ones(n, bool))[-1]):
+        logged = cols.get(validation.present_key(records.TERMINAL), np.ones(n, bool))
+        if term is not None and bool(term[-1]) and bool(logged[-1]):
             discount[-1] = 0.0
         out[records.DISCOUNT] = discount
     out.update({k: v for k, v in cols.items() if k.startswith(records.POLICY_INFO_PREFIX)})
@@ -300,6 +346,8 @@ def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) 
 def bigquery_read(src: BigQuerySource) -> beam.PTransform:
     """Beam's BigQuery source for a query or a table (rows arrive as dicts)."""
     kwargs: dict[str, Any] = {"method": getattr(beam.io.ReadFromBigQuery.Method, src.method)}
+    if src.method == "DIRECT_READ":  # TIMESTAMPs as datetimes (EXPORT gives "... UTC" text; both work)
+        kwargs["use_native_datetime"] = True
     if src.query:
         kwargs.update(query=src.query, use_standard_sql=src.use_standard_sql)
     else:

@@ -13,14 +13,15 @@ Trajectories: one tf.SequenceExample per episode, steps in order. Context featur
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 import pyarrow as pa
-import tensorflow as tf
 
-from rlops.agents import trajectories
-from rlops.agents.trajectories import StepType, Trajectory
+if TYPE_CHECKING:  # TensorFlow is imported where it is used: bandit ingestion runs without it
+    import tensorflow as tf
+
+    from rlops.agents.trajectories import Trajectory
 
 # Bandit features.
 CONTEXT, ACTION, REWARD, PROPENSITY = "context", "action", "reward", "propensity"
@@ -73,6 +74,7 @@ def encode_bandit(columns: Mapping[str, np.ndarray]) -> list[bytes]:
 
 def bandit_feature_spec(context_dim: int, num_actions: int | None = None, propensity: bool = True,
                         weight: bool = False, timestamp: bool = False) -> dict[str, tf.io.FixedLenFeature]:
+    import tensorflow as tf
     spec = {CONTEXT: tf.io.FixedLenFeature([context_dim], tf.float32),
             ACTION: tf.io.FixedLenFeature([], tf.int64),
             REWARD: tf.io.FixedLenFeature([], tf.float32)}
@@ -90,6 +92,9 @@ def bandit_feature_spec(context_dim: int, num_actions: int | None = None, propen
 def bandit_trajectory(parsed: Mapping[str, tf.Tensor], action_spec: tf.TensorSpec) -> Trajectory:
     """Parsed bandit examples [B] -> the [B, 1] single-step Trajectory bandit agents train on;
     policy_info holds the logged propensity."""
+    import tensorflow as tf
+
+    from rlops.agents import trajectories
     info = {"propensity": parsed[PROPENSITY]} if PROPENSITY in parsed else ()
     action = tf.cast(parsed[ACTION], action_spec.dtype)
     return trajectories.single_step_trajectory(parsed[CONTEXT], action, parsed[REWARD], info)
@@ -98,6 +103,7 @@ def bandit_trajectory(parsed: Mapping[str, tf.Tensor], action_spec: tf.TensorSpe
 def bandit_dataset(file_pattern: str, feature_spec: Mapping[str, Any], batch_size: int,
                    shuffle: bool = False, seed: int | None = None) -> tf.data.Dataset:
     """Batches of parsed bandit examples from gzipped TFRecord shards."""
+    import tensorflow as tf
     files = tf.data.Dataset.list_files(file_pattern, shuffle=shuffle, seed=seed)
     ds = tf.data.TFRecordDataset(files, compression_type="GZIP")
     if shuffle:
@@ -111,6 +117,7 @@ def bandit_dataset(file_pattern: str, feature_spec: Mapping[str, Any], batch_siz
 def step_types(length: int) -> tuple[np.ndarray, np.ndarray]:
     """step_type / next_step_type of an episode's `length` decisions: FIRST then MID, and the
     transition out of the last decision ends the episode (LAST)."""
+    from rlops.agents.trajectories import StepType
     st = np.full(length, StepType.MID, np.int64)
     st[0] = StepType.FIRST
     nst = np.full(length, StepType.MID, np.int64)
@@ -124,6 +131,7 @@ def encode_episode(episode_id: str, steps: Mapping[str, np.ndarray]) -> bytes:
     `steps` holds observation, action, reward, discount and any policy_info/... arrays;
     step_type and next_step_type are derived from the order.
     """
+    import tensorflow as tf
     length = len(steps[REWARD])
     st, nst = step_types(length)
     ex = tf.train.SequenceExample()
@@ -147,16 +155,28 @@ def encode_episode(episode_id: str, steps: Mapping[str, np.ndarray]) -> bytes:
 
 # --- trajectories: read back ------------------------------------------------------------------
 
-def _flatten_info_spec(info_spec: Any) -> dict[str, tf.TensorSpec]:
-    if info_spec == () or info_spec is None:
-        return {}
-    flat = tf.nest.flatten_with_joined_string_paths(info_spec, separator="/")
-    return {POLICY_INFO_PREFIX + path: spec for path, spec in flat}
+def _flatten_info_spec(info_spec: Any, path: str = "") -> dict[str, tf.TensorSpec]:
+    """{"policy_info/<path>": spec} in tf.nest's flattening order (dict keys sorted)."""
+    if isinstance(info_spec, dict):
+        out: dict[str, Any] = {}
+        for k in sorted(info_spec):
+            out.update(_flatten_info_spec(info_spec[k], f"{path}{k}/"))
+        return out
+    if isinstance(info_spec, (list, tuple)):
+        out = {}
+        for i, v in enumerate(info_spec):
+            out.update(_flatten_info_spec(v, f"{path}{i}/"))
+        return out
+    return {POLICY_INFO_PREFIX + path.rstrip("/"): info_spec}
 
 
 def parse_episode(serialized: tf.Tensor, observation_spec: tf.TensorSpec, action_spec: tf.TensorSpec,
                   policy_info_spec: Any = ()) -> Trajectory:
     """A serialized SequenceExample -> Trajectory with a leading [T] time axis, typed by the specs."""
+    import tensorflow as tf
+
+    from rlops.agents.trajectories import Trajectory
+
     def feature(spec: tf.TensorSpec) -> tf.io.FixedLenSequenceFeature:
         dtype = tf.int64 if spec.dtype.is_integer else tf.float32
         return tf.io.FixedLenSequenceFeature(spec.shape, dtype)
@@ -183,6 +203,7 @@ def parse_episode(serialized: tf.Tensor, observation_spec: tf.TensorSpec, action
 def episode_dataset(file_pattern: str, observation_spec: tf.TensorSpec, action_spec: tf.TensorSpec,
                     policy_info_spec: Any = ()) -> tf.data.Dataset:
     """One Trajectory per episode, [T, ...] each, from gzipped TFRecord shards."""
+    import tensorflow as tf
     files = tf.data.Dataset.list_files(file_pattern, shuffle=False)
     ds = tf.data.TFRecordDataset(files, compression_type="GZIP")
     return ds.map(lambda s: parse_episode(s, observation_spec, action_spec, policy_info_spec))

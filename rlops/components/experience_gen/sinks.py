@@ -2,7 +2,8 @@
 
 Elements are whole batches of serialized records, so no per-record Python runs inside Beam.
 Framing (length, masked CRC32C) is vectorized with NumPy; gzip runs in a background thread
-(zlib releases the GIL), so compression overlaps parsing and encoding on a second core.
+(zlib and ISA-L release the GIL), so compression overlaps parsing and encoding on a second
+core. With the optional `isal` package installed, compression is ~5x cheaper (same format).
 Beam's FileBasedSink still owns temp files, shard naming and the final rename.
 """
 from __future__ import annotations
@@ -19,16 +20,21 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 try:
-    from google_crc32c import value as _crc32c  # C implementation, ships with Beam[gcp]
+    from google_crc32c import value as crc32c  # C implementation, ships with Beam[gcp]
 except ImportError:  # pragma: no cover - Beam's own fallback (crcmod)
-    from apache_beam.io.tfrecordio import _default_crc32c_fn as _crc32c
+    from apache_beam.io.tfrecordio import _default_crc32c_fn as crc32c
+try:  # ISA-L's deflate writes the same gzip format ~5x faster than zlib; optional
+    from isal import isal_zlib as _fast_zlib
+except ImportError:  # pragma: no cover - depends on the environment
+    _fast_zlib = None
+GZIP_IMPL = "isal" if _fast_zlib is not None else "zlib"
 
 WRITTEN_RECORDS = "written_records"  # Beam counter names; suffixed with ":<split>"
 WRITTEN_UNITS = "written_units"  # source records behind them (steps, for episodes)
 METRICS_NAMESPACE = "rlops.experience_gen"
 
 
-def _mask(crc: np.ndarray) -> np.ndarray:
+def mask_crc(crc: np.ndarray) -> np.ndarray:
     """TFRecord's masked CRC: rotate right 15 bits, add a constant (uint32 arithmetic wraps)."""
     crc = crc.astype(np.uint32)
     return ((crc >> np.uint32(15)) | (crc << np.uint32(17))) + np.uint32(0xA282EAD8)
@@ -40,10 +46,10 @@ def frame_records(records: Sequence[bytes]) -> bytes:
     if n == 0:
         return b""
     lengths = np.fromiter(map(len, records), np.uint64, n)
-    data_crc = _mask(np.fromiter(map(_crc32c, records), np.uint32, n))
+    data_crc = mask_crc(np.fromiter(map(crc32c, records), np.uint32, n))
     uniq, inverse = np.unique(lengths, return_inverse=True)  # few distinct lengths: crc each once
     len_bytes = uniq.astype("<u8")
-    uniq_crc = _mask(np.array([_crc32c(len_bytes[i:i + 1].tobytes()) for i in range(len(uniq))], np.uint32))
+    uniq_crc = mask_crc(np.array([crc32c(len_bytes[i:i + 1].tobytes()) for i in range(len(uniq))], np.uint32))
     header = np.empty((n, 12), np.uint8)
     header[:, :8] = lengths.astype("<u8").view(np.uint8).reshape(n, 8)
     header[:, 8:] = uniq_crc[inverse].astype("<u4").view(np.uint8).reshape(n, 4)
@@ -62,12 +68,19 @@ def frame_records(records: Sequence[bytes]) -> bytes:
     return b"".join(parts)
 
 
+def gzip_compressor(level: int) -> Any:
+    """A streaming gzip compressor: ISA-L's when installed (its levels are 0-3), else zlib's."""
+    if _fast_zlib is not None:
+        return _fast_zlib.compressobj(min(level, 3), _fast_zlib.DEFLATED, 16 + _fast_zlib.MAX_WBITS)
+    return zlib.compressobj(level, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+
+
 class GzipWriter:
     """A file handle that gzips in a background thread. write() takes framed bytes."""
 
-    def __init__(self, raw: Any, level: int, max_pending: int = 4):
+    def __init__(self, raw: Any, level: int, max_pending: int = 2):
         self._raw = raw
-        self._zip = zlib.compressobj(level, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # gzip container
+        self._zip = gzip_compressor(level)
         self._queue: queue.Queue = queue.Queue(max_pending)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="rlops-gzip", daemon=True)

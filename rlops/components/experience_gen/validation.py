@@ -13,7 +13,7 @@ import numpy as np
 
 from rlops.components.experience_gen import convert, records
 from rlops.components.experience_gen.config import BANDIT, ExperienceGenConfig
-from rlops.components.experience_gen.convert import MISSING_COLUMN, MISSING_VALUE, RawColumn
+from rlops.components.experience_gen.convert import MISSING_VALUE, RawColumn
 from rlops.components.experience_gen.layout import Field, Layout
 
 NOT_FINITE = "not_finite"
@@ -31,6 +31,7 @@ class Validated:
     rejects: dict[int, tuple[str, str]]  # input row -> (reason code, message)
     split_key: np.ndarray | None = None  # valid rows' split key (str objects)
     split_time: np.ndarray | None = None  # valid rows' split time (int64)
+    reject_episodes: dict[int, str] | None = None  # trajectories: rejected row -> its episode id, if readable
 
 
 class _Rejects:
@@ -61,13 +62,24 @@ def _label(field: Field, j: int | None = None) -> str:
     return base if j is None or field.width in (None, 1) else f"{base}[{j}]"
 
 
+def present_key(name: str) -> str:
+    """Where an optional field's "had a value" mask travels next to its values."""
+    return name + ":present"
+
+
 def validate(raw: Mapping[str, RawColumn], num_rows: int, layout: Layout, config: ExperienceGenConfig,
              text: bool) -> Validated:
+    """Typed extraction of every layout field from `raw` (num_rows rows), then the semantic
+    checks of the record kind. `text`: values arrive as strings to parse (CSV)."""
     rej = _Rejects(num_rows)
     values: dict[str, np.ndarray] = {}
     present: dict[str, np.ndarray] = {}
+    id_ok = None
     for field in layout.all_fields:
         ex = convert.extract(raw, num_rows, field, text)
+        if field.name == records.EPISODE_ID:
+            id_ok = ~ex.missing & (ex.values != "")
+            id_ok[list(ex.errors)] = False
         absent = all(raw.get(c) is None for c in field.columns)
         if not field.required and absent:
             continue  # an optional column this source does not have
@@ -82,16 +94,21 @@ def validate(raw: Mapping[str, RawColumn], num_rows: int, layout: Layout, config
     else:
         _check_trajectory(values, present, layout, config, rej)
     rows = np.flatnonzero(~rej.bad)
-    out = {name: v[rows] for name, v in values.items() if not name.startswith("_")}
+    pick = (lambda v: v) if len(rows) == num_rows else (lambda v: v[rows])  # all good: no copies
+    out = {name: pick(v) for name, v in values.items() if not name.startswith("_")}
     for name, mask in present.items():  # optional values: keep "absent" visible to assembly
-        out[name + "?"] = mask[rows]
+        out[present_key(name)] = pick(mask)
     for name in (records.REWARD, records.PROPENSITY, records.WEIGHT, records.DISCOUNT, records.LOG_PROBABILITY,
                  records.VALUE_PREDICTION):
         if name in out:
             out[name] = out[name].astype(np.float32)
-    key = values["_split_key"][rows] if "_split_key" in values else None
-    time = values["_split_time"][rows] if "_split_time" in values else None
-    return Validated(out, rows, rej.items, key, time)
+    key = pick(values["_split_key"]) if "_split_key" in values else None
+    time = pick(values["_split_time"]) if "_split_time" in values else None
+    episodes = None
+    if id_ok is not None:  # so assembly can drop the rest of an episode that lost a step
+        ids = values[records.EPISODE_ID]
+        episodes = {i: str(ids[i]) for i in rej.items if id_ok[i]}
+    return Validated(out, rows, rej.items, key, time, episodes)
 
 
 def _finite(values: np.ndarray, field: Field, rej: _Rejects, as_float32: bool = True) -> None:

@@ -7,16 +7,37 @@ the key: a typo in a nightly job's config should fail before anything runs.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from rlops.components.json_config import JsonConfig
 
 BANDIT_AGENTS = ("neural_epsilon_greedy", "lin_ucb", "lin_ts")
 AGENTS = BANDIT_AGENTS + ("ppo",)
 
 
+@dataclass(frozen=True)
+class PPOOfflineConfig:
+    """How PPO trains from logged trajectories (`trainer.ppo_offline`): episodes are cut into
+    windows of `window_length` steps plus a bootstrap row, `batch_size` windows per train step."""
+    batch_size: int = 16            # windows per train step: the [B, T+1] batch
+    window_length: int = 32         # T: training rows per window
+    num_passes: int = 4             # passes over the train split
+    max_train_steps: int = 0        # > 0 caps the train steps (a budget, smoke tests)
+    shuffle_buffer: int = 4096      # windows
+
+    def validate(self) -> None:
+        for name in ("batch_size", "window_length", "num_passes", "shuffle_buffer"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"trainer.ppo_offline.{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_train_steps < 0:
+            raise ValueError(f"trainer.ppo_offline.max_train_steps must be >= 0, got {self.max_train_steps}")
+
+
 @dataclass
-class TrainerConfig:
+class TrainerConfig(JsonConfig):
+    SECTION = "trainer"
+
     agent: str = "neural_epsilon_greedy"
     # Bandits (offline, from an Examples artifact of bandit feedback).
     num_actions: int | None = None
@@ -26,8 +47,12 @@ class TrainerConfig:
     alpha: float = 1.0                   # LinUCB / LinTS exploration width
     batch_size: int = 32
     train_steps: int = 2_000
-    # PPO (online against a Gymnasium env): PPOConfig fields, e.g. {"env_id": "CartPole-v1"}.
+    # PPO: PPOConfig fields, e.g. {"env_id": "CartPole-v1"}. Online (no examples input) it needs
+    # env_id; offline (logged trajectories) it takes the hyperparameters, and env_id is optional
+    # (it only supplies the specs). num_actions above sizes a discrete action the logs leave open.
     ppo: dict[str, Any] = field(default_factory=dict)
+    # PPO offline: PPOOfflineConfig fields (batch of windows, window length, passes over the data).
+    ppo_offline: dict[str, Any] = field(default_factory=dict)
     # Learner.
     strategy: str = "auto"
     steps_per_run: int = 100             # train steps per tf.function call
@@ -46,8 +71,6 @@ class TrainerConfig:
         if self.agent in BANDIT_AGENTS and (self.num_actions is None or self.num_actions < 2):
             raise ValueError(f"trainer.num_actions: bandit agent '{self.agent}' needs num_actions >= 2, "
                              f"got {self.num_actions}")
-        if self.agent == "ppo" and not self.ppo.get("env_id"):
-            raise ValueError("trainer.ppo.env_id: PPO trains online and needs a Gymnasium environment id")
         for name in ("batch_size", "train_steps", "steps_per_run"):
             if getattr(self, name) < 1:
                 raise ValueError(f"trainer.{name} must be >= 1, got {getattr(self, name)}")
@@ -57,22 +80,28 @@ class TrainerConfig:
             unknown = sorted(set(self.ppo) - known)
             if unknown:
                 raise ValueError(f"trainer.ppo.{unknown[0]}: unknown PPO option; known: {', '.join(sorted(known))}")
+            self.offline_ppo.validate()
+            if self.num_actions is not None and self.num_actions < 2:
+                raise ValueError(f"trainer.num_actions: needs >= 2 actions, got {self.num_actions}")
+        elif self.ppo_offline:
+            raise ValueError(f"trainer.ppo_offline: options for agent 'ppo', but agent is '{self.agent}'")
+
+    def check_inputs(self, has_examples: bool) -> None:
+        """PPO trains online without examples: that needs an environment to act in."""
+        if self.agent == "ppo" and not has_examples and not self.ppo.get("env_id"):
+            raise ValueError("trainer.ppo.env_id: PPO without an examples input trains online and needs a "
+                             "Gymnasium environment id (or give logged trajectories as examples)")
+        if self.is_bandit and not has_examples:
+            raise ValueError(f"trainer: agent '{self.agent}' trains offline and needs an examples input")
+
+    @property
+    def offline_ppo(self) -> PPOOfflineConfig:
+        known = {f.name for f in dataclasses.fields(PPOOfflineConfig)}
+        unknown = sorted(set(self.ppo_offline) - known)
+        if unknown:
+            raise ValueError(f"trainer.ppo_offline.{unknown[0]}: unknown option; known: {', '.join(sorted(known))}")
+        return PPOOfflineConfig(**self.ppo_offline)
 
     @property
     def is_bandit(self) -> bool:
         return self.agent in BANDIT_AGENTS
-
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TrainerConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"trainer.{unknown[0]}: unknown key; known keys: {', '.join(sorted(known))}")
-        return cls(**d)
-
-    @classmethod
-    def from_json(cls, text: str) -> "TrainerConfig":
-        return cls.from_dict(json.loads(text))

@@ -6,6 +6,10 @@ Model artifact layout (TFX conventions where they exist):
     <model>/train/checkpoints/   Learner checkpoints (warm start and preemption resume)
     <model>/trainer_config.json
 ModelRun artifact: TensorBoard event files, metrics.json and learning_curve.png.
+
+Modes: bandits train offline from an Examples artifact of feedback; PPO trains offline from an
+Examples artifact of logged trajectories when one is given (trainer.episodes turns episodes into
+PPO's [B, T+1] batches), else online against the Gymnasium env trainer.ppo.env_id.
 """
 from __future__ import annotations
 
@@ -14,11 +18,16 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tensorflow as tf
 
-from rlops.components.trainer.config import TrainerConfig
+from rlops.agents import specs
+from rlops.components.trainer.config import PPOOfflineConfig, TrainerConfig
+
+if TYPE_CHECKING:
+    from rlops.components.trainer.episodes import LoggedFeatures
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +154,150 @@ def train_ppo_online(model_uri: str, model_run_uri: str, config: TrainerConfig,
                               "train_eval_mean_return": result.eval_mean_return})
 
 
+def train_ppo_offline(examples_uri: str, model_uri: str, model_run_uri: str, config: TrainerConfig,
+                      base_model_uri: str | None = None) -> TrainResult:
+    """PPO from logged trajectories: episodes -> [B, T+1] windows (trainer.episodes) -> Learner.
+
+    One train step is one PPOAgent.train call on `ppo_offline.batch_size` windows (all its epochs
+    and minibatches); `num_passes` passes over the train split set the budget."""
+    import dataclasses
+
+    from rlops.agents.trajectories import time_step_spec
+    from rlops.components.experience_gen import records
+    from rlops.components.trainer import episodes
+    from rlops.train.learner import Learner
+    from rlops.train.on_policy import PPOConfig, build_ppo_agent
+
+    offline = config.offline_ppo
+    pattern = records.split_file_pattern(examples_uri, "train")
+    logged = episodes.inspect_logs(pattern)
+    observation_spec, action_spec = _offline_specs(logged, config)
+    info_spec, complete_info = episodes.policy_info_reader(logged, action_spec)
+    if _derives_uniform(logged, action_spec):
+        episodes.check_uniform(pattern, specs.num_actions(action_spec))
+    num_episodes, train_rows, windows = episodes.count_windows(pattern, offline.window_length)
+    total = _offline_budget(offline, windows, train_rows)
+    # The batch [B, T+1] is what B envs x T steps are online: the same PPOConfig sizes it (and the
+    # learning-rate schedule, when asked for). Annealing is off unless set: a schedule keyed on
+    # the optimizer's step count would already be spent in a warm-started retraining run.
+    ppo_config = dataclasses.replace(PPOConfig(seed=config.seed), **{
+        "anneal_lr": False, **config.ppo, "num_envs": offline.batch_size, "num_steps": offline.window_length,
+        "total_env_steps": total * offline.batch_size * offline.window_length})
+    strategy = _single_replica_strategy(config.strategy)
+    with strategy.scope():
+        agent = build_ppo_agent(ppo_config, _Specs(observation_spec, action_spec, time_step_spec(observation_spec)))
+    warm = _warm_start(agent, agent.train_step_counter, base_model_uri) if base_model_uri else None
+
+    def dataset_fn() -> tf.data.Dataset:
+        ds = episodes.windows_dataset(pattern, observation_spec, action_spec, info_spec, complete_info,
+                                      offline.window_length)
+        ds = ds.shuffle(offline.shuffle_buffer, seed=config.seed, reshuffle_each_iteration=True)
+        return ds.batch(offline.batch_size, drop_remainder=True).repeat().prefetch(2)
+
+    step_before = int(agent.train_step_counter.numpy())
+    learner = Learner(model_uri, agent.train_step_counter, agent, dataset_fn, use_kwargs_in_agent_train=True,
+                      checkpoint_interval=config.checkpoint_interval, summary_interval=config.summary_interval,
+                      max_checkpoints_to_keep=config.max_checkpoints_to_keep, strategy=strategy,
+                      summary_root_dir=model_run_uri)
+    done = learner.train_step_numpy - step_before  # > 0 when resuming a preempted run
+    curve, start = [], time.perf_counter()
+    while done < total:
+        n = min(config.steps_per_run, total - done)
+        loss = learner.run(iterations=n)
+        done += n
+        curve.append((done, float(loss.loss)))
+        log.info("trainer: ppo offline %d/%d steps, loss %.4f", done, total, curve[-1][1])
+    wall = time.perf_counter() - start
+    learner.save_checkpoint()
+    _export_policies(agent.policy, agent.collect_policy, agent.train_step_counter, model_uri)
+    return TrainResult(train_steps=done, final_loss=curve[-1][1] if curve else float("nan"),
+                       steps_per_sec=done / max(wall, 1e-9), wall_s=wall, warm_started_from=warm, curve=curve,
+                       extra={"offline": True, "episodes": num_episodes, "train_rows": train_rows,
+                              "windows": windows, "observation_dim": logged.observation_dim})
+
+
+@dataclass(frozen=True)
+class _Specs:
+    """What build_ppo_agent reads from an environment, without one."""
+    observation_spec: tf.TensorSpec
+    action_spec: tf.TensorSpec
+    time_step_spec: object
+
+
+def _derives_uniform(logged: LoggedFeatures, action_spec: tf.TensorSpec) -> bool:
+    """Only log-probabilities for more than two actions: the logs must show a uniform logger."""
+    from rlops.components.trainer import episodes
+    return (specs.is_discrete(action_spec) and episodes.LOGITS not in logged.policy_info
+            and specs.num_actions(action_spec) > 2)
+
+
+def _offline_specs(logged: LoggedFeatures, config: TrainerConfig) -> tuple[tf.TensorSpec, tf.TensorSpec]:
+    """Observation and action specs: from trainer.ppo.env_id when given (checked against the
+    logs), else from the logs, with trainer.num_actions where the logs don't say how many."""
+    from rlops.components.trainer import episodes
+    logits = logged.policy_info.get(episodes.LOGITS)
+    env_id = config.ppo.get("env_id")
+    if env_id:
+        observation_spec, action_spec = _env_specs(env_id)
+        dim = int(np.prod(observation_spec.shape.as_list()))
+        if dim != logged.observation_dim:
+            raise ValueError(f"trainer.ppo.env_id: {env_id} observations have {dim} values, the logged ones "
+                             f"{logged.observation_dim}")
+        if specs.is_discrete(action_spec) != logged.discrete:
+            kind = lambda discrete: "discrete" if discrete else "continuous"  # noqa: E731
+            raise ValueError(f"trainer.ppo.env_id: {env_id} has {kind(not logged.discrete)} actions, the logs "
+                             f"{kind(logged.discrete)} ones")
+        if config.num_actions is not None and logged.discrete and config.num_actions != specs.num_actions(action_spec):
+            raise ValueError(f"trainer.num_actions: {config.num_actions}, but {env_id} has "
+                             f"{specs.num_actions(action_spec)} actions")
+        return observation_spec, action_spec
+    observation_spec = tf.TensorSpec((logged.observation_dim,), tf.float32, "observation")
+    if not logged.discrete:
+        return observation_spec, tf.TensorSpec((logged.action_dim,), tf.float32, "action")
+    if logits is not None and config.num_actions is not None and logits != config.num_actions:
+        raise ValueError(f"trainer.num_actions: {config.num_actions}, but the logged {episodes.LOGITS} have "
+                         f"{logits} values per step")
+    k = logits or config.num_actions
+    if k is None:
+        raise ValueError(f"trainer.num_actions: the logged actions are discrete and the logs have no "
+                         f"{episodes.LOGITS} to tell how many there are; set trainer.num_actions (or "
+                         f"trainer.ppo.env_id)")
+    return observation_spec, specs.BoundedTensorSpec((), tf.int32, 0, k - 1, name="action")
+
+
+def _env_specs(env_id: str) -> tuple[tf.TensorSpec, tf.TensorSpec]:
+    import gymnasium as gym
+
+    from rlops.envs.gym_env import space_to_spec
+    env = gym.make(env_id)
+    try:
+        return space_to_spec(env.observation_space, "observation"), space_to_spec(env.action_space, "action")
+    finally:
+        env.close()
+
+
+def _offline_budget(offline: PPOOfflineConfig, windows: int, train_rows: int) -> int:
+    batches = windows // offline.batch_size
+    if batches == 0:
+        raise ValueError(f"trainer.ppo_offline.batch_size: the train split gives {windows} windows "
+                         f"({train_rows} training steps, window_length {offline.window_length}), fewer than one "
+                         f"batch of {offline.batch_size}; lower batch_size or window_length, or log more episodes")
+    total = offline.num_passes * batches
+    return min(total, offline.max_train_steps) if offline.max_train_steps else total
+
+
+def _single_replica_strategy(name: str) -> tf.distribute.Strategy:
+    """PPOAgent.train runs on one replica (see its docstring): 'auto' means the default strategy."""
+    if name == "auto":
+        return tf.distribute.get_strategy()
+    from rlops.train.strategy import get_strategy
+    strategy = get_strategy(name)
+    if strategy.num_replicas_in_sync > 1:
+        raise ValueError(f"trainer.strategy: PPO trains on one replica, '{name}' has "
+                         f"{strategy.num_replicas_in_sync}; use 'auto', 'default' or 'one_device'")
+    return strategy
+
+
 def _export_policies(serving_policy, collect_policy, train_step: tf.Variable, model_uri: str) -> None:
     """Both SavedModels share one variable list, so a checkpoint-only update of either loads
     into both (rlops.train.policy_saver)."""
@@ -160,12 +313,13 @@ def run_trainer(config: TrainerConfig | str, model_uri: str, model_run_uri: str,
     """Trains, exports the policies into `model_uri` and writes metrics into `model_run_uri`."""
     if isinstance(config, str):
         config = TrainerConfig.from_json(config)
+    config.check_inputs(bool(examples_uri))
     tf.io.gfile.makedirs(model_uri)
     tf.io.gfile.makedirs(model_run_uri)
     if config.is_bandit:
-        if not examples_uri:
-            raise ValueError(f"trainer: agent '{config.agent}' trains offline and needs an examples input")
         result = train_bandit(examples_uri, model_uri, model_run_uri, config, base_model_uri)
+    elif examples_uri:  # logged trajectories: PPO offline
+        result = train_ppo_offline(examples_uri, model_uri, model_run_uri, config, base_model_uri)
     else:
         result = train_ppo_online(model_uri, model_run_uri, config, base_model_uri)
     with tf.io.gfile.GFile(os.path.join(model_uri, CONFIG_FILE), "w") as f:
@@ -181,7 +335,7 @@ def _plot_curve(result: TrainResult, config: TrainerConfig, model_run_uri: str) 
         return
     from rlops.envs.plots import plot_curves, plot_learning_curve
     path = os.path.join(model_run_uri, "learning_curve.png")
-    if config.is_bandit:
+    if config.is_bandit or result.extra.get("offline"):
         plot_curves({f"{config.agent} loss": [loss for _, loss in result.curve]}, path,
                     xlabel=f"x{config.steps_per_run} train steps", ylabel="loss", title="Trainer loss")
     else:

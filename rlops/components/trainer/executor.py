@@ -1,12 +1,29 @@
 """Trainer's TFX executor: artifacts in, `run_trainer` out, results onto artifact properties."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 
+from rlops.components.trainer.config import TrainerConfig
 from rlops.components.trainer.core import run_trainer
+
+
+def apply_runtime_params(config: TrainerConfig, train_steps: int | None = None,
+                         total_env_steps: int | None = None) -> TrainerConfig:
+    """The config with this run's budget: `train_steps` (bandits) or `total_env_steps` (PPO).
+    Empty (None/0) values change nothing; the other kind's budget is an error, not a no-op."""
+    if train_steps:
+        if not config.is_bandit:
+            raise ValueError("train_steps: PPO trains online; its budget is total_env_steps")
+        config = dataclasses.replace(config, train_steps=int(train_steps))
+    if total_env_steps:
+        if config.is_bandit:
+            raise ValueError(f"total_env_steps: agent '{config.agent}' trains offline; its budget is train_steps")
+        config = dataclasses.replace(config, ppo={**config.ppo, "total_env_steps": int(total_env_steps)})
+    return config
 
 
 class Executor(base_executor.BaseExecutor):
@@ -15,7 +32,9 @@ class Executor(base_executor.BaseExecutor):
         base = input_dict.get("base_model") or []
         model = artifact_utils.get_single_instance(output_dict["model"])
         model_run = artifact_utils.get_single_instance(output_dict["model_run"])
-        result = run_trainer(exec_properties["config"], model.uri, model_run.uri,
+        config = apply_runtime_params(TrainerConfig.from_json(exec_properties["config"]),
+                                      exec_properties.get("train_steps"), exec_properties.get("total_env_steps"))
+        result = run_trainer(config, model.uri, model_run.uri,
                              examples_uri=examples[0].uri if examples else None,
                              base_model_uri=base[0].uri if base else None)
         model.set_int_custom_property("train_steps", result.train_steps)

@@ -11,6 +11,7 @@ Trainer component, so TFX's Vertex AI training extension can run it on GPUs/TPUs
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 
 CONFIG_KEY = "rlops_trainer"
@@ -33,6 +34,9 @@ def run_fn(fn_args) -> None:
     if CONFIG_KEY not in custom:
         raise ValueError(f"custom_config['{CONFIG_KEY}'] is missing: put the rlops TrainerConfig (a dict) there")
     config = TrainerConfig.from_dict(custom[CONFIG_KEY])
+    if getattr(fn_args, "train_steps", None) and config.is_bandit:
+        # TFX's own budget (Trainer(train_args=...)) wins, so a runtime parameter can set it.
+        config = dataclasses.replace(config, train_steps=int(fn_args.train_steps))
     model_uri = os.path.dirname(fn_args.serving_model_dir.rstrip("/"))
     run_trainer(config, model_uri, fn_args.model_run_dir, examples_uri=_examples_uri(list(fn_args.train_files or [])),
                 base_model_uri=os.path.dirname(fn_args.base_model.rstrip("/")) if fn_args.base_model else None)

@@ -1,0 +1,207 @@
+"""ExperienceGen ingestion throughput: bandit logs (N records x 64 float features) from CSV and
+Parquet to validated, split, gzipped TFRecords with Beam's DirectRunner.
+
+For each format it also times a ceiling: a plain single-process loop that only parses the same
+file and writes the same gzipped TFRecords (Arrow parse, RecordBatchToExamples, TFRecord
+framing, zlib at the same level), no validation, no splits, no Beam. Each measurement runs in
+its own process so peak RSS is its own.
+
+    python benchmarks/ingest.py --records 1000000
+prints one JSON line: per format records_per_s, ceiling_records_per_s, ratio, peak_rss_mb
+(pipeline), ceiling_peak_rss_mb; top-level figures are the worst format's.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+NUM_ACTIONS = 10
+
+
+def generate(path: str, fmt: str, n: int, features: int, seed: int = 0) -> None:
+    """Logged decisions from a uniform-random policy: contexts in [0, 1] with 4 decimals."""
+    import numpy as np
+    import pyarrow as pa
+
+    rng = np.random.default_rng(seed)
+    chunk = 100_000
+    writer = None
+    for start in range(0, n, chunk):
+        m = min(chunk, n - start)
+        cols = {f"x{i}": pa.array(np.round(rng.random(m, dtype=np.float32), 4)) for i in range(features)}
+        cols["action"] = pa.array(rng.integers(0, NUM_ACTIONS, m))
+        cols["reward"] = pa.array(rng.integers(0, 2, m).astype(np.float64))
+        cols["propensity"] = pa.array(np.full(m, 1.0 / NUM_ACTIONS))
+        cols["user_id"] = pa.array(rng.integers(0, 1 << 40, m))
+        table = pa.table(cols)
+        if fmt == "csv":
+            import pyarrow.csv as pcsv
+            if writer is None:
+                writer = pcsv.CSVWriter(path, table.schema)
+            writer.write_table(table)
+        else:
+            import pyarrow.parquet as pq
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema)
+            writer.write_table(table, row_group_size=chunk)
+    writer.close()
+
+
+def run_pipeline(path: str, fmt: str, out: str, features: int, beam_args: list[str]) -> dict:
+    from rlops.components.experience_gen import (BanditColumns, ExperienceGenConfig, FileSource, SpecConfig,
+                                                 SplitConfig, run_experience_gen)
+    config = ExperienceGenConfig(
+        source=FileSource(pattern=path, format=fmt),
+        bandit_columns=BanditColumns(context_prefix="x", context_dim=features),
+        action_spec=SpecConfig.discrete(NUM_ACTIONS), splits=SplitConfig(key="user_id"))
+    t = time.perf_counter()
+    result = run_experience_gen(config, os.path.join(out, "examples"), os.path.join(out, "quarantine"), beam_args)
+    seconds = time.perf_counter() - t
+    return {"records": result.records_written, "quarantined": result.records_quarantined, "seconds": seconds}
+
+
+def run_ceiling(path: str, fmt: str, out: str, features: int, level: int = 1) -> dict:
+    """Parse + encode + frame + gzip in one loop: the cost of the work itself."""
+    import numpy as np
+    import pyarrow as pa
+    from tfx_bsl.coders import example_coder
+
+    from rlops.components.experience_gen.sinks import frame_records, gzip_compressor
+
+    names = [f"x{i}" for i in range(features)]
+    t = time.perf_counter()
+    if fmt == "csv":
+        batches = _csv_batches(path, names + ["action", "reward", "propensity"])
+    else:
+        import pyarrow.parquet as pq
+        batches = pq.ParquetFile(path).iter_batches(batch_size=65536, columns=names + ["action", "reward",
+                                                                                        "propensity"])
+    n = 0
+    zip_ = gzip_compressor(level)  # the pipeline's compressor (ISA-L if installed, else zlib)
+    with open(os.path.join(out, "ceiling.tfrecord.gz"), "wb") as f:
+        for rb in batches:
+            m = rb.num_rows
+            ctx = np.column_stack([rb.column(c).to_numpy() for c in names]).astype(np.float32, copy=False)
+
+            def lists(v: np.ndarray) -> pa.ListArray:
+                w = 1 if v.ndim == 1 else v.shape[1]
+                return pa.ListArray.from_arrays(pa.array(np.arange(0, m * w + 1, w, dtype=np.int32)),
+                                                pa.array(v.reshape(-1)))
+            enc = pa.RecordBatch.from_arrays(
+                [lists(ctx), lists(rb.column("action").to_numpy()),
+                 lists(rb.column("reward").to_numpy().astype(np.float32)),
+                 lists(rb.column("propensity").to_numpy().astype(np.float32))],
+                ["context", "action", "reward", "propensity"])
+            f.write(zip_.compress(frame_records(example_coder.RecordBatchToExamples(enc))))
+            n += m
+        f.write(zip_.flush())
+    return {"records": n, "seconds": time.perf_counter() - t}
+
+
+def _csv_batches(path: str, columns: list[str], block: int = 16 << 20):
+    """Line-aligned 16 MiB blocks, each parsed by Arrow's multi-threaded CSV reader."""
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    from rlops.components.experience_gen.sources.text import no_heap_scan
+
+    with open(path, "rb") as f:
+        names = next(csv.reader([f.readline().decode()]))
+        types = {c: (pa.float32() if c.startswith("x") else pa.int64() if c == "action" else pa.float32())
+                 for c in columns}
+        opts = dict(read_options=pcsv.ReadOptions(column_names=names),
+                    convert_options=pcsv.ConvertOptions(column_types=types, include_columns=columns))
+        rest = b""
+        while True:
+            more = f.read(block)
+            buf = rest + more
+            if not buf:
+                return
+            cut = buf.rfind(b"\n") + 1 if more else len(buf)
+            data, rest = buf[:cut], buf[cut:]
+            with no_heap_scan():
+                table = pcsv.read_csv(pa.BufferReader(data), **opts)
+            yield from table.to_batches()
+            if not more:
+                return
+
+
+def _child(args: argparse.Namespace) -> None:
+    fn = run_pipeline if args.child == "pipeline" else run_ceiling
+    extra = [args.beam_args.split()] if args.child == "pipeline" else []
+    out = fn(args.data, args.format, args.out, args.features, *extra)
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    print(json.dumps(out))
+
+
+def _measure(kind: str, data: str, fmt: str, out: str, args: argparse.Namespace) -> dict:
+    os.makedirs(out, exist_ok=True)
+    cmd = [sys.executable, __file__, "--child", kind, "--data", data, "--format", fmt, "--out", out,
+           "--features", str(args.features), f"--beam-args={args.beam_args}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    if proc.returncode != 0:
+        raise RuntimeError(f"{kind} on {fmt} failed:\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--features", type=int, default=64)
+    ap.add_argument("--formats", default="csv,parquet")
+    ap.add_argument("--beam-args", default="--runner=DirectRunner",
+                    help="Beam pipeline options, space separated; pass as --beam-args='--direct_num_workers=2 ...'")
+    ap.add_argument("--workdir", default=None, help="keep data and outputs here (default: a temp dir, removed)")
+    ap.add_argument("--child", choices=["pipeline", "ceiling"], help=argparse.SUPPRESS)
+    ap.add_argument("--data", help=argparse.SUPPRESS)
+    ap.add_argument("--format", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        return _child(args)
+
+    work = args.workdir or tempfile.mkdtemp(prefix="rlops-ingest-")
+    os.makedirs(work, exist_ok=True)
+    from rlops.components.experience_gen import sinks
+    report: dict = {"benchmark": "ingest", "records": args.records, "features": args.features,
+                    "runner": "DirectRunner", "beam_args": args.beam_args, "cpus": os.cpu_count(),
+                    "gzip": sinks.GZIP_IMPL}
+    try:
+        for fmt in args.formats.split(","):
+            data = os.path.join(work, f"logs.{fmt}")
+            t = time.perf_counter()
+            generate(data, fmt, args.records, args.features)
+            gen_s = time.perf_counter() - t
+            ceiling = _measure("ceiling", data, fmt, os.path.join(work, f"ceiling-{fmt}"), args)
+            pipe = _measure("pipeline", data, fmt, os.path.join(work, f"pipeline-{fmt}"), args)
+            rate = pipe["records"] / pipe["seconds"]
+            ceil_rate = ceiling["records"] / ceiling["seconds"]
+            report[fmt] = {"records_per_s": round(rate), "ceiling_records_per_s": round(ceil_rate),
+                           "ratio": round(rate / ceil_rate, 3), "peak_rss_mb": round(pipe["peak_rss_mb"], 1),
+                           "ceiling_peak_rss_mb": round(ceiling["peak_rss_mb"], 1),
+                           "seconds": round(pipe["seconds"], 2), "input_mb": round(os.path.getsize(data) / 2**20, 1),
+                           "generate_seconds": round(gen_s, 1)}
+        formats = [f for f in args.formats.split(",")]
+        worst = min(formats, key=lambda f: report[f]["records_per_s"])
+        report.update({k: report[worst][k] for k in ("records_per_s", "ceiling_records_per_s", "ratio")})
+        report["ratio"] = min(report[f]["ratio"] for f in formats)
+        report["peak_rss_mb"] = max(report[f]["peak_rss_mb"] for f in formats)
+    finally:
+        if not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""Shared pieces of the readers: what a reader yields, work items, and file access."""
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+
+from rlops.components.experience_gen.config import FileSource
+from rlops.components.experience_gen.convert import RawColumn
+
+PARSE_ERROR, UNREADABLE, TRUNCATED = "parse_error", "unreadable", "truncated"
+PAYLOAD_LIMIT = 1 << 16  # bytes of a bad record kept in the quarantine
+
+
+@dataclass
+class Quarantined:
+    """A record that will not be written, with why and where it came from."""
+    code: str
+    message: str
+    source_file: str
+    line: int = -1  # 1-based line (text), record (TFRecord) or row (Parquet) number; -1 unknown
+    offset: int = -1  # byte offset of the record in the file; -1 where it has none
+    payload: bytes = b""
+
+    def to_json(self) -> str:
+        payload = self.payload[:PAYLOAD_LIMIT]
+        try:
+            text, encoding = payload.decode("utf-8"), "utf-8"
+        except UnicodeDecodeError:
+            text, encoding = base64.b64encode(payload).decode("ascii"), "base64"
+        return json.dumps({"reason": self.code, "message": self.message, "source_file": self.source_file,
+                           "line": self.line, "offset": self.offset, "payload": text,
+                           "payload_encoding": encoding, "payload_truncated": len(self.payload) > PAYLOAD_LIMIT})
+
+
+@dataclass
+class Block:
+    """Parsed records from one place in one source. Rows index `columns`; `locate` / `payload`
+    recover each row's line, byte offset and original bytes (only asked for bad rows, or for
+    trajectory steps, which carry them to episode assembly)."""
+    columns: dict[str, RawColumn]
+    num_rows: int
+    source_file: str
+    text: bool
+    locate: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+    payload: Callable[[int], bytes]
+
+    def quarantine(self, row: int, code: str, message: str) -> Quarantined:
+        line, offset = self.locate(np.array([row]))
+        return Quarantined(code, message, self.source_file, int(line[0]), int(offset[0]), self.payload(row))
+
+
+# --- work items -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FileRange:
+    path: str
+    start: int = 0
+    end: int = -1  # -1: to the end of the file
+
+
+def match_files(pattern: str) -> list[tuple[str, int]]:
+    from apache_beam.io.filesystems import FileSystems
+    patterns = [p for p in pattern.split(",") if p]
+    out = []
+    for result in FileSystems.match(patterns):
+        out.extend((m.path, m.size_in_bytes) for m in result.metadata_list)
+    out = sorted(set(out))
+    if not out:
+        raise FileNotFoundError(f"source pattern {pattern!r} matched no files")
+    return out
+
+
+def _compression(path: str, source: FileSource) -> str:
+    from apache_beam.io.filesystem import CompressionTypes
+    if source.compression == "gzip":
+        return CompressionTypes.GZIP
+    if source.compression == "none":
+        return CompressionTypes.UNCOMPRESSED
+    return CompressionTypes.detect_compression_type(path)
+
+
+def plan_ranges(files: list[tuple[str, int]], source: FileSource) -> list[FileRange]:
+    """Uncompressed CSV/JSONL files are cut into `range_bytes` ranges; other files stay whole."""
+    from apache_beam.io.filesystem import CompressionTypes
+    out = []
+    for path, size in files:
+        plain = _compression(path, source) == CompressionTypes.UNCOMPRESSED
+        splittable = source.format in ("csv", "jsonl") and plain
+        if not splittable or size <= source.range_bytes:
+            out.append(FileRange(path))
+            continue
+        for start in range(0, size, source.range_bytes):
+            out.append(FileRange(path, start, min(size, start + source.range_bytes)))
+    return out
+
+
+def open_file(path: str, source: FileSource) -> Any:
+    from apache_beam.io.filesystems import FileSystems
+    return FileSystems.open(path, compression_type=_compression(path, source))
+
+
+# --- blocks of rows without byte offsets ---------------------------------------------------------
+
+def row_block(columns: dict[str, RawColumn], num_rows: int, source_file: str, row0: int,
+              full: Callable[[], pa.Table] | None = None) -> Block:
+    """Rows with no byte offsets (Parquet, BigQuery, simulation); the payload is the row as JSON
+    (all its columns when `full` can re-read them, once per block)."""
+    whole: list[pa.Table] = []
+
+    def locate(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return row0 + rows + 1, np.full(len(rows), -1)
+
+    def payload(row: int) -> bytes:
+        if full is not None:
+            if not whole:
+                whole.append(full())
+            record = whole[0].slice(int(row), 1).to_pylist()[0]
+        else:
+            record = {c: (v[int(row)] if isinstance(v, list) else v[int(row)].as_py()) for c, v in columns.items()}
+        return json.dumps(record, default=str).encode("utf-8")
+
+    return Block(columns, num_rows, source_file, False, locate, payload)
+
+
+def rows_block(rows: list[dict], columns: list[str], source_name: str, row0: int = 0) -> Block:
+    """Python dict rows (BigQuery) -> a Block of Python-list columns."""
+    values = {c: [r.get(c) for r in rows] for c in columns}
+    block = row_block(values, len(rows), source_name, row0)
+    block.payload = lambda row: json.dumps(rows[int(row)], default=str).encode("utf-8")
+    return block
+
+
+def numpy_block(columns: dict[str, np.ndarray], source_name: str, row0: int = 0) -> Block:
+    """Column arrays (2-D ones become list columns) -> a Block, e.g. for simulated records."""
+    arrays: dict[str, RawColumn] = {}
+    for name, v in columns.items():
+        v = np.asarray(v)
+        if v.dtype == object:
+            arrays[name] = pa.array(v.tolist())
+        elif v.ndim == 2:
+            n, w = v.shape
+            offsets = pa.array(np.arange(0, n * w + 1, w, dtype=np.int32))
+            arrays[name] = pa.ListArray.from_arrays(offsets, pa.array(np.ascontiguousarray(v).reshape(-1)))
+        else:
+            arrays[name] = pa.array(v)
+    num_rows = len(next(iter(columns.values()))) if columns else 0
+    return row_block(arrays, num_rows, source_name, row0)

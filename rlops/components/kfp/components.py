@@ -1,0 +1,80 @@
+"""The KFP v2 definitions behind specs/*.yaml (regenerate: python -m rlops.components.kfp.components).
+
+Lightweight Python components whose body is one call into `entrypoint`: KFP's own executor
+(`kfp.dsl.executor_main`) turns the executor input into `dsl.Artifact`s and the return value into
+output parameters, and the work is the same function the TFX executor runs. The rlops image
+already holds kfp, so nothing is pip-installed at start-up (install_kfp_package=False).
+(No `from __future__ import annotations` here: KFP reads the signatures' types at import.)
+"""
+import os
+import sys
+from typing import NamedTuple
+
+from kfp import compiler, dsl
+from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
+
+from rlops.components.kfp import DEFAULT_IMAGE, NAMES, SPEC_DIR
+
+
+@dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
+def experience_gen(config: str, examples: Output[Dataset], quarantine: Output[Artifact], beam_args: list = None,
+                   data_pattern: str = "", data_date: str = "", num_records: int = 0):
+    """rlops ExperienceGen: logged or simulated experience -> validated, split TFRecords (TFX
+    Examples layout) plus a quarantine of bad records. config: ExperienceGenConfig JSON.
+    data_pattern / data_date / num_records: optional per-run overrides ({date} in the pattern)."""
+    from rlops.components.kfp import entrypoint
+    entrypoint.experience_gen(config, examples, quarantine, beam_args=beam_args, data_pattern=data_pattern,
+                              data_date=data_date, num_records=num_records)
+
+
+@dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
+def trainer(config: str, model: Output[Model], model_run: Output[Artifact], examples: Input[Dataset] = None,
+            base_model: Input[Model] = None, train_steps: int = 0, total_env_steps: int = 0):
+    """rlops Trainer: a bandit policy from `examples` or a PPO policy online; warm-starts from
+    `base_model`. model: Format-Serving/ policy SavedModel + checkpoints. config: TrainerConfig JSON.
+    train_steps / total_env_steps: optional per-run budget overrides."""
+    from rlops.components.kfp import entrypoint
+    entrypoint.trainer(config, model, model_run, examples=examples, base_model=base_model, train_steps=train_steps,
+                       total_env_steps=total_env_steps)
+
+
+@dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
+def evaluator(config: str, model: Input[Model], evaluation: Output[Metrics], blessing: Output[Artifact],
+              examples: Input[Dataset] = None, baseline_model: Input[Model] = None,
+              num_actions: int = 0) -> NamedTuple("Outputs", [("blessed", bool)]):
+    """rlops Evaluator: off-policy estimates (bandits, on the eval split of `examples`) or episode
+    returns (PPO) of `model` vs `baseline_model` (default: the logging / a random policy) -> blessing.
+    config: EvaluatorConfig JSON."""
+    from rlops.components.kfp import entrypoint
+    return (entrypoint.evaluator(config, model, evaluation, blessing, examples=examples,
+                                 baseline_model=baseline_model, num_actions=num_actions),)
+
+
+@dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
+def pusher(model: Input[Model], blessing: Input[Artifact], push_destination: str, pushed_model: Output[Artifact],
+           examples: Input[Dataset] = None, keep_last: int = 5, verify_env_id: str = "",
+           vertex_upload: str = "") -> NamedTuple("Outputs", [("pushed", bool)]):
+    """rlops Pusher: a blessed policy -> a new, verified version under push_destination (a local
+    directory or gs://); nothing happens when not blessed."""
+    from rlops.components.kfp import entrypoint
+    return (entrypoint.pusher(model, blessing, push_destination, pushed_model, examples=examples,
+                              keep_last=keep_last, verify_env_id=verify_env_id, vertex_upload=vertex_upload),)
+
+
+COMPONENTS = {"experience_gen": experience_gen, "trainer": trainer, "evaluator": evaluator, "pusher": pusher}
+assert tuple(COMPONENTS) == NAMES
+
+
+def write_specs(directory: str = SPEC_DIR) -> list[str]:
+    """Compiles each component into <directory>/<name>.yaml; returns the paths."""
+    os.makedirs(directory, exist_ok=True)
+    paths = []
+    for name, component in COMPONENTS.items():
+        path = os.path.join(directory, f"{name}.yaml")
+        compiler.Compiler().compile(component, path)
+        paths.append(path)
+    return paths
+
+
+if __name__ == "__main__":
+    print("\n".join(write_specs(sys.argv[1] if len(sys.argv) > 1 else SPEC_DIR)))

@@ -1,0 +1,96 @@
+"""What runs inside the rlops KFP components: KFP artifacts and parameters in, the same executor
+functions the TFX components call, results onto KFP artifact metadata.
+
+Each KFP component (components.py) is a one-line function that KFP's executor
+(`python -m kfp.dsl.executor_main`, in the rlops image) calls with `dsl.Artifact` objects; it
+hands them to the function of the same name here. Artifacts are read and written by `uri`
+(gs://... on Vertex AI, a local path under kfp.local): TensorFlow and Beam speak Cloud Storage
+directly, and Dataflow workers cannot see the /gcs mount a `path` would point at.
+Empty parameter values ("", 0) mean "not given", as KFP parameters cannot be None-valued.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Sequence
+
+# Beam's default runner (Prism) downloads a binary at start-up; pin the in-process DirectRunner,
+# as the pipelines' default config does. Pass beam_args (e.g. DataflowRunner flags) to change it.
+DEFAULT_BEAM_ARGS = ("--runner=DirectRunner", "--direct_num_workers=1", "--direct_running_mode=in_memory")
+
+
+def experience_gen(config: str, examples: Any, quarantine: Any, beam_args: Sequence[str] | None = None,
+                   data_pattern: str = "", data_date: str = "", num_records: int = 0) -> None:
+    """This run's values merged into the config as the TFX executor merges them, then
+    ExperienceGen's own KFP mapping (counts into both artifacts' metadata, as TFX records them)."""
+    from rlops.components.experience_gen.config import ExperienceGenConfig
+    from rlops.components.experience_gen.executor import apply_runtime_params
+    from rlops.components.experience_gen.kfp_component import run_for_kfp
+
+    cfg = apply_runtime_params(ExperienceGenConfig.from_json(config), data_pattern=data_pattern or None,
+                               data_date=data_date or None, num_records=num_records or None)
+    run_for_kfp(cfg.to_json(), list(beam_args or DEFAULT_BEAM_ARGS), examples, quarantine)
+
+
+def trainer(config: str, model: Any, model_run: Any, examples: Any = None, base_model: Any = None,
+            train_steps: int = 0, total_env_steps: int = 0) -> None:
+    from rlops.components.trainer.config import TrainerConfig
+    from rlops.components.trainer.core import run_trainer
+    from rlops.components.trainer.executor import apply_runtime_params
+
+    cfg = apply_runtime_params(TrainerConfig.from_json(config), train_steps or None, total_env_steps or None)
+    result = run_trainer(cfg, model.uri, model_run.uri, examples_uri=examples.uri if examples else None,
+                         base_model_uri=base_model.uri if base_model else None)
+    model.metadata.update({"train_steps": result.train_steps, "final_loss": result.final_loss,
+                           "warm_started_from": result.warm_started_from or ""})
+    model_run.metadata.update({"steps_per_sec": result.steps_per_sec})
+
+
+def evaluator(config: str, model: Any, evaluation: Any, blessing: Any, examples: Any = None,
+              baseline_model: Any = None, num_actions: int = 0) -> bool:
+    from rlops.components.evaluator.core import run_evaluator
+
+    result = run_evaluator(config, model.uri, evaluation.uri, blessing.uri,
+                           examples_uri=examples.uri if examples else None,
+                           baseline_model_uri=baseline_model.uri if baseline_model else None,
+                           num_actions=num_actions or None)
+    # TFX Evaluator's blessing properties, so the same "latest blessed model" logic applies.
+    blessing.metadata.update({"blessed": int(result.blessed), "current_model": model.uri, "reason": result.reason})
+    if baseline_model:
+        blessing.metadata["baseline_model"] = baseline_model.uri
+    for group in ("candidate", "improvement"):  # scalars the Vertex AI console shows for a Metrics artifact
+        for name, estimate in result.metrics[group].items():
+            evaluation.log_metric(f"{group}_{name}", float(estimate["value"]))
+            evaluation.log_metric(f"{group}_{name}_lower", float(estimate["lower"]))
+    return result.blessed
+
+
+def is_blessed(blessing: Any) -> bool:
+    """The blessing's `blessed` metadata, else TFX's BLESSED marker file in its directory."""
+    if "blessed" in (blessing.metadata or {}):
+        return bool(int(blessing.metadata["blessed"]))
+    import tensorflow as tf
+
+    from rlops.components.evaluator.core import BLESSED_FILE
+    return tf.io.gfile.exists(os.path.join(blessing.uri, BLESSED_FILE))
+
+
+def pusher(model: Any, blessing: Any, push_destination: str, pushed_model: Any, examples: Any = None,
+           keep_last: int = 5, verify_env_id: str = "", vertex_upload: str = "") -> bool:
+    from rlops.components.pusher import core
+    from rlops.components.pusher.executor import verification_inputs
+    from rlops.components.trainer.core import serving_dir
+
+    blessed = is_blessed(blessing)
+    inputs = verification_inputs(examples.uri if examples else None, verify_env_id or None) if blessed else None
+    result = core.push_policy(serving_dir(model.uri), push_destination, blessed, inputs, keep_last=keep_last or 5)
+    pushed_model.metadata["pushed"] = int(result.pushed)
+    if not result.pushed:
+        pushed_model.metadata["reason"] = result.reason
+        return False
+    pushed_model.metadata.update({"pushed_destination": result.destination, "pushed_version": result.version,
+                                  "pushed_model": model.uri})
+    if vertex_upload:
+        request = core.vertex_model_upload_request(artifact_uri=result.destination, **json.loads(vertex_upload))
+        pushed_model.metadata["vertex_model"] = core.upload_to_vertex(request)
+    return True

@@ -1,0 +1,366 @@
+"""Submitting compiled pipelines to Vertex AI Pipelines, and scheduling them.
+
+    target = resolve_target(project="my-proj", region="us-central1", pipeline_root="gs://my-bucket/runs")
+    job = submit_pipeline("pipeline.json", target, parameter_values={"train_steps": 5000})
+    schedule = create_schedule("pipeline.json", target, ScheduleSpec(cron="0 3 * * *", time_zone="Europe/Berlin"))
+    list_schedules(target); pause_schedule(target, "123"); resume_schedule(target, "123"); delete_schedule(target, "123")
+
+Everything goes through the Vertex AI SDK (`aiplatform.PipelineJob(...).submit()`,
+`PipelineJobSchedule`). Credentials come from Application Default Credentials unless given.
+Everything that can be checked offline is checked before the first request, and the errors name
+the flag: project, region, pipeline root bucket, credentials, parameter names and types, labels,
+cron and time zone.
+
+Caching: `enable_caching=None` (the default) keeps the compiled per-task settings -- ingestion
+never cached, training only on unchanged inputs; True/False overrides every task for one run.
+Schedules always keep the compiled settings, and refuse a template whose ingestion is cached: a
+nightly run would re-serve the first night's data.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+import zoneinfo
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import yaml
+
+SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
+INGESTION_TASKS = ("ExperienceGen",)
+_PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
+_REGION = re.compile(r"[a-z]+-[a-z]+[0-9]+")
+_BUCKET_URI = re.compile(r"gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?")
+_LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+_LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
+_CRON_FIELD = re.compile(r"[0-9A-Za-z*/,?-]+")
+
+
+class SubmitError(ValueError):
+    """Raised before any request; the message starts with the flag or setting at fault."""
+
+
+@dataclass
+class Target:
+    """Where runs go and who sends them."""
+    project: str
+    region: str
+    credentials: Any
+    pipeline_root: str | None = None
+    service_account: str | None = None
+
+
+def resolve_target(project: str | None = None, region: str | None = None, pipeline_root: str | None = None,
+                   service_account: str | None = None, credentials: Any = None, need_root: bool = True,
+                   environ: Mapping[str, str] | None = None) -> Target:
+    """Flags, then the usual environment variables, then Application Default Credentials'
+    project. Raises SubmitError naming what is missing or malformed -- before any request."""
+    environ = os.environ if environ is None else environ
+    project = project or environ.get("GOOGLE_CLOUD_PROJECT") or environ.get("CLOUDSDK_CORE_PROJECT")
+    region = region or environ.get("GOOGLE_CLOUD_REGION") or environ.get("CLOUDSDK_COMPUTE_REGION")
+    if not region:
+        raise SubmitError("--region: no region; pass --region (e.g. us-central1) or set GOOGLE_CLOUD_REGION")
+    if not _REGION.fullmatch(region):
+        raise SubmitError(f"--region: '{region}' is not a Google Cloud region (e.g. us-central1)")
+    if need_root:
+        if not pipeline_root:
+            raise SubmitError("--pipeline-root: no pipeline root; Vertex AI writes run artifacts to a Cloud Storage "
+                              "bucket: pass --pipeline-root gs://BUCKET/PATH")
+        if not _BUCKET_URI.fullmatch(pipeline_root):
+            raise SubmitError(f"--pipeline-root: expected gs://BUCKET/PATH, got '{pipeline_root}'")
+    if service_account and not re.fullmatch(r"[^@\s]+@[^@\s]+\.[a-z]+", service_account):
+        raise SubmitError(f"--service-account: '{service_account}' is not a service account email")
+    if credentials is None:
+        import google.auth
+        from google.auth.exceptions import DefaultCredentialsError
+        try:
+            credentials, adc_project = google.auth.default(scopes=list(SCOPES))
+        except DefaultCredentialsError as e:
+            raise SubmitError("credentials: no Application Default Credentials found; run `gcloud auth "
+                              "application-default login` or point GOOGLE_APPLICATION_CREDENTIALS at a service "
+                              f"account key ({e})") from None
+        project = project or adc_project
+    if not project:
+        raise SubmitError("--project: no Google Cloud project; pass --project or set GOOGLE_CLOUD_PROJECT")
+    if not _PROJECT.fullmatch(project):
+        raise SubmitError(f"--project: '{project}' is not a project id (6-30 lowercase letters, digits, hyphens)")
+    return Target(project=project, region=region, credentials=credentials, pipeline_root=pipeline_root,
+                  service_account=service_account)
+
+
+# --- the template -------------------------------------------------------------------------------
+
+def load_template(path: str) -> dict:
+    """The compiled file as a PipelineJob dict ({"pipelineSpec": ..., "runtimeConfig": ...}),
+    checked strictly against KFP's protos. Accepts `rlops compile` JSON and KFP-compiled YAML."""
+    from google.protobuf import json_format
+    from kfp.pipeline_spec import pipeline_spec_pb2
+    if not os.path.exists(path):
+        raise SubmitError(f"TEMPLATE: file not found: {path} (make one with `rlops compile`)")
+    with open(path) as f:
+        try:
+            data = yaml.safe_load(f)  # YAML is a superset of JSON
+        except yaml.YAMLError as e:
+            raise SubmitError(f"TEMPLATE {path}: not JSON or YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise SubmitError(f"TEMPLATE {path}: expected a PipelineJob or PipelineSpec mapping")
+    job = data if "pipelineSpec" in data else {"pipelineSpec": data, "runtimeConfig": {}}
+    try:
+        json_format.ParseDict(job, pipeline_spec_pb2.PipelineJob())
+        json_format.ParseDict(job["pipelineSpec"], pipeline_spec_pb2.PipelineSpec())
+    except json_format.ParseError as e:
+        raise SubmitError(f"TEMPLATE {path}: not a valid PipelineJob/PipelineSpec: {e}") from None
+    return job
+
+
+def declared_parameters(job: dict) -> dict[str, str]:
+    """Runtime parameter name -> type (INT, DOUBLE, STRING, BOOLEAN, LIST, STRUCT)."""
+    params = job["pipelineSpec"].get("root", {}).get("inputDefinitions", {}).get("parameters", {})
+    names = {"NUMBER_INTEGER": "INT", "NUMBER_DOUBLE": "DOUBLE"}
+    out = {}
+    for name, spec in params.items():
+        kind = spec.get("parameterType") or spec.get("type") or "STRING"
+        out[name] = names.get(kind, kind)
+    return out
+
+
+def _parse_value(name: str, kind: str, value: Any) -> Any:
+    try:
+        if kind == "INT":
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            return int(value)
+        if kind == "DOUBLE":
+            return float(value)
+        if kind == "BOOLEAN":
+            if isinstance(value, bool):
+                return value
+            if str(value).lower() in ("true", "false"):
+                return str(value).lower() == "true"
+            raise ValueError
+        if kind in ("LIST", "STRUCT"):
+            parsed = json.loads(value) if isinstance(value, str) else value
+            if not isinstance(parsed, list if kind == "LIST" else dict):
+                raise ValueError
+            return parsed
+        return str(value)
+    except (TypeError, ValueError):
+        raise SubmitError(f"--param {name}: expected {kind.lower()}, got {value!r}") from None
+
+
+def check_parameter_values(job: dict, values: Mapping[str, Any] | Sequence[str] | None) -> dict[str, Any]:
+    """Checks names against the pipeline's runtime parameters and converts each to its type.
+    `values` is a mapping, or `name=value` strings (what --param collects)."""
+    if not values:
+        return {}
+    if not isinstance(values, Mapping):
+        pairs = {}
+        for item in values:
+            if "=" not in item:
+                raise SubmitError(f"--param {item}: expected name=value")
+            name, value = item.split("=", 1)
+            pairs[name.strip()] = value
+        values = pairs
+    declared = declared_parameters(job)
+    out = {}
+    for name, value in values.items():
+        if name not in declared:
+            known = ", ".join(sorted(declared)) or "none"
+            raise SubmitError(f"--param {name}: the pipeline has no runtime parameter '{name}'; it has: {known}")
+        out[name] = _parse_value(name, declared[name], value)
+    return out
+
+
+def parse_labels(labels: Mapping[str, str] | Sequence[str] | None) -> dict[str, str]:
+    """Vertex label rules: keys start with a lowercase letter; keys and values <= 63 characters
+    of lowercase letters, digits, '_' and '-'."""
+    if not labels:
+        return {}
+    if not isinstance(labels, Mapping):
+        pairs = {}
+        for item in labels:
+            if "=" not in item:
+                raise SubmitError(f"--label {item}: expected key=value")
+            key, value = item.split("=", 1)
+            pairs[key] = value
+        labels = pairs
+    for key, value in labels.items():
+        if not _LABEL_KEY.fullmatch(key) or not _LABEL_VALUE.fullmatch(str(value)):
+            raise SubmitError(f"--label {key}={value}: labels are lowercase letters, digits, '_' and '-' (keys "
+                              "start with a letter; at most 63 characters each)")
+    return dict(labels)
+
+
+def _job_labels(job: dict, labels: Mapping[str, str]) -> dict[str, str]:
+    compiled = {k: v for k, v in (job.get("labels") or {}).items()
+                if _LABEL_KEY.fullmatch(k) and _LABEL_VALUE.fullmatch(str(v))}
+    return {**compiled, **labels}
+
+
+def cached_ingestion_tasks(job: dict) -> list[str]:
+    tasks = job["pipelineSpec"].get("root", {}).get("dag", {}).get("tasks", {})
+    return sorted(name for name in INGESTION_TASKS if tasks.get(name, {}).get("cachingOptions", {}).get("enableCache"))
+
+
+# --- jobs ---------------------------------------------------------------------------------------
+
+def build_pipeline_job(template_path: str, target: Target,
+                       parameter_values: Mapping[str, Any] | Sequence[str] | None = None,
+                       labels: Mapping[str, str] | Sequence[str] | None = None, enable_caching: bool | None = None,
+                       display_name: str | None = None, job_id: str | None = None):
+    """An `aiplatform.PipelineJob`, constructed offline (nothing is sent until `.submit()`)."""
+    from google.cloud import aiplatform
+
+    job = load_template(template_path)
+    if not target.pipeline_root:
+        raise SubmitError("--pipeline-root: no pipeline root; pass --pipeline-root gs://BUCKET/PATH")
+    values = check_parameter_values(job, parameter_values)
+    name = display_name or job.get("displayName") or job["pipelineSpec"]["pipelineInfo"]["name"]
+    if job_id is not None and not re.fullmatch(r"[a-z][-a-z0-9]{0,127}", job_id):
+        raise SubmitError(f"--job-id: '{job_id}' must be lowercase letters, digits and '-', starting with a letter")
+    return aiplatform.PipelineJob(display_name=name, template_path=template_path, job_id=job_id,
+                                  pipeline_root=target.pipeline_root, parameter_values=values,
+                                  enable_caching=enable_caching, labels=_job_labels(job, parse_labels(labels)),
+                                  credentials=target.credentials, project=target.project, location=target.region)
+
+
+def submit_pipeline(template_path: str, target: Target, parameter_values: Mapping[str, Any] | Sequence[str] | None = None,
+                    labels: Mapping[str, str] | Sequence[str] | None = None, enable_caching: bool | None = None,
+                    display_name: str | None = None, job_id: str | None = None):
+    """Creates the PipelineJob in Vertex AI (one CreatePipelineJob request); returns the job."""
+    job = build_pipeline_job(template_path, target, parameter_values, labels, enable_caching, display_name, job_id)
+    job.submit(service_account=target.service_account)
+    return job
+
+
+# --- schedules ----------------------------------------------------------------------------------
+
+@dataclass
+class ScheduleSpec:
+    cron: str                           # five fields, e.g. "0 3 * * *" (03:00 every day)
+    time_zone: str = "UTC"              # IANA name; the cron is read in this zone
+    max_concurrent_runs: int = 1        # a nightly retrain should not overlap itself
+    start_time: str | None = None       # ISO 8601; default: now
+    end_time: str | None = None
+    max_runs: int | None = None
+    allow_queueing: bool = False        # queue a run that would exceed max_concurrent_runs
+    display_name: str | None = None
+
+    def cron_expression(self) -> str:
+        """'TZ=<zone> <cron>', the form Vertex AI schedules take a time zone in."""
+        cron = self.cron.strip()
+        if cron.startswith(("TZ=", "CRON_TZ=")):
+            raise SubmitError("--cron: give the time zone with --time-zone, not inside the cron expression")
+        fields = cron.split()
+        if len(fields) != 5 or not all(_CRON_FIELD.fullmatch(f) for f in fields):
+            raise SubmitError(f"--cron: '{self.cron}' is not a 5-field cron expression (minute hour day month weekday)")
+        try:
+            zoneinfo.ZoneInfo(self.time_zone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise SubmitError(f"--time-zone: unknown IANA time zone '{self.time_zone}' (e.g. Europe/Berlin)") from None
+        return f"TZ={self.time_zone} {' '.join(fields)}"
+
+    def times(self) -> tuple[str | None, str | None]:
+        """Start and end as RFC 3339 UTC; naive times are read in `time_zone`."""
+        out = []
+        for flag, text in (("--start-time", self.start_time), ("--end-time", self.end_time)):
+            if not text:
+                out.append(None)
+                continue
+            try:
+                moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+            except ValueError:
+                raise SubmitError(f"{flag}: '{text}' is not an ISO 8601 time (e.g. 2026-01-31T03:00)") from None
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=zoneinfo.ZoneInfo(self.time_zone))
+            out.append(moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        start, end = out
+        if start and end and end <= start:
+            raise SubmitError(f"--end-time: {end} is not after --start-time {start}")
+        return start, end
+
+    def validate(self) -> None:
+        self.cron_expression()
+        self.times()
+        if int(self.max_concurrent_runs) < 1:
+            raise SubmitError(f"--max-concurrent-runs: must be >= 1, got {self.max_concurrent_runs}")
+        if self.max_runs is not None and int(self.max_runs) < 1:
+            raise SubmitError(f"--max-runs: must be >= 1, got {self.max_runs}")
+
+
+def create_schedule(template_path: str, target: Target, spec: ScheduleSpec,
+                    parameter_values: Mapping[str, Any] | Sequence[str] | None = None,
+                    labels: Mapping[str, str] | Sequence[str] | None = None):
+    """Creates a PipelineJobSchedule (one CreateSchedule request) running the template on `spec`."""
+    from google.cloud import aiplatform
+
+    spec.validate()
+    job_dict = load_template(template_path)
+    cached = cached_ingestion_tasks(job_dict)
+    if cached:
+        raise SubmitError(f"TEMPLATE: {', '.join(cached)} is served from cache in this pipeline, so every scheduled "
+                          "run would re-ingest the first run's data; recompile with caching."
+                          f"{cached[0]}=false (the default)")
+    job = build_pipeline_job(template_path, target, parameter_values, labels, enable_caching=None)
+    start, end = spec.times()
+    name = spec.display_name or f"{job_dict['pipelineSpec']['pipelineInfo']['name']}-schedule"
+    schedule = aiplatform.PipelineJobSchedule(pipeline_job=job, display_name=name, credentials=target.credentials,
+                                              project=target.project, location=target.region)
+    schedule.create(cron=spec.cron_expression(), start_time=start, end_time=end,
+                    allow_queueing=spec.allow_queueing, max_run_count=spec.max_runs,
+                    max_concurrent_run_count=int(spec.max_concurrent_runs), service_account=target.service_account)
+    return schedule
+
+
+def schedule_resource_name(target: Target, schedule: str) -> str:
+    """A schedule id ('123') or its full resource name -> the full resource name."""
+    if not schedule:
+        raise SubmitError("SCHEDULE: empty schedule id")
+    if schedule.startswith("projects/"):
+        if not re.fullmatch(r"projects/[^/]+/locations/[^/]+/schedules/[^/]+", schedule):
+            raise SubmitError(f"SCHEDULE: '{schedule}' is not projects/P/locations/R/schedules/ID")
+        return schedule
+    if not re.fullmatch(r"[0-9A-Za-z_-]+", schedule):
+        raise SubmitError(f"SCHEDULE: '{schedule}' is not a schedule id")
+    return f"projects/{target.project}/locations/{target.region}/schedules/{schedule}"
+
+
+def _schedule(target: Target, schedule: str):
+    from google.cloud import aiplatform
+    return aiplatform.PipelineJobSchedule.get(schedule_resource_name(target, schedule), project=target.project,
+                                              location=target.region, credentials=target.credentials)
+
+
+def describe(schedule) -> dict:
+    gca = schedule._gca_resource  # the API's Schedule message, as the SDK holds it
+    return {"name": gca.name, "display_name": gca.display_name, "cron": gca.cron, "state": gca.state.name,
+            "max_concurrent_run_count": gca.max_concurrent_run_count,
+            "started_run_count": gca.started_run_count}
+
+
+def list_schedules(target: Target, filter: str | None = None) -> list[dict]:
+    from google.cloud import aiplatform
+    schedules = aiplatform.PipelineJobSchedule.list(filter=filter, project=target.project, location=target.region,
+                                                    credentials=target.credentials)
+    return [describe(s) for s in schedules]
+
+
+def pause_schedule(target: Target, schedule: str) -> dict:
+    s = _schedule(target, schedule)
+    s.pause()
+    return describe(s)
+
+
+def resume_schedule(target: Target, schedule: str) -> dict:
+    s = _schedule(target, schedule)
+    s.resume()
+    return describe(s)
+
+
+def delete_schedule(target: Target, schedule: str) -> str:
+    s = _schedule(target, schedule)
+    name = s.resource_name
+    s.delete()
+    return name

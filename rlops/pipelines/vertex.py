@@ -1,0 +1,548 @@
+"""Compiling rlops pipelines for Vertex AI Pipelines: TFX's KubeflowV2DagRunner -> PipelineJob JSON.
+
+    config = load_config("bandit", overrides=["root=gs://my-bucket/rlops/bandit"])
+    vertex = load_vertex_config(overrides=["image=us-docker.pkg.dev/my-proj/rlops/rlops:0.1.0"])
+    job = compile_pipeline(config, vertex, "pipeline.json")   # the dict that was written
+
+The pipeline is the one `rlops run` runs locally (same factories); this module only decides
+where and how each step runs:
+- image: every step runs in `image` (default: the image the Dockerfile builds, by tag).
+- runtime parameters: what changes per run -- the data pattern and date (or the simulation
+  size) and the training budget -- with the config's values as defaults, so one compiled job
+  serves every night of a schedule and any backfill (see `runtime_parameters`).
+- resources: CPU/memory on every step; the Trainer's machine type and GPUs on its own step, or a
+  Vertex AI custom training job (worker pools with replicas, GPUs or a TPU) through TFX's Vertex
+  training extension running `rlops.components.trainer.run_fn.run_fn`.
+- Dataflow: with `dataflow` set, ExperienceGen's Beam pipeline runs on Dataflow.
+- caching, per task: ExperienceGen never (new data arrives under unchanged inputs), Trainer and
+  Evaluator when their inputs are unchanged (Vertex keys the cache on them), Pusher never.
+
+Vertex settings live in their own small YAML (`--vertex-config`, `--vertex-set key=value`), apart
+from the pipeline config: one says what to compute, the other where. Errors name the key.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import yaml
+
+from rlops import __version__
+from rlops.components.kfp import DEFAULT_IMAGE  # noqa: F401 (re-exported)
+from rlops.pipelines.config import ConfigError, PipelineConfig, apply_override, read_yaml_mapping
+
+# DEFAULT_IMAGE is the tag `docker build -t rlops:<version> .` gives (see the Dockerfile). Vertex
+# pulls from a registry, so real runs pass --image REGION-docker.pkg.dev/PROJECT/REPO/rlops:<version>.
+DATAFLOW_IMAGE_SUFFIX = "-dataflow"  # `docker build --target dataflow`: same image, Beam's boot entrypoint
+
+STEPS = ("ExperienceGen", "Trainer", "Evaluator", "Pusher")
+# vCPU and memory (GB) a step asks for when the config says nothing: Beam's DirectRunner and the
+# Learner like a few cores; the Pusher only copies and verifies a SavedModel.
+DEFAULT_STEP_RESOURCES = {"ExperienceGen": (4, 16), "Trainer": (8, 32), "Evaluator": (4, 16), "Pusher": (2, 8)}
+LAUNCHER_RESOURCES = (2, 8)  # a step that only launches and watches a Dataflow / custom job
+DEFAULT_CACHING = {"ExperienceGen": False, "Trainer": True, "Evaluator": True, "Pusher": False}
+
+# Vertex AI machine types: (vCPU, memory GB, implied GPU type, implied GPU count).
+MACHINE_TYPES: dict[str, tuple[int, float, str | None, int]] = {
+    **{f"n1-standard-{n}": (n, 3.75 * n, None, 0) for n in (2, 4, 8, 16, 32, 64, 96)},
+    **{f"n1-highmem-{n}": (n, 6.5 * n, None, 0) for n in (2, 4, 8, 16, 32, 64, 96)},
+    **{f"n1-highcpu-{n}": (n, 0.9 * n, None, 0) for n in (16, 32, 64, 96)},
+    **{f"e2-standard-{n}": (n, 4.0 * n, None, 0) for n in (2, 4, 8, 16, 32)},
+    **{f"e2-highmem-{n}": (n, 8.0 * n, None, 0) for n in (2, 4, 8, 16)},
+    **{f"a2-highgpu-{g}g": (12 * g, 85.0 * g, "NVIDIA_TESLA_A100", g) for g in (1, 2, 4, 8)},
+    "a2-ultragpu-1g": (12, 170.0, "NVIDIA_A100_80GB", 1), "a2-ultragpu-8g": (96, 1360.0, "NVIDIA_A100_80GB", 8),
+    **{f"g2-standard-{n}": (n, 4.0 * n, "NVIDIA_L4", 1) for n in (4, 8, 12, 16, 32)},
+    "g2-standard-24": (24, 96.0, "NVIDIA_L4", 2), "g2-standard-48": (48, 192.0, "NVIDIA_L4", 4),
+    "a3-highgpu-8g": (208, 1872.0, "NVIDIA_H100_80GB", 8),
+}
+GPU_TYPES = ("NVIDIA_TESLA_K80", "NVIDIA_TESLA_P100", "NVIDIA_TESLA_V100", "NVIDIA_TESLA_P4", "NVIDIA_TESLA_T4",
+             "NVIDIA_TESLA_A100", "NVIDIA_A100_80GB", "NVIDIA_L4", "NVIDIA_H100_80GB", "NVIDIA_H100_MEGA_80GB",
+             "NVIDIA_H200_141GB")
+GPU_COUNTS = (1, 2, 4, 8, 16)
+# TPU VMs on Vertex training: cloud-tpu with TPU_V2/TPU_V3 x8, or v5e slices (machine type + topology).
+TPU_TYPES = {"cloud-tpu": ("TPU_V2", "TPU_V3"), "ct5lp-hightpu-1t": ("TPU_V5_LITEPOD",),
+             "ct5lp-hightpu-4t": ("TPU_V5_LITEPOD",), "ct5lp-hightpu-8t": ("TPU_V5_LITEPOD",)}
+RUN_FN = "rlops.components.trainer.run_fn.run_fn"
+
+
+class VertexConfigError(ConfigError):
+    """A bad Vertex setting; the message starts with its key (e.g. `steps.Trainer.accelerator_count`)."""
+
+
+# --- settings -----------------------------------------------------------------------------------
+
+def _from_dict(cls: type, d: Any, where: str) -> Any:
+    if not isinstance(d, dict):
+        raise VertexConfigError(f"{where}: expected a mapping, got {d!r}")
+    known = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(d) - set(known))
+    if unknown:
+        raise VertexConfigError(f"{where}.{unknown[0]}: unknown key; known keys: {', '.join(known)}")
+    return cls(**d)
+
+
+def _positive(value: Any, where: str, kind: type = float) -> Any:
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise VertexConfigError(f"{where}: expected a number, got {value!r}") from None
+    if number <= 0:
+        raise VertexConfigError(f"{where}: must be > 0, got {value!r}")
+    return number
+
+
+@dataclass
+class StepResources:
+    """What one pipeline step asks Vertex for: a machine type, or vCPU + memory; optional GPUs."""
+    cpu: float | None = None
+    memory_gb: float | None = None
+    machine_type: str | None = None
+    accelerator_type: str | None = None
+    accelerator_count: int = 0
+
+    def resolve(self, step: str, where: str) -> "StepResources":
+        """Fills vCPU/memory (and a2/g2 machines' GPUs) in; checks GPU type and count."""
+        cpu, memory, gpu, count = self.cpu, self.memory_gb, self.accelerator_type, int(self.accelerator_count or 0)
+        if self.machine_type:
+            if self.machine_type not in MACHINE_TYPES:
+                raise VertexConfigError(f"{where}.machine_type: unknown machine type '{self.machine_type}'; "
+                                        f"known: {', '.join(sorted(MACHINE_TYPES))}")
+            if cpu is not None or memory is not None:
+                raise VertexConfigError(f"{where}: give machine_type or cpu/memory_gb, not both")
+            cpu, memory, implied_gpu, implied_count = MACHINE_TYPES[self.machine_type]
+            if implied_gpu:
+                if gpu and gpu != implied_gpu:
+                    raise VertexConfigError(f"{where}.accelerator_type: {self.machine_type} comes with "
+                                            f"{implied_gpu}, not {gpu}")
+                gpu, count = implied_gpu, count or implied_count
+        default_cpu, default_memory = DEFAULT_STEP_RESOURCES.get(step, LAUNCHER_RESOURCES)
+        cpu = _positive(cpu if cpu is not None else default_cpu, f"{where}.cpu")
+        memory = _positive(memory if memory is not None else default_memory, f"{where}.memory_gb")
+        if gpu or count:
+            if gpu not in GPU_TYPES:
+                tpu = " (TPUs run as a custom training job: set custom_job)" if gpu and gpu.startswith("TPU") else ""
+                raise VertexConfigError(f"{where}.accelerator_type: '{gpu}' is not a Vertex AI GPU type{tpu}; "
+                                        f"choose one of {', '.join(GPU_TYPES)}")
+            if count not in GPU_COUNTS:
+                raise VertexConfigError(f"{where}.accelerator_count: {count} {gpu}; Vertex AI attaches "
+                                        f"{', '.join(map(str, GPU_COUNTS))}")
+        return StepResources(cpu=cpu, memory_gb=memory, machine_type=self.machine_type, accelerator_type=gpu,
+                             accelerator_count=count)
+
+    def to_proto(self):
+        """KFP's ResourceSpec, what TFX's KubeflowV2DagRunner reads from `platform_config`."""
+        from kfp.pipeline_spec import pipeline_spec_pb2
+        spec = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec(
+            cpu_limit=float(self.cpu), memory_limit=float(self.memory_gb))
+        if self.accelerator_type:
+            spec.accelerator.type = self.accelerator_type
+            spec.accelerator.count = int(self.accelerator_count)
+        return spec
+
+
+@dataclass
+class WorkerPool:
+    """One worker pool of a Vertex AI custom job (pool 0 is the chief; more pools are workers)."""
+    machine_type: str = "n1-standard-8"
+    replica_count: int = 1
+    accelerator_type: str | None = None
+    accelerator_count: int = 0
+    tpu_topology: str | None = None      # v5e slices, e.g. "2x2"
+    boot_disk_gb: int = 100
+
+    @property
+    def is_tpu(self) -> bool:
+        return bool(self.accelerator_type and self.accelerator_type.startswith("TPU"))
+
+    def validate(self, where: str) -> None:
+        if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", self.machine_type or ""):
+            raise VertexConfigError(f"{where}.machine_type: not a machine type: {self.machine_type!r}")
+        _positive(self.replica_count, f"{where}.replica_count", int)
+        if self.is_tpu:
+            allowed = TPU_TYPES.get(self.machine_type)
+            if not allowed or self.accelerator_type not in allowed:
+                raise VertexConfigError(
+                    f"{where}.machine_type: {self.accelerator_type} runs on "
+                    f"{' or '.join(m for m, types in TPU_TYPES.items() if self.accelerator_type in types) or 'no known'}"
+                    f" machines, not '{self.machine_type}'")
+            if self.machine_type.startswith("ct5lp") and not self.tpu_topology:
+                raise VertexConfigError(f"{where}.tpu_topology: {self.machine_type} needs a topology, e.g. 2x2")
+        elif self.machine_type in TPU_TYPES:
+            raise VertexConfigError(f"{where}.accelerator_type: {self.machine_type} is a TPU machine; set "
+                                    f"accelerator_type to one of {', '.join(TPU_TYPES[self.machine_type])}")
+        elif self.accelerator_type or self.accelerator_count:
+            if self.accelerator_type not in GPU_TYPES:
+                raise VertexConfigError(f"{where}.accelerator_type: '{self.accelerator_type}' is not a Vertex AI "
+                                        f"accelerator; choose one of {', '.join(GPU_TYPES + ('TPU_V2', 'TPU_V3'))}")
+            if self.accelerator_count not in GPU_COUNTS:
+                raise VertexConfigError(f"{where}.accelerator_count: {self.accelerator_count}; Vertex AI attaches "
+                                        f"{', '.join(map(str, GPU_COUNTS))} GPUs")
+        if self.tpu_topology and not self.is_tpu:
+            raise VertexConfigError(f"{where}.tpu_topology: only TPU pools have a topology")
+
+    @property
+    def devices(self) -> int:
+        return max(1, int(self.accelerator_count or 0)) * int(self.replica_count)
+
+    def to_spec(self, image: str) -> dict:
+        """A CustomJob WorkerPoolSpec (snake_case, as Vertex's API takes it). The TFX training
+        extension fills in container_spec.command (it runs the TFX Trainer executor)."""
+        machine: dict[str, Any] = {"machine_type": self.machine_type}
+        if self.accelerator_type:
+            machine["accelerator_type"] = self.accelerator_type
+            machine["accelerator_count"] = int(self.accelerator_count or (8 if self.machine_type == "cloud-tpu" else 0))
+        if self.tpu_topology:
+            machine["tpu_topology"] = self.tpu_topology
+        container: dict[str, Any] = {"image_uri": image}
+        if self.is_tpu:  # the Learner's 'auto' strategy picks TPUStrategy on the TPU VM's own chips
+            container["env"] = [{"name": "TPU_NAME", "value": "local"}]
+        return {"machine_spec": machine, "replica_count": int(self.replica_count),
+                "disk_spec": {"boot_disk_type": "pd-ssd", "boot_disk_size_gb": int(self.boot_disk_gb)},
+                "container_spec": container}
+
+
+@dataclass
+class CustomJob:
+    """Train in a Vertex AI custom job instead of on the pipeline step. More than one replica
+    makes Vertex set TF_CONFIG (chief + workers), and the Learner's 'auto' strategy becomes
+    MultiWorkerMirroredStrategy; several GPUs on one replica: MirroredStrategy; a TPU: TPUStrategy."""
+    worker_pools: list = field(default_factory=lambda: [WorkerPool()])
+    service_account: str | None = None
+
+    def __post_init__(self):
+        self.worker_pools = [p if isinstance(p, WorkerPool) else _from_dict(WorkerPool, p, f"custom_job.worker_pools[{i}]")
+                             for i, p in enumerate(self.worker_pools or [])]
+
+    def validate(self) -> None:
+        if not self.worker_pools:
+            raise VertexConfigError("custom_job.worker_pools: at least one pool (the chief) is needed")
+        for i, pool in enumerate(self.worker_pools):
+            pool.validate(f"custom_job.worker_pools[{i}]")
+        if self.worker_pools[0].replica_count != 1:
+            raise VertexConfigError("custom_job.worker_pools[0].replica_count: pool 0 is the chief and has exactly "
+                                    "one replica; add a second pool for more workers")
+        if any(p.is_tpu for p in self.worker_pools) and len(self.worker_pools) > 1:
+            raise VertexConfigError("custom_job.worker_pools: a TPU job is one pool (one TPU VM slice)")
+
+    @property
+    def strategy(self) -> str:
+        """The strategy 'auto' will pick inside the job."""
+        if any(p.is_tpu for p in self.worker_pools):
+            return "tpu"
+        if sum(p.replica_count for p in self.worker_pools) > 1:
+            return "multi_worker"
+        return "mirrored" if self.worker_pools[0].accelerator_count > 1 else "default"
+
+
+@dataclass
+class Dataflow:
+    """ExperienceGen's Beam pipeline on Dataflow. Workers run the Dockerfile's `dataflow` target
+    (rlops installed, Beam's boot entrypoint): `sdk_container_image`, default <image>-dataflow."""
+    temp_location: str = ""
+    machine_type: str = "n1-standard-4"
+    max_num_workers: int = 10
+    sdk_container_image: str | None = None
+    service_account_email: str | None = None
+    subnetwork: str | None = None
+    extra_args: list = field(default_factory=list)
+
+    def beam_args(self, project: str, region: str, image: str) -> list[str]:
+        if not str(self.temp_location).startswith("gs://"):
+            raise VertexConfigError(f"dataflow.temp_location: Dataflow stages through Cloud Storage; "
+                                    f"expected gs://BUCKET/PATH, got {self.temp_location!r}")
+        _positive(self.max_num_workers, "dataflow.max_num_workers", int)
+        if not all(isinstance(a, str) and a.startswith("--") for a in self.extra_args):
+            raise VertexConfigError(f"dataflow.extra_args: expected '--flag=value' strings, got {self.extra_args!r}")
+        args = ["--runner=DataflowRunner", f"--project={project}", f"--region={region}",
+                f"--temp_location={self.temp_location}", f"--machine_type={self.machine_type}",
+                f"--max_num_workers={int(self.max_num_workers)}",
+                f"--sdk_container_image={self.sdk_container_image or dataflow_image(image)}",
+                "--experiments=use_runner_v2"]
+        if self.service_account_email:
+            args.append(f"--service_account_email={self.service_account_email}")
+        if self.subnetwork:
+            args.append(f"--subnetwork={self.subnetwork}")
+        return args + list(self.extra_args)
+
+
+@dataclass
+class VertexConfig:
+    image: str = DEFAULT_IMAGE
+    project: str | None = None           # needed by custom_job and dataflow (compile time)
+    region: str | None = None
+    steps: dict = field(default_factory=dict)            # step id -> StepResources
+    custom_job: CustomJob | None = None
+    dataflow: Dataflow | None = None
+    caching: dict = field(default_factory=lambda: dict(DEFAULT_CACHING))
+    runtime_parameters: bool = True
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "VertexConfig":
+        d = copy.deepcopy(dict(d or {}))
+        config = _from_dict(cls, d, "vertex")
+        steps = config.steps or {}
+        if not isinstance(steps, dict):
+            raise VertexConfigError(f"steps: expected a mapping of step -> resources, got {steps!r}")
+        unknown = sorted(set(steps) - set(STEPS))
+        if unknown:
+            raise VertexConfigError(f"steps.{unknown[0]}: unknown step; steps: {', '.join(STEPS)}")
+        config.steps = {s: v if isinstance(v, StepResources) else _from_dict(StepResources, v or {}, f"steps.{s}")
+                        for s, v in steps.items()}
+        if config.custom_job is not None and not isinstance(config.custom_job, CustomJob):
+            config.custom_job = _from_dict(CustomJob, config.custom_job, "custom_job")
+        if config.dataflow is not None and not isinstance(config.dataflow, Dataflow):
+            config.dataflow = _from_dict(Dataflow, config.dataflow, "dataflow")
+        caching = {**DEFAULT_CACHING, **(config.caching or {})}
+        unknown = sorted(set(caching) - set(STEPS))
+        if unknown:
+            raise VertexConfigError(f"caching.{unknown[0]}: unknown step; steps: {', '.join(STEPS)}")
+        bad = [k for k, v in caching.items() if not isinstance(v, bool)]
+        if bad:
+            raise VertexConfigError(f"caching.{bad[0]}: expected true or false, got {caching[bad[0]]!r}")
+        config.caching = caching
+        if not config.image or any(c.isspace() for c in config.image):
+            raise VertexConfigError(f"image: not an image reference: {config.image!r}")
+        return config
+
+    def step_resources(self, step: str) -> StepResources:
+        """Resolved resources of `step` (a Dataflow/custom-job launcher step gets a small machine)."""
+        given = self.steps.get(step, StepResources())
+        launcher = (step == "ExperienceGen" and self.dataflow) or (step == "Trainer" and self.custom_job)
+        if launcher:
+            if given.accelerator_type or given.accelerator_count:
+                raise VertexConfigError(f"steps.{step}.accelerator_type: this step only launches a "
+                                        f"{'Dataflow job' if step == 'ExperienceGen' else 'custom job'}; "
+                                        "put accelerators in custom_job.worker_pools")
+            if given == StepResources():
+                given = StepResources(cpu=LAUNCHER_RESOURCES[0], memory_gb=LAUNCHER_RESOURCES[1])
+        return given.resolve(step, f"steps.{step}")
+
+
+def dataflow_image(image: str) -> str:
+    """<repo>:<tag> -> <repo>:<tag>-dataflow (the Dockerfile's `dataflow` target)."""
+    name, _, tag = image.rpartition(":")
+    if not name or "/" in tag:  # no tag (a ':' only in a registry port)
+        return f"{image}:latest{DATAFLOW_IMAGE_SUFFIX}"
+    return f"{name}:{tag}{DATAFLOW_IMAGE_SUFFIX}"
+
+
+def load_vertex_config(path: str | None = None, overrides: Sequence[str] = (), **values: Any) -> VertexConfig:
+    """A Vertex YAML file, then `key=value` overrides, then explicit values (CLI flags; None skips)."""
+    raw: dict = read_yaml_mapping(path, "--vertex-config", VertexConfigError) if path else {}
+    for assignment in overrides:
+        try:
+            apply_override(raw, assignment)
+        except ConfigError as e:
+            raise VertexConfigError(str(e).replace("--set", "--vertex-set", 1)) from e
+    raw.update({k: v for k, v in values.items() if v is not None})
+    return VertexConfig.from_dict(raw)
+
+
+# --- runtime parameters -------------------------------------------------------------------------
+
+def runtime_parameters(config: PipelineConfig, vertex: VertexConfig) -> dict:
+    """name -> TFX RuntimeParameter for what changes per run, defaulting to the config's values.
+
+    bandit: data_pattern (file sources), data_date (file/BigQuery sources: fills {date} and
+            {date_nodash}; '' = yesterday, UTC, at run time), num_records (simulations), train_steps.
+    ppo:    total_env_steps.
+    A custom-job Trainer reads its budget from the compiled config (TFX's run_fn gets no
+    per-run parameters), so train_steps is not a runtime parameter there.
+    """
+    from tfx.orchestration.data_types import RuntimeParameter
+
+    from rlops.components.experience_gen.config import BigQuerySource, FileSource, SimulationSource
+    params: dict[str, Any] = {}
+    if config.kind == "bandit":
+        source = config.experience_gen.source
+        if isinstance(source, FileSource):
+            params["data_pattern"] = RuntimeParameter("data_pattern", str, source.pattern)
+        if isinstance(source, (FileSource, BigQuerySource)):
+            params["data_date"] = RuntimeParameter("data_date", str, "")
+        if isinstance(source, SimulationSource):
+            params["num_records"] = RuntimeParameter("num_records", int, int(source.num_records))
+        if vertex.custom_job is None:
+            params["train_steps"] = RuntimeParameter("train_steps", int, int(config.trainer.train_steps))
+    else:
+        from rlops.train.on_policy import PPOConfig
+        steps = config.trainer.ppo.get("total_env_steps", PPOConfig.total_env_steps)
+        params["total_env_steps"] = RuntimeParameter("total_env_steps", int, int(steps))
+    return params
+
+
+# --- checks that need the pipeline config -------------------------------------------------------
+
+def _check_cloud_paths(config: PipelineConfig) -> None:
+    """Everything a cloud step writes or reads must be in Cloud Storage, not on the laptop."""
+    if not config.root.startswith("gs://"):
+        raise ConfigError(f"root: Vertex AI runs keep artifacts in Cloud Storage; set root=gs://BUCKET/PATH "
+                          f"(got '{config.root}')")
+    if not config.serving_dir.startswith("gs://"):
+        raise ConfigError(f"serving_dir: the Pusher runs in the cloud; set serving_dir=gs://... "
+                          f"(got '{config.serving_dir}')")
+    source = getattr(config.experience_gen, "source", None)
+    pattern = getattr(source, "pattern", None)
+    if pattern and "://" not in pattern:
+        raise ConfigError(f"experience_gen.source.pattern: a cloud step cannot read local files; use gs:// "
+                          f"(got '{pattern}')")
+
+
+def _check_trainer(config: PipelineConfig, vertex: VertexConfig, trainer: StepResources) -> None:
+    strategy = config.trainer.strategy
+    if vertex.custom_job is not None:
+        if config.kind != "bandit":
+            raise VertexConfigError("custom_job: TFX's Vertex training extension trains from an Examples input; "
+                                    "the ppo pipeline trains online -- give the Trainer step GPUs instead "
+                                    "(steps.Trainer.accelerator_type/accelerator_count)")
+        for key in ("project", "region"):
+            if not getattr(vertex, key):
+                raise VertexConfigError(f"{key}: a custom training job is created in a project and region; "
+                                        f"pass --{key}")
+        vertex.custom_job.validate()
+        wanted = vertex.custom_job.strategy
+    else:
+        wanted = "mirrored" if trainer.accelerator_count > 1 else "default"
+    if wanted != "default" and strategy not in ("auto", wanted):
+        raise ConfigError(f"trainer.strategy: '{strategy}' on {wanted} hardware would leave devices idle; "
+                          f"use 'auto' (or '{wanted}')")
+
+
+# --- compile ------------------------------------------------------------------------------------
+
+def _custom_job_trainer(config: PipelineConfig, vertex: VertexConfig):
+    """Trainer factory: TFX's Vertex training extension Trainer running our run_fn in a custom job."""
+    def factory(pipeline_config: PipelineConfig, examples=None, base_model=None, **runtime_params):
+        from tfx.extensions.google_cloud_ai_platform import constants
+        from tfx.extensions.google_cloud_ai_platform.trainer import component as vertex_trainer
+        from tfx.extensions.google_cloud_ai_platform.trainer.executor import TRAINING_ARGS_KEY
+
+        from rlops.components.trainer.run_fn import CONFIG_KEY
+        job = vertex.custom_job
+        job_spec: dict[str, Any] = {"worker_pool_specs": [p.to_spec(vertex.image) for p in job.worker_pools]}
+        if job.service_account:
+            job_spec["service_account"] = job.service_account
+        custom_config = {
+            constants.ENABLE_VERTEX_KEY: True,
+            constants.VERTEX_REGION_KEY: vertex.region,
+            TRAINING_ARGS_KEY: {"project": vertex.project, "job_spec": job_spec,
+                                "labels": {"rlops_pipeline": _label(pipeline_config.name)}},
+            CONFIG_KEY: dataclasses.asdict(pipeline_config.trainer),
+        }
+        return vertex_trainer.Trainer(examples=examples, base_model=base_model, run_fn=RUN_FN,
+                                      custom_config=custom_config)
+    return factory
+
+
+def _label(text: str) -> str:
+    return re.sub(r"[^a-z0-9_-]", "-", text.lower())[:63]
+
+
+def _apply_caching(job: dict, config: PipelineConfig, vertex: VertexConfig) -> None:
+    """Per-task cache settings: the policy above, under the config's `enable_cache` switch.
+    Resolver tasks query 'the latest blessed model' and must never be served from cache."""
+    tasks = job["pipelineSpec"]["root"]["dag"]["tasks"]
+    for name, task in tasks.items():
+        enabled = config.enable_cache and vertex.caching.get(name, False)
+        task["cachingOptions"] = {"enableCache": True} if enabled else {}
+
+
+def _custom_type_titles(pipeline) -> dict[str, str]:
+    """TYPE_NAME -> import path for the pipeline's custom artifact types. TFX's v2 container
+    launcher imports a custom artifact class by its schema title, while ours keep short names
+    (rlops.ExperienceQuarantine) in local ML Metadata; the compiled titles become import paths."""
+    from tfx.orchestration.kubeflow.v2 import compiler_utils
+    titles = {}
+    for component in pipeline.components:
+        for channel in list(component.inputs.values()) + list(component.outputs.values()):
+            cls = channel.type
+            title = yaml.safe_load(compiler_utils.get_artifact_schema(cls)).get("title")
+            path = f"{cls.__module__}.{cls.__qualname__}"
+            if title == cls.TYPE_NAME and title not in compiler_utils.TITLE_TO_CLASS_PATH and title != path:
+                titles[title] = path
+    return titles
+
+
+def _retitle(node: Any, titles: Mapping[str, str]) -> None:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "instanceSchema" and isinstance(value, str):
+                schema = yaml.safe_load(value)
+                if schema.get("title") in titles:
+                    schema["title"] = titles[schema["title"]]
+                    node[key] = yaml.dump(schema, sort_keys=False)
+            else:
+                _retitle(value, titles)
+    elif isinstance(node, list):
+        for item in node:
+            _retitle(item, titles)
+
+
+def compile_pipeline(config: PipelineConfig, vertex: VertexConfig, output: str | None = None) -> dict:
+    """Compiles the pipeline `config` describes into a Vertex AI PipelineJob (a JSON dict);
+    writes it to `output` when given. Everything is checked before anything is written."""
+    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
+
+    from rlops.pipelines.factories import create_pipeline
+
+    _check_cloud_paths(config)
+    resources = {step: vertex.step_resources(step) for step in STEPS}
+    _check_trainer(config, vertex, resources["Trainer"])
+    beam_args = list(config.beam_args)
+    if vertex.dataflow is not None and config.kind == "bandit":
+        for key in ("project", "region"):
+            if not getattr(vertex, key):
+                raise VertexConfigError(f"{key}: Dataflow jobs run in a project and region; pass --{key}")
+        beam_args = vertex.dataflow.beam_args(vertex.project, vertex.region, vertex.image)
+    cloud_config = dataclasses.replace(config, beam_args=beam_args)
+    params = runtime_parameters(config, vertex) if vertex.runtime_parameters else {}
+    pipeline = create_pipeline(cloud_config, local=False, runtime_params=params,
+                               trainer_factory=_custom_job_trainer(config, vertex) if vertex.custom_job else None)
+    for component in pipeline.components:
+        if component.id in resources:
+            component.with_platform_config(resources[component.id].to_proto())
+    runner = v2.KubeflowV2DagRunner(v2.KubeflowV2DagRunnerConfig(default_image=vertex.image,
+                                                                 display_name=config.name))
+    # TFX declares runtime parameters without defaults; the defaults travel in runtimeConfig,
+    # where a submit's or a schedule's parameter values override them.
+    job = runner.run(pipeline, parameter_values={name: p.default for name, p in params.items()}, write_out=False)
+    _retitle(job["pipelineSpec"], _custom_type_titles(pipeline))
+    _apply_caching(job, config, vertex)
+    job.setdefault("labels", {})["rlops_version"] = _label(__version__.replace(".", "-"))
+    if output:
+        directory = os.path.dirname(os.path.abspath(output))
+        os.makedirs(directory, exist_ok=True)
+        with open(output, "w") as f:
+            json.dump(job, f, indent=1, sort_keys=True)
+    return job
+
+
+def summary(job: dict) -> list[str]:
+    """Human-readable lines: tasks with image, resources and caching; runtime parameters."""
+    spec = job["pipelineSpec"]
+    executors = spec["deploymentSpec"]["executors"]
+    lines = [f"pipeline {spec['pipelineInfo']['name']} ({len(spec['root']['dag']['tasks'])} tasks)"]
+    for name, task in sorted(spec["root"]["dag"]["tasks"].items()):
+        executor = executors.get(spec["components"][task["componentRef"]["name"]]["executorLabel"], {})
+        container = executor.get("container")
+        cached = "cached when inputs unchanged" if task.get("cachingOptions", {}).get("enableCache") else "never cached"
+        if container is None:
+            lines.append(f"  {name:<52} resolver, {cached}")
+            continue
+        res = container.get("resources", {})
+        gpu = res.get("accelerator", {})
+        where = f"{res.get('cpuLimit', '?')} vCPU, {res.get('memoryLimit', '?')} GB" + (
+            f", {gpu.get('count')} x {gpu.get('type')}" if gpu else "")
+        lines.append(f"  {name:<52} {container['image']}  [{where}]  {cached}")
+    params = spec["root"].get("inputDefinitions", {}).get("parameters", {})
+    values = job.get("runtimeConfig", {}).get("parameters", {}) or job.get("runtimeConfig", {}).get(
+        "parameterValues", {})
+    for name in sorted(params):
+        default = values.get(name, {})
+        default = next(iter(default.values()), default) if isinstance(default, dict) else default
+        lines.append(f"  runtime parameter {name} (default {default!r})")
+    return lines
