@@ -16,7 +16,7 @@ TensorSpec = tf.TensorSpec
 
 __all__ = [
     "TensorSpec", "BoundedTensorSpec", "is_discrete", "is_bounded", "num_actions",
-    "sample_spec_nest", "zero_spec_nest", "check_nest_matches_spec", "flatten_with_paths", "spec_to_json", "spec_from_json",
+    "check_nest_matches_spec", "flatten_with_paths", "spec_to_json", "spec_from_json",
 ]
 
 
@@ -31,32 +31,6 @@ def is_discrete(spec: tf.TensorSpec) -> bool:
 def num_actions(spec: BoundedTensorSpec) -> int:
     """Number of actions of a scalar discrete action spec with minimum 0."""
     return int(np.max(spec.maximum)) - int(np.min(spec.minimum)) + 1
-
-
-def sample_spec_nest(spec_nest: Any, outer_dims: tuple[int, ...] = (), seed: int | None = None) -> Any:
-    """Uniform random tensors inside each (bounded) spec, with `outer_dims` prepended."""
-    rng = np.random.default_rng(seed)
-
-    def _sample(spec: tf.TensorSpec) -> tf.Tensor:
-        shape = tuple(outer_dims) + tuple(spec.shape)
-        if spec.dtype.is_integer:
-            lo = spec.minimum if is_bounded(spec) else 0
-            hi = spec.maximum if is_bounded(spec) else 10
-            value = rng.integers(lo, np.asarray(hi) + 1, size=shape)
-        elif spec.dtype.is_bool:
-            value = rng.integers(0, 2, size=shape).astype(bool)
-        else:
-            lo = spec.minimum if is_bounded(spec) else -1.0
-            hi = spec.maximum if is_bounded(spec) else 1.0
-            value = rng.uniform(lo, hi, size=shape)
-        return tf.constant(value, dtype=spec.dtype)
-
-    return tf.nest.map_structure(_sample, spec_nest)
-
-
-def zero_spec_nest(spec_nest: Any, outer_dims: tuple[int, ...] = ()) -> Any:
-    return tf.nest.map_structure(
-        lambda s: tf.zeros(tuple(outer_dims) + tuple(s.shape), dtype=s.dtype), spec_nest)
 
 
 def check_nest_matches_spec(value_nest: Any, spec_nest: Any, name: str = "value",

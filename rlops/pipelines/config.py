@@ -7,7 +7,6 @@ fails at step four of five for a typo in step one wastes a night.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import os
 from dataclasses import dataclass, field
 from importlib import resources
@@ -193,8 +192,3 @@ def _check_writable(key: str, path: str) -> None:
         probe = os.path.dirname(probe)
     if not os.path.isdir(probe) or not os.access(probe, os.W_OK):
         raise ConfigError(f"{key}: cannot create '{path}' ({probe} is not a writable directory)")
-
-
-def config_summary(config: PipelineConfig) -> dict:
-    return {"kind": config.kind, "name": config.name, "root": config.root, "serving_dir": config.serving_dir,
-            "trainer": dataclasses.asdict(config.trainer)}
