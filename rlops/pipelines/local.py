@@ -99,11 +99,12 @@ def run_local(config: PipelineConfig, stream: TextIO = sys.stderr) -> RunSummary
     start = time.perf_counter()
     try:
         LocalDagRunner().run(pipeline)
+        wall_s = time.perf_counter() - start
+        return summarize_latest_run(config, wall_s)  # still inside: keeps MLMD's INFO lines quiet
     finally:
         for logger, handlers, propagate, level in touched:
             logger.handlers, logger.propagate = handlers, propagate
             logger.setLevel(level)
-    return summarize_latest_run(config, time.perf_counter() - start)
 
 
 def _store(config: PipelineConfig):
