@@ -113,15 +113,13 @@ def create_train_step(loss: Callable[[], Any], optimizer, global_step: tf.Variab
         for op in update_ops or ():
             if callable(op):
                 op()
-        with tf.GradientTape(watch_accessed_variables=variables_to_train is None) as tape:
-            if variables_to_train is not None:
-                variables = variables_to_train() if callable(variables_to_train) else variables_to_train
-                tape.watch(list(variables))
+        given = variables_to_train() if callable(variables_to_train) else variables_to_train
+        with tf.GradientTape(watch_accessed_variables=given is None) as tape:
+            if given is not None:
+                tape.watch(list(given))
             loss_value = loss()
             total = total_loss_fn(loss_value)
-        variables = (list(variables_to_train() if callable(variables_to_train) else variables_to_train)
-                     if variables_to_train is not None else list(tape.watched_variables()))
-        variables = [v for v in variables if v.trainable]
+        variables = [v for v in (given if given is not None else tape.watched_variables()) if v.trainable]
         grads = tape.gradient(total, variables, unconnected_gradients=tf.UnconnectedGradients.NONE)
         grads_and_vars = list(zip(grads, variables))
         if transform_grads_fn is not None:

@@ -36,12 +36,14 @@ import tensorflow as tf
 from tensorflow.python.util import nest as tf_nest
 
 from rlops.agents import specs as specs_lib
+from rlops.agents.policies import Policy
+from rlops.agents.trajectories import PolicyStep
 
 SPECS_FILE = "policy_specs.json"
 SPECS_FORMAT = "rlops.policy_specs/1"
 CHECKPOINT_PREFIX = "policy_checkpoint_"
 
-__all__ = ["PolicySaver", "load", "restore_checkpoint", "latest_checkpoint", "load_specs", "SPECS_FILE",
+__all__ = ["PolicySaver", "SavedPolicy", "load", "restore_checkpoint", "latest_checkpoint", "load_specs", "SPECS_FILE",
            "CHECKPOINT_PREFIX"]
 
 
@@ -249,6 +251,36 @@ def load(saved_model_dir: str, checkpoint_path: str | None = None) -> Any:
     if checkpoint_path:
         restore_checkpoint(saved_policy, checkpoint_path)
     return saved_policy
+
+
+class SavedPolicy(Policy):
+    """An exported policy SavedModel as an rlops Policy, acting through its `action` signature
+    only (what a server does). Specs come from the specs file beside it, so it composes like any
+    policy (e.g. EpsilonGreedyPolicy(SavedPolicy(dir), 0.1) logs around a pushed model)."""
+
+    def __init__(self, saved_model_dir: str, checkpoint_path: str | None = None):
+        saved_specs = load_specs(saved_model_dir)
+        super().__init__(saved_specs["time_step_spec"], saved_specs["action_spec"], name="saved_policy")
+        self.path = saved_model_dir
+        self.loaded = load(saved_model_dir, checkpoint_path)
+        self._signature = self.loaded.signatures["action"]
+        self._inputs = self._signature.structured_input_signature[1]
+
+    def _action(self, time_step: Any, seed: Any) -> PolicyStep:
+        feeds = {}
+        for path, value in _flat_with_paths(time_step, ""):
+            name = path.lstrip("/")
+            name = name if name in self._inputs else name.replace("/", "_")  # TF sanitizes '/'
+            feeds[name] = tf.cast(value, self._inputs[name].dtype)
+        return PolicyStep(self._signature(**feeds)["action"], (), ())
+
+    def actions(self, observations: Any, batch_size: int = 4096) -> Any:
+        """Actions (numpy) for a batch of single-tensor observations, in chunks of batch_size."""
+        import numpy as np
+        from rlops.agents.trajectories import restart
+        out = [self.action(restart(observations[i:i + batch_size], len(observations[i:i + batch_size]))).action.numpy()
+               for i in range(0, len(observations), batch_size)]
+        return np.concatenate(out) if out else np.zeros((0,), self.action_spec.dtype.as_numpy_dtype)
 
 
 def latest_checkpoint(checkpoints_dir: str) -> str | None:

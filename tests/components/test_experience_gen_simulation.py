@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from rlops.agents import specs
-from rlops.agents.trajectories import StepType, TimeStep
+from rlops.agents.trajectories import StepType
 from rlops.components.experience_gen import ExperienceGenConfig, SimulationSource, records, run_experience_gen
 
 
@@ -36,18 +36,24 @@ def test_uniform_random_digits_bandit_is_logged_and_reproducible(tmp_path):
         np.testing.assert_array_equal(a[k][order_a], b[k][order_b])
 
 
-class _ConstantPolicy(tf.Module):
-    """A stand-in exported policy: always action 3."""
+def _constant_policy(action: int):
+    """A stand-in policy that always picks `action`, exported as the Pusher exports policies."""
+    from rlops.agents import specs
+    from rlops.agents.policies import Policy
+    from rlops.agents.trajectories import PolicyStep, time_step_spec
 
-    @tf.function(input_signature=[TimeStep(tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.float32),
-                                           tf.TensorSpec([None], tf.float32), tf.TensorSpec([None, 64], tf.float32))])
-    def action(self, time_step):
-        return tf.fill(tf.shape(time_step.step_type), 3)
+    class Constant(Policy):
+        def _action(self, time_step, seed):
+            return PolicyStep(tf.fill(tf.shape(time_step.step_type), action), (), ())
+
+    return Constant(time_step_spec(tf.TensorSpec([64], tf.float32, "observation")),
+                    specs.BoundedTensorSpec((), tf.int32, 0, 9, name="action"))
 
 
 def test_epsilon_greedy_around_a_saved_policy_logs_its_propensities(tmp_path):
     path = str(tmp_path / "policy")
-    tf.saved_model.save(_ConstantPolicy(), path)
+    from rlops.train.policy_saver import PolicySaver
+    PolicySaver(_constant_policy(3)).save(path)
     config = ExperienceGenConfig(source=SimulationSource(env="digits", num_records=400, policy="epsilon_greedy",
                                                          policy_path=path, epsilon=0.2),
                                  max_bad_record_ratio=0.0)

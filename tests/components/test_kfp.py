@@ -182,7 +182,7 @@ def test_trainer_spec_matches_the_tfx_component(runs):
                                rtol=1e-4)
     # Same greedy policy: the same action on every eval context.
     from rlops.components.evaluator.core import load_logged_feedback
-    from rlops.components.evaluator.saved_policy import SavedPolicy
+    from rlops.train.policy_saver import SavedPolicy
     contexts = load_logged_feedback(runs["kfp_gen"]["examples"].uri).contexts
     kfp_actions = SavedPolicy(os.path.join(kfp_model.uri, "Format-Serving")).actions(contexts)
     tfx_actions = SavedPolicy(os.path.join(tfx_model.uri, "Format-Serving")).actions(contexts)

@@ -1,6 +1,7 @@
 """Trainer core through TFX's standard `run_fn` interface, and warm start."""
 import os
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -54,3 +55,11 @@ def test_unknown_agent_names_the_key():
         TrainerConfig(agent="dqn")
     with pytest.raises(ValueError, match="trainer.num_actions"):
         TrainerConfig(agent="lin_ucb")
+
+
+def test_logged_feedback_can_stop_after_the_first_records(examples_uri):
+    from rlops.components.evaluator.core import load_logged_feedback
+    full = load_logged_feedback(examples_uri)
+    head = load_logged_feedback(examples_uri, max_records=10)
+    assert len(head.actions) == 10 < len(full.actions)
+    np.testing.assert_array_equal(head.contexts, full.contexts[:10])

@@ -286,7 +286,7 @@ def test_offline_ppo_from_random_logs_beats_the_random_policy(offline_run):
     stochastic policy near uniform, but its greedy policy follows the advantage's sign, and in
     CartPole that alone balances the pole far longer than random (~22 steps)."""
     from rlops.agents.policies import RandomPolicy
-    from rlops.components.evaluator.saved_policy import SavedPolicy
+    from rlops.train.policy_saver import SavedPolicy
     from rlops.envs.gym_env import GymVectorEnv, evaluate_policy
     _, _, root = offline_run
     env = GymVectorEnv("CartPole-v1", 1)

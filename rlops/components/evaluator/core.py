@@ -21,7 +21,8 @@ import tensorflow as tf
 
 from rlops.components.evaluator import ope
 from rlops.components.evaluator.config import EvaluatorConfig
-from rlops.components.evaluator.saved_policy import SavedPolicy
+from rlops.components.trainer.core import serving_dir
+from rlops.train.policy_saver import SavedPolicy
 
 log = logging.getLogger(__name__)
 
@@ -36,25 +37,22 @@ class EvalResult:
     metrics: dict = field(default_factory=dict)
 
 
-def _serving_dir(model_uri: str) -> str:
-    from rlops.components.trainer.core import serving_dir
-    return serving_dir(model_uri)
-
-
-def load_logged_feedback(examples_uri: str, split: str = "eval") -> ope.LoggedFeedback:
+def load_logged_feedback(examples_uri: str, split: str = "eval", max_records: int | None = None) -> ope.LoggedFeedback:
+    """The split's logged feedback as numpy (the first `max_records` only, when given)."""
     from rlops.components.experience_gen import records
     pattern = records.split_file_pattern(examples_uri, split)
-    files = tf.io.gfile.glob(pattern)
-    if not files:
+    if not tf.io.gfile.glob(pattern):
         raise FileNotFoundError(f"examples: no '{split}' split files at {pattern}")
-    from rlops.components.trainer.core import _first_example
-    first = _first_example(pattern)
+    first = records.first_example(pattern)
     if records.PROPENSITY not in first.features.feature:
         raise ValueError("examples: the eval split has no 'propensity' feature; off-policy evaluation needs the "
                          "logging policy's probability of each logged action")
     dim = len(first.features.feature[records.CONTEXT].float_list.value)
+    dataset = records.bandit_dataset(pattern, records.bandit_feature_spec(dim, None), min(max_records or 8192, 8192))
+    if max_records:
+        dataset = dataset.unbatch().take(max_records).batch(8192)
     parts = {k: [] for k in (records.CONTEXT, records.ACTION, records.REWARD, records.PROPENSITY)}
-    for batch in records.bandit_dataset(pattern, records.bandit_feature_spec(dim, None), 8192):
+    for batch in dataset:
         for k in parts:
             parts[k].append(batch[k].numpy())
     cat = {k: np.concatenate(v) for k, v in parts.items()}
@@ -65,8 +63,8 @@ def load_logged_feedback(examples_uri: str, split: str = "eval") -> ope.LoggedFe
 def evaluate_bandit(config: EvaluatorConfig, examples_uri: str, model_uri: str, num_actions: int,
                     baseline_model_uri: str | None) -> tuple[dict, ope.Estimate]:
     data = load_logged_feedback(examples_uri)
-    candidate = ope.greedy_probs(SavedPolicy(_serving_dir(model_uri)).actions(data.contexts), num_actions)
-    baseline = (ope.greedy_probs(SavedPolicy(_serving_dir(baseline_model_uri)).actions(data.contexts), num_actions)
+    candidate = ope.greedy_probs(SavedPolicy(serving_dir(model_uri)).actions(data.contexts), num_actions)
+    baseline = (ope.greedy_probs(SavedPolicy(serving_dir(baseline_model_uri)).actions(data.contexts), num_actions)
                 if baseline_model_uri else ope.LOGGING_POLICY)
     q = ope.fit_reward_model(data.contexts, data.actions, data.rewards, num_actions, seed=config.seed)
     cand, base, diff = ope.compare(data, candidate, baseline, q, config.num_bootstrap, config.confidence, config.seed)
@@ -88,9 +86,9 @@ def evaluate_ppo(config: EvaluatorConfig, model_uri: str, baseline_model_uri: st
     from rlops.agents.policies import RandomPolicy
     from rlops.envs.gym_env import GymVectorEnv
 
-    candidate = _episode_returns(config.env_id, SavedPolicy(_serving_dir(model_uri)), config.num_episodes, config.seed)
+    candidate = _episode_returns(config.env_id, SavedPolicy(serving_dir(model_uri)), config.num_episodes, config.seed)
     if baseline_model_uri:
-        baseline_policy = SavedPolicy(_serving_dir(baseline_model_uri))
+        baseline_policy = SavedPolicy(serving_dir(baseline_model_uri))
     else:
         env = GymVectorEnv(config.env_id, 1)
         baseline_policy = RandomPolicy(env.time_step_spec, env.action_spec)

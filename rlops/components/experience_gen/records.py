@@ -72,6 +72,15 @@ def encode_bandit(columns: Mapping[str, np.ndarray]) -> list[bytes]:
 
 # --- bandit: read back ------------------------------------------------------------------------
 
+def first_example(file_pattern: str) -> tf.train.Example:
+    """The first bandit record of a split: readers size their feature specs from it."""
+    import tensorflow as tf
+    for path in sorted(tf.io.gfile.glob(file_pattern)):
+        for record in tf.data.TFRecordDataset(path, compression_type="GZIP").take(1):
+            return tf.train.Example.FromString(record.numpy())
+    raise ValueError(f"examples: no records in {file_pattern}; the split is empty")
+
+
 def bandit_feature_spec(context_dim: int, num_actions: int | None = None, propensity: bool = True,
                         weight: bool = False, timestamp: bool = False) -> dict[str, tf.io.FixedLenFeature]:
     import tensorflow as tf

@@ -49,50 +49,15 @@ def shard_sizes(total: int, num_shards: int) -> list[int]:
 
 # --- logging policies -------------------------------------------------------------------------
 
-def _saved_action(loaded: Any, time_step: Any) -> Any:
-    """The action of an exported policy: its restored `action` function, else its signature."""
-    import tensorflow as tf
-    fn = getattr(loaded, "action", None)
-    if fn is not None and callable(fn):
-        try:
-            out = fn(time_step, ())
-        except (TypeError, ValueError):
-            out = fn(time_step)
-    else:
-        sig = loaded.signatures["action"]
-        names = list(sig.structured_input_signature[1])
-        fields = time_step._asdict()
-        out = sig(**{n: tf.convert_to_tensor(fields[next(f for f in fields if n.endswith(f))]) for n in names})
-    if hasattr(out, "action"):
-        return out.action
-    return out["action"] if isinstance(out, dict) else out
-
-
-def load_greedy_policy(path: str, time_step_spec: Any, action_spec: Any) -> Any:
-    """A SavedModel policy wrapped as an rlops Policy (its action taken as the greedy choice)."""
-    import tensorflow as tf
-    from rlops.agents.policies import Policy
-    from rlops.agents.trajectories import PolicyStep
-
-    class SavedModelPolicy(Policy):
-        def __init__(self) -> None:
-            super().__init__(time_step_spec, action_spec, name="saved_model_policy")
-            self.loaded = tf.saved_model.load(path)
-
-        def _action(self, time_step: Any, seed: Any) -> PolicyStep:
-            return PolicyStep(tf.cast(_saved_action(self.loaded, time_step), action_spec.dtype), (), ())
-
-    return SavedModelPolicy()
-
-
 def make_logging_policy(source: SimulationSource, time_step_spec: Any, action_spec: Any) -> Any:
     from rlops.agents.policies import EpsilonGreedyPolicy, RandomPolicy
+    from rlops.train.policy_saver import SavedPolicy
     if source.policy == "random":
         return RandomPolicy(time_step_spec, action_spec)
     if source.policy == "epsilon_greedy":
         if not source.policy_path:
             raise ValueError("SimulationSource.policy 'epsilon_greedy' needs policy_path (a SavedModel policy)")
-        return EpsilonGreedyPolicy(load_greedy_policy(source.policy_path, time_step_spec, action_spec), source.epsilon)
+        return EpsilonGreedyPolicy(SavedPolicy(source.policy_path), source.epsilon)
     raise ValueError(f"SimulationSource.policy must be 'random' or 'epsilon_greedy', got {source.policy!r}")
 
 
@@ -157,9 +122,8 @@ class _GymPolicy:
             import tensorflow as tf
 
             from rlops.agents import trajectories
-            obs_spec = tf.TensorSpec(env.observation_space.shape, tf.float32, "observation")
-            spec = _action_spec(self.space).to_tensor_spec()
-            self.greedy = load_greedy_policy(source.policy_path, trajectories.time_step_spec(obs_spec), spec)
+            from rlops.train.policy_saver import SavedPolicy
+            self.greedy = SavedPolicy(source.policy_path)
             self._ts = lambda o: trajectories.restart(tf.constant(o[None], tf.float32), batch_size=1)
         elif source.policy != "random":
             raise ValueError(f"SimulationSource.policy must be 'random' or 'epsilon_greedy', got {source.policy!r}")

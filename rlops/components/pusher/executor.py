@@ -26,8 +26,8 @@ def verification_inputs(examples_uri: str | None, env_id: str | None) -> dict[st
     """Real observations for the pushed policy to act on: eval-split contexts or env observations."""
     if examples_uri:
         from rlops.components.evaluator.core import load_logged_feedback
-        data = load_logged_feedback(examples_uri)
-        return {"observation": data.contexts[:NUM_VERIFY_INPUTS].astype(np.float32)}
+        data = load_logged_feedback(examples_uri, max_records=NUM_VERIFY_INPUTS)  # not the whole split
+        return {"observation": data.contexts.astype(np.float32)}
     if env_id:
         from rlops.envs.gym_env import GymVectorEnv
         env = GymVectorEnv(env_id, 8)

@@ -57,14 +57,6 @@ def serving_dir(model_uri: str) -> str:
     return os.path.join(model_uri, SERVING_DIR)
 
 
-def _first_example(file_pattern: str) -> tf.train.Example:
-    files = sorted(tf.io.gfile.glob(file_pattern))
-    for path in files:
-        for record in tf.data.TFRecordDataset(path, compression_type="GZIP").take(1):
-            return tf.train.Example.FromString(record.numpy())
-    raise ValueError(f"examples: no records in {file_pattern}; the train split is empty")
-
-
 def _warm_start(agent, train_step: tf.Variable, base_model_uri: str) -> str:
     from rlops.train.learner import CHECKPOINT_DIR, TRAIN_DIR
     ckpt_dir = os.path.join(base_model_uri, TRAIN_DIR, CHECKPOINT_DIR)
@@ -84,7 +76,7 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
     from rlops.train.strategy import get_strategy
 
     pattern = records.split_file_pattern(examples_uri, "train")
-    first = _first_example(pattern)
+    first = records.first_example(pattern)
     context_dim = len(first.features.feature[records.CONTEXT].float_list.value)
     has_propensity = records.PROPENSITY in first.features.feature
     feature_spec = records.bandit_feature_spec(context_dim, None, propensity=has_propensity)
