@@ -6,7 +6,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 3
 export TF_USE_LEGACY_KERAS ?= 0
 export PYTHONWARNINGS ?= ignore::FutureWarning,ignore::DeprecationWarning
 
-.PHONY: setup run test bench clean
+.PHONY: setup run test bench golden clean
 
 setup: $(VENV)/.installed
 
@@ -28,6 +28,14 @@ test: setup
 
 bench: setup
 	@for b in benchmarks/*.py; do case $$b in */_*) continue;; esac; $(BIN)/python $$b; done
+
+# Regenerates the TF-Agents golden fixtures (tests/golden/fixtures) in a separate Python 3.11
+# virtualenv with tf-agents 0.19 / TensorFlow 2.15.1 (TF-Agents is frozen at TF 2.15).
+GOLDEN_VENV := .venv-golden
+golden:
+	test -x $(GOLDEN_VENV)/bin/python || python3.11 -m venv $(GOLDEN_VENV)
+	$(GOLDEN_VENV)/bin/pip install -q -r tests/golden/requirements.txt
+	$(GOLDEN_VENV)/bin/python tests/golden/make_fixtures.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
