@@ -352,46 +352,46 @@ def _check_bootstrap_args(num_bootstrap: int, confidence: float) -> None:
         raise ValueError(f"confidence must be in [0.5, 1), got {confidence!r}")
 
 
-def estimate(data: LoggedFeedback, target_probs: np.ndarray, q: np.ndarray | None = None,
+def estimate(data: LoggedFeedback, target_probs: np.ndarray | str, q: np.ndarray | None = None,
              num_bootstrap: int = 500, confidence: float = 0.95, seed: int = 0, **trust) -> dict[str, Estimate]:
     """Point estimates with bootstrap intervals for every estimator available (all but IPS and
     SNIPS need the reward model predictions q). `trust`: min_records, min_ess, switch_tau, ..."""
     return compare(data, target_probs, None, q, num_bootstrap, confidence, seed, **trust)[0]
 
 
-def compare(data: LoggedFeedback, candidate_probs: np.ndarray, baseline_probs: np.ndarray | str | None,
+def compare(data: LoggedFeedback, candidate_probs: np.ndarray | str, baseline_probs: np.ndarray | str | None,
             q: np.ndarray | None = None, num_bootstrap: int = 500, confidence: float = 0.95, seed: int = 0,
             min_records: int = DEFAULT_MIN_RECORDS, min_ess: float = DEFAULT_MIN_ESS,
             switch_tau: float | None = None, dr_os_lambda: float | None = None,
             grid: tuple[float, ...] = DEFAULT_GRID, diagnostics: list | None = None,
             ) -> tuple[dict[str, Estimate], dict[str, Estimate] | None, dict[str, Estimate] | None]:
     """Estimates of candidate and baseline and of their difference (candidate - baseline), all
-    from the same bootstrap resamples. `baseline_probs=LOGGING_POLICY` compares against the
-    policy that logged the data (its value is the observed mean reward). Where the data cannot
+    from the same bootstrap resamples. LOGGING_POLICY as either policy stands for the policy that
+    logged the data (its value is the observed mean reward). Where the data cannot
     support an interval (too few records, too small an ESS, invalid bootstrap) every interval is
     NaN and carries the reason; `diagnostics` (a list) receives a Diagnostics."""
     _check_bootstrap_args(num_bootstrap, confidence)
     n, with_model = len(data.actions), q is not None
     s = data.record_weights
-    k = candidate_probs.shape[1]
-    if q is not None and q.shape != (n, k):
-        raise ValueError(f"q has shape {q.shape}; expected ({n}, {k})")
+    if q is not None and (q.ndim != 2 or len(q) != n):
+        raise ValueError(f"q has shape {q.shape}; expected ({n}, num_actions)")
 
-    cand_probs = apply_action_mask(_check_probs(candidate_probs, n, "candidate"), data.action_mask)
-    cand_terms, cand_hp = _policy_terms(data, cand_probs, q, switch_tau, dr_os_lambda, grid)
-    blocks, hps = [cand_terms], {"candidate": cand_hp}
-    ess = {"candidate": effective_sample_size(cand_terms[:, 0], s)}
-    if isinstance(baseline_probs, str):
-        if baseline_probs != LOGGING_POLICY:
-            raise ValueError(f"baseline_probs must be an array or '{LOGGING_POLICY}', got '{baseline_probs}'")
-        blocks.append(_logging_terms(data, with_model))
-        hps["baseline"] = {}
-        ess["baseline"] = effective_sample_size(np.ones(n), s)
-    elif baseline_probs is not None:
-        base_probs = apply_action_mask(_check_probs(baseline_probs, n, "baseline"), data.action_mask)
-        base_terms, hps["baseline"] = _policy_terms(data, base_probs, q, switch_tau, dr_os_lambda, grid)
-        blocks.append(base_terms)
-        ess["baseline"] = effective_sample_size(base_terms[:, 0], s)
+    def policy_block(policy, who: str) -> tuple[np.ndarray, dict, float]:
+        if isinstance(policy, str):
+            if policy != LOGGING_POLICY:
+                raise ValueError(f"{who} policy must be action probabilities or '{LOGGING_POLICY}', got '{policy}'")
+            return _logging_terms(data, with_model), {}, effective_sample_size(np.ones(n), s)
+        probs = apply_action_mask(_check_probs(policy, n, who), data.action_mask)
+        if q is not None and q.shape != probs.shape:
+            raise ValueError(f"q has shape {q.shape}; {who} action probabilities {probs.shape}")
+        terms, hp = _policy_terms(data, probs, q, switch_tau, dr_os_lambda, grid)
+        return terms, hp, effective_sample_size(terms[:, 0], s)
+
+    blocks, hps, ess = [], {}, {}
+    for who, policy in (("candidate", candidate_probs), ("baseline", baseline_probs)):
+        if policy is not None:
+            terms, hps[who], ess[who] = policy_block(policy, who)
+            blocks.append(terms)
 
     # One [N, 1 + J * policies] matrix: sum s, then s * terms per policy; the bootstrap sums it.
     columns = np.concatenate([s[:, None]] + [b * s[:, None] for b in blocks], 1)
