@@ -19,6 +19,8 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+from rlops.pipelines import cli_evaluate  # noqa: E402
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlops", description="RL pipelines on TFX / Kubeflow")
@@ -36,6 +38,7 @@ def _parser() -> argparse.ArgumentParser:
         if name == "run":
             p.add_argument("--summary-json", help="also write the run summary here")
     _add_cloud_commands(sub)
+    cli_evaluate.add_parser(sub)
     return parser
 
 
@@ -146,6 +149,8 @@ def _cloud(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if getattr(args, "handler", None):  # subcommands that bring their own handler (rlops evaluate)
+        return args.handler(args)
     if args.command == "compile":
         return _compile(args)
     if args.command in ("submit", "schedule"):

@@ -1,48 +1,163 @@
-"""Off-policy estimators against a plain-loop reference, and IPS unbiasedness in simulation."""
+"""Off-policy estimators against a plain-loop reference, record weights, action masks, the trust
+gate (minimum records / ESS), reward models and the streaming bootstrap."""
+import math
+import tracemalloc
+
 import numpy as np
 import pytest
 
 from rlops.components.evaluator import ope
 
 
-def loop_reference(ctx, actions, rewards, props, pi, q):
+def loop_reference(actions, rewards, props, pi, q, s, tau, lam):
+    """Every estimator written out row by row from its definition (OBP / Su et al. / Wang et al.)."""
     n = len(actions)
-    ips = sum(pi[i][actions[i]] / props[i] * rewards[i] for i in range(n)) / n
-    wsum = sum(pi[i][actions[i]] / props[i] for i in range(n))
-    snips = sum(pi[i][actions[i]] / props[i] * rewards[i] for i in range(n)) / wsum
-    dm = sum(sum(pi[i][a] * q[i][a] for a in range(len(pi[i]))) for i in range(n)) / n
-    dr = dm + sum(pi[i][actions[i]] / props[i] * (rewards[i] - q[i][actions[i]]) for i in range(n)) / n
-    return {"ips": ips, "snips": snips, "dm": dm, "dr": dr}
+    w = [pi[i][actions[i]] / props[i] for i in range(n)]
+    res = [rewards[i] - q[i][actions[i]] for i in range(n)]
+    dm_i = [sum(pi[i][a] * q[i][a] for a in range(len(pi[i]))) for i in range(n)]
+    S = sum(s)
+    SW = sum(s[i] * w[i] for i in range(n))
+    dm = sum(s[i] * dm_i[i] for i in range(n)) / S
+    corr = sum(s[i] * w[i] * res[i] for i in range(n))
+    return {
+        "ips": sum(s[i] * w[i] * rewards[i] for i in range(n)) / S,
+        "snips": sum(s[i] * w[i] * rewards[i] for i in range(n)) / SW,
+        "dm": dm,
+        "dr": dm + corr / S,
+        "sndr": dm + corr / SW,
+        "switch_dr": dm + sum(s[i] * (w[i] if w[i] <= tau else 0.0) * res[i] for i in range(n)) / S,
+        "dr_os": dm + sum(s[i] * (lam * w[i] / (w[i] ** 2 + lam)) * res[i] for i in range(n)) / S,
+        "ess": SW ** 2 / sum((s[i] * w[i]) ** 2 for i in range(n)),
+    }
 
 
-def fixed_data(n=200, k=4, seed=0):
+def fixed_data(n=200, k=4, seed=0, weights=False):
     rng = np.random.default_rng(seed)
     ctx = rng.normal(size=(n, 3))
     props = rng.dirichlet(np.ones(k), n)
     actions = np.array([rng.choice(k, p=p) for p in props])
     rewards = rng.normal(size=n) + actions
-    data = ope.LoggedFeedback(ctx, actions, rewards, props[np.arange(n), actions])
+    s = rng.integers(0, 4, n).astype(float) if weights else None
+    data = ope.LoggedFeedback(ctx, actions, rewards, props[np.arange(n), actions], weights=s)
     pi = rng.dirichlet(np.ones(k), n)
     q = rng.normal(size=(n, k))
     return data, pi, q
 
 
-def test_estimators_match_loop_reference():
-    data, pi, q = fixed_data()
-    got = ope.estimate(data, pi, q, num_bootstrap=200)
-    ref = loop_reference(data.contexts, data.actions, data.rewards, data.propensities, pi, q)
+@pytest.mark.parametrize("weights", [False, True])
+def test_estimators_match_loop_reference(weights):
+    data, pi, q = fixed_data(weights=weights)
+    diag = []
+    got = ope.estimate(data, pi, q, num_bootstrap=200, switch_tau=3.0, dr_os_lambda=2.0, min_ess=0,
+                       diagnostics=diag)
+    ref = loop_reference(data.actions, data.rewards, data.propensities, pi, q, data.record_weights, 3.0, 2.0)
+    assert set(got) == set(ope.ESTIMATORS)
     for name in ope.ESTIMATORS:
-        assert got[name].value == pytest.approx(ref[name], rel=1e-9)
-        assert got[name].lower <= got[name].value <= got[name].upper
+        assert got[name].value == pytest.approx(ref[name], rel=1e-9), name
+        assert got[name].trusted and got[name].lower <= got[name].value <= got[name].upper, name
+    assert diag[0].ess["candidate"] == pytest.approx(ref["ess"], rel=1e-9)
+    assert diag[0].hyperparameters["candidate"] == {"switch_tau": 3.0, "dr_os_lambda": 2.0}
+
+
+def test_switch_and_shrinkage_limits_and_tuning():
+    data, pi, q = fixed_data(seed=4)
+    got = ope.estimate(data, pi, q, num_bootstrap=100, switch_tau=math.inf, dr_os_lambda=math.inf, min_ess=0)
+    assert got["switch_dr"].value == pytest.approx(got["dr"].value)       # nothing switched off
+    assert got["dr_os"].value == pytest.approx(got["dr"].value)           # no shrinkage
+    got = ope.estimate(data, pi, q, num_bootstrap=100, switch_tau=0.0, dr_os_lambda=1e-12, min_ess=0)
+    assert got["switch_dr"].value == pytest.approx(got["dm"].value)       # every weight switched off
+    assert got["dr_os"].value == pytest.approx(got["dm"].value, abs=1e-9)  # full shrinkage
+    diag = []
+    ope.estimate(data, pi, q, num_bootstrap=100, min_ess=0, diagnostics=diag)
+    chosen = diag[0].hyperparameters["candidate"]
+    assert chosen["switch_tau"] in ope.DEFAULT_GRID and chosen["dr_os_lambda"] in ope.DEFAULT_GRID
+
+
+def test_integer_record_weights_equal_repeated_rows():
+    data, pi, q = fixed_data(n=150, seed=5, weights=True)
+    s = data.record_weights.astype(int)
+    rep = np.repeat(np.arange(len(s)), s)
+    repeated = ope.LoggedFeedback(data.contexts[rep], data.actions[rep], data.rewards[rep], data.propensities[rep])
+    kw = dict(num_bootstrap=100, switch_tau=2.0, dr_os_lambda=5.0, min_ess=0)
+    a, b = ope.estimate(data, pi, q, **kw), ope.estimate(repeated, pi[rep], q[rep], **kw)
+    for name in ope.ESTIMATORS:
+        assert a[name].value == pytest.approx(b[name].value, rel=1e-9), name
+    # And the weighted reward model equals the model fitted on repeated rows (one fold: same rows).
+    qa = ope.fit_reward_model(data.contexts, data.actions, data.rewards, 4, weights=data.weights, folds=1)
+    qb = ope.fit_reward_model(repeated.contexts, repeated.actions, repeated.rewards, 4, folds=1)
+    keep = np.flatnonzero(s)
+    np.testing.assert_allclose(qa[keep], qb[[int(np.flatnonzero(rep == i)[0]) for i in keep]], atol=1e-8)
+
+
+def test_action_mask_gives_masked_actions_probability_zero():
+    n, k = 300, 3
+    rng = np.random.default_rng(0)
+    mask = np.ones((n, k), int)
+    mask[: n // 2, 2] = 0                                 # action 2 unavailable in the first half
+    actions = np.where(np.arange(n) < n // 2, rng.integers(0, 2, n), rng.integers(0, 3, n))
+    props = np.where(np.arange(n) < n // 2, 0.5, 1 / 3)
+    rewards = (actions == 2).astype(float) + 0.1 * actions
+    data = ope.LoggedFeedback(np.zeros((n, 1)), actions, rewards, props, action_mask=mask)
+    uniform = ope.uniform_probs(n, k, mask)
+    np.testing.assert_allclose(uniform[0], [0.5, 0.5, 0]) and np.testing.assert_allclose(uniform[-1], [1 / 3] * 3)
+    # Uniform over all 3 arms, honouring the mask, is uniform over the allowed ones.
+    got = ope.estimate(data, ope.uniform_probs(n, k), num_bootstrap=100, min_ess=0)["ips"].value
+    w = uniform[np.arange(n), actions] / props
+    assert got == pytest.approx((w * rewards).mean())
+    with pytest.raises(ValueError, match="action_mask excludes.*row 0"):
+        ope.estimate(data, ope.greedy_probs(np.full(n, 2), k), num_bootstrap=100)
+    with pytest.raises(ValueError, match="action_mask excludes the logged action; row 0"):
+        ope.LoggedFeedback(np.zeros((n, 1)), np.full(n, 2), rewards, props, action_mask=mask)
+
+
+def test_one_logged_click_is_refused_with_a_reason():
+    """Reproduces issue 11: one click at propensity 0.1 used to give DR's improvement [9, 9]."""
+    data = ope.LoggedFeedback(np.zeros((1, 2)), np.array([0]), np.array([1.0]), np.array([0.1]))
+    q = np.zeros((1, 3))
+    cand, base, diff = ope.compare(data, ope.greedy_probs(np.array([0]), 3), ope.LOGGING_POLICY, q)
+    assert diff["dr"].value == pytest.approx(9.0)
+    for est in list(cand.values()) + list(diff.values()):
+        assert not est.trusted and math.isnan(est.lower) and math.isnan(est.upper)
+        assert "only 1 eval records" in est.reason and "min_eval_records" in est.reason
+    assert not diff["dr"].lower > 0                                  # no rule can bless on it
+    # Lowering the minimum records does not help: the ESS (1) is still too small ...
+    diag = []
+    _, _, diff = ope.compare(data, ope.greedy_probs(np.array([0]), 3), ope.LOGGING_POLICY, q, min_records=1,
+                             diagnostics=diag)
+    assert "effective sample size" in diff["dr"].reason and "candidate 1.0" in diff["dr"].reason
+    # ... and with no minimums at all the bootstrap itself is invalid (resamples without rows).
+    _, _, diff = ope.compare(data, ope.greedy_probs(np.array([0]), 3), ope.LOGGING_POLICY, q, min_records=1,
+                             min_ess=0)
+    assert "invalid bootstrap" in diff["dr"].reason
+
+
+def test_small_effective_sample_size_is_refused():
+    n, k = 2000, 20
+    rng = np.random.default_rng(1)
+    actions = rng.integers(0, k, n)
+    data = ope.LoggedFeedback(np.zeros((n, 1)), actions, rng.random(n), np.full(n, 1 / k))
+    diag = []
+    greedy = ope.greedy_probs(np.zeros(n, int), k)                   # matches ~100 logged rows
+    est = ope.estimate(data, greedy, num_bootstrap=100, min_ess=200, diagnostics=diag)
+    assert diag[0].ess["candidate"] == pytest.approx((actions == 0).sum(), rel=1e-9)
+    assert not est["ips"].trusted and "min_ess" in est["ips"].reason
+    assert ope.estimate(data, greedy, num_bootstrap=100, min_ess=50)["ips"].trusted
+
+
+@pytest.mark.parametrize("bad", [0, 10, 2.5, "500", True])
+def test_num_bootstrap_is_validated(bad):
+    data, pi, q = fixed_data()
+    with pytest.raises(ValueError, match="num_bootstrap"):
+        ope.estimate(data, pi, q, num_bootstrap=bad)
 
 
 def test_paired_comparison_difference_and_identity():
     data, pi, q = fixed_data(seed=1)
-    cand, base, diff = ope.compare(data, pi, pi, q, num_bootstrap=100)
+    cand, base, diff = ope.compare(data, pi, pi, q, num_bootstrap=100, min_ess=0)
     for name in ope.ESTIMATORS:
         assert diff[name].value == 0 and diff[name].lower == 0 and diff[name].upper == 0  # same rows, same policy
     other = ope.greedy_probs(np.zeros(len(data.actions), int), 4)
-    cand, base, diff = ope.compare(data, pi, other, q, num_bootstrap=100)
+    cand, base, diff = ope.compare(data, pi, other, q, num_bootstrap=100, min_ess=0)
     for name in ope.ESTIMATORS:
         assert diff[name].value == pytest.approx(cand[name].value - base[name].value)
 
@@ -71,7 +186,32 @@ def test_ips_is_unbiased_where_the_true_value_is_known():
     assert covered >= 0.88 * 200   # ~95% nominal coverage
 
 
-def test_cross_fitted_reward_model_recovers_linear_rewards():
+def test_poisson_bootstrap_matches_the_standard_error_and_is_reproducible():
+    rng = np.random.default_rng(0)
+    x = rng.exponential(size=(20_000, 1))
+    sums = ope.poisson_bootstrap_sums(np.concatenate([np.ones_like(x), x], 1), 2000, seed=3, chunk_elements=1 << 20)
+    means = sums[:, 1] / sums[:, 0]
+    assert means.std() == pytest.approx(x.std() / np.sqrt(len(x)), rel=0.08)
+    assert abs(means.mean() - x.mean()) < 3 * x.std() / np.sqrt(len(x))
+    np.testing.assert_array_equal(sums, ope.poisson_bootstrap_sums(
+        np.concatenate([np.ones_like(x), x], 1), 2000, seed=3, chunk_elements=1 << 20))
+
+
+def test_bootstrap_memory_does_not_grow_with_rows():
+    """The old bootstrap held resamples x rows indices (1,000 x 200k x 8 bytes = 1.6 GB here);
+    the streaming one needs the same few MB however many rows there are."""
+    peaks = []
+    for n in (20_000, 200_000):
+        columns = np.random.default_rng(0).random((n, 7))
+        tracemalloc.start()
+        ope.poisson_bootstrap_sums(columns, 1000, chunk_elements=1 << 20)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    assert max(peaks) < 12e6, peaks                    # one chunk of ~1M multiplicities, not 1,000 x rows
+    assert peaks[1] < 1.5 * peaks[0] + 1e6, peaks      # flat in the number of rows
+
+
+def test_cross_fitted_reward_models():
     rng = np.random.default_rng(3)
     ctx = rng.normal(size=(3000, 2))
     actions = rng.integers(0, 3, 3000)
@@ -79,20 +219,49 @@ def test_cross_fitted_reward_model_recovers_linear_rewards():
     rewards = (ctx * theta[actions]).sum(1) + 0.1 * rng.normal(size=3000)
     q = ope.fit_reward_model(ctx, actions, rewards, 3)
     np.testing.assert_allclose(q, ctx @ theta.T, atol=0.1)  # ridge shrinks a little
+    # Logistic: an item effect plus a context effect, recovered from 20k binary rewards.
+    n = 20_000
+    ctx = rng.normal(size=(n, 2))
+    actions = rng.integers(0, 3, n)
+    logits = np.array([-2.0, -1.0, 0.0])[None, :] + (ctx @ np.array([0.7, -0.4]))[:, None]
+    truth = 1 / (1 + np.exp(-logits))
+    clicks = (rng.random(n) < truth[np.arange(n), actions]).astype(float)
+    q = ope.fit_reward_model(ctx, actions, clicks, 3, kind="logistic")
+    err = np.abs(q - truth)
+    assert err.mean() < 0.015 and np.percentile(err, 99) < 0.05, (err.mean(), np.percentile(err, 99))
+    assert np.abs(ope.fit_reward_model(ctx, actions, clicks, 3, kind="ridge") - truth).mean() > err.mean()
+    with pytest.raises(ValueError, match=r"'logistic' needs rewards in \{0, 1\}; row 0"):
+        ope.fit_reward_model(ctx, actions, clicks + 0.5, 3, kind="logistic")
+    with pytest.raises(ValueError, match="unknown kind 'forest'"):
+        ope.fit_reward_model(ctx, actions, clicks, 3, kind="forest")
+    data = ope.LoggedFeedback(ctx, actions, clicks, np.full(n, 1 / 3))
+    np.testing.assert_array_equal(ope.reward_predictions(lambda x: truth, data, 3), truth)  # e.g. the network
+    with pytest.raises(ValueError, match=r"reward model returned shape \(20000, 2\)"):
+        ope.reward_predictions(lambda x: truth[:, :2], data, 3)
 
 
-def test_bad_propensity_names_the_row():
+def test_bad_inputs_name_the_row():
     with pytest.raises(ValueError, match="row 1"):
         ope.LoggedFeedback(np.zeros((2, 1)), np.array([0, 1]), np.zeros(2), np.array([0.5, 0.0]))
+    with pytest.raises(ValueError, match="weight must be finite and >= 0; row 1"):
+        ope.LoggedFeedback(np.zeros((2, 1)), np.array([0, 1]), np.zeros(2), np.ones(2), weights=np.array([1, -1.0]))
+    with pytest.raises(ValueError, match="every record has weight 0"):
+        ope.LoggedFeedback(np.zeros((2, 1)), np.array([0, 1]), np.zeros(2), np.ones(2), weights=np.zeros(2))
+    data, pi, q = fixed_data()
+    with pytest.raises(ValueError, match="candidate action probabilities must sum to 1; row 0"):
+        ope.estimate(data, pi * 2, q)
 
 
 def test_logging_policy_baseline_is_the_observed_mean_reward():
     data, pi, q = fixed_data(seed=2)
-    cand, base, diff = ope.compare(data, pi, ope.LOGGING_POLICY, q, num_bootstrap=100)
+    cand, base, diff = ope.compare(data, pi, ope.LOGGING_POLICY, q, num_bootstrap=100, min_ess=0)
     for name in ope.ESTIMATORS:
         assert base[name].value == pytest.approx(data.rewards.mean())
         assert diff[name].value == pytest.approx(cand[name].value - data.rewards.mean())
     # Evaluating the logging policy itself by IPS gives exactly the observed mean too.
     logging_probs = np.zeros_like(pi)
     logging_probs[np.arange(len(data.actions)), data.actions] = data.propensities
-    assert ope.estimate(data, logging_probs, num_bootstrap=10)["ips"].value == pytest.approx(data.rewards.mean())
+    rest = (1 - data.propensities) / 3
+    logging_probs += (logging_probs == 0) * rest[:, None]
+    assert ope.estimate(data, logging_probs, num_bootstrap=50, min_ess=0)["ips"].value == \
+        pytest.approx(data.rewards.mean())

@@ -1,8 +1,10 @@
 """The Evaluator's work as a plain function: candidate vs baseline -> metrics, plots, blessing.
 
-Bandits: off-policy estimates (IPS, SNIPS, DM, DR with bootstrap intervals) of the candidate's
-greedy policy on the eval split's logged feedback, paired against the baseline -- the last
-blessed model, or on the first run the logging policy itself. PPO: returns of N episodes of
+Bandits: off-policy estimates (IPS, SNIPS, DM, DR, SNDR, Switch-DR, DR-os with bootstrap
+intervals) of the candidate's greedy policy on the eval split's logged feedback (record weights
+and action masks honoured), paired against the baseline -- the last blessed model, or on the
+first run the logging policy itself. Nothing is blessed without a trustworthy interval: too few
+eval records or too small an effective sample size gives NOT_BLESSED with the reason. PPO: returns of N episodes of
 each policy in the environment (first run: against a uniform random policy).
 
 Blessing output follows TFX's Evaluator: a `BLESSED` or `NOT_BLESSED` file in the blessing
@@ -38,43 +40,171 @@ class EvalResult:
 
 
 def load_logged_feedback(examples_uri: str, split: str = "eval", max_records: int | None = None) -> ope.LoggedFeedback:
-    """The split's logged feedback as numpy (the first `max_records` only, when given)."""
+    """The split's logged feedback as numpy (the first `max_records` only, when given), with the
+    optional `weight` and `action_mask` columns when the records carry them."""
     from rlops.components.experience_gen import records
     pattern = records.split_file_pattern(examples_uri, split)
     if not tf.io.gfile.glob(pattern):
         raise FileNotFoundError(f"examples: no '{split}' split files at {pattern}")
     first = records.first_example(pattern)
-    if records.PROPENSITY not in first.features.feature:
-        raise ValueError("examples: the eval split has no 'propensity' feature; off-policy evaluation needs the "
+    features = first.features.feature
+    if records.PROPENSITY not in features:
+        raise ValueError(f"examples: the {split} split has no 'propensity' feature; off-policy evaluation needs the "
                          "logging policy's probability of each logged action")
-    dim = len(first.features.feature[records.CONTEXT].float_list.value)
-    dataset = records.bandit_dataset(pattern, records.bandit_feature_spec(dim, None), min(max_records or 8192, 8192))
+    dim = len(features[records.CONTEXT].float_list.value)
+    mask_width = len(features[records.ACTION_MASK].int64_list.value) if records.ACTION_MASK in features else None
+    has_weight = records.WEIGHT in features
+    spec = records.bandit_feature_spec(dim, mask_width, weight=has_weight)
+    dataset = records.bandit_dataset(pattern, spec, min(max_records or 8192, 8192))
     if max_records:
         dataset = dataset.unbatch().take(max_records).batch(8192)
-    parts = {k: [] for k in (records.CONTEXT, records.ACTION, records.REWARD, records.PROPENSITY)}
+    parts = {k: [] for k in spec}
     for batch in dataset:
         for k in parts:
             parts[k].append(batch[k].numpy())
     cat = {k: np.concatenate(v) for k, v in parts.items()}
-    return ope.LoggedFeedback(cat[records.CONTEXT], cat[records.ACTION].astype(int), cat[records.REWARD],
-                              cat[records.PROPENSITY].astype(float))
+    return ope.LoggedFeedback(cat[records.CONTEXT], cat[records.ACTION].astype(int), cat[records.REWARD].astype(float),
+                              cat[records.PROPENSITY].astype(float),
+                              weights=cat[records.WEIGHT].astype(float) if has_weight else None,
+                              action_mask=cat[records.ACTION_MASK] if mask_width else None)
+
+
+def choose_reward_model(config: EvaluatorConfig, data: ope.LoggedFeedback, candidate: SavedPolicy | None = None):
+    """The config's reward model: a kind for ope.fit_reward_model, or the candidate network's
+    predicted rewards as a callable."""
+    if config.reward_model == "auto":
+        return "logistic" if np.isin(data.rewards, (0.0, 1.0)).all() else "ridge"
+    if config.reward_model == "network":
+        if candidate is None:
+            raise ValueError("evaluator.reward_model: 'network' needs a candidate SavedModel")
+        return lambda contexts: network_predicted_rewards(candidate, contexts)
+    return config.reward_model
+
+
+def network_predicted_rewards(policy: SavedPolicy, contexts: np.ndarray, batch_size: int = 4096) -> np.ndarray:
+    """[N, K] predicted rewards from an exported policy's `action` signature output
+    info/predicted_rewards_mean (present when the agent emits that policy info)."""
+    from rlops.agents.trajectories import restart
+    signature = policy.loaded.signatures["action"]
+    key = next((k for k in signature.structured_outputs if k.endswith("predicted_rewards_mean")), None)
+    if key is None:
+        raise ValueError(f"evaluator.reward_model: 'network' needs predicted rewards, and {policy.path} does not "
+                         "emit them; train with emit_policy_info=('predicted_rewards_mean',) or use ridge/logistic")
+    out = []
+    for i in range(0, len(contexts), batch_size):
+        chunk = contexts[i:i + batch_size]
+        ts = restart(tf.constant(chunk, tf.float32), len(chunk))
+        out.append(signature(step_type=ts.step_type, reward=ts.reward, discount=ts.discount,
+                             observation=ts.observation)[key].numpy())
+    return np.concatenate(out).astype(float)
+
+
+def evaluate_logged(config: EvaluatorConfig, data: ope.LoggedFeedback, candidate_probs: np.ndarray,
+                    baseline_probs: np.ndarray | str, baseline_name: str, reward_model) -> tuple[dict, ope.Estimate]:
+    """Every estimator for candidate, baseline and their difference, plus the trust diagnostics."""
+    num_actions = candidate_probs.shape[1]
+    q = ope.reward_predictions(reward_model, data, num_actions, seed=config.seed)
+    diagnostics: list = []
+    cand, base, diff = ope.compare(data, candidate_probs, baseline_probs, q, config.num_bootstrap, config.confidence,
+                                   config.seed, min_records=config.min_eval_records, min_ess=config.min_ess,
+                                   switch_tau=config.switch_tau, dr_os_lambda=config.dr_os_lambda,
+                                   diagnostics=diagnostics)
+    diag = diagnostics[0]
+    metrics = {"num_eval_records": int(len(data.actions)),
+               "baseline": baseline_name,
+               "reward_model": reward_model if isinstance(reward_model, str) else "network",
+               "candidate": {k: v.as_dict() for k, v in cand.items()},
+               "baseline_estimates": {k: v.as_dict() for k, v in base.items()},
+               "improvement": {k: v.as_dict() for k, v in diff.items()},
+               "trust": diag.as_dict() | {"min_eval_records": config.min_eval_records, "min_ess": config.min_ess},
+               "candidate_action_share": np.bincount(candidate_probs.argmax(1), minlength=num_actions).tolist()}
+    return metrics, diff[config.estimator]
 
 
 def evaluate_bandit(config: EvaluatorConfig, examples_uri: str, model_uri: str, num_actions: int,
                     baseline_model_uri: str | None) -> tuple[dict, ope.Estimate]:
     data = load_logged_feedback(examples_uri)
-    candidate = ope.greedy_probs(SavedPolicy(serving_dir(model_uri)).actions(data.contexts), num_actions)
+    policy = SavedPolicy(serving_dir(model_uri))
+    candidate = ope.greedy_probs(policy.actions(data.contexts), num_actions)
     baseline = (ope.greedy_probs(SavedPolicy(serving_dir(baseline_model_uri)).actions(data.contexts), num_actions)
                 if baseline_model_uri else ope.LOGGING_POLICY)
-    q = ope.fit_reward_model(data.contexts, data.actions, data.rewards, num_actions, seed=config.seed)
-    cand, base, diff = ope.compare(data, candidate, baseline, q, config.num_bootstrap, config.confidence, config.seed)
-    metrics = {"num_eval_records": int(len(data.actions)),
-               "baseline": baseline_model_uri or "logging_policy",
-               "candidate": {k: v.as_dict() for k, v in cand.items()},
-               "baseline_estimates": {k: v.as_dict() for k, v in base.items()},
-               "improvement": {k: v.as_dict() for k, v in diff.items()},
-               "candidate_action_share": np.bincount(candidate.argmax(1), minlength=num_actions).tolist()}
-    return metrics, diff[config.estimator]
+    return evaluate_logged(config, data, candidate, baseline, baseline_model_uri or "logging_policy",
+                           choose_reward_model(config, data, policy))
+
+
+def _find_serving_dir(path: str) -> str:
+    """A policy SavedModel directory, or a Model artifact directory holding one (Format-Serving)."""
+    from rlops.train.policy_saver import SPECS_FILE
+    for candidate in (path, serving_dir(path)):
+        if tf.io.gfile.exists(os.path.join(candidate, SPECS_FILE)):
+            return candidate
+    raise FileNotFoundError(f"--policy: {path} is neither a policy SavedModel (no {SPECS_FILE}) nor a Model "
+                            "artifact directory holding one; or pass 'uniform' or 'logging'")
+
+
+def evaluate_on_logs(config: EvaluatorConfig, examples_uri: str, policy: str, split: str = "eval",
+                     num_actions: int | None = None) -> dict:
+    """What would `policy` (a SavedModel path, 'uniform' or 'logging') have earned on a split's logs?
+    Every estimator with its interval, and the improvement over the logging policy (paired)."""
+    data = load_logged_feedback(examples_uri, split)
+    saved = None
+    if policy not in ("uniform", ope.LOGGING_POLICY):
+        saved = SavedPolicy(_find_serving_dir(policy))
+        spec = saved.action_spec
+        spec_actions = int(spec.maximum) - int(spec.minimum) + 1
+        if num_actions is not None and num_actions != spec_actions:
+            raise ValueError(f"--num-actions {num_actions} disagrees with the policy's action spec ({spec_actions})")
+        num_actions = spec_actions
+    if num_actions is None:
+        num_actions = data.action_mask.shape[1] if data.action_mask is not None else int(data.actions.max()) + 1
+    if int(data.actions.max()) >= num_actions:
+        i = int(np.argmax(data.actions >= num_actions))
+        raise ValueError(f"examples: action {data.actions[i]} in record {i} is outside the {num_actions} actions")
+    if saved is not None:
+        target = ope.greedy_probs(saved.actions(data.contexts), num_actions)
+    elif policy == "uniform":
+        target = ope.uniform_probs(len(data.actions), num_actions, data.action_mask)
+    else:
+        target = ope.LOGGING_POLICY
+    if isinstance(target, str) and config.reward_model == "network":
+        raise ValueError("--reward-model network needs a SavedModel policy")
+    reward_model = choose_reward_model(config, data, saved)
+    q = ope.reward_predictions(reward_model, data, num_actions, seed=config.seed)
+    diagnostics: list = []
+    est, _, diff = ope.compare(data, target, ope.LOGGING_POLICY, q, config.num_bootstrap, config.confidence,
+                               config.seed, min_records=config.min_eval_records, min_ess=config.min_ess,
+                               switch_tau=config.switch_tau, dr_os_lambda=config.dr_os_lambda,
+                               diagnostics=diagnostics)
+    diag = diagnostics[0]
+    return {"policy": policy, "examples": examples_uri, "split": split, "num_actions": num_actions,
+            "num_records": int(len(data.actions)), "reward_model": reward_model if isinstance(reward_model, str)
+            else "network", "confidence": config.confidence, "trusted": diag.reason is None,
+            "reason": diag.reason, "ess": diag.ess["candidate"], "hyperparameters": diag.hyperparameters["candidate"],
+            "observed_mean_reward": float(np.average(data.rewards, weights=data.record_weights)),
+            "estimates": {k: v.as_dict() for k, v in est.items()},
+            "improvement_over_logging": {k: v.as_dict() for k, v in diff.items()}}
+
+
+def plot_policy_estimates(result: dict, path: str) -> None:
+    """Every estimator's value and interval for one policy, the logging policy's mean as a line."""
+    from rlops.envs.plots import _pyplot
+    plt = _pyplot()
+    names = list(result["estimates"])
+    est = result["estimates"]
+    values = np.array([est[n]["value"] for n in names])
+    err = np.nan_to_num(np.array([[est[n]["value"] - est[n]["lower"] for n in names],
+                                  [est[n]["upper"] - est[n]["value"] for n in names]]))
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.errorbar(np.arange(len(names)), values, yerr=err, fmt="o", capsize=4, label=f"policy: {result['policy']}"[:50])
+    ax.axhline(result["observed_mean_reward"], color="gray", ls="--", label="logging policy (observed)")
+    ax.set_xticks(np.arange(len(names)), [n.upper() if len(n) <= 5 else n for n in names])
+    ax.set_ylabel("estimated value")
+    title = f"{result['num_records']} records, ESS {result['ess']:.0f}"
+    ax.set_title(title if result["trusted"] else title + " (no trustworthy interval)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def _episode_returns(env_id: str, policy, episodes: int, seed: int) -> np.ndarray:
@@ -96,7 +226,7 @@ def evaluate_ppo(config: EvaluatorConfig, model_uri: str, baseline_model_uri: st
     baseline = _episode_returns(config.env_id, baseline_policy, config.num_episodes, config.seed)
     cand = ope.mean_confidence_interval(candidate, config.confidence, seed=config.seed)
     base = ope.mean_confidence_interval(baseline, config.confidence, seed=config.seed)
-    diff = ope.difference_interval(candidate, baseline, config.confidence, seed=config.seed)
+    diff = ope.difference_interval(candidate, baseline, config.confidence, seed=config.seed, min_episodes=5)
     metrics = {"env_id": config.env_id, "num_episodes": config.num_episodes,
                "baseline": baseline_model_uri or "random_policy",
                "candidate": {"mean_return": cand.as_dict()}, "baseline_estimates": {"mean_return": base.as_dict()},
@@ -119,10 +249,14 @@ def run_evaluator(config: EvaluatorConfig | str, model_uri: str, evaluation_uri:
         metrics, improvement = evaluate_ppo(config, model_uri, baseline_model_uri)
         measure = "mean_return"
     score = improvement.lower if config.use_lower_bound else improvement.value
-    blessed = bool(score > config.min_improvement)
     which = f"lower {config.confidence:.0%} bound" if config.use_lower_bound else "point estimate"
-    reason = (f"improvement in {measure} over {metrics['baseline']}: {which} {score:.4f} "
-              f"{'>' if blessed else '<='} {config.min_improvement}")
+    if not improvement.trusted:  # too little data: no rule may bless, whatever the point estimate says
+        blessed = False
+        reason = f"not blessed: no trustworthy estimate of the improvement in {measure}: {improvement.reason}"
+    else:
+        blessed = bool(score > config.min_improvement)
+        reason = (f"improvement in {measure} over {metrics['baseline']}: {which} {score:.4f} "
+                  f"{'>' if blessed else '<='} {config.min_improvement}")
     metrics.update({"blessed": blessed, "reason": reason, "rule": {
         "measure": measure, "use_lower_bound": config.use_lower_bound, "min_improvement": config.min_improvement}})
     log.info("evaluator: %s -> %s", reason, "BLESSED" if blessed else "NOT BLESSED")
@@ -147,8 +281,8 @@ def _plot_estimates(metrics: dict, path: str) -> None:
                                                    (f"baseline ({metrics['baseline']})"[:40], "baseline_estimates"))):
         est = metrics[key]
         values = np.array([est[n]["value"] for n in names])
-        err = np.array([[est[n]["value"] - est[n]["lower"] for n in names],
-                        [est[n]["upper"] - est[n]["value"] for n in names]])
+        err = np.nan_to_num(np.array([[est[n]["value"] - est[n]["lower"] for n in names],
+                                      [est[n]["upper"] - est[n]["value"] for n in names]]))  # no interval: a dot
         ax.errorbar(np.arange(len(names)) + offset, values, yerr=err, fmt="o", capsize=4, label=label)
     ax.set_xticks(np.arange(len(names)), [n.upper() if len(n) <= 5 else n for n in names])
     ax.set_ylabel("estimated value")

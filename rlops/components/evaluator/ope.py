@@ -1,44 +1,94 @@
 """Off-policy estimates of a target policy's value from logged bandit feedback.
 
 Logged data: contexts x_i, actions a_i, rewards r_i, propensities p_i = mu(a_i | x_i) of the
-logging policy mu. The target policy is given as action probabilities pi [N, K] (one-hot for a
-greedy policy). With importance weights w_i = pi(a_i | x_i) / p_i and a reward model q(x, a):
+logging policy mu, optional record weights s_i and action masks. The target policy is given as
+action probabilities pi [N, K] (one-hot for a greedy policy). With importance weights
+w_i = pi(a_i | x_i) / p_i, a reward model q(x, a) and E_s the s-weighted mean over rows:
 
-    IPS   = mean(w_i r_i)                                  unbiased when p_i > 0 wherever pi > 0
-    SNIPS = sum(w_i r_i) / sum(w_i)                        slightly biased, much lower variance
-    DM    = mean(sum_a pi(a | x_i) q(x_i, a))              biased by q, low variance
-    DR    = DM + mean(w_i (r_i - q(x_i, a_i)))             unbiased if either p or q is right
+    IPS       = E_s[w r]                                  unbiased when p > 0 wherever pi > 0
+    SNIPS     = E_s[w r] / E_s[w]                         slightly biased, lower variance
+    DM        = E_s[sum_a pi(a|x) q(x, a)]                biased by q, low variance
+    DR        = DM + E_s[w (r - q(x, a))]                 unbiased if either p or q is right
+    SNDR      = DM + E_s[w (r - q)] / E_s[w]              self-normalized DR (OBP)
+    Switch-DR = DM + E_s[w 1{w <= tau} (r - q)]           Wang et al. 2017 (OBP's form)
+    DR-os     = DM + E_s[w_os (r - q)], w_os = lam w / (w^2 + lam)   Su et al. 2020
 
-Confidence intervals come from a (vectorized) bootstrap over rows. Comparisons of two policies
-resample the same rows for both, so the interval of the difference is paired.
+tau and lam are given, or picked per policy from OBP's default grid by estimated MSE (OBP's
+tuning: a high-probability bound on the bias against DR, squared, plus the variance).
+
+Intervals: a streaming Poisson(1) bootstrap. Every estimator is a ratio of weighted column sums,
+so each resample only needs those sums; rows are processed in chunks and Poisson multiplicities
+are drawn per chunk, so memory is O(resamples x chunk), not O(resamples x rows). A comparison
+uses the same multiplicities for candidate and baseline: the interval of the difference is paired.
+
+Trust: intervals are computed only when there are at least `min_records` rows of positive weight
+and the importance weights' effective sample size ESS = (sum s w)^2 / sum (s w)^2 is at least
+`min_ess` (and the bootstrap is valid). Otherwise every interval is NaN and `Estimate.reason`
+says why, so no caller can bless on one lucky row.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
-ESTIMATORS = ("ips", "snips", "dm", "dr")
+ESTIMATORS = ("ips", "snips", "dm", "dr", "sndr", "switch_dr", "dr_os")
+MODEL_FREE = ("ips", "snips")
+REWARD_MODELS = ("ridge", "logistic")
+LOGGING_POLICY = "logging"
+# OBP's default hyperparameter grid for Switch-DR's tau and DR-os's lambda.
+DEFAULT_GRID = (10.0, 50.0, 100.0, 500.0, 1000.0, 5000.0, 10000.0, math.inf)
+DEFAULT_MIN_RECORDS = 100
+DEFAULT_MIN_ESS = 30.0
+
+RewardModelFn = Callable[[np.ndarray], np.ndarray]  # contexts [N, D] -> q [N, K]
 
 
 @dataclass(frozen=True)
 class LoggedFeedback:
-    contexts: np.ndarray     # [N, D]
-    actions: np.ndarray      # [N] int
-    rewards: np.ndarray      # [N]
-    propensities: np.ndarray  # [N] in (0, 1]
+    contexts: np.ndarray            # [N, D]
+    actions: np.ndarray             # [N] int
+    rewards: np.ndarray             # [N]
+    propensities: np.ndarray        # [N] in (0, 1]
+    weights: np.ndarray | None = None      # [N] >= 0, per-record weights (None: all 1)
+    action_mask: np.ndarray | None = None  # [N, K] 1 = allowed; the target policy gives masked actions 0
 
     def __post_init__(self):
         n = len(self.actions)
-        for name in ("contexts", "rewards", "propensities"):
-            if len(getattr(self, name)) != n:
-                raise ValueError(f"LoggedFeedback.{name} has {len(getattr(self, name))} rows, actions has {n}")
+        for name in ("contexts", "rewards", "propensities", "weights", "action_mask"):
+            value = getattr(self, name)
+            if value is not None and len(value) != n:
+                raise ValueError(f"LoggedFeedback.{name} has {len(value)} rows, actions has {n}")
         if n == 0:
             raise ValueError("LoggedFeedback is empty: no eval records to estimate from")
-        bad = ~((self.propensities > 0) & (self.propensities <= 1))
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"propensity must be in (0, 1]; row {i} has {self.propensities[i]}")
+        _first_bad("propensity must be in (0, 1]", self.propensities,
+                   ~((self.propensities > 0) & (self.propensities <= 1)))
+        _first_bad("reward must be finite", self.rewards, ~np.isfinite(self.rewards))
+        if (self.actions < 0).any():
+            _first_bad("action must be >= 0", self.actions, self.actions < 0)
+        if self.weights is not None:
+            _first_bad("weight must be finite and >= 0", self.weights,
+                       ~(np.isfinite(self.weights) & (self.weights >= 0)))
+            if not (self.weights > 0).any():
+                raise ValueError("weight: every record has weight 0; nothing to estimate from")
+        if self.action_mask is not None:
+            mask = self.action_mask
+            if mask.ndim != 2 or (self.actions >= mask.shape[1]).any():
+                raise ValueError(f"action_mask must be [N, K] covering every logged action; got shape {mask.shape}")
+            _first_bad("action_mask excludes the logged action", self.actions,
+                       mask[np.arange(n), self.actions] == 0)
+
+    @property
+    def record_weights(self) -> np.ndarray:
+        return np.ones(len(self.actions)) if self.weights is None else np.asarray(self.weights, float)
+
+
+def _first_bad(message: str, values: np.ndarray, bad: np.ndarray) -> None:
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{message}; row {i} has {values[i]}")
 
 
 @dataclass(frozen=True)
@@ -46,106 +96,34 @@ class Estimate:
     value: float
     lower: float
     upper: float
+    reason: str | None = None   # why there is no interval (NaN bounds), None when trusted
+
+    @property
+    def trusted(self) -> bool:
+        return self.reason is None and math.isfinite(self.lower) and math.isfinite(self.upper)
 
     def as_dict(self) -> dict:
-        return {"value": self.value, "lower": self.lower, "upper": self.upper}
+        out = {"value": self.value, "lower": self.lower, "upper": self.upper}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
 
 
-def fit_reward_model(contexts: np.ndarray, actions: np.ndarray, rewards: np.ndarray, num_actions: int,
-                     l2: float = 1.0, folds: int = 2, seed: int = 0) -> np.ndarray:
-    """Cross-fitted per-action ridge regression q(x, a) -> [N, K] predictions.
+@dataclass(frozen=True)
+class Diagnostics:
+    """What the trust decision looked at, reported beside the estimates."""
+    num_records: int
+    ess: dict[str, float]                   # per policy ("candidate", "baseline")
+    hyperparameters: dict[str, dict[str, float]]  # per policy: switch_tau, dr_os_lambda used
+    valid_resamples: int
+    reason: str | None
 
-    Each row's prediction comes from a model fitted on the other folds, so DM/DR do not reuse a
-    row's own reward to predict it (that would make DR's correction term shrink towards 0).
-    """
-    n, d = contexts.shape
-    x = np.concatenate([contexts, np.ones((n, 1))], 1)
-    fold = np.random.default_rng(seed).integers(0, folds, n)
-    q = np.zeros((n, num_actions))
-    for f in range(folds):
-        train, test = fold != f, fold == f
-        for a in range(num_actions):
-            rows = train & (actions == a)
-            xa, ra = x[rows], rewards[rows]
-            theta = np.linalg.solve(xa.T @ xa + l2 * np.eye(d + 1), xa.T @ ra)
-            q[test, a] = x[test] @ theta
-    return q
+    def as_dict(self) -> dict:
+        return {"num_records": self.num_records, "ess": self.ess, "hyperparameters": self.hyperparameters,
+                "valid_resamples": self.valid_resamples, "trusted": self.reason is None, "reason": self.reason}
 
 
-def _per_row_terms(data: LoggedFeedback, target_probs: np.ndarray, q: np.ndarray | None) -> dict[str, np.ndarray]:
-    """Per-row quantities whose (ratio of) means are the estimates; bootstrapping resamples rows."""
-    n = len(data.actions)
-    rows = np.arange(n)
-    w = target_probs[rows, data.actions] / data.propensities
-    terms = {"w": w, "wr": w * data.rewards}
-    if q is not None:
-        dm = (target_probs * q).sum(1)
-        terms["dm"] = dm
-        terms["dr"] = dm + w * (data.rewards - q[rows, data.actions])
-    return terms
-
-
-def _logging_policy_terms(data: LoggedFeedback) -> dict[str, np.ndarray]:
-    """The logging policy evaluated on its own data: every estimator is the observed mean reward."""
-    ones = np.ones_like(data.rewards, dtype=float)
-    r = data.rewards.astype(float)
-    return {"w": ones, "wr": r, "dm": r, "dr": r}
-
-
-LOGGING_POLICY = "logging"
-
-
-def _estimates_from_means(means: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    out = {"ips": means["wr"], "snips": means["wr"] / np.maximum(means["w"], 1e-12)}
-    if "dm" in means:
-        out["dm"], out["dr"] = means["dm"], means["dr"]
-    return out
-
-
-def _bootstrap_means(terms: dict[str, np.ndarray], idx: np.ndarray) -> dict[str, np.ndarray]:
-    return {k: v[idx].mean(1) for k, v in terms.items()}
-
-
-def estimate(data: LoggedFeedback, target_probs: np.ndarray, q: np.ndarray | None = None,
-             num_bootstrap: int = 500, confidence: float = 0.95, seed: int = 0) -> dict[str, Estimate]:
-    """Point estimates with percentile-bootstrap intervals for every estimator available
-    (DM and DR need the reward model predictions q)."""
-    return compare(data, target_probs, None, q, num_bootstrap, confidence, seed)[0]
-
-
-def compare(data: LoggedFeedback, candidate_probs: np.ndarray, baseline_probs: np.ndarray | str | None,
-            q: np.ndarray | None = None, num_bootstrap: int = 500, confidence: float = 0.95,
-            seed: int = 0) -> tuple[dict[str, Estimate], dict[str, Estimate] | None, dict[str, Estimate] | None]:
-    """Estimates of candidate and baseline and of their difference (candidate - baseline), all
-    from the same bootstrap resamples. `baseline_probs=LOGGING_POLICY` compares against the
-    policy that logged the data (its value is the observed mean reward)."""
-    n = len(data.actions)
-    idx = np.random.default_rng(seed).integers(0, n, size=(num_bootstrap, n))
-    alpha = (1.0 - confidence) / 2.0
-
-    def summarize(point: dict[str, np.ndarray], boot: dict[str, np.ndarray]) -> dict[str, Estimate]:
-        return {k: Estimate(float(point[k]), float(np.quantile(boot[k], alpha)), float(np.quantile(boot[k], 1 - alpha)))
-                for k in point}
-
-    cand_terms = _per_row_terms(data, candidate_probs, q)
-    cand_point = _estimates_from_means({k: v.mean() for k, v in cand_terms.items()})
-    cand_boot = _estimates_from_means(_bootstrap_means(cand_terms, idx))
-    if baseline_probs is None:
-        return summarize(cand_point, cand_boot), None, None
-    if isinstance(baseline_probs, str):
-        if baseline_probs != LOGGING_POLICY:
-            raise ValueError(f"baseline_probs must be an array or '{LOGGING_POLICY}', got '{baseline_probs}'")
-        base_terms = _logging_policy_terms(data)
-        if q is None:
-            base_terms = {k: base_terms[k] for k in ("w", "wr")}
-    else:
-        base_terms = _per_row_terms(data, baseline_probs, q)
-    base_point = _estimates_from_means({k: v.mean() for k, v in base_terms.items()})
-    base_boot = _estimates_from_means(_bootstrap_means(base_terms, idx))
-    diff_point = {k: cand_point[k] - base_point[k] for k in cand_point}
-    diff_boot = {k: cand_boot[k] - base_boot[k] for k in cand_boot}
-    return summarize(cand_point, cand_boot), summarize(base_point, base_boot), summarize(diff_point, diff_boot)
-
+# ---- policies and importance weights -----------------------------------------------------------
 
 def greedy_probs(actions: np.ndarray, num_actions: int) -> np.ndarray:
     """One-hot action probabilities of a deterministic policy."""
@@ -154,11 +132,335 @@ def greedy_probs(actions: np.ndarray, num_actions: int) -> np.ndarray:
     return probs
 
 
+def uniform_probs(num_records: int, num_actions: int, action_mask: np.ndarray | None = None) -> np.ndarray:
+    """The uniform policy (over the allowed actions where there is a mask)."""
+    probs = np.ones((num_records, num_actions)) if action_mask is None else np.asarray(action_mask, float)
+    return probs / probs.sum(1, keepdims=True)
+
+
+def apply_action_mask(probs: np.ndarray, action_mask: np.ndarray | None) -> np.ndarray:
+    """Masked actions get probability 0; the rest is renormalized. A row whose policy puts all of
+    its probability on masked actions is an error naming the row (the policy ignores the mask)."""
+    if action_mask is None:
+        return probs
+    if action_mask.shape != probs.shape:
+        raise ValueError(f"action_mask has shape {action_mask.shape}, policy probabilities {probs.shape}")
+    masked = probs * (action_mask > 0)
+    total = masked.sum(1, keepdims=True)
+    _first_bad("the target policy puts all its probability on actions that action_mask excludes", total[:, 0],
+               total[:, 0] <= 0)
+    return masked / total
+
+
+def importance_weights(data: LoggedFeedback, probs: np.ndarray) -> np.ndarray:
+    return probs[np.arange(len(data.actions)), data.actions] / data.propensities
+
+
+def effective_sample_size(importance: np.ndarray, record_weights: np.ndarray | None = None) -> float:
+    """(sum v)^2 / sum v^2 with v = record weight x importance weight (n when all v are equal)."""
+    v = importance if record_weights is None else importance * record_weights
+    denom = float((v ** 2).sum())
+    return float(v.sum()) ** 2 / denom if denom > 0 else 0.0
+
+
+# ---- reward models ---------------------------------------------------------------------------------
+
+def fit_reward_model(contexts: np.ndarray, actions: np.ndarray, rewards: np.ndarray, num_actions: int,
+                     kind: str = "ridge", weights: np.ndarray | None = None, l2: float = 1.0, folds: int = 2,
+                     seed: int = 0) -> np.ndarray:
+    """Cross-fitted reward model q(x, a) -> [N, K] predictions.
+
+    ridge: one ridge regression per action. logistic (rewards in {0, 1}): one L2-regularized
+    logistic regression on [one-hot action, context], i.e. an item effect plus a context effect;
+    shared across actions, so it still fits when clicks are rare. Each row's prediction comes
+    from a model fitted on the other folds, so DM/DR do not reuse a row's own reward to predict
+    it (that would shrink DR's correction term towards 0). Record weights weight the fit.
+    """
+    if kind not in REWARD_MODELS:
+        raise ValueError(f"reward_model: unknown kind '{kind}'; choose one of {', '.join(REWARD_MODELS)} "
+                         "(or pass a callable giving q(x, a) for all a)")
+    contexts = np.asarray(contexts, float).reshape(len(actions), -1)
+    if kind == "logistic" and not np.isin(rewards, (0.0, 1.0)).all():
+        _first_bad("reward_model 'logistic' needs rewards in {0, 1}", rewards, ~np.isin(rewards, (0.0, 1.0)))
+    s = np.ones(len(actions)) if weights is None else np.asarray(weights, float)
+    fold = np.random.default_rng(seed).integers(0, folds, len(actions)) if folds > 1 else np.zeros(len(actions), int)
+    q = np.zeros((len(actions), num_actions))
+    for f in range(folds):
+        train, test = (fold != f, fold == f) if folds > 1 else (fold == 0, fold == 0)
+        if kind == "ridge":
+            q[test] = _ridge(contexts, actions, rewards, s, num_actions, l2, train, contexts[test])
+        else:
+            q[test] = _logistic(contexts, actions, rewards, s, num_actions, l2, train, contexts[test])
+    return q
+
+
+def _ridge(x, actions, rewards, s, k, l2, train, x_test) -> np.ndarray:
+    d = x.shape[1]
+    x1, xt = np.concatenate([x, np.ones((len(x), 1))], 1), np.concatenate([x_test, np.ones((len(x_test), 1))], 1)
+    out = np.zeros((len(x_test), k))
+    for a in range(k):
+        rows = train & (actions == a)
+        xa, ra, sa = x1[rows], rewards[rows], s[rows]
+        theta = np.linalg.solve((xa * sa[:, None]).T @ xa + l2 * np.eye(d + 1), (xa * sa[:, None]).T @ ra)
+        out[:, a] = xt @ theta
+    return out
+
+
+def _logistic(x, actions, rewards, s, k, l2, train, x_test, iterations: int = 30) -> np.ndarray:
+    """Newton's method on the L2-penalized weighted log-likelihood of
+    logit q(x, a) = b + theta_a + x . beta (b unpenalized, so a rare click rate is no problem)."""
+    xa, act, r, sw = x[train], actions[train], rewards[train], s[train]
+    n, d = xa.shape
+    features = np.concatenate([np.ones((n, 1)), np.eye(k)[act], xa], 1)           # [n, 1 + K + D]
+    penalty = np.full(1 + k + d, l2)
+    penalty[0] = 1e-6
+    prior = float(r @ sw) / max(float(sw.sum()), 1e-12)
+    theta = np.zeros(1 + k + d)
+    theta[0] = math.log(min(max(prior, 1e-6), 1 - 1e-6) / (1 - min(max(prior, 1e-6), 1 - 1e-6)))
+    for _ in range(iterations):
+        p = 1 / (1 + np.exp(-np.clip(features @ theta, -30, 30)))
+        grad = features.T @ (sw * (p - r)) + penalty * theta
+        hess = (features * (sw * p * (1 - p))[:, None]).T @ features + np.diag(penalty)
+        step = np.linalg.solve(hess, grad)
+        theta -= step
+        if np.abs(step).max() < 1e-7:
+            break
+    logits = theta[0] + theta[1:1 + k][None, :] + (x_test @ theta[1 + k:])[:, None]
+    return 1 / (1 + np.exp(-np.clip(logits, -30, 30)))
+
+
+def reward_predictions(model: str | RewardModelFn, data: LoggedFeedback, num_actions: int, seed: int = 0) -> np.ndarray:
+    """q [N, K] from a reward model kind (fitted, cross-fitted) or a callable (e.g. the trained network)."""
+    if callable(model):
+        q = np.asarray(model(data.contexts), float)
+        if q.shape != (len(data.actions), num_actions):
+            raise ValueError(f"reward model returned shape {q.shape}; expected ({len(data.actions)}, {num_actions})")
+        return q
+    return fit_reward_model(data.contexts, data.actions, data.rewards, num_actions, kind=model,
+                            weights=data.weights, seed=seed)
+
+
+# ---- per-row terms ---------------------------------------------------------------------------------
+
+# Columns whose (weighted) sums every estimator is a ratio of.
+_TERMS = ("w", "wr", "dm", "wres", "switch", "os")
+
+
+def _tuned(w: np.ndarray, w_hat_options: dict[float, np.ndarray], res: np.ndarray, dm: np.ndarray,
+           s: np.ndarray, delta: float = 0.05) -> float:
+    """OBP's MSE-based tuning: for each hyperparameter, (bias bound)^2 + variance / n, where the
+    bias against DR is |E[(w - w_hat)(r - q)]| plus a high-probability bound on its deviation."""
+    n = s.sum()
+
+    def mean_var(x):
+        mean = (s * x).sum() / n
+        return mean, (s * (x - mean) ** 2).sum() / max(n - 1, 1)
+
+    best, best_score = math.inf, math.inf
+    for value, w_hat in sorted(w_hat_options.items()):
+        _, var = mean_var(dm + w_hat * res)
+        gap_mean, gap_var = mean_var((w - w_hat) * res)
+        bias = abs(gap_mean) + math.sqrt(2 * math.log(2 / delta) * gap_var / n)
+        score = bias ** 2 + var / n
+        if score < best_score:
+            best, best_score = value, score
+    return best
+
+
+def _policy_terms(data: LoggedFeedback, probs: np.ndarray, q: np.ndarray | None, switch_tau: float | None,
+                  dr_os_lambda: float | None, grid: tuple[float, ...]) -> tuple[np.ndarray, dict[str, float]]:
+    """[N, len(_TERMS)] per-row terms (not yet multiplied by record weights) and the hyperparameters."""
+    n = len(data.actions)
+    rows = np.arange(n)
+    w = importance_weights(data, probs)
+    r = np.asarray(data.rewards, float)
+    out = np.zeros((n, len(_TERMS)))
+    out[:, 0], out[:, 1] = w, w * r
+    if q is None:
+        return out, {}
+    dm = (probs * q).sum(1)
+    res = r - q[rows, data.actions]
+    s = data.record_weights
+    grid = tuple(sorted(set(grid) | {math.inf}))
+    if switch_tau is None:
+        switch_tau = _tuned(w, {t: w * (w <= t) for t in grid}, res, dm, s)
+    if dr_os_lambda is None:
+        dr_os_lambda = _tuned(w, {lam: (w if math.isinf(lam) else lam * w / (w ** 2 + lam)) for lam in grid},
+                              res, dm, s)
+    w_switch = w * (w <= switch_tau)
+    w_os = w if math.isinf(dr_os_lambda) else dr_os_lambda * w / (w ** 2 + dr_os_lambda)
+    out[:, 2], out[:, 3], out[:, 4], out[:, 5] = dm, w * res, w_switch * res, w_os * res
+    return out, {"switch_tau": float(switch_tau), "dr_os_lambda": float(dr_os_lambda)}
+
+
+def _logging_terms(data: LoggedFeedback, with_model: bool) -> np.ndarray:
+    """The logging policy on its own data: w = 1 and no correction, so every estimator is the
+    observed (weighted) mean reward."""
+    r = np.asarray(data.rewards, float)
+    out = np.zeros((len(r), len(_TERMS)))
+    out[:, 0], out[:, 1] = 1.0, r
+    if with_model:
+        out[:, 2] = r
+    return out
+
+
+def _estimates_from_sums(total: np.ndarray, sums: np.ndarray, with_model: bool) -> dict[str, np.ndarray]:
+    """total [...] = sum s; sums [..., len(_TERMS)] = sum s * term -> every estimator."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w, wr, dm, wres, switch, os_ = (sums[..., j] for j in range(len(_TERMS)))
+        out = {"ips": wr / total, "snips": wr / w}
+        if with_model:
+            out.update(dm=dm / total, dr=(dm + wres) / total, sndr=dm / total + wres / w,
+                       switch_dr=(dm + switch) / total, dr_os=(dm + os_) / total)
+    return out
+
+
+# ---- streaming Poisson bootstrap -------------------------------------------------------------------
+
+def _poisson_table() -> np.ndarray:
+    """Poisson(1) as a 65,536-entry lookup table: a uint16 draw indexes it (probabilities exact to
+    1/65,536, six times faster than rng.poisson; the bootstrap's Monte Carlo error is far larger)."""
+    p = np.array([math.exp(-1) / math.factorial(k) for k in range(12)])
+    counts = np.round(p * 65536).astype(int)
+    counts[0] += 65536 - counts.sum()
+    return np.repeat(np.arange(12), counts).astype(np.float32)
+
+
+_POISSON = _poisson_table()
+
+
+def poisson_bootstrap_sums(columns: np.ndarray, num_bootstrap: int, seed: int = 0,
+                           chunk_elements: int = 1 << 23) -> np.ndarray:
+    """[B, J] sums over rows of Poisson(1)-weighted columns [N, J], in chunks of rows so memory
+    stays O(B x chunk) (about 48 MB at the default chunk) whatever N is."""
+    n, j = columns.shape
+    rng = np.random.default_rng(seed)
+    chunk = max(1, chunk_elements // num_bootstrap)
+    sums = np.zeros((num_bootstrap, j))
+    for start in range(0, n, chunk):
+        block = columns[start:start + chunk].astype(np.float32)
+        multiplicity = _POISSON[rng.integers(0, 65536, (num_bootstrap, len(block)), dtype=np.uint16)]
+        sums += multiplicity @ block
+    return sums
+
+
+def _check_bootstrap_args(num_bootstrap: int, confidence: float) -> None:
+    if isinstance(num_bootstrap, bool) or not isinstance(num_bootstrap, (int, np.integer)) or num_bootstrap < 50:
+        raise ValueError(f"num_bootstrap must be an integer >= 50 (percentile intervals need enough resamples), "
+                         f"got {num_bootstrap!r}")
+    if not 0.5 <= confidence < 1.0:
+        raise ValueError(f"confidence must be in [0.5, 1), got {confidence!r}")
+
+
+def estimate(data: LoggedFeedback, target_probs: np.ndarray | str, q: np.ndarray | None = None,
+             num_bootstrap: int = 500, confidence: float = 0.95, seed: int = 0, **trust) -> dict[str, Estimate]:
+    """Point estimates with bootstrap intervals for every estimator available (all but IPS and
+    SNIPS need the reward model predictions q). `trust`: min_records, min_ess, switch_tau, ..."""
+    return compare(data, target_probs, None, q, num_bootstrap, confidence, seed, **trust)[0]
+
+
+def compare(data: LoggedFeedback, candidate_probs: np.ndarray | str, baseline_probs: np.ndarray | str | None,
+            q: np.ndarray | None = None, num_bootstrap: int = 500, confidence: float = 0.95, seed: int = 0,
+            min_records: int = DEFAULT_MIN_RECORDS, min_ess: float = DEFAULT_MIN_ESS,
+            switch_tau: float | None = None, dr_os_lambda: float | None = None,
+            grid: tuple[float, ...] = DEFAULT_GRID, diagnostics: list | None = None,
+            ) -> tuple[dict[str, Estimate], dict[str, Estimate] | None, dict[str, Estimate] | None]:
+    """Estimates of candidate and baseline and of their difference (candidate - baseline), all
+    from the same bootstrap resamples. LOGGING_POLICY as either policy stands for the policy that
+    logged the data (its value is the observed mean reward). Where the data cannot
+    support an interval (too few records, too small an ESS, invalid bootstrap) every interval is
+    NaN and carries the reason; `diagnostics` (a list) receives a Diagnostics."""
+    _check_bootstrap_args(num_bootstrap, confidence)
+    n, with_model = len(data.actions), q is not None
+    s = data.record_weights
+    if q is not None and (q.ndim != 2 or len(q) != n):
+        raise ValueError(f"q has shape {q.shape}; expected ({n}, num_actions)")
+
+    def policy_block(policy, who: str) -> tuple[np.ndarray, dict, float]:
+        if isinstance(policy, str):
+            if policy != LOGGING_POLICY:
+                raise ValueError(f"{who} policy must be action probabilities or '{LOGGING_POLICY}', got '{policy}'")
+            return _logging_terms(data, with_model), {}, effective_sample_size(np.ones(n), s)
+        probs = apply_action_mask(_check_probs(policy, n, who), data.action_mask)
+        if q is not None and q.shape != probs.shape:
+            raise ValueError(f"q has shape {q.shape}; {who} action probabilities {probs.shape}")
+        terms, hp = _policy_terms(data, probs, q, switch_tau, dr_os_lambda, grid)
+        return terms, hp, effective_sample_size(terms[:, 0], s)
+
+    blocks, hps, ess = [], {}, {}
+    for who, policy in (("candidate", candidate_probs), ("baseline", baseline_probs)):
+        if policy is not None:
+            terms, hps[who], ess[who] = policy_block(policy, who)
+            blocks.append(terms)
+
+    # One [N, 1 + J * policies] matrix: sum s, then s * terms per policy; the bootstrap sums it.
+    columns = np.concatenate([s[:, None]] + [b * s[:, None] for b in blocks], 1)
+    del blocks
+    point_sums = columns.sum(0)
+    boot_sums = poisson_bootstrap_sums(columns, num_bootstrap, seed)
+    del columns
+    j = len(_TERMS)
+
+    def split(sums):
+        return [_estimates_from_sums(sums[..., 0], sums[..., 1 + i * j: 1 + (i + 1) * j], with_model)
+                for i in range(len(hps))]
+
+    points, boots = split(point_sums), split(boot_sums)
+    finite = np.all([np.isfinite(v) for b in boots for v in b.values()], axis=0)
+    valid = int(finite.sum())
+
+    num_records = int((s > 0).sum())
+    reason = None
+    if num_records < min_records:
+        reason = (f"only {num_records} eval records (with weight > 0); at least {min_records} are needed "
+                  f"for an interval (min_eval_records)")
+    else:
+        low = [f"{who} {value:.1f}" for who, value in ess.items() if value < min_ess]
+        if low:
+            reason = (f"effective sample size of the importance weights too small: {', '.join(low)} "
+                      f"< {min_ess:g} (min_ess); the logs rarely took the actions this policy takes")
+        elif valid < 0.99 * num_bootstrap:
+            reason = f"invalid bootstrap: only {valid} of {num_bootstrap} resamples give finite estimates"
+    if diagnostics is not None:
+        diagnostics.append(Diagnostics(num_records, ess, hps, valid, reason))
+
+    alpha = (1.0 - confidence) / 2.0
+
+    def summarize(point: dict[str, np.ndarray], boot: dict[str, np.ndarray]) -> dict[str, Estimate]:
+        if reason is not None:
+            return {name: Estimate(float(point[name]), math.nan, math.nan, reason) for name in point}
+        return {name: Estimate(float(point[name]), float(np.quantile(boot[name][finite], alpha)),
+                               float(np.quantile(boot[name][finite], 1 - alpha))) for name in point}
+
+    cand = summarize(points[0], boots[0])
+    if len(points) == 1:
+        return cand, None, None
+    diff_point = {name: points[0][name] - points[1][name] for name in points[0]}
+    diff_boot = {name: boots[0][name] - boots[1][name] for name in boots[0]}
+    return cand, summarize(points[1], boots[1]), summarize(diff_point, diff_boot)
+
+
+def _check_probs(probs: np.ndarray, n: int, who: str) -> np.ndarray:
+    probs = np.asarray(probs, float)
+    if probs.ndim != 2 or len(probs) != n:
+        raise ValueError(f"{who} action probabilities have shape {probs.shape}; expected ({n}, num_actions)")
+    if not np.isfinite(probs).all() or (probs < 0).any():
+        raise ValueError(f"{who} action probabilities must be finite and >= 0")
+    _first_bad(f"{who} action probabilities must sum to 1", probs.sum(1), np.abs(probs.sum(1) - 1) > 1e-5)
+    return probs
+
+
+# ---- PPO: returns of episodes --------------------------------------------------------------------
+
 def difference_interval(candidate: np.ndarray, baseline: np.ndarray, confidence: float = 0.95,
-                        num_bootstrap: int = 1000, seed: int = 0) -> Estimate:
+                        num_bootstrap: int = 1000, seed: int = 0, min_episodes: int = 2) -> Estimate:
     """mean(candidate) - mean(baseline) for two independent samples (e.g. episode returns)."""
+    _check_bootstrap_args(num_bootstrap, confidence)
     rng = np.random.default_rng(seed)
     c, b = np.asarray(candidate, float), np.asarray(baseline, float)
+    if min(len(c), len(b)) < min_episodes:
+        return Estimate(float(c.mean() - b.mean()) if len(c) and len(b) else math.nan, math.nan, math.nan,
+                        f"only {min(len(c), len(b))} episodes; at least {min_episodes} are needed for an interval")
     boot = (c[rng.integers(0, len(c), (num_bootstrap, len(c)))].mean(1)
             - b[rng.integers(0, len(b), (num_bootstrap, len(b)))].mean(1))
     alpha = (1.0 - confidence) / 2.0
@@ -168,6 +470,7 @@ def difference_interval(candidate: np.ndarray, baseline: np.ndarray, confidence:
 def mean_confidence_interval(values: np.ndarray, confidence: float = 0.95, num_bootstrap: int = 1000,
                              seed: int = 0) -> Estimate:
     """Mean with a bootstrap interval (PPO: returns over evaluation episodes)."""
+    _check_bootstrap_args(num_bootstrap, confidence)
     values = np.asarray(values, float)
     idx = np.random.default_rng(seed).integers(0, len(values), size=(num_bootstrap, len(values)))
     boot = values[idx].mean(1)
