@@ -48,9 +48,7 @@ def _chain_laplacian(k):
 BAD_ACTION_SPECS = {
     "float": specs.BoundedTensorSpec((), tf.float32, 0.0, 4.0),
     "vector": specs.BoundedTensorSpec((2,), tf.int32, 0, 4),
-    "min_1": specs.BoundedTensorSpec((), tf.int32, 1, 4),
     "unbounded": tf.TensorSpec((), tf.int32),
-    "int64": specs.BoundedTensorSpec((), tf.int64, 0, 4),
     "nested": (ACTION_SPEC, ACTION_SPEC),
 }
 
@@ -90,13 +88,14 @@ def test_neural_loss_matches_numpy_with_weights_and_laplacian():
     taken = pred[np.arange(16), a]
     smooth = np.einsum("bi,ij,bj->b", pred, lap, pred)
     expected = np.mean(w * (r - taken) ** 2) + 0.05 * np.mean(w * smooth)
-    loss = agent.loss(x, a, r, w)
+    loss = agent.loss(trajectories.single_step_trajectory(x, a, r), w)
     np.testing.assert_allclose(loss.loss.numpy(), expected, rtol=1e-5)
+    np.testing.assert_allclose(agent.reward_loss(x, a, r, w).numpy(), expected, rtol=1e-5)
     np.testing.assert_allclose(loss.extra["error_loss"].numpy(), np.mean(w * (r - taken) ** 2), rtol=1e-5)
     # No weights, no Laplacian: plain MSE on the taken actions.
     plain = _neural_agent()
     pred = _numpy_reward_net(plain.reward_network, x)
-    np.testing.assert_allclose(plain.loss(x, a, r).loss.numpy(),
+    np.testing.assert_allclose(plain.reward_loss(x, a, r).numpy(),
                                np.mean((r - pred[np.arange(16), a]) ** 2), rtol=1e-5)
 
 
@@ -111,7 +110,7 @@ def test_neural_loss_only_touches_taken_actions():
     a = np.array([0, 2, 0, 2, 2, 0, 0, 2], np.int32)
     out_bias = agent.reward_network.mlp.output_layer.bias
     with tf.GradientTape() as tape:
-        loss = agent.loss(x, a, r).loss
+        loss = agent.reward_loss(x, a, r)
     g = tape.gradient(loss, out_bias).numpy()
     assert g[0] != 0 and g[2] != 0
     np.testing.assert_array_equal(g[[1, 3, 4]], 0.0)
@@ -132,7 +131,7 @@ def test_neural_train_step_matches_manual_adam_step_and_shapes():
     ref = _neural_agent()
     opt = tf_keras.optimizers.Adam(1e-2)
     with tf.GradientTape() as tape:
-        loss = ref.loss(x, a, r, w).loss
+        loss = ref.reward_loss(x, a, r, w)
     variables = ref.reward_network.trainable_variables
     opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
     for v0, v1 in zip(agents[0].reward_network.trainable_variables, variables):
@@ -257,10 +256,13 @@ def test_linucb_update_and_scores_match_numpy(add_bias):
     feats = (lambda x: np.concatenate([x, np.ones((len(x), 1), np.float32)], 1)) if add_bias else (lambda x: x)
     for seed in range(3):
         x, a, r, w = _data(40, seed)
-        loss = agent.train(trajectories.single_step_trajectory(x, a, r), weights=w)
+        experience = trajectories.single_step_trajectory(x, a, r)
         theta_before = ref.theta()
-        np.testing.assert_allclose(loss.loss.numpy(),
+        np.testing.assert_allclose(agent.prediction_error(experience, w).numpy(),
                                    np.mean(w * (r - np.sum(feats(x) * theta_before[a], 1)) ** 2), rtol=1e-4)
+        loss = agent.train(experience, weights=w)
+        np.testing.assert_allclose(loss.loss.numpy(), -r.sum(), rtol=1e-5)  # TF-Agents: -sum(rewards)
+        assert loss.extra == ()
         ref.update(feats(x), a, r, w)
     np.testing.assert_allclose(agent.cov_matrix.numpy(), ref.a, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(agent.data_vector.numpy(), ref.b, rtol=1e-4, atol=1e-4)
@@ -366,3 +368,91 @@ def test_linucb_learns_digits_with_low_regret():
     regret = make_interaction_loop(env, agent, batch_size=32)(2000).numpy()
     assert regret.sum() <= 1900
     assert _greedy_accuracy(env, agent.greedy_policy) >= 0.95
+
+
+# --- every replica's rows count (MirroredStrategy on 2 logical CPUs) ---------------------------
+
+def _mirrored():
+    # ReductionToOneDevice: no collective ops, whose per-process instance cache breaks when other
+    # tests build MirroredStrategies over other tensor shapes (see tests/train/test_learner.py).
+    return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice())
+
+
+def _learner_run(tmp_path, strategy, make_agent, batches, summaries=False):
+    from rlops.train.learner import Learner, create_train_step_counter
+    with strategy.scope():
+        agent = make_agent(create_train_step_counter())
+    learner = Learner(str(tmp_path / f"{type(strategy).__name__}_{id(agent)}"), agent.train_step_counter, agent,
+                      checkpoint_interval=-1, summary_interval=1 if summaries else 0, strategy=strategy)
+    losses = [float(learner.run_on_batch(b).loss) for b in batches]
+    return agent, losses, learner
+
+
+def _linear_batches(n=3, size=32, seed=0):
+    out = []
+    for i in range(n):
+        x, a, r, _ = _data(size, seed + i)
+        out.append(trajectories.single_step_trajectory(x, a, r, {"propensity": np.ones(size, np.float32)}))
+    return out
+
+
+@pytest.mark.parametrize("cls", [LinUCBAgent, LinearThompsonSamplingAgent])
+def test_linear_mirrored_two_replicas_equal_one_replica(tmp_path, cls):
+    """Reported bug: 2 replicas counted 32 of 64 rows after two steps of 32 (one replica's share)."""
+    batches = _linear_batches()
+    if cls is LinearThompsonSamplingAgent:  # LinTS logs no propensity
+        batches = [b._replace(policy_info=()) for b in batches]
+    make = lambda step: cls(TS_SPEC, ACTION_SPEC, gamma=0.9, add_bias=True, train_step_counter=step)  # noqa: E731
+    one, one_losses, _ = _learner_run(tmp_path, tf.distribute.get_strategy(), make, batches)
+    two, two_losses, _ = _learner_run(tmp_path, _mirrored(), make, batches)
+    assert two.train_step_counter.numpy() == one.train_step_counter.numpy() == 96
+    assert two.num_samples.numpy().sum() == 96
+    np.testing.assert_allclose(two_losses, one_losses, rtol=1e-5)  # -sum(rewards) of the global batch
+    for name in ("cov_matrix", "data_vector", "num_samples", "theta"):
+        var = getattr(two, name)
+        np.testing.assert_allclose(var.numpy(), getattr(one, name).numpy(), rtol=1e-5, atol=1e-5, err_msg=name)
+        copies = [v.numpy() for v in var.values]  # both replicas hold the same statistics
+        np.testing.assert_array_equal(copies[0], copies[1], err_msg=name)
+
+
+def _scalars(logdir):
+    out = {}
+    for path in sorted(glob.glob(f"{logdir}/**/events.*", recursive=True)):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for v in event.summary.value:
+                out.setdefault(v.tag, []).append(float(tf.make_ndarray(v.tensor)))
+    return out
+
+
+def test_neural_mirrored_equals_one_replica_and_reports_the_unscaled_loss(tmp_path):
+    """Two replicas: same weights and loss as one replica on the global batch, and the agent's
+    own Losses/loss summary is the global-batch loss, not the replica's 1/R share."""
+    x_all, a_all, r_all, w_all = _data(96, seed=4)
+    batches = [dict(experience=trajectories.single_step_trajectory(
+        x_all[i:i + 32], a_all[i:i + 32], r_all[i:i + 32], {"propensity": np.ones(32, np.float32)}),
+        weights=w_all[i:i + 32]) for i in (0, 32, 64)]
+
+    def make(step):
+        return _neural_agent(optimizer=tf_keras.optimizers.SGD(0.1), train_step_counter=step,
+                             laplacian_matrix=_chain_laplacian(K), laplacian_smoothing_weight=0.1)
+
+    from rlops.train.learner import Learner, create_train_step_counter
+    results = {}
+    for key, strategy in (("one", tf.distribute.get_strategy()), ("two", _mirrored())):
+        with strategy.scope():
+            agent = make(create_train_step_counter())
+        learner = Learner(str(tmp_path / key), agent.train_step_counter, agent, checkpoint_interval=-1,
+                          summary_interval=1, strategy=strategy, use_kwargs_in_agent_train=True)
+        losses = [learner.run_on_batch(b) for b in batches]
+        learner.summary_writer.flush()
+        results[key] = (agent, losses, _scalars(str(tmp_path / key)))
+    (one, one_losses, one_tags), (two, two_losses, two_tags) = results["one"], results["two"]
+    for l1, l2 in zip(one_losses, two_losses):
+        np.testing.assert_allclose(l2.loss.numpy(), l1.loss.numpy(), rtol=1e-5)
+        np.testing.assert_allclose(l2.extra["laplacian_loss"].numpy(), l1.extra["laplacian_loss"].numpy(), rtol=1e-5)
+    for v1, v2 in zip(one.reward_network.trainable_variables, two.reward_network.trainable_variables):
+        np.testing.assert_allclose(v2.numpy(), v1.numpy(), rtol=1e-5, atol=1e-6)
+    expected = [float(l.loss) for l in one_losses]
+    np.testing.assert_allclose(one_tags["Losses/loss"], expected, rtol=1e-5)
+    np.testing.assert_allclose(two_tags["Losses/loss"], expected, rtol=1e-5)  # not expected / 2
+    np.testing.assert_allclose(two_tags["Learner/loss"], expected, rtol=1e-5)
