@@ -18,10 +18,10 @@ ACTION_SPEC = specs.BoundedTensorSpec((), tf.int32, 0, K - 1, name="action")
 TS_SPEC = trajectories.time_step_spec(OBS_SPEC)
 
 
-def _neural_agent(epsilon=0.1, time_step_spec=TS_SPEC, optimizer=None, **kwargs):
+def _neural_agent(epsilon=0.1, time_step_spec=TS_SPEC, optimizer=None, action_spec=ACTION_SPEC, **kwargs):
     net = RewardNetwork(OBS_SPEC, K, hidden_sizes=(8,), seed=1)
     optimizer = optimizer or tf_keras.optimizers.Adam(1e-2)
-    return NeuralEpsilonGreedyAgent(time_step_spec, ACTION_SPEC, net, optimizer, epsilon, **kwargs)
+    return NeuralEpsilonGreedyAgent(time_step_spec, action_spec, net, optimizer, epsilon, **kwargs)
 
 
 def _numpy_reward_net(net, x):
@@ -258,10 +258,10 @@ def test_linucb_update_and_scores_match_numpy(add_bias):
         x, a, r, w = _data(40, seed)
         experience = trajectories.single_step_trajectory(x, a, r)
         theta_before = ref.theta()
-        np.testing.assert_allclose(agent.prediction_error(experience, w).numpy(),
-                                   np.mean(w * (r - np.sum(feats(x) * theta_before[a], 1)) ** 2), rtol=1e-4)
+        expected = np.mean(w * (r - np.sum(feats(x) * theta_before[a], 1)) ** 2)
+        np.testing.assert_allclose(agent.loss(experience, w).loss.numpy(), expected, rtol=1e-4)
         loss = agent.train(experience, weights=w)
-        np.testing.assert_allclose(loss.loss.numpy(), -r.sum(), rtol=1e-5)  # TF-Agents: -sum(rewards)
+        np.testing.assert_allclose(loss.loss.numpy(), expected, rtol=1e-4)  # the loss before the update
         assert loss.extra == ()
         ref.update(feats(x), a, r, w)
     np.testing.assert_allclose(agent.cov_matrix.numpy(), ref.a, rtol=1e-4, atol=1e-4)
@@ -407,7 +407,7 @@ def test_linear_mirrored_two_replicas_equal_one_replica(tmp_path, cls):
     two, two_losses, _ = _learner_run(tmp_path, _mirrored(), make, batches)
     assert two.train_step_counter.numpy() == one.train_step_counter.numpy() == 96
     assert two.num_samples.numpy().sum() == 96
-    np.testing.assert_allclose(two_losses, one_losses, rtol=1e-5)  # -sum(rewards) of the global batch
+    np.testing.assert_allclose(two_losses, one_losses, rtol=1e-5)  # global-batch loss, not R x
     for name in ("cov_matrix", "data_vector", "num_samples", "theta"):
         var = getattr(two, name)
         np.testing.assert_allclose(var.numpy(), getattr(one, name).numpy(), rtol=1e-5, atol=1e-5, err_msg=name)
@@ -456,3 +456,93 @@ def test_neural_mirrored_equals_one_replica_and_reports_the_unscaled_loss(tmp_pa
     np.testing.assert_allclose(one_tags["Losses/loss"], expected, rtol=1e-5)
     np.testing.assert_allclose(two_tags["Losses/loss"], expected, rtol=1e-5)  # not expected / 2
     np.testing.assert_allclose(two_tags["Learner/loss"], expected, rtol=1e-5)
+
+
+# --- action specs with minimum != 0, one-element nests -----------------------------------------
+
+@pytest.mark.parametrize("make", ["neural", "linucb"])
+def test_action_minimum_offsets_actions_in_training_and_acting(make):
+    """Arms [3, 3 + K): the agent trained on actions + 3 equals the minimum-0 agent on actions."""
+    shifted_spec = specs.BoundedTensorSpec((), tf.int64, 3, 3 + K - 1)
+    nested_spec = [shifted_spec]  # a one-element nest is accepted as TF-Agents does
+
+    def build(spec):
+        if make == "neural":
+            return _neural_agent(action_spec=spec, emit_policy_info=("predicted_rewards_mean",))
+        return LinUCBAgent(TS_SPEC, spec, emit_policy_info=("predicted_rewards_mean",))
+
+    base, shifted = build(ACTION_SPEC), build(nested_spec)
+    x, a, r, w = _data(64)
+    base.train(trajectories.single_step_trajectory(x, a, r), w)
+    shifted.train(trajectories.single_step_trajectory(x, [(a + 3).astype(np.int64)], r), w)
+    ts = trajectories.restart(tf.constant(x), 64)
+    for p_base, p_shift in ((base.policy, shifted.policy), (base.collect_policy, shifted.collect_policy)):
+        tf.random.set_seed(5)
+        s_base = p_base.action(ts)
+        tf.random.set_seed(5)
+        s_shift = p_shift.action(ts)
+        assert isinstance(s_shift.action, list) and s_shift.action[0].dtype == tf.int64
+        np.testing.assert_array_equal(s_shift.action[0].numpy(), s_base.action.numpy() + 3)
+        np.testing.assert_allclose(s_shift.info["predicted_rewards_mean"].numpy(),
+                                   s_base.info["predicted_rewards_mean"].numpy(), rtol=1e-6)
+    # Every arm, the last one included, is reachable: no arm is dropped by the offset.
+    chosen = shifted.collect_policy.action(trajectories.restart(tf.constant(np.tile(x, (40, 1))), 64 * 40)).action
+    if make == "neural":
+        assert set(np.unique(chosen[0].numpy())) == set(range(3, 3 + K))
+
+
+# --- TF-Agents' policy-info names and constructor arguments ------------------------------------
+
+def test_neural_emits_tf_agents_info_fields():
+    tf.random.set_seed(2)
+    agent = _neural_agent(0.5, emit_policy_info=("predicted_rewards_mean", "log_probability", "bandit_policy_type"),
+                          info_fields_to_inherit_from_greedy=("predicted_rewards_mean",))
+    x, *_ = _data(4000)
+    ts = trajectories.restart(tf.constant(x), 4000)
+    greedy = agent.policy.action(ts)
+    np.testing.assert_array_equal(greedy.info["log_probability"].numpy(), 0.0)
+    np.testing.assert_array_equal(greedy.info["bandit_policy_type"].numpy(), 1)
+    step = agent.collect_policy.action(ts)
+    info = {k: v.numpy() for k, v in step.info.items()}
+    assert set(info) == {"propensity", "predicted_rewards_mean", "log_probability", "bandit_policy_type"}
+    np.testing.assert_allclose(info["log_probability"], np.log(info["propensity"]), rtol=1e-6)
+    explored = info["bandit_policy_type"] == 2
+    assert 0.45 < explored.mean() < 0.55 and set(np.unique(info["bandit_policy_type"])) == {1, 2}
+    np.testing.assert_array_equal(step.action.numpy()[~explored], greedy.action.numpy()[~explored])
+    np.testing.assert_allclose(info["predicted_rewards_mean"], greedy.info["predicted_rewards_mean"].numpy())
+    specs.check_nest_matches_spec(trajectories.single_step_trajectory(x, step.action, x[:, 0], step.info),
+                                  agent.collect_data_spec, num_outer_dims=2)
+    with pytest.raises(ValueError, match="predicted_rewards_sampled"):
+        _neural_agent(emit_policy_info=("predicted_rewards_sampled",))
+    with pytest.raises(ValueError, match="Unknown emit_policy_info"):
+        _neural_agent(emit_policy_info=("predicted_reward",))
+    with pytest.raises(ValueError, match="info_fields_to_inherit_from_greedy"):
+        _neural_agent(info_fields_to_inherit_from_greedy=("predicted_rewards_mean",))
+    with pytest.raises(NotImplementedError, match="constraints"):
+        _neural_agent(constraints=[object()])
+
+
+def test_linear_tf_agents_arguments():
+    x, a, r, _ = _data(50)
+    experience = trajectories.single_step_trajectory(x, a, r)
+    # use_eigendecomp: A's eigendecomposition is kept, as TF-Agents' eig_vals / eig_matrix.
+    agent = LinUCBAgent(TS_SPEC, ACTION_SPEC, use_eigendecomp=True, emit_log_probability=True)
+    agent.train(experience)
+    for k in range(K):
+        vals, vecs = agent.eig_vals.numpy()[k], agent.eig_matrix.numpy()[k]
+        np.testing.assert_allclose(vecs @ np.diag(vals) @ vecs.T, agent.cov_matrix.numpy()[k], atol=1e-4)
+    step = agent.policy.action(trajectories.restart(tf.constant(x), 50))
+    np.testing.assert_array_equal(step.info["log_probability"].numpy(), 0.0)  # deterministic: p = 1
+    with pytest.raises(AttributeError, match="use_eigendecomp"):
+        LinUCBAgent(TS_SPEC, ACTION_SPEC).eig_vals
+    with pytest.raises(ValueError, match="no closed-form probability"):
+        LinearThompsonSamplingAgent(TS_SPEC, ACTION_SPEC, emit_log_probability=True)
+    # variable_collection: a second agent over the same statistics sees the first one's training.
+    twin = LinearThompsonSamplingAgent(TS_SPEC, ACTION_SPEC, variable_collection=agent.variable_collection,
+                                       use_eigendecomp=True)
+    np.testing.assert_array_equal(twin.theta.numpy(), agent.theta.numpy())
+    assert np.abs(twin.theta.numpy()).sum() > 0
+    with pytest.raises(ValueError, match="does not fit"):
+        LinUCBAgent(TS_SPEC, ACTION_SPEC, variable_collection=agent.variable_collection)  # no eigendecomp
+    with pytest.raises(TypeError, match="LinearBanditVariables"):
+        LinUCBAgent(TS_SPEC, ACTION_SPEC, variable_collection=[])

@@ -156,14 +156,14 @@ class LinearBanditPolicy(Policy):
                 sampled = mean + alpha * s["std"] * noise
         target = {OPTIMISTIC: optimistic, SAMPLING: sampled, GREEDY: mean}[self._strategy]
         index = utils.masked_argmax(target, mask, tf.int32)
-        action = tf.cast(index + self._action_min, self.action_spec.dtype)
+        action = utils.index_to_action(index, self.action_spec)
         values = {utils.PREDICTED_REWARDS_MEAN: mean, utils.PREDICTED_REWARDS_OPTIMISTIC: optimistic,
                   utils.PREDICTED_REWARDS_SAMPLED: sampled}
         info: dict[str, tf.Tensor] = {key: values[key] for key in self._emit}
         if self._strategy != SAMPLING:
-            info[utils.PROPENSITY] = tf.ones(tf.shape(action), tf.float32)
+            info[utils.PROPENSITY] = tf.ones(tf.shape(index), tf.float32)
         if self._emit_log_probability:
-            info[utils.LOG_PROBABILITY] = tf.zeros(tf.shape(action), tf.float32)
+            info[utils.LOG_PROBABILITY] = tf.zeros(tf.shape(index), tf.float32)
         if self._per_arm:
             obs, _ = self._split(time_step.observation)
             info[utils.CHOSEN_ARM_FEATURES] = utils.gather_arm_features(obs[utils.PER_ARM_FEATURE_KEY], index)
@@ -212,11 +212,13 @@ def _context_dims(context_spec: Any, per_arm: bool) -> tuple[int, int]:
 class LinearBanditAgent(BanditAgent):
     """Base of LinUCBAgent and LinearThompsonSamplingAgent (they differ only in the policy).
 
-    As in TF-Agents: `train_step_counter` grows by the number of examples per train call (the
-    global batch under several replicas), `policy` and `collect_policy` are the same exploring
-    policy, and `train` returns LossInfo(loss = -sum(rewards), extra=()); `greedy_policy`
-    exploits only. Unlike TF-Agents, `weights` ([B] or [B, T]) weight each row's x x^T and r x
-    (TF-Agents ignores them), and actions are offset by the action spec's minimum.
+    As in TF-Agents: `train_step_counter` grows by the number of examples per train call,
+    `policy` and `collect_policy` are the same exploring policy, `weights` ([B] or [B, T])
+    weight each row's x x^T and r x, and `train` returns the weighted mean squared error of the
+    estimates *before* the update; `greedy_policy` exploits only. Unlike TF-Agents, actions are
+    offset by the action spec's minimum, and under several replicas the counter grows by the
+    global batch and each replica returns its share of the global-batch loss (the Learner sums
+    them), so R replicas report what one replica on the global batch would.
     """
 
     _EXPLORATION_STRATEGY = OPTIMISTIC
@@ -359,22 +361,22 @@ class LinearBanditAgent(BanditAgent):
         return x, actions, tf.cast(rewards, self._dtype), (None if w is None else tf.cast(w, self._dtype))
 
     def loss(self, experience: Trajectory, weights: Any = None, training: bool = False) -> LossInfo:
-        """TF-Agents' bandit loss: minus the sum of the batch's rewards (nothing is optimized)."""
-        del weights, training
-        _, _, rewards, _ = self._process(experience, None)
-        return LossInfo(-tf.reduce_sum(rewards), ())
-
-    def prediction_error(self, experience: Trajectory, weights: Any = None) -> tf.Tensor:
-        """Weighted mean squared error of the current estimates on the taken actions."""
+        """TF-Agents' linear-bandit loss: the (weighted) mean squared error of the current
+        estimates on the taken actions, mean_b(w_b (r_b - x_b . theta_{a_b})^2)."""
+        del training
         x, actions, rewards, w = self._process(experience, weights)
+        return LossInfo(tf.reduce_mean(self._squared_errors(x, actions, rewards, w)), ())
+
+    def _squared_errors(self, x: tf.Tensor, actions: tf.Tensor, rewards: tf.Tensor,
+                        w: tf.Tensor | None) -> tf.Tensor:
         predicted = tf.reduce_sum(x * tf.gather(self._vars.theta, actions), axis=-1)
         error = tf.square(rewards - predicted)
-        return tf.reduce_mean(error if w is None else error * w)
+        return error if w is None else error * w
 
     def train(self, experience: Trajectory, weights: Any = None) -> LossInfo:
-        """One closed-form update from a batch; returns LossInfo(-sum(rewards)) as TF-Agents."""
+        """One closed-form update from a batch; returns the loss *before* the update (TF-Agents)."""
         x, actions, rewards, w = self._process(experience, weights)
-        loss_info = LossInfo(-tf.reduce_sum(rewards), ())
+        squared_errors = self._squared_errors(x, actions, rewards, w)
         # [B, M] one-hot (times the per-example weight) selects each row's model for the sums.
         m, d = self._num_models, self._context_dim
         counts = tf.one_hot(actions, m, dtype=self._dtype)
@@ -402,8 +404,10 @@ class LinearBanditAgent(BanditAgent):
             self._vars.eig_vals.assign(eig_vals)
             self._vars.eig_matrix.assign(eig_matrix)
         self._train_step_counter.assign_add(tf.cast(tf.round(batch_size), tf.int64))
-        self._write_summaries(loss_info)
-        return loss_info
+        # Per replica: its share of the global-batch loss (the Learner sums the replicas' shares).
+        share = LossInfo(tf.reduce_sum(squared_errors) / batch_size, ())
+        self._write_summaries(LossInfo(utils.all_reduce_sum([share.loss])[0], ()))
+        return share
 
     def _write_summaries(self, loss_info: LossInfo) -> None:
         if not self.summaries_enabled:

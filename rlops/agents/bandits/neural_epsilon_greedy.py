@@ -124,7 +124,7 @@ class GreedyRewardPredictionPolicy(Policy):
         return utils.masked_argmax(predicted, mask, tf.int32), predicted, mask
 
     def to_action(self, index: tf.Tensor) -> tf.Tensor:
-        return tf.cast(index + self._action_min, self.action_spec.dtype)
+        return utils.index_to_action(index, self.action_spec)
 
     def _action(self, time_step: TimeStep, seed: Any) -> PolicyStep:
         index, predicted, _ = self.greedy_index(time_step)

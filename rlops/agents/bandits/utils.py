@@ -63,6 +63,13 @@ def check_action_spec(action_spec: Any) -> ActionInfo:
     return ActionInfo(maximum - minimum + 1, minimum, spec)
 
 
+def index_to_action(index: tf.Tensor, action_spec: Any) -> Any:
+    """Arm indices [B] in [0, K) -> actions in the spec's range, dtype and (one-element) nest."""
+    spec = tf.nest.flatten(action_spec)[0]
+    action = tf.cast(index, spec.dtype) + tf.cast(int(spec.minimum), spec.dtype)
+    return tf.nest.pack_sequence_as(action_spec, [action])
+
+
 def check_emit_policy_info(emit_policy_info: Any, allowed: tuple[str, ...]) -> tuple[str, ...]:
     """TF-Agents' info field names; known-but-unsupported names get a reason, unknown ones the list."""
     emit_policy_info = tuple(emit_policy_info or ())
