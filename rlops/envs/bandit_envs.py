@@ -118,6 +118,85 @@ class StationaryLinearBandit(BanditEnvironment):
         return mean + self.noise_std * self._rng.normal(tf.shape(mean), dtype=tf.float32)
 
 
+class PerArmBandit(BanditEnvironment):
+    """Stationary per-arm bandit (TF-Agents' per-arm layout): each decision shows a global
+    context g ~ N(0, I) and K fresh candidate arms with features a_k ~ N(0, I), of which the
+    first `num_actions` (uniform in [min_num_actions, K] when variable) are available.
+
+        reward_k = theta_a . a_k + interaction * g^T W a_k + noise_std * N(0, 1)
+
+    The best arm depends on its own features (and, through W, on the global context), so an
+    agent that sees only the global context cannot do much better than random.
+
+    Observations: {'global': [Dg], 'per_arm': [K, Da], 'num_actions': () int32 (variable only)}.
+    With `observe_arms=False` the same decisions are offered without arm features
+    ({'context': [Dg], 'mask': [K]} or just [Dg]): the baseline of the per-arm regret benchmark.
+    Unavailable arms have expected reward UNAVAILABLE, so regret is measured against the best
+    available arm.
+    """
+
+    UNAVAILABLE = -1e6
+
+    def __init__(self, global_dim: int = 4, arm_dim: int = 4, num_actions: int = 8, noise_std: float = 0.1,
+                 interaction: float = 0.5, variable_num_actions: bool = True, min_num_actions: int = 2,
+                 observe_arms: bool = True, seed: int = 0):
+        if variable_num_actions and not 1 <= min_num_actions <= num_actions:
+            raise ValueError(f"min_num_actions must be in [1, {num_actions}], got {min_num_actions}")
+        self.global_dim, self.arm_dim = int(global_dim), int(arm_dim)
+        self.variable_num_actions, self.min_num_actions = variable_num_actions, int(min_num_actions)
+        self.observe_arms = observe_arms
+        g_spec = tf.TensorSpec([global_dim], tf.float32, "global")
+        if observe_arms:
+            obs_spec: Any = {"global": g_spec, "per_arm": tf.TensorSpec([num_actions, arm_dim], tf.float32, "per_arm")}
+            if variable_num_actions:
+                obs_spec["num_actions"] = specs.BoundedTensorSpec((), tf.int32, 1, num_actions, name="num_actions")
+        elif variable_num_actions:
+            obs_spec = {"context": g_spec, "mask": tf.TensorSpec([num_actions], tf.int32, "mask")}
+        else:
+            obs_spec = g_spec
+        super().__init__(obs_spec, num_actions, seed)
+        rng = np.random.default_rng(seed)
+        self.theta_arm = tf.constant(rng.normal(size=arm_dim) / np.sqrt(arm_dim), tf.float32)
+        self.w = tf.constant(interaction * rng.normal(size=(global_dim, arm_dim)) / np.sqrt(global_dim * arm_dim),
+                             tf.float32)
+        self.noise_std = float(noise_std)
+
+    def sample(self, batch_size: int | tf.Tensor) -> BanditBatch:
+        k = self.num_actions
+        g = self._rng.normal([batch_size, self.global_dim], dtype=tf.float32)
+        arms = self._rng.normal([batch_size, k, self.arm_dim], dtype=tf.float32)
+        expected = (tf.einsum("bkd,d->bk", arms, self.theta_arm)
+                    + tf.einsum("bg,gd,bkd->bk", g, self.w, arms))
+        if self.variable_num_actions:
+            n = self._rng.uniform([batch_size], self.min_num_actions, k + 1, dtype=tf.int32)
+        else:
+            n = tf.fill([batch_size], k)
+        available = tf.range(k)[None, :] < n[:, None]
+        expected = tf.where(available, expected, self.UNAVAILABLE)
+        if self.observe_arms:
+            contexts: Any = {"global": g, "per_arm": arms}
+            if self.variable_num_actions:
+                contexts["num_actions"] = n
+        elif self.variable_num_actions:
+            contexts = {"context": g, "mask": tf.cast(available, tf.int32)}
+        else:
+            contexts = g
+        return BanditBatch(contexts, expected)
+
+    def rewards(self, batch: BanditBatch, actions: tf.Tensor) -> tf.Tensor:
+        mean = expected_reward_of(batch, actions)
+        return mean + self.noise_std * self._rng.normal(tf.shape(mean), dtype=tf.float32)
+
+    @staticmethod
+    def uniform_regret(batch: BanditBatch) -> tf.Tensor:
+        """[B] expected regret of a uniform choice among the available arms (the random baseline)."""
+        expected = batch.expected_rewards
+        available = expected > PerArmBandit.UNAVAILABLE / 2
+        mean = (tf.reduce_sum(tf.where(available, expected, 0.0), 1)
+                / tf.reduce_sum(tf.cast(available, tf.float32), 1))
+        return tf.reduce_max(expected, 1) - mean
+
+
 def make_interaction_loop(env: BanditEnvironment, agent: Any, batch_size: int,
                           jit_compile: bool = False) -> Callable[[int], tf.Tensor]:
     """A tf.function `loop(num_steps) -> [num_steps] regret per step (summed over the batch)`.

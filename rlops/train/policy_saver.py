@@ -73,6 +73,8 @@ class PolicySaver:
       policy: an rlops policy (`action`, `get_initial_state`, `time_step_spec`, `action_spec`,
         `policy_state_spec`, `info_spec`, tf.Module variables).
       batch_size: fixed batch size of the signatures, or None (any batch size).
+      use_nest_path_signatures, seed, input_fn_and_spec: TF-Agents' arguments; only their
+        defaults (True, None, None) are supported, other values raise and say why.
       train_step: int64 variable reported by `get_train_step` and stored in checkpoints.
       metadata: name -> tf.Variable (or initial value) returned by `get_metadata` and stored in
         checkpoints, e.g. evaluation metrics at export time.
@@ -81,8 +83,20 @@ class PolicySaver:
         policy) must be given the same list.
     """
 
-    def __init__(self, policy: Any, batch_size: int | None = None, train_step: tf.Variable | None = None,
+    def __init__(self, policy: Any, batch_size: int | None = None, use_nest_path_signatures: bool = True,
+                 seed: int | None = None, train_step: tf.Variable | None = None, input_fn_and_spec: Any = None,
                  metadata: Mapping[str, Any] | None = None, variables: Sequence[tf.Variable] | None = None):
+        # TF-Agents' arguments, in TF-Agents' order; the unsupported values raise with the reason.
+        if not use_nest_path_signatures:
+            raise ValueError("use_nest_path_signatures=False is not supported: rlops signatures always name "
+                             "inputs and outputs by nest path (TF-Agents' default, True), which servers rely on")
+        if seed is not None:
+            raise ValueError("seed is not supported: exported rlops policies draw from TensorFlow's random "
+                             "stream (an op-level seed would be baked into the graph); set tf.random.set_seed "
+                             "in the serving process for reproducible draws")
+        if input_fn_and_spec is not None:
+            raise NotImplementedError("input_fn_and_spec is not supported: raw-input serving goes through the "
+                                      "exported preprocessing (the `serving_default` signature of rlops.features)")
         self.policy = policy
         self.batch_size = batch_size
         if train_step is None:

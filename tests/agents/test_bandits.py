@@ -18,10 +18,10 @@ ACTION_SPEC = specs.BoundedTensorSpec((), tf.int32, 0, K - 1, name="action")
 TS_SPEC = trajectories.time_step_spec(OBS_SPEC)
 
 
-def _neural_agent(epsilon=0.1, time_step_spec=TS_SPEC, optimizer=None, **kwargs):
+def _neural_agent(epsilon=0.1, time_step_spec=TS_SPEC, optimizer=None, action_spec=ACTION_SPEC, **kwargs):
     net = RewardNetwork(OBS_SPEC, K, hidden_sizes=(8,), seed=1)
     optimizer = optimizer or tf_keras.optimizers.Adam(1e-2)
-    return NeuralEpsilonGreedyAgent(time_step_spec, ACTION_SPEC, net, optimizer, epsilon, **kwargs)
+    return NeuralEpsilonGreedyAgent(time_step_spec, action_spec, net, optimizer, epsilon, **kwargs)
 
 
 def _numpy_reward_net(net, x):
@@ -48,9 +48,7 @@ def _chain_laplacian(k):
 BAD_ACTION_SPECS = {
     "float": specs.BoundedTensorSpec((), tf.float32, 0.0, 4.0),
     "vector": specs.BoundedTensorSpec((2,), tf.int32, 0, 4),
-    "min_1": specs.BoundedTensorSpec((), tf.int32, 1, 4),
     "unbounded": tf.TensorSpec((), tf.int32),
-    "int64": specs.BoundedTensorSpec((), tf.int64, 0, 4),
     "nested": (ACTION_SPEC, ACTION_SPEC),
 }
 
@@ -90,13 +88,14 @@ def test_neural_loss_matches_numpy_with_weights_and_laplacian():
     taken = pred[np.arange(16), a]
     smooth = np.einsum("bi,ij,bj->b", pred, lap, pred)
     expected = np.mean(w * (r - taken) ** 2) + 0.05 * np.mean(w * smooth)
-    loss = agent.loss(x, a, r, w)
+    loss = agent.loss(trajectories.single_step_trajectory(x, a, r), w)
     np.testing.assert_allclose(loss.loss.numpy(), expected, rtol=1e-5)
+    np.testing.assert_allclose(agent.reward_loss(x, a, r, w).numpy(), expected, rtol=1e-5)
     np.testing.assert_allclose(loss.extra["error_loss"].numpy(), np.mean(w * (r - taken) ** 2), rtol=1e-5)
     # No weights, no Laplacian: plain MSE on the taken actions.
     plain = _neural_agent()
     pred = _numpy_reward_net(plain.reward_network, x)
-    np.testing.assert_allclose(plain.loss(x, a, r).loss.numpy(),
+    np.testing.assert_allclose(plain.reward_loss(x, a, r).numpy(),
                                np.mean((r - pred[np.arange(16), a]) ** 2), rtol=1e-5)
 
 
@@ -111,7 +110,7 @@ def test_neural_loss_only_touches_taken_actions():
     a = np.array([0, 2, 0, 2, 2, 0, 0, 2], np.int32)
     out_bias = agent.reward_network.mlp.output_layer.bias
     with tf.GradientTape() as tape:
-        loss = agent.loss(x, a, r).loss
+        loss = agent.reward_loss(x, a, r)
     g = tape.gradient(loss, out_bias).numpy()
     assert g[0] != 0 and g[2] != 0
     np.testing.assert_array_equal(g[[1, 3, 4]], 0.0)
@@ -132,7 +131,7 @@ def test_neural_train_step_matches_manual_adam_step_and_shapes():
     ref = _neural_agent()
     opt = tf_keras.optimizers.Adam(1e-2)
     with tf.GradientTape() as tape:
-        loss = ref.loss(x, a, r, w).loss
+        loss = ref.reward_loss(x, a, r, w)
     variables = ref.reward_network.trainable_variables
     opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
     for v0, v1 in zip(agents[0].reward_network.trainable_variables, variables):
@@ -257,10 +256,13 @@ def test_linucb_update_and_scores_match_numpy(add_bias):
     feats = (lambda x: np.concatenate([x, np.ones((len(x), 1), np.float32)], 1)) if add_bias else (lambda x: x)
     for seed in range(3):
         x, a, r, w = _data(40, seed)
-        loss = agent.train(trajectories.single_step_trajectory(x, a, r), weights=w)
+        experience = trajectories.single_step_trajectory(x, a, r)
         theta_before = ref.theta()
-        np.testing.assert_allclose(loss.loss.numpy(),
-                                   np.mean(w * (r - np.sum(feats(x) * theta_before[a], 1)) ** 2), rtol=1e-4)
+        expected = np.mean(w * (r - np.sum(feats(x) * theta_before[a], 1)) ** 2)
+        np.testing.assert_allclose(agent.loss(experience, w).loss.numpy(), expected, rtol=1e-4)
+        loss = agent.train(experience, weights=w)
+        np.testing.assert_allclose(loss.loss.numpy(), expected, rtol=1e-4)  # the loss before the update
+        assert loss.extra == ()
         ref.update(feats(x), a, r, w)
     np.testing.assert_allclose(agent.cov_matrix.numpy(), ref.a, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(agent.data_vector.numpy(), ref.b, rtol=1e-4, atol=1e-4)
@@ -366,3 +368,250 @@ def test_linucb_learns_digits_with_low_regret():
     regret = make_interaction_loop(env, agent, batch_size=32)(2000).numpy()
     assert regret.sum() <= 1900
     assert _greedy_accuracy(env, agent.greedy_policy) >= 0.95
+
+
+# --- every replica's rows count (MirroredStrategy on 2 logical CPUs) ---------------------------
+
+def _mirrored():
+    # ReductionToOneDevice: no collective ops, whose per-process instance cache breaks when other
+    # tests build MirroredStrategies over other tensor shapes (see tests/train/test_learner.py).
+    return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice())
+
+
+def _learner_run(tmp_path, strategy, make_agent, batches, summaries=False):
+    from rlops.train.learner import Learner, create_train_step_counter
+    with strategy.scope():
+        agent = make_agent(create_train_step_counter())
+    learner = Learner(str(tmp_path / f"{type(strategy).__name__}_{id(agent)}"), agent.train_step_counter, agent,
+                      checkpoint_interval=-1, summary_interval=1 if summaries else 0, strategy=strategy)
+    losses = [float(learner.run_on_batch(b).loss) for b in batches]
+    return agent, losses, learner
+
+
+def _linear_batches(n=3, size=32, seed=0):
+    out = []
+    for i in range(n):
+        x, a, r, _ = _data(size, seed + i)
+        out.append(trajectories.single_step_trajectory(x, a, r, {"propensity": np.ones(size, np.float32)}))
+    return out
+
+
+@pytest.mark.parametrize("cls", [LinUCBAgent, LinearThompsonSamplingAgent])
+def test_linear_mirrored_two_replicas_equal_one_replica(tmp_path, cls):
+    """Reported bug: 2 replicas counted 32 of 64 rows after two steps of 32 (one replica's share)."""
+    batches = _linear_batches()
+    if cls is LinearThompsonSamplingAgent:  # LinTS logs no propensity
+        batches = [b._replace(policy_info=()) for b in batches]
+    make = lambda step: cls(TS_SPEC, ACTION_SPEC, gamma=0.9, add_bias=True, train_step_counter=step)  # noqa: E731
+    one, one_losses, _ = _learner_run(tmp_path, tf.distribute.get_strategy(), make, batches)
+    two, two_losses, _ = _learner_run(tmp_path, _mirrored(), make, batches)
+    assert two.train_step_counter.numpy() == one.train_step_counter.numpy() == 96
+    assert two.num_samples.numpy().sum() == 96
+    np.testing.assert_allclose(two_losses, one_losses, rtol=1e-5)  # global-batch loss, not R x
+    for name in ("cov_matrix", "data_vector", "num_samples", "theta"):
+        var = getattr(two, name)
+        np.testing.assert_allclose(var.numpy(), getattr(one, name).numpy(), rtol=1e-5, atol=1e-5, err_msg=name)
+        copies = [v.numpy() for v in var.values]  # both replicas hold the same statistics
+        np.testing.assert_array_equal(copies[0], copies[1], err_msg=name)
+
+
+def _scalars(logdir):
+    out = {}
+    for path in sorted(glob.glob(f"{logdir}/**/events.*", recursive=True)):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for v in event.summary.value:
+                out.setdefault(v.tag, []).append(float(tf.make_ndarray(v.tensor)))
+    return out
+
+
+def test_neural_mirrored_equals_one_replica_and_reports_the_unscaled_loss(tmp_path):
+    """Two replicas: same weights and loss as one replica on the global batch, and the agent's
+    own Losses/loss summary is the global-batch loss, not the replica's 1/R share."""
+    x_all, a_all, r_all, w_all = _data(96, seed=4)
+    batches = [dict(experience=trajectories.single_step_trajectory(
+        x_all[i:i + 32], a_all[i:i + 32], r_all[i:i + 32], {"propensity": np.ones(32, np.float32)}),
+        weights=w_all[i:i + 32]) for i in (0, 32, 64)]
+
+    def make(step):
+        return _neural_agent(optimizer=tf_keras.optimizers.SGD(0.1), train_step_counter=step,
+                             laplacian_matrix=_chain_laplacian(K), laplacian_smoothing_weight=0.1)
+
+    from rlops.train.learner import Learner, create_train_step_counter
+    results = {}
+    for key, strategy in (("one", tf.distribute.get_strategy()), ("two", _mirrored())):
+        with strategy.scope():
+            agent = make(create_train_step_counter())
+        learner = Learner(str(tmp_path / key), agent.train_step_counter, agent, checkpoint_interval=-1,
+                          summary_interval=1, strategy=strategy, use_kwargs_in_agent_train=True)
+        losses = [learner.run_on_batch(b) for b in batches]
+        learner.summary_writer.flush()
+        results[key] = (agent, losses, _scalars(str(tmp_path / key)))
+    (one, one_losses, one_tags), (two, two_losses, two_tags) = results["one"], results["two"]
+    for l1, l2 in zip(one_losses, two_losses):
+        np.testing.assert_allclose(l2.loss.numpy(), l1.loss.numpy(), rtol=1e-5)
+        np.testing.assert_allclose(l2.extra["laplacian_loss"].numpy(), l1.extra["laplacian_loss"].numpy(), rtol=1e-5)
+    for v1, v2 in zip(one.reward_network.trainable_variables, two.reward_network.trainable_variables):
+        np.testing.assert_allclose(v2.numpy(), v1.numpy(), rtol=1e-5, atol=1e-6)
+    expected = [float(l.loss) for l in one_losses]
+    np.testing.assert_allclose(one_tags["Losses/loss"], expected, rtol=1e-5)
+    np.testing.assert_allclose(two_tags["Losses/loss"], expected, rtol=1e-5)  # not expected / 2
+    np.testing.assert_allclose(two_tags["Learner/loss"], expected, rtol=1e-5)
+
+
+# --- action specs with minimum != 0, one-element nests -----------------------------------------
+
+@pytest.mark.parametrize("make", ["neural", "linucb"])
+def test_action_minimum_offsets_actions_in_training_and_acting(make):
+    """Arms [3, 3 + K): the agent trained on actions + 3 equals the minimum-0 agent on actions."""
+    shifted_spec = specs.BoundedTensorSpec((), tf.int64, 3, 3 + K - 1)
+    nested_spec = [shifted_spec]  # a one-element nest is accepted as TF-Agents does
+
+    def build(spec):
+        if make == "neural":
+            return _neural_agent(action_spec=spec, emit_policy_info=("predicted_rewards_mean",))
+        return LinUCBAgent(TS_SPEC, spec, emit_policy_info=("predicted_rewards_mean",))
+
+    base, shifted = build(ACTION_SPEC), build(nested_spec)
+    x, a, r, w = _data(64)
+    base.train(trajectories.single_step_trajectory(x, a, r), w)
+    shifted.train(trajectories.single_step_trajectory(x, [(a + 3).astype(np.int64)], r), w)
+    ts = trajectories.restart(tf.constant(x), 64)
+    for p_base, p_shift in ((base.policy, shifted.policy), (base.collect_policy, shifted.collect_policy)):
+        tf.random.set_seed(5)
+        s_base = p_base.action(ts)
+        tf.random.set_seed(5)
+        s_shift = p_shift.action(ts)
+        assert isinstance(s_shift.action, list) and s_shift.action[0].dtype == tf.int64
+        np.testing.assert_array_equal(s_shift.action[0].numpy(), s_base.action.numpy() + 3)
+        np.testing.assert_allclose(s_shift.info["predicted_rewards_mean"].numpy(),
+                                   s_base.info["predicted_rewards_mean"].numpy(), rtol=1e-6)
+    # Every arm, the last one included, is reachable: no arm is dropped by the offset.
+    chosen = shifted.collect_policy.action(trajectories.restart(tf.constant(np.tile(x, (40, 1))), 64 * 40)).action
+    if make == "neural":
+        assert set(np.unique(chosen[0].numpy())) == set(range(3, 3 + K))
+
+
+# --- TF-Agents' policy-info names and constructor arguments ------------------------------------
+
+def test_neural_emits_tf_agents_info_fields():
+    tf.random.set_seed(2)
+    agent = _neural_agent(0.5, emit_policy_info=("predicted_rewards_mean", "log_probability", "bandit_policy_type"),
+                          info_fields_to_inherit_from_greedy=("predicted_rewards_mean",))
+    x, *_ = _data(4000)
+    ts = trajectories.restart(tf.constant(x), 4000)
+    greedy = agent.policy.action(ts)
+    np.testing.assert_array_equal(greedy.info["log_probability"].numpy(), 0.0)
+    np.testing.assert_array_equal(greedy.info["bandit_policy_type"].numpy(), 1)
+    step = agent.collect_policy.action(ts)
+    info = {k: v.numpy() for k, v in step.info.items()}
+    assert set(info) == {"propensity", "predicted_rewards_mean", "log_probability", "bandit_policy_type"}
+    np.testing.assert_allclose(info["log_probability"], np.log(info["propensity"]), rtol=1e-6)
+    explored = info["bandit_policy_type"] == 2
+    assert 0.45 < explored.mean() < 0.55 and set(np.unique(info["bandit_policy_type"])) == {1, 2}
+    np.testing.assert_array_equal(step.action.numpy()[~explored], greedy.action.numpy()[~explored])
+    np.testing.assert_allclose(info["predicted_rewards_mean"], greedy.info["predicted_rewards_mean"].numpy())
+    specs.check_nest_matches_spec(trajectories.single_step_trajectory(x, step.action, x[:, 0], step.info),
+                                  agent.collect_data_spec, num_outer_dims=2)
+    with pytest.raises(ValueError, match="predicted_rewards_sampled"):
+        _neural_agent(emit_policy_info=("predicted_rewards_sampled",))
+    with pytest.raises(ValueError, match="Unknown emit_policy_info"):
+        _neural_agent(emit_policy_info=("predicted_reward",))
+    with pytest.raises(ValueError, match="info_fields_to_inherit_from_greedy"):
+        _neural_agent(info_fields_to_inherit_from_greedy=("predicted_rewards_mean",))
+    with pytest.raises(NotImplementedError, match="constraints"):
+        _neural_agent(constraints=[object()])
+
+
+def test_linear_tf_agents_arguments():
+    x, a, r, _ = _data(50)
+    experience = trajectories.single_step_trajectory(x, a, r)
+    # use_eigendecomp: A's eigendecomposition is kept, as TF-Agents' eig_vals / eig_matrix.
+    agent = LinUCBAgent(TS_SPEC, ACTION_SPEC, use_eigendecomp=True, emit_log_probability=True)
+    agent.train(experience)
+    for k in range(K):
+        vals, vecs = agent.eig_vals.numpy()[k], agent.eig_matrix.numpy()[k]
+        np.testing.assert_allclose(vecs @ np.diag(vals) @ vecs.T, agent.cov_matrix.numpy()[k], atol=1e-4)
+    step = agent.policy.action(trajectories.restart(tf.constant(x), 50))
+    np.testing.assert_array_equal(step.info["log_probability"].numpy(), 0.0)  # deterministic: p = 1
+    with pytest.raises(AttributeError, match="use_eigendecomp"):
+        LinUCBAgent(TS_SPEC, ACTION_SPEC).eig_vals
+    with pytest.raises(ValueError, match="no closed-form probability"):
+        LinearThompsonSamplingAgent(TS_SPEC, ACTION_SPEC, emit_log_probability=True)
+    # variable_collection: a second agent over the same statistics sees the first one's training.
+    twin = LinearThompsonSamplingAgent(TS_SPEC, ACTION_SPEC, variable_collection=agent.variable_collection,
+                                       use_eigendecomp=True)
+    np.testing.assert_array_equal(twin.theta.numpy(), agent.theta.numpy())
+    assert np.abs(twin.theta.numpy()).sum() > 0
+    with pytest.raises(ValueError, match="does not fit"):
+        LinUCBAgent(TS_SPEC, ACTION_SPEC, variable_collection=agent.variable_collection)  # no eigendecomp
+    with pytest.raises(TypeError, match="LinearBanditVariables"):
+        LinUCBAgent(TS_SPEC, ACTION_SPEC, variable_collection=[])
+
+
+# --- per-arm features ---------------------------------------------------------------------------
+
+def _per_arm_agent(kind, env, seed=0):
+    from rlops.agents.bandits import PerArmRewardNetwork
+    if kind == "linucb":
+        return LinUCBAgent(env.time_step_spec, env.action_spec, add_bias=True, accepts_per_arm_features=True,
+                           emit_policy_info=("predicted_rewards_mean",))
+    net = PerArmRewardNetwork(env.observation_spec, common_layers=(64, 32), seed=seed)
+    return NeuralEpsilonGreedyAgent(env.time_step_spec, env.action_spec, net, tf_keras.optimizers.Adam(3e-3),
+                                    epsilon=0.05, accepts_per_arm_features=True,
+                                    emit_policy_info=("predicted_rewards_mean",))
+
+
+@pytest.mark.parametrize("kind", ["neural", "linucb"])
+def test_per_arm_policies_score_each_candidate_and_log_its_features(kind):
+    from rlops.envs.bandit_envs import PerArmBandit
+    env = PerArmBandit(global_dim=3, arm_dim=2, num_actions=5, seed=1)
+    agent = _per_arm_agent(kind, env)
+    batch = env.sample(400)
+    obs = {k: v.numpy() for k, v in batch.contexts.items()}
+    greedy = agent.greedy_policy if kind == "linucb" else agent.policy
+    for policy in (agent.policy, agent.collect_policy, greedy):
+        step = policy.action(env.time_step(batch))
+        actions = step.action.numpy()
+        assert (actions < obs["num_actions"]).all()  # arms >= num_actions are not candidates
+        np.testing.assert_array_equal(step.info["chosen_arm_features"].numpy(),
+                                      obs["per_arm"][np.arange(400), actions])
+        pred = step.info["predicted_rewards_mean"].numpy()
+        allowed = np.arange(5)[None] < obs["num_actions"][:, None]
+        if policy is greedy:
+            np.testing.assert_array_equal(actions, np.where(allowed, pred, -np.inf).argmax(1))
+    # Scores are per arm: permuting the candidate arms permutes the scores.
+    perm = np.array([2, 0, 1, 4, 3])
+    full = {"global": obs["global"], "per_arm": obs["per_arm"], "num_actions": np.full(400, 5, np.int32)}
+    shuffled = dict(full, per_arm=obs["per_arm"][:, perm])
+    scores = [greedy.action(trajectories.restart(o, 400)).info["predicted_rewards_mean"].numpy()
+              for o in (full, shuffled)]
+    np.testing.assert_allclose(scores[1], scores[0][:, perm], rtol=1e-5, atol=1e-6)
+    # Training data carries no 'per_arm' (TF-Agents' training_data_spec): the chosen arm's features
+    # come from policy_info.
+    assert "per_arm" not in agent.training_data_spec.observation
+    assert "chosen_arm_features" in agent.training_data_spec.policy_info
+    step = agent.collect_policy.action(env.time_step(batch))
+    train_obs = {"global": obs["global"], "num_actions": obs["num_actions"]}
+    exp = trajectories.single_step_trajectory(train_obs, step.action, env.rewards(batch, step.action), step.info)
+    specs.check_nest_matches_spec(exp, agent.training_data_spec, num_outer_dims=2)
+    assert np.isfinite(agent.train(exp).loss.numpy())
+    with pytest.raises(ValueError, match="chosen_arm_features"):
+        agent.train(exp._replace(policy_info={"propensity": exp.policy_info["propensity"]}))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind,ratio", [("neural", 0.25), ("linucb", 0.55)])
+def test_per_arm_agents_beat_random_by_a_wide_margin(kind, ratio):
+    from rlops.envs.bandit_envs import PerArmBandit
+    tf.random.set_seed(0)
+    env = PerArmBandit(global_dim=4, arm_dim=4, num_actions=8, seed=0)
+    agent = _per_arm_agent(kind, env)
+    loop = make_interaction_loop(env, agent, batch_size=16)
+    loop(120)
+    # Fresh decisions, greedy/exploring policy as deployed: regret vs a uniform choice.
+    batch = env.sample(4000)
+    step = agent.collect_policy.action(env.time_step(batch))
+    from rlops.envs.regret import regret
+    ours = float(tf.reduce_mean(regret(batch.expected_rewards, step.action)))
+    random = float(tf.reduce_mean(PerArmBandit.uniform_regret(batch)))
+    assert ours < ratio * random, (ours, random)
