@@ -62,6 +62,12 @@ class MLP(tf.Module):
         return self.output_layer(x) if self.output_layer is not None else x
 
     @property
+    def layer_variables(self) -> list[tf.Variable]:
+        """kernel, bias of each layer from input to output (tf.Module's own order is by name)."""
+        layers = self.layers + ([self.output_layer] if self.output_layer is not None else [])
+        return [v for layer in layers for v in (layer.kernel, layer.bias)]
+
+    @property
     def kernels(self) -> list[tf.Variable]:
         layers = self.layers + ([self.output_layer] if self.output_layer is not None else [])
         return [layer.kernel for layer in layers]
@@ -149,6 +155,11 @@ class ActorNetwork(tf.Module):
     def l2_weights(self) -> list[tf.Variable]:
         return self.mlp.kernels
 
+    @property
+    def layer_variables(self) -> list[tf.Variable]:
+        """Layer order, then log_std: TF-Agents' ActorDistributionNetwork order (tests/golden)."""
+        return self.mlp.layer_variables + ([] if self.discrete else [self.log_std])
+
 
 class ValueNetwork(tf.Module):
     """State value V(s): [B, *obs] -> [B]."""
@@ -166,6 +177,10 @@ class ValueNetwork(tf.Module):
     @property
     def l2_weights(self) -> list[tf.Variable]:
         return self.mlp.kernels
+
+    @property
+    def layer_variables(self) -> list[tf.Variable]:
+        return self.mlp.layer_variables
 
 
 class RewardNetwork(tf.Module):

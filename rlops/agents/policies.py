@@ -113,9 +113,18 @@ class ActorPolicy(Policy):
     def _action(self, time_step: TimeStep, seed: Any) -> PolicyStep:
         params = self.distribution_params(time_step)
         dist = self.actor_network.distribution(params)
-        action = dist.sample(seed=seed)
-        log_prob = dist.log_prob(action)
-        return PolicyStep(self._clip(action), (), {"dist_params": params, "log_probability": log_prob})
+        index = dist.sample(seed=seed)
+        log_prob = dist.log_prob(index)
+        return PolicyStep(self._clip(self.index_to_action(index)), (),
+                          {"dist_params": params, "log_probability": log_prob})
+
+    def index_to_action(self, index: tf.Tensor) -> tf.Tensor:
+        """Discrete distributions are over 0..n-1; the spec's actions start at its minimum
+        (Gym's Discrete(start=...))."""
+        spec = self.action_spec
+        if specs.is_discrete(spec) and int(np.min(spec.minimum)) != 0:
+            return index + tf.cast(int(np.min(spec.minimum)), index.dtype)
+        return index
 
     def numpy_sampler(self, seed: int | None = None) -> Callable[[np.ndarray], tuple[np.ndarray, dict]]:
         """Snapshot of this policy as a numpy function observation -> (action, info), for
@@ -174,7 +183,8 @@ class GreedyPolicy(Policy):
 
     def _action(self, time_step: TimeStep, seed: Any) -> PolicyStep:
         dist = self.wrapped_policy.distribution(time_step)
-        return PolicyStep(self.wrapped_policy._clip(dist.mode()), (), ())
+        mode = self.wrapped_policy.index_to_action(dist.mode())
+        return PolicyStep(self.wrapped_policy._clip(mode), (), ())
 
 
 class EpsilonGreedyPolicy(Policy):

@@ -84,6 +84,13 @@ def batch_dataset_fn(experience: Any) -> Callable[[tf.distribute.InputContext], 
     return dataset_fn
 
 
+def _split_sample(sample: Any, direct_sampling: bool) -> tuple[Any, Any]:
+    """(experience, sample_info) from a dataset element: TF-Agents' pair, or a bare experience."""
+    if not direct_sampling and type(sample) is tuple and len(sample) == 2:
+        return sample
+    return sample, None
+
+
 def _check_iterations(iterations: Any) -> None:
     if not isinstance(iterations, (int, np.integer)) or iterations < 1:
         raise ValueError(f"iterations must be an int >= 1, got {iterations!r}")
@@ -128,10 +135,21 @@ class Learner:
         (`dict(experience=..., weights=...)`).
       strategy: a tf.distribute.Strategy (default: the current one) or a name for
         `rlops.train.strategy.get_strategy`.
-      summary_root_dir: overrides `root_dir/train` for TensorBoard events.
       run_optimizer_variable_init: trace `agent.train` once before restoring so that optimizer
         slots exist and are restored (and verified) at once rather than lazily.
+      use_reverb_v2: accepted for TF-Agents parity; True raises (Reverb is not in this stack).
+      direct_sampling: dataset elements are the experience itself (no sample_info), read
+        without distributing the dataset (one replica only), as TF-Agents' offline sampling.
+      experience_dataset_options: `tf.distribute.InputOptions` for distributing the dataset.
+      strategy_run_options: `tf.distribute.RunOptions` passed to every `strategy.run`.
+      summary_root_dir: overrides `root_dir/train` for TensorBoard events.
       check_numerics: fail with the step and loss field when a loss is NaN or Inf.
+
+    Data contract (TF-Agents'): dataset elements are `(experience, sample_info)` pairs; a bare
+    experience (or kwargs dict) is accepted too and gets `sample_info=None`.
+    `after_train_strategy_step_fn((experience, sample_info), loss_info)` runs per replica.
+    Agents with `train_in_cross_replica_context = True` (PPO) are called outside
+    `strategy.run` when there are several replicas: they distribute their own update loop.
     """
 
     def __init__(self, root_dir: str, train_step: tf.Variable, agent: Any,
@@ -141,8 +159,14 @@ class Learner:
                  summary_interval: int = 1000, max_checkpoints_to_keep: int = 3,
                  use_kwargs_in_agent_train: bool = False,
                  strategy: tf.distribute.Strategy | str | None = None,
-                 summary_root_dir: str | None = None, run_optimizer_variable_init: bool = True,
-                 check_numerics: bool = True):
+                 run_optimizer_variable_init: bool = True, use_reverb_v2: bool = False,
+                 direct_sampling: bool = False,
+                 experience_dataset_options: tf.distribute.InputOptions | None = None,
+                 strategy_run_options: tf.distribute.RunOptions | None = None,
+                 summary_root_dir: str | None = None, check_numerics: bool = True):
+        if use_reverb_v2:
+            raise ValueError("use_reverb_v2=True: Reverb is not part of rlops' stack (it does not build for this "
+                             "TensorFlow); feed the Learner a tf.data experience_dataset_fn instead.")
         if checkpoint_interval == 0 or checkpoint_interval < -1:
             raise ValueError(f"checkpoint_interval must be > 0, or -1 to disable checkpoints; got "
                              f"{checkpoint_interval}")
@@ -162,6 +186,12 @@ class Learner:
         self.strategy = (strategy_lib.get_strategy(strategy) if isinstance(strategy, str)
                          else strategy or tf.distribute.get_strategy())
         self.check_numerics = check_numerics
+        self.direct_sampling = direct_sampling
+        self.experience_dataset_options = experience_dataset_options
+        self.strategy_run_options = strategy_run_options
+        if direct_sampling and self.strategy.num_replicas_in_sync > 1:
+            raise ValueError("direct_sampling=True reads the dataset without distributing it, which needs a single "
+                             f"replica; the strategy has {self.strategy.num_replicas_in_sync}.")
         self.is_chief = strategy_lib.is_chief(self.strategy)
         self._increment_train_step = train_step is not getattr(agent, "train_step_counter", None)
         self._check_distributed_variables()
@@ -173,6 +203,9 @@ class Learner:
         else:
             self.summary_writer = tf.summary.create_noop_writer()
 
+        if callable(getattr(agent, "initialize", None)):
+            with self.strategy.scope():
+                agent.initialize()
         if run_optimizer_variable_init:
             self._create_train_variables()
 
@@ -187,6 +220,9 @@ class Learner:
                 agent=agent, train_step=train_step)
             self._checkpointer.restore_latest()
         self._last_checkpoint_step = self.train_step_numpy
+        for trigger in self.triggers:  # re-arm interval triggers at the restored step
+            if hasattr(trigger, "set_start"):
+                trigger.set_start(self.train_step_numpy)
 
         self._experience_iterator = (self.create_iterator(experience_dataset_fn)
                                      if experience_dataset_fn is not None else None)
@@ -210,7 +246,9 @@ class Learner:
     def create_iterator(self, dataset_fn: DatasetFn) -> Any:
         """A distributed iterator over `dataset_fn` (called once per input pipeline/worker)."""
         wrapped = dataset_fn if _accepts_input_context(dataset_fn) else (lambda _ctx: dataset_fn())
-        return iter(self.strategy.distribute_datasets_from_function(wrapped))
+        if self.direct_sampling:
+            return iter(wrapped(tf.distribute.InputContext()))
+        return iter(self.strategy.distribute_datasets_from_function(wrapped, options=self.experience_dataset_options))
 
     def run(self, iterations: int = 1, iterator: Any = None, parallel_iterations: int = 10) -> LossInfo:
         """Runs `iterations` train steps in one tf.function; returns the last step's LossInfo,
@@ -298,19 +336,22 @@ class Learner:
         return tf.nest.map_structure(self._reduce, loss_info)
 
     def _single_train_step(self, sample: Any) -> Any:
-        loss_info = self.strategy.run(self._replica_step, args=(sample,))
+        experience, sample_info = _split_sample(sample, self.direct_sampling)
+        if getattr(self._agent, "train_in_cross_replica_context", False) and self.strategy.num_replicas_in_sync > 1:
+            loss_info = self._cross_replica_step(experience, sample_info)
+        else:
+            loss_info = self.strategy.run(self._replica_step, args=(experience, sample_info),
+                                          options=self.strategy_run_options)
         if self._increment_train_step:
             self.train_step.assign_add(1)
         if self.summary_interval:
             self._write_loss_summaries(loss_info)
         return loss_info
 
-    def _replica_step(self, sample: Any) -> Any:
+    def _replica_step(self, sample: Any, sample_info: Any = None) -> Any:
         step_before = tf.identity(self.train_step)
         if self.use_kwargs_in_agent_train:
-            if not isinstance(sample, dict):
-                raise TypeError("use_kwargs_in_agent_train=True needs dataset elements that are dicts of "
-                                f"agent.train keyword arguments; got {type(sample).__name__}")
+            self._check_kwargs(sample)
             if "experience" in sample:
                 self._validate_experience(sample["experience"])
             loss_info = self._agent.train(**sample)
@@ -320,8 +361,33 @@ class Learner:
         if self.check_numerics:
             self._check_numerics(loss_info, step_before)
         if self.after_train_strategy_step_fn is not None:
-            self.after_train_strategy_step_fn(sample, loss_info)
+            self.after_train_strategy_step_fn((sample, sample_info), loss_info)
         return loss_info
+
+    def _cross_replica_step(self, sample: Any, sample_info: Any) -> Any:
+        """For agents that run their own strategy.run loop (PPO): agent.train in cross-replica context."""
+        step_before = tf.identity(self.train_step)
+        local = self.strategy.experimental_local_results
+        if self.use_kwargs_in_agent_train:
+            self._check_kwargs(sample)
+            if "experience" in sample:
+                self._validate_experience(tf.nest.map_structure(lambda v: local(v)[0], sample["experience"]))
+            loss_info = self._agent.train(**sample)
+        else:
+            self._validate_experience(tf.nest.map_structure(lambda v: local(v)[0], sample))
+            loss_info = self._agent.train(sample)
+        if self.check_numerics:
+            self.strategy.run(lambda info: self._check_numerics(info, step_before), args=(loss_info,))
+        if self.after_train_strategy_step_fn is not None:
+            self.strategy.run(self.after_train_strategy_step_fn, args=((sample, sample_info), loss_info),
+                              options=self.strategy_run_options)
+        return loss_info
+
+    @staticmethod
+    def _check_kwargs(sample: Any) -> None:
+        if not isinstance(sample, dict):
+            raise TypeError("use_kwargs_in_agent_train=True needs dataset elements that are dicts of "
+                            f"agent.train keyword arguments; got {type(sample).__name__}")
 
     def _validate_experience(self, experience: Any) -> None:
         # Runs at trace time: a mismatch fails before any step with the offending field named.
@@ -342,7 +408,11 @@ class Learner:
                      step_before], name="check_numerics")
 
     def _reduce(self, value: Any) -> tf.Tensor:
-        return self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
+        """Sum over replicas and, for non-scalar fields, over all axes (TF-Agents' Learner)."""
+        values = self.strategy.experimental_local_results(value)
+        rank = tf.convert_to_tensor(values[0]).shape.rank
+        axis = tuple(range(rank)) if rank else None
+        return self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=axis)
 
     def _write_loss_summaries(self, loss_info: Any) -> None:
         def write() -> tf.Tensor:
@@ -379,6 +449,10 @@ class Learner:
 
     def _create_train_variables(self) -> None:
         """Traces (does not run) agent.train so optimizer slots exist before restoring."""
+        if getattr(self._agent, "train_in_cross_replica_context", False) and self.strategy.num_replicas_in_sync > 1:
+            # Its train distributes a concrete global batch itself; slots created later are still
+            # restored (tf.train.Checkpoint restores deferred values on creation).
+            return
         @tf.function(autograph=False)
         def _trace(sample):
             if self.use_kwargs_in_agent_train:

@@ -104,8 +104,13 @@ def build_ppo_agent(config: PPOConfig, env: GymVectorEnv) -> PPOAgent:
 
 
 def _minibatches(config: PPOConfig) -> int:
-    rows = config.num_envs * config.num_steps
-    return 1 if config.minibatch_size is None else -(-rows // config.minibatch_size)
+    rows = config.num_envs * (config.num_steps + 1)  # the agent's rows include each env's bootstrap row
+    return 1 if config.minibatch_size is None else -(-rows // min(config.minibatch_size, rows))
+
+
+def train_steps_per_iteration(config: PPOConfig) -> int:
+    """agent.train advances the train step once per gradient step (TF-Agents): epochs x minibatches."""
+    return config.num_epochs * _minibatches(config)
 
 
 def train_ppo(config: PPOConfig, agent: PPOAgent | None = None,
@@ -116,7 +121,7 @@ def train_ppo(config: PPOConfig, agent: PPOAgent | None = None,
 
     Without `root_dir` each iteration calls `agent.train` directly (the fastest path, for
     notebooks and benchmarks). With `root_dir` the batches feed a `Learner`: checkpoints every
-    `checkpoint_interval` train steps under root_dir (a restarted job resumes where it
+    `checkpoint_interval` train steps (gradient steps: `train_steps_per_iteration` per iteration) under root_dir (a restarted job resumes where it
     stopped), TensorBoard summaries in `summary_dir`, and `triggers` (e.g. policy export).
     `on_iteration(iteration, agent, metrics)` runs after each train step; `agent` warm-starts
     from an existing agent.
@@ -130,7 +135,8 @@ def train_ppo(config: PPOConfig, agent: PPOAgent | None = None,
         learner = Learner(root_dir, agent.train_step_counter, agent, triggers=list(triggers),
                           checkpoint_interval=checkpoint_interval, summary_interval=1,
                           summary_root_dir=summary_dir)
-        first_iteration = int(learner.train_step_numpy) - step_before  # > 0 after a restart
+        # > 0 after a restart
+        first_iteration = (int(learner.train_step_numpy) - step_before) // train_steps_per_iteration(config)
         train = learner.run_on_batch
         if first_iteration:
             log.info("ppo: resumed at iteration %d from %s", first_iteration, root_dir)

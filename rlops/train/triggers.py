@@ -49,6 +49,11 @@ class IntervalTrigger:
     def reset(self) -> None:
         self._last_trigger_value = self._start
 
+    def set_start(self, start: int) -> None:
+        """Re-arms the trigger at `start` (the Learner calls this after restoring a checkpoint)."""
+        self._start = start
+        self._last_trigger_value = start
+
 
 def _metric_value(metric: Any) -> Any:
     if hasattr(metric, "result"):

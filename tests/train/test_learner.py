@@ -67,7 +67,8 @@ def test_triggers_after_step_fn_and_kwargs(tmp_path):
         return tf.data.Dataset.from_tensors(dict(experience=batch, weights=tf.zeros([BATCH, 1]))).repeat()
 
     def after_step(sample, loss_info):
-        assert set(sample) == {"experience", "weights"}
+        experience, sample_info = sample  # TF-Agents: ((experience, sample_info), loss_info)
+        assert set(experience) == {"experience", "weights"} and sample_info is None
         calls.assign_add(1)
 
     learner, _ = make_learner(tmp_path, agent, experience_dataset_fn=dataset_fn, use_kwargs_in_agent_train=True,
@@ -227,7 +228,7 @@ def test_ppo_update_through_learner_matches_agent_train(tmp_path):
         loss = learner.run_on_batch(experience)
         twin_loss = twin.train(experience)
         np.testing.assert_allclose(loss.loss.numpy(), twin_loss.loss.numpy(), rtol=1e-4, atol=1e-6)
-    assert learner.train_step_numpy == 2
+    assert learner.train_step_numpy == 2 * 3  # one train step per gradient step (3 epochs)
     for a, b in zip(agent.trainable_variables, twin.trainable_variables):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
 
@@ -270,16 +271,89 @@ def test_neural_bandit_mirrored_matches_default_strategy(tmp_path):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
 
 
-def test_ppo_refuses_multi_replica_with_a_clear_error():
-    """Checked by a direct strategy.run, not through a Learner: a train step that fails half-way
-    through a tf.function leaves this process's collective ops aborted for later tests."""
+def _ppo(strategy, **kwargs):
     import tf_keras
     from rlops.agents.ppo import PPOAgent
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     with strategy.scope():
         time_step_spec, action_spec = lt.cartpole_specs()
-        agent = PPOAgent(time_step_spec, action_spec, tf_keras.optimizers.Adam(1e-3), num_epochs=1,
-                         train_step_counter=create_train_step_counter())
+        return PPOAgent(time_step_spec, action_spec, tf_keras.optimizers.Adam(3e-3), num_epochs=3,
+                        train_step_counter=create_train_step_counter(), **kwargs)
+
+
+def _mixed_episodes(experience):
+    """Terminations, boundaries and varied rewards, so masks and returns matter."""
+    step_type = experience.step_type.numpy().copy()
+    step_type[0, 3], step_type[0, 4] = lt.trajectories.StepType.LAST, lt.trajectories.StepType.FIRST
+    step_type[3, 6], step_type[3, 7] = lt.trajectories.StepType.LAST, lt.trajectories.StepType.FIRST
+    next_step_type = np.concatenate([step_type[:, 1:], step_type[:, -1:]], 1)
+    discount = np.where(next_step_type == lt.trajectories.StepType.LAST, 0.0, 1.0).astype(np.float32)
+    reward = np.random.default_rng(3).normal(1.0, 1.0, step_type.shape).astype(np.float32)
+    return experience._replace(step_type=step_type, next_step_type=next_step_type, discount=discount, reward=reward)
+
+
+PPO_OPTIONS = dict(use_gae=True, use_td_lambda_return=True, importance_ratio_clipping=0.2, entropy_regularization=0.01,
+                   initial_adaptive_kl_beta=0.5, kl_cutoff_factor=1.5, kl_cutoff_coef=100.0, adaptive_kl_target=0.002,
+                   normalize_observations=True, normalize_rewards=True, policy_l2_reg=1e-3)
+
+
+def test_ppo_mirrored_two_replicas_equals_one_replica_on_the_global_batch(tmp_path):
+    """Gradients, advantage moments, the KL mean and normalizer statistics are all-reduced, so
+    2 replicas (logical CPUs) train exactly like one replica on the same global batch, directly
+    and through the Learner."""
+    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"],
+                                              cross_device_ops=tf.distribute.ReductionToOneDevice())
+    default = tf.distribute.get_strategy()
+    one, two = _ppo(default, **PPO_OPTIONS), _ppo(mirrored, **PPO_OPTIONS)
+    two_learned = _ppo(mirrored, **PPO_OPTIONS)
+    learner = Learner(str(tmp_path), two_learned.train_step_counter, two_learned, checkpoint_interval=-1,
+                      summary_interval=0, strategy=mirrored)
+    for seed in range(2):
+        experience = _mixed_episodes(lt.ppo_experience(one, seed=seed))
+        ref = one.train(experience)
+        with mirrored.scope():
+            got = two.train(experience)
+        reduced = tf.nest.map_structure(lambda x: mirrored.reduce("SUM", x, axis=None), got)
+        via_learner = learner.run_on_batch(experience)
+        for loss in (reduced, via_learner):
+            np.testing.assert_allclose(loss.loss.numpy(), ref.loss.numpy(), rtol=1e-4, atol=1e-6)
+            for a, b in zip(loss.extra, ref.extra):
+                np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
+    assert one.train_step_counter.numpy() == two.train_step_counter.numpy() == learner.train_step_numpy == 6
+    for agent in (two, two_learned):
+        for a, b in zip(agent.trainable_weights, one.trainable_weights):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(agent.adaptive_kl_beta.numpy(), one.adaptive_kl_beta.numpy(), rtol=1e-6)
+        for n1, n2 in ((agent.observation_normalizer, one.observation_normalizer),
+                       (agent.reward_normalizer, one.reward_normalizer)):
+            np.testing.assert_allclose(n1.count.numpy(), n2.count.numpy(), rtol=1e-9)
+            np.testing.assert_allclose(n1.mean.numpy(), n2.mean.numpy(), rtol=1e-6, atol=1e-9)
+            np.testing.assert_allclose(n1.m2.numpy(), n2.m2.numpy(), rtol=1e-6, atol=1e-9)
+
+
+def test_ppo_minibatches_under_mirrored_follow_the_same_permutation_per_replica():
+    """With minibatches each replica draws the same stateless permutation of its rows: the run is
+    reproducible and its train step counts every minibatch of every epoch."""
+    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"],
+                                              cross_device_ops=tf.distribute.ReductionToOneDevice())
+    runs = []
+    for _ in range(2):
+        agent = _ppo(mirrored, use_gae=True, minibatch_size=12, normalize_observations=False)
+        experience = lt.ppo_experience(agent, seed=5)
+        with mirrored.scope():
+            agent.train(experience)
+        runs.append([v.numpy() for v in agent.trainable_weights])
+        # 4 envs x 9 rows = 36 rows, 18 per replica, minibatches of 6 per replica: 3 x 3 steps.
+        assert agent.train_step_counter.numpy() == 3 * 3
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_ppo_inside_strategy_run_with_several_replicas_explains_what_to_do():
+    """Checked by a direct strategy.run, not through a Learner: the error is raised while tracing,
+    before any collective op runs."""
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"],
+                                              cross_device_ops=tf.distribute.ReductionToOneDevice())
+    agent = _ppo(strategy)
     experience = lt.ppo_experience(agent)
-    with pytest.raises(NotImplementedError, match="one replica"):
+    with pytest.raises(RuntimeError, match="cross-replica context"):
         strategy.run(agent.train, args=(experience,))

@@ -13,11 +13,12 @@ def small(iterations: int) -> PPOConfig:
 
 def test_learner_path_checkpoints_and_resumes(tmp_path):
     root, summaries = str(tmp_path / "root"), str(tmp_path / "tb")
-    first = train_ppo(small(4), root_dir=root, summary_dir=summaries, checkpoint_interval=2)
-    assert int(first.agent.train_step_counter.numpy()) == 4 and len(first.losses) == 4
+    # One train step per gradient step: 2 epochs per iteration, a checkpoint every 2 iterations.
+    first = train_ppo(small(4), root_dir=root, summary_dir=summaries, checkpoint_interval=4)
+    assert int(first.agent.train_step_counter.numpy()) == 4 * 2 and len(first.losses) == 4
     # A restarted job (fresh agent, same root_dir) resumes at step 4 and only runs what is left.
-    resumed = train_ppo(small(6), root_dir=root, summary_dir=summaries, checkpoint_interval=2)
-    assert int(resumed.agent.train_step_counter.numpy()) == 6 and len(resumed.losses) == 2
+    resumed = train_ppo(small(6), root_dir=root, summary_dir=summaries, checkpoint_interval=4)
+    assert int(resumed.agent.train_step_counter.numpy()) == 6 * 2 and len(resumed.losses) == 2
     assert resumed.env_steps == 6 * 64
     restored = [v.numpy() for v in resumed.agent.trainable_weights]
     assert not all(np.allclose(a, b) for a, b in zip(restored, [v.numpy() for v in

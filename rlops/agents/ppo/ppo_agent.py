@@ -1,16 +1,36 @@
-"""PPO (Schulman et al. 2017) with the options of TF-Agents' PPOAgent.
+"""PPO (Schulman et al. 2017) with TF-Agents' PPOAgent semantics, pinned by golden fixtures.
 
-`train(experience)` takes a [B, T+1] Trajectory collected by the collect policy. Row T only
-supplies the bootstrap value V(o_T); rows 0..T-1 are trained on, except boundary (LAST) rows
-and rows with weight 0. Everything from value prediction to the last epoch runs in one
-tf.function: values and advantages are computed in train from the current value network,
-old action distributions are rebuilt from the distribution parameters the collect policy
-stored, and observation/reward normalizers are updated after the epochs.
+`train(experience)` takes a [B, T] Trajectory collected by the collect policy; the last time step
+of each row only supplies the bootstrap value V(o_{T-1}). As in TF-Agents 0.19
+(tests/golden/test_golden_ppo.py checks the numbers against TF-Agents itself):
+- values come from the current value network; the value target is the Monte-Carlo return unless
+  both `use_gae` and `use_td_lambda_return` (then GAE advantage + value); without `use_gae` the
+  advantage is return - value;
+- rows are masked when they are boundaries (step_type LAST) or the bootstrap row; losses are
+  aggregated like `tf_agents.utils.common.aggregate_losses`: sum(loss * weight) over all B*T rows
+  divided by B*T and by the number of replicas; advantages are normalized over all B*T entries;
+- every gradient step (each epoch; each minibatch of it when `minibatch_size` is set, an rlops
+  addition) advances `train_step_counter`; `train` returns the last gradient step's LossInfo;
+- after the epochs: adaptive KL beta update, then observation and reward normalizer updates
+  (over every row of the batch).
+Documented choices that differ: episodes that end by truncation (discount 1 at a LAST step)
+bootstrap V of their final observation (TF-Agents zeroes it); GAE bootstraps the final transition
+from V(o_{T-1}) (TF-Agents uses V(o_{T-2}), an off-by-one); under several replicas advantage
+moments, the KL mean and normalizer statistics are all-reduced, so R replicas equal one replica
+on the global batch (TF-Agents uses per-replica statistics and does not scale the KL penalty).
+
+Multi-replica training: call `train(experience)` in cross-replica context under
+`strategy.scope()` (the rlops Learner does, for agents with `train_in_cross_replica_context`).
+The epoch/minibatch loop is a tf.while_loop on the host side whose body is one
+`strategy.run(gradient step)`, so the optimizer all-reduces gradients at every step
+(MirroredStrategy, MultiWorkerMirroredStrategy, TPUStrategy). With one replica the whole update
+is one XLA-compiled function.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+import numpy as np
 import tensorflow as tf
 
 from rlops.agents import specs
@@ -20,6 +40,8 @@ from rlops.agents.policies import ActorPolicy, GreedyPolicy
 from rlops.agents.ppo import value_ops
 from rlops.agents.trajectories import LossInfo, StepType, TimeStep, Trajectory, trajectory_spec
 
+_NUM_LOSSES = 7  # total, pg, value, l2, entropy, kl, clip_fraction
+
 
 class PPOLossInfo(NamedTuple):
     policy_gradient_loss: tf.Tensor
@@ -27,50 +49,63 @@ class PPOLossInfo(NamedTuple):
     l2_regularization_loss: tf.Tensor
     entropy_regularization_loss: tf.Tensor
     kl_penalty_loss: tf.Tensor
+    clip_fraction: tf.Tensor
 
 
-def _weighted_mean(x: tf.Tensor, w: tf.Tensor) -> tf.Tensor:
-    # Normalize by the number of valid steps, not by the batch size: masked rows don't dilute.
-    return tf.reduce_sum(x * w) / tf.maximum(tf.reduce_sum(w), 1e-8)
-
-
-def _replica_loss_scale() -> float:
-    """1/R inside a replica of an R-replica strategy; 1 outside any strategy."""
+def _replica_context() -> tuple[Any, int]:
     ctx = tf.distribute.get_replica_context()
-    return 1.0 / ctx.num_replicas_in_sync if ctx is not None else 1.0
+    return ctx, (ctx.num_replicas_in_sync if ctx is not None else 1)
+
+
+def _all_reduce_sum(x: Any) -> Any:
+    """Sum over replicas inside a replica function; identity with one replica."""
+    ctx, replicas = _replica_context()
+    return ctx.all_reduce(tf.distribute.ReduceOp.SUM, x) if replicas > 1 else x
 
 
 class PPOAgent(tf.Module):
     """Proximal Policy Optimization for discrete or continuous actions.
 
-    Argument names and meanings follow tf_agents.agents.ppo.ppo_agent.PPOAgent; the additions
-    are `minibatch_size` (None: full batch per epoch), `normalize_advantages`, `seed` and
-    `jit_compile` (XLA for the update; summaries stay outside the compiled part).
+    Argument names, order and meanings follow tf_agents.agents.ppo.ppo_agent.PPOAgent; rlops adds
+    `minibatch_size` (None: every epoch is one step on the whole batch, as in TF-Agents),
+    `normalize_advantages`, `seed` and `jit_compile`.
     """
 
-    def __init__(self, time_step_spec: TimeStep, action_spec: tf.TensorSpec, optimizer,
+    train_in_cross_replica_context = True  # see the module docstring and rlops.train.Learner
+
+    def __init__(self, time_step_spec: TimeStep, action_spec: tf.TensorSpec, optimizer=None,
                  actor_net: ActorNetwork | None = None, value_net: ValueNetwork | None = None,
-                 importance_ratio_clipping: float = 0.0, lambda_value: float = 0.95,
+                 greedy_eval: bool = True, importance_ratio_clipping: float = 0.0, lambda_value: float = 0.95,
                  discount_factor: float = 0.99, entropy_regularization: float = 0.0,
-                 policy_l2_reg: float = 0.0, value_function_l2_reg: float = 0.0,
+                 policy_l2_reg: float = 0.0, value_function_l2_reg: float = 0.0, shared_vars_l2_reg: float = 0.0,
                  value_pred_loss_coef: float = 0.5, num_epochs: int = 25,
-                 minibatch_size: int | None = None, use_gae: bool = False,
-                 use_td_lambda_return: bool = False, normalize_advantages: bool = True,
+                 use_gae: bool = False, use_td_lambda_return: bool = False,
                  normalize_rewards: bool = True, reward_norm_clipping: float = 10.0,
                  normalize_observations: bool = True, log_prob_clipping: float = 0.0,
                  kl_cutoff_factor: float = 2.0, kl_cutoff_coef: float = 1000.0,
                  initial_adaptive_kl_beta: float = 1.0, adaptive_kl_target: float = 0.01,
                  adaptive_kl_tolerance: float = 0.3, gradient_clipping: float | None = None,
                  value_clipping: float | None = None, check_numerics: bool = False,
-                 update_normalizers_in_train: bool = True, debug_summaries: bool = False,
-                 summarize_grads_and_vars: bool = False,
-                 train_step_counter: tf.Variable | None = None, seed: int = 0,
-                 jit_compile: bool = True, name: str | None = None):
+                 compute_value_and_advantage_in_train: bool = True,
+                 update_normalizers_in_train: bool = True, aggregate_losses_across_replicas: bool = True,
+                 debug_summaries: bool = False, summarize_grads_and_vars: bool = False,
+                 train_step_counter: tf.Variable | None = None, name: str | None = None,
+                 minibatch_size: int | None = None, normalize_advantages: bool = True, seed: int = 0,
+                 jit_compile: bool = True):
         super().__init__(name=name or "PPOAgent")
+        if optimizer is None:
+            raise ValueError("PPOAgent needs an optimizer (e.g. tf_keras.optimizers.Adam(3e-4)).")
         if len(tf.nest.flatten(action_spec)) != 1:
             raise ValueError(f"PPOAgent supports one action tensor, got action_spec={action_spec}")
         if num_epochs < 1:
             raise ValueError(f"num_epochs must be >= 1, got {num_epochs}")
+        if not compute_value_and_advantage_in_train:
+            raise NotImplementedError(
+                "compute_value_and_advantage_in_train=False needs value predictions stored by the collect "
+                "policy; rlops' ActorPolicy does not run the value network while acting, so values and "
+                "advantages are always computed in train (TF-Agents' default).")
+        if minibatch_size is not None and minibatch_size < 1:
+            raise ValueError(f"minibatch_size must be >= 1 or None, got {minibatch_size}")
         self.time_step_spec = self._no_dependency(time_step_spec)
         self.action_spec = self._no_dependency(action_spec)
         obs_spec = time_step_spec.observation
@@ -78,25 +113,32 @@ class PPOAgent(tf.Module):
         self.value_net = value_net or ValueNetwork(obs_spec, seed=seed + 1)
         self.optimizer = optimizer
         self.importance_ratio_clipping = importance_ratio_clipping
-        self.lambda_value = lambda_value if use_gae or use_td_lambda_return else 1.0
+        self.use_gae = use_gae
+        self.use_td_lambda_return = use_td_lambda_return
+        self.lambda_value = lambda_value
         self.discount_factor = discount_factor
         self.entropy_regularization = entropy_regularization
         self.policy_l2_reg = policy_l2_reg
         self.value_function_l2_reg = value_function_l2_reg
+        # rlops' actor and value networks never share variables, so this term is always 0 (as in
+        # TF-Agents with separate networks); accepted for argument parity.
+        self.shared_vars_l2_reg = shared_vars_l2_reg
         self.value_pred_loss_coef = value_pred_loss_coef
         self.num_epochs = num_epochs
         self.minibatch_size = minibatch_size
-        self.use_td_lambda_return = use_td_lambda_return
         self.normalize_advantages = normalize_advantages
         self.log_prob_clipping = log_prob_clipping
         self.kl_cutoff_factor = kl_cutoff_factor
         self.kl_cutoff_coef = kl_cutoff_coef
+        self.initial_adaptive_kl_beta = initial_adaptive_kl_beta
         self.adaptive_kl_target = adaptive_kl_target
         self.adaptive_kl_tolerance = adaptive_kl_tolerance
-        self.gradient_clipping = gradient_clipping
-        self.value_clipping = value_clipping
+        self.gradient_clipping = gradient_clipping or 0.0
+        self.value_clipping = value_clipping or 0.0
         self.check_numerics = check_numerics
+        self.compute_value_and_advantage_in_train = compute_value_and_advantage_in_train
         self.update_normalizers_in_train = update_normalizers_in_train
+        self.aggregate_losses_across_replicas = aggregate_losses_across_replicas
         self.debug_summaries = debug_summaries
         self.summarize_grads_and_vars = summarize_grads_and_vars
         self.seed = seed
@@ -106,7 +148,8 @@ class PPOAgent(tf.Module):
                                              name="adaptive_kl_beta",
                                              aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
                                  if initial_adaptive_kl_beta > 0 else None)
-        self.observation_normalizer = (StreamingNormalizer(obs_spec.shape, center_mean=True, clip_value=10.0,
+        # TF-Agents' normalizers: observations clipped at 5, rewards at reward_norm_clipping (not centered).
+        self.observation_normalizer = (StreamingNormalizer(obs_spec.shape, center_mean=True, clip_value=5.0,
                                                            name="observation_normalizer")
                                        if normalize_observations else None)
         self.reward_normalizer = (StreamingNormalizer((), center_mean=False, clip_value=reward_norm_clipping,
@@ -117,124 +160,168 @@ class PPOAgent(tf.Module):
                                    tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step_counter",
                                                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA))
 
+        # TF-Agents' PPO policies do not clip actions (environments clip what they receive).
         self.collect_policy = ActorPolicy(time_step_spec, action_spec, self.actor_net,
                                           observation_normalizer=self.observation_normalizer,
-                                          name="collect_policy")
-        self.policy = GreedyPolicy(self.collect_policy, name="greedy_policy")
+                                          clip_actions=False, name="collect_policy")
+        self.greedy_eval = greedy_eval
+        self.policy = (GreedyPolicy(self.collect_policy, name="greedy_policy") if greedy_eval
+                       else ActorPolicy(time_step_spec, action_spec, self.actor_net,
+                                        observation_normalizer=self.observation_normalizer,
+                                        clip_actions=False, name="policy"))
         self.collect_data_spec = self._no_dependency(
             trajectory_spec(time_step_spec, action_spec, self.collect_policy.info_spec))
+        self.training_data_spec = None
         self.train_sequence_length = None  # any T >= 2
         # Deterministic order: actor first, then value network, each in creation order.
         self._trainable = list(self.actor_net.trainable_variables) + list(self.value_net.trainable_variables)
         # Loops are explicit tf.while_loops: autograph would otherwise re-convert TFP's Python
         # on every trace (seconds). XLA fuses the many tiny ops of a small-MLP update: ~2x here.
-        self._core_fn = tf.function(self._core, autograph=False,
-                                    jit_compile=jit_compile and not summarize_grads_and_vars)
-        self._train_fn = tf.function(self._train, autograph=False)
+        self._core_fn = tf.function(self._core, autograph=False, jit_compile=jit_compile)
+        self._train_fn = tf.function(self._train_single, autograph=False)
+        self._distributed_train_fn = tf.function(self._train_distributed, autograph=False)
 
     @property
     def trainable_weights(self) -> list[tf.Variable]:
         return list(self._trainable)
 
+    def initialize(self) -> None:
+        """TF-Agents' agent.initialize(): nothing to set up here (variables exist at construction)."""
+
     # ---- public API ---------------------------------------------------------------------------
-    def train(self, experience: Trajectory, weights: tf.Tensor | None = None) -> LossInfo:
-        ctx = tf.distribute.get_replica_context()
-        if ctx is not None and ctx.num_replicas_in_sync > 1:
-            # The epoch/minibatch loop applies gradients inside a tf.while_loop; MirroredStrategy
-            # cannot synchronize gradients there (merge_call in control flow). One replica per
-            # job (a GPU, or the CPU) trains PPO; collection, not the update, is its bottleneck.
-            raise NotImplementedError(
-                f"PPOAgent.train runs on one replica; got {ctx.num_replicas_in_sync} replicas in sync. "
-                "Use strategy='default' (or one_device) for PPO.")
+    def train(self, experience: Trajectory, weights: Any = None) -> LossInfo:
+        """One PPO update (all epochs) on a [B, T] batch; returns the last gradient step's LossInfo.
+
+        `weights`: [B, T] or [B] per-row weights (multiplied into the validity mask).
+        Under a multi-replica strategy, call it in cross-replica context: `experience` is either
+        a global batch (split over the replicas along B) or distributed values.
+        """
+        ctx, replicas = _replica_context()
+        strategy = tf.distribute.get_strategy()
+        if replicas > 1 or (tf.distribute.in_cross_replica_context()
+                            and strategy.num_replicas_in_sync > 1):
+            if not tf.distribute.in_cross_replica_context():
+                raise RuntimeError(
+                    f"PPOAgent.train was called inside strategy.run with {replicas} replicas: its epoch loop "
+                    "must all-reduce gradients every step, which it does from cross-replica context. Call "
+                    "agent.train(experience) under strategy.scope() outside strategy.run (rlops' Learner "
+                    "does this for agents with train_in_cross_replica_context).")
+            return self._train_multi_replica(strategy, experience, weights)
         specs.check_nest_matches_spec(experience, self.collect_data_spec, "experience", num_outer_dims=2)
+        return self._train_fn(experience, self._weights(experience, weights))
+
+    def _weights(self, experience: Trajectory, weights: Any) -> tf.Tensor:
+        reward = tf.convert_to_tensor(experience.reward)
         if weights is None:
-            weights = tf.ones_like(experience.reward, tf.float32)
-        return self._train_fn(experience, tf.cast(weights, tf.float32))
+            return tf.ones_like(reward, tf.float32)
+        weights = tf.cast(weights, tf.float32)
+        if weights.shape.rank == 1:  # one weight per batch row
+            weights = weights[:, None]
+        return tf.broadcast_to(weights, tf.shape(reward))
 
     # ---- pieces (public so tests can check them against numpy) --------------------------------
     def compute_advantages_and_returns(self, experience: Trajectory, values: tf.Tensor,
                                        rewards: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """values [B, T+1] for all rows; returns advantages and returns for rows 0..T-1."""
-        next_step_is_boundary = tf.equal(experience.step_type[:, 1:], StepType.LAST)
-        trace_continues = 1.0 - tf.cast(next_step_is_boundary, tf.float32)
-        advantages = value_ops.generalized_advantage_estimation(
-            values[:, :-1], values[:, 1:], rewards[:, :-1], experience.discount[:, :-1],
-            trace_continues, self.discount_factor, self.lambda_value)
-        returns = value_ops.td_lambda_return(values[:, :-1], advantages)
+        """values, rewards [B, T]; returns (advantages, returns) for rows 0..T-2, [B, T-1]."""
+        trace_continues = 1.0 - tf.cast(tf.equal(experience.next_step_type[:, :-1], StepType.LAST), tf.float32)
+        discounts = tf.cast(experience.discount[:, :-1], tf.float32)
+        rewards = rewards[:, :-1]
+        returns = value_ops.discounted_return(values[:, 1:], rewards, discounts, trace_continues,
+                                              self.discount_factor)
+        if self.use_gae:
+            advantages = value_ops.generalized_advantage_estimation(
+                values[:, :-1], values[:, 1:], rewards, discounts, trace_continues, self.discount_factor,
+                self.lambda_value)
+            if self.use_td_lambda_return:
+                returns = value_ops.td_lambda_return(values[:, :-1], advantages)
+        else:
+            advantages = returns - values[:, :-1]
         return advantages, returns
 
+    def aggregate(self, per_row: tf.Tensor, weights: tf.Tensor) -> tf.Tensor:
+        """TF-Agents' aggregate_losses: sum(loss * w) / rows / replicas (or a plain local mean)."""
+        _, replicas = _replica_context()
+        if self.aggregate_losses_across_replicas:
+            return tf.reduce_sum(per_row * weights) / (tf.cast(tf.size(per_row), tf.float32) * replicas)
+        return tf.reduce_mean(per_row * weights)
+
     def policy_gradient_loss(self, log_prob: tf.Tensor, old_log_prob: tf.Tensor, advantages: tf.Tensor,
-                             weights: tf.Tensor) -> tf.Tensor:
+                             weights: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """Returns (loss, clip_fraction)."""
         if self.log_prob_clipping > 0:
             log_prob = tf.clip_by_value(log_prob, -self.log_prob_clipping, self.log_prob_clipping)
         ratio = tf.exp(log_prob - old_log_prob)
-        surrogate = ratio * advantages
+        objective = ratio * advantages
+        clip_fraction = tf.zeros([])
         if self.importance_ratio_clipping > 0:
             eps = self.importance_ratio_clipping
-            clipped = tf.clip_by_value(ratio, 1.0 - eps, 1.0 + eps) * advantages
-            surrogate = tf.minimum(surrogate, clipped)
-        return -_weighted_mean(surrogate, weights)
+            objective = tf.minimum(objective, tf.clip_by_value(ratio, 1.0 - eps, 1.0 + eps) * advantages)
+            _, replicas = _replica_context()
+            clip_fraction = tf.reduce_mean(tf.cast(tf.abs(ratio - 1.0) > eps, tf.float32)) / replicas
+        return self.aggregate(-objective, weights), clip_fraction
 
     def value_estimation_loss(self, value_preds: tf.Tensor, returns: tf.Tensor, old_value_preds: tf.Tensor,
                               weights: tf.Tensor) -> tf.Tensor:
         error = tf.math.squared_difference(returns, value_preds)
-        if self.value_clipping:
+        if self.value_clipping > 0:
             clipped_preds = old_value_preds + tf.clip_by_value(
                 value_preds - old_value_preds, -self.value_clipping, self.value_clipping)
             error = tf.maximum(error, tf.math.squared_difference(returns, clipped_preds))
-        return self.value_pred_loss_coef * _weighted_mean(error, weights)
+        return self.aggregate(error, weights) * self.value_pred_loss_coef
 
     def entropy_loss(self, entropy: tf.Tensor, weights: tf.Tensor) -> tf.Tensor:
         if self.entropy_regularization <= 0:
             return tf.zeros([])
-        return -self.entropy_regularization * _weighted_mean(entropy, weights)
+        return self.aggregate(-entropy, weights) * self.entropy_regularization
 
     def l2_loss(self) -> tf.Tensor:
+        _, replicas = _replica_context()
         loss = tf.zeros([])
         if self.policy_l2_reg > 0:
             loss += self.policy_l2_reg * tf.add_n([tf.reduce_sum(tf.square(w)) for w in self.actor_net.l2_weights])
         if self.value_function_l2_reg > 0:
             loss += self.value_function_l2_reg * tf.add_n(
                 [tf.reduce_sum(tf.square(w)) for w in self.value_net.l2_weights])
-        return loss
+        return loss / replicas  # tf.nn.scale_regularization_loss
 
-    def kl_penalty_loss(self, kl: tf.Tensor, weights: tf.Tensor) -> tf.Tensor:
-        mean_kl = _weighted_mean(kl, weights)
+    def kl_penalty_loss(self, weighted_kl: tf.Tensor) -> tf.Tensor:
+        """Cutoff + adaptive penalty on the mean of KL * weight over all rows.
+
+        The mean is taken over the global batch: each replica returns its share of the value
+        and a term whose gradient is its share of the global gradient (value + (x - stop(x)) * d).
+        """
+        if self.adaptive_kl_beta is None and self.kl_cutoff_factor <= 0:
+            return tf.zeros([])
+        _, replicas = _replica_context()
+        local_mean = tf.reduce_mean(weighted_kl)
+        mean_kl = tf.stop_gradient(_all_reduce_sum(local_mean) / replicas)
+        delta = local_mean - tf.stop_gradient(local_mean)  # value 0, gradient d(local mean)
         loss = tf.zeros([])
         if self.kl_cutoff_factor > 0:
-            cutoff = self.kl_cutoff_factor * self.adaptive_kl_target
-            loss += self.kl_cutoff_coef * tf.square(tf.nn.relu(mean_kl - cutoff))
+            over = tf.maximum(mean_kl - self.kl_cutoff_factor * self.adaptive_kl_target, 0.0)
+            loss += self.kl_cutoff_coef * (tf.square(over) + 2.0 * over * delta) / replicas
         if self.adaptive_kl_beta is not None:
-            loss += self.adaptive_kl_beta * mean_kl
+            loss += self.adaptive_kl_beta * (mean_kl + delta) / replicas
         return loss
 
     def update_adaptive_kl_beta(self, mean_kl: tf.Tensor) -> tf.Tensor | None:
-        """beta *= 1.5 above target*(1+tol), /= 1.5 below target*(1-tol) (Schulman et al.)."""
+        """beta *= 1.5 above target*(1+tol), /= 1.5 below target*(1-tol), clipped to [1e-15, 1e17]."""
         if self.adaptive_kl_beta is None:
             return None
         high = self.adaptive_kl_target * (1.0 + self.adaptive_kl_tolerance)
         low = self.adaptive_kl_target * (1.0 - self.adaptive_kl_tolerance)
-        factor = tf.where(mean_kl > high, 1.5, tf.where(mean_kl < low, 1.0 / 1.5, 1.0))
-        new_beta = tf.maximum(self.adaptive_kl_beta * factor, 1e-16)
+        factor = tf.where(mean_kl < low, 1.0 / 1.5, tf.where(mean_kl > high, 1.5, 1.0))
+        new_beta = tf.clip_by_value(self.adaptive_kl_beta * factor, 10e-16, 10e16)
         self.adaptive_kl_beta.assign(new_beta)
         return new_beta
 
-    # ---- the train step ----------------------------------------------------------------------
+    # ---- the update, per replica --------------------------------------------------------------
     def _normalized_obs(self, obs: tf.Tensor) -> tf.Tensor:
         return self.observation_normalizer.normalize(obs) if self.observation_normalizer is not None \
             else tf.cast(obs, tf.float32)
 
-    def _train(self, experience: Trajectory, weights: tf.Tensor) -> LossInfo:
-        means, final_kl, advantages = self._core_fn(experience, weights)
-        extra = PPOLossInfo(policy_gradient_loss=means[1], value_estimation_loss=means[2],
-                            l2_regularization_loss=means[3], entropy_regularization_loss=means[4],
-                            kl_penalty_loss=means[5])
-        self._write_summaries(means[0], extra, final_kl, advantages)
-        return LossInfo(loss=means[0], extra=extra)
-
-    def _core(self, experience: Trajectory, weights: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """Everything but summaries (which XLA cannot compile): returns the per-loss means over
-        all gradient steps [total, pg, value, l2, entropy, kl], the final KL and advantages."""
+    def _prepare(self, experience: Trajectory, weights: tf.Tensor) -> dict:
+        """Values, returns, advantages and masks of a [B, T] batch, flattened to B*T rows."""
         obs = experience.observation
         batch_size, horizon = tf.shape(experience.reward)[0], tf.shape(experience.reward)[1]
         norm_obs = self._normalized_obs(tf.reshape(obs, tf.concat([[-1], tf.shape(obs)[2:]], 0)))
@@ -243,105 +330,177 @@ class PPOAgent(tf.Module):
         if self.reward_normalizer is not None:
             rewards = self.reward_normalizer.normalize(rewards)
         advantages, returns = self.compute_advantages_and_returns(experience, values, rewards)
-
-        # Valid rows: not the bootstrap row T, not boundary (LAST) rows, user weight > 0.
-        valid = tf.cast(tf.not_equal(experience.step_type[:, :-1], StepType.LAST), tf.float32)
-        drop_last = lambda x: tf.reshape(x[:, :-1], tf.concat([[-1], tf.shape(x)[2:]], 0))  # noqa: E731
-        obs_bt = tf.reshape(norm_obs, tf.concat([[batch_size, horizon], tf.shape(norm_obs)[1:]], 0))
+        pad = tf.zeros([batch_size, 1])
+        advantages, returns = tf.concat([advantages, pad], 1), tf.concat([returns, pad], 1)
+        # TF-Agents' make_trajectory_mask: not a boundary, and a return/advantage exists.
+        valid = tf.logical_and(tf.not_equal(experience.step_type, StepType.LAST),
+                               tf.logical_not(tf.logical_and(tf.equal(returns, 0.0), tf.equal(advantages, 0.0))))
+        flat = lambda x: tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0))  # noqa: E731
         data = {
-            "obs": drop_last(obs_bt),
-            "action": drop_last(experience.action),
-            "old_params": tf.nest.map_structure(drop_last, experience.policy_info["dist_params"]),
-            "advantages": tf.reshape(advantages, [-1]),
-            "returns": tf.reshape(returns, [-1]),
-            "old_values": tf.reshape(values[:, :-1], [-1]),
-            "weights": tf.reshape(valid * weights[:, :-1], [-1]),
+            "obs": norm_obs,
+            "action": flat(experience.action),
+            "old_params": tf.nest.map_structure(flat, experience.policy_info["dist_params"]),
+            "advantages": flat(advantages),
+            "returns": flat(returns),
+            "old_values": flat(values),
+            "weights": flat(tf.cast(valid, tf.float32) * weights),
         }
         if self.normalize_advantages:
-            w = data["weights"]
-            mean = _weighted_mean(data["advantages"], w)
-            var = _weighted_mean(tf.square(data["advantages"] - mean), w)
-            data["advantages"] = (data["advantages"] - mean) / (tf.sqrt(var) + 1e-8)
-        data = tf.nest.map_structure(tf.stop_gradient, data)
+            # Moments over every entry (bootstrap and boundary rows included), as TF-Agents; summed
+            # over replicas so that R replicas normalize like one replica on the global batch.
+            adv = data["advantages"]
+            n = _all_reduce_sum(tf.cast(tf.size(adv), tf.float32))
+            mean = _all_reduce_sum(tf.reduce_sum(adv)) / n
+            var = _all_reduce_sum(tf.reduce_sum(tf.square(adv - mean))) / n
+            data["advantages"] = (adv - mean) * tf.math.rsqrt(var + 1e-8)
+        data["old_log_prob"] = self._log_prob(self.actor_net.distribution(data["old_params"]), data["action"])
+        return tf.nest.map_structure(tf.stop_gradient, data)
 
+    def _log_prob(self, dist, action: tf.Tensor) -> tf.Tensor:
+        return tf.cast(dist.log_prob(self._action_index(action)), tf.float32)
+
+    def _action_index(self, action: tf.Tensor) -> tf.Tensor:
+        """Discrete actions as 0-based indices: specs may start at minimum != 0 (Gym Discrete(start))."""
+        if specs.is_discrete(self.action_spec):
+            minimum = int(np.min(self.action_spec.minimum))
+            if minimum:
+                return action - tf.cast(minimum, action.dtype)
+        return action
+
+    def _num_minibatches(self, num_rows: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        _, replicas = _replica_context()
+        if self.minibatch_size is None:
+            return num_rows, tf.constant(1)
+        if self.minibatch_size % replicas:
+            raise ValueError(f"minibatch_size={self.minibatch_size} is not divisible by the {replicas} replicas")
+        mb_size = tf.minimum(self.minibatch_size // replicas, num_rows)
+        return mb_size, (num_rows + mb_size - 1) // mb_size
+
+    def _minibatch(self, data: dict, step: tf.Tensor, base_step: tf.Tensor) -> dict:
+        """Rows of gradient step `step` (0-based within this train call). Each epoch is a fresh
+        stateless permutation, so any replica or re-run reproduces the same order."""
+        if self.minibatch_size is None:
+            return data
         num_rows = tf.shape(data["weights"])[0]
-        mb_size = num_rows if self.minibatch_size is None else tf.minimum(self.minibatch_size, num_rows)
-        num_minibatches = (num_rows + mb_size - 1) // mb_size
+        mb_size, num_mb = self._num_minibatches(num_rows)
+        epoch, i = step // num_mb, step % num_mb
+        seed = tf.stack([tf.cast(base_step, tf.int64) + tf.cast(epoch, tf.int64), tf.cast(self.seed, tf.int64)])
+        # argsort of stateless uniforms: a permutation XLA (and TPUs) can compile, unlike shuffle ops.
+        order = tf.argsort(tf.random.stateless_uniform([num_rows], seed))
+        idx = order[i * mb_size: tf.minimum((i + 1) * mb_size, num_rows)]
+        return tf.nest.map_structure(lambda x: tf.gather(x, idx), data)
 
-        def epoch(e, totals):
-            order = (tf.random.shuffle(tf.range(num_rows)) if self.minibatch_size is not None
-                     else tf.range(num_rows))
-
-            def minibatch(i, totals):
-                idx = order[i * mb_size: tf.minimum((i + 1) * mb_size, num_rows)]
-                return i + 1, totals + self._gradient_step(tf.nest.map_structure(lambda x: tf.gather(x, idx), data))
-
-            _, totals = tf.while_loop(lambda i, _: i < num_minibatches, minibatch, (0, totals))
-            return e + 1, totals
-
-        _, totals = tf.while_loop(lambda e, _: e < self.num_epochs, epoch, (0, tf.zeros([6])))
-        means = totals / tf.cast(self.num_epochs * num_minibatches, tf.float32)
-
-        # KL of the final policy from the collecting one drives the adaptive beta.
-        final_kl = _weighted_mean(self._kl(data["obs"], data["old_params"]), data["weights"])
-        self.update_adaptive_kl_beta(final_kl)
-        if self.update_normalizers_in_train:
-            self._update_normalizers(experience, weights)
-        self.train_step_counter.assign_add(1)
-        return means, final_kl, advantages
-
-    def _kl(self, norm_obs: tf.Tensor, old_params: dict) -> tf.Tensor:
-        old_dist = self.actor_net.distribution(old_params)
-        new_dist = self.actor_net.distribution(self.actor_net.distribution_params(norm_obs))
-        return old_dist.kl_divergence(new_dist)
+    def _num_steps(self, data: dict) -> tf.Tensor:
+        _, num_mb = self._num_minibatches(tf.shape(data["weights"])[0])
+        return self.num_epochs * num_mb
 
     def _gradient_step(self, mb: dict) -> tf.Tensor:
+        """One optimizer step on a minibatch; returns [total, pg, value, l2, entropy, kl, clip_fraction]."""
         with tf.GradientTape() as tape:
             params = self.actor_net.distribution_params(mb["obs"])
             dist = self.actor_net.distribution(params)
-            old_dist = self.actor_net.distribution(mb["old_params"])
-            log_prob = dist.log_prob(mb["action"])
-            old_log_prob = old_dist.log_prob(mb["action"])
-            pg = self.policy_gradient_loss(log_prob, old_log_prob, mb["advantages"], mb["weights"])
-            value_preds = self.value_net(mb["obs"])
-            vf = self.value_estimation_loss(value_preds, mb["returns"], mb["old_values"], mb["weights"])
-            ent = self.entropy_loss(dist.entropy(), mb["weights"])
-            l2 = self.l2_loss()
-            kl = (self.kl_penalty_loss(old_dist.kl_divergence(dist), mb["weights"])
-                  if self.adaptive_kl_beta is not None or self.kl_cutoff_factor > 0 else tf.zeros([]))
-            total = pg + vf + ent + l2 + kl
-            # Under a multi-replica strategy optimizers sum gradients across replicas: scale
-            # each replica's loss by 1/R (tf.nn.compute_average_loss's convention), so the
-            # update equals the single-replica one and summed losses read as averages.
-            scale = _replica_loss_scale()
-            scaled_total = total * scale
+            log_prob = self._log_prob(dist, mb["action"])
+            pg, clip_fraction = self.policy_gradient_loss(log_prob, mb["old_log_prob"], mb["advantages"],
+                                                          mb["weights"])
+            vf = self.value_estimation_loss(self.value_net(mb["obs"]), mb["returns"], mb["old_values"],
+                                            mb["weights"])
+            l2 = self.l2_loss() if self.policy_l2_reg > 0 or self.value_function_l2_reg > 0 else tf.zeros([])
+            ent = self.entropy_loss(tf.cast(dist.entropy(), tf.float32), mb["weights"])
+            kl = tf.zeros([])
+            if self.adaptive_kl_beta is not None or self.kl_cutoff_factor > 0:
+                old_dist = self.actor_net.distribution(mb["old_params"])
+                kl = self.kl_penalty_loss(old_dist.kl_divergence(dist) * mb["weights"])
+            total = pg + vf + l2 + ent + kl
         if self.check_numerics:
-            scaled_total = tf.debugging.check_numerics(scaled_total, "PPO total loss is inf or nan")
-        grads = tape.gradient(scaled_total, self._trainable)
-        if self.gradient_clipping:
+            total = tf.debugging.check_numerics(total, "PPO total loss is inf or nan")
+        grads = tape.gradient(total, self._trainable)
+        if self.gradient_clipping > 0:
             grads, _ = tf.clip_by_global_norm(grads, self.gradient_clipping)
         self.optimizer.apply_gradients(zip(grads, self._trainable))
-        if self.summarize_grads_and_vars:
-            step = self.train_step_counter
-            for g, v in zip(grads, self._trainable):
-                tf.summary.histogram(v.name.replace(":", "_") + "/gradient", g, step=step)
-                tf.summary.histogram(v.name.replace(":", "_") + "/value", v, step=step)
-        return tf.stack([total, pg, vf, l2, ent, kl]) * scale
+        self.train_step_counter.assign_add(1)
+        return tf.stack([total, pg, vf, l2, ent, kl, clip_fraction])
 
-    def _update_normalizers(self, experience: Trajectory, weights: tf.Tensor) -> None:
-        valid = tf.cast(tf.not_equal(experience.step_type, StepType.LAST), tf.float32) * weights
-        if self.observation_normalizer is not None:
-            self.observation_normalizer.update(experience.observation, valid)
-        if self.reward_normalizer is not None:
-            self.reward_normalizer.update(experience.reward[:, :-1], valid[:, :-1])
+    def _finish(self, experience: Trajectory, data: dict) -> tf.Tensor:
+        """After the epochs: adaptive beta from the KL of the updated policy, then normalizers."""
+        _, replicas = _replica_context()
+        old = self.actor_net.distribution(data["old_params"])
+        new = self.actor_net.distribution(self.actor_net.distribution_params(data["obs"]))
+        weighted_kl = old.kl_divergence(new) * data["weights"]
+        mean_kl = _all_reduce_sum(tf.reduce_mean(weighted_kl)) / replicas
+        self.update_adaptive_kl_beta(mean_kl)
+        if self.update_normalizers_in_train:
+            if self.observation_normalizer is not None:
+                self.observation_normalizer.update(experience.observation, all_reduce=_all_reduce_sum)
+            if self.reward_normalizer is not None:
+                self.reward_normalizer.update(experience.reward, all_reduce=_all_reduce_sum)
+        return mean_kl
 
-    def _write_summaries(self, total: tf.Tensor, extra: PPOLossInfo, kl: tf.Tensor, advantages: tf.Tensor) -> None:
+    # ---- one replica: everything in one XLA-compiled function -----------------------------------
+    def _core(self, experience: Trajectory, weights: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, dict]:
+        base_step = tf.identity(self.train_step_counter)
+        data = self._prepare(experience, weights)
+
+        def body(step, _):
+            return step + 1, self._gradient_step(self._minibatch(data, step, base_step))
+
+        _, last = tf.while_loop(lambda step, _: step < self._num_steps(data), body,
+                                (tf.constant(0), tf.zeros([_NUM_LOSSES])))
+        mean_kl = self._finish(experience, data)
+        return last, mean_kl, {"advantages": data["advantages"], "returns": data["returns"]}
+
+    def _train_single(self, experience: Trajectory, weights: tf.Tensor) -> LossInfo:
+        last, mean_kl, debug = self._core_fn(experience, weights)
+        loss_info = self._loss_info(last)
+        self._write_summaries(loss_info, mean_kl, debug)
+        return loss_info
+
+    # ---- several replicas: a host-side loop of strategy.run steps ---------------------------------
+    def _train_multi_replica(self, strategy: tf.distribute.Strategy, experience: Any, weights: Any) -> LossInfo:
+        if not isinstance(experience, tf.distribute.DistributedValues) and not _is_distributed_nest(experience):
+            specs.check_nest_matches_spec(experience, self.collect_data_spec, "experience", num_outer_dims=2)
+            weights = self._weights(experience, weights)
+            experience, weights = _split_over_replicas(strategy, (experience, weights))
+        elif weights is None:
+            weights = strategy.run(lambda e: tf.ones_like(e.reward, tf.float32), args=(experience,))
+        return self._distributed_train_fn(experience, weights)
+
+    def _train_distributed(self, experience: Any, weights: Any) -> LossInfo:
+        strategy = tf.distribute.get_strategy()
+        base_step = tf.identity(self.train_step_counter)
+        data = strategy.run(lambda e, w: self._prepare(e, tf.cast(w, tf.float32)), args=(experience, weights))
+        num_steps = strategy.experimental_local_results(strategy.run(self._num_steps, args=(data,)))[0]
+        first = strategy.run(lambda d: self._gradient_step(self._minibatch(d, tf.constant(0), base_step)),
+                             args=(data,))
+
+        def body(step, _):
+            return step + 1, strategy.run(lambda d: self._gradient_step(self._minibatch(d, step, base_step)),
+                                          args=(data,))
+
+        _, last = tf.while_loop(lambda step, _: step < num_steps, body, (tf.constant(1), first))
+        mean_kl = strategy.run(self._finish, args=(experience, data))
+        loss_info = strategy.run(self._loss_info, args=(last,))
+        reduced = tf.nest.map_structure(lambda x: strategy.reduce(tf.distribute.ReduceOp.SUM, x, axis=None),
+                                        loss_info)
+        self._write_summaries(reduced, strategy.experimental_local_results(mean_kl)[0], None)
+        return loss_info
+
+    # ---- outputs --------------------------------------------------------------------------------
+    @staticmethod
+    def _loss_info(last: tf.Tensor) -> LossInfo:
+        return LossInfo(loss=last[0], extra=PPOLossInfo(
+            policy_gradient_loss=last[1], value_estimation_loss=last[2], l2_regularization_loss=last[3],
+            entropy_regularization_loss=last[4], kl_penalty_loss=last[5], clip_fraction=last[6]))
+
+    def _write_summaries(self, loss_info: LossInfo, kl: tf.Tensor, debug: dict | None) -> None:
         step = self.train_step_counter
+        extra = loss_info.extra
         with tf.name_scope("Losses/"):
             for name, value in extra._asdict().items():
                 tf.summary.scalar(name, value, step=step)
-            tf.summary.scalar("total_abs_loss", tf.add_n([tf.abs(v) for v in extra]), step=step)
-            tf.summary.scalar("loss", total, step=step)
+            terms = [extra.policy_gradient_loss, extra.value_estimation_loss, extra.l2_regularization_loss,
+                     extra.entropy_regularization_loss, extra.kl_penalty_loss]
+            tf.summary.scalar("total_abs_loss", tf.add_n([tf.abs(v) for v in terms]), step=step)
+            tf.summary.scalar("loss", loss_info.loss, step=step)
         tf.summary.scalar("Metrics/policy_kl", kl, step=step)
         if self.adaptive_kl_beta is not None:
             tf.summary.scalar("Metrics/adaptive_kl_beta", self.adaptive_kl_beta, step=step)
@@ -349,31 +508,111 @@ class PPOAgent(tf.Module):
         if lr is not None:
             lr = lr(self.optimizer.iterations) if callable(lr) else lr
             tf.summary.scalar("Metrics/learning_rate", tf.cast(lr, tf.float32), step=step)
-        if self.debug_summaries:
-            tf.summary.histogram("advantages", advantages, step=step)
+        # Histograms once per train call (not per minibatch), outside the compiled update.
+        if self.debug_summaries and debug is not None:
+            tf.summary.histogram("advantages_normalized", debug["advantages"], step=step)
+            tf.summary.histogram("returns", debug["returns"], step=step)
+        if self.summarize_grads_and_vars:
+            with tf.name_scope("Variables/"):
+                for var in self._trainable:
+                    tf.summary.histogram(var.name.replace(":", "_"), var, step=step)
+
+
+def _is_distributed_nest(nest: Any) -> bool:
+    return any(isinstance(x, tf.distribute.DistributedValues) for x in tf.nest.flatten(nest))
+
+
+def _split_over_replicas(strategy: tf.distribute.Strategy, nest: Any) -> Any:
+    """Replica r of R gets rows [r*B/R, (r+1)*B/R) of a global [B, ...] batch."""
+    batch = int(tf.nest.flatten(nest)[0].shape[0])
+    replicas = strategy.num_replicas_in_sync
+    if batch % replicas:
+        raise ValueError(f"experience batch size {batch} is not divisible by the {replicas} replicas in sync")
+    rows = batch // replicas
+
+    def replica_slice(ctx: tf.distribute.ValueContext) -> Any:
+        start = ctx.replica_id_in_sync_group * rows
+        return tf.nest.map_structure(lambda x: tf.convert_to_tensor(x)[start:start + rows], nest)
+
+    return strategy.experimental_distribute_values_from_function(replica_slice)
 
 
 class PPOClipAgent(PPOAgent):
-    """PPO-Clip preset: ratio clipping 0.2, no KL penalty (TF-Agents' PPOClipAgent)."""
+    """PPO-Clip preset (TF-Agents' PPOClipAgent): no KL penalty, no log-prob clipping.
 
-    def __init__(self, time_step_spec, action_spec, optimizer, actor_net=None, value_net=None,
-                 importance_ratio_clipping: float = 0.2, **kwargs):
-        kwargs.setdefault("kl_cutoff_factor", 0.0)
-        kwargs.setdefault("initial_adaptive_kl_beta", 0.0)
-        kwargs.setdefault("use_gae", True)
-        super().__init__(time_step_spec, action_spec, optimizer, actor_net, value_net,
-                         importance_ratio_clipping=importance_ratio_clipping, **kwargs)
+    Defaults are TF-Agents' own (importance_ratio_clipping 0.0, use_gae False): set
+    `importance_ratio_clipping=0.2` for the clipped objective of the paper.
+    """
+
+    def __init__(self, time_step_spec, action_spec, optimizer=None, actor_net=None, value_net=None,
+                 greedy_eval: bool = True, importance_ratio_clipping: float = 0.0, lambda_value: float = 0.95,
+                 discount_factor: float = 0.99, entropy_regularization: float = 0.0, policy_l2_reg: float = 0.0,
+                 value_function_l2_reg: float = 0.0, shared_vars_l2_reg: float = 0.0,
+                 value_pred_loss_coef: float = 0.5, num_epochs: int = 25, use_gae: bool = False,
+                 use_td_lambda_return: bool = False, normalize_rewards: bool = True,
+                 reward_norm_clipping: float = 10.0, normalize_observations: bool = True,
+                 log_prob_clipping: float = 0.0, gradient_clipping: float | None = None,
+                 value_clipping: float | None = None, check_numerics: bool = False,
+                 compute_value_and_advantage_in_train: bool = True, update_normalizers_in_train: bool = True,
+                 aggregate_losses_across_replicas: bool = True, debug_summaries: bool = False,
+                 summarize_grads_and_vars: bool = False, train_step_counter: tf.Variable | None = None,
+                 name: str | None = "PPOClipAgent", **kwargs):
+        del log_prob_clipping  # TF-Agents' PPOClipAgent accepts it and passes 0.0
+        super().__init__(
+            time_step_spec, action_spec, optimizer, actor_net, value_net, greedy_eval=greedy_eval,
+            importance_ratio_clipping=importance_ratio_clipping, lambda_value=lambda_value,
+            discount_factor=discount_factor, entropy_regularization=entropy_regularization,
+            policy_l2_reg=policy_l2_reg, value_function_l2_reg=value_function_l2_reg,
+            shared_vars_l2_reg=shared_vars_l2_reg, value_pred_loss_coef=value_pred_loss_coef,
+            num_epochs=num_epochs, use_gae=use_gae, use_td_lambda_return=use_td_lambda_return,
+            normalize_rewards=normalize_rewards, reward_norm_clipping=reward_norm_clipping,
+            normalize_observations=normalize_observations, log_prob_clipping=0.0,
+            kl_cutoff_factor=0.0, kl_cutoff_coef=0.0, initial_adaptive_kl_beta=0.0, adaptive_kl_target=0.0,
+            adaptive_kl_tolerance=0.0, gradient_clipping=gradient_clipping, value_clipping=value_clipping,
+            check_numerics=check_numerics, compute_value_and_advantage_in_train=compute_value_and_advantage_in_train,
+            update_normalizers_in_train=update_normalizers_in_train,
+            aggregate_losses_across_replicas=aggregate_losses_across_replicas, debug_summaries=debug_summaries,
+            summarize_grads_and_vars=summarize_grads_and_vars, train_step_counter=train_step_counter, name=name,
+            **kwargs)
 
 
 class PPOKLPenaltyAgent(PPOAgent):
-    """PPO-KL-penalty preset: no ratio clipping, adaptive KL beta and KL cutoff."""
+    """PPO-KL-penalty preset (TF-Agents' PPOKLPenaltyAgent): no ratio clipping, adaptive KL beta.
 
-    def __init__(self, time_step_spec, action_spec, optimizer, actor_net=None, value_net=None,
+    TF-Agents' defaults: use_gae and use_td_lambda_return True, normalize_observations False,
+    reward_norm_clipping 0.0 (no clipping), kl_cutoff_coef 0.0 and kl_cutoff_factor None (no cutoff).
+    """
+
+    def __init__(self, time_step_spec, action_spec, actor_net=None, value_net=None, num_epochs: int = 25,
                  initial_adaptive_kl_beta: float = 1.0, adaptive_kl_target: float = 0.01,
-                 adaptive_kl_tolerance: float = 0.3, kl_cutoff_factor: float = 2.0,
-                 kl_cutoff_coef: float = 1000.0, **kwargs):
-        kwargs.setdefault("use_gae", True)
-        super().__init__(time_step_spec, action_spec, optimizer, actor_net, value_net,
-                         importance_ratio_clipping=0.0, initial_adaptive_kl_beta=initial_adaptive_kl_beta,
-                         adaptive_kl_target=adaptive_kl_target, adaptive_kl_tolerance=adaptive_kl_tolerance,
-                         kl_cutoff_factor=kl_cutoff_factor, kl_cutoff_coef=kl_cutoff_coef, **kwargs)
+                 adaptive_kl_tolerance: float = 0.3, optimizer=None, use_gae: bool = True,
+                 use_td_lambda_return: bool = True, lambda_value: float = 0.95, discount_factor: float = 0.99,
+                 value_pred_loss_coef: float = 0.5, entropy_regularization: float = 0.0,
+                 policy_l2_reg: float = 0.0, value_function_l2_reg: float = 0.0, shared_vars_l2_reg: float = 0.0,
+                 normalize_observations: bool = False, normalize_rewards: bool = True,
+                 reward_norm_clipping: float = 0.0, log_prob_clipping: float = 0.0,
+                 gradient_clipping: float | None = None, value_clipping: float | None = None,
+                 kl_cutoff_coef: float = 0.0, kl_cutoff_factor: float | None = None, check_numerics: bool = False,
+                 debug_summaries: bool = False, compute_value_and_advantage_in_train: bool = True,
+                 update_normalizers_in_train: bool = True, aggregate_losses_across_replicas: bool = True,
+                 summarize_grads_and_vars: bool = False, train_step_counter: tf.Variable | None = None,
+                 name: str | None = "PPOKLPenaltyAgent", **kwargs):
+        if optimizer is None:
+            raise ValueError("PPOKLPenaltyAgent needs an optimizer (the 8th positional argument, as in TF-Agents).")
+        super().__init__(
+            time_step_spec, action_spec, optimizer, actor_net, value_net, importance_ratio_clipping=0.0,
+            lambda_value=lambda_value, discount_factor=discount_factor,
+            entropy_regularization=entropy_regularization, policy_l2_reg=policy_l2_reg,
+            value_function_l2_reg=value_function_l2_reg, shared_vars_l2_reg=shared_vars_l2_reg,
+            value_pred_loss_coef=value_pred_loss_coef, num_epochs=num_epochs, use_gae=use_gae,
+            use_td_lambda_return=use_td_lambda_return, normalize_rewards=normalize_rewards,
+            reward_norm_clipping=reward_norm_clipping, normalize_observations=normalize_observations,
+            log_prob_clipping=log_prob_clipping, kl_cutoff_factor=kl_cutoff_factor or 0.0,
+            kl_cutoff_coef=kl_cutoff_coef, initial_adaptive_kl_beta=initial_adaptive_kl_beta,
+            adaptive_kl_target=adaptive_kl_target, adaptive_kl_tolerance=adaptive_kl_tolerance,
+            gradient_clipping=gradient_clipping, value_clipping=value_clipping, check_numerics=check_numerics,
+            compute_value_and_advantage_in_train=compute_value_and_advantage_in_train,
+            update_normalizers_in_train=update_normalizers_in_train,
+            aggregate_losses_across_replicas=aggregate_losses_across_replicas, debug_summaries=debug_summaries,
+            summarize_grads_and_vars=summarize_grads_and_vars, train_step_counter=train_step_counter, name=name,
+            **kwargs)

@@ -30,6 +30,23 @@ def generalized_advantage_estimation(values: tf.Tensor, next_values: tf.Tensor, 
     return tf.transpose(tf.reverse(adv_tm, [0]))
 
 
+def discounted_return(next_values: tf.Tensor, rewards: tf.Tensor, discounts: tf.Tensor,
+                      trace_continues: tf.Tensor, gamma: float) -> tf.Tensor:
+    """Monte-Carlo return G_t = r_t + gamma * d_t * (c_t * G_{t+1} + (1 - c_t) * V(o_{t+1})),
+    bootstrapped from V(o_T) after the last row. Where the trace is cut (next step LAST) a
+    termination (d=0) gives G = r (TF-Agents' value_ops.discounted_return) and a truncation
+    bootstraps from the final observation. All inputs [B, T]; returns [B, T]."""
+    tm = lambda x: tf.reverse(tf.transpose(x), [0])  # noqa: E731  time-major, reversed
+    nv, r, d, c = tm(next_values), tm(rewards), tm(discounts), tm(trace_continues)
+
+    def step(acc, inputs):
+        next_value, reward, discount, cont = inputs
+        return reward + gamma * discount * (cont * acc + (1.0 - cont) * next_value)
+
+    returns = tf.scan(step, (nv, r, d, c), initializer=nv[0])
+    return tf.transpose(tf.reverse(returns, [0]))
+
+
 def td_lambda_return(values: tf.Tensor, advantages: tf.Tensor) -> tf.Tensor:
     """TD(lambda) return = GAE advantage + V: the value target PPO regresses on."""
     return advantages + values
