@@ -103,14 +103,16 @@ def test_keep_last_is_validated_before_anything_is_written(bad, source, tmp_path
     assert not (tmp_path / "s").exists()
 
 
-def test_prune_never_removes_newest_served_or_protected(tmp_path, source):
+def test_prune_never_removes_newest_or_protected_and_finishes_interrupted_removals(tmp_path, source):
     url = str(tmp_path / "serving")
     store = LocalStore(url)
     v = [publish.publish(source[0], url, None, keep_last=10).version for _ in range(5)]
-    os.remove(os.path.join(url, str(v[4]), "saved_model.pb"))   # newest not loadable: the server keeps v[3]
+    os.remove(os.path.join(url, str(v[2]), "saved_model.pb"))   # a removal interrupted after its first step
+    assert publish.rlops_versions(store) == [v[0], v[1], v[3], v[4]]  # no longer a (loadable) version
     removed = publish.prune(store, keep_last=1, protect=(v[1],))
-    assert removed == (v[0], v[2])
-    assert publish.rlops_versions(store) == [v[1], v[3], v[4]]  # protected, served, newest
+    assert removed == (v[0], v[3])
+    assert publish.rlops_versions(store) == [v[1], v[4]]        # protected (e.g. pinned) and newest
+    assert sorted(store.children("")) == sorted([str(v[1]), str(v[4]), ".rlops"])  # v[2] finished off
 
 
 def test_a_push_that_claims_later_gets_the_higher_version_and_survives_keep_last_1(tmp_path, source):

@@ -10,8 +10,8 @@ A push: copy the model into staging -> verify the staged copy -> claim the next 
 marker into staging -> make it visible as <N>.
 
 Invariant a poller can rely on: **whenever <N>/saved_model.pb exists, every other file of the
-SavedModel already exists under <N>/ with its final content; whenever <N>/rlops_version.json exists,
-all of <N> exists.** Local disk: the whole staging directory is renamed in one rename(2), so <N>
+SavedModel already exists under <N>/ with its final content.** rlops counts <N> as a version only
+when it also holds rlops_version.json (copied after saved_model.pb). Local disk: the whole staging directory is renamed in one rename(2), so <N>
 appears complete or not at all. Cloud Storage has no rename (a "directory rename" is a copy+delete per
 object in whatever order the tool picks): objects are copied one by one, each finished before the next
 starts (GCS is strongly consistent for reads and listings after a write), with saved_model.pb second
@@ -57,7 +57,8 @@ class Version:
 
     @property
     def is_rlops(self) -> bool:
-        return self.marker is not None
+        """Published by rlops and not half-removed (removal deletes saved_model.pb first)."""
+        return self.marker is not None and self.has_saved_model
 
 
 @dataclass
@@ -166,11 +167,17 @@ def publish(source: str | Store, destination: str | Store, verify: Callable[[str
 
 
 def _cleanup(store: Store, staging: str, version: int | None) -> None:
-    """Best effort after a failed push (the original error is what the caller needs to see)."""
+    """Best effort after a failed push (the original error is what the caller needs to see). A
+    version whose saved_model.pb already landed is complete and may be loaded: finish its marker
+    rather than take it away; one without is a partial copy of ours: remove it (the claim stays)."""
     try:
-        store.delete_prefix(staging)
         if version is not None and _read_marker(store, str(version)) is None:
-            store.delete_prefix(str(version))  # a partial copy of ours (object stores); the claim stays
+            name = str(version)
+            if store.exists(store.join(name, SAVED_MODEL)):
+                store.copy(store.join(staging, MARKER), store.join(name, MARKER))
+            else:
+                store.delete_prefix(name)
+        store.delete_prefix(staging)
     except Exception as e:  # noqa: BLE001
         log.warning("could not clean up after a failed push in %s: %s", store.url, e)
 
@@ -184,14 +191,15 @@ def prune(store: Store, keep_last: int, protect: tuple[int, ...] = ()) -> tuple[
     ours = [v.number for v in versions if v.is_rlops]
     keep = set(ours[-keep_last:]) | set(protect) | {served_version(versions)}
     removed = tuple(n for n in ours if n not in keep)
-    for n in removed:
+    half_removed = [v.number for v in versions if v.marker is not None and not v.has_saved_model]
+    for n in removed + tuple(half_removed):  # (an interrupted earlier removal is finished here)
         remove_version(store, n)
     return removed
 
 
 def remove_version(store: Store, number: int) -> None:
     """saved_model.pb first (no server starts loading a half-deleted version), the marker last (an
-    interrupted removal is still an rlops version, so the next prune finishes it)."""
+    interrupted removal keeps the marker, so the next prune recognizes it and finishes)."""
     name = str(number)
     if isinstance(store, LocalStore):  # local: one rename takes it out of view, then delete at leisure
         trash = store.join(f".trash-{uuid.uuid4().hex}")
