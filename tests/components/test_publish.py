@@ -1,5 +1,6 @@
 """Atomic publishing on local disk and on Cloud Storage (fake-gcs-server through google-cloud-storage):
 layout and marker, versions only where rlops' marker is, retention, concurrent pushes, rollback."""
+import json
 import os
 import subprocess
 import sys
@@ -78,7 +79,6 @@ def test_publish_layout_marker_and_lineage(dest, source):
 
 
 def json_of(data: bytes) -> dict:
-    import json
     return json.loads(data)
 
 
@@ -218,3 +218,41 @@ def test_claims_are_create_if_absent(dest):
     url, client = dest
     store = open_store(url, client)
     assert store.create("k", b"1") and not store.create("k", b"2") and store.read("k") == b"1"
+
+
+@pytest.mark.parametrize("kind", ["local", "gcs"])
+def test_cli_serving_list_and_rollback(kind, tmp_path, source, capsys, monkeypatch, request):
+    """`rlops serving list|rollback` as a user runs it (gs:// through STORAGE_EMULATOR_HOST)."""
+    from rlops.pipelines import cli
+    if kind == "local":
+        url = str(tmp_path / "serving")
+    else:
+        endpoint = request.getfixturevalue("emulator")
+        emulator_client(endpoint).create_bucket("clibucket")
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", endpoint)
+        url = "gs://clibucket/serving"
+    other = str(tmp_path / "model_b")
+    fake_saved_model(other, 1)
+    v1 = publish.publish(source[0], url, None, lineage={"data": "logs/day1", "training_run": "run-1",
+                                                         "evaluation": {"reason": "DR +0.12"}}).version
+    v2 = publish.publish(other, url, None, lineage={"data": "logs/day2", "training_run": "run-2"}).version
+    open_store(url).write("2024/readme.txt", b"not ours")
+
+    assert cli.main(["serving", "list", url, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["version"], r["state"]) for r in rows] == [
+        (2024, "incomplete (no saved_model.pb)"), (v1, "rlops"), (v2, "served")]
+    assert rows[1]["lineage"]["evaluation"] == {"reason": "DR +0.12"} and rows[2]["lineage"]["data"] == "logs/day2"
+
+    assert cli.main(["serving", "rollback", url, str(v1)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["rolled_back_to"] == v1 and out["published_as"] > v2
+    assert cli.main(["serving", "list", url]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[-1].split()[:2] == [str(out["published_as"]), "served"] and "rolled_back_from=" + str(v1) in table[-1]
+    assert "training_run=run-1" in table[-1]
+    store = open_store(url)
+    assert {k: b for k, b in version_content(store, out["published_as"]).items() if k != publish.MARKER} == source[1]
+
+    assert cli.main(["serving", "rollback", url, "2024"]) == 1        # not rlops' : refused by name
+    assert "version 2024 is not an rlops version" in capsys.readouterr().err
