@@ -20,6 +20,7 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from rlops.pipelines import cli_evaluate  # noqa: E402
+from rlops.pipelines import cli_serving  # noqa: E402
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--summary-json", help="also write the run summary here")
     _add_cloud_commands(sub)
     cli_evaluate.add_parser(sub)
+    cli_serving.add_parser(sub)
     return parser
 
 
@@ -155,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         return _compile(args)
     if args.command in ("submit", "schedule"):
         return _cloud(args)
+    if args.command == "serving":
+        return cli_serving.main(args)
     from rlops.pipelines.config import ConfigError, load_config
     try:
         config = load_config(args.kind, args.config, args.overrides)

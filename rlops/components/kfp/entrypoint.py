@@ -83,7 +83,9 @@ def pusher(model: Any, blessing: Any, push_destination: str, pushed_model: Any, 
 
     blessed = is_blessed(blessing)
     inputs = verification_inputs(examples.uri if examples else None, verify_env_id or None) if blessed else None
-    result = core.push_policy(serving_dir(model.uri), push_destination, blessed, inputs, keep_last=keep_last or 5)
+    lineage = core.lineage(model.uri, examples.uri if examples else None, dict(blessing.metadata or {}))
+    result = core.push_policy(serving_dir(model.uri), push_destination, blessed, inputs, keep_last=keep_last,
+                              lineage=lineage)
     pushed_model.metadata["pushed"] = int(result.pushed)
     if not result.pushed:
         pushed_model.metadata["reason"] = result.reason

@@ -12,6 +12,7 @@ from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 
 from rlops.components.pusher.executor import Executor
+from rlops.components.pusher.publish import validate_keep_last
 
 
 class PusherSpec(types.ComponentSpec):
@@ -41,6 +42,7 @@ class Pusher(base_component.BaseComponent):
                  vertex_upload: str | None = None):
         if not push_destination:
             raise ValueError("Pusher: push_destination is empty")
+        validate_keep_last(keep_last)  # at pipeline definition, not after a night of training
         spec = PusherSpec(model=model, model_blessing=model_blessing, examples=examples,
                           push_destination=push_destination, keep_last=keep_last, verify_env_id=verify_env_id,
                           vertex_upload=vertex_upload,

@@ -1,15 +1,8 @@
-"""The Pusher's work as a plain function: blessed policy -> versioned, verified serving dir.
+"""The Pusher's work as a plain function: blessed policy -> verified, atomically published version.
 
-Layout of a destination (local path or bucket, through tf.io.gfile):
-
-    <destination>/<version>/           one complete policy SavedModel per version (integers,
-                                       strictly increasing: what TF Serving watches)
-    <destination>/.incoming-<...>/     staging; never a number, so servers ignore it
-
-Publishing copies into staging, verifies the staged copy in a separate process, then renames
-it to its version: on a local disk a reader sees either no version or a complete one. (On GCS
-a rename is a copy+delete per object; there, TF Serving's own version polling only loads a
-version once its SavedModel file exists, which we write last.)
+Publishing itself (layout, the invariant servers rely on, version claims, retention) lives in
+`publish.py`; this module adds the Pusher's policy: blessed only, verified in a fresh process on at
+least one real input, lineage in the version's marker.
 """
 from __future__ import annotations
 
@@ -19,12 +12,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
-import uuid
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
-import tensorflow as tf
+
+from rlops.components.pusher import publish
+from rlops.components.pusher.storage import open_store
 
 log = logging.getLogger(__name__)
 
@@ -38,47 +32,27 @@ class PushResult:
     removed_versions: tuple[int, ...] = ()
 
 
-def existing_versions(destination: str) -> list[int]:
-    if not tf.io.gfile.exists(destination):
-        return []
-    names = [n.rstrip("/") for n in tf.io.gfile.listdir(destination)]
-    return sorted(int(n) for n in names if n.isdigit())
+def existing_versions(destination: str, gcs_client=None) -> list[int]:
+    """rlops versions (numeric directories carrying rlops' marker), oldest first."""
+    store = open_store(destination, gcs_client)
+    return publish.rlops_versions(store)
 
 
-def next_version(destination: str) -> int:
-    """Seconds since the epoch (TFX Pusher's convention), bumped past the newest version so
-    versions stay strictly increasing even for two pushes within one second."""
-    versions = existing_versions(destination)
-    return max(int(time.time()), (versions[-1] + 1) if versions else 0)
-
-
-def _copy_tree(src: str, dst: str, last: tuple[str, ...] = ("saved_model.pb",)) -> None:
-    """Recursive copy through tf.io.gfile; files named in `last` are copied at the very end."""
-    deferred = []
-    for root, _, files in tf.io.gfile.walk(src):
-        rel = os.path.relpath(root, src)
-        target_root = dst if rel == "." else os.path.join(dst, rel)
-        tf.io.gfile.makedirs(target_root)
-        for name in files:
-            pair = (os.path.join(root, name), os.path.join(target_root, name))
-            if name in last:
-                deferred.append(pair)
-            else:
-                tf.io.gfile.copy(*pair, overwrite=True)
-    for src_file, dst_file in deferred:
-        tf.io.gfile.copy(src_file, dst_file, overwrite=True)
+def check_verify_inputs(inputs: dict[str, np.ndarray] | None) -> dict[str, np.ndarray]:
+    if not inputs:
+        raise ValueError("Pusher verification needs inputs: give `examples` (bandits) or `verify_env_id` (PPO)")
+    empty = [name for name, value in inputs.items() if len(value) == 0]
+    if empty:
+        raise ValueError(f"Pusher verification needs at least one input; {', '.join(empty)} has 0 rows")
+    return inputs
 
 
 def verify_in_subprocess(saved_model_dir: str, inputs: dict[str, np.ndarray], timeout_s: float = 300) -> dict:
-    """Loads the SavedModel in a fresh Python process and calls `action` on `inputs`."""
+    """Loads the (local) SavedModel in a fresh Python process and calls `action` on `inputs`."""
     with tempfile.TemporaryDirectory() as tmp:
         npz = os.path.join(tmp, "inputs.npz")
         np.savez(npz, **inputs)
-        local_dir = saved_model_dir
-        if "://" in saved_model_dir:  # the verifier reads local files: pull a bucket copy down
-            local_dir = os.path.join(tmp, "model")
-            _copy_tree(saved_model_dir, local_dir)
-        proc = subprocess.run([sys.executable, "-m", "rlops.components.pusher.verify", local_dir, npz],
+        proc = subprocess.run([sys.executable, "-m", "rlops.components.pusher.verify", saved_model_dir, npz],
                               capture_output=True, text=True, timeout=timeout_s,
                               env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
@@ -87,38 +61,42 @@ def verify_in_subprocess(saved_model_dir: str, inputs: dict[str, np.ndarray], ti
     return json.loads(lines[-1])
 
 
+def subprocess_verifier(inputs: dict[str, np.ndarray]) -> Callable[[str], None]:
+    inputs = check_verify_inputs(inputs)
+
+    def verify(local_dir: str) -> None:
+        check = verify_in_subprocess(local_dir, inputs)
+        if not check.get("ok"):
+            raise RuntimeError(f"pushed policy failed verification in a fresh process: {check.get('error')}")
+        log.info("verified the staged policy in a fresh process on %d inputs", check["num_actions"])
+    return verify
+
+
+def lineage(model_uri: str, examples_uri: str | None, evaluation: dict) -> dict:
+    """What the version marker records about where a policy came from: the data, the training run
+    (the Model artifact's directory) and the Evaluator's verdict and estimates."""
+    return {"data": examples_uri, "training_run": model_uri,
+            "evaluation": {k: (v if isinstance(v, (int, float, str)) else str(v)) for k, v in evaluation.items()}}
+
+
 def push_policy(policy_dir: str, destination: str, blessed: bool, verify_inputs: dict[str, np.ndarray] | None,
-                keep_last: int = 5) -> PushResult:
+                keep_last: int = 5, lineage: dict | None = None, verifier: Callable[[str], None] | None = None,
+                gcs_client=None) -> PushResult:
     """Publishes `policy_dir` (a policy SavedModel) as a new version under `destination`.
 
-    Not blessed: nothing is written and the current versions stay. Verification failure: the
-    staging copy is removed and a RuntimeError says why; no version appears.
+    Not blessed: nothing is written and the current versions stay. The staged copy is verified by
+    `verifier` (default: a fresh process acting on `verify_inputs`, which must hold >= 1 row); on
+    failure no version appears and a RuntimeError says why.
     """
     if not blessed:
         return PushResult(pushed=False, reason="model not blessed")
-    if not tf.io.gfile.exists(os.path.join(policy_dir, "saved_model.pb")):
-        raise FileNotFoundError(f"no SavedModel at {policy_dir} (saved_model.pb missing)")
-    if keep_last < 1:
-        raise ValueError(f"keep_last must be >= 1, got {keep_last}")
-    tf.io.gfile.makedirs(destination)
-    version = next_version(destination)
-    staging = os.path.join(destination, f".incoming-{version}-{uuid.uuid4().hex[:8]}")
-    try:
-        _copy_tree(policy_dir, staging)
-        if verify_inputs is not None:
-            check = verify_in_subprocess(staging, verify_inputs)
-            if not check.get("ok"):
-                raise RuntimeError(f"pushed policy failed verification in a fresh process: {check.get('error')}")
-            log.info("verified version %d in a fresh process on %d inputs", version, check["num_actions"])
-        final = os.path.join(destination, str(version))
-        tf.io.gfile.rename(staging, final, overwrite=False)
-    finally:
-        if tf.io.gfile.exists(staging):
-            tf.io.gfile.rmtree(staging)
-    removed = tuple(v for v in existing_versions(destination)[:-keep_last])
-    for v in removed:
-        tf.io.gfile.rmtree(os.path.join(destination, str(v)))
-    return PushResult(pushed=True, version=version, destination=final, removed_versions=removed)
+    publish.validate_keep_last(keep_last)
+    if verifier is None:
+        verifier = subprocess_verifier(verify_inputs)
+    result = publish.publish(policy_dir, destination, verifier, keep_last=keep_last, lineage=lineage,
+                             gcs_client=gcs_client)
+    return PushResult(pushed=True, version=result.version, destination=result.url,
+                      removed_versions=result.removed_versions)
 
 
 def vertex_model_upload_request(display_name: str, artifact_uri: str, serving_container_image_uri: str,

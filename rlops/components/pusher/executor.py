@@ -48,8 +48,12 @@ class Executor(base_executor.BaseExecutor):
         blessed = is_blessed(blessing)
         inputs = verification_inputs(examples[0].uri if examples else None, exec_properties.get("verify_env_id")) \
             if blessed else None
+        keep_last = exec_properties.get("keep_last")
+        lineage = core.lineage(model.uri, examples[0].uri if examples else None,
+                               {k: blessing.get_custom_property(k) for k in ("reason", "baseline_model")
+                                if blessing.has_custom_property(k)})
         result = core.push_policy(serving_dir(model.uri), exec_properties["push_destination"], blessed, inputs,
-                                  keep_last=exec_properties.get("keep_last") or 5)
+                                  keep_last=5 if keep_last is None else keep_last, lineage=lineage)
         pushed.set_int_custom_property("pushed", int(result.pushed))
         if not result.pushed:
             pushed.set_string_custom_property("reason", result.reason)

@@ -20,7 +20,9 @@ def verify(saved_model_dir: str, inputs_npz: str) -> dict:
     policy = tf.saved_model.load(saved_model_dir)
     action_fn = policy.signatures["action"]
     _, input_specs = action_fn.structured_input_signature
-    batch = len(next(iter(data.values())))
+    batch = min(len(v) for v in data.values()) if data else 0
+    if batch == 0:  # zero rows would "pass" without the policy ever acting
+        return {"ok": False, "error": f"no verification inputs: {sorted(data) or 'no arrays'} hold 0 rows"}
     feeds = {}
     for name, spec in input_specs.items():
         if name in data:

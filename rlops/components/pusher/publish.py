@@ -1,0 +1,234 @@
+"""Atomic, ordered publishing of SavedModel versions into a serving directory (local or gs://).
+
+Layout (what TF Serving's version policy and Vertex read: numeric subdirectories):
+
+    <serving>/<N>/                   a version: the SavedModel + rlops_version.json (the marker)
+    <serving>/.staging-<uuid>/       a push in progress (not a number: servers ignore it)
+    <serving>/.rlops/claims/<N>      version N is taken (created if-absent: O_EXCL / ifGenerationMatch=0)
+
+A push: copy the model into staging -> verify the staged copy -> claim the next number -> write the
+marker into staging -> make it visible as <N>.
+
+Invariant a poller can rely on: **whenever <N>/saved_model.pb exists, every other file of the
+SavedModel already exists under <N>/ with its final content.** rlops counts <N> as a version only
+when it also holds rlops_version.json (copied after saved_model.pb). Local disk: the whole staging directory is renamed in one rename(2), so <N>
+appears complete or not at all. Cloud Storage has no rename (a "directory rename" is a copy+delete per
+object in whatever order the tool picks): objects are copied one by one, each finished before the next
+starts (GCS is strongly consistent for reads and listings after a write), with saved_model.pb second
+to last and the marker last. That is enough because a SavedModel cannot be loaded without
+saved_model.pb (TF Serving's and Vertex's loaders read it first) and rlops counts only versions with a
+marker. A push that fails after its claim deletes what it copied; one killed mid-copy leaves a numeric
+prefix with no saved_model.pb and no marker, which nobody loads and `rlops serving list` shows as
+incomplete.
+
+Ordering: the number is claimed only after verification, as max(now, every number seen or claimed)+1
+with an if-absent create, retried upward on conflict. Claims are linearizable, so a push that claims
+after another finished claiming gets a higher number, and two pushes never share one.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+from rlops.components.pusher.storage import LocalStore, Store, SubStore, open_store, transfer
+
+log = logging.getLogger(__name__)
+
+MARKER = "rlops_version.json"
+SAVED_MODEL = "saved_model.pb"
+CLAIMS = ".rlops/claims"
+STAGING = ".staging-"
+MARKER_FORMAT = 1
+MAX_CLAIM_TRIES = 1000
+
+
+@dataclass
+class Version:
+    number: int
+    marker: dict | None          # rlops' marker, None if the directory has none (not an rlops version)
+    has_saved_model: bool
+
+    @property
+    def is_rlops(self) -> bool:
+        """Published by rlops and not half-removed (removal deletes saved_model.pb first)."""
+        return self.marker is not None and self.has_saved_model
+
+
+@dataclass
+class PublishResult:
+    version: int
+    url: str
+    removed_versions: tuple[int, ...] = ()
+    marker: dict = field(default_factory=dict)
+
+
+def validate_keep_last(keep_last) -> int:
+    if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1:
+        raise ValueError(f"keep_last must be an integer >= 1 (versions to keep), got {keep_last!r}")
+    return keep_last
+
+
+def _read_marker(store: Store, name: str) -> dict | None:
+    try:
+        marker = json.loads(store.read(store.join(name, MARKER)))
+    except Exception:  # absent or unreadable: not (yet) an rlops version
+        return None
+    if not isinstance(marker, dict) or marker.get("format") != MARKER_FORMAT or marker.get("version") != int(name):
+        return None
+    return marker
+
+
+def scan(store: Store) -> list[Version]:
+    """Every numeric directory, oldest first, with its marker (if rlops wrote it)."""
+    out = []
+    for name in store.children(""):
+        if name.isdigit():
+            children = store.children(name)
+            out.append(Version(int(name), _read_marker(store, name) if MARKER in children else None,
+                               SAVED_MODEL in children))
+    return sorted(out, key=lambda v: v.number)
+
+
+def rlops_versions(store: Store) -> list[int]:
+    return [v.number for v in scan(store) if v.is_rlops]
+
+
+def served_version(versions: list[Version]) -> int | None:
+    """What TF Serving's default (latest) policy loads: the highest number with a SavedModel."""
+    loadable = [v.number for v in versions if v.has_saved_model]
+    return loadable[-1] if loadable else None
+
+
+def _claimed(store: Store) -> list[int]:
+    return [int(n) for n in store.children(CLAIMS) if n.isdigit()]
+
+
+def allocate_version(store: Store, owner: str, now: Callable[[], float] = time.time) -> int:
+    """Claims the next version number atomically; higher than any number in the directory or claimed
+    before (seconds since the epoch when the clock is ahead, TFX Pusher's convention)."""
+    seen = [int(n) for n in store.children("") if n.isdigit()] + _claimed(store)
+    number = max([int(now())] + [n + 1 for n in seen])
+    for _ in range(MAX_CLAIM_TRIES):
+        if store.create(store.join(CLAIMS, str(number)), json.dumps({"owner": owner, "at": now()}).encode()):
+            return number
+        number += 1
+    raise RuntimeError(f"could not claim a version in {store.url} after {MAX_CLAIM_TRIES} tries")
+
+
+def _local_copy(store: Store, prefix: str, tmp: str) -> str:
+    """A local directory holding `prefix` (the store's own path on local disk, else a download)."""
+    if isinstance(store, LocalStore):
+        return store._p(prefix)
+    local = os.path.join(tmp, "staged")
+    for key in store.list_files(prefix):
+        store.get_file(key, os.path.join(local, *key[len(prefix) + 1:].split("/")))
+    return local
+
+
+def publish(source: str | Store, destination: str | Store, verify: Callable[[str], None] | None,
+            keep_last: int = 5, lineage: dict | None = None, gcs_client=None) -> PublishResult:
+    """Publishes the SavedModel at `source` as a new version of `destination`.
+
+    `verify(local_dir)` is called on the staged copy and raises to refuse it (then nothing becomes
+    visible). Older rlops versions beyond `keep_last` are then removed (see `prune`).
+    """
+    validate_keep_last(keep_last)
+    src = source if isinstance(source, Store) else open_store(source, gcs_client)
+    dst = destination if isinstance(destination, Store) else open_store(destination, gcs_client)
+    files = [k for k in src.list_files("") if k != MARKER]
+    if SAVED_MODEL not in files:
+        raise FileNotFoundError(f"no SavedModel at {src.url} ({SAVED_MODEL} missing)")
+    owner = uuid.uuid4().hex
+    staging = STAGING + owner
+    version = None
+    try:
+        for key in sorted(files, key=lambda k: k == SAVED_MODEL):
+            transfer(src, key, dst, dst.join(staging, key))
+        if verify is not None:
+            with tempfile.TemporaryDirectory() as tmp:
+                verify(_local_copy(dst, staging, tmp))
+        version = allocate_version(dst, owner)
+        marker = {"format": MARKER_FORMAT, "version": version, "pushed_at": time.time(), "source": src.url,
+                  "files": sorted(files), "lineage": dict(lineage or {})}
+        dst.write(dst.join(staging, MARKER), json.dumps(marker, indent=1, default=str).encode())
+        dst.move_dir(staging, str(version), last=(SAVED_MODEL, MARKER))
+    except BaseException:
+        _cleanup(dst, staging, version)
+        raise
+    removed = prune(dst, keep_last, protect=(version,))
+    return PublishResult(version, dst.full(str(version)), removed, marker)
+
+
+def _cleanup(store: Store, staging: str, version: int | None) -> None:
+    """Best effort after a failed push (the original error is what the caller needs to see). A
+    version whose saved_model.pb already landed is complete and may be loaded: finish its marker
+    rather than take it away; one without is a partial copy of ours: remove it (the claim stays)."""
+    try:
+        if version is not None and _read_marker(store, str(version)) is None:
+            name = str(version)
+            if store.exists(store.join(name, SAVED_MODEL)):
+                store.copy(store.join(staging, MARKER), store.join(name, MARKER))
+            else:
+                store.delete_prefix(name)
+        store.delete_prefix(staging)
+    except Exception as e:  # noqa: BLE001
+        log.warning("could not clean up after a failed push in %s: %s", store.url, e)
+
+
+def prune(store: Store, keep_last: int, protect: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """Removes rlops versions older than the newest `keep_last`. Never removes the newest rlops
+    version, the served one (highest loadable number), anything in `protect`, or any directory
+    without rlops' marker (someone else's, or a push in progress)."""
+    validate_keep_last(keep_last)
+    versions = scan(store)
+    ours = [v.number for v in versions if v.is_rlops]
+    keep = set(ours[-keep_last:]) | set(protect) | {served_version(versions)}
+    removed = tuple(n for n in ours if n not in keep)
+    half_removed = [v.number for v in versions if v.marker is not None and not v.has_saved_model]
+    for n in removed + tuple(half_removed):  # (an interrupted earlier removal is finished here)
+        remove_version(store, n)
+    return removed
+
+
+def remove_version(store: Store, number: int) -> None:
+    """saved_model.pb first (no server starts loading a half-deleted version), the marker last (an
+    interrupted removal keeps the marker, so the next prune recognizes it and finishes)."""
+    name = str(number)
+    if isinstance(store, LocalStore):  # local: one rename takes it out of view, then delete at leisure
+        trash = store.join(f".trash-{uuid.uuid4().hex}")
+        os.rename(store._p(name), store._p(trash))
+        shutil.rmtree(store._p(trash), ignore_errors=True)
+        return
+    keys = store.list_files(name)
+    first, last = store.join(name, SAVED_MODEL), store.join(name, MARKER)
+    for key in sorted(keys, key=lambda k: (k != first, k == last)):
+        store.delete(key)
+
+
+def rollback(destination: str | Store, version: int, keep_last: int | None = None, gcs_client=None) -> PublishResult:
+    """Puts rlops version `version` back in front by re-publishing it as a new, highest version.
+
+    Why a new number rather than deleting the newer versions: TF Serving (and a Vertex model
+    pointing at the directory) serve the highest number, deleting several directories is not one
+    atomic step (and on GCS is many), and the newer versions stay available for a roll-forward.
+    The new version's marker carries the old lineage plus `rolled_back_from`.
+    """
+    dst = destination if isinstance(destination, Store) else open_store(destination, gcs_client)
+    marker = _read_marker(dst, str(version))
+    if marker is None:
+        known = rlops_versions(dst)
+        raise LookupError(f"version {version} is not an rlops version in {dst.url} (rlops versions: {known})")
+    source = SubStore(dst, str(version))
+    missing = [f for f in marker["files"] if not dst.exists(dst.join(str(version), f))]
+    if missing:
+        raise RuntimeError(f"version {version} in {dst.url} is incomplete: missing {missing[:5]}")
+    lineage = {**marker.get("lineage", {}), "rolled_back_from": version}
+    keep = max(keep_last or 0, len(rlops_versions(dst)) + 1)  # a rollback removes nothing by default
+    return publish(source, dst, verify=None, keep_last=keep, lineage=lineage)
