@@ -17,7 +17,7 @@ def _row_group_bytes(meta: object, g: int) -> tuple[int, int]:
     starts = []
     for i in range(rg.num_columns):
         c = rg.column(i)
-        starts.append(min(o for o in (c.dictionary_page_offset, c.data_page_offset) if o is not None))
+        starts.append(c.dictionary_page_offset if c.has_dictionary_page else c.data_page_offset)
     start = min(starts) if starts else 0
     return start, start + sum(rg.column(i).total_compressed_size for i in range(rg.num_columns))
 
