@@ -9,6 +9,9 @@
     rlops submit pipeline.json --project P --region R --pipeline-root gs://B/P [--param k=v] [--label k=v]
     rlops schedule create pipeline.json --cron "0 3 * * *" --time-zone Europe/Berlin [target flags]
     rlops schedule list|pause|resume|delete [SCHEDULE] --project P --region R
+
+Errors print one line (`rlops: ...`) and exit 2 for bad input (config, data, flags), 1 for
+anything else; `--debug` (anywhere on the command line) shows the Python traceback instead.
 """
 from __future__ import annotations
 
@@ -17,7 +20,9 @@ import json
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+from rlops.quiet import quiet_startup
+
+quiet_startup()
 
 from rlops.pipelines import cli_evaluate  # noqa: E402
 from rlops.pipelines import cli_serving  # noqa: E402
@@ -25,6 +30,8 @@ from rlops.pipelines import cli_serving  # noqa: E402
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlops", description="RL pipelines on TFX / Kubeflow")
+    parser.add_argument("--debug", action="store_true", help="show Python tracebacks (also accepted after the "
+                        "subcommand)")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text in (("run", "run a pipeline locally end to end"),
                             ("lineage", "show which data and training run produced a pushed policy"),
@@ -39,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
         if name == "run":
             p.add_argument("--summary-json", help="also write the run summary here")
     _add_cloud_commands(sub)
+    # Subcommands from other modules: one `module.add_parser(sub)` call each, below this line;
+    # they set_defaults(handler=fn), and main() calls fn(args) -> exit status.
     cli_evaluate.add_parser(sub)
     cli_serving.add_parser(sub)
     return parser
@@ -99,16 +108,12 @@ def _add_cloud_commands(sub) -> None:
 
 
 def _compile(args) -> int:
-    from rlops.pipelines.config import ConfigError, load_config
+    from rlops.pipelines.config import load_config
     from rlops.pipelines.vertex import compile_pipeline, load_vertex_config, summary
-    try:
-        config = load_config(args.kind, args.config, args.overrides)
-        vertex = load_vertex_config(args.vertex_config, args.vertex_overrides, image=args.image,
-                                    project=args.project, region=args.region)
-        job = compile_pipeline(config, vertex, args.output)
-    except ConfigError as e:
-        print(f"rlops: config error: {e}", file=sys.stderr)
-        return 2
+    config = load_config(args.kind, args.config, args.overrides)  # ConfigError: one line, see main()
+    vertex = load_vertex_config(args.vertex_config, args.vertex_overrides, image=args.image,
+                                project=args.project, region=args.region)
+    job = compile_pipeline(config, vertex, args.output)
     print("\n".join(summary(job)))
     print(f"wrote {args.output}")
     if "/" not in vertex.image.split(":")[0]:
@@ -149,22 +154,56 @@ def _cloud(args) -> int:
     return 0
 
 
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean bad input (config, data, flags, missing files), not a bug in rlops."""
+    from rlops.components.experience_gen.core import ExperienceGenError
+    from rlops.components.experience_gen.sources import SourceError
+    from rlops.pipelines.config import ConfigError
+    errors: list[type[BaseException]] = [ConfigError, ExperienceGenError, SourceError, FileNotFoundError]
+    try:
+        from rlops.components.trainer.core import WarmStartError
+        errors.append(WarmStartError)
+    except ImportError:  # pragma: no cover - older trainer
+        pass
+    return tuple(errors)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if getattr(args, "handler", None):  # subcommands that bring their own handler (rlops evaluate)
-        return args.handler(args)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    args = _parser().parse_args([a for a in argv if a != "--debug"])
+    if debug:
+        return _dispatch(args)
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:
+        print("rlops: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - one line for the user; --debug shows the traceback
+        user = isinstance(e, _user_errors())
+        text = " ".join(str(e).split()) or type(e).__name__
+        if len(text) > 2000:
+            text = text[:2000] + " ..."
+        from rlops.pipelines.config import ConfigError
+        kind = "config error" if isinstance(e, ConfigError) else "error" if user else f"error: {type(e).__name__}"
+        print(f"rlops: {kind}: {text}", file=sys.stderr)
+        if not user:
+            print("rlops: this looks like a bug in rlops or its environment; re-run with --debug for the traceback",
+                  file=sys.stderr)
+        return 2 if user else 1
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if getattr(args, "handler", None) is not None:
+        return int(args.handler(args) or 0)
     if args.command == "compile":
         return _compile(args)
     if args.command in ("submit", "schedule"):
         return _cloud(args)
     if args.command == "serving":
         return cli_serving.main(args)
-    from rlops.pipelines.config import ConfigError, load_config
-    try:
-        config = load_config(args.kind, args.config, args.overrides)
-    except ConfigError as e:
-        print(f"rlops: config error: {e}", file=sys.stderr)
-        return 2
+    from rlops.pipelines.config import load_config
+    config = load_config(args.kind, args.config, args.overrides)
     if args.command == "config":
         print(json.dumps(config.raw, indent=2, default=str))
         return 0

@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from rlops.pipelines.config_types import check_dataclass, check_value, load_yaml
+
 KINDS = ("bandit", "ppo")
 TOP_LEVEL_KEYS = ("name", "root", "serving_dir", "enable_cache", "warm_start", "beam_args", "experience_gen",
                   "trainer", "evaluator", "pusher")
@@ -55,7 +57,7 @@ def default_config(kind: str) -> dict:
     if kind not in KINDS:
         raise ConfigError(f"pipeline: unknown kind '{kind}'; choose one of {', '.join(KINDS)}")
     text = resources.files("rlops.pipelines").joinpath("configs", f"{kind}.yaml").read_text()
-    return yaml.safe_load(text)
+    return load_yaml(text)
 
 
 def _deep_merge(base: dict, overlay: dict) -> dict:
@@ -69,7 +71,8 @@ def _deep_merge(base: dict, overlay: dict) -> dict:
 
 
 def apply_override(config: dict, assignment: str) -> None:
-    """`a.b.c=value`: value parsed as YAML (numbers, booleans, lists, null), else a string."""
+    """`a.b.c=value`: value parsed as YAML (numbers, booleans, lists, null), else a string;
+    `build_config` then checks its type against the key's."""
     if "=" not in assignment:
         raise ConfigError(f"--set {assignment}: expected key=value")
     key, text = assignment.split("=", 1)
@@ -77,7 +80,7 @@ def apply_override(config: dict, assignment: str) -> None:
     if not all(parts):
         raise ConfigError(f"--set {assignment}: empty key segment")
     try:
-        value = yaml.safe_load(text)
+        value = load_yaml(text)
     except yaml.YAMLError:
         value = text
     node = config
@@ -95,8 +98,16 @@ def read_yaml_mapping(path: str, flag: str = "--config", error: type[ValueError]
     """A YAML file whose top level is a mapping; errors name the flag that gave the path."""
     if not os.path.exists(path):
         raise error(f"{flag}: file not found: {path}")
-    with open(path) as f:
-        data = yaml.safe_load(f) or {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = load_yaml(f.read()) or {}
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise error(f"{flag} {path}:{where}: invalid YAML: {problem}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise error(f"{flag} {path}: cannot read: {e}") from None
     if not isinstance(data, dict):
         raise error(f"{flag} {path}: expected a mapping at the top level")
     return data
@@ -131,6 +142,7 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
     unknown = sorted(set(raw) - set(TOP_LEVEL_KEYS))
     if unknown:
         raise ConfigError(f"{unknown[0]}: unknown key; known keys: {', '.join(TOP_LEVEL_KEYS)}")
+    check_types(kind, raw)
     root = str(raw.get("root") or f"pipeline_root/{kind}")
     _check_writable("root", root)
     experience_gen = None
@@ -166,6 +178,40 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
                           warm_start=bool(raw.get("warm_start", True)), beam_args=list(beam_args),
                           experience_gen=experience_gen, trainer=trainer, evaluator=evaluator, pusher=pusher,
                           raw=raw)
+
+
+_TOP_LEVEL_TYPES: dict[str, Any] = {"name": str | None, "root": str | None, "serving_dir": str | None,
+                                     "enable_cache": bool, "warm_start": bool, "beam_args": list[str] | None,
+                                     "experience_gen": dict | None, "trainer": dict | None,
+                                     "evaluator": dict | None, "pusher": dict | None}
+_PUSHER_TYPES: dict[str, Any] = {"keep_last": int, "vertex_upload": dict | None}
+
+
+def check_types(kind: str, raw: dict) -> None:
+    """Every value has its key's type (no "fasle" read as True, no 2.5 train steps found only
+    after ingestion); the error names the key. Runs before any section is built."""
+    from rlops.components.evaluator.config import EvaluatorConfig
+    from rlops.components.experience_gen.config import _SOURCES, ExperienceGenConfig
+    from rlops.components.trainer.config import PPOOfflineConfig, TrainerConfig
+    from rlops.train.on_policy import PPOConfig
+
+    try:
+        for key, tp in _TOP_LEVEL_TYPES.items():
+            if key in raw:
+                check_value(tp, raw[key], key)
+        for key, tp in _PUSHER_TYPES.items():
+            if key in (raw.get("pusher") or {}):
+                check_value(tp, raw["pusher"][key], f"pusher.{key}")
+        if kind == "bandit" and raw.get("experience_gen") is not None:
+            check_dataclass(ExperienceGenConfig, raw["experience_gen"], "experience_gen",
+                            pick=lambda members, v: _SOURCES.get(v.get("kind", "file")))
+        if raw.get("trainer") is not None:
+            check_dataclass(TrainerConfig, raw["trainer"], "trainer",
+                            nested={"ppo": PPOConfig, "ppo_offline": PPOOfflineConfig})
+        if raw.get("evaluator") is not None:
+            check_dataclass(EvaluatorConfig, raw["evaluator"], "evaluator")
+    except TypeError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _experience_gen_config(d: dict):

@@ -14,14 +14,15 @@ from hypothesis import strategies as st
 from rlops.components.experience_gen import (BanditColumns, ExperienceGenConfig, ExperienceGenError, FileSource,
                                              SpecConfig, TrajectoryColumns, read_quarantine, run_experience_gen)
 from rlops.components.experience_gen import pipeline
-from rlops.components.experience_gen.sources import Quarantined
+from rlops.components.experience_gen.sources import Quarantined, Unreadable
 
 K = 4
 HEADER = "x0,x1,x2,action,reward,propensity"
 
 
-def ingest_file(config: ExperienceGenConfig) -> tuple[int, int, list[Quarantined]]:
-    """(records read, valid rows, quarantined) for a file source, without Beam."""
+def ingest_file(config: ExperienceGenConfig, unreadable: list | None = None) -> tuple[int, int, list[Quarantined]]:
+    """(records read, valid rows, quarantined) for a file source, without Beam; Unreadable byte
+    ranges go to `unreadable` (an error if it is not given)."""
     plan = pipeline.make_plan(config)
     read, valid, bad = 0, 0, []
     for item in plan.items:
@@ -31,6 +32,9 @@ def ingest_file(config: ExperienceGenConfig) -> tuple[int, int, list[Quarantined
                 bad.append(out)
             elif isinstance(out, pipeline.ValidBatch):
                 valid += len(out)
+            elif isinstance(out, Unreadable):
+                assert unreadable is not None, out.describe()
+                unreadable.append(out)
     return read, valid, bad
 
 
@@ -184,14 +188,18 @@ def test_truncated_or_corrupt_tfrecord_file(tmp_path, cut, garbage):
     blob = blob[:cut] + (b"\x07garbage-that-is-not-a-record" if garbage else b"")
     with open(path, "wb") as f:
         f.write(blob)
-    read, valid, bad = ingest_file(_example_config(path, "tfrecord"))
+    unreadable: list[Unreadable] = []
+    read, valid, bad = ingest_file(_example_config(path, "tfrecord"), unreadable)
     assert valid == sum(e <= cut for e in ends)  # every complete record before the damage
     assert read == valid + len(bad)
     if cut in [0] + ends and not garbage:
-        assert not bad
-    else:  # the damaged tail: one record, or a bad checksum and then a torn header
-        assert 1 <= len(bad) <= 2
-    assert all(q.code in ("truncated", "parse_error") and q.message and q.offset >= 0 for q in bad)
+        assert not bad and not unreadable
+    else:  # a torn tail hides how many records it held: an unreadable byte range (fails the run),
+        # after at most one record whose length survived but whose data checksum is wrong
+        assert len(unreadable) + len(bad) >= 1 and len(unreadable) <= 1 and len(bad) <= 1
+        torn_at = max([0] + [e for e in ends if e <= cut]) + sum(16 + len(q.payload) for q in bad)
+        assert [(u.source_file, u.start, u.end) for u in unreadable] in ([], [(path, torn_at, -1)])
+    assert all(q.code == "parse_error" and "checksum" in q.message and q.offset >= 0 for q in bad)
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -205,9 +213,10 @@ def test_truncated_parquet_file(tmp_path, eg_data, frac):
     config = ExperienceGenConfig(source=FileSource(pattern=path, format="parquet"),
                                  bandit_columns=BanditColumns(context=("context",), context_dim=eg_data.D),
                                  action_spec=SpecConfig.discrete(eg_data.K))
-    read, valid, bad = ingest_file(config)
-    assert (read, valid, [q.code for q in bad]) == (1, 0, ["unreadable"])
-    assert bad[0].source_file == path
+    unreadable: list[Unreadable] = []
+    read, valid, bad = ingest_file(config, unreadable)
+    assert (read, valid, bad) == (0, 0, [])  # nothing counted as one bad "record"
+    assert [(u.source_file, u.start, u.end) for u in unreadable] == [(path, 0, -1)]
 
 
 # --- property: malformed rows --------------------------------------------------------------------

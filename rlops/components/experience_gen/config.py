@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any, Union
 BANDIT = "bandit"
 TRAJECTORY = "trajectory"
 FILE_FORMATS = ("csv", "jsonl", "parquet", "tfrecord")
+SPLIT_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -195,6 +197,13 @@ class ExperienceGenConfig:
     require_propensity: bool = True  # bandit: off-policy evaluation needs it
     splits: SplitConfig = field(default_factory=SplitConfig)
     max_bad_record_ratio: float = 0.01  # fail above this share of quarantined records
+    # split -> fewest valid records it must get (e.g. the Trainer's batch size for "train"); the
+    # pipelines set it, a split left out has no minimum (an input with no records always fails).
+    min_split_records: dict[str, int] = field(default_factory=dict)
+    # Bandit propensities below this floor (float32 would round 1e-46 to 0) are quarantined, or
+    # raised to the floor when propensity_floor_action is "clip".
+    propensity_floor: float = 1e-6
+    propensity_floor_action: str = "quarantine"  # quarantine | clip
     compression_level: int = 1  # gzip level of the output shards (1: fastest)
     num_shards: int = 0  # per split; 0 lets the runner decide
     reshuffle: bool = False  # redistribute parsed batches (helps Dataflow with few big files)
@@ -226,11 +235,25 @@ class ExperienceGenConfig:
                 raise ValueError(f"FileSource.compression must be auto|gzip|none, got {src.compression!r}")
         if isinstance(src, BigQuerySource) and bool(src.query) == bool(src.table):
             raise ValueError("BigQuerySource needs exactly one of query or table")
+        if not 0.0 < self.propensity_floor <= 1.0:
+            raise ValueError(f"propensity_floor must be in (0, 1], got {self.propensity_floor}")
+        if self.propensity_floor_action not in ("quarantine", "clip"):
+            raise ValueError(f"propensity_floor_action must be 'quarantine' or 'clip', "
+                             f"got {self.propensity_floor_action!r}")
         if not 0.0 <= self.max_bad_record_ratio <= 1.0:
             raise ValueError(f"max_bad_record_ratio must be in [0, 1], got {self.max_bad_record_ratio}")
         s = self.splits
         if not s.splits or len(set(s.names)) != len(s.names):
             raise ValueError(f"split names must be non-empty and unique, got {s.names}")
+        bad_names = [n for n in s.names if not isinstance(n, str) or not SPLIT_NAME.fullmatch(n)]
+        if bad_names:  # split names become directory names (Split-<name>)
+            raise ValueError(f"splits: split name {bad_names[0]!r} must be letters, digits, '_' or '-' "
+                             "(it names a directory)")
+        unknown = sorted(set(self.min_split_records) - set(s.names))
+        if unknown:
+            raise ValueError(f"min_split_records: {unknown[0]!r} is not a split; splits: {s.names}")
+        if any(not isinstance(v, int) or v < 0 for v in self.min_split_records.values()):
+            raise ValueError(f"min_split_records: values must be integers >= 0, got {self.min_split_records}")
         if any(sp.hash_buckets < 1 for sp in s.splits):
             raise ValueError("every split needs hash_buckets >= 1")
         if s.time_column and len(s.time_boundaries) != len(s.splits) - 1:

@@ -20,7 +20,8 @@ PAYLOAD_FORMATS = {BANDIT: "FORMAT_TF_EXAMPLE", "trajectory": "FORMAT_TF_SEQUENC
 
 
 class ExperienceGenError(RuntimeError):
-    """Raised when too many records were bad, or when the record accounting does not add up."""
+    """Raised when input was unreadable or empty, too many records were bad, or the record
+    accounting does not add up."""
 
     def __init__(self, message: str, result: "IngestResult"):
         super().__init__(message)
@@ -40,6 +41,7 @@ class IngestResult:
     reasons: dict[str, int] = field(default_factory=dict)  # quarantine reason code -> count
     examples_uri: str = ""
     quarantine_uri: str = ""
+    unreadable: list[str] = field(default_factory=list)  # byte ranges that could not be read
 
     @property
     def bad_record_ratio(self) -> float:
@@ -81,7 +83,9 @@ def run_experience_gen(config: ExperienceGenConfig | str, examples_uri: str, qua
     beam_result.wait_until_finish()
     counters = _counters(beam_result)
     result = _result(config, counters, examples_uri, quarantine_uri)
-    check(result, config.max_bad_record_ratio)
+    if counters.get(pipeline.UNREADABLE, 0):
+        result.unreadable = read_unreadable(quarantine_uri)
+    check(result, config.max_bad_record_ratio, config.min_split_records)
     return result
 
 
@@ -106,8 +110,15 @@ def _result(config: ExperienceGenConfig, counters: Mapping[str, int], examples_u
                         counters.get(pipeline.QUARANTINED, 0), units, outputs, reasons, examples_uri, quarantine_uri)
 
 
-def check(result: IngestResult, max_bad_record_ratio: float) -> None:
-    """Every record is written or quarantined; the bad share stays under the threshold."""
+def check(result: IngestResult, max_bad_record_ratio: float,
+          min_split_records: Mapping[str, int] | None = None) -> None:
+    """Every byte was read; every record is written or quarantined; the bad share stays under the
+    threshold; and every split got enough records to train or evaluate on."""
+    if result.unreadable:
+        shown = "; ".join(result.unreadable[:5]) + ("; ..." if len(result.unreadable) > 5 else "")
+        raise ExperienceGenError(
+            f"{len(result.unreadable)} part(s) of the input could not be read, so their records cannot be "
+            f"counted or quarantined one by one: {shown}", result)
     if result.records_read != result.records_written + result.records_quarantined:
         raise ExperienceGenError(
             f"record accounting does not add up: read {result.records_read} != written "
@@ -119,6 +130,30 @@ def check(result: IngestResult, max_bad_record_ratio: float) -> None:
             f"({result.bad_record_ratio:.2%} > max_bad_record_ratio {max_bad_record_ratio:.2%}). "
             f"Top reasons: {top}. Each bad record, with its source file, line and payload, is in "
             f"{result.quarantine_uri}", result)
+    if result.records_read == 0:
+        raise ExperienceGenError("the source held no records (files empty or header-only, or a query that "
+                                 "returned no rows): nothing to train or evaluate on", result)
+    for split, need in sorted((min_split_records or {}).items()):
+        got = result.written_per_split.get(split, 0)
+        if got < need:
+            raise ExperienceGenError(
+                f"split {split!r} got {got} valid record(s) of {result.records_written}, fewer than the "
+                f"{need} it needs (min_split_records; the pipeline sets the train split's to the Trainer's "
+                "batch size): add data or change the split's hash_buckets", result)
+
+
+def read_unreadable(quarantine_uri: str) -> list[str]:
+    """The unreadable byte ranges, as 'file bytes [start, end): why' lines."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from rlops.components.experience_gen.sources import Unreadable
+    out = []
+    pattern = FileSystems.join(quarantine_uri, pipeline.UNREADABLE_PREFIX + "*")
+    for m in sorted(FileSystems.match([pattern])[0].metadata_list, key=lambda m: m.path):
+        with FileSystems.open(m.path, compression_type="uncompressed") as f:
+            text = f.read().decode("utf-8")
+        out.extend(Unreadable(**json.loads(line)).describe() for line in text.splitlines() if line)
+    return sorted(out)
 
 
 def read_quarantine(quarantine_uri: str) -> list[dict]:

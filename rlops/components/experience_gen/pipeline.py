@@ -21,11 +21,12 @@ from rlops.components.experience_gen import records, simulation, sinks, sources,
 from rlops.components.experience_gen.config import (BANDIT, BanditColumns, BigQuerySource, ExperienceGenConfig,
                                                     FileSource, SimulationSource, TrajectoryColumns)
 from rlops.components.experience_gen.layout import Layout, SourceSchema, resolve_layout
-from rlops.components.experience_gen.sources import Block, Quarantined
+from rlops.components.experience_gen.sources import Block, Quarantined, SourceError, Unreadable
 
 NS = sinks.METRICS_NAMESPACE
-READ, QUARANTINED = "read", "quarantined"
+READ, QUARANTINED, UNREADABLE = "read", "quarantined", "unreadable"
 QUARANTINE_PREFIX = "quarantine"
+UNREADABLE_PREFIX = "unreadable"  # byte ranges that could not be read; any fails the run
 EPISODE_NOT_CONTIGUOUS = "episode_not_contiguous"
 EPISODE_DUPLICATE_STEP = "episode_duplicate_step"
 EPISODE_TERMINAL_INSIDE = "episode_terminal_inside"
@@ -55,10 +56,13 @@ def make_plan(config: ExperienceGenConfig) -> Plan:
 
 
 def _first_schema(files: list[tuple[str, int]], src: FileSource, tries: int = 10) -> SourceSchema:
-    """The schema of the first readable file (a broken one is quarantined later, not fatal here)."""
+    """The schema of the first readable file (a torn one fails the run later, naming its bytes);
+    a CSV header that cannot be decoded fails here, naming the file."""
     for path, _ in files[:tries]:
         try:
             schema = sources.peek_schema(path, src)
+        except SourceError:
+            raise
         except Exception:  # noqa: BLE001 - e.g. a truncated Parquet footer
             continue
         if schema.names:
@@ -98,7 +102,7 @@ class BadStep:
     message: str
 
 
-def read_item(plan: Plan, item: Any) -> Iterator[Block | Quarantined]:
+def read_item(plan: Plan, item: Any) -> Iterator[Block | Quarantined | Unreadable]:
     """One work item (file range, simulation shard, or BigQuery row batch) -> Blocks / Quarantined."""
     src = plan.config.source
     if isinstance(src, FileSource):
@@ -135,11 +139,15 @@ def validate_block(plan: Plan, block: Block) -> Iterator[ValidBatch | BadStep | 
     yield ValidBatch(v.columns, v.split_key, v.split_time, provenance)
 
 
-def ingest(plan: Plan, item: Any) -> Iterator[tuple[int, ValidBatch | Quarantined]]:
-    """read_item + validate_block, with the number of source records each output accounts for."""
+def ingest(plan: Plan, item: Any) -> Iterator[tuple[int, ValidBatch | Quarantined | Unreadable]]:
+    """read_item + validate_block, with the number of source records each output accounts for
+    (an Unreadable range accounts for none: its records cannot be counted)."""
     for got in read_item(plan, item):
         if isinstance(got, Quarantined):
             yield 1, got
+            continue
+        if isinstance(got, Unreadable):
+            yield 0, got
             continue
         first = True
         for out in validate_block(plan, got):
@@ -148,16 +156,24 @@ def ingest(plan: Plan, item: Any) -> Iterator[tuple[int, ValidBatch | Quarantine
 
 
 class IngestFn(beam.DoFn):
-    """Work item -> valid column batches (main output) and Quarantined records ('quarantine')."""
+    """Work item -> valid column batches (main output), Quarantined records ('quarantine') and
+    Unreadable byte ranges ('unreadable')."""
 
     def __init__(self, plan: Plan):
         self.plan = plan
         self.read = beam.metrics.Metrics.counter(NS, READ)
+        self.unreadable = beam.metrics.Metrics.counter(NS, UNREADABLE)
 
     def process(self, item: Any) -> Iterator[Any]:
         for n, out in ingest(self.plan, item):
             self.read.inc(n)
-            yield beam.pvalue.TaggedOutput(QUARANTINE_PREFIX, out) if isinstance(out, Quarantined) else out
+            if isinstance(out, Quarantined):
+                yield beam.pvalue.TaggedOutput(QUARANTINE_PREFIX, out)
+            elif isinstance(out, Unreadable):
+                self.unreadable.inc()
+                yield beam.pvalue.TaggedOutput(UNREADABLE_PREFIX, out.to_json())
+            else:
+                yield out
 
 
 class BigQueryRowsFn(beam.DoFn):
@@ -322,7 +338,10 @@ def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) 
                  | "Name" >> beam.ParDo(BigQueryRowsFn(name)))
     else:
         items = p | "WorkItems" >> beam.Create(list(plan.items), reshuffle=len(plan.items) > 1)
-    ingested = items | "Ingest" >> beam.ParDo(IngestFn(plan)).with_outputs(QUARANTINE_PREFIX, main="valid")
+    ingested = items | "Ingest" >> beam.ParDo(IngestFn(plan)).with_outputs(QUARANTINE_PREFIX, UNREADABLE_PREFIX,
+                                                                            main="valid")
+    _ = ingested[UNREADABLE_PREFIX] | "WriteUnreadable" >> beam.io.WriteToText(
+        FileSystems.join(quarantine_uri, UNREADABLE_PREFIX), file_name_suffix=".jsonl", skip_if_empty=True)
     valid = ingested.valid
     if cfg.reshuffle:
         valid = valid | "Reshuffle" >> beam.Reshuffle()

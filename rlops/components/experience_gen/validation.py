@@ -19,6 +19,7 @@ from rlops.components.experience_gen.layout import Field, Layout
 NOT_FINITE = "not_finite"
 ACTION_OUT_OF_RANGE = "action_out_of_range"
 PROPENSITY_OUT_OF_RANGE = "propensity_out_of_range"
+PROPENSITY_BELOW_FLOOR = "propensity_below_floor"
 ACTION_NOT_ALLOWED = "action_not_allowed"
 BAD_MASK = "bad_action_mask"
 OUT_OF_RANGE = "out_of_range"
@@ -150,6 +151,13 @@ def _check_bandit(values: dict[str, np.ndarray], layout: Layout, config: Experie
         with np.errstate(invalid="ignore"):
             ok = (p > 0) & (p <= 1)
         rej.add(~ok, PROPENSITY_OUT_OF_RANGE, lambda i: f"{_label(f(records.PROPENSITY))}: {p[i]!r} outside (0, 1]")
+        floor = config.propensity_floor
+        low = ok & (p < floor)  # e.g. 1e-46 would be written as 0.0 in float32
+        if config.propensity_floor_action == "clip":
+            values[records.PROPENSITY] = np.where(low, floor, p)
+        else:
+            rej.add(low, PROPENSITY_BELOW_FLOOR, lambda i: f"{_label(f(records.PROPENSITY))}: {p[i]!r} is below "
+                    f"propensity_floor {floor} (set propensity_floor_action: clip to raise it to the floor)")
     if records.ACTION_MASK in values:
         m, field = values[records.ACTION_MASK], f(records.ACTION_MASK)
         binary = ((m == 0) | (m == 1)).all(axis=1)

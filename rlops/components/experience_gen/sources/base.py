@@ -38,6 +38,29 @@ class Quarantined:
 
 
 @dataclass
+class Unreadable:
+    """Bytes [start, end) of a file that could not be read (a torn row group, a corrupt TFRecord
+    tail, a gzip stream cut short). How many records they held is unknown, so they cannot be
+    quarantined one by one: the run fails and names the file and the byte range."""
+    source_file: str
+    start: int
+    end: int  # -1: to the end of the file
+    message: str
+
+    def describe(self) -> str:
+        end = "end of file" if self.end < 0 else str(self.end)
+        return f"{self.source_file} bytes [{self.start}, {end}): {self.message}"
+
+    def to_json(self) -> str:
+        return json.dumps({"source_file": self.source_file, "start": self.start, "end": self.end,
+                           "message": self.message})
+
+
+class SourceError(ValueError):
+    """A source that cannot be read at all (undecodable header, CR-only line endings); names the file."""
+
+
+@dataclass
 class Block:
     """Parsed records from one place in one source. Rows index `columns`; `locate` / `payload`
     recover each row's line, byte offset and original bytes (only asked for bad rows, or for
@@ -64,15 +87,18 @@ class FileRange:
 
 
 def match_files(pattern: str) -> list[tuple[str, int]]:
+    """Files of a comma-separated pattern; every part must match something (a typo in one part
+    would otherwise drop that data silently)."""
     from apache_beam.io.filesystems import FileSystems
-    patterns = [p for p in pattern.split(",") if p]
+    patterns = [p.strip() for p in pattern.split(",")]
+    if not all(patterns):
+        raise FileNotFoundError(f"source pattern {pattern!r} has an empty part")
     out = []
-    for result in FileSystems.match(patterns):
+    for part, result in zip(patterns, FileSystems.match(patterns)):
+        if not result.metadata_list:
+            raise FileNotFoundError(f"source pattern part {part!r} (of {pattern!r}) matched no files")
         out.extend((m.path, m.size_in_bytes) for m in result.metadata_list)
-    out = sorted(set(out))
-    if not out:
-        raise FileNotFoundError(f"source pattern {pattern!r} matched no files")
-    return out
+    return sorted(set(out))
 
 
 def _compression(path: str, source: FileSource) -> str:
@@ -102,6 +128,20 @@ def plan_ranges(files: list[tuple[str, int]], source: FileSource) -> list[FileRa
 def open_file(path: str, source: FileSource) -> Any:
     from apache_beam.io.filesystems import FileSystems
     return FileSystems.open(path, compression_type=_compression(path, source))
+
+
+def stream_cut_short(f: Any) -> bool:
+    """After a read returned b"": did a compressed file end before its stream did? Beam's
+    CompressedFile returns end-of-file there without an error (a gzip file cut short in a
+    copy reads as fewer lines), so ask its decompressor whether it saw the end marker."""
+    d = getattr(f, "_decompressor", None)
+    return d is not None and hasattr(d, "eof") and not d.eof
+
+
+def is_read_error(e: BaseException) -> bool:
+    """Errors that mean the bytes cannot be read (torn or corrupt compressed data, I/O)."""
+    import zlib
+    return isinstance(e, (OSError, EOFError, zlib.error))
 
 
 # --- blocks of rows without byte offsets ---------------------------------------------------------

@@ -5,14 +5,24 @@ from typing import Iterator
 
 from rlops.components.experience_gen.config import FileSource
 from rlops.components.experience_gen.layout import Layout
-from rlops.components.experience_gen.sources.base import (UNREADABLE, Block, FileRange, Quarantined, open_file,
-                                                          row_block)
+from rlops.components.experience_gen.sources.base import Block, FileRange, Unreadable, open_file, row_block
 
 
 PARQUET_BATCH_ROWS = 32_768
 
 
-def read_parquet(rng: FileRange, source: FileSource, layout: Layout) -> Iterator[Block | Quarantined]:
+def _row_group_bytes(meta: object, g: int) -> tuple[int, int]:
+    """[start, end) of row group g's column chunks in the file."""
+    rg = meta.row_group(g)
+    starts = []
+    for i in range(rg.num_columns):
+        c = rg.column(i)
+        starts.append(c.dictionary_page_offset if c.has_dictionary_page else c.data_page_offset)
+    start = min(starts) if starts else 0
+    return start, start + sum(rg.column(i).total_compressed_size for i in range(rg.num_columns))
+
+
+def read_parquet(rng: FileRange, source: FileSource, layout: Layout) -> Iterator[Block | Unreadable]:
     import pyarrow.parquet as pq
 
     path = rng.path
@@ -20,10 +30,10 @@ def read_parquet(rng: FileRange, source: FileSource, layout: Layout) -> Iterator
     try:
         f = open_file(path, source)
         pf = pq.ParquetFile(f)
-    except Exception as e:  # noqa: BLE001 - a truncated or foreign file is a bad record, not a crash
+    except Exception as e:  # noqa: BLE001 - a truncated or foreign file: its records are unknown
         if f is not None:
             f.close()
-        yield Quarantined(UNREADABLE, f"parquet: cannot open file: {e}", path, payload=b"")
+        yield Unreadable(path, 0, -1, f"parquet: cannot open file: {e}")
         return
     try:
         names = set(pf.schema_arrow.names)
@@ -37,9 +47,10 @@ def read_parquet(rng: FileRange, source: FileSource, layout: Layout) -> Iterator
                     full = lambda g=g, s=start, n=batch.num_rows: pf.read_row_group(g).slice(s, n)  # noqa: E731
                     yield row_block({c: batch.column(c) for c in wanted}, batch.num_rows, path, row0 + start, full)
                     start += batch.num_rows
-            except Exception as e:  # noqa: BLE001 - a corrupt row group: quarantine what is left of it
-                yield Quarantined(UNREADABLE, f"parquet: cannot read row group {g} past row {start}: {e}", path,
-                                  line=row0 + start + 1)
+            except Exception as e:  # noqa: BLE001 - a corrupt row group: its rows are lost, fail the run
+                lo, hi = _row_group_bytes(pf.metadata, g)
+                yield Unreadable(path, lo, hi, f"parquet: cannot read row group {g} (rows {row0 + start + 1}-"
+                                               f"{row0 + group_rows}): {e}")
             row0 += group_rows
     finally:
         f.close()

@@ -24,7 +24,7 @@ def peek_schema(path: str, source: FileSource) -> SourceSchema:
             first = next(pf.iter_batches(batch_size=PEEK_ROWS), None)
             return _schema(tuple(pf.schema_arrow.names), first.to_pylist() if first is not None else [])
         if fmt == "jsonl":
-            for line in f:
+            for line in iter(f.readline, b""):  # Beam's CompressedFile is not iterable
                 try:
                     row = json.loads(line) if line.strip() else None
                 except ValueError:

@@ -20,16 +20,33 @@ import pyarrow as pa
 from rlops.components.experience_gen.config import FileSource
 from rlops.components.experience_gen.convert import RawColumn
 from rlops.components.experience_gen.layout import BOOL, FLOAT, INT, STRING, TIMESTAMP, Layout
-from rlops.components.experience_gen.sources.base import PARSE_ERROR, Block, FileRange, Quarantined, open_file
+from rlops.components.experience_gen.sources.base import (PARSE_ERROR, Block, FileRange, Quarantined, SourceError,
+                                                          Unreadable, is_read_error, open_file, stream_cut_short)
+
+HEADER_LIMIT = 1 << 20  # a header line longer than this is not a header (e.g. a CR-only file)
 
 
 def csv_header(path: str, source: FileSource) -> list[str]:
-    """Column names: configured, or the file's first line."""
+    """Column names: configured, or the file's first line (UTF-8, optional BOM)."""
     if source.csv_column_names:
         return list(source.csv_column_names)
     with open_file(path, source) as f:
-        first = f.readline().decode("utf-8-sig").rstrip("\r\n")
-    return next(csv.reader([first], delimiter=source.csv_delimiter), [])
+        try:
+            raw = f.readline(HEADER_LIMIT)
+        except TypeError:  # Beam's CompressedFile.readline takes no size
+            raw = f.readline()
+    first = raw.rstrip(b"\r\n")
+    if b"\r" in first:
+        raise SourceError(f"{path}: the header line contains a bare carriage return: the file uses CR-only "
+                          "(classic Mac) line endings; convert it to LF or CRLF line endings")
+    if len(raw) >= HEADER_LIMIT and not raw.endswith(b"\n"):
+        raise SourceError(f"{path}: no line break in the first {HEADER_LIMIT} bytes: not a CSV file with a header")
+    try:
+        text = first.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise SourceError(f"{path}: the header line is not UTF-8 ({e.reason} at byte {e.start}); re-encode the "
+                          "file as UTF-8 or name the columns in csv_column_names") from None
+    return next(csv.reader([text], delimiter=source.csv_delimiter), [])
 
 
 # --- text files: line-aligned chunks of a byte range ------------------------------------------
@@ -64,7 +81,20 @@ class _Chunk:
         return self.data[s[lo]:s[hi] if hi < len(s) else len(self.data)]
 
 
-def _text_chunks(path: str, rng: FileRange, source: FileSource, skip_header: bool) -> Iterator[_Chunk]:
+def _text_chunks(path: str, rng: FileRange, source: FileSource,
+                 skip_header: bool) -> Iterator[_Chunk | Unreadable]:
+    """Chunks of whole lines; an Unreadable for bytes that cannot be read (then stops)."""
+    pos = rng.start
+    try:
+        yield from _text_chunks_unchecked(path, rng, source, skip_header)
+    except Exception as e:  # noqa: BLE001 - corrupt compressed data, I/O: fail the run, naming the bytes
+        if not is_read_error(e):
+            raise
+        yield Unreadable(path, pos, rng.end, f"cannot read the file: {type(e).__name__}: {e}")
+
+
+def _text_chunks_unchecked(path: str, rng: FileRange, source: FileSource,
+                           skip_header: bool) -> Iterator[_Chunk | Unreadable]:
     f = open_file(path, source)
     try:
         pos = 0
@@ -90,6 +120,10 @@ def _text_chunks(path: str, rng: FileRange, source: FileSource, skip_header: boo
         leftover = b""
         while end is None or pos < end:
             more = f.read(source.block_bytes)
+            if not more and stream_cut_short(f):
+                yield Unreadable(path, pos, -1, f"compressed stream cut short: decompressed bytes from {pos} (the "
+                                                "torn line and everything after it) are lost")
+                return
             buf = leftover + more
             if not buf:
                 return
@@ -164,6 +198,17 @@ def _bad_line(chunk: _Chunk, path: str, i: int, code: str, message: str) -> Quar
                        chunk.line(i))
 
 
+def _bad_line_or_cr(chunk: _Chunk, path: str, i: int, message: str) -> Quarantined | Unreadable:
+    """A line that does not parse is one bad record, unless it holds bare carriage returns: then it
+    is many records joined by CR-only line endings, which cannot be counted (so the run fails)."""
+    if b"\r" in chunk.line(i):
+        start = chunk.offset + int(chunk.line_starts[i])
+        return Unreadable(path, start, start + len(chunk.lines(i, i + 1)),
+                          f"line {chunk.first_line() + i} holds bare carriage returns (CR-only line endings?); "
+                          "convert the file to LF or CRLF line endings")
+    return _bad_line(chunk, path, i, PARSE_ERROR, message)
+
+
 # Timestamps stay text: numbers or date-times, converted in convert.py.
 _PARSE_TYPES = {FLOAT: pa.float64(), INT: pa.int64(), STRING: pa.string(), BOOL: pa.bool_(), TIMESTAMP: pa.string()}
 
@@ -206,10 +251,19 @@ def _parse_chunk(chunk: _Chunk, path: str, fast: FastParse, slow: SlowParse, tex
     yield from _parse_chunk(chunk, path, fast, slow, text, mid, hi)
 
 
-def read_csv(rng: FileRange, source: FileSource, layout: Layout) -> Iterator[Block | Quarantined]:
+def read_csv(rng: FileRange, source: FileSource, layout: Layout) -> Iterator[Block | Quarantined | Unreadable]:
     import pyarrow.csv as pcsv
 
-    header = csv_header(rng.path, source)
+    try:
+        header = csv_header(rng.path, source)
+    except SourceError as e:
+        yield Unreadable(rng.path, rng.start, rng.end, str(e).removeprefix(rng.path + ": "))
+        return
+    except Exception as e:  # noqa: BLE001
+        if not is_read_error(e):
+            raise
+        yield Unreadable(rng.path, 0, -1, f"cannot read the header: {type(e).__name__}: {e}")
+        return
     wanted = [c for c in layout.columns if c in header]
     types = {c: t for c, t in _column_types(layout).items() if c in wanted}
     options = dict(read_options=pcsv.ReadOptions(column_names=header),
@@ -232,11 +286,14 @@ def read_csv(rng: FileRange, source: FileSource, layout: Layout) -> Iterator[Blo
         return _csv_slow(chunk, rng.path, header, wanted, source, lo, hi)
 
     for chunk in _text_chunks(rng.path, rng, source, skip_header=source.csv_header):
-        yield from _parse_chunk(chunk, rng.path, fast, slow, text=True)
+        if isinstance(chunk, Unreadable):
+            yield chunk
+        else:
+            yield from _parse_chunk(chunk, rng.path, fast, slow, text=True)
 
 
 def _csv_slow(chunk: _Chunk, path: str, header: list[str], wanted: list[str], source: FileSource,
-              lo: int, hi: int) -> Iterator[Block | Quarantined]:
+              lo: int, hi: int) -> Iterator[Block | Quarantined | Unreadable]:
     """Line by line: each malformed line is quarantined, the rest form one block."""
     index = {c: header.index(c) for c in wanted}
     values: dict[str, list] = {c: [] for c in wanted}
@@ -248,7 +305,7 @@ def _csv_slow(chunk: _Chunk, path: str, header: list[str], wanted: list[str], so
         try:
             fields = next(csv.reader([raw.decode("utf-8")], delimiter=source.csv_delimiter))
         except (UnicodeDecodeError, csv.Error) as e:
-            yield _bad_line(chunk, path, i, PARSE_ERROR, f"csv: {e}")
+            yield _bad_line_or_cr(chunk, path, i, f"csv: {e}")
             continue
         if len(fields) != len(header):
             yield _bad_line(chunk, path, i, PARSE_ERROR, f"csv: expected {len(header)} fields, got {len(fields)}")
@@ -260,7 +317,7 @@ def _csv_slow(chunk: _Chunk, path: str, header: list[str], wanted: list[str], so
         yield _text_block(chunk, path, dict(values), np.array(rows_to_lines), len(rows_to_lines), text=True)
 
 
-def read_jsonl(rng: FileRange, source: FileSource, layout: Layout) -> Iterator[Block | Quarantined]:
+def read_jsonl(rng: FileRange, source: FileSource, layout: Layout) -> Iterator[Block | Quarantined | Unreadable]:
     import pyarrow.json as pj
 
     types = _column_types(layout)
@@ -284,14 +341,18 @@ def read_jsonl(rng: FileRange, source: FileSource, layout: Layout) -> Iterator[B
         return _jsonl_slow(chunk, rng.path, list(types), lo, hi)
 
     for chunk in _text_chunks(rng.path, rng, source, skip_header=False):
-        yield from _parse_chunk(chunk, rng.path, fast, slow, text=False)
+        if isinstance(chunk, Unreadable):
+            yield chunk
+        else:
+            yield from _parse_chunk(chunk, rng.path, fast, slow, text=False)
 
 
 def _is_list_field(layout: Layout, column: str) -> bool:
     return any(len(f.columns) == 1 and f.columns[0] == column and (f.width or 1) > 1 for f in layout.all_fields)
 
 
-def _jsonl_slow(chunk: _Chunk, path: str, wanted: list[str], lo: int, hi: int) -> Iterator[Block | Quarantined]:
+def _jsonl_slow(chunk: _Chunk, path: str, wanted: list[str], lo: int,
+                hi: int) -> Iterator[Block | Quarantined | Unreadable]:
     values: dict[str, list] = {c: [] for c in wanted}
     rows_to_lines = []
     for i in range(lo, hi):
@@ -301,7 +362,7 @@ def _jsonl_slow(chunk: _Chunk, path: str, wanted: list[str], lo: int, hi: int) -
         try:
             row = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as e:
-            yield _bad_line(chunk, path, i, PARSE_ERROR, f"json: {e}")
+            yield _bad_line_or_cr(chunk, path, i, f"json: {e}")
             continue
         if not isinstance(row, dict):
             yield _bad_line(chunk, path, i, PARSE_ERROR, f"json: expected an object, got {type(row).__name__}")

@@ -9,8 +9,10 @@ import numpy as np
 from rlops.components.experience_gen.config import FileSource
 from rlops.components.experience_gen.convert import RawColumn
 from rlops.components.experience_gen.layout import Layout
-from rlops.components.experience_gen.sources.base import (PARSE_ERROR, PAYLOAD_LIMIT, TRUNCATED, UNREADABLE, Block,
-                                                          FileRange, Quarantined, open_file)
+from rlops.components.experience_gen.sources.base import (PARSE_ERROR, PAYLOAD_LIMIT, Block, FileRange, Quarantined,
+                                                          Unreadable, open_file, stream_cut_short)
+
+CHECKSUM_MISMATCH = "data checksum mismatch"  # framing intact: one bad record, the rest still readable
 
 
 def iter_tfrecords(f: Any) -> Iterator[tuple[int, int, bytes | None, str]]:
@@ -37,34 +39,43 @@ def iter_tfrecords(f: Any) -> Iterator[tuple[int, int, bytes | None, str]]:
             return
         data = body[:length]
         if int(mask_crc(np.array([crc32c(data)], np.uint32))[0]) != struct.unpack("<I", body[length:])[0]:
-            yield number, offset, data, f"data checksum mismatch at offset {offset}"
+            yield number, offset, data, f"{CHECKSUM_MISMATCH} at offset {offset}"
         else:
             yield number, offset, data, ""
         offset += 12 + length + 4
 
 
 def read_tfrecord(rng: FileRange, source: FileSource, layout: Layout,
-                  batch_size: int = 4096) -> Iterator[Block | Quarantined]:
+                  batch_size: int = 4096) -> Iterator[Block | Quarantined | Unreadable]:
+    """A record whose framing is intact but whose data is bad is quarantined; torn framing (a cut or
+    corrupt tail) hides how many records follow, so those bytes are Unreadable and the run fails."""
     path = rng.path
     try:
         f = open_file(path, source)
     except Exception as e:  # noqa: BLE001
-        yield Quarantined(UNREADABLE, f"tfrecord: cannot open file: {e}", path)
+        yield Unreadable(path, 0, -1, f"tfrecord: cannot open file: {e}")
         return
     batch: list[tuple[int, int, bytes]] = []
-    number = 0
+    number, next_offset = 0, 0
     try:
         for number, offset, data, problem in iter_tfrecords(f):
-            if problem:
-                code = TRUNCATED if "truncated" in problem else PARSE_ERROR
-                yield Quarantined(code, f"tfrecord: {problem}", path, number, offset, data or b"")
-                continue
-            batch.append((number, offset, data))
-            if len(batch) >= batch_size:
-                yield from _example_block(batch, path, layout)
-                batch = []
-    except Exception as e:  # noqa: BLE001 - e.g. a truncated gzip stream
-        yield Quarantined(TRUNCATED, f"tfrecord: cannot read past record {number}: {e}", path, number + 1)
+            if problem.startswith(CHECKSUM_MISMATCH):
+                yield Quarantined(PARSE_ERROR, f"tfrecord: {problem}", path, number, offset, data or b"")
+            elif problem:
+                yield Unreadable(path, offset, -1, f"tfrecord: record {number}: {problem}")
+                break
+            else:
+                batch.append((number, offset, data))
+                if len(batch) >= batch_size:
+                    yield from _example_block(batch, path, layout)
+                    batch = []
+            next_offset = offset + 16 + len(data or b"")
+        else:
+            if stream_cut_short(f):
+                yield Unreadable(path, next_offset, -1, f"tfrecord: compressed stream cut short after record "
+                                                        f"{number} (decompressed offset {next_offset})")
+    except Exception as e:  # noqa: BLE001 - e.g. corrupt compressed data
+        yield Unreadable(path, next_offset, -1, f"tfrecord: cannot read past record {number}: {e}")
     finally:
         f.close()
     if batch:
