@@ -1,18 +1,27 @@
 """Evaluator's TFX executor. The blessing's custom properties are TFX Evaluator's own
 (`blessed`, `current_model`, `current_model_id`, `baseline_model`, `baseline_model_id`), so
-TFX's LatestBlessedModelStrategy resolves our blessings like its own."""
+TFX's LatestBlessedModelStrategy resolves our blessings like its own.
+
+It subclasses TFX's Evaluator executor for one reason: on Vertex AI, TFX's v2 container launcher
+hands executors an artifact `id` that is a hash of the artifact's resource name, and converts the
+blessing's `current_model_id` / `baseline_model_id` back to resource names only for subclasses of
+TFX's Evaluator executor (kubeflow_v2_run_executor.py). The compiled "latest blessed model"
+resolver then matches `name="<current_model_id>"`; with the hash it never matched, so on Vertex
+warm start and the baseline comparison silently never happened (see tests/pipelines/
+test_vertex_emulator.py). Locally (LocalDagRunner) ids are ML Metadata's and nothing changes.
+"""
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from tfx.dsl.components.base import base_executor
+from tfx.components.evaluator import executor as tfx_evaluator_executor
 from tfx.types import artifact_utils
 
 from rlops.components.evaluator.core import run_evaluator
 
 
-class Executor(base_executor.BaseExecutor):
+class Executor(tfx_evaluator_executor.Executor):  # for the launcher's id conversion only (see above)
     def Do(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any]) -> None:
         model = artifact_utils.get_single_instance(input_dict["model"])
         examples = input_dict.get("examples") or []

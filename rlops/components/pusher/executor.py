@@ -2,6 +2,7 @@
 (TFX Pusher's names: `pushed`, `pushed_destination`, `pushed_version`)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from typing import Any
@@ -37,6 +38,24 @@ def verification_inputs(examples_uri: str | None, env_id: str | None) -> dict[st
     return None
 
 
+def _launcher_id(resource_name: str) -> int:
+    """The int id TFX's v2 container launcher gives an artifact named `resource_name` on Vertex AI
+    (kubeflow_v2_entrypoint_utils._get_hashed_id)."""
+    return int(hashlib.sha256(resource_name.encode("utf-8")).hexdigest(), 16) % (1 << 63)
+
+
+def model_reference(model, blessing) -> int | str:
+    """What identifies the pushed model in the metadata store: its ML Metadata id locally; on
+    Vertex AI its resource name. There `model.id` is only a hash of that name (which nothing can
+    query); the Evaluator's blessing carries the name in `current_model_id` once the launcher has
+    converted it -- used when it hashes to this very model's id."""
+    named = blessing.get_custom_property("current_model_id") if blessing.has_custom_property("current_model_id") \
+        else None
+    if isinstance(named, str) and _launcher_id(named) == model.id:
+        return named
+    return model.id
+
+
 class Executor(base_executor.BaseExecutor):
     def Do(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any]) -> None:
         from rlops.components.trainer.core import serving_dir
@@ -61,7 +80,11 @@ class Executor(base_executor.BaseExecutor):
         pushed.set_string_custom_property("pushed_destination", result.destination)
         pushed.set_int_custom_property("pushed_version", result.version)
         pushed.set_string_custom_property("pushed_model", model.uri)
-        pushed.set_int_custom_property("pushed_model_id", model.id)
+        reference = model_reference(model, blessing)
+        if isinstance(reference, str):
+            pushed.set_string_custom_property("pushed_model_id", reference)
+        else:
+            pushed.set_int_custom_property("pushed_model_id", reference)
         vertex = exec_properties.get("vertex_upload")
         if vertex:
             request = core.vertex_model_upload_request(artifact_uri=result.destination, **json.loads(vertex))

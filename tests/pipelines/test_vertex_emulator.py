@@ -1,0 +1,178 @@
+"""The nightly loop on (emulated) Vertex AI: `rlops compile`'s PipelineJob run task by task by
+rlops.pipelines.vertex_emulator -- each step's own command through TFX's v2 launcher, Vertex's
+artifact names and executor inputs, the latest-blessed-model resolver's queries evaluated
+against the recorded artifacts.
+
+Three nights, each with that night's logged feedback (digits bandit, uniform logging policy):
+night 1 trains and beats the logging policy; night 2 warm-starts from night 1's blessed model and
+is compared against it; night 3 trains an untrained candidate (learning rate 0, no warm start),
+which is compared against the latest blessed model and not pushed.
+
+Found here before the fix (same data and budgets): on nights 2 and 3 the model resolver returned
+nothing although a blessed model existed (the blessing's current_model_id was the launcher's int
+hash, 5.24e18, not the model's resource name), so night 2 neither warm-started nor compared
+against night 1 (baseline: logging_policy) -- warm start and the baseline comparison silently
+never happened on Vertex. The Pusher's pushed_model_id was the same hash.
+"""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from rlops.pipelines.config import load_config
+from rlops.pipelines.vertex import compile_pipeline, load_vertex_config
+from rlops.pipelines.vertex_emulator import EmulatorError, MetadataStore, VertexEmulator
+
+BUCKET = "gs://rlops-emulated"
+NIGHTS = ("2026-11-21", "2026-11-22", "2026-11-23")
+RECORDS = 1200
+LAUNCHER = ["python", "-m", "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"]
+MODEL_RESOLVER = "latest_blessed_model_resolver-model-resolver"
+SMALL = [f"root={BUCKET}/bandit",
+         "experience_gen.source={kind: file, pattern: '%s/logs/{date}/*.csv'}" % BUCKET,
+         "experience_gen.bandit_columns.context_prefix=c",
+         "experience_gen.action_spec={shape: [], dtype: int32, minimum: 0, maximum: 9}",
+         "trainer.train_steps=300", "trainer.steps_per_run=100", "evaluator.num_bootstrap=100"]
+
+
+def write_night(path: str, seed: int, n: int = RECORDS) -> None:
+    """One night of logged feedback as CSV: digits contexts, a uniform-random logged action
+    (propensity 0.1), reward 1 when it is the true digit."""
+    from sklearn.datasets import load_digits
+    digits = load_digits()
+    rng = np.random.default_rng(seed)
+    idx = rng.choice(len(digits.target), n, replace=False)
+    x, y, a = digits.data[idx] / 16.0, digits.target[idx], rng.integers(0, 10, n)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(",".join([f"c{j}" for j in range(64)] + ["action", "reward", "propensity"]) + "\n")
+        for i in range(n):
+            f.write(",".join([f"{v:.4f}" for v in x[i]] + [str(a[i]), str(float(a[i] == y[i])), "0.1"]) + "\n")
+
+
+@pytest.fixture(scope="module")
+def nights(tmp_path_factory):
+    emulator = VertexEmulator(str(tmp_path_factory.mktemp("vertex")))
+    job = compile_pipeline(load_config("bandit", overrides=SMALL), load_vertex_config())
+    worse = compile_pipeline(load_config("bandit", overrides=SMALL + ["warm_start=false", "trainer.learning_rate=0.0"]),
+                             load_vertex_config())
+    runs = []
+    for night, (date, compiled) in enumerate(zip(NIGHTS, (job, job, worse))):
+        write_night(emulator.local_path(f"{BUCKET}/logs/{date}/part-0.csv"), seed=night)
+        runs.append(emulator.run(compiled, {"data_date": date}))
+    return emulator, job, runs
+
+
+def meta(run, task, key):
+    artifact = run.artifact(task, key)
+    return artifact["metadata"] if artifact else None
+
+
+def versions(emulator):
+    return sorted(os.listdir(emulator.local_path(f"{BUCKET}/bandit/serving")))
+
+
+@pytest.mark.slow
+def test_every_step_runs_its_compiled_command_with_vertex_artifacts(nights):
+    emulator, job, runs = nights
+    first = runs[0]
+    assert first.state == "SUCCEEDED", {n: t.error for n, t in first.tasks.items() if t.error}
+    executors = job["pipelineSpec"]["deploymentSpec"]["executors"]
+    for step in ("ExperienceGen", "Trainer", "Evaluator", "Pusher"):
+        task = first.task(step)
+        container = executors[f"{step}_executor"]["container"]
+        assert task.argv[:3] == container["command"] == LAUNCHER
+        assert task.argv[3:] == [json.dumps(task.executor_input) if a == "{{$}}" else a for a in container["args"]]
+        for artifact in task.outputs.values():
+            assert artifact[0]["name"].startswith("projects/") and "/metadataStores/default/artifacts/" in artifact[0]["name"]
+            assert artifact[0]["uri"].startswith(emulator.local_path(f"{BUCKET}/bandit/artifacts/"))
+    gen = meta(first, "ExperienceGen", "examples")
+    assert gen["records_read"] == RECORDS and gen["examples_train"] + gen["examples_eval"] == RECORDS
+    # Night 1: nothing blessed yet -- both resolvers resolve nothing; compared with the logging policy.
+    assert first.task(MODEL_RESOLVER).outputs["model"] == []
+    assert meta(first, "Trainer", "model")["warm_started_from"] == ""
+    blessing = meta(first, "Evaluator", "blessing")
+    assert blessing["blessed"] == 1 and "logging_policy" in blessing["reason"]
+    assert meta(first, "Pusher", "pushed_model")["pushed"] == 1 and len(versions(emulator)) == 1
+
+
+@pytest.mark.slow
+def test_blessing_and_push_name_the_model_by_its_vertex_resource_name(nights):
+    _, _, runs = nights
+    for run in runs:
+        model = run.artifact("Trainer", "model")
+        assert meta(run, "Evaluator", "blessing")["current_model_id"] == model["name"]
+        pushed = meta(run, "Pusher", "pushed_model")
+        if pushed["pushed"]:
+            assert pushed["pushed_model_id"] == model["name"]
+
+
+@pytest.mark.slow
+def test_night_two_warm_starts_from_and_is_compared_with_night_one(nights):
+    emulator, _, (first, second, _) = nights
+    assert second.state == "SUCCEEDED", {n: t.error for n, t in second.tasks.items() if t.error}
+    night1_model = first.artifact("Trainer", "model")
+    resolved = second.task(MODEL_RESOLVER).outputs["model"]
+    assert [a["name"] for a in resolved] == [night1_model["name"]]
+    assert meta(second, "Trainer", "model")["warm_started_from"].startswith(night1_model["uri"])
+    blessing = meta(second, "Evaluator", "blessing")
+    assert blessing["baseline_model"] == night1_model["uri"] and blessing["baseline_model_id"] == night1_model["name"]
+    assert meta(second, "ExperienceGen", "examples")["records_read"] == RECORDS
+    pushed = meta(second, "Pusher", "pushed_model")
+    assert pushed["pushed"] == blessing["blessed"]
+    assert len(versions(emulator)) == 1 + int(blessing["blessed"])
+
+
+@pytest.mark.slow
+def test_night_three_worse_candidate_is_compared_with_the_latest_blessed_and_not_pushed(nights):
+    emulator, _, (first, second, third) = nights
+    assert third.state == "SUCCEEDED", {n: t.error for n, t in third.tasks.items() if t.error}
+    latest_blessed = second if meta(second, "Evaluator", "blessing")["blessed"] else first
+    baseline = latest_blessed.artifact("Trainer", "model")
+    assert [a["name"] for a in third.task(MODEL_RESOLVER).outputs["model"]] == [baseline["name"]]
+    assert meta(third, "Trainer", "model")["warm_started_from"] == ""  # warm_start=false this night
+    blessing = meta(third, "Evaluator", "blessing")
+    assert blessing["baseline_model"] == baseline["uri"] and blessing["blessed"] == 0
+    assert meta(third, "Pusher", "pushed_model")["pushed"] == 0
+    assert len(versions(emulator)) == 1 + int(meta(second, "Evaluator", "blessing")["blessed"])
+    # The served version is still the latest blessed model's.
+    served = os.path.join(emulator.local_path(f"{BUCKET}/bandit/serving"), versions(emulator)[-1])
+    assert meta(latest_blessed, "Pusher", "pushed_model")["pushed_destination"] == served
+
+
+# --- the emulator's own rules (fast) ---------------------------------------------------------
+
+def test_resolver_queries_match_names_metadata_and_take_the_latest(tmp_path):
+    store = MetadataStore(str(tmp_path / "m.json"))
+    blessing_type = {"instanceSchema": "title: tfx.ModelBlessing\ntype: object\n"}
+    model_type = {"instanceSchema": "title: tfx.Model\ntype: object\n"}
+    for i, blessed in enumerate((1, 0)):
+        store.record("p", {"name": f"projects/1/locations/l/metadataStores/default/artifacts/m{i}", "type": model_type,
+                           "uri": f"/m{i}", "metadata": {}})
+        store.record("p", {"name": f"b{i}", "type": blessing_type, "uri": f"/b{i}",
+                           "metadata": {"blessed": float(blessed), "current_model_id": f"projects/1/locations/l/"
+                                                                                          f"metadataStores/default/artifacts/m{i}"}})
+    store.record("other", {"name": "b9", "type": blessing_type, "uri": "/b9", "metadata": {"blessed": 1.0}})
+    hits = store.query("p", [("schema_title", "tfx.ModelBlessing"), ("state", "LIVE"),
+                             ("metadata.blessed.number_value", "1")])
+    assert [h["name"] for h in hits] == ["b0"]  # the newer blessing is not blessed; other pipelines do not count
+    assert store.query("p", [("schema_title", "tfx.Model"), ("name", "5.24e+18")]) == []
+    assert [h["uri"] for h in MetadataStore(str(tmp_path / "m.json")).query(
+        "p", [("schema_title", "tfx.Model"), ("name", hits[0]["metadata"]["current_model_id"])])] == ["/m0"]
+
+
+def test_conditions_and_unknown_parameters(tmp_path):
+    assert VertexEmulator._condition("inputs.parameter_values['pipelinechannel--e-blessed'] == true",
+                                     {"pipelinechannel--e-blessed": True})
+    assert not VertexEmulator._condition("inputs.parameter_values['x'] == true && inputs.parameter_values['y'] > 2",
+                                         {"x": True, "y": 1})
+    emulator = VertexEmulator(str(tmp_path))
+    job = {"pipelineSpec": {"pipelineInfo": {"name": "p"}, "root": {"dag": {"tasks": {}}, "inputDefinitions": {
+        "parameters": {"data_date": {"type": "STRING"}}}}, "components": {}, "deploymentSpec": {"executors": {}}},
+        "runtimeConfig": {"gcsOutputDirectory": "gs://b/root"}}
+    with pytest.raises(EmulatorError, match="^parameter 'date'"):
+        emulator.run(job, {"date": "2026-11-24"})
+    with pytest.raises(EmulatorError, match="^parameter 'data_date': required"):
+        emulator.run(job)
+    assert emulator.run(job, {"data_date": "2026-11-24"}).state == "SUCCEEDED"
