@@ -13,7 +13,7 @@ Trajectories: one tf.SequenceExample per episode, steps in order. Context featur
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -54,19 +54,37 @@ def _as_list_array(values: np.ndarray) -> pa.ListArray:
     n = values.shape[0]
     width = 1 if values.ndim == 1 else values.shape[1]
     offsets = pa.array(np.arange(0, n * width + 1, width, dtype=np.int32))
-    return pa.ListArray.from_arrays(offsets, pa.array(np.ascontiguousarray(values).reshape(-1)))
+    flat = np.ascontiguousarray(values).reshape(-1)
+    # Strings go in as binary: RecordBatchToExamples writes bytes_list from binary, not string.
+    inner = pa.array(flat, pa.string()).cast(pa.binary()) if values.dtype == object else pa.array(flat)
+    return pa.ListArray.from_arrays(offsets, inner)
 
 
 _BANDIT_DTYPES = {CONTEXT: np.float32, ACTION: np.int64, REWARD: np.float32, PROPENSITY: np.float32,
                   ACTION_MASK: np.int64, WEIGHT: np.float32, TIMESTAMP: np.int64}
 
 
-def encode_bandit(columns: Mapping[str, np.ndarray]) -> list[bytes]:
-    """Validated bandit columns (numpy, one row per decision) -> serialized tf.Examples."""
+def _feature_dtype(values: np.ndarray) -> Any:
+    """Raw context features keep their kind: strings -> bytes, ints -> int64, numbers -> float."""
+    if values.dtype == object or values.dtype.kind in "SU":
+        return object
+    return np.int64 if values.dtype.kind in "iu" else np.float32
+
+
+def encode_bandit(columns: Mapping[str, np.ndarray], features: Sequence[str] | None = None) -> list[bytes]:
+    """Validated bandit columns (numpy, one row per decision) -> serialized tf.Examples.
+
+    `features`: the context features, each stored under its own name (default: the legacy
+    dense float `context`)."""
     from tfx_bsl.coders import example_coder
 
-    names = [k for k in BANDIT_ORDER if k in columns]
-    arrays = [_as_list_array(np.asarray(columns[k], _BANDIT_DTYPES[k])) for k in names]
+    features = [CONTEXT] if features is None else list(features)
+    names = [k for k in features if k in columns] + [k for k in BANDIT_ORDER if k in columns and k != CONTEXT]
+    arrays = []
+    for k in names:
+        v = np.asarray(columns[k])
+        arrays.append(_as_list_array(np.asarray(v, _BANDIT_DTYPES[k] if k in _BANDIT_DTYPES and k not in features
+                                                else _feature_dtype(v))))
     return example_coder.RecordBatchToExamples(pa.RecordBatch.from_arrays(arrays, names))
 
 
