@@ -116,15 +116,33 @@ def bandit_feature_spec(context_dim: int, num_actions: int | None = None, propen
     return spec
 
 
-def bandit_trajectory(parsed: Mapping[str, tf.Tensor], action_spec: tf.TensorSpec) -> Trajectory:
+def feature_parse_spec(schema: Any) -> dict[str, tf.io.FixedLenFeature]:
+    """tf.io parse spec of a FeatureSchema's raw context features, each under its own name."""
+    import tensorflow as tf
+
+    from rlops.features import input_spec
+    out = {}
+    for f in schema.features:
+        if f.multivalent:
+            raise NotImplementedError(f"feature '{f.name}': multivalent categoricals are not read from "
+                                      f"Examples yet")
+        spec = input_spec(f)
+        out[f.name] = tf.io.FixedLenFeature(spec.shape[1:], spec.dtype)
+    return out
+
+
+def bandit_trajectory(parsed: Mapping[str, tf.Tensor], action_spec: tf.TensorSpec,
+                      observation: tf.Tensor | None = None) -> Trajectory:
     """Parsed bandit examples [B] -> the [B, 1] single-step Trajectory bandit agents train on;
-    policy_info holds the logged propensity."""
+    policy_info holds the logged propensity. `observation`: the dense model input (default: the
+    legacy `context` feature)."""
     import tensorflow as tf
 
     from rlops.agents import trajectories
     info = {"propensity": parsed[PROPENSITY]} if PROPENSITY in parsed else ()
     action = tf.cast(parsed[ACTION], action_spec.dtype)
-    return trajectories.single_step_trajectory(parsed[CONTEXT], action, parsed[REWARD], info)
+    observation = parsed[CONTEXT] if observation is None else observation
+    return trajectories.single_step_trajectory(observation, action, parsed[REWARD], info)
 
 
 def bandit_dataset(file_pattern: str, feature_spec: Mapping[str, Any], batch_size: int,
