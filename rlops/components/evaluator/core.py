@@ -40,31 +40,20 @@ class EvalResult:
 def load_logged_feedback(examples_uri: str, split: str = "eval", max_records: int | None = None) -> ope.LoggedFeedback:
     """The split's logged feedback as numpy (the first `max_records` only, when given)."""
     from rlops.components.experience_gen import records
-    pattern = records.split_file_pattern(examples_uri, split)
-    if not tf.io.gfile.glob(pattern):
-        raise FileNotFoundError(f"examples: no '{split}' split files at {pattern}")
-    first = records.first_example(pattern)
-    if records.PROPENSITY not in first.features.feature:
+    cat = records.read_logged_bandit(examples_uri, split, max_records)
+    if records.PROPENSITY not in cat:
         raise ValueError("examples: the eval split has no 'propensity' feature; off-policy evaluation needs the "
                          "logging policy's probability of each logged action")
-    dim = len(first.features.feature[records.CONTEXT].float_list.value)
-    dataset = records.bandit_dataset(pattern, records.bandit_feature_spec(dim, None), min(max_records or 8192, 8192))
-    if max_records:
-        dataset = dataset.unbatch().take(max_records).batch(8192)
-    parts = {k: [] for k in (records.CONTEXT, records.ACTION, records.REWARD, records.PROPENSITY)}
-    for batch in dataset:
-        for k in parts:
-            parts[k].append(batch[k].numpy())
-    cat = {k: np.concatenate(v) for k, v in parts.items()}
     return ope.LoggedFeedback(cat[records.CONTEXT], cat[records.ACTION].astype(int), cat[records.REWARD],
-                              cat[records.PROPENSITY].astype(float))
+                              cat[records.PROPENSITY].astype(float), cat.get(records.FEATURES))
 
 
 def evaluate_bandit(config: EvaluatorConfig, examples_uri: str, model_uri: str, num_actions: int,
                     baseline_model_uri: str | None) -> tuple[dict, ope.Estimate]:
     data = load_logged_feedback(examples_uri)
-    candidate = ope.greedy_probs(SavedPolicy(serving_dir(model_uri)).actions(data.contexts), num_actions)
-    baseline = (ope.greedy_probs(SavedPolicy(serving_dir(baseline_model_uri)).actions(data.contexts), num_actions)
+    inputs = data.contexts if data.features is None else data.features  # raw features: each model encodes its own
+    candidate = ope.greedy_probs(SavedPolicy(serving_dir(model_uri)).actions(inputs), num_actions)
+    baseline = (ope.greedy_probs(SavedPolicy(serving_dir(baseline_model_uri)).actions(inputs), num_actions)
                 if baseline_model_uri else ope.LOGGING_POLICY)
     q = ope.fit_reward_model(data.contexts, data.actions, data.rewards, num_actions, seed=config.seed)
     cand, base, diff = ope.compare(data, candidate, baseline, q, config.num_bootstrap, config.confidence, config.seed)

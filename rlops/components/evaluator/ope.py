@@ -27,6 +27,7 @@ class LoggedFeedback:
     actions: np.ndarray      # [N] int
     rewards: np.ndarray      # [N]
     propensities: np.ndarray  # [N] in (0, 1]
+    features: dict | None = None  # raw named context features (policies exported with preprocessing act on them)
 
     def __post_init__(self):
         n = len(self.actions)

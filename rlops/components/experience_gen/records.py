@@ -252,3 +252,50 @@ def episode_dataset(file_pattern: str, observation_spec: tf.TensorSpec, action_s
     files = tf.data.Dataset.list_files(file_pattern, shuffle=False)
     ds = tf.data.TFRecordDataset(files, compression_type="GZIP")
     return ds.map(lambda s: parse_episode(s, observation_spec, action_spec, policy_info_spec))
+
+
+# --- bandit: the logged feedback as numpy (Evaluator, Pusher, `rlops evaluate`) -----------------
+
+FEATURES = "features"
+
+
+def read_logged_bandit(examples_uri: str, split: str = "eval", max_records: int | None = None) -> dict[str, Any]:
+    """A split's records as numpy: `context` [N, D] (the dense legacy feature, or the named
+    features through the Examples' own Preprocessor: what a reward model fits on), `action`,
+    `reward`, `propensity` (when logged) and, for named features, `features` {name: raw values}
+    (strings as bytes) -- what a policy exported with its preprocessing acts on."""
+    import tensorflow as tf
+
+    from rlops.features import FeatureSchema, Preprocessor
+    from rlops.features import load as load_schema
+    pattern = split_file_pattern(examples_uri, split)
+    if not tf.io.gfile.glob(pattern):
+        raise FileNotFoundError(f"examples: no '{split}' split files at {pattern}")
+    first = first_example(pattern)
+    schema = load_schema(examples_uri)
+    if schema is None:
+        if CONTEXT not in first.features.feature:
+            raise ValueError(f"examples: no feature schema and no dense '{CONTEXT}' feature in {examples_uri}")
+        schema = FeatureSchema.legacy(len(first.features.feature[CONTEXT].float_list.value))
+    spec = bandit_feature_spec(1, None, propensity=PROPENSITY in first.features.feature)
+    del spec[CONTEXT]
+    spec.update(feature_parse_spec(schema))
+    batch = min(max_records or 8192, 8192)
+    dataset = bandit_dataset(pattern, spec, batch)
+    if max_records:
+        dataset = dataset.unbatch().take(max_records).batch(batch)
+    parts: dict[str, list] = {k: [] for k in spec}
+    for b in dataset:
+        for k in parts:
+            parts[k].append(b[k].numpy())
+    cols = {k: np.concatenate(v) for k, v in parts.items()}
+    if schema.is_legacy:
+        return cols
+    out = {k: v for k, v in cols.items() if k not in schema.names}
+    # Strings as fixed-width bytes ('S'): saved with np.savez and loaded without pickle.
+    out[FEATURES] = {k: cols[k].astype(bytes) if cols[k].dtype == object else cols[k] for k in schema.names}
+    pre = Preprocessor(schema)
+    out[CONTEXT] = np.concatenate([pre({k: v[i:i + 8192] for k, v in out[FEATURES].items()}).numpy()
+                                   for i in range(0, len(out[ACTION]), 8192)]) if len(out[ACTION]) else \
+        np.zeros((0, schema.observation_dim), np.float32)
+    return out
