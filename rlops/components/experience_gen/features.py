@@ -28,11 +28,12 @@ SAMPLE_BYTES = 1 << 20
 # --- kinds: config, else inferred from the data -----------------------------------------------
 
 def resolve_features(config: ExperienceGenConfig, files: list[tuple[str, int]]) -> ExperienceGenConfig:
-    """The config with every feature's kind, dtype and (float_list) dim made concrete."""
+    """The config with every feature's kind, dtype and (float_list) dim made concrete; a file
+    source's sample also checks configured kinds (a mismatch would quarantine every record)."""
     cols = config.bandit_columns
-    if not cols.features or all(_concrete(f) for f in cols.features):
-        return config
     src = config.source
+    if not cols.features or (not isinstance(src, FileSource) and all(_concrete(f) for f in cols.features)):
+        return config
     if not isinstance(src, FileSource):
         auto = next(f.name for f in cols.features if not _concrete(f))
         kind = "BigQuery" if isinstance(src, BigQuerySource) else type(src).__name__
@@ -41,7 +42,7 @@ def resolve_features(config: ExperienceGenConfig, files: list[tuple[str, int]]) 
     types = _sample_types(files, src)
     out = []
     for f in cols.features:
-        out.append(f if _concrete(f) else _infer(f, types))
+        out.append(_infer(f, types))
     return dataclasses.replace(config, bandit_columns=dataclasses.replace(cols, features=tuple(out)))
 
 
