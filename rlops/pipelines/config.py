@@ -222,9 +222,9 @@ def _experience_gen_config(d: dict):
     config = ExperienceGenConfig.from_json(d)
     if isinstance(config.source, FileSource):
         cols = config.bandit_columns
-        if config.record_kind == "bandit" and not cols.context and not cols.context_prefix:
-            raise ConfigError("experience_gen.bandit_columns.context: no context columns mapped; set `context` "
-                              "(column names) or `context_prefix`")
+        if config.record_kind == "bandit" and not cols.context and not cols.context_prefix and not cols.features:
+            raise ConfigError("experience_gen.bandit_columns.context: no context columns mapped; set `features` "
+                              "(named context features), `context` (column names) or `context_prefix`")
         if "://" not in config.source.pattern and not tf.io.gfile.glob(config.source.pattern):
             raise ConfigError(f"experience_gen.source.pattern: no files match '{config.source.pattern}'")
     return config

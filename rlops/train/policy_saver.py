@@ -15,7 +15,13 @@ Serving with TensorFlow alone (no rlops import):
 
 Signatures: `action` (flat TimeStep [+ policy_state] inputs named by nest path joined with "_",
 e.g. `observation_mask`; outputs `action`, `info/<path>`, `state/<path>`),
-`get_initial_state` (batch_size), `get_train_step`, `get_metadata`. The same functions are
+`get_initial_state` (batch_size), `get_train_step`, `get_metadata`.
+With `serving_epsilon` (stateless discrete policies): `serving_default`, what TF Serving's REST
+`instances` API and Vertex's prebuilt TensorFlow containers call: one input per raw feature,
+named by feature name (a single dense observation is one input named by its spec), outputs
+`action` (sampled from the epsilon-greedy exploring policy), `propensity` (its probability under
+that policy) and `greedy_action`; plus `serving_masked`, the same with an `action_mask` [B, K]
+input. The epsilon is `get_metadata()["serving_epsilon"]`. The same functions are
 attributes taking nests: `policy.action(time_step, policy_state)`, `policy.get_initial_state(b)`,
 `policy.get_train_step()`, `policy.get_metadata()`.
 
@@ -40,6 +46,7 @@ from rlops.agents.policies import Policy
 from rlops.agents.trajectories import PolicyStep
 
 SPECS_FILE = "policy_specs.json"
+SERVING_EPSILON = "serving_epsilon"
 SPECS_FORMAT = "rlops.policy_specs/1"
 CHECKPOINT_PREFIX = "policy_checkpoint_"
 
@@ -85,7 +92,8 @@ class PolicySaver:
 
     def __init__(self, policy: Any, batch_size: int | None = None, use_nest_path_signatures: bool = True,
                  seed: int | None = None, train_step: tf.Variable | None = None, input_fn_and_spec: Any = None,
-                 metadata: Mapping[str, Any] | None = None, variables: Sequence[tf.Variable] | None = None):
+                 metadata: Mapping[str, Any] | None = None, variables: Sequence[tf.Variable] | None = None,
+                 serving_epsilon: float | None = None):
         # TF-Agents' arguments, in TF-Agents' order; the unsupported values raise with the reason.
         if not use_nest_path_signatures:
             raise ValueError("use_nest_path_signatures=False is not supported: rlops signatures always name "
@@ -98,6 +106,11 @@ class PolicySaver:
             raise NotImplementedError("input_fn_and_spec is not supported: raw-input serving goes through the "
                                       "exported preprocessing (the `serving_default` signature of rlops.features)")
         self.policy = policy
+        if serving_epsilon is not None:
+            if not 0.0 <= serving_epsilon <= 1.0:
+                raise ValueError(f"serving_epsilon must be in [0, 1], got {serving_epsilon}")
+            metadata = {SERVING_EPSILON: tf.constant(float(serving_epsilon)), **(metadata or {})}
+        self.serving_epsilon = serving_epsilon
         self.batch_size = batch_size
         if train_step is None:
             train_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="train_step")
@@ -172,10 +185,47 @@ class PolicySaver:
         train_step_sig = tf.function(lambda: {"train_step": module.train_step.read_value()}, input_signature=[])
         module.get_metadata = tf.function(lambda: {k: v.read_value() for k, v in module.metadata.items()},
                                           input_signature=[])
-        return {"action": action_sig.get_concrete_function(),
-                "get_initial_state": initial_state_sig.get_concrete_function(),
-                "get_train_step": train_step_sig.get_concrete_function(),
-                "get_metadata": module.get_metadata.get_concrete_function()}
+        out = {"action": action_sig.get_concrete_function(),
+               "get_initial_state": initial_state_sig.get_concrete_function(),
+               "get_train_step": train_step_sig.get_concrete_function(),
+               "get_metadata": module.get_metadata.get_concrete_function()}
+        if self.serving_epsilon is not None:
+            out.update(self._serving_functions(module))
+        return out
+
+    def _serving_functions(self, module: tf.Module) -> dict[str, Any]:
+        """serving_default / serving_masked: raw named inputs -> exploring action + propensity."""
+        from rlops.features.export import epsilon_greedy_head
+        policy, spec = self.policy, self.action_spec
+        if not specs_lib.is_discrete(spec) or spec.shape.rank != 0 or tf.nest.flatten(self.policy_state_spec):
+            raise ValueError("serving_epsilon: serving_default needs a stateless policy with one discrete action")
+        num_actions, minimum = specs_lib.num_actions(spec), int(spec.minimum)
+        obs_spec = self.time_step_spec.observation
+        if isinstance(obs_spec, Mapping):
+            inputs = {k: tf.TensorSpec([self.batch_size] + s.shape.as_list(), s.dtype, name=k)
+                      for k, s in obs_spec.items()}
+        else:
+            name = obs_spec.name or "observation"
+            inputs = {name: tf.TensorSpec([self.batch_size] + obs_spec.shape.as_list(), obs_spec.dtype, name=name)}
+        ts_type = type(self.time_step_spec)
+
+        def head(features: dict, mask: tf.Tensor | None) -> dict:
+            observation = dict(features) if isinstance(obs_spec, Mapping) else next(iter(features.values()))
+            batch = tf.shape(next(iter(features.values())))[:1]
+            time_step = ts_type(step_type=tf.zeros(batch, self.time_step_spec.step_type.dtype),
+                                reward=tf.zeros(batch, self.time_step_spec.reward.dtype),
+                                discount=tf.ones(batch, self.time_step_spec.discount.dtype), observation=observation)
+            greedy = policy.action(time_step, ()).action
+            eps = module.metadata[SERVING_EPSILON].read_value()
+            return epsilon_greedy_head(greedy, num_actions, eps, minimum, mask)
+
+        serving = tf.function(lambda **features: head(features, None), input_signature=None, autograph=False)
+        mask_spec = tf.TensorSpec([self.batch_size, num_actions], tf.int64, name="action_mask")
+        masked = tf.function(lambda action_mask, **features: head(features, action_mask), autograph=False)
+        module.serving_default = serving
+        module.serving_masked = masked
+        return {"serving_default": serving.get_concrete_function(**inputs),
+                "serving_masked": masked.get_concrete_function(action_mask=mask_spec, **inputs)}
 
     # ---- saving ------------------------------------------------------------------------------
     def save(self, export_dir: str) -> None:
@@ -198,6 +248,9 @@ class PolicySaver:
         names = {k: list(v.structured_outputs) for k, v in self._signatures.items()}
         inputs = {"action": self._action_input_names, "get_initial_state": ["batch_size"],
                   "get_train_step": [], "get_metadata": []}
+        for k in ("serving_default", "serving_masked"):
+            if k in self._signatures:
+                inputs[k] = sorted(self._signatures[k].structured_input_signature[1])
         return {
             "format": SPECS_FORMAT,
             "batch_size": self.batch_size,
@@ -285,15 +338,39 @@ class SavedPolicy(Policy):
         for path, value in _flat_with_paths(time_step, ""):
             name = path.lstrip("/")
             name = name if name in self._inputs else name.replace("/", "_")  # TF sanitizes '/'
-            feeds[name] = tf.cast(value, self._inputs[name].dtype)
+            want = self._inputs[name].dtype
+            feeds[name] = tf.constant(value, want) if want == tf.string else tf.cast(value, want)
         return PolicyStep(self._signature(**feeds)["action"], (), ())
 
     def actions(self, observations: Any, batch_size: int = 4096) -> Any:
-        """Actions (numpy) for a batch of single-tensor observations, in chunks of batch_size."""
+        """Greedy actions (numpy) for a batch of observations, in chunks of batch_size: one dense
+        array, or {feature name: array} of raw features (a policy exported with its features;
+        matched by name, extra columns ignored)."""
         import numpy as np
         from rlops.agents.trajectories import restart
+        if isinstance(observations, Mapping):
+            return self._feature_actions(observations, batch_size)
         out = [self.action(restart(observations[i:i + batch_size], len(observations[i:i + batch_size]))).action.numpy()
                for i in range(0, len(observations), batch_size)]
+        return np.concatenate(out) if out else np.zeros((0,), self.action_spec.dtype.as_numpy_dtype)
+
+    def _feature_actions(self, features: Mapping[str, Any], batch_size: int) -> Any:
+        import numpy as np
+        from rlops.features.schema import FeatureSchemaError
+        from rlops.agents.trajectories import restart
+        spec = self.time_step_spec.observation
+        if not isinstance(spec, Mapping):
+            raise ValueError(f"{self.path}: this policy takes one dense observation, not named features")
+        missing = sorted(set(spec) - set(features))
+        if missing:
+            raise FeatureSchemaError(f"feature '{missing[0]}' is missing: the policy at {self.path} needs "
+                                     f"{sorted(spec)}, got {sorted(features)}")
+        n = len(next(iter(features.values())))
+        out = []
+        for i in range(0, n, batch_size):
+            chunk = {k: features[k][i:i + batch_size] for k in spec}
+            m = len(next(iter(chunk.values())))
+            out.append(self.action(restart(chunk, m)).action.numpy())
         return np.concatenate(out) if out else np.zeros((0,), self.action_spec.dtype.as_numpy_dtype)
 
 

@@ -67,7 +67,7 @@ def test_kfp_entry_records_counts_in_artifact_metadata(tmp_path, eg_data):
     assert examples.metadata["records_written"] == 200 and examples.metadata["split_names"] == ["train", "eval"]
     assert examples.metadata["payload_format"] == "FORMAT_TF_EXAMPLE"
     assert quarantine.metadata["records_quarantined"] == 0
-    assert sorted(os.listdir(examples.uri)) == ["Split-eval", "Split-train"]
+    assert sorted(os.listdir(examples.uri)) == ["Split-eval", "Split-train", "rlops_feature_schema.json", "schema.pbtxt"]
 
 
 def test_cli(tmp_path, eg_data, capsys):

@@ -186,3 +186,72 @@ def test_nested_observation_with_action_mask(tmp_path):
         observation_context=np.zeros([50, 3], np.float32), observation_mask=np.tile([[0, 1, 0, 1]], [50, 1]))
     assert set(out["action"].numpy()) <= {1, 3}
     np.testing.assert_allclose(out["info/propensity"].numpy(), 0.5)
+
+
+# --- serving_default: the exploring head a server runs -------------------------------------------
+
+class _LinearGreedy(tf.Module):
+    """argmax(observation @ W): a stateless discrete policy with a known greedy action."""
+
+    def __init__(self, w):
+        from rlops.agents import specs
+        from rlops.agents.trajectories import time_step_spec
+        super().__init__()
+        self.w = tf.Variable(w, dtype=tf.float32)
+        self.time_step_spec = self._no_dependency(time_step_spec(tf.TensorSpec((w.shape[0],), tf.float32, "context")))
+        self.action_spec = self._no_dependency(specs.BoundedTensorSpec((), tf.int32, 0, w.shape[1] - 1, name="action"))
+        self.info_spec, self.policy_state_spec = (), ()
+
+    def action(self, time_step, policy_state=(), seed=None):
+        from rlops.agents.trajectories import PolicyStep
+        return PolicyStep(tf.argmax(time_step.observation @ self.w, -1, output_type=tf.int32), (), ())
+
+    def get_initial_state(self, batch_size=None):
+        return ()
+
+
+def test_serving_default_samples_the_exploring_policy_and_reports_its_propensity(tmp_path):
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(3, 4)).astype(np.float32)
+    obs = rng.normal(size=(5, 3)).astype(np.float32)
+    policy = _LinearGreedy(w)
+    with pytest.raises(ValueError, match="serving_epsilon must be in"):
+        PolicySaver(policy, serving_epsilon=1.5)
+    PolicySaver(policy, serving_epsilon=0.3).save(str(tmp_path / "p"))
+    loaded = tf.saved_model.load(str(tmp_path / "p"))
+    assert {"action", "serving_default", "serving_masked"} <= set(loaded.signatures)
+    assert float(loaded.signatures["get_metadata"]()["serving_epsilon"]) == pytest.approx(0.3)
+    serve = loaded.signatures["serving_default"]
+    assert sorted(serve.structured_input_signature[1]) == ["context"]  # the dense feature, by its name
+    greedy = np.argmax(obs @ w, -1)
+    n = 4000
+    out = serve(context=tf.constant(np.repeat(obs, n, axis=0)))
+    a = out["action"].numpy().reshape(5, n)
+    p = out["propensity"].numpy().reshape(5, n)
+    np.testing.assert_array_equal(out["greedy_action"].numpy().reshape(5, n), np.repeat(greedy[:, None], n, 1))
+    expected = np.where(a == greedy[:, None], 0.7 + 0.3 / 4, 0.3 / 4)
+    np.testing.assert_allclose(p, expected, rtol=1e-6)
+    for i in range(5):  # empirical action frequencies match the reported probabilities
+        freq = np.bincount(a[i], minlength=4) / n
+        want = np.full(4, 0.3 / 4)
+        want[greedy[i]] += 0.7
+        np.testing.assert_allclose(freq, want, atol=0.03)
+    # The evaluator's `action` signature is unchanged: the greedy action.
+    acted = loaded.signatures["action"](step_type=tf.zeros([5], tf.int32), reward=tf.zeros([5]),
+                                        discount=tf.ones([5]), observation=tf.constant(obs))["action"]
+    np.testing.assert_array_equal(acted.numpy(), greedy)
+
+
+def test_serving_masked_never_picks_a_masked_action(tmp_path):
+    w = np.eye(3, dtype=np.float32)
+    obs = np.array([[5, 0, 0], [5, 0, 0]], np.float32)  # greedy action 0 for both rows
+    PolicySaver(_LinearGreedy(w), serving_epsilon=0.2).save(str(tmp_path / "p"))
+    serve = tf.saved_model.load(str(tmp_path / "p")).signatures["serving_masked"]
+    n = 3000
+    mask = np.repeat(np.array([[1, 1, 0], [0, 1, 1]], np.int64), n, axis=0)  # row 2 masks the greedy action
+    out = serve(context=tf.constant(np.repeat(obs, n, axis=0)), action_mask=tf.constant(mask))
+    a, p = out["action"].numpy().reshape(2, n), out["propensity"].numpy().reshape(2, n)
+    assert set(a[0]) <= {0, 1} and set(a[1]) <= {1, 2}
+    np.testing.assert_allclose(p[0], np.where(a[0] == 0, 0.8 + 0.1, 0.1), rtol=1e-6)
+    np.testing.assert_allclose(p[1], 0.5, rtol=1e-6)  # greedy masked out: uniform over the 2 allowed
+    assert abs(np.mean(a[0] == 0) - 0.9) < 0.03 and abs(np.mean(a[1] == 1) - 0.5) < 0.04

@@ -43,30 +43,14 @@ def load_logged_feedback(examples_uri: str, split: str = "eval", max_records: in
     """The split's logged feedback as numpy (the first `max_records` only, when given), with the
     optional `weight` and `action_mask` columns when the records carry them."""
     from rlops.components.experience_gen import records
-    pattern = records.split_file_pattern(examples_uri, split)
-    if not tf.io.gfile.glob(pattern):
-        raise FileNotFoundError(f"examples: no '{split}' split files at {pattern}")
-    first = records.first_example(pattern)
-    features = first.features.feature
-    if records.PROPENSITY not in features:
+    cat = records.read_logged_bandit(examples_uri, split, max_records)
+    if records.PROPENSITY not in cat:
         raise ValueError(f"examples: the {split} split has no 'propensity' feature; off-policy evaluation needs the "
                          "logging policy's probability of each logged action")
-    dim = len(features[records.CONTEXT].float_list.value)
-    mask_width = len(features[records.ACTION_MASK].int64_list.value) if records.ACTION_MASK in features else None
-    has_weight = records.WEIGHT in features
-    spec = records.bandit_feature_spec(dim, mask_width, weight=has_weight)
-    dataset = records.bandit_dataset(pattern, spec, min(max_records or 8192, 8192))
-    if max_records:
-        dataset = dataset.unbatch().take(max_records).batch(8192)
-    parts = {k: [] for k in spec}
-    for batch in dataset:
-        for k in parts:
-            parts[k].append(batch[k].numpy())
-    cat = {k: np.concatenate(v) for k, v in parts.items()}
     return ope.LoggedFeedback(cat[records.CONTEXT], cat[records.ACTION].astype(int), cat[records.REWARD].astype(float),
                               cat[records.PROPENSITY].astype(float),
-                              weights=cat[records.WEIGHT].astype(float) if has_weight else None,
-                              action_mask=cat[records.ACTION_MASK] if mask_width else None)
+                              weights=cat[records.WEIGHT].astype(float) if records.WEIGHT in cat else None,
+                              action_mask=cat.get(records.ACTION_MASK), features=cat.get(records.FEATURES))
 
 
 def choose_reward_model(config: EvaluatorConfig, data: ope.LoggedFeedback, candidate: SavedPolicy | None = None):
@@ -124,9 +108,10 @@ def evaluate_logged(config: EvaluatorConfig, data: ope.LoggedFeedback, candidate
 def evaluate_bandit(config: EvaluatorConfig, examples_uri: str, model_uri: str, num_actions: int,
                     baseline_model_uri: str | None) -> tuple[dict, ope.Estimate]:
     data = load_logged_feedback(examples_uri)
+    inputs = data.contexts if data.features is None else data.features  # raw features: each model encodes its own
     policy = SavedPolicy(serving_dir(model_uri))
-    candidate = ope.greedy_probs(policy.actions(data.contexts), num_actions)
-    baseline = (ope.greedy_probs(SavedPolicy(serving_dir(baseline_model_uri)).actions(data.contexts), num_actions)
+    candidate = ope.greedy_probs(policy.actions(inputs), num_actions)
+    baseline = (ope.greedy_probs(SavedPolicy(serving_dir(baseline_model_uri)).actions(inputs), num_actions)
                 if baseline_model_uri else ope.LOGGING_POLICY)
     return evaluate_logged(config, data, candidate, baseline, baseline_model_uri or "logging_policy",
                            choose_reward_model(config, data, policy))
@@ -161,7 +146,8 @@ def evaluate_on_logs(config: EvaluatorConfig, examples_uri: str, policy: str, sp
         i = int(np.argmax(data.actions >= num_actions))
         raise ValueError(f"examples: action {data.actions[i]} in record {i} is outside the {num_actions} actions")
     if saved is not None:
-        target = ope.greedy_probs(saved.actions(data.contexts), num_actions)
+        target = ope.greedy_probs(saved.actions(data.contexts if data.features is None else data.features),
+                                  num_actions)
     elif policy == "uniform":
         target = ope.uniform_probs(len(data.actions), num_actions, data.action_mask)
     else:

@@ -54,6 +54,7 @@ class LoggedFeedback:
     propensities: np.ndarray        # [N] in (0, 1]
     weights: np.ndarray | None = None      # [N] >= 0, per-record weights (None: all 1)
     action_mask: np.ndarray | None = None  # [N, K] 1 = allowed; the target policy gives masked actions 0
+    features: dict | None = None  # raw named context features (policies exported with preprocessing act on them)
 
     def __post_init__(self):
         n = len(self.actions)

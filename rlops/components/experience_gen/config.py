@@ -62,6 +62,34 @@ def _scalar(v: Any) -> Any:
     return v
 
 
+FEATURE_KINDS = ("auto", "float", "float_list", "categorical")
+
+
+@dataclass(frozen=True)
+class FeatureColumn:
+    """One named context feature of bandit records (rlops.features.FeatureSpec is what it becomes).
+
+    kind "auto" infers it from the data: strings and integers -> categorical, numbers -> float,
+    numeric lists -> float_list. Categoricals get a vocabulary of the `vocab_size` most frequent
+    values (computed in the Beam pipeline) plus `num_oov_buckets`, or `hash_buckets` > 0 for
+    hashing. Floats are normalized by their mean/std unless `normalize` is False. In JSON/YAML a
+    bare string is a feature whose column has its name and whose kind is inferred.
+    """
+    name: str
+    column: str | None = None  # source column; default: the feature's name
+    kind: str = "auto"
+    dtype: str = "auto"  # categorical: auto | string | int64
+    dim: int | None = None  # float_list width (default: from the data)
+    vocab_size: int = 1000
+    num_oov_buckets: int = 1
+    hash_buckets: int = 0
+    normalize: bool = True
+
+    @property
+    def source_column(self) -> str:
+        return self.column or self.name
+
+
 @dataclass(frozen=True)
 class BanditColumns:
     """Where each bandit-feedback field lives in the user's records.
@@ -82,6 +110,9 @@ class BanditColumns:
     action_mask_prefix: str | None = None
     weight: str | None = None
     timestamp: str | None = None
+    # Named context features (strings, ids, floats), each stored under its own name; an
+    # alternative to the dense float `context` above (give one or the other).
+    features: tuple[FeatureColumn, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -233,6 +264,8 @@ class ExperienceGenConfig:
                 raise ValueError("FileSource.csv_header is False: name the columns in csv_column_names")
             if src.compression not in ("auto", "gzip", "none"):
                 raise ValueError(f"FileSource.compression must be auto|gzip|none, got {src.compression!r}")
+        if self.record_kind == BANDIT:
+            _validate_features(self.bandit_columns)
         if isinstance(src, BigQuerySource) and bool(src.query) == bool(src.table):
             raise ValueError("BigQuerySource needs exactly one of query or table")
         if not 0.0 < self.propensity_floor <= 1.0:
@@ -272,6 +305,28 @@ class ExperienceGenConfig:
         return _from_dict(cls, d)
 
 
+def _validate_features(c: BanditColumns) -> None:
+    from rlops.features.schema import RESERVED
+    if c.features and (c.context or c.context_prefix):
+        raise ValueError("bandit_columns: give either `features` (named context features) or the dense "
+                         "float `context` / `context_prefix`, not both")
+    seen: set[str] = set()
+    for f in c.features:
+        where = f"bandit_columns.features['{f.name}']"
+        if f.name in RESERVED:
+            raise ValueError(f"{where}: '{f.name}' is a reserved bandit field ({', '.join(RESERVED)}); "
+                             f"name the context feature differently (column={f.name!r} keeps the source column)")
+        if f.name in seen:
+            raise ValueError(f"{where}: the feature is listed twice")
+        seen.add(f.name)
+        if f.kind not in FEATURE_KINDS:
+            raise ValueError(f"{where}.kind must be one of {FEATURE_KINDS}, got {f.kind!r}")
+        if f.dtype not in ("auto", "string", "int64"):
+            raise ValueError(f"{where}.dtype must be auto|string|int64, got {f.dtype!r}")
+        if f.vocab_size < 0 or f.num_oov_buckets < 0 or f.hash_buckets < 0:
+            raise ValueError(f"{where}: vocab_size, num_oov_buckets and hash_buckets must be >= 0")
+
+
 def _from_dict(cls: type, d: dict) -> Any:
     if not isinstance(d, dict):
         raise TypeError(f"{cls.__name__}: expected a JSON object, got {type(d).__name__}")
@@ -298,7 +353,7 @@ def _convert(tp: Any, v: Any, where: str) -> Any:
         inner = [a for a in args if a is not type(None)]
         return _convert(inner[0], v, where) if len(inner) == 1 else v
     if dataclasses.is_dataclass(tp):
-        return _from_dict(tp, v)
+        return tp(v) if isinstance(v, str) and tp is FeatureColumn else _from_dict(tp, v)
     if origin is tuple:
         inner = args[0] if args else Any
         return tuple(_convert(inner, x, where) for x in v)

@@ -24,6 +24,7 @@ class Field:
     dtype: str
     width: int | None = None
     required: bool = True
+    feature_kind: str | None = None  # bandit context feature: float | float_list | categorical
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,11 @@ class Layout:
         for f in self.all_fields:
             out.extend(c for c in f.columns if c not in out)
         return out
+
+    @property
+    def features(self) -> list[Field]:
+        """The bandit record's context features (the legacy dense `context` is one)."""
+        return [f for f in self.fields if f.feature_kind is not None]
 
     @property
     def all_fields(self) -> list[Field]:
@@ -75,7 +81,11 @@ def _bandit_fields(config: ExperienceGenConfig, schema: SourceSchema) -> list[Fi
     c = config.bandit_columns
     spec = config.action_spec
     num_actions = None if spec.maximum is None else int(spec.maximum) - int(spec.minimum or 0) + 1
-    out = [_vector(records.CONTEXT, c.context, c.context_prefix, c.context_dim, FLOAT, schema, "context")]
+    if c.features:
+        out = [_feature_field(f, schema) for f in c.features]
+    else:
+        ctx = _vector(records.CONTEXT, c.context, c.context_prefix, c.context_dim, FLOAT, schema, "context")
+        out = [Field(ctx.name, ctx.columns, ctx.dtype, ctx.width, feature_kind="float_list")]
     out.append(Field(records.ACTION, (c.action,), INT))
     out.append(Field(records.REWARD, (c.reward,), FLOAT))
     if c.propensity:
@@ -91,6 +101,17 @@ def _bandit_fields(config: ExperienceGenConfig, schema: SourceSchema) -> list[Fi
     if c.timestamp:
         out.append(Field(records.TIMESTAMP, (c.timestamp,), TIMESTAMP))
     return out
+
+
+def _feature_field(f, schema: SourceSchema) -> Field:
+    """A resolved FeatureColumn (kind and dtype concrete) -> the field it is read into."""
+    col = f.source_column
+    if f.kind == "categorical":
+        return Field(f.name, (col,), STRING if f.dtype == "string" else INT, feature_kind=f.kind)
+    if f.kind == "float":
+        return Field(f.name, (col,), FLOAT, feature_kind=f.kind)
+    v = _vector(f.name, (col,), None, f.dim, FLOAT, schema, f"features['{f.name}']")
+    return Field(f.name, v.columns, FLOAT, v.width, feature_kind=f.kind)
 
 
 def _trajectory_fields(config: ExperienceGenConfig, schema: SourceSchema) -> list[Field]:

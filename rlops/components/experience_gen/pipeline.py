@@ -17,7 +17,7 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-from rlops.components.experience_gen import records, simulation, sinks, sources, splits, validation
+from rlops.components.experience_gen import features, records, simulation, sinks, sources, splits, validation
 from rlops.components.experience_gen.config import (BANDIT, BanditColumns, BigQuerySource, ExperienceGenConfig,
                                                     FileSource, SimulationSource, TrajectoryColumns)
 from rlops.components.experience_gen.layout import Layout, SourceSchema, resolve_layout
@@ -45,6 +45,7 @@ def make_plan(config: ExperienceGenConfig) -> Plan:
     src = config.source
     if isinstance(src, FileSource):
         files = sources.match_files(src.pattern)
+        config = features.resolve_features(config, files)
         layout = resolve_layout(config, _first_schema(files, src))
         return Plan(config, layout, tuple(sources.plan_ranges(files, src)))
     if isinstance(src, BigQuerySource):
@@ -189,12 +190,13 @@ class BigQueryRowsFn(beam.DoFn):
 class EncodeBanditFn(beam.DoFn):
     """Valid batch -> (serialized tf.Examples, count) per split, tagged with the split's name."""
 
-    def __init__(self, config: ExperienceGenConfig):
+    def __init__(self, config: ExperienceGenConfig, feature_names: tuple[str, ...] = (records.CONTEXT,)):
         self.config = config
+        self.feature_names = feature_names
 
     def process(self, batch: ValidBatch) -> Iterator[Any]:
-        serialized = records.encode_bandit(batch.columns)
-        which = assign_splits(self.config, batch.columns, batch.split_key, batch.split_time)
+        serialized = records.encode_bandit(batch.columns, self.feature_names)
+        which = assign_splits(self.config, batch.columns, batch.split_key, batch.split_time, self.feature_names)
         for i, s in enumerate(self.config.splits.splits):
             idx = np.flatnonzero(which == i)
             if len(idx) == len(serialized):
@@ -204,11 +206,12 @@ class EncodeBanditFn(beam.DoFn):
 
 
 def assign_splits(config: ExperienceGenConfig, columns: dict[str, np.ndarray], key: np.ndarray | None,
-                  time: np.ndarray | None) -> np.ndarray:
+                  time: np.ndarray | None, feature_names: tuple[str, ...] = (records.CONTEXT,)) -> np.ndarray:
     s = config.splits
     if time is not None:
         return splits.by_time(time, s.time_boundaries)
-    h = splits.key_hash(key) if key is not None else splits.content_hash(columns, records.BANDIT_ORDER)
+    order = tuple(feature_names) + tuple(k for k in records.BANDIT_ORDER if k not in feature_names)
+    h = splits.key_hash(key) if key is not None else splits.content_hash(columns, order)
     return splits.by_hash(h, s.splits)
 
 
@@ -348,7 +351,9 @@ def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) 
     names = cfg.splits.names
     quarantined = [ingested[QUARANTINE_PREFIX]]
     if plan.layout.kind == BANDIT:
-        out = valid | "EncodeSplit" >> beam.ParDo(EncodeBanditFn(cfg)).with_outputs(*names)
+        feature_names = tuple(f.name for f in plan.layout.features)
+        out = valid | "EncodeSplit" >> beam.ParDo(EncodeBanditFn(cfg, feature_names)).with_outputs(*names)
+        _schema(p, plan, valid, examples_uri)
     else:
         out = (valid | "KeySteps" >> beam.FlatMap(key_steps)
                | "GroupEpisodes" >> beam.GroupByKey()
@@ -360,6 +365,23 @@ def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) 
          | "FormatQuarantine" >> beam.ParDo(FormatQuarantineFn())
          | "WriteQuarantine" >> beam.io.WriteToText(FileSystems.join(quarantine_uri, QUARANTINE_PREFIX),
                                                      file_name_suffix=".jsonl.gz"))
+
+
+def _schema(p: beam.Pipeline, plan: Plan, valid: beam.PCollection, examples_uri: str) -> None:
+    """The feature schema beside the Examples: vocabularies and float statistics of named
+    features combined over every valid batch; the legacy dense `context` needs none."""
+    reserved = tuple(f.name for f in plan.layout.fields if f.feature_kind is None)
+    cols = plan.config.bandit_columns.features
+    if not cols:
+        from rlops.features.schema import FeatureSchema
+        width = plan.layout.features[0].width or 1
+        _ = (p | "LegacySchema" >> beam.Create([None])
+             | "WriteLegacySchema" >> beam.Map(lambda _: features.write_schema(FeatureSchema.legacy(width),
+                                                                                examples_uri, reserved)))
+        return
+    _ = (valid | "FeatureStats" >> beam.Map(lambda b: features.batch_stats(b.columns, cols))
+         | "MergeStats" >> beam.CombineGlobally(features.MergeStats())
+         | "WriteSchema" >> beam.ParDo(features.WriteSchemaFn(cols, examples_uri, reserved)))
 
 
 def bigquery_read(src: BigQuerySource) -> beam.PTransform:

@@ -13,7 +13,7 @@ Trajectories: one tf.SequenceExample per episode, steps in order. Context featur
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -54,19 +54,37 @@ def _as_list_array(values: np.ndarray) -> pa.ListArray:
     n = values.shape[0]
     width = 1 if values.ndim == 1 else values.shape[1]
     offsets = pa.array(np.arange(0, n * width + 1, width, dtype=np.int32))
-    return pa.ListArray.from_arrays(offsets, pa.array(np.ascontiguousarray(values).reshape(-1)))
+    flat = np.ascontiguousarray(values).reshape(-1)
+    # Strings go in as binary: RecordBatchToExamples writes bytes_list from binary, not string.
+    inner = pa.array(flat, pa.string()).cast(pa.binary()) if values.dtype == object else pa.array(flat)
+    return pa.ListArray.from_arrays(offsets, inner)
 
 
 _BANDIT_DTYPES = {CONTEXT: np.float32, ACTION: np.int64, REWARD: np.float32, PROPENSITY: np.float32,
                   ACTION_MASK: np.int64, WEIGHT: np.float32, TIMESTAMP: np.int64}
 
 
-def encode_bandit(columns: Mapping[str, np.ndarray]) -> list[bytes]:
-    """Validated bandit columns (numpy, one row per decision) -> serialized tf.Examples."""
+def _feature_dtype(values: np.ndarray) -> Any:
+    """Raw context features keep their kind: strings -> bytes, ints -> int64, numbers -> float."""
+    if values.dtype == object or values.dtype.kind in "SU":
+        return object
+    return np.int64 if values.dtype.kind in "iu" else np.float32
+
+
+def encode_bandit(columns: Mapping[str, np.ndarray], features: Sequence[str] | None = None) -> list[bytes]:
+    """Validated bandit columns (numpy, one row per decision) -> serialized tf.Examples.
+
+    `features`: the context features, each stored under its own name (default: the legacy
+    dense float `context`)."""
     from tfx_bsl.coders import example_coder
 
-    names = [k for k in BANDIT_ORDER if k in columns]
-    arrays = [_as_list_array(np.asarray(columns[k], _BANDIT_DTYPES[k])) for k in names]
+    features = [CONTEXT] if features is None else list(features)
+    names = [k for k in features if k in columns] + [k for k in BANDIT_ORDER if k in columns and k != CONTEXT]
+    arrays = []
+    for k in names:
+        v = np.asarray(columns[k])
+        arrays.append(_as_list_array(np.asarray(v, _BANDIT_DTYPES[k] if k in _BANDIT_DTYPES and k not in features
+                                                else _feature_dtype(v))))
     return example_coder.RecordBatchToExamples(pa.RecordBatch.from_arrays(arrays, names))
 
 
@@ -98,15 +116,33 @@ def bandit_feature_spec(context_dim: int, num_actions: int | None = None, propen
     return spec
 
 
-def bandit_trajectory(parsed: Mapping[str, tf.Tensor], action_spec: tf.TensorSpec) -> Trajectory:
+def feature_parse_spec(schema: Any) -> dict[str, tf.io.FixedLenFeature]:
+    """tf.io parse spec of a FeatureSchema's raw context features, each under its own name."""
+    import tensorflow as tf
+
+    from rlops.features import input_spec
+    out = {}
+    for f in schema.features:
+        if f.multivalent:
+            raise NotImplementedError(f"feature '{f.name}': multivalent categoricals are not read from "
+                                      f"Examples yet")
+        spec = input_spec(f)
+        out[f.name] = tf.io.FixedLenFeature(spec.shape[1:], spec.dtype)
+    return out
+
+
+def bandit_trajectory(parsed: Mapping[str, tf.Tensor], action_spec: tf.TensorSpec,
+                      observation: tf.Tensor | None = None) -> Trajectory:
     """Parsed bandit examples [B] -> the [B, 1] single-step Trajectory bandit agents train on;
-    policy_info holds the logged propensity."""
+    policy_info holds the logged propensity. `observation`: the dense model input (default: the
+    legacy `context` feature)."""
     import tensorflow as tf
 
     from rlops.agents import trajectories
     info = {"propensity": parsed[PROPENSITY]} if PROPENSITY in parsed else ()
     action = tf.cast(parsed[ACTION], action_spec.dtype)
-    return trajectories.single_step_trajectory(parsed[CONTEXT], action, parsed[REWARD], info)
+    observation = parsed[CONTEXT] if observation is None else observation
+    return trajectories.single_step_trajectory(observation, action, parsed[REWARD], info)
 
 
 def bandit_dataset(file_pattern: str, feature_spec: Mapping[str, Any], batch_size: int,
@@ -216,3 +252,52 @@ def episode_dataset(file_pattern: str, observation_spec: tf.TensorSpec, action_s
     files = tf.data.Dataset.list_files(file_pattern, shuffle=False)
     ds = tf.data.TFRecordDataset(files, compression_type="GZIP")
     return ds.map(lambda s: parse_episode(s, observation_spec, action_spec, policy_info_spec))
+
+
+# --- bandit: the logged feedback as numpy (Evaluator, Pusher, `rlops evaluate`) -----------------
+
+FEATURES = "features"
+
+
+def read_logged_bandit(examples_uri: str, split: str = "eval", max_records: int | None = None) -> dict[str, Any]:
+    """A split's records as numpy: `context` [N, D] (the dense legacy feature, or the named
+    features through the Examples' own Preprocessor: what a reward model fits on), `action`,
+    `reward`, `propensity` (when logged) and, for named features, `features` {name: raw values}
+    (strings as bytes) -- what a policy exported with its preprocessing acts on."""
+    import tensorflow as tf
+
+    from rlops.features import FeatureSchema, Preprocessor
+    from rlops.features import load as load_schema
+    pattern = split_file_pattern(examples_uri, split)
+    if not tf.io.gfile.glob(pattern):
+        raise FileNotFoundError(f"examples: no '{split}' split files at {pattern}")
+    first = first_example(pattern)
+    schema = load_schema(examples_uri)
+    if schema is None:
+        if CONTEXT not in first.features.feature:
+            raise ValueError(f"examples: no feature schema and no dense '{CONTEXT}' feature in {examples_uri}")
+        schema = FeatureSchema.legacy(len(first.features.feature[CONTEXT].float_list.value))
+    present = first.features.feature
+    mask_width = len(present[ACTION_MASK].int64_list.value) if ACTION_MASK in present else None
+    spec = bandit_feature_spec(1, mask_width, propensity=PROPENSITY in present, weight=WEIGHT in present)
+    del spec[CONTEXT]
+    spec.update(feature_parse_spec(schema))
+    batch = min(max_records or 8192, 8192)
+    dataset = bandit_dataset(pattern, spec, batch)
+    if max_records:
+        dataset = dataset.unbatch().take(max_records).batch(batch)
+    parts: dict[str, list] = {k: [] for k in spec}
+    for b in dataset:
+        for k in parts:
+            parts[k].append(b[k].numpy())
+    cols = {k: np.concatenate(v) for k, v in parts.items()}
+    if schema.is_legacy:
+        return cols
+    out = {k: v for k, v in cols.items() if k not in schema.names}
+    # Strings as fixed-width bytes ('S'): saved with np.savez and loaded without pickle.
+    out[FEATURES] = {k: cols[k].astype(bytes) if cols[k].dtype == object else cols[k] for k in schema.names}
+    pre = Preprocessor(schema)
+    out[CONTEXT] = np.concatenate([pre({k: v[i:i + 8192] for k, v in out[FEATURES].items()}).numpy()
+                                   for i in range(0, len(out[ACTION]), 8192)]) if len(out[ACTION]) else \
+        np.zeros((0, schema.observation_dim), np.float32)
+    return out

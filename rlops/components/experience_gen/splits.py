@@ -35,6 +35,9 @@ def content_hash(columns: Mapping[str, np.ndarray], order: Sequence[str]) -> np.
             if name not in columns:
                 continue
             v = np.ascontiguousarray(columns[name])
+            if v.dtype == object:  # strings (categorical features): pandas' fixed-key hash per value
+                import pandas as pd
+                v = pd.util.hash_array(v.reshape(-1), categorize=False).reshape(n, -1)
             words = v.reshape(n, -1).view(np.uint32) if v.dtype.itemsize >= 4 else v.reshape(n, -1).astype(np.uint32)
             for j in range(words.shape[1]):
                 h = (h ^ words[:, j].astype(np.uint64)) * _FNV_PRIME

@@ -143,7 +143,9 @@ def _check_action(values: dict[str, np.ndarray], layout: Layout, config: Experie
 
 def _check_bandit(values: dict[str, np.ndarray], layout: Layout, config: ExperienceGenConfig, rej: _Rejects) -> None:
     f = layout.field
-    _finite(values[records.CONTEXT], f(records.CONTEXT), rej)
+    for feature in layout.features:
+        if feature.feature_kind != "categorical":
+            _finite(values[feature.name], feature, rej)
     _check_action(values, layout, config, rej)
     _finite(values[records.REWARD], f(records.REWARD), rej)
     if records.PROPENSITY in values:

@@ -28,6 +28,8 @@ def verification_inputs(examples_uri: str | None, env_id: str | None) -> dict[st
     if examples_uri:
         from rlops.components.evaluator.core import load_logged_feedback
         data = load_logged_feedback(examples_uri, max_records=NUM_VERIFY_INPUTS)  # not the whole split
+        if data.features is not None:  # a policy exported with its features takes them raw, by name
+            return {f"observation_{k}": v for k, v in data.features.items()}
         return {"observation": data.contexts.astype(np.float32)}
     if env_id:
         from rlops.envs.gym_env import GymVectorEnv

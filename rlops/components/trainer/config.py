@@ -44,6 +44,7 @@ class TrainerConfig(JsonConfig):
     hidden_sizes: tuple[int, ...] = (64,)
     learning_rate: float = 1e-3
     epsilon: float = 0.1                 # collect (logging) policy's exploration
+    serving_epsilon: float | None = None  # serving_default's exploration (None: epsilon)
     alpha: float = 1.0                   # LinUCB / LinTS exploration width
     batch_size: int = 32
     train_steps: int = 2_000
@@ -71,6 +72,8 @@ class TrainerConfig(JsonConfig):
         if self.agent in BANDIT_AGENTS and (self.num_actions is None or self.num_actions < 2):
             raise ValueError(f"trainer.num_actions: bandit agent '{self.agent}' needs num_actions >= 2, "
                              f"got {self.num_actions}")
+        if self.serving_epsilon is not None and not 0.0 <= self.serving_epsilon <= 1.0:
+            raise ValueError(f"trainer.serving_epsilon must be in [0, 1], got {self.serving_epsilon}")
         for name in ("batch_size", "train_steps", "steps_per_run"):
             if getattr(self, name) < 1:
                 raise ValueError(f"trainer.{name} must be >= 1, got {getattr(self, name)}")
@@ -101,6 +104,11 @@ class TrainerConfig(JsonConfig):
         if unknown:
             raise ValueError(f"trainer.ppo_offline.{unknown[0]}: unknown option; known: {', '.join(sorted(known))}")
         return PPOOfflineConfig(**self.ppo_offline)
+
+    @property
+    def exploration_epsilon(self) -> float:
+        """What the served policy explores with (serving_default's epsilon-greedy)."""
+        return self.epsilon if self.serving_epsilon is None else self.serving_epsilon
 
     @property
     def is_bandit(self) -> bool:

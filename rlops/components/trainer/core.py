@@ -25,6 +25,9 @@ import tensorflow as tf
 
 from rlops.agents import specs
 from rlops.components.trainer.config import PPOOfflineConfig, TrainerConfig
+from rlops.features import SCHEMA_FILE, FeatureSchema, Preprocessor
+from rlops.features import load as load_feature_schema
+from rlops.features.export import FeaturePolicy
 
 if TYPE_CHECKING:
     from rlops.components.trainer.episodes import LoggedFeatures
@@ -77,9 +80,13 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
 
     pattern = records.split_file_pattern(examples_uri, "train")
     first = records.first_example(pattern)
-    context_dim = len(first.features.feature[records.CONTEXT].float_list.value)
     has_propensity = records.PROPENSITY in first.features.feature
-    feature_spec = records.bandit_feature_spec(context_dim, None, propensity=has_propensity)
+    schema = _feature_schema(examples_uri, first, base_model_uri)
+    preprocessor = None if schema.is_legacy else Preprocessor(schema)
+    context_dim = schema.observation_dim
+    feature_spec = records.bandit_feature_spec(1, None, propensity=has_propensity)
+    del feature_spec[records.CONTEXT]  # the context features come from the schema, by name
+    feature_spec.update(records.feature_parse_spec(schema))
     tf.random.set_seed(config.seed)
     strategy = get_strategy(config.strategy)
     with strategy.scope():
@@ -88,12 +95,16 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
     warm = _warm_start(agent, train_step, base_model_uri) if base_model_uri else None
     action_spec = agent.action_spec
 
+    def to_trajectory(p: dict):
+        observation = p[records.CONTEXT] if preprocessor is None else preprocessor(p)
+        return records.bandit_trajectory(p, action_spec, observation)
+
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
         per_replica = ctx.get_per_replica_batch_size(config.batch_size * ctx.num_replicas_in_sync)
         ds = records.bandit_dataset(pattern, feature_spec, per_replica, shuffle=True, seed=config.seed)
         ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id) if ctx.num_input_pipelines > 1 else ds
         ds = ds.filter(lambda p: tf.shape(p[records.REWARD])[0] == per_replica)  # full batches only
-        return ds.repeat().map(lambda p: records.bandit_trajectory(p, action_spec)).prefetch(2)
+        return ds.repeat().map(to_trajectory).prefetch(2)
 
     learner = Learner(model_uri, train_step, agent, dataset_fn, checkpoint_interval=config.checkpoint_interval,
                       summary_interval=config.summary_interval, max_checkpoints_to_keep=config.max_checkpoints_to_keep,
@@ -107,10 +118,35 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
         log.info("trainer: %d/%d steps, loss %.4f", done, config.train_steps, curve[-1][1])
     wall = time.perf_counter() - start
     learner.save_checkpoint()
-    _export_policies(serving_policy(agent), agent.collect_policy, train_step, model_uri)
+    greedy, collect = serving_policy(agent), agent.collect_policy
+    if preprocessor is not None:  # the exported policies take raw named features
+        greedy, collect = FeaturePolicy(greedy, preprocessor), FeaturePolicy(collect, preprocessor)
+    _export_policies(greedy, collect, train_step, model_uri, serving_epsilon=config.exploration_epsilon,
+                     schema=schema)
     return TrainResult(train_steps=done, final_loss=curve[-1][1], steps_per_sec=done / max(wall, 1e-9), wall_s=wall,
                        warm_started_from=warm, curve=curve,
-                       extra={"context_dim": context_dim, "num_actions": config.num_actions})
+                       extra={"context_dim": context_dim, "num_actions": config.num_actions,
+                              "features": schema.names})
+
+
+def _feature_schema(examples_uri: str, first: tf.train.Example, base_model_uri: str | None) -> FeatureSchema:
+    """The schema the model is built on: the Examples' (legacy records without one: their dense
+    `context`), or at warm start the base model's own, so the vocabularies -- and with them the
+    meaning of every input weight -- stay those it was trained with (new values go to OOV
+    buckets). A feature the base model needs that the new data lacks or retypes is an error."""
+    from rlops.components.experience_gen import records
+    data = load_feature_schema(examples_uri)
+    if data is None:
+        if records.CONTEXT not in first.features.feature:
+            raise ValueError(f"examples: no {SCHEMA_FILE} and no dense '{records.CONTEXT}' feature in {examples_uri}")
+        data = FeatureSchema.legacy(len(first.features.feature[records.CONTEXT].float_list.value))
+    base = load_feature_schema(serving_dir(base_model_uri)) if base_model_uri else None
+    if base is None:
+        return data
+    extra = base.check_compatible(data, what=f"examples at {examples_uri} (warm start from {base_model_uri})")
+    if extra:
+        log.info("trainer: the base model has no use for new feature(s) %s; they are ignored at warm start", extra)
+    return base
 
 
 def train_ppo_online(model_uri: str, model_run_uri: str, config: TrainerConfig,
@@ -290,14 +326,21 @@ def _single_replica_strategy(name: str) -> tf.distribute.Strategy:
     return strategy
 
 
-def _export_policies(serving_policy, collect_policy, train_step: tf.Variable, model_uri: str) -> None:
+def _export_policies(serving_policy, collect_policy, train_step: tf.Variable, model_uri: str,
+                     serving_epsilon: float | None = None, schema: FeatureSchema | None = None) -> None:
     """Both SavedModels share one variable list, so a checkpoint-only update of either loads
-    into both (rlops.train.policy_saver)."""
+    into both (rlops.train.policy_saver). With `serving_epsilon`, the serving SavedModel gets
+    `serving_default` (both get the same metadata, so their checkpoints stay interchangeable);
+    the feature schema goes beside it."""
     from rlops.train.policy_saver import PolicySaver
     shared = list({id(v): v for v in list(serving_policy.variables) + list(collect_policy.variables)}.values())
-    PolicySaver(serving_policy, train_step=train_step, variables=shared).save(serving_dir(model_uri))
-    PolicySaver(collect_policy, train_step=train_step, variables=shared).save(
+    meta = {} if serving_epsilon is None else {"serving_epsilon": float(serving_epsilon)}
+    PolicySaver(serving_policy, train_step=train_step, variables=shared, serving_epsilon=serving_epsilon).save(
+        serving_dir(model_uri))
+    PolicySaver(collect_policy, train_step=train_step, variables=shared, metadata=meta).save(
         os.path.join(model_uri, COLLECT_POLICY_DIR))
+    if schema is not None:
+        schema.save(serving_dir(model_uri))
 
 
 def run_trainer(config: TrainerConfig | str, model_uri: str, model_run_uri: str, examples_uri: str | None = None,

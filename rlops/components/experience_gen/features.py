@@ -1,0 +1,253 @@
+"""Named context features: kinds inferred from a sample of the data, statistics in Beam.
+
+At construction, `resolve_features` turns every `kind: auto` feature of `BanditColumns.features`
+into a concrete kind and dtype from the first file's Arrow types (CSV and JSON Lines: a parse of
+its first megabyte). In the pipeline, each valid batch yields `BatchStats` (value counts of
+categoricals, sums of floats; vectorized), `MergeStats` combines them, and `write_schema` turns
+the total into the FeatureSchema (top-k vocabularies, mean/std) stored with the Examples.
+"""
+from __future__ import annotations
+
+import dataclasses
+import io
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+
+from rlops.components.experience_gen import records
+from rlops.components.experience_gen.config import (BigQuerySource, ExperienceGenConfig, FeatureColumn, FileSource)
+from rlops.features.schema import CATEGORICAL, FLOAT, FLOAT_LIST, INT64, STRING, FeatureSchema, FeatureSpec, top_k
+
+SAMPLE_BYTES = 1 << 20
+
+
+# --- kinds: config, else inferred from the data -----------------------------------------------
+
+def resolve_features(config: ExperienceGenConfig, files: list[tuple[str, int]]) -> ExperienceGenConfig:
+    """The config with every feature's kind, dtype and (float_list) dim made concrete; a file
+    source's sample also checks configured kinds (a mismatch would quarantine every record)."""
+    cols = config.bandit_columns
+    src = config.source
+    if not cols.features or (not isinstance(src, FileSource) and all(_concrete(f) for f in cols.features)):
+        return config
+    if not isinstance(src, FileSource):
+        auto = next(f.name for f in cols.features if not _concrete(f))
+        kind = "BigQuery" if isinstance(src, BigQuerySource) else type(src).__name__
+        raise ValueError(f"bandit_columns.features['{auto}']: kind/dtype 'auto' needs a file source to infer "
+                         f"from; with a {kind} source set kind (and dtype/dim) explicitly")
+    types = _sample_types(files, src)
+    out = []
+    for f in cols.features:
+        out.append(_infer(f, types))
+    return dataclasses.replace(config, bandit_columns=dataclasses.replace(cols, features=tuple(out)))
+
+
+def _concrete(f: FeatureColumn) -> bool:
+    if f.kind == "auto":
+        return False
+    if f.kind == CATEGORICAL:
+        return f.dtype != "auto"
+    return f.kind == FLOAT or f.dim is not None
+
+
+def _infer(f: FeatureColumn, types: Mapping[str, tuple[pa.DataType, int | None]]) -> FeatureColumn:
+    where = f"bandit_columns.features['{f.name}']"
+    col = f.source_column
+    if col not in types:
+        raise ValueError(f"{where}: column {col!r} is not in the data; columns: {sorted(types)[:30]}")
+    t, width = types[col]
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        inner = t.value_type
+        if (pa.types.is_floating(inner) or pa.types.is_integer(inner)) and f.kind in ("auto", FLOAT_LIST):
+            return dataclasses.replace(f, kind=FLOAT_LIST, dtype="auto", dim=f.dim or width or 1)
+        raise ValueError(f"{where}: column {col!r} holds lists of {inner}; list-valued categoricals "
+                         f"(multivalent) are not ingested yet: give one column per value")
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t):
+        if f.kind not in ("auto", CATEGORICAL):
+            raise ValueError(f"{where}: kind {f.kind!r} but column {col!r} holds text (e.g. hashed ids): "
+                             f"use kind 'categorical'")
+        return dataclasses.replace(f, kind=CATEGORICAL, dtype=STRING if f.dtype == "auto" else f.dtype)
+    if pa.types.is_integer(t):
+        if f.kind in (FLOAT, FLOAT_LIST):
+            return dataclasses.replace(f, dim=f.dim or 1)
+        return dataclasses.replace(f, kind=CATEGORICAL, dtype=INT64 if f.dtype == "auto" else f.dtype)
+    if pa.types.is_floating(t) or pa.types.is_decimal(t):
+        if f.kind == CATEGORICAL:
+            raise ValueError(f"{where}: kind 'categorical' but column {col!r} holds non-integer numbers")
+        return dataclasses.replace(f, kind=FLOAT if f.kind == "auto" else f.kind, dim=f.dim or 1)
+    raise ValueError(f"{where}: cannot infer a kind from column {col!r} of type {t} (e.g. all empty in the "
+                     f"sample); set kind (and dtype) explicitly")
+
+
+def _sample_types(files: list[tuple[str, int]], src: FileSource) -> dict[str, tuple[pa.DataType, int | None]]:
+    """Column -> (Arrow type, most common list length) from the first readable file."""
+    from rlops.components.experience_gen.sources.base import open_file
+    last: Exception | None = None
+    for path, _ in files[:10]:
+        try:
+            if src.format == "parquet":
+                import pyarrow.parquet as pq
+                with open_file(path, src) as fh:
+                    pf = pq.ParquetFile(fh)
+                    table = next(pf.iter_batches(batch_size=1000), None)
+                    table = pa.Table.from_batches([table]) if table is not None else pf.schema_arrow.empty_table()
+            elif src.format == "tfrecord":
+                return _tfrecord_types(path, src)
+            else:
+                with open_file(path, src) as fh:
+                    data = fh.read(SAMPLE_BYTES)
+                cut = data.rfind(b"\n")
+                data = data[:cut + 1] if cut > 0 and len(data) == SAMPLE_BYTES else data
+                table = _parse_text(data, src)
+            return {name: (table.schema.field(name).type, _width(table.column(name))) for name in table.column_names}
+        except Exception as e:  # noqa: BLE001 - a broken file is quarantined later; try the next
+            last = e
+    raise ValueError(f"bandit_columns.features: could not read a sample to infer feature kinds ({last}); "
+                     f"set kind and dtype explicitly")
+
+
+def _parse_text(data: bytes, src: FileSource) -> pa.Table:
+    if src.format == "jsonl":
+        import pyarrow.json as pjson
+        return pjson.read_json(io.BytesIO(data))
+    import pyarrow.csv as pcsv
+    names = list(src.csv_column_names) or None
+    return pcsv.read_csv(io.BytesIO(data), read_options=pcsv.ReadOptions(column_names=names),
+                         parse_options=pcsv.ParseOptions(delimiter=src.csv_delimiter))
+
+
+def _width(column: pa.ChunkedArray) -> int | None:
+    if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)):
+        return None
+    import pyarrow.compute as pc
+    lengths = pc.list_value_length(column.combine_chunks()).drop_null().to_numpy(zero_copy_only=False)
+    return int(np.bincount(lengths).argmax()) if len(lengths) else None
+
+
+def _tfrecord_types(path: str, src: FileSource) -> dict[str, tuple[pa.DataType, int | None]]:
+    import tensorflow as tf
+
+    from rlops.components.experience_gen.sources.base import open_file
+    from rlops.components.experience_gen.sources.tfrecord import iter_tfrecords
+    widths: dict[str, Counter] = {}
+    kinds: dict[str, str] = {}
+    with open_file(path, src) as fh:
+        for n, (_, _, data, problem) in enumerate(iter_tfrecords(fh)):
+            if problem or n >= 100:
+                break
+            for k, v in tf.train.Example.FromString(data).features.feature.items():
+                kind = v.WhichOneof("kind")
+                if kind:
+                    kinds[k] = kind
+                    widths.setdefault(k, Counter())[len(getattr(v, kind).value)] += 1
+    arrow = {"bytes_list": pa.string(), "int64_list": pa.int64(), "float_list": pa.float32()}
+    out = {}
+    for k, kind in kinds.items():
+        width = widths[k].most_common(1)[0][0]
+        t = arrow[kind]
+        out[k] = (pa.list_(t), width) if (width != 1 and kind == "float_list") else (t, None)
+    return out
+
+
+# --- statistics ---------------------------------------------------------------------------------
+
+@dataclass
+class Stats:
+    """Sufficient statistics of the features over some valid records."""
+    counts: dict[str, Counter] = field(default_factory=dict)  # categorical -> value counts
+    sums: dict[str, np.ndarray] = field(default_factory=dict)  # float -> [3, dim]: n, sum, sum of squares
+
+    def merge(self, other: "Stats") -> "Stats":
+        for k, c in other.counts.items():
+            self.counts.setdefault(k, Counter()).update(c)
+        for k, s in other.sums.items():
+            self.sums[k] = self.sums[k] + s if k in self.sums else s.copy()
+        return self
+
+
+def batch_stats(columns: Mapping[str, np.ndarray], features: tuple[FeatureColumn, ...]) -> Stats:
+    out = Stats()
+    for f in features:
+        v = columns[f.name]
+        if f.kind == CATEGORICAL:
+            import pandas as pd  # a hash-based count: np.unique sorts Python strings (slow)
+            vc = pd.Series(v, copy=False).value_counts(sort=False)
+            out.counts[f.name] = Counter(dict(zip(vc.index.tolist(), vc.to_numpy().tolist())))
+        else:
+            x = np.asarray(v, np.float64).reshape(len(v), -1)
+            out.sums[f.name] = np.stack([np.full(x.shape[1], len(x), np.float64), x.sum(0), (x * x).sum(0)])
+    return out
+
+
+class MergeStats(beam.CombineFn):
+    def create_accumulator(self) -> Stats:
+        return Stats()
+
+    def add_input(self, acc: Stats, s: Stats) -> Stats:
+        return acc.merge(s)
+
+    def merge_accumulators(self, accs) -> Stats:
+        out = Stats()
+        for a in accs:
+            out.merge(a)
+        return out
+
+    def extract_output(self, acc: Stats) -> Stats:
+        return acc
+
+
+def feature_schema(features: tuple[FeatureColumn, ...], stats: Stats) -> FeatureSchema:
+    """The schema of concrete feature columns given their statistics over the data."""
+    specs = []
+    for f in features:
+        if f.kind == CATEGORICAL:
+            vocab: tuple = ()
+            if not f.hash_buckets:
+                c = stats.counts.get(f.name, Counter())
+                values = list(c)
+                vocab = top_k(values, [c[v] for v in values], f.vocab_size)
+                vocab = tuple(int(v) for v in vocab) if f.dtype == INT64 else tuple(str(v) for v in vocab)
+            specs.append(FeatureSpec(f.name, CATEGORICAL, dtype=f.dtype, vocabulary=vocab,
+                                     num_oov_buckets=f.num_oov_buckets, hash_buckets=f.hash_buckets))
+            continue
+        dim = 1 if f.kind == FLOAT else int(f.dim)
+        mean = std = None
+        s = stats.sums.get(f.name)
+        if f.normalize and s is not None and s[0, 0] > 0:
+            n = s[0]
+            mean = s[1] / n
+            std = np.sqrt(np.maximum(s[2] / n - mean ** 2, 0.0))
+            mean, std = tuple(mean.tolist()), tuple(std.tolist())
+        specs.append(FeatureSpec(f.name, f.kind, dim=dim, mean=mean, std=std))
+    return FeatureSchema(tuple(specs))
+
+
+_RESERVED_KINDS = {records.ACTION: "int", records.REWARD: "float", records.PROPENSITY: "float",
+                   records.ACTION_MASK: "int", records.WEIGHT: "float", records.TIMESTAMP: "int"}
+
+
+def write_schema(schema: FeatureSchema, examples_uri: str, reserved: tuple[str, ...]) -> str:
+    """rlops_feature_schema.json and TFX's schema.pbtxt (features + the record's other fields)."""
+    import tensorflow as tf
+    from google.protobuf import text_format
+
+    from rlops.features.schema import TFMD_SCHEMA_FILE
+    path = schema.save(examples_uri, tfmd=False)
+    tfmd = schema.to_tfmd_schema([(r, _RESERVED_KINDS[r]) for r in reserved])
+    with tf.io.gfile.GFile(f"{examples_uri.rstrip('/')}/{TFMD_SCHEMA_FILE}", "w") as fh:
+        fh.write(text_format.MessageToString(tfmd))
+    return path
+
+
+class WriteSchemaFn(beam.DoFn):
+    def __init__(self, features: tuple[FeatureColumn, ...], examples_uri: str, reserved: tuple[str, ...]):
+        self.features, self.examples_uri, self.reserved = features, examples_uri, reserved
+
+    def process(self, stats: Stats):
+        yield write_schema(feature_schema(self.features, stats), self.examples_uri, self.reserved)

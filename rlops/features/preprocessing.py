@@ -1,0 +1,126 @@
+"""Raw named features -> the model's dense float observation [B, D], as a tf.Module.
+
+The same module runs in the Trainer's input pipeline and inside the exported SavedModel, so
+training and serving encode features identically. Features are matched by name: the order of
+the input dict (or of a file's columns) never matters; extra inputs are ignored with a logged
+note; a missing or retyped feature raises an error naming it.
+
+Encodings, in schema order:
+    float / float_list   (x - mean) / std when the schema has them, else x
+    categorical          vocabulary lookup (StaticHashTable) with OOV ids hashed into
+                         `num_oov_buckets` extra slots, or `hash_buckets` > 0: hashing only;
+                         then one-hot (multi-hot for multivalent, padding ignored)
+"""
+from __future__ import annotations
+
+import logging
+from typing import Mapping
+
+import numpy as np
+import tensorflow as tf
+
+from rlops.features.schema import CATEGORICAL, FLOAT, INT64, STD_FLOOR, FeatureSchema, FeatureSchemaError, FeatureSpec
+
+log = logging.getLogger(__name__)
+
+# Padding of multivalent categoricals (values beyond a record's count): never counted.
+STRING_PAD, INT_PAD = b"", -1
+
+
+def input_spec(f: FeatureSpec, batch_size: int | None = None) -> tf.TensorSpec:
+    """The raw tensor a feature arrives as: [B] for one value, [B, dim] for lists."""
+    dtype = {"string": tf.string, INT64: tf.int64}.get(f.dtype, tf.float32)
+    shape = [batch_size] if (f.kind == FLOAT or (f.kind == CATEGORICAL and not f.multivalent)) \
+        else [batch_size, f.dim]
+    return tf.TensorSpec(shape, dtype, name=f.name)
+
+
+class Preprocessor(tf.Module):
+    """`preprocessor(features) -> [B, observation_dim] float32` for a FeatureSchema."""
+
+    def __init__(self, schema: FeatureSchema, name: str = "preprocessor"):
+        super().__init__(name=name)
+        self.schema = self._no_dependency(schema)
+        self.observation_dim = schema.observation_dim
+        self._tables = {}
+        for f in schema.features:
+            if f.kind == CATEGORICAL and not f.hash_buckets and f.vocabulary:
+                key_dtype = tf.string if f.dtype == "string" else tf.int64
+                keys = tf.constant(list(f.vocabulary), key_dtype)
+                init = tf.lookup.KeyValueTensorInitializer(keys, tf.range(len(f.vocabulary), dtype=tf.int64))
+                self._tables[f.name] = tf.lookup.StaticHashTable(init, default_value=-1)
+        # tf.Module tracks tables held in a dict attribute: they travel into the SavedModel.
+        self.tables = self._tables
+
+    @property
+    def input_specs(self) -> dict[str, tf.TensorSpec]:
+        return {f.name: input_spec(f) for f in self.schema.features}
+
+    def check_inputs(self, features: Mapping[str, object]) -> None:
+        """Missing or retyped features raise (naming them); extras are logged and ignored."""
+        for f in self.schema.features:
+            if f.name not in features:
+                raise FeatureSchemaError(f"feature '{f.name}' ({f.describe()}) is missing from the inputs; "
+                                         f"got {sorted(features)}")
+            want = input_spec(f).dtype
+            got = tf.as_dtype(getattr(features[f.name], "dtype", want))
+            compatible = got == want or (want.is_floating and (got.is_floating or got.is_integer)) \
+                or (want == tf.int64 and got.is_integer)
+            if not compatible:
+                raise FeatureSchemaError(f"feature '{f.name}' is {f.describe()} ({want.name}) in the model but "
+                                         f"arrives as {got.name}")
+        extra = sorted(set(features) - set(self.schema.names))
+        if extra:
+            log.info("preprocessor: ignoring input column(s) not in the feature schema: %s", extra)
+
+    def __call__(self, features: Mapping[str, tf.Tensor]) -> tf.Tensor:
+        self.check_inputs(features)
+        parts = [self._encode(f, features[f.name]) for f in self.schema.features]
+        return tf.concat(parts, axis=-1) if len(parts) > 1 else parts[0]
+
+    # --- per kind -------------------------------------------------------------------------------
+    def _encode(self, f: FeatureSpec, x: tf.Tensor) -> tf.Tensor:
+        if f.kind != CATEGORICAL:
+            x = tf.cast(x, tf.float32)
+            x = tf.reshape(x, [-1, f.dim])
+            if f.mean is not None:
+                std = np.maximum(np.asarray(f.std if f.std is not None else [1.0] * f.dim, np.float32), STD_FLOOR)
+                x = (x - tf.constant(f.mean, tf.float32)) / tf.constant(std)
+            return x
+        x = tf.convert_to_tensor(x)
+        if f.dtype == INT64:
+            x = tf.cast(x, tf.int64)
+        ids = self._ids(f, x)  # [B] or [B, dim]; -1: no slot (padding, or OOV without buckets)
+        hot = tf.one_hot(ids, f.output_dim, dtype=tf.float32)  # -1 -> all zeros
+        if f.multivalent:
+            hot = tf.minimum(tf.reduce_sum(hot, axis=-2), 1.0)
+        return tf.reshape(hot, [-1, f.output_dim])
+
+    def _ids(self, f: FeatureSpec, x: tf.Tensor) -> tf.Tensor:
+        text = x if f.dtype == "string" else tf.strings.as_string(x)
+        pad = tf.equal(x, STRING_PAD if f.dtype == "string" else INT_PAD) if f.multivalent else None
+        if f.hash_buckets:
+            ids = tf.strings.to_hash_bucket_fast(text, f.hash_buckets)
+        else:
+            n = len(f.vocabulary)
+            ids = self._tables[f.name].lookup(x) if n else tf.fill(tf.shape(x), tf.constant(-1, tf.int64))
+            if f.num_oov_buckets:
+                oov = n + tf.strings.to_hash_bucket_fast(text, f.num_oov_buckets)
+                ids = tf.where(ids < 0, oov, ids)
+        if pad is not None:
+            ids = tf.where(pad, tf.constant(-1, tf.int64), ids)
+        return ids
+
+
+def numpy_features(schema: FeatureSchema, columns: Mapping[str, np.ndarray]) -> dict[str, tf.Tensor]:
+    """Numpy columns (strings as str/bytes objects) -> tensors typed for the preprocessor."""
+    out = {}
+    for f in schema.features:
+        if f.name not in columns:
+            raise FeatureSchemaError(f"feature '{f.name}' is missing; got {sorted(columns)}")
+        v = np.asarray(columns[f.name])
+        if f.dtype == "string":
+            out[f.name] = tf.constant(v.astype(object) if v.dtype != object else v, tf.string)
+        else:
+            out[f.name] = tf.constant(v, input_spec(f).dtype)
+    return out
