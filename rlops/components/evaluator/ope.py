@@ -246,15 +246,27 @@ def _logistic(x, actions, rewards, s, k, l2, train, x_test, interaction_l2: floa
     return 1 / (1 + np.exp(-np.clip(logits, -30, 30)))
 
 
-def reward_predictions(model: str | RewardModelFn, data: LoggedFeedback, num_actions: int, seed: int = 0) -> np.ndarray:
-    """q [N, K] from a reward model kind (fitted, cross-fitted) or a callable (e.g. the trained network)."""
+def balancing_weights(propensities: np.ndarray, cap: float = 50.0) -> np.ndarray:
+    """1 / propensity, scaled to mean 1 and capped: rows reweighted as if every action had been
+    logged equally often. A logging policy that rarely shows an action otherwise lets the reward
+    model fill that action in from the popular ones (selection bias, which DM inherits in full)."""
+    w = 1.0 / np.asarray(propensities, float)
+    w /= w.mean()
+    return np.minimum(w, cap)
+
+
+def reward_predictions(model: str | RewardModelFn, data: LoggedFeedback, num_actions: int, seed: int = 0,
+                       balance: bool = True) -> np.ndarray:
+    """q [N, K] from a reward model kind (fitted, cross-fitted; record weights times balancing
+    weights when `balance`) or a callable (e.g. the trained network)."""
     if callable(model):
         q = np.asarray(model(data.contexts), float)
         if q.shape != (len(data.actions), num_actions):
             raise ValueError(f"reward model returned shape {q.shape}; expected ({len(data.actions)}, {num_actions})")
         return q
+    weights = data.record_weights * balancing_weights(data.propensities) if balance else data.weights
     return fit_reward_model(data.contexts, data.actions, data.rewards, num_actions, kind=model,
-                            weights=data.weights, seed=seed)
+                            weights=weights, seed=seed)
 
 
 # ---- per-row terms ---------------------------------------------------------------------------------
