@@ -14,7 +14,10 @@ w_i = pi(a_i | x_i) / p_i, a reward model q(x, a) and E_s the s-weighted mean ov
     DR-os     = DM + E_s[w_os (r - q)], w_os = lam w / (w^2 + lam)   Su et al. 2020
 
 tau and lam are given, or picked per policy from OBP's default grid by estimated MSE (OBP's
-tuning: a high-probability bound on the bias against DR, squared, plus the variance).
+tuning: a high-probability bound on the bias against DR, squared, plus the variance). q is
+ridge, logistic or any callable (the trained network), cross-fitted, and by default fitted on
+1/propensity-balanced rows so actions the logging policy rarely took are not filled in from the
+popular ones.
 
 Intervals: a streaming Poisson(1) bootstrap. Every estimator is a ratio of weighted column sums,
 so each resample only needs those sums; rows are processed in chunks and Poisson multiplicities
