@@ -43,7 +43,7 @@ rewards = (rng.random(n) < 0.005 * (1 + (x[:, 0] > 0))).astype(float)
 data = ope.LoggedFeedback(x, actions, rewards, logging[actions])
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 t = time.perf_counter()
-q = ope.fit_reward_model(x, actions, rewards, k, kind="ridge")
+q = ope.reward_predictions("ridge", data, k)
 cand, base, diff = ope.compare(data, ope.uniform_probs(n, k), ope.LOGGING_POLICY, q, num_bootstrap=resamples)
 print(json.dumps({"rows": n, "resamples": resamples, "actions": k, "seconds": time.perf_counter() - t,
                   "inputs_rss_mb": before, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -51,7 +51,7 @@ print(json.dumps({"rows": n, "resamples": resamples, "actions": k, "seconds": ti
 """
 
 
-def accuracy(n: int, seeds: int, num_bootstrap: int, reward_model: str) -> dict:
+def accuracy(n: int, seeds: int, num_bootstrap: int, reward_model: str, balance: bool) -> dict:
     from rlops.components.evaluator import ope
     from rlops.envs.logged_feedback import LogConfig, LogGenerator
     gen = LogGenerator(LogConfig(logging="thompson", seed=0))
@@ -66,15 +66,15 @@ def accuracy(n: int, seeds: int, num_bootstrap: int, reward_model: str) -> dict:
         ctr.append(imp["reward"].mean())
         data = ope.LoggedFeedback(gen.encode(logs.contexts()), imp["action"], imp["reward"].astype(float),
                                   imp["propensity"])
-        q = ope.fit_reward_model(data.contexts, data.actions, data.rewards, gen.num_items, kind=reward_model,
-                                 seed=seed)
+        q = ope.reward_predictions(reward_model, data, gen.num_items, seed=seed, balance=balance)
         est = ope.estimate(data, ope.uniform_probs(n, gen.num_items), q, num_bootstrap=num_bootstrap, seed=seed)
         for name, e in est.items():
             errors.setdefault(name, []).append(abs(e.value - truth) / truth)
             covered[name] = covered.get(name, 0) + int(e.lower <= truth <= e.upper)
     rel = {name: round(float(np.mean(v)), 4) for name, v in errors.items()}
     dr_family = {k: rel[k] for k in ("dr", "sndr", "switch_dr", "dr_os")}
-    return {"n": n, "seeds": seeds, "reward_model": reward_model, "true_value": truth,
+    return {"n": n, "seeds": seeds, "reward_model": reward_model, "balanced_reward_model": balance,
+            "true_value": truth,
             "logging_ctr": round(float(np.mean(ctr)), 5), "relative_error": rel,
             "coverage": {name: c / seeds for name, c in covered.items()},
             "best_dr_family": min(dr_family, key=dr_family.get), "best_dr_family_error": min(dr_family.values()),
@@ -97,10 +97,11 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=20)
     p.add_argument("--num-bootstrap", type=int, default=500)
     p.add_argument("--reward-model", default="logistic", choices=["logistic", "ridge"])
+    p.add_argument("--no-balance", action="store_true", help="fit the reward model without balancing weights")
     p.add_argument("--memory-rows", type=int, default=1_000_000, help="0 skips the memory measurement")
     p.add_argument("--memory-resamples", type=int, default=1000)
     args = p.parse_args()
-    out = {"accuracy": accuracy(args.n, args.seeds, args.num_bootstrap, args.reward_model),
+    out = {"accuracy": accuracy(args.n, args.seeds, args.num_bootstrap, args.reward_model, not args.no_balance),
            "obp_reference": {"dm": 0.157, "ips": 0.311, "dr": 0.292, "switch_dr": 0.258, "dr_os": 0.160}}
     if args.memory_rows:
         out["bootstrap_memory"] = memory(args.memory_rows, args.memory_resamples)

@@ -307,7 +307,25 @@ class LogGenerator:
                            reward=rewards, propensity=probs[np.arange(n), actions])
         return LoggedBandit(impressions, dict(self.items), self.user_columns, self.float_columns, ctr, probs)
 
+    def sample_contexts(self, n: int, seed: int = 0) -> Columns:
+        """n contexts from the population (no logging policy): for online simulation and regret,
+        with `expected_ctr(contexts)` as the ground truth."""
+        rng = np.random.default_rng([self.config.seed, seed, 1])
+        return self._context_columns(rng.choice(self.config.num_users, n, p=self.user_weights),
+                                     rng.integers(0, self.num_positions, n))
+
     # ---- features for reward models -----------------------------------------------------------
+    def item_feature_matrix(self) -> np.ndarray:
+        """Dense [K, F] per-arm features from the item table: one-hot category and brand,
+        standardized log price, popularity."""
+        items = self.items
+        parts = [(items[col][:, None] == np.unique(items[col])[None, :]).astype(float)
+                 for col in ("item_category", "item_brand")]
+        log_price = np.log(items["item_price"])
+        parts.append(((log_price - log_price.mean()) / max(log_price.std(), 1e-9))[:, None])
+        parts.append(items["item_popularity"][:, None].astype(float))
+        return np.concatenate(parts, 1)
+
     def encode(self, contexts: Columns) -> np.ndarray:
         """Dense [N, D] encoding of context columns: one-hot categories, floats, one-hot position
         (what a ridge / logistic reward model or a linear agent needs)."""

@@ -14,17 +14,19 @@ def test_dr_family_intervals_cover_the_uniform_policys_true_value():
     truth = gen.true_value(gen.uniform_policy)
     assert gen.true_value(gen.logging_policy) > 1.3 * truth        # the logs favour other items: a real shift
     covered = {name: 0 for name in DR_FAMILY}
-    errors = {name: [] for name in DR_FAMILY}
+    errors = {name: [] for name in DR_FAMILY + ("dm",)}
     for seed in range(20):
         logs = gen.sample(10_000, seed=seed)
         imp = logs.impressions
         data = ope.LoggedFeedback(gen.encode(logs.contexts()), imp["action"], imp["reward"].astype(float),
                                   imp["propensity"])
-        q = ope.fit_reward_model(data.contexts, data.actions, data.rewards, gen.num_items, kind="logistic", seed=seed)
+        q = ope.reward_predictions("logistic", data, gen.num_items, seed=seed)      # balanced
         est = ope.estimate(data, ope.uniform_probs(len(data.actions), gen.num_items), q, num_bootstrap=200, seed=seed)
         for name in DR_FAMILY:
             assert est[name].trusted, est[name].reason
             covered[name] += est[name].lower <= truth <= est[name].upper
+        for name in errors:
             errors[name].append(abs(est[name].value - truth) / truth)
     assert all(c >= 18 for c in covered.values()), covered
-    assert all(np.mean(e) < 0.25 for e in errors.values()), {k: np.mean(e) for k, e in errors.items()}
+    # Mean relative error; DM too, thanks to the balanced reward model (unbalanced: 0.37).
+    assert all(np.mean(e) < 0.2 for e in errors.values()), {k: np.mean(e) for k, e in errors.items()}

@@ -62,6 +62,12 @@ def test_clicks_follow_the_click_model_and_true_values(thompson, thompson_logs):
     assert abs(imp["reward"].mean() - thompson.true_value(thompson.logging_policy)) < 4 * se
     assert thompson.true_value(thompson.uniform_policy) == pytest.approx(thompson.config.ctr, rel=1e-6)
     best = thompson.true_value(thompson.optimal_policy)
+    # Online contexts: the optimal policy's mean expected CTR on them approaches its true value.
+    online = thompson.sample_contexts(100_000, seed=4)
+    assert abs(thompson.expected_ctr(online).max(1).mean() - best) < 0.05 * best
+    feats = thompson.item_feature_matrix()
+    assert feats.shape[0] == thompson.num_items and np.isfinite(feats).all()
+    assert np.linalg.matrix_rank(feats) > 5
     assert best > thompson.true_value(thompson.logging_policy) > thompson.true_value(thompson.uniform_policy)
 
 

@@ -53,7 +53,8 @@ def test_streaming_bootstrap_memory_is_bounded_in_a_subprocess():
                                        ("min_improvement", "1e3"), ("min_improvement", float("nan")),
                                        ("min_improvement", None), ("min_eval_records", 0), ("min_ess", -1.0),
                                        ("reward_model", "forest"), ("switch_tau", "big"), ("dr_os_lambda", -1),
-                                       ("use_lower_bound", "yes"), ("confidence", 1.5)])
+                                       ("use_lower_bound", "yes"), ("confidence", 1.5),
+                                       ("reward_model_balance", "no")])
 def test_evaluator_settings_are_validated_naming_the_key(key, value):
     with pytest.raises(ValueError, match=f"evaluator.{key}"):
         EvaluatorConfig(**{key: value})

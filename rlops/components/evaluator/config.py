@@ -37,6 +37,7 @@ class EvaluatorConfig(JsonConfig):
     # Bandits: the reward model behind DM and the DR family; Switch-DR's tau and DR-os's lambda
     # (None: picked per policy by estimated MSE); minimum data to bless at all.
     reward_model: str = "auto"
+    reward_model_balance: bool = True   # fit on 1/propensity-balanced rows (see ope.balancing_weights)
     switch_tau: float | None = None
     dr_os_lambda: float | None = None
     min_eval_records: int = DEFAULT_MIN_RECORDS
@@ -62,8 +63,9 @@ class EvaluatorConfig(JsonConfig):
             raise bad("confidence", "a number in [0.5, 1)")
         if not _is_number(self.min_improvement):
             raise bad("min_improvement", "a finite number (the improvement in the estimator's units)")
-        if not isinstance(self.use_lower_bound, bool):
-            raise bad("use_lower_bound", "true or false")
+        for key in ("use_lower_bound", "reward_model_balance"):
+            if not isinstance(getattr(self, key), bool):
+                raise bad(key, "true or false")
         if not _is_int(self.num_bootstrap) or self.num_bootstrap < 50:
             raise bad("num_bootstrap", "an integer >= 50 (resamples behind each interval)")
         if not _is_int(self.num_episodes) or self.num_episodes < 5:

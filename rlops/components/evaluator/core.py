@@ -87,7 +87,7 @@ def evaluate_logged(config: EvaluatorConfig, data: ope.LoggedFeedback, candidate
                     baseline_probs: np.ndarray | str, baseline_name: str, reward_model) -> tuple[dict, ope.Estimate]:
     """Every estimator for candidate, baseline and their difference, plus the trust diagnostics."""
     num_actions = candidate_probs.shape[1]
-    q = ope.reward_predictions(reward_model, data, num_actions, seed=config.seed)
+    q = ope.reward_predictions(reward_model, data, num_actions, seed=config.seed, balance=config.reward_model_balance)
     diagnostics: list = []
     cand, base, diff = ope.compare(data, candidate_probs, baseline_probs, q, config.num_bootstrap, config.confidence,
                                    config.seed, min_records=config.min_eval_records, min_ess=config.min_ess,
@@ -155,7 +155,7 @@ def evaluate_on_logs(config: EvaluatorConfig, examples_uri: str, policy: str, sp
     if isinstance(target, str) and config.reward_model == "network":
         raise ValueError("--reward-model network needs a SavedModel policy")
     reward_model = choose_reward_model(config, data, saved)
-    q = ope.reward_predictions(reward_model, data, num_actions, seed=config.seed)
+    q = ope.reward_predictions(reward_model, data, num_actions, seed=config.seed, balance=config.reward_model_balance)
     diagnostics: list = []
     est, _, diff = ope.compare(data, target, ope.LOGGING_POLICY, q, config.num_bootstrap, config.confidence,
                                config.seed, min_records=config.min_eval_records, min_ess=config.min_ess,

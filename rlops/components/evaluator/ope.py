@@ -14,7 +14,10 @@ w_i = pi(a_i | x_i) / p_i, a reward model q(x, a) and E_s the s-weighted mean ov
     DR-os     = DM + E_s[w_os (r - q)], w_os = lam w / (w^2 + lam)   Su et al. 2020
 
 tau and lam are given, or picked per policy from OBP's default grid by estimated MSE (OBP's
-tuning: a high-probability bound on the bias against DR, squared, plus the variance).
+tuning: a high-probability bound on the bias against DR, squared, plus the variance). q is
+ridge, logistic or any callable (the trained network), cross-fitted, and by default fitted on
+1/propensity-balanced rows so actions the logging policy rarely took are not filled in from the
+popular ones.
 
 Intervals: a streaming Poisson(1) bootstrap. Every estimator is a ratio of weighted column sums,
 so each resample only needs those sums; rows are processed in chunks and Poisson multiplicities
@@ -171,9 +174,9 @@ def fit_reward_model(contexts: np.ndarray, actions: np.ndarray, rewards: np.ndar
                      seed: int = 0) -> np.ndarray:
     """Cross-fitted reward model q(x, a) -> [N, K] predictions.
 
-    ridge: one ridge regression per action. logistic (rewards in {0, 1}): one L2-regularized
-    logistic regression on [one-hot action, context], i.e. an item effect plus a context effect;
-    shared across actions, so it still fits when clicks are rare. Each row's prediction comes
+    ridge: one ridge regression per action. logistic (rewards in {0, 1}): an L2-regularized
+    logistic regression with an item effect plus a shared context effect (fits when clicks are
+    rare), then per-action context interactions shrunk towards it (see _logistic). Each row's prediction comes
     from a model fitted on the other folds, so DM/DR do not reuse a row's own reward to predict
     it (that would shrink DR's correction term towards 0). Record weights weight the fit.
     """
@@ -207,38 +210,67 @@ def _ridge(x, actions, rewards, s, k, l2, train, x_test) -> np.ndarray:
     return out
 
 
-def _logistic(x, actions, rewards, s, k, l2, train, x_test, iterations: int = 30) -> np.ndarray:
-    """Newton's method on the L2-penalized weighted log-likelihood of
-    logit q(x, a) = b + theta_a + x . beta (b unpenalized, so a rare click rate is no problem)."""
+def _newton_logistic(features, r, sw, penalty, offset, theta, iterations: int = 30, tol: float = 1e-7) -> np.ndarray:
+    """Newton's method on sum sw * logloss(r, sigmoid(offset + features @ theta)) + penalty . theta^2 / 2."""
+    for _ in range(iterations):
+        p = 1 / (1 + np.exp(-np.clip(offset + features @ theta, -30, 30)))
+        grad = features.T @ (sw * (p - r)) + penalty * theta
+        hess = (features * (sw * p * (1 - p))[:, None]).T @ features + np.diag(penalty)
+        step = np.linalg.solve(hess, grad)
+        theta = theta - step
+        if np.abs(step).max() < tol:
+            break
+    return theta
+
+
+def _logistic(x, actions, rewards, s, k, l2, train, x_test, interaction_l2: float = 10.0) -> np.ndarray:
+    """Two stages. (1) logit = b + theta_a + x . beta over all rows (b unpenalized, so a rare
+    click rate is no problem; shared beta, so it fits when clicks are rare). (2) per action, an
+    interaction x . gamma_a on top of (1), shrunk towards 0 by `interaction_l2`: it only moves
+    where an action's own rows carry enough signal."""
     xa, act, r, sw = x[train], actions[train], rewards[train], s[train]
     n, d = xa.shape
     features = np.concatenate([np.ones((n, 1)), np.eye(k)[act], xa], 1)           # [n, 1 + K + D]
     penalty = np.full(1 + k + d, l2)
     penalty[0] = 1e-6
-    prior = float(r @ sw) / max(float(sw.sum()), 1e-12)
+    prior = min(max(float(r @ sw) / max(float(sw.sum()), 1e-12), 1e-6), 1 - 1e-6)
     theta = np.zeros(1 + k + d)
-    theta[0] = math.log(min(max(prior, 1e-6), 1 - 1e-6) / (1 - min(max(prior, 1e-6), 1 - 1e-6)))
-    for _ in range(iterations):
-        p = 1 / (1 + np.exp(-np.clip(features @ theta, -30, 30)))
-        grad = features.T @ (sw * (p - r)) + penalty * theta
-        hess = (features * (sw * p * (1 - p))[:, None]).T @ features + np.diag(penalty)
-        step = np.linalg.solve(hess, grad)
-        theta -= step
-        if np.abs(step).max() < 1e-7:
-            break
-    logits = theta[0] + theta[1:1 + k][None, :] + (x_test @ theta[1 + k:])[:, None]
+    theta[0] = math.log(prior / (1 - prior))
+    theta = _newton_logistic(features, r, sw, penalty, np.zeros(n), theta)
+    base_train = features @ theta
+    logits = theta[0] + theta[1:1 + k][None, :] + (x_test @ theta[1 + k:])[:, None]   # [n_test, K]
+    for a in range(k):
+        rows = act == a
+        if min(r[rows].sum(), (1 - r[rows]).sum()) < 5:  # too few clicks (or non-clicks) to move: skip
+            continue
+        x_rows = np.concatenate([np.ones((int(rows.sum()), 1)), xa[rows]], 1)   # own intercept and slopes
+        gamma = _newton_logistic(x_rows, r[rows], sw[rows], np.full(d + 1, interaction_l2), base_train[rows],
+                                 np.zeros(d + 1), iterations=10, tol=1e-4)
+        logits[:, a] += gamma[0] + x_test @ gamma[1:]
     return 1 / (1 + np.exp(-np.clip(logits, -30, 30)))
 
 
-def reward_predictions(model: str | RewardModelFn, data: LoggedFeedback, num_actions: int, seed: int = 0) -> np.ndarray:
-    """q [N, K] from a reward model kind (fitted, cross-fitted) or a callable (e.g. the trained network)."""
+def balancing_weights(propensities: np.ndarray, cap: float = 50.0) -> np.ndarray:
+    """1 / propensity, scaled to mean 1 and capped: rows reweighted as if every action had been
+    logged equally often. A logging policy that rarely shows an action otherwise lets the reward
+    model fill that action in from the popular ones (selection bias, which DM inherits in full)."""
+    w = 1.0 / np.asarray(propensities, float)
+    w /= w.mean()
+    return np.minimum(w, cap)
+
+
+def reward_predictions(model: str | RewardModelFn, data: LoggedFeedback, num_actions: int, seed: int = 0,
+                       balance: bool = True) -> np.ndarray:
+    """q [N, K] from a reward model kind (fitted, cross-fitted; record weights times balancing
+    weights when `balance`) or a callable (e.g. the trained network)."""
     if callable(model):
         q = np.asarray(model(data.contexts), float)
         if q.shape != (len(data.actions), num_actions):
             raise ValueError(f"reward model returned shape {q.shape}; expected ({len(data.actions)}, {num_actions})")
         return q
+    weights = data.record_weights * balancing_weights(data.propensities) if balance else data.weights
     return fit_reward_model(data.contexts, data.actions, data.rewards, num_actions, kind=model,
-                            weights=data.weights, seed=seed)
+                            weights=weights, seed=seed)
 
 
 # ---- per-row terms ---------------------------------------------------------------------------------
