@@ -1,4 +1,5 @@
-"""Bandit agents (LinUCB; LinTS shares its update) trained by the Learner in a worker process (the MultiWorkerMirrored test).
+"""LinUCB (LinTS shares its update) and NeuralEpsilonGreedy trained by the Learner in a worker
+process (the MultiWorkerMirrored test).
 
 The strategy is `get_strategy('auto')`: MultiWorkerMirroredStrategy when TF_CONFIG names
 several workers (one CPU replica each). Every worker builds the same global batches from

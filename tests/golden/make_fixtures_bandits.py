@@ -156,7 +156,8 @@ def linear_case(name, cls, gamma, mask, add_bias, alpha=0.5, tikhonov=0.7):
                train_step=agent.train_step_counter.numpy() - step0, alpha=alpha, gamma=gamma, tikhonov=tikhonov,
                add_bias=add_bias, predicted_rewards_mean=step.info.predicted_rewards_mean.numpy())
     if cls is lin_ucb_agent.LinearUCBAgent:
-        out.update(action=step.action.numpy(), predicted_rewards_optimistic=step.info.predicted_rewards_optimistic.numpy())
+        out.update(action=step.action.numpy(),
+                   predicted_rewards_optimistic=step.info.predicted_rewards_optimistic.numpy())
     else:  # sampled rewards of the first eval context, N_SAMPLES draws: their mean and std per arm
         tiled = tf.nest.map_structure(lambda t: tf.repeat(t[:1], N_SAMPLES, axis=0), obs_of(ev))
         sampled = agent.policy.action(_restart(tiled, N_SAMPLES)).info.predicted_rewards_sampled.numpy()

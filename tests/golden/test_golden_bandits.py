@@ -33,11 +33,6 @@ def load(name):
         return {k: data[k] for k in data.files}
 
 
-def obs_of(f, prefix, masked):
-    x = f[f"{prefix}_x"] if f"{prefix}_x" in f else f[f"{prefix}x"]
-    return {"context": x, "mask": f[f"{prefix}_mask"]} if masked else x
-
-
 def experience(obs, actions, rewards, info=()):
     return trajectories.single_step_trajectory(obs, actions, rewards, info)
 
