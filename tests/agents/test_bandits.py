@@ -323,11 +323,16 @@ def test_linear_agents_honour_masks(cls):
 
 def test_linear_train_accepts_flat_and_time_major_experience():
     x, a, r, w = _data(20)
-    agents = [LinUCBAgent(TS_SPEC, ACTION_SPEC) for _ in range(2)]
+    agents = [LinUCBAgent(TS_SPEC, ACTION_SPEC) for _ in range(3)]
     experience = trajectories.single_step_trajectory(x, a, r)
     agents[0].train(experience, weights=w[:, None])
     agents[1].train(tf.nest.map_structure(lambda t: tf.squeeze(t, 1), experience), weights=w)
-    np.testing.assert_allclose(agents[0].theta.numpy(), agents[1].theta.numpy(), rtol=1e-6)
+    agents[2].train(experience, weights=w)  # [B, 1] experience with [B] weights
+    for other in agents[1:]:
+        np.testing.assert_allclose(agents[0].theta.numpy(), other.theta.numpy(), rtol=1e-6)
+    neural = [_neural_agent() for _ in range(2)]
+    losses = [neural[0].train(experience, weights=w[:, None]).loss, neural[1].train(experience, weights=w).loss]
+    np.testing.assert_allclose(losses[0].numpy(), losses[1].numpy(), rtol=1e-6)
 
 
 # --- learning on the digits bandit -----------------------------------------------------------
@@ -615,3 +620,52 @@ def test_per_arm_agents_beat_random_by_a_wide_margin(kind, ratio):
     ours = float(tf.reduce_mean(regret(batch.expected_rewards, step.action)))
     random = float(tf.reduce_mean(PerArmBandit.uniform_regret(batch)))
     assert ours < ratio * random, (ours, random)
+
+
+# --- MultiWorkerMirroredStrategy: 2 worker processes -------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_multi_worker_two_processes_equal_one_replica(tmp_path):
+    """LinUCB (LinTS shares its update) and NeuralEpsilonGreedy trained by 2 workers (half of
+    each global batch each) end where one process on the global batches ends."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    repo = os.path.dirname(os.path.dirname(here))
+    sys.path.insert(0, here)
+    import bandit_job
+
+    socks = [socket.socket() for _ in range(2)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    procs = []
+    for i in range(2):
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore", CUDA_VISIBLE_DEVICES="",
+                   PYTHONPATH=os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")]),
+                   TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}))
+        procs.append(subprocess.Popen([sys.executable, os.path.join(here, "bandit_job.py"), "--root",
+                                       str(tmp_path / f"w{i}"), "--out", str(tmp_path / f"w{i}.npz")],
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=repo))
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=240)
+            assert p.returncode == 0, f"worker failed:\n{out}\n{err[-3000:]}"
+    finally:
+        for p in procs:
+            p.kill()
+    workers = [dict(np.load(tmp_path / f"w{i}.npz")) for i in range(2)]
+    assert all(w["multi_worker"] and w["replicas"] == 2 for w in workers)
+    reference = bandit_job.train_all(tf.distribute.get_strategy(), str(tmp_path / "ref"), seed=0)
+    for key, ref in reference.items():
+        for w in workers:
+            np.testing.assert_allclose(w[key], ref, rtol=1e-4, atol=1e-5, err_msg=key)
+    assert workers[0]["linucb_step"] == 96 and workers[0]["linucb_num_samples"].sum() == 96

@@ -156,7 +156,8 @@ def linear_case(name, cls, gamma, mask, add_bias, alpha=0.5, tikhonov=0.7):
                train_step=agent.train_step_counter.numpy() - step0, alpha=alpha, gamma=gamma, tikhonov=tikhonov,
                add_bias=add_bias, predicted_rewards_mean=step.info.predicted_rewards_mean.numpy())
     if cls is lin_ucb_agent.LinearUCBAgent:
-        out.update(action=step.action.numpy(), predicted_rewards_optimistic=step.info.predicted_rewards_optimistic.numpy())
+        out.update(action=step.action.numpy(),
+                   predicted_rewards_optimistic=step.info.predicted_rewards_optimistic.numpy())
     else:  # sampled rewards of the first eval context, N_SAMPLES draws: their mean and std per arm
         tiled = tf.nest.map_structure(lambda t: tf.repeat(t[:1], N_SAMPLES, axis=0), obs_of(ev))
         sampled = agent.policy.action(_restart(tiled, N_SAMPLES)).info.predicted_rewards_sampled.numpy()
@@ -195,6 +196,44 @@ def per_arm_linucb_case(name, alpha=0.5, tikhonov=0.7):
           train_step=agent.train_step_counter.numpy() - step0, alpha=alpha, tikhonov=tikhonov)
 
 
+def per_arm_neural_case(name):
+    """Per-arm NeuralEpsilonGreedy with GlobalAndArmCommonTowerNetwork (global (4,), arm (4,),
+    common (8,)): weights saved per tower in rlops' order (global, arm, common, output)."""
+    from tf_agents.bandits.networks import global_and_arm_feature_network as gafn
+    tf.random.set_seed(14)
+    rng = np.random.default_rng(4)
+    dg, da = 3, 2
+    obs_spec = bandit_spec_utils.create_per_arm_observation_spec(dg, da, K, add_num_actions_feature=True)
+    action_spec = tensor_spec.BoundedTensorSpec((), tf.int32, 0, K - 1)
+    net = gafn.create_feed_forward_common_tower_network(obs_spec, (4,), (4,), (8,))
+    agent = neural_epsilon_greedy_agent.NeuralEpsilonGreedyAgent(
+        ts.time_step_spec(obs_spec), action_spec, net, tf.keras.optimizers.SGD(0.1), epsilon=0.2,
+        accepts_per_arm_features=True, emit_policy_info=("predicted_rewards_mean",),
+        train_step_counter=tf.Variable(0, dtype=tf.int64))
+    towers = [net._global_network, net._arm_network, net._common_network]
+    variables = [v for t in towers for v in t.trainable_variables]
+    out = {f"init_{i}": v.numpy() for i, v in enumerate(variables)}
+    out["var_names"] = np.array([v.name for v in variables])
+    greedy = agent._policy._greedy_policy
+    for i in range(2):
+        g = rng.normal(size=(24, dg)).astype(np.float32)
+        arms = rng.normal(size=(24, K, da)).astype(np.float32)
+        n_act = rng.integers(2, K + 1, 24).astype(np.int32)
+        obs = {"global": g, "per_arm": arms, "num_actions": n_act}
+        step = greedy.action(_restart(obs, 24))
+        chosen = step.info.chosen_arm_features.numpy()
+        r = rng.normal(size=24).astype(np.float32)
+        train_obs = {"global": g, "num_actions": n_act}
+        exp = _experience(train_obs, step.action.numpy(), r, step.info)
+        out[f"loss_before_{i}"] = agent.loss(exp).loss.numpy()
+        out[f"train_loss_{i}"] = agent.train(exp).loss.numpy()
+        out.update({f"batch{i}_global": g, f"batch{i}_per_arm": arms, f"batch{i}_num_actions": n_act,
+                    f"batch{i}_chosen": chosen, f"batch{i}_r": r, f"greedy_action_{i}": step.action.numpy(),
+                    f"predicted_rewards_mean_{i}": step.info.predicted_rewards_mean.numpy()})
+    _save(name, **out, **{f"final_{i}": v.numpy() for i, v in enumerate(variables)},
+          train_step=agent.train_step_counter.numpy())
+
+
 def signatures():
     def args(fn):
         return [p for p in inspect.signature(fn).parameters if p != "self"]
@@ -221,6 +260,7 @@ def main():
     linear_case("lints", lints_agent.LinearThompsonSamplingAgent, gamma=1.0, mask=False, add_bias=True, alpha=2.0)
     linear_case("lints_gamma", lints_agent.LinearThompsonSamplingAgent, gamma=0.9, mask=False, add_bias=False)
     per_arm_linucb_case("per_arm_linucb")
+    per_arm_neural_case("per_arm_neural")
     signatures()
 
 

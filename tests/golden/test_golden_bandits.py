@@ -33,11 +33,6 @@ def load(name):
         return {k: data[k] for k in data.files}
 
 
-def obs_of(f, prefix, masked):
-    x = f[f"{prefix}_x"] if f"{prefix}_x" in f else f[f"{prefix}x"]
-    return {"context": x, "mask": f[f"{prefix}_mask"]} if masked else x
-
-
 def experience(obs, actions, rewards, info=()):
     return trajectories.single_step_trajectory(obs, actions, rewards, info)
 
@@ -197,3 +192,35 @@ def test_policy_saver_tf_agents_arguments_default_or_clear_error(tmp_path):
         PolicySaver(agent.policy, seed=1)
     with pytest.raises(NotImplementedError, match="serving_default"):
         PolicySaver(agent.policy, input_fn_and_spec=(lambda x: x, CONTEXT_SPEC))
+
+
+def test_per_arm_neural_epsilon_greedy_matches_tf_agents():
+    """Per-arm NeuralEpsilonGreedy with TF-Agents' GlobalAndArmCommonTowerNetwork layout."""
+    from rlops.agents.bandits import PerArmRewardNetwork
+    f = load("per_arm_neural")
+    obs_spec = {"global": tf.TensorSpec([3], tf.float32), "per_arm": tf.TensorSpec([K, 2], tf.float32),
+                "num_actions": specs.BoundedTensorSpec((), tf.int32, 1, K)}
+    net = PerArmRewardNetwork(obs_spec, global_layers=(4,), arm_layers=(4,), common_layers=(8,))
+    layers = [net.global_tower.layers[0], net.arm_tower.layers[0], net.common_tower.layers[0],
+              net.common_tower.output_layer]
+    variables = [v for layer in layers for v in (layer.kernel, layer.bias)]
+    for i, v in enumerate(variables):
+        v.assign(f[f"init_{i}"])
+    agent = NeuralEpsilonGreedyAgent(trajectories.time_step_spec(obs_spec), ACTION_SPEC, net,
+                                     tf_keras.optimizers.SGD(0.1), epsilon=0.2, accepts_per_arm_features=True,
+                                     emit_policy_info=("predicted_rewards_mean",))
+    for i in range(2):
+        b = lambda k: f[f"batch{i}_{k}"]  # noqa: E731
+        obs = {"global": b("global"), "per_arm": b("per_arm"), "num_actions": b("num_actions")}
+        step = agent.policy.action(trajectories.restart(obs, len(b("r"))))  # rlops' policy is the greedy one
+        np.testing.assert_array_equal(step.action.numpy(), f[f"greedy_action_{i}"])
+        pred, ref = step.info["predicted_rewards_mean"].numpy(), f[f"predicted_rewards_mean_{i}"]
+        available = np.arange(K)[None] < b("num_actions")[:, None]  # TF-Agents masks unavailable arms' scores
+        np.testing.assert_allclose(pred[available], ref[available], rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(step.info["chosen_arm_features"].numpy(), b("chosen"), rtol=1e-6)
+        exp = experience({"global": b("global"), "num_actions": b("num_actions")}, step.action, b("r"), step.info)
+        np.testing.assert_allclose(agent.loss(exp).loss.numpy(), f[f"loss_before_{i}"], rtol=1e-5)
+        np.testing.assert_allclose(agent.train(exp).loss.numpy(), f[f"train_loss_{i}"], rtol=1e-5)
+    for i, v in enumerate(variables):
+        np.testing.assert_allclose(v.numpy(), f[f"final_{i}"], rtol=1e-4, atol=1e-6)
+    assert agent.train_step_counter.numpy() == f["train_step"]

@@ -222,6 +222,7 @@ class LinearBanditAgent(BanditAgent):
     """
 
     _EXPLORATION_STRATEGY = OPTIMISTIC
+    train_step_counts_examples = True  # the counter grows by the (global) batch size per train call
 
     def __init__(self, time_step_spec: TimeStep, action_spec: tf.TensorSpec,
                  variable_collection: LinearBanditVariables | None = None,

@@ -106,10 +106,16 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
         ds = ds.filter(lambda p: tf.shape(p[records.REWARD])[0] == per_replica)  # full batches only
         return ds.repeat().map(to_trajectory).prefetch(2)
 
+    step_before = int(train_step.numpy())  # after any warm start, before the Learner restores
     learner = Learner(model_uri, train_step, agent, dataset_fn, checkpoint_interval=config.checkpoint_interval,
                       summary_interval=config.summary_interval, max_checkpoints_to_keep=config.max_checkpoints_to_keep,
                       strategy=strategy, summary_root_dir=model_run_uri)
-    curve, done, start = [], 0, time.perf_counter()
+    # A preempted run of this job resumes: count the steps its checkpoint already holds (linear
+    # agents' counters grow by the global batch per step, as in TF-Agents).
+    per_step = config.batch_size * strategy.num_replicas_in_sync if getattr(agent, "train_step_counts_examples",
+                                                                            False) else 1
+    resumed = done = (learner.train_step_numpy - step_before) // per_step
+    curve, start = [], time.perf_counter()
     while done < config.train_steps:
         n = min(config.steps_per_run, config.train_steps - done)
         loss = learner.run(iterations=n)
@@ -123,10 +129,10 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
         greedy, collect = FeaturePolicy(greedy, preprocessor), FeaturePolicy(collect, preprocessor)
     _export_policies(greedy, collect, train_step, model_uri, serving_epsilon=config.exploration_epsilon,
                      schema=schema)
-    return TrainResult(train_steps=done, final_loss=curve[-1][1], steps_per_sec=done / max(wall, 1e-9), wall_s=wall,
-                       warm_started_from=warm, curve=curve,
-                       extra={"context_dim": context_dim, "num_actions": config.num_actions,
-                              "features": schema.names})
+    return TrainResult(train_steps=done, final_loss=curve[-1][1] if curve else float("nan"),
+                       steps_per_sec=(done - resumed) / max(wall, 1e-9), wall_s=wall, warm_started_from=warm,
+                       curve=curve, extra={"context_dim": context_dim, "num_actions": config.num_actions,
+                                           "features": schema.names, "resumed_from_step": resumed})
 
 
 def _feature_schema(examples_uri: str, first: tf.train.Example, base_model_uri: str | None) -> FeatureSchema:
