@@ -469,14 +469,14 @@ class PPOAgent(tf.Module):
         base_step = tf.identity(self.train_step_counter)
         data = strategy.run(lambda e, w: self._prepare(e, tf.cast(w, tf.float32)), args=(experience, weights))
         num_steps = strategy.experimental_local_results(strategy.run(self._num_steps, args=(data,)))[0]
-        first = strategy.run(lambda d: self._gradient_step(self._minibatch(d, tf.constant(0), base_step)),
-                             args=(data,))
+        # The loop variable starts as per-replica zeros: tracing the gradient step once, in the body.
+        zeros = strategy.run(lambda: tf.zeros([_NUM_LOSSES]))
 
         def body(step, _):
             return step + 1, strategy.run(lambda d: self._gradient_step(self._minibatch(d, step, base_step)),
                                           args=(data,))
 
-        _, last = tf.while_loop(lambda step, _: step < num_steps, body, (tf.constant(1), first))
+        _, last = tf.while_loop(lambda step, _: step < num_steps, body, (tf.constant(0), zeros))
         mean_kl = strategy.run(self._finish, args=(experience, data))
         loss_info = strategy.run(self._loss_info, args=(last,))
         reduced = tf.nest.map_structure(lambda x: strategy.reduce(tf.distribute.ReduceOp.SUM, x, axis=None),
