@@ -150,9 +150,17 @@ def test_checkpoints_restore_and_fallback_from_corrupt_latest(tmp_path, caplog):
     for a, b in zip(weights[8], lt.agent_weights(agent3)):
         np.testing.assert_array_equal(a, b)
 
+    # A missing, then a corrupt, state file: the checkpoint files on disk still decide (ckpt-8).
+    state_file = os.path.join(ckpt_dir, "checkpoint")
+    os.remove(state_file)
+    assert make_learner(tmp_path, checkpoint_interval=4)[0].train_step_numpy == 8
+    with open(state_file, "w") as f:
+        f.write("model_checkpoint_path: \"ckpt-12\"\nall_model_checkpoint_paths {{{ garbage")
+    assert make_learner(tmp_path, checkpoint_interval=4)[0].train_step_numpy == 8
+
     # With every checkpoint unreadable the job refuses to silently start from scratch.
     os.remove(os.path.join(ckpt_dir, "ckpt-8.index"))
-    with pytest.raises(RuntimeError, match="None of the 2 checkpoints"):
+    with pytest.raises(RuntimeError, match="None of the 1 checkpoints"):  # ckpt-8 lost its index
         make_learner(tmp_path, checkpoint_interval=4)
 
 
