@@ -279,29 +279,8 @@ def test_neural_bandit_mirrored_matches_default_strategy(tmp_path):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
 
 
-def _ppo(strategy, **kwargs):
-    import tf_keras
-    from rlops.agents.ppo import PPOAgent
-    with strategy.scope():
-        time_step_spec, action_spec = lt.cartpole_specs()
-        return PPOAgent(time_step_spec, action_spec, tf_keras.optimizers.Adam(3e-3), num_epochs=3,
-                        train_step_counter=create_train_step_counter(), **kwargs)
-
-
-def _mixed_episodes(experience):
-    """Terminations, boundaries and varied rewards, so masks and returns matter."""
-    step_type = experience.step_type.numpy().copy()
-    step_type[0, 3], step_type[0, 4] = lt.trajectories.StepType.LAST, lt.trajectories.StepType.FIRST
-    step_type[3, 6], step_type[3, 7] = lt.trajectories.StepType.LAST, lt.trajectories.StepType.FIRST
-    next_step_type = np.concatenate([step_type[:, 1:], step_type[:, -1:]], 1)
-    discount = np.where(next_step_type == lt.trajectories.StepType.LAST, 0.0, 1.0).astype(np.float32)
-    reward = np.random.default_rng(3).normal(1.0, 1.0, step_type.shape).astype(np.float32)
-    return experience._replace(step_type=step_type, next_step_type=next_step_type, discount=discount, reward=reward)
-
-
-PPO_OPTIONS = dict(use_gae=True, use_td_lambda_return=True, importance_ratio_clipping=0.2, entropy_regularization=0.01,
-                   initial_adaptive_kl_beta=0.5, kl_cutoff_factor=1.5, kl_cutoff_coef=100.0, adaptive_kl_target=0.002,
-                   normalize_observations=True, normalize_rewards=True, policy_l2_reg=1e-3)
+_ppo = lt.make_ppo_agent
+PPO_OPTIONS = lt.PPO_OPTIONS
 
 
 def test_ppo_mirrored_two_replicas_equals_one_replica_on_the_global_batch(tmp_path):
@@ -314,7 +293,7 @@ def test_ppo_mirrored_two_replicas_equals_one_replica_on_the_global_batch(tmp_pa
     learner = Learner(str(tmp_path), two.train_step_counter, two, checkpoint_interval=-1, summary_interval=0,
                       strategy=mirrored)
     for seed in range(2):
-        experience = _mixed_episodes(lt.ppo_experience(one, seed=seed))
+        experience = lt.ppo_mixed_experience(one, seed)
         ref, got = one.train(experience), learner.run_on_batch(experience)
         np.testing.assert_allclose(got.loss.numpy(), ref.loss.numpy(), rtol=1e-4, atol=1e-6)
         for a, b in zip(got.extra, ref.extra):
