@@ -333,3 +333,50 @@ def test_ppo_inside_strategy_run_with_several_replicas_explains_what_to_do():
     experience = lt.ppo_experience(agent)
     with pytest.raises(RuntimeError, match="cross-replica context"):
         strategy.run(agent.train, args=(experience,))
+
+
+def test_tf_agents_data_contract_and_arguments(tmp_path):
+    """(experience, sample_info) elements; after_train_strategy_step_fn gets both; non-scalar
+    loss fields summed over all axes; agent.initialize() called; triggers re-armed on restore;
+    TF-Agents' Learner arguments accepted or refused with the reason."""
+    class Agent(lt.RegressionAgent):
+        initialized = 0
+
+        def initialize(self):
+            Agent.initialized += 1
+
+        def train(self, experience, weights=None):
+            info = super().train(experience, weights)
+            return info._replace(extra={"per_row": tf.reshape(experience.reward, [-1])})
+
+    batch = lt.make_global_batch(0, BATCH)
+    seen = []
+
+    def after(experience_and_info, loss_info):
+        experience, sample_info = experience_and_info
+        seen.append(sample_info)
+
+    dataset_fn = lambda: tf.data.Dataset.from_tensors((batch, tf.constant(7))).repeat()  # noqa: E731
+    agent = Agent()
+    learner, _ = make_learner(tmp_path, agent, experience_dataset_fn=dataset_fn, after_train_strategy_step_fn=after,
+                              experience_dataset_options=tf.distribute.InputOptions(),
+                              strategy_run_options=tf.distribute.RunOptions())
+    loss = learner.run(iterations=2)
+    assert Agent.initialized == 1 and seen and all(info is not None for info in seen)  # (at trace time)
+    assert loss.extra["per_row"].shape == () and np.isclose(loss.extra["per_row"], batch.reward.numpy().sum())
+
+    direct, _ = make_learner(tmp_path / "direct", Agent(), direct_sampling=True,
+                             experience_dataset_fn=lambda: tf.data.Dataset.from_tensors(batch).repeat())
+    direct.run(iterations=1)
+    with pytest.raises(ValueError, match="Reverb is not part of rlops' stack"):
+        make_learner(tmp_path / "reverb", use_reverb_v2=True)
+
+    from rlops.train.triggers import IntervalTrigger
+    calls = []
+    ckpt_learner, ckpt_agent = make_learner(tmp_path / "ckpt", checkpoint_interval=3)
+    ckpt_learner.run(iterations=3)
+    trigger = IntervalTrigger(5, lambda: calls.append(1))
+    restored, _ = make_learner(tmp_path / "ckpt", checkpoint_interval=3, triggers=[trigger])
+    assert restored.train_step_numpy == 3
+    restored.run(iterations=2)  # step 5: only 2 steps since the restore, so no firing yet
+    assert calls == []
