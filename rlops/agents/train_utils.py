@@ -77,49 +77,76 @@ def _check_numerics(loss: Any, total: tf.Tensor, step: tf.Variable | None) -> tf
 
 
 def create_train_step(loss: Callable[[], Any], optimizer, global_step: tf.Variable | None | bool = True,
-                      total_loss_fn: Callable[[Any], tf.Tensor] = _total_loss,
+                      total_loss_fn: Callable[[Any], tf.Tensor] | None = None,
                       update_ops: Sequence[Any] | None = None,
                       variables_to_train: Sequence[tf.Variable] | Callable[[], Sequence[tf.Variable]] | None = None,
                       transform_grads_fn: Callable[[GradsAndVars], GradsAndVars] | None = None,
                       summarize_gradients: bool = False, gate_gradients: int = GATE_OP,
-                      aggregation_method: Any = None, check_numerics: bool = True) -> Callable[[], Any]:
-    """Returns a callable that runs one optimization step on `loss()` and returns the loss.
+                      aggregation_method: Any = None, check_numerics: bool = True) -> Any:
+    """One optimization step on `loss()` (TF-Agents' eager_utils.create_train_step contract).
+
+    Eager / tf.function: returns a callable `train_step()` that runs one step and returns the
+    loss (rlops keeps a reusable step rather than TF-Agents' run-once call). In a tf.compat.v1
+    graph: like TF-Agents, builds the train op now and returns the loss nest as tensors that,
+    when evaluated, run the update first (`create_train_op` underneath).
 
     Args:
       loss: a zero-argument callable returning a scalar, a nest of scalars, or a LossInfo.
-      optimizer: anything with `apply_gradients(grads_and_vars)` (tf_keras or tf.compat.v1).
+      optimizer: anything with `apply_gradients(grads_and_vars)` (tf_keras or tf.compat.v1;
+        a v1 optimizer increments `global_step` itself, as in TF-Agents).
       global_step: a variable incremented once per step; True (default) takes
         `tf.compat.v1.train.get_or_create_global_step()`, None/False disables the increment.
-      total_loss_fn: maps the loss nest to the scalar that is differentiated.
-      update_ops: callables (or ops) run before the gradient step, e.g. normalizer updates.
-      variables_to_train: variables (or a callable returning them); default: the trainable
-        variables the tape watched.
+      total_loss_fn: maps the loss nest to the scalar that is differentiated; None (default):
+        the loss itself, a LossInfo's `.loss`, or the sum of a nest.
+      update_ops: run before the gradient step: callables are called each step; ops and
+        tensors become control dependencies of the loss (graph and tf.function code).
+      variables_to_train: variables (or a callable returning them), resolved after `loss()` ran
+        so that variables created lazily by the first call are trained from the first step;
+        default: the trainable variables the tape watched.
       transform_grads_fn: maps grads_and_vars to new grads_and_vars (clipping, scaling).
       summarize_gradients: write gradient/variable histograms and norms as tf.summary ops.
-      gate_gradients, aggregation_method: accepted for API parity; eager tapes gate per op.
+      gate_gradients, aggregation_method: used by the graph path (`tf.gradients`); an eager
+        tape has neither option (a warning says so when aggregation_method is set).
       check_numerics: fail with an error naming the loss when any loss is NaN/Inf.
     """
     if not callable(loss):
         raise ValueError("`loss` must be callable (a function returning the loss); got "
                          f"{type(loss).__name__}. In eager mode a loss tensor cannot be differentiated "
                          "after the fact.")
+    if total_loss_fn is None:
+        total_loss_fn = _total_loss
+    if not callable(total_loss_fn):
+        raise ValueError(f"`total_loss_fn` must be a function; got {type(total_loss_fn).__name__}")
+    if not tf.compat.v1.executing_eagerly_outside_functions():
+        return _graph_train_step(loss, optimizer, global_step, total_loss_fn, update_ops, variables_to_train,
+                                 transform_grads_fn, summarize_gradients, gate_gradients, aggregation_method,
+                                 check_numerics)
     if global_step is True:
         global_step = tf.compat.v1.train.get_or_create_global_step()
     elif global_step is False:
         global_step = None
+    if aggregation_method is not None:
+        log.warning("create_train_step: aggregation_method=%s has no effect on an eager GradientTape "
+                    "(it applies to tf.compat.v1 graphs).", aggregation_method)
     del gate_gradients  # see GATE_* note above
+    v1_optimizer = isinstance(optimizer, tf.compat.v1.train.Optimizer)
 
     def train_step() -> Any:
+        deps = []
         for op in update_ops or ():
             if callable(op):
                 op()
-        given = variables_to_train() if callable(variables_to_train) else variables_to_train
-        with tf.GradientTape(watch_accessed_variables=given is None) as tape:
-            if given is not None:
-                tape.watch(list(given))
-            loss_value = loss()
-            total = total_loss_fn(loss_value)
-        variables = [v for v in (given if given is not None else tape.watched_variables()) if v.trainable]
+            else:
+                deps.append(op)
+        with tf.control_dependencies(deps if not tf.executing_eagerly() else []):
+            with tf.GradientTape() as tape:
+                loss_value = loss()
+                total = total_loss_fn(loss_value)
+        if variables_to_train is None:
+            variables = [v for v in tape.watched_variables() if v.trainable]
+        else:
+            given = variables_to_train() if callable(variables_to_train) else variables_to_train
+            variables = list(tf.nest.flatten(given))
         grads = tape.gradient(total, variables, unconnected_gradients=tf.UnconnectedGradients.NONE)
         grads_and_vars = list(zip(grads, variables))
         if transform_grads_fn is not None:
@@ -130,12 +157,33 @@ def create_train_step(loss: Callable[[], Any], optimizer, global_step: tf.Variab
             add_variables_summaries(grads_and_vars, step)
         if check_numerics:
             total = _check_numerics(loss_value, total, global_step)
-        optimizer.apply_gradients([(g, v) for g, v in grads_and_vars if g is not None])
-        if global_step is not None:
-            global_step.assign_add(1)
+        grads_and_vars = [(g, v) for g, v in grads_and_vars if g is not None]
+        if v1_optimizer:
+            optimizer.apply_gradients(grads_and_vars, global_step=global_step)
+        else:
+            optimizer.apply_gradients(grads_and_vars)
+            if global_step is not None:
+                global_step.assign_add(1)
         return loss_value
 
     return train_step
+
+
+def _graph_train_step(loss, optimizer, global_step, total_loss_fn, update_ops, variables_to_train,
+                      transform_grads_fn, summarize_gradients, gate_gradients, aggregation_method,
+                      check_numerics) -> Any:
+    """TF-Agents' graph branch: the loss nest, evaluated after the train op."""
+    loss_value = loss()
+    if callable(variables_to_train):
+        variables_to_train = variables_to_train()
+    with tf.control_dependencies(tf.nest.flatten(loss_value)):
+        loss_value = tf.nest.map_structure(lambda t: tf.identity(t, "loss_pre_train"), loss_value)
+    train_op = create_train_op(total_loss_fn(loss_value), optimizer, global_step=global_step, update_ops=update_ops,
+                               variables_to_train=variables_to_train, transform_grads_fn=transform_grads_fn,
+                               summarize_gradients=summarize_gradients, gate_gradients=gate_gradients,
+                               aggregation_method=aggregation_method, check_numerics=check_numerics)
+    with tf.control_dependencies([train_op]):
+        return tf.nest.map_structure(lambda t: tf.identity(t, "loss_post_train"), loss_value)
 
 
 def create_train_op(total_loss: tf.Tensor, optimizer, global_step: tf.Variable | None | bool = True,
@@ -143,8 +191,8 @@ def create_train_op(total_loss: tf.Tensor, optimizer, global_step: tf.Variable |
                     variables_to_train: Sequence[tf.Variable] | None = None,
                     transform_grads_fn: Callable[[GradsAndVars], GradsAndVars] | None = None,
                     summarize_gradients: bool = False, gate_gradients: int = GATE_OP,
-                    aggregation_method: Any = None, colocate_gradients_with_ops: bool = False,
-                    check_numerics: bool = True) -> tf.Tensor:
+                    aggregation_method: Any = None, check_numerics: bool = True,
+                    colocate_gradients_with_ops: bool = False) -> tf.Tensor:
     """Graph-mode twin (TF-Slim semantics): returns a tensor that, when evaluated, runs the
     update ops, computes and applies the gradients, increments the global step and yields the
     loss value. Must be called inside a `tf.compat.v1` graph.

@@ -29,6 +29,13 @@ def verify_checkpoint(prefix: str) -> None:
         reader.get_tensor(name)
 
 
+def _checkpoint_number(prefix: str) -> int:
+    try:
+        return int(os.path.basename(prefix).rsplit("-", 1)[1])
+    except (IndexError, ValueError):
+        return -1
+
+
 class Checkpointer:
     """`tf.train.CheckpointManager` plus fallback restore and multi-worker write directories.
 
@@ -51,9 +58,22 @@ class Checkpointer:
 
     @property
     def checkpoints(self) -> list[str]:
-        """Checkpoint prefixes in the (chief's) directory, oldest first."""
-        state = tf.train.get_checkpoint_state(self.ckpt_dir)
-        return list(state.all_model_checkpoint_paths) if state else []
+        """Checkpoint prefixes in the (chief's) directory, oldest first.
+
+        The `checkpoint` state file is one more file that a preemption can leave missing or
+        half-written: the prefixes it lists are merged with the `ckpt-<N>.index` files actually
+        there, ordered by N, so a missing or corrupt state file never means "start over".
+        """
+        listed: list[str] = []
+        try:
+            state = tf.train.get_checkpoint_state(self.ckpt_dir)
+            listed = list(state.all_model_checkpoint_paths) if state else []
+        except (tf.errors.OpError, ValueError, UnicodeDecodeError) as e:  # text-proto parse errors
+            log.warning("Checkpoint state file in %s is unreadable (%s); using the checkpoint files found there.",
+                        self.ckpt_dir, type(e).__name__)
+        found = [p[:-len(".index")] for p in tf.io.gfile.glob(os.path.join(self.ckpt_dir, "ckpt-*.index"))]
+        by_prefix = {os.path.join(self.ckpt_dir, os.path.basename(p)): p for p in listed + found}
+        return sorted(by_prefix, key=_checkpoint_number)
 
     def restore_latest(self) -> str | None:
         """Restores the newest readable checkpoint; returns its prefix, or None when there is none.

@@ -97,7 +97,7 @@ def build_ppo_agent(config: PPOConfig, env: GymVectorEnv) -> PPOAgent:
         importance_ratio_clipping=config.importance_ratio_clipping, lambda_value=config.lambda_value,
         discount_factor=config.discount_factor, entropy_regularization=config.entropy_regularization,
         value_pred_loss_coef=config.value_pred_loss_coef, num_epochs=config.num_epochs,
-        minibatch_size=config.minibatch_size, use_gae=True,
+        minibatch_size=config.minibatch_size, use_gae=True, use_td_lambda_return=True,  # CleanRL's value target
         normalize_rewards=config.normalize_rewards, normalize_observations=config.normalize_observations,
         initial_adaptive_kl_beta=config.adaptive_kl_beta, kl_cutoff_factor=config.kl_cutoff_factor,
         gradient_clipping=config.gradient_clipping, value_clipping=config.value_clipping, seed=config.seed)

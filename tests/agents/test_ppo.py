@@ -285,3 +285,24 @@ def test_losses_written_as_tensorboard_scalars(tmp_path):
     for tag in ("Losses/policy_gradient_loss", "Losses/value_estimation_loss", "Losses/kl_penalty_loss",
                 "Losses/total_abs_loss", "Metrics/learning_rate"):
         assert tag in tags, tags
+
+
+def test_zero_placeholder_params_in_the_bootstrap_row_stay_harmless():
+    """Drivers store zeros as the never-acted bootstrap row's policy info (scale 0): the update
+    must stay finite and equal to the one with real parameters there."""
+    results = []
+    base = make_experience(make_agent(CONTINUOUS), seed=4)
+    for zero in (False, True):
+        agent = make_agent(CONTINUOUS, importance_ratio_clipping=0.2, num_epochs=2, minibatch_size=5)
+        exp = base
+        if zero:
+            info = tf.nest.map_structure(lambda x: x.copy(), exp.policy_info)
+            for leaf in tf.nest.flatten(info):
+                leaf[:, -1] = 0.0
+            exp = exp._replace(policy_info=info)
+        loss = agent.train(exp).loss.numpy()
+        results.append((loss, [v.numpy() for v in agent.trainable_weights]))
+    assert np.isfinite(results[1][0])
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-5)
+    for a, b in zip(results[0][1], results[1][1]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -138,3 +138,30 @@ def test_create_train_op_defaults_to_update_ops_collection_and_keras_optimizer()
 def test_create_train_op_refuses_eager_mode():
     with pytest.raises(RuntimeError, match="create_train_step"):
         train_utils.create_train_op(tf.constant(1.0), tf_keras.optimizers.SGD(0.1))
+
+
+def test_lazily_created_variables_train_from_the_first_step():
+    """variables_to_train is resolved after loss() ran: a layer built by its first call trains then."""
+    layer = tf_keras.layers.Dense(1, kernel_initializer="ones")
+    x = tf.ones([4, 2])
+    step = train_utils.create_train_step(lambda: tf.reduce_mean(layer(x)), tf_keras.optimizers.SGD(0.5), global_step=None,
+                             total_loss_fn=None, variables_to_train=lambda: layer.trainable_variables)
+    step()
+    np.testing.assert_allclose(layer.kernel.numpy(), np.full((2, 1), 0.5))  # 1 - 0.5 * d(mean)/dk (= 1)
+
+
+def test_non_callable_update_ops_run_inside_tf_function():
+    v = tf.Variable(1.0)
+    counter = tf.Variable(0)
+    optimizer = tf_keras.optimizers.SGD(0.1)
+    optimizer.build([v])
+
+    @tf.function(autograph=False)
+    def run():
+        step = train_utils.create_train_step(lambda: tf.square(v), optimizer, global_step=None,
+                                             update_ops=[counter.assign_add(1)])
+        return step()
+
+    run()
+    assert counter.numpy() == 1
+    np.testing.assert_allclose(v.numpy(), 0.8)

@@ -277,7 +277,8 @@ def test_offline_ppo_exports_a_policy_that_loads_and_acts(offline_run):
     out = loaded.signatures["action"](step_type=tf.zeros([5], tf.int32), reward=tf.zeros([5]),
                                       discount=tf.ones([5]), observation=tf.constant(obs))
     assert out["action"].shape == (5,) and set(out["action"].numpy().tolist()) <= {0, 1}
-    assert int(loaded.signatures["get_train_step"]()["train_step"]) == result.train_steps
+    # The agent's train step counts gradient steps (TF-Agents): PPOConfig's 20 epochs per train call.
+    assert int(loaded.signatures["get_train_step"]()["train_step"]) == result.train_steps * 20
 
 
 @pytest.mark.slow
@@ -305,4 +306,4 @@ def test_offline_retraining_warm_starts_from_the_previous_model(offline_run, car
                          base_model_uri=os.path.join(root, "model"))
     assert second.warm_started_from and second.train_steps == 2
     loaded = tf.saved_model.load(serving_dir(str(tmp_path / "m2")))
-    assert int(loaded.signatures["get_train_step"]()["train_step"]) == first.train_steps + 2
+    assert int(loaded.signatures["get_train_step"]()["train_step"]) == (first.train_steps + 2) * 20

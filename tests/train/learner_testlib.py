@@ -176,3 +176,29 @@ def ppo_experience(agent: Any, num_envs: int = 4, num_steps: int = 8, seed: int 
         step_type=unflat(step_type), observation=unflat(obs), action=unflat(policy_step.action),
         policy_info=tf.nest.map_structure(unflat, policy_step.info), next_step_type=unflat(step_type),
         reward=tf.ones([b, t]), discount=tf.ones([b, t]))
+
+
+PPO_OPTIONS = dict(use_gae=True, use_td_lambda_return=True, importance_ratio_clipping=0.2, entropy_regularization=0.01,
+                   initial_adaptive_kl_beta=0.5, kl_cutoff_factor=1.5, kl_cutoff_coef=100.0, adaptive_kl_target=0.002,
+                   normalize_observations=True, normalize_rewards=True, policy_l2_reg=1e-3)
+
+
+def make_ppo_agent(strategy: Any, **kwargs: Any) -> Any:
+    """A CartPole-shaped PPOAgent built under `strategy.scope()` (3 epochs, Adam 3e-3)."""
+    from rlops.agents.ppo import PPOAgent
+    with strategy.scope():
+        time_step_spec, action_spec = cartpole_specs()
+        return PPOAgent(time_step_spec, action_spec, tf_keras.optimizers.Adam(3e-3), num_epochs=3,
+                        train_step_counter=create_train_step_counter(), **kwargs)
+
+
+def ppo_mixed_experience(agent: Any, seed: int) -> trajectories.Trajectory:
+    """ppo_experience with terminations, boundaries and varied rewards, so masks and returns matter."""
+    experience = ppo_experience(agent, seed=seed)
+    step_type = experience.step_type.numpy().copy()
+    step_type[0, 3], step_type[0, 4] = trajectories.StepType.LAST, trajectories.StepType.FIRST
+    step_type[3, 6], step_type[3, 7] = trajectories.StepType.LAST, trajectories.StepType.FIRST
+    next_step_type = np.concatenate([step_type[:, 1:], step_type[:, -1:]], 1)
+    discount = np.where(next_step_type == trajectories.StepType.LAST, 0.0, 1.0).astype(np.float32)
+    reward = np.random.default_rng(seed + 3).normal(1.0, 1.0, step_type.shape).astype(np.float32)
+    return experience._replace(step_type=step_type, next_step_type=next_step_type, discount=discount, reward=reward)

@@ -113,3 +113,36 @@ def test_multi_worker_mirrored_two_processes(tmp_path):
     ckpt_dir = os.path.join(root, "train", "checkpoints")
     assert tf.train.latest_checkpoint(ckpt_dir).endswith("ckpt-12")
     assert not [d for d in os.listdir(ckpt_dir) if d.startswith("workertemp")]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2 * TIMEOUT_S)
+def test_ppo_multi_worker_two_processes_equals_one_replica(tmp_path):
+    """PPO's host-side strategy.run loop under MultiWorkerMirroredStrategy (2 processes, one CPU
+    replica each): gradients, advantage moments, KL and normalizer statistics are all-reduced, so
+    both workers end bit-identical and equal to one process on the same global batches."""
+    ports = lt.free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    procs = [lt.start_python("ppo_job.py", ["--root", str(tmp_path / "job"), "--out", str(tmp_path / f"w{i}.npz")],
+                             TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}))
+             for i in range(2)]
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        outs = [finish(p, max(1, deadline - time.monotonic())) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    for out in outs:
+        info = json.loads(out.splitlines()[0])
+        assert info["multi_worker"] and info["replicas"] == 2, out
+    workers = [np.load(tmp_path / f"w{i}.npz") for i in range(2)]
+    agent = lt.make_ppo_agent(tf.distribute.get_strategy(), **lt.PPO_OPTIONS)
+    losses = [float(agent.train(lt.ppo_mixed_experience(agent, seed)).loss) for seed in range(2)]
+    for w in workers:
+        assert int(w["step"]) == int(agent.train_step_counter.numpy()) == 6
+        np.testing.assert_allclose(w["losses"], losses, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(w["beta"], agent.adaptive_kl_beta.numpy(), rtol=1e-6)
+        for i, v in enumerate(agent.trainable_weights):
+            np.testing.assert_allclose(w[f"arr_{i}"], v.numpy(), rtol=1e-4, atol=1e-6)
+    for i in range(len(agent.trainable_weights)):
+        np.testing.assert_array_equal(workers[0][f"arr_{i}"], workers[1][f"arr_{i}"])

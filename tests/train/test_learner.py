@@ -150,9 +150,17 @@ def test_checkpoints_restore_and_fallback_from_corrupt_latest(tmp_path, caplog):
     for a, b in zip(weights[8], lt.agent_weights(agent3)):
         np.testing.assert_array_equal(a, b)
 
+    # A missing, then a corrupt, state file: the checkpoint files on disk still decide (ckpt-8).
+    state_file = os.path.join(ckpt_dir, "checkpoint")
+    os.remove(state_file)
+    assert make_learner(tmp_path, checkpoint_interval=4)[0].train_step_numpy == 8
+    with open(state_file, "w") as f:
+        f.write("model_checkpoint_path: \"ckpt-12\"\nall_model_checkpoint_paths {{{ garbage")
+    assert make_learner(tmp_path, checkpoint_interval=4)[0].train_step_numpy == 8
+
     # With every checkpoint unreadable the job refuses to silently start from scratch.
     os.remove(os.path.join(ckpt_dir, "ckpt-8.index"))
-    with pytest.raises(RuntimeError, match="None of the 2 checkpoints"):
+    with pytest.raises(RuntimeError, match="None of the 1 checkpoints"):  # ckpt-8 lost its index
         make_learner(tmp_path, checkpoint_interval=4)
 
 
@@ -271,81 +279,49 @@ def test_neural_bandit_mirrored_matches_default_strategy(tmp_path):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
 
 
-def _ppo(strategy, **kwargs):
-    import tf_keras
-    from rlops.agents.ppo import PPOAgent
-    with strategy.scope():
-        time_step_spec, action_spec = lt.cartpole_specs()
-        return PPOAgent(time_step_spec, action_spec, tf_keras.optimizers.Adam(3e-3), num_epochs=3,
-                        train_step_counter=create_train_step_counter(), **kwargs)
-
-
-def _mixed_episodes(experience):
-    """Terminations, boundaries and varied rewards, so masks and returns matter."""
-    step_type = experience.step_type.numpy().copy()
-    step_type[0, 3], step_type[0, 4] = lt.trajectories.StepType.LAST, lt.trajectories.StepType.FIRST
-    step_type[3, 6], step_type[3, 7] = lt.trajectories.StepType.LAST, lt.trajectories.StepType.FIRST
-    next_step_type = np.concatenate([step_type[:, 1:], step_type[:, -1:]], 1)
-    discount = np.where(next_step_type == lt.trajectories.StepType.LAST, 0.0, 1.0).astype(np.float32)
-    reward = np.random.default_rng(3).normal(1.0, 1.0, step_type.shape).astype(np.float32)
-    return experience._replace(step_type=step_type, next_step_type=next_step_type, discount=discount, reward=reward)
-
-
-PPO_OPTIONS = dict(use_gae=True, use_td_lambda_return=True, importance_ratio_clipping=0.2, entropy_regularization=0.01,
-                   initial_adaptive_kl_beta=0.5, kl_cutoff_factor=1.5, kl_cutoff_coef=100.0, adaptive_kl_target=0.002,
-                   normalize_observations=True, normalize_rewards=True, policy_l2_reg=1e-3)
+_ppo = lt.make_ppo_agent
+PPO_OPTIONS = lt.PPO_OPTIONS
 
 
 def test_ppo_mirrored_two_replicas_equals_one_replica_on_the_global_batch(tmp_path):
     """Gradients, advantage moments, the KL mean and normalizer statistics are all-reduced, so
-    2 replicas (logical CPUs) train exactly like one replica on the same global batch, directly
-    and through the Learner."""
+    PPO through the Learner on 2 replicas (logical CPUs) trains exactly like one replica on the
+    same global batch: losses, train steps, weights, adaptive beta and normalizers."""
     mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"],
                                               cross_device_ops=tf.distribute.ReductionToOneDevice())
-    default = tf.distribute.get_strategy()
-    one, two = _ppo(default, **PPO_OPTIONS), _ppo(mirrored, **PPO_OPTIONS)
-    two_learned = _ppo(mirrored, **PPO_OPTIONS)
-    learner = Learner(str(tmp_path), two_learned.train_step_counter, two_learned, checkpoint_interval=-1,
-                      summary_interval=0, strategy=mirrored)
+    one, two = _ppo(tf.distribute.get_strategy(), **PPO_OPTIONS), _ppo(mirrored, **PPO_OPTIONS)
+    learner = Learner(str(tmp_path), two.train_step_counter, two, checkpoint_interval=-1, summary_interval=0,
+                      strategy=mirrored)
     for seed in range(2):
-        experience = _mixed_episodes(lt.ppo_experience(one, seed=seed))
-        ref = one.train(experience)
-        with mirrored.scope():
-            got = two.train(experience)
-        reduced = tf.nest.map_structure(lambda x: mirrored.reduce("SUM", x, axis=None), got)
-        via_learner = learner.run_on_batch(experience)
-        for loss in (reduced, via_learner):
-            np.testing.assert_allclose(loss.loss.numpy(), ref.loss.numpy(), rtol=1e-4, atol=1e-6)
-            for a, b in zip(loss.extra, ref.extra):
-                np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
-    assert one.train_step_counter.numpy() == two.train_step_counter.numpy() == learner.train_step_numpy == 6
-    for agent in (two, two_learned):
-        for a, b in zip(agent.trainable_weights, one.trainable_weights):
+        experience = lt.ppo_mixed_experience(one, seed)
+        ref, got = one.train(experience), learner.run_on_batch(experience)
+        np.testing.assert_allclose(got.loss.numpy(), ref.loss.numpy(), rtol=1e-4, atol=1e-6)
+        for a, b in zip(got.extra, ref.extra):
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
-        np.testing.assert_allclose(agent.adaptive_kl_beta.numpy(), one.adaptive_kl_beta.numpy(), rtol=1e-6)
-        for n1, n2 in ((agent.observation_normalizer, one.observation_normalizer),
-                       (agent.reward_normalizer, one.reward_normalizer)):
-            np.testing.assert_allclose(n1.count.numpy(), n2.count.numpy(), rtol=1e-9)
-            np.testing.assert_allclose(n1.mean.numpy(), n2.mean.numpy(), rtol=1e-6, atol=1e-9)
-            np.testing.assert_allclose(n1.m2.numpy(), n2.m2.numpy(), rtol=1e-6, atol=1e-9)
+    assert one.train_step_counter.numpy() == learner.train_step_numpy == 6
+    for a, b in zip(two.trainable_weights, one.trainable_weights):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(two.adaptive_kl_beta.numpy(), one.adaptive_kl_beta.numpy(), rtol=1e-6)
+    for n2, n1 in ((two.observation_normalizer, one.observation_normalizer),
+                   (two.reward_normalizer, one.reward_normalizer)):
+        np.testing.assert_allclose(n2.count.numpy(), n1.count.numpy(), rtol=1e-9)
+        np.testing.assert_allclose(n2.mean.numpy(), n1.mean.numpy(), rtol=1e-6, atol=1e-9)
+        np.testing.assert_allclose(n2.m2.numpy(), n1.m2.numpy(), rtol=1e-6, atol=1e-9)
 
 
-def test_ppo_minibatches_under_mirrored_follow_the_same_permutation_per_replica():
-    """With minibatches each replica draws the same stateless permutation of its rows: the run is
-    reproducible and its train step counts every minibatch of every epoch."""
+def test_ppo_global_batch_and_minibatches_under_mirrored():
+    """agent.train(global batch) under strategy.scope() splits the batch over the replicas; with
+    minibatches the train step counts every minibatch of every epoch."""
     mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"],
                                               cross_device_ops=tf.distribute.ReductionToOneDevice())
-    runs = []
-    for _ in range(2):
-        agent = _ppo(mirrored, use_gae=True, minibatch_size=12, normalize_observations=False)
-        experience = lt.ppo_experience(agent, seed=5)
-        with mirrored.scope():
-            agent.train(experience)
-        runs.append([v.numpy() for v in agent.trainable_weights])
-        # 4 envs x 9 rows = 36 rows, 18 per replica, minibatches of 6 per replica: 3 x 3 steps.
-        assert agent.train_step_counter.numpy() == 3 * 3
-    for a, b in zip(*runs):
-        np.testing.assert_array_equal(a, b)
+    agent = _ppo(mirrored, use_gae=True, minibatch_size=12, normalize_observations=False)
+    before = [v.numpy().copy() for v in agent.trainable_weights]
+    with mirrored.scope():
+        info = agent.train(lt.ppo_experience(agent, seed=5))
+    # 4 envs x 9 rows = 36 rows, 18 per replica in minibatches of 6: 3 epochs x 3 steps.
+    assert agent.train_step_counter.numpy() == 3 * 3
+    assert np.isfinite(mirrored.reduce("SUM", info.loss, axis=None).numpy())
+    assert all(not np.allclose(b, v.numpy()) for b, v in zip(before, agent.trainable_weights) if b.ndim == 2)
 
 
 def test_ppo_inside_strategy_run_with_several_replicas_explains_what_to_do():
@@ -357,3 +333,50 @@ def test_ppo_inside_strategy_run_with_several_replicas_explains_what_to_do():
     experience = lt.ppo_experience(agent)
     with pytest.raises(RuntimeError, match="cross-replica context"):
         strategy.run(agent.train, args=(experience,))
+
+
+def test_tf_agents_data_contract_and_arguments(tmp_path):
+    """(experience, sample_info) elements; after_train_strategy_step_fn gets both; non-scalar
+    loss fields summed over all axes; agent.initialize() called; triggers re-armed on restore;
+    TF-Agents' Learner arguments accepted or refused with the reason."""
+    class Agent(lt.RegressionAgent):
+        initialized = 0
+
+        def initialize(self):
+            Agent.initialized += 1
+
+        def train(self, experience, weights=None):
+            info = super().train(experience, weights)
+            return info._replace(extra={"per_row": tf.reshape(experience.reward, [-1])})
+
+    batch = lt.make_global_batch(0, BATCH)
+    seen = []
+
+    def after(experience_and_info, loss_info):
+        experience, sample_info = experience_and_info
+        seen.append(sample_info)
+
+    dataset_fn = lambda: tf.data.Dataset.from_tensors((batch, tf.constant(7))).repeat()  # noqa: E731
+    agent = Agent()
+    learner, _ = make_learner(tmp_path, agent, experience_dataset_fn=dataset_fn, after_train_strategy_step_fn=after,
+                              experience_dataset_options=tf.distribute.InputOptions(),
+                              strategy_run_options=tf.distribute.RunOptions())
+    loss = learner.run(iterations=2)
+    assert Agent.initialized == 1 and seen and all(info is not None for info in seen)  # (at trace time)
+    assert loss.extra["per_row"].shape == () and np.isclose(loss.extra["per_row"], batch.reward.numpy().sum())
+
+    direct, _ = make_learner(tmp_path / "direct", Agent(), direct_sampling=True,
+                             experience_dataset_fn=lambda: tf.data.Dataset.from_tensors(batch).repeat())
+    direct.run(iterations=1)
+    with pytest.raises(ValueError, match="Reverb is not part of rlops' stack"):
+        make_learner(tmp_path / "reverb", use_reverb_v2=True)
+
+    from rlops.train.triggers import IntervalTrigger
+    calls = []
+    ckpt_learner, ckpt_agent = make_learner(tmp_path / "ckpt", checkpoint_interval=3)
+    ckpt_learner.run(iterations=3)
+    trigger = IntervalTrigger(5, lambda: calls.append(1))
+    restored, _ = make_learner(tmp_path / "ckpt", checkpoint_interval=3, triggers=[trigger])
+    assert restored.train_step_numpy == 3
+    restored.run(iterations=2)  # step 5: only 2 steps since the restore, so no firing yet
+    assert calls == []

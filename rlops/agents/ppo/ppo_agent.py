@@ -241,9 +241,11 @@ class PPOAgent(tf.Module):
     def aggregate(self, per_row: tf.Tensor, weights: tf.Tensor) -> tf.Tensor:
         """TF-Agents' aggregate_losses: sum(loss * w) / rows / replicas (or a plain local mean)."""
         _, replicas = _replica_context()
+        # multiply_no_nan: a masked row may hold NaN (e.g. a bootstrap row's zero scale), never its weight.
+        weighted = tf.math.multiply_no_nan(per_row, weights)
         if self.aggregate_losses_across_replicas:
-            return tf.reduce_sum(per_row * weights) / (tf.cast(tf.size(per_row), tf.float32) * replicas)
-        return tf.reduce_mean(per_row * weights)
+            return tf.reduce_sum(weighted) / (tf.cast(tf.size(per_row), tf.float32) * replicas)
+        return tf.reduce_mean(weighted)
 
     def policy_gradient_loss(self, log_prob: tf.Tensor, old_log_prob: tf.Tensor, advantages: tf.Tensor,
                              weights: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -339,7 +341,7 @@ class PPOAgent(tf.Module):
         data = {
             "obs": norm_obs,
             "action": flat(experience.action),
-            "old_params": tf.nest.map_structure(flat, experience.policy_info["dist_params"]),
+            "old_params": _valid_params(tf.nest.map_structure(flat, experience.policy_info["dist_params"])),
             "advantages": flat(advantages),
             "returns": flat(returns),
             "old_values": flat(values),
@@ -409,7 +411,7 @@ class PPOAgent(tf.Module):
             kl = tf.zeros([])
             if self.adaptive_kl_beta is not None or self.kl_cutoff_factor > 0:
                 old_dist = self.actor_net.distribution(mb["old_params"])
-                kl = self.kl_penalty_loss(old_dist.kl_divergence(dist) * mb["weights"])
+                kl = self.kl_penalty_loss(tf.math.multiply_no_nan(old_dist.kl_divergence(dist), mb["weights"]))
             total = pg + vf + l2 + ent + kl
         if self.check_numerics:
             total = tf.debugging.check_numerics(total, "PPO total loss is inf or nan")
@@ -425,7 +427,7 @@ class PPOAgent(tf.Module):
         _, replicas = _replica_context()
         old = self.actor_net.distribution(data["old_params"])
         new = self.actor_net.distribution(self.actor_net.distribution_params(data["obs"]))
-        weighted_kl = old.kl_divergence(new) * data["weights"]
+        weighted_kl = tf.math.multiply_no_nan(old.kl_divergence(new), data["weights"])
         mean_kl = _all_reduce_sum(tf.reduce_mean(weighted_kl)) / replicas
         self.update_adaptive_kl_beta(mean_kl)
         if self.update_normalizers_in_train:
@@ -469,14 +471,14 @@ class PPOAgent(tf.Module):
         base_step = tf.identity(self.train_step_counter)
         data = strategy.run(lambda e, w: self._prepare(e, tf.cast(w, tf.float32)), args=(experience, weights))
         num_steps = strategy.experimental_local_results(strategy.run(self._num_steps, args=(data,)))[0]
-        first = strategy.run(lambda d: self._gradient_step(self._minibatch(d, tf.constant(0), base_step)),
-                             args=(data,))
+        # The loop variable starts as per-replica zeros: tracing the gradient step once, in the body.
+        zeros = strategy.run(lambda: tf.zeros([_NUM_LOSSES]))
 
         def body(step, _):
             return step + 1, strategy.run(lambda d: self._gradient_step(self._minibatch(d, step, base_step)),
                                           args=(data,))
 
-        _, last = tf.while_loop(lambda step, _: step < num_steps, body, (tf.constant(1), first))
+        _, last = tf.while_loop(lambda step, _: step < num_steps, body, (tf.constant(0), zeros))
         mean_kl = strategy.run(self._finish, args=(experience, data))
         loss_info = strategy.run(self._loss_info, args=(last,))
         reduced = tf.nest.map_structure(lambda x: strategy.reduce(tf.distribute.ReduceOp.SUM, x, axis=None),
@@ -516,6 +518,19 @@ class PPOAgent(tf.Module):
             with tf.name_scope("Variables/"):
                 for var in self._trainable:
                     tf.summary.histogram(var.name.replace(":", "_"), var, step=step)
+
+
+def _valid_params(params: dict) -> dict:
+    """Collection-time distribution parameters with placeholders made harmless: a bootstrap row
+    never acted, and drivers may store zeros there (scale 0 gives a -inf log-probability whose
+    gradient is NaN even at weight 0). Real parameters pass unchanged."""
+    out = {}
+    for key, value in params.items():
+        if key == "scale":
+            out[key] = tf.where(value > 0, value, tf.ones_like(value))
+        else:
+            out[key] = tf.where(tf.math.is_finite(value), value, tf.zeros_like(value))
+    return out
 
 
 def _is_distributed_nest(nest: Any) -> bool:

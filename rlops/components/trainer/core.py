@@ -200,7 +200,7 @@ def train_ppo_offline(examples_uri: str, model_uri: str, model_run_uri: str, con
     from rlops.components.experience_gen import records
     from rlops.components.trainer import episodes
     from rlops.train.learner import Learner
-    from rlops.train.on_policy import PPOConfig, build_ppo_agent
+    from rlops.train.on_policy import PPOConfig, build_ppo_agent, train_steps_per_iteration
 
     offline = config.offline_ppo
     pattern = records.split_file_pattern(examples_uri, "train")
@@ -233,7 +233,8 @@ def train_ppo_offline(examples_uri: str, model_uri: str, model_run_uri: str, con
                       checkpoint_interval=config.checkpoint_interval, summary_interval=config.summary_interval,
                       max_checkpoints_to_keep=config.max_checkpoints_to_keep, strategy=strategy,
                       summary_root_dir=model_run_uri)
-    done = learner.train_step_numpy - step_before  # > 0 when resuming a preempted run
+    # PPOAgent advances the train step per gradient step (TF-Agents): `done` counts train calls.
+    done = (learner.train_step_numpy - step_before) // train_steps_per_iteration(ppo_config)  # > 0 on resume
     curve, start = [], time.perf_counter()
     while done < total:
         n = min(config.steps_per_run, total - done)
