@@ -167,9 +167,16 @@ print(publish.publish(src, dst, wait, keep_last=10).version)
 """
 
 
-def test_concurrent_processes_get_distinct_ordered_versions(tmp_path, source):
-    url, go = str(tmp_path / "serving"), str(tmp_path / "go")
+@pytest.mark.parametrize("kind", ["local", "gcs"])
+def test_concurrent_processes_get_distinct_ordered_versions(kind, tmp_path, source, request):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    if kind == "local":
+        url = str(tmp_path / "serving")
+    else:  # children build storage.Client() themselves, as production does
+        endpoint = request.getfixturevalue("emulator")
+        emulator_client(endpoint).create_bucket("procs")
+        url, env["STORAGE_EMULATOR_HOST"] = "gs://procs/serving", endpoint
+    go = str(tmp_path / "go")
     procs = [subprocess.Popen([sys.executable, "-c", _CHILD, source[0], url, go], stdout=subprocess.PIPE, text=True,
                               env=env) for _ in range(4)]
     try:
@@ -184,7 +191,9 @@ def test_concurrent_processes_get_distinct_ordered_versions(tmp_path, source):
             p.kill()
     assert all(p.returncode == 0 for p in procs), outs
     versions = sorted(int(o.strip()) for o in outs)
-    assert len(set(versions)) == 4 and publish.rlops_versions(LocalStore(url)) == versions
+    store = open_store(url, None if kind == "local" else emulator_client(endpoint))
+    assert len(set(versions)) == 4 and publish.rlops_versions(store) == versions
+    assert sorted(int(n) for n in store.children(publish.CLAIMS)) == versions   # one claim each, no reuse
 
 
 def test_rollback_republishes_an_earlier_version_in_front(dest, tmp_path, source):

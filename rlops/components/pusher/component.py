@@ -6,6 +6,8 @@
 """
 from __future__ import annotations
 
+import json
+
 from tfx import types
 from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import standard_artifacts
@@ -13,6 +15,7 @@ from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 
 from rlops.components.pusher.executor import Executor
 from rlops.components.pusher.publish import validate_keep_last
+from rlops.components.pusher.registry import RegistryConfig
 
 
 class PusherSpec(types.ComponentSpec):
@@ -30,8 +33,8 @@ class Pusher(base_component.BaseComponent):
     """Pushes blessed policies to a versioned serving directory, verified in a fresh process.
 
     Verification inputs come from the eval split of `examples` (bandits) or from observations of
-    the Gymnasium env `verify_env_id` (PPO). `vertex_upload`: JSON of
-    pusher.core.vertex_model_upload_request's arguments, to also register the version in Vertex AI.
+    the Gymnasium env `verify_env_id` (PPO). `vertex_upload`: JSON of registry.RegistryConfig's fields,
+    to also register the version in Vertex AI Model Registry (alias `champion`) and optionally deploy it.
     """
 
     SPEC_CLASS = PusherSpec
@@ -43,6 +46,8 @@ class Pusher(base_component.BaseComponent):
         if not push_destination:
             raise ValueError("Pusher: push_destination is empty")
         validate_keep_last(keep_last)  # at pipeline definition, not after a night of training
+        if vertex_upload:
+            RegistryConfig.from_dict(json.loads(vertex_upload))
         spec = PusherSpec(model=model, model_blessing=model_blessing, examples=examples,
                           push_destination=push_destination, keep_last=keep_last, verify_env_id=verify_env_id,
                           vertex_upload=vertex_upload,

@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from rlops.components.pusher import publish
+from rlops.components.pusher import publish, registry
 from rlops.components.pusher.storage import open_store
 
 log = logging.getLogger(__name__)
@@ -99,26 +99,15 @@ def push_policy(policy_dir: str, destination: str, blessed: bool, verify_inputs:
                       removed_versions=result.removed_versions)
 
 
-def vertex_model_upload_request(display_name: str, artifact_uri: str, serving_container_image_uri: str,
+def vertex_model_upload_request(display_name: str, artifact_uri: str, serving_container_image_uri: str | None,
                                 project: str, region: str, labels: dict[str, str] | None = None,
                                 parent_model: str | None = None) -> dict:
-    """Keyword arguments for `google.cloud.aiplatform.Model.upload` (Vertex AI Model Registry).
-
-    Built separately so it can be checked without a cloud; `upload_to_vertex` sends it.
-    """
-    missing = [k for k, v in {"display_name": display_name, "artifact_uri": artifact_uri, "project": project,
-                              "region": region, "serving_container_image_uri": serving_container_image_uri}.items()
-               if not v]
-    if missing:
-        raise ValueError(f"Vertex AI model upload needs {', '.join(missing)}")
-    if not artifact_uri.startswith("gs://"):
-        raise ValueError(f"Vertex AI serves models from Cloud Storage; artifact_uri must be gs://..., got {artifact_uri}")
-    request = {"display_name": display_name, "artifact_uri": artifact_uri,
-               "serving_container_image_uri": serving_container_image_uri, "project": project,
-               "location": region, "labels": dict(labels or {}), "sync": True}
-    if parent_model:
-        request["parent_model"] = parent_model  # a new version of an existing registry model
-    return request
+    """Keyword arguments for `google.cloud.aiplatform.Model.upload`: the new version carries the
+    `champion` alias (see registry.py for deployment and the full config)."""
+    config = registry.RegistryConfig(project=project, region=region, display_name=display_name,
+                                     parent_model=parent_model, labels=dict(labels or {}),
+                                     serving_container_image_uri=serving_container_image_uri or None)
+    return registry.upload_kwargs(artifact_uri, config)
 
 
 def upload_to_vertex(request: dict, aiplatform=None) -> str:

@@ -12,7 +12,7 @@ import tensorflow as tf
 from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 
-from rlops.components.pusher import core
+from rlops.components.pusher import core, registry
 
 NUM_VERIFY_INPUTS = 64
 
@@ -89,5 +89,8 @@ class Executor(base_executor.BaseExecutor):
             pushed.set_int_custom_property("pushed_model_id", reference)
         vertex = exec_properties.get("vertex_upload")
         if vertex:
-            request = core.vertex_model_upload_request(artifact_uri=result.destination, **json.loads(vertex))
-            pushed.set_string_custom_property("vertex_model", core.upload_to_vertex(request))
+            uploaded = registry.upload_version(result.destination, registry.RegistryConfig.from_dict(json.loads(vertex)),
+                                               lineage)
+            pushed.set_string_custom_property("vertex_model", uploaded["versioned_name"])
+            if "endpoint" in uploaded:
+                pushed.set_string_custom_property("vertex_endpoint", uploaded["endpoint"])

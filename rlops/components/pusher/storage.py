@@ -1,9 +1,20 @@
 """The few storage operations publishing needs, on a local disk and on Cloud Storage.
 
 A `Store` addresses files by '/'-separated keys under one root (a directory, or gs://bucket/prefix).
-Cloud Storage goes through google-cloud-storage, the client production uses, because it accepts an
-endpoint (STORAGE_EMULATOR_HOST or client_options) and generation preconditions; tf.io.gfile's gs://
-(TF 2.16's built-in filesystem) has its endpoint hard-coded and no create-if-absent.
+Cloud Storage goes through google-cloud-storage because it offers what publishing needs and
+tf.io.gfile does not: create-if-absent (`if_generation_match=0`) for version claims, control over
+copy order, and an endpoint a test can point at an emulator.
+
+Where an endpoint is accepted (checked on this stack: TF 2.16.2, tensorflow-io-gcs-filesystem 0.37.1,
+google-cloud-storage 2.19):
+- google-cloud-storage: yes, `STORAGE_EMULATOR_HOST` (what `storage.Client()` in production code
+  honours) or `client_options={"api_endpoint": ...}`.
+- tf.io.gfile gs:// (TF's built-in tsl/platform/cloud/gcs_file_system.cc): no. The JSON API base
+  `https://www.googleapis.com/storage/v1/` is compiled in; its environment knobs (GCS_READ_CACHE_*,
+  GCS_STAT_CACHE_*, GCS_REQUEST_*_TIMEOUT_SECS, GCS_ADDITIONAL_REQUEST_HEADER, ...) name no endpoint.
+  Against the emulator it still dials www.googleapis.com ("Couldn't resolve host" offline).
+- tf.io.gfile gs:// with TF_USE_MODULAR_FILESYSTEM=1 (tensorflow-io's plugin, google-cloud-cpp):
+  reads CLOUD_STORAGE_EMULATOR_ENDPOINT, but its first gs:// call segfaults (exit 139) with TF 2.16.2.
 """
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ import contextlib
 import os
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from typing import Callable, Iterator
@@ -52,6 +53,17 @@ def faulty(store: Store, fail_at: int | None, crash: bool = False,
     return store
 
 
+def _die_with_parent() -> None:
+    """Linux: the emulator gets SIGKILL when the process that started it dies, even by a crash that
+    skips every `finally` (a segfault, SIGKILL), so no emulator outlives its test run."""
+    try:
+        import ctypes
+        import signal
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -68,7 +80,8 @@ def gcs_emulator(timeout_s: float = 20.0) -> Iterator[str]:
     endpoint = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen([str(_get_binary_path()), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
                              "-port", str(port), "-public-host", f"127.0.0.1:{port}", "-external-url", endpoint,
-                             "-log-level", "error"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             "-log-level", "error"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
     try:
         deadline = time.monotonic() + timeout_s
         while True:
