@@ -152,6 +152,8 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
         spec = experience_gen.action_spec
         trainer_raw.setdefault("num_actions", int(spec.maximum) - int(spec.minimum) + 1)
     trainer = _section({"trainer": trainer_raw}, "trainer", TrainerConfig.from_dict)
+    if experience_gen is not None:
+        experience_gen = _with_split_minimums(experience_gen, trainer.batch_size)
     if kind == "bandit" and not trainer.is_bandit:
         raise ConfigError(f"trainer.agent: '{trainer.agent}' is not a bandit agent; the bandit pipeline trains "
                           "one of neural_epsilon_greedy, lin_ucb, lin_ts")
@@ -212,6 +214,15 @@ def check_types(kind: str, raw: dict) -> None:
             check_dataclass(EvaluatorConfig, raw["evaluator"], "evaluator")
     except TypeError as e:
         raise ConfigError(str(e)) from None
+
+
+def _with_split_minimums(config: Any, batch_size: int) -> Any:
+    """A train split smaller than one Trainer batch (or an empty eval split) fails in ExperienceGen,
+    saying which split, instead of as an obscure error steps later; explicit values win."""
+    import dataclasses
+    names = config.splits.names
+    defaults = {name: n for name, n in (("train", batch_size), ("eval", 1)) if name in names}
+    return dataclasses.replace(config, min_split_records={**defaults, **config.min_split_records})
 
 
 def _experience_gen_config(d: dict):

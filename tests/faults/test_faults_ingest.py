@@ -83,9 +83,12 @@ def test_unreadable_parquet_file_fails_naming_file_and_bytes(tmp_path):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.parquet").write_bytes(blob)
     (tmp_path / "in" / "b.parquet").write_bytes(blob[:len(blob) // 2])
-    with pytest.raises(ExperienceGenError, match=r"b\.parquet bytes \[0, end of file\): parquet: cannot open"):
+    with pytest.raises(ExperienceGenError, match=r"b\.parquet bytes \[0, end of file\): parquet: cannot open") as e:
         run_experience_gen(config(str(tmp_path / "in" / "*.parquet"), "parquet"), str(tmp_path / "ex"),
                            str(tmp_path / "q"))
+    r = e.value.result  # the readable file's records are all counted; the torn one is not "one record"
+    assert (r.records_read, r.records_written, r.records_quarantined, len(r.unreadable)) == (2000, 2000, 0, 1)
+    assert read_quarantine(str(tmp_path / "q")) == []  # the byte range is listed there, but is not a record
 
 
 def test_corrupt_parquet_row_group_is_a_byte_range_not_one_record(tmp_path):

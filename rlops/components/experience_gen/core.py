@@ -143,21 +143,20 @@ def check(result: IngestResult, max_bad_record_ratio: float,
 
 
 def read_unreadable(quarantine_uri: str) -> list[str]:
-    """The unreadable byte ranges, as 'file bytes [start, end): why' lines."""
-    from apache_beam.io.filesystems import FileSystems
-
+    """The unreadable byte ranges listed in the quarantine, as 'file bytes [start, end): why'."""
     from rlops.components.experience_gen.sources import Unreadable
-    out = []
-    pattern = FileSystems.join(quarantine_uri, pipeline.UNREADABLE_PREFIX + "*")
-    for m in sorted(FileSystems.match([pattern])[0].metadata_list, key=lambda m: m.path):
-        with FileSystems.open(m.path, compression_type="uncompressed") as f:
-            text = f.read().decode("utf-8")
-        out.extend(Unreadable(**json.loads(line)).describe() for line in text.splitlines() if line)
-    return sorted(out)
+    entries = _read_quarantine_files(quarantine_uri)
+    return sorted(Unreadable(**{k: e[k] for k in ("source_file", "start", "end", "message")}).describe()
+                  for e in entries if e.get("reason") == Unreadable.REASON)
 
 
 def read_quarantine(quarantine_uri: str) -> list[dict]:
     """The quarantined records as dicts (reason, message, source_file, line, offset, payload)."""
+    from rlops.components.experience_gen.sources import Unreadable
+    return [e for e in _read_quarantine_files(quarantine_uri) if e.get("reason") != Unreadable.REASON]
+
+
+def _read_quarantine_files(quarantine_uri: str) -> list[dict]:
     import gzip
 
     from apache_beam.io.filesystems import FileSystems

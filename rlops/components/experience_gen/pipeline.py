@@ -26,7 +26,6 @@ from rlops.components.experience_gen.sources import Block, Quarantined, SourceEr
 NS = sinks.METRICS_NAMESPACE
 READ, QUARANTINED, UNREADABLE = "read", "quarantined", "unreadable"
 QUARANTINE_PREFIX = "quarantine"
-UNREADABLE_PREFIX = "unreadable"  # byte ranges that could not be read; any fails the run
 EPISODE_NOT_CONTIGUOUS = "episode_not_contiguous"
 EPISODE_DUPLICATE_STEP = "episode_duplicate_step"
 EPISODE_TERMINAL_INSIDE = "episode_terminal_inside"
@@ -157,8 +156,8 @@ def ingest(plan: Plan, item: Any) -> Iterator[tuple[int, ValidBatch | Quarantine
 
 
 class IngestFn(beam.DoFn):
-    """Work item -> valid column batches (main output), Quarantined records ('quarantine') and
-    Unreadable byte ranges ('unreadable')."""
+    """Work item -> valid column batches (main output); Quarantined records and Unreadable byte
+    ranges ('quarantine')."""
 
     def __init__(self, plan: Plan):
         self.plan = plan
@@ -168,11 +167,10 @@ class IngestFn(beam.DoFn):
     def process(self, item: Any) -> Iterator[Any]:
         for n, out in ingest(self.plan, item):
             self.read.inc(n)
-            if isinstance(out, Quarantined):
-                yield beam.pvalue.TaggedOutput(QUARANTINE_PREFIX, out)
-            elif isinstance(out, Unreadable):
+            if isinstance(out, Unreadable):  # listed with the quarantine, fails the run (core.check)
                 self.unreadable.inc()
-                yield beam.pvalue.TaggedOutput(UNREADABLE_PREFIX, out.to_json())
+            if isinstance(out, (Quarantined, Unreadable)):
+                yield beam.pvalue.TaggedOutput(QUARANTINE_PREFIX, out)
             else:
                 yield out
 
@@ -322,7 +320,10 @@ def episode_steps(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 # --- quarantine -------------------------------------------------------------------------------
 
 class FormatQuarantineFn(beam.DoFn):
-    def process(self, q: Quarantined) -> Iterator[str]:
+    def process(self, q: Quarantined | Unreadable) -> Iterator[str]:
+        if isinstance(q, Unreadable):  # bytes, not a record: counted by IngestFn, not as quarantined
+            yield q.to_json()
+            return
         beam.metrics.Metrics.counter(NS, QUARANTINED).inc()
         beam.metrics.Metrics.counter(NS, f"{QUARANTINED}:{q.code}").inc()
         yield q.to_json()
@@ -341,10 +342,7 @@ def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) 
                  | "Name" >> beam.ParDo(BigQueryRowsFn(name)))
     else:
         items = p | "WorkItems" >> beam.Create(list(plan.items), reshuffle=len(plan.items) > 1)
-    ingested = items | "Ingest" >> beam.ParDo(IngestFn(plan)).with_outputs(QUARANTINE_PREFIX, UNREADABLE_PREFIX,
-                                                                            main="valid")
-    _ = ingested[UNREADABLE_PREFIX] | "WriteUnreadable" >> beam.io.WriteToText(
-        FileSystems.join(quarantine_uri, UNREADABLE_PREFIX), file_name_suffix=".jsonl", skip_if_empty=True)
+    ingested = items | "Ingest" >> beam.ParDo(IngestFn(plan)).with_outputs(QUARANTINE_PREFIX, main="valid")
     valid = ingested.valid
     if cfg.reshuffle:
         valid = valid | "Reshuffle" >> beam.Reshuffle()

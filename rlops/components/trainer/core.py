@@ -60,13 +60,28 @@ def serving_dir(model_uri: str) -> str:
     return os.path.join(model_uri, SERVING_DIR)
 
 
+class WarmStartError(ValueError):
+    """The base model's checkpoint does not fit the agent being trained."""
+
+
 def _warm_start(agent, train_step: tf.Variable, base_model_uri: str) -> str:
+    """Restores the agent and train step from the base model's latest checkpoint. Strict: every
+    variable the agent has now must come from the checkpoint (values the checkpoint has beyond
+    them, such as optimizer slots not created yet, are fine); a checkpoint of another agent or
+    network shape fails here, naming both, instead of reporting a warm start that restored nothing."""
     from rlops.train.learner import CHECKPOINT_DIR, TRAIN_DIR
     ckpt_dir = os.path.join(base_model_uri, TRAIN_DIR, CHECKPOINT_DIR)
     latest = tf.train.latest_checkpoint(ckpt_dir)
     if latest is None:
         raise FileNotFoundError(f"base_model: no Learner checkpoint under {ckpt_dir} to warm-start from")
-    tf.train.Checkpoint(agent=agent, train_step=train_step).read(latest).expect_partial()
+    try:
+        status = tf.train.Checkpoint(agent=agent, train_step=train_step).read(latest)
+        status.assert_existing_objects_matched()
+    except (AssertionError, ValueError, tf.errors.OpError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise WarmStartError(f"base_model: checkpoint {latest} does not match agent '{type(agent).__name__}' "
+                             f"(a different agent or network shape?): {first[:500]}") from None
+    status.expect_partial()
     log.info("warm-started from %s (train step %d)", latest, int(train_step.numpy()))
     return latest
 
@@ -340,14 +355,21 @@ def _export_policies(serving_policy, collect_policy, train_step: tf.Variable, mo
     `serving_default` (both get the same metadata, so their checkpoints stay interchangeable);
     the feature schema goes beside it."""
     from rlops.train.policy_saver import PolicySaver
+    from rlops.train.strategy import is_chief, task_info
+    # Multi-worker: every worker runs the save (it may involve collectives), only the chief's
+    # lands in the artifact; the others write into a throw-away directory.
+    chief = is_chief()
+    out = model_uri if chief else os.path.join(model_uri, f".workertemp_{task_info()[1] or 0}")
     shared = list({id(v): v for v in list(serving_policy.variables) + list(collect_policy.variables)}.values())
     meta = {} if serving_epsilon is None else {"serving_epsilon": float(serving_epsilon)}
     PolicySaver(serving_policy, train_step=train_step, variables=shared, serving_epsilon=serving_epsilon).save(
-        serving_dir(model_uri))
+        serving_dir(out))
     PolicySaver(collect_policy, train_step=train_step, variables=shared, metadata=meta).save(
-        os.path.join(model_uri, COLLECT_POLICY_DIR))
+        os.path.join(out, COLLECT_POLICY_DIR))
     if schema is not None:
-        schema.save(serving_dir(model_uri))
+        schema.save(serving_dir(out))
+    if not chief:
+        tf.io.gfile.rmtree(out)
 
 
 def run_trainer(config: TrainerConfig | str, model_uri: str, model_run_uri: str, examples_uri: str | None = None,
@@ -364,6 +386,9 @@ def run_trainer(config: TrainerConfig | str, model_uri: str, model_run_uri: str,
         result = train_ppo_offline(examples_uri, model_uri, model_run_uri, config, base_model_uri)
     else:
         result = train_ppo_online(model_uri, model_run_uri, config, base_model_uri)
+    from rlops.train.strategy import is_chief
+    if not is_chief():  # only the chief (or worker 0 without one) writes the artifacts' files
+        return result
     with tf.io.gfile.GFile(os.path.join(model_uri, CONFIG_FILE), "w") as f:
         f.write(config.to_json())
     with tf.io.gfile.GFile(os.path.join(model_run_uri, METRICS_FILE), "w") as f:

@@ -51,9 +51,11 @@ class Unreadable:
         end = "end of file" if self.end < 0 else str(self.end)
         return f"{self.source_file} bytes [{self.start}, {end}): {self.message}"
 
+    REASON = "unreadable_bytes"  # its entry in the quarantine files (not a record: not counted as one)
+
     def to_json(self) -> str:
-        return json.dumps({"source_file": self.source_file, "start": self.start, "end": self.end,
-                           "message": self.message})
+        return json.dumps({"reason": self.REASON, "source_file": self.source_file, "start": self.start,
+                           "end": self.end, "message": self.message})
 
 
 class SourceError(ValueError):
