@@ -9,6 +9,7 @@
     rlops submit pipeline.json --project P --region R --pipeline-root gs://B/P [--param k=v] [--label k=v]
     rlops schedule create pipeline.json --cron "0 3 * * *" --time-zone Europe/Berlin [target flags]
     rlops schedule list|pause|resume|delete [SCHEDULE] --project P --region R
+    rlops runs list|show|wait [JOB] --project P --region R       (and `rlops submit ... --wait`)
 """
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import argparse
 import json
 import os
 import sys
+
+from rlops.pipelines import cli_runs
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -70,6 +73,7 @@ def _add_cloud_commands(sub) -> None:
     p.add_argument("--caching", choices=["on", "off"], help="override every task's compiled cache setting")
     p.add_argument("--display-name")
     p.add_argument("--job-id")
+    cli_runs.add_wait_flags(p)
 
     p = sub.add_parser("schedule", help="create, list, pause, resume or delete Vertex AI pipeline schedules")
     actions = p.add_subparsers(dest="action", required=True)
@@ -91,6 +95,7 @@ def _add_cloud_commands(sub) -> None:
         q = actions.add_parser(action, help=f"{action} a schedule")
         q.add_argument("schedule", help="schedule id or projects/P/locations/R/schedules/ID")
         _add_target_flags(q, job=False)
+    cli_runs.add_parser(sub)
 
 
 def _compile(args) -> int:
@@ -124,6 +129,8 @@ def _cloud(args) -> int:
             job = vertex_submit.submit_pipeline(args.template, target, args.param, args.label, caching,
                                                 args.display_name, args.job_id)
             print(json.dumps({"pipeline_job": job.resource_name, "state": job._gca_resource.state.name}))
+            if args.wait:
+                return cli_runs.exit_code(cli_runs.watch(job, args.poll_seconds))
         elif args.action == "create":
             spec = vertex_submit.ScheduleSpec(cron=args.cron, time_zone=args.time_zone,
                                               max_concurrent_runs=args.max_concurrent_runs, start_time=args.start_time,
@@ -150,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         return _compile(args)
     if args.command in ("submit", "schedule"):
         return _cloud(args)
+    if args.command == "runs":
+        return args.handler(args)
     from rlops.pipelines.config import ConfigError, load_config
     try:
         config = load_config(args.kind, args.config, args.overrides)

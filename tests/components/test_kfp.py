@@ -107,9 +107,9 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("kfp")
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root / "kfp_root"))
     out = {"root": root}
-    # ExperienceGen: a plain kfp.local call (no input artifacts).
-    out["kfp_gen"] = rlops_kfp.load("experience_gen")(config=GEN_CONFIG.to_json(), beam_args=BEAM_ARGS,
-                                                      num_records=NUM_RECORDS).outputs
+    # ExperienceGen without its optional `data` input (kfp.local refuses specs declaring input artifacts).
+    out["kfp_gen"] = run_locally(rlops_kfp.load("experience_gen"), {}, config=GEN_CONFIG.to_json(),
+                                 beam_args=BEAM_ARGS, num_records=NUM_RECORDS)
     tfx_examples = tfx_artifact(standard_artifacts.Examples, str(root / "tfx" / "examples"))
     tfx_quarantine = tfx_artifact(ExperienceQuarantine, str(root / "tfx" / "quarantine"))
     GenExecutor(GenExecutor.Context(beam_pipeline_args=BEAM_ARGS, tmp_dir=str(root / "tmp"))).Do(
