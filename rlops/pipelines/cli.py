@@ -51,6 +51,10 @@ def _add_target_flags(p: argparse.ArgumentParser, job: bool = True) -> None:
         p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                        help="runtime parameter value, e.g. --param data_date=2026-01-31 (repeatable)")
         p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="job label (repeatable)")
+        p.add_argument("--network", help="VPC to peer with: projects/PROJECT_NUMBER/global/networks/NAME")
+        p.add_argument("--reserved-ip-range", dest="reserved_ip_ranges", action="append", default=[],
+                       help="name of a reserved IP range on --network (repeatable)")
+        p.add_argument("--kms-key", help="CMEK: projects/P/locations/REGION/keyRings/R/cryptoKeys/K")
 
 
 def _add_cloud_commands(sub) -> None:
@@ -123,7 +127,10 @@ def _cloud(args) -> int:
     job_command = args.command == "submit" or args.action == "create"
     try:
         target = vertex_submit.resolve_target(args.project, args.region, getattr(args, "pipeline_root", None),
-                                              getattr(args, "service_account", None), need_root=job_command)
+                                              getattr(args, "service_account", None), need_root=job_command,
+                                              network=getattr(args, "network", None),
+                                              reserved_ip_ranges=getattr(args, "reserved_ip_ranges", ()),
+                                              kms_key=getattr(args, "kms_key", None))
         if args.command == "submit":
             caching = {"on": True, "off": False}.get(args.caching)
             job = vertex_submit.submit_pipeline(args.template, target, args.param, args.label, caching,

@@ -352,3 +352,40 @@ def test_runs_wait_succeeds_and_show_lists_tasks(api, monkeypatch, capsys):
     from rlops.pipelines.cli_runs import get_run
     job = get_run(target(), "run-9")
     assert watch(job, 1.0, sleep=lambda s: None, timeout_s=2, clock=lambda: next(ticks)) == "TIMEOUT"
+
+
+NETWORK = "projects/123456789/global/networks/ml-vpc"
+KEY = f"projects/{PROJECT}/locations/{REGION}/keyRings/ml/cryptoKeys/rlops"
+NET_FLAGS = ["--network", NETWORK, "--reserved-ip-range", "pipelines-range", "--kms-key", KEY]
+
+
+def test_network_reserved_ranges_and_cmek_on_runs_and_schedules(templates, api):
+    assert main(["submit", templates["nightly"], *TARGET_FLAGS, "--pipeline-root", ROOT, *NET_FLAGS]) == 0
+    sent_job = api[-1][1]["pipeline_job"]
+    assert sent_job.network == NETWORK and list(sent_job.reserved_ip_ranges) == ["pipelines-range"]
+    assert sent_job.encryption_spec.kms_key_name == KEY
+    assert main(["schedule", "create", templates["nightly"], *TARGET_FLAGS, "--pipeline-root", ROOT, *NET_FLAGS,
+                 "--cron", "0 3 * * *"]) == 0
+    scheduled = api[-1][1]["schedule"].create_pipeline_job_request.pipeline_job
+    assert scheduled.network == NETWORK and list(scheduled.reserved_ip_ranges) == ["pipelines-range"]
+    assert scheduled.encryption_spec.kms_key_name == KEY
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--network", "ml-vpc"], "--network: expected projects/PROJECT_NUMBER/global/networks/NAME"),
+    (["--reserved-ip-range", "r1"], "--reserved-ip-range: IP ranges are reserved on a peered network"),
+    (["--kms-key", KEY.replace(REGION, "europe-west4")], "--kms-key: the key is in 'europe-west4'"),
+])
+def test_bad_network_flags_fail_before_any_request(templates, api, capsys, flags, message):
+    assert main(["submit", templates["nightly"], *TARGET_FLAGS, "--pipeline-root", ROOT, *flags]) == 2
+    assert capsys.readouterr().err.startswith(f"rlops: {message}") and api == []
+
+
+def test_a_one_off_run_fixes_its_data_date_at_submission(templates, api):
+    import datetime
+    vertex.submit_pipeline(templates["nightly"], target())
+    expected = (datetime.datetime.now(datetime.timezone.utc).date() - datetime.timedelta(days=1)).isoformat()
+    assert api[-1][1]["pipeline_job"].runtime_config.parameters["data_date"].string_value == expected
+    vertex.submit_pipeline(templates["nightly"], target(), parameter_values={"data_date": "2026-01-31"})
+    assert api[-1][1]["pipeline_job"].runtime_config.parameters["data_date"].string_value == "2026-01-31"
+    assert vertex.with_run_date({"pipelineSpec": {"root": {}}}, {}) == {}  # no data_date parameter: nothing
