@@ -1,16 +1,20 @@
 # The rlops image: every step of a compiled Vertex AI pipeline, the Vertex AI custom training job
 # and the KFP component specs run in it.
 #
-#   docker build -t rlops:0.1.0 .                                   # CPU (the default `rlops compile --image`)
-#   docker build --build-arg GPU=true -t rlops:0.1.0-gpu .          # + CUDA/cuDNN for TensorFlow (GPU steps)
+#   docker build -t rlops:0.1.0 .                                   # CPU and GPU steps (the default `rlops compile --image`)
 #   docker build --target dataflow -t rlops:0.1.0-dataflow .        # Dataflow workers for ExperienceGen
+#   docker build -f Dockerfile.tpu -t rlops:0.1.0-tpu .             # TPU worker pools of a custom training job
 #
 # Vertex AI pulls from a registry: tag and push as REGION-docker.pkg.dev/PROJECT/REPO/rlops:0.1.0
 # and pass that to `rlops compile --image` (README, "Run on Vertex AI").
 #
-# GPU note: TensorFlow 2.16 brings its own CUDA 12 / cuDNN 8.9 as pip wheels
-# (tensorflow[and-cuda]); the host only needs an NVIDIA driver, which Vertex AI GPU machines have.
-# The GPU image works on CPU machines too (TensorFlow falls back), it is just larger.
+# GPU note: TFX's 1.16 image is already built on a CUDA base with the CUDA/cuDNN libraries its
+# TensorFlow uses, so the same image runs CPU and GPU steps (the host only needs an NVIDIA driver,
+# which Vertex AI GPU machines have). Installing tensorflow[and-cuda] on top -- this file's old
+# GPU=true build argument -- added a second CUDA stack from pip wheels: gigabytes larger, and two
+# copies of libcudnn for TensorFlow to choose between. A digest-pinned image (...@sha256:...) is
+# fine for steps; Dataflow and TPU pools then need their own images named explicitly (see
+# dataflow.sdk_container_image / custom_job.tpu_image).
 
 # Beam's SDK harness (the `boot` entrypoint Dataflow workers start), same Beam and Python as below.
 FROM apache/beam_python3.10_sdk:2.74.0 AS beam
@@ -29,9 +33,6 @@ WORKDIR /opt/rlops
 COPY requirements.txt ./
 RUN sed '/^# test tools/,$d' requirements.txt > /tmp/requirements.txt \
  && python -m pip install -r /tmp/requirements.txt
-
-ARG GPU=false
-RUN if [ "$GPU" = "true" ]; then python -m pip install "tensorflow[and-cuda]==2.16.2"; fi
 
 COPY setup.py ./
 COPY rlops ./rlops

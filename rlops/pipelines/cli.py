@@ -9,6 +9,7 @@
     rlops submit pipeline.json --project P --region R --pipeline-root gs://B/P [--param k=v] [--label k=v]
     rlops schedule create pipeline.json --cron "0 3 * * *" --time-zone Europe/Berlin [target flags]
     rlops schedule list|pause|resume|delete [SCHEDULE] --project P --region R
+    rlops runs list|show|wait [JOB] --project P --region R       (and `rlops submit ... --wait`)
 
 Errors print one line (`rlops: ...`) and exit 2 for bad input (config, data, flags), 1 for
 anything else; `--debug` (anywhere on the command line) shows the Python traceback instead.
@@ -25,6 +26,7 @@ from rlops.quiet import quiet_startup
 quiet_startup()
 
 from rlops.pipelines import cli_evaluate  # noqa: E402
+from rlops.pipelines import cli_runs  # noqa: E402
 from rlops.pipelines import cli_serving  # noqa: E402
 
 
@@ -62,6 +64,10 @@ def _add_target_flags(p: argparse.ArgumentParser, job: bool = True) -> None:
         p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                        help="runtime parameter value, e.g. --param data_date=2026-01-31 (repeatable)")
         p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="job label (repeatable)")
+        p.add_argument("--network", help="VPC to peer with: projects/PROJECT_NUMBER/global/networks/NAME")
+        p.add_argument("--reserved-ip-range", dest="reserved_ip_ranges", action="append", default=[],
+                       help="name of a reserved IP range on --network (repeatable)")
+        p.add_argument("--kms-key", help="CMEK: projects/P/locations/REGION/keyRings/R/cryptoKeys/K")
 
 
 def _add_cloud_commands(sub) -> None:
@@ -84,6 +90,7 @@ def _add_cloud_commands(sub) -> None:
     p.add_argument("--caching", choices=["on", "off"], help="override every task's compiled cache setting")
     p.add_argument("--display-name")
     p.add_argument("--job-id")
+    cli_runs.add_wait_flags(p)
 
     p = sub.add_parser("schedule", help="create, list, pause, resume or delete Vertex AI pipeline schedules")
     actions = p.add_subparsers(dest="action", required=True)
@@ -105,6 +112,7 @@ def _add_cloud_commands(sub) -> None:
         q = actions.add_parser(action, help=f"{action} a schedule")
         q.add_argument("schedule", help="schedule id or projects/P/locations/R/schedules/ID")
         _add_target_flags(q, job=False)
+    cli_runs.add_parser(sub)
 
 
 def _compile(args) -> int:
@@ -128,12 +136,17 @@ def _cloud(args) -> int:
     job_command = args.command == "submit" or args.action == "create"
     try:
         target = vertex_submit.resolve_target(args.project, args.region, getattr(args, "pipeline_root", None),
-                                              getattr(args, "service_account", None), need_root=job_command)
+                                              getattr(args, "service_account", None), need_root=job_command,
+                                              network=getattr(args, "network", None),
+                                              reserved_ip_ranges=getattr(args, "reserved_ip_ranges", ()),
+                                              kms_key=getattr(args, "kms_key", None))
         if args.command == "submit":
             caching = {"on": True, "off": False}.get(args.caching)
             job = vertex_submit.submit_pipeline(args.template, target, args.param, args.label, caching,
                                                 args.display_name, args.job_id)
             print(json.dumps({"pipeline_job": job.resource_name, "state": job._gca_resource.state.name}))
+            if args.wait:
+                return cli_runs.exit_code(cli_runs.watch(job, args.poll_seconds))
         elif args.action == "create":
             spec = vertex_submit.ScheduleSpec(cron=args.cron, time_zone=args.time_zone,
                                               max_concurrent_runs=args.max_concurrent_runs, start_time=args.start_time,

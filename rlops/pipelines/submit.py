@@ -50,11 +50,15 @@ class Target:
     credentials: Any
     pipeline_root: str | None = None
     service_account: str | None = None
+    network: str | None = None                  # VPC the run's pods peer with
+    reserved_ip_ranges: tuple = ()              # named ranges on that network
+    kms_key: str | None = None                  # CMEK for the run's resources
 
 
 def resolve_target(project: str | None = None, region: str | None = None, pipeline_root: str | None = None,
                    service_account: str | None = None, credentials: Any = None, need_root: bool = True,
-                   environ: Mapping[str, str] | None = None) -> Target:
+                   environ: Mapping[str, str] | None = None, network: str | None = None,
+                   reserved_ip_ranges: Sequence[str] = (), kms_key: str | None = None) -> Target:
     """Flags, then the usual environment variables, then Application Default Credentials'
     project. Raises SubmitError naming what is missing or malformed -- before any request."""
     environ = os.environ if environ is None else environ
@@ -72,6 +76,12 @@ def resolve_target(project: str | None = None, region: str | None = None, pipeli
             raise SubmitError(f"--pipeline-root: expected gs://BUCKET/PATH, got '{pipeline_root}'")
     if service_account and not re.fullmatch(r"[^@\s]+@[^@\s]+\.[a-z]+", service_account):
         raise SubmitError(f"--service-account: '{service_account}' is not a service account email")
+    from rlops.pipelines.vertex import VertexConfigError, check_network
+    try:
+        check_network(network, list(reserved_ip_ranges or ()), kms_key, region, where="--")
+    except VertexConfigError as e:
+        raise SubmitError(str(e).replace("--reserved_ip_ranges", "--reserved-ip-range").replace(
+            "--kms_key", "--kms-key")) from None
     if credentials is None:
         import google.auth
         from google.auth.exceptions import DefaultCredentialsError
@@ -87,7 +97,8 @@ def resolve_target(project: str | None = None, region: str | None = None, pipeli
     if not _PROJECT.fullmatch(project):
         raise SubmitError(f"--project: '{project}' is not a project id (6-30 lowercase letters, digits, hyphens)")
     return Target(project=project, region=region, credentials=credentials, pipeline_root=pipeline_root,
-                  service_account=service_account)
+                  service_account=service_account, network=network, reserved_ip_ranges=tuple(reserved_ip_ranges or ()),
+                  kms_key=kms_key)
 
 
 # --- the template -------------------------------------------------------------------------------
@@ -223,15 +234,34 @@ def build_pipeline_job(template_path: str, target: Target,
     return aiplatform.PipelineJob(display_name=name, template_path=template_path, job_id=job_id,
                                   pipeline_root=target.pipeline_root, parameter_values=values,
                                   enable_caching=enable_caching, labels=_job_labels(job, parse_labels(labels)),
-                                  credentials=target.credentials, project=target.project, location=target.region)
+                                  credentials=target.credentials, project=target.project, location=target.region,
+                                  encryption_spec_key_name=target.kms_key)
+
+
+def with_run_date(job: dict, values: dict[str, Any], today: datetime.date | None = None) -> dict[str, Any]:
+    """A one-off run's data_date, fixed now when the template has one and nobody gave it:
+    yesterday (UTC). Left empty, the step would read its container's clock, and a cached or
+    retried step could ingest a different day than the run was started for. (Schedules keep it
+    empty: every scheduled run must take its own day, and they refuse cached ingestion.)"""
+    if "data_date" not in declared_parameters(job) or values.get("data_date"):
+        return values
+    default = job.get("runtimeConfig", {}).get("parameters", {}).get("data_date", {}).get("stringValue") or \
+        job.get("runtimeConfig", {}).get("parameterValues", {}).get("data_date")
+    if default:
+        return values
+    today = today or datetime.datetime.now(datetime.timezone.utc).date()
+    return {**values, "data_date": (today - datetime.timedelta(days=1)).isoformat()}
 
 
 def submit_pipeline(template_path: str, target: Target, parameter_values: Mapping[str, Any] | Sequence[str] | None = None,
                     labels: Mapping[str, str] | Sequence[str] | None = None, enable_caching: bool | None = None,
                     display_name: str | None = None, job_id: str | None = None):
     """Creates the PipelineJob in Vertex AI (one CreatePipelineJob request); returns the job."""
-    job = build_pipeline_job(template_path, target, parameter_values, labels, enable_caching, display_name, job_id)
-    job.submit(service_account=target.service_account)
+    template = load_template(template_path)
+    values = with_run_date(template, check_parameter_values(template, parameter_values))
+    job = build_pipeline_job(template_path, target, values, labels, enable_caching, display_name, job_id)
+    job.submit(service_account=target.service_account, network=target.network,
+               reserved_ip_ranges=list(target.reserved_ip_ranges) or None)
     return job
 
 
@@ -304,13 +334,16 @@ def create_schedule(template_path: str, target: Target, spec: ScheduleSpec,
                           "run would re-ingest the first run's data; recompile with caching."
                           f"{cached[0]}=false (the default)")
     job = build_pipeline_job(template_path, target, parameter_values, labels, enable_caching=None)
+    if target.reserved_ip_ranges:  # the SDK's create() takes a network only; runs copy this job message
+        job._gca_resource.reserved_ip_ranges = list(target.reserved_ip_ranges)
     start, end = spec.times()
     name = spec.display_name or f"{job_dict['pipelineSpec']['pipelineInfo']['name']}-schedule"
     schedule = aiplatform.PipelineJobSchedule(pipeline_job=job, display_name=name, credentials=target.credentials,
                                               project=target.project, location=target.region)
     schedule.create(cron=spec.cron_expression(), start_time=start, end_time=end,
                     allow_queueing=spec.allow_queueing, max_run_count=spec.max_runs,
-                    max_concurrent_run_count=int(spec.max_concurrent_runs), service_account=target.service_account)
+                    max_concurrent_run_count=int(spec.max_concurrent_runs), service_account=target.service_account,
+                    network=target.network)
     return schedule
 
 

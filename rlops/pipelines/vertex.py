@@ -68,6 +68,31 @@ GPU_COUNTS = (1, 2, 4, 8, 16)
 TPU_TYPES = {"cloud-tpu": ("TPU_V2", "TPU_V3"), "ct5lp-hightpu-1t": ("TPU_V5_LITEPOD",),
              "ct5lp-hightpu-4t": ("TPU_V5_LITEPOD",), "ct5lp-hightpu-8t": ("TPU_V5_LITEPOD",)}
 RUN_FN = "rlops.components.trainer.run_fn.run_fn"
+TPU_IMAGE_SUFFIX = "-tpu"  # `docker build -f Dockerfile.tpu`: TensorFlow's TPU build + libtpu
+_NETWORK = re.compile(r"projects/[^/\s]+/global/networks/[^/\s]+")
+_KMS_KEY = re.compile(r"projects/[^/\s]+/locations/(?P<location>[^/\s]+)/keyRings/[^/\s]+/cryptoKeys/[^/\s]+")
+
+
+def check_network(network: str | None, reserved_ip_ranges: Sequence[str] | None, kms_key: str | None,
+                  region: str | None, where: str = "") -> None:
+    """VPC peering and CMEK settings as Vertex AI takes them; errors name the setting."""
+    if network and not _NETWORK.fullmatch(network):
+        raise VertexConfigError(f"{where}network: expected projects/PROJECT_NUMBER/global/networks/NAME, got {network!r}")
+    if reserved_ip_ranges:
+        if not network:
+            raise VertexConfigError(f"{where}reserved_ip_ranges: IP ranges are reserved on a peered network; "
+                                    "set network too")
+        bad = [r for r in reserved_ip_ranges if not isinstance(r, str) or not re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", r)]
+        if bad:
+            raise VertexConfigError(f"{where}reserved_ip_ranges: {bad[0]!r} is not the name of a reserved range")
+    if kms_key:
+        m = _KMS_KEY.fullmatch(kms_key)
+        if not m:
+            raise VertexConfigError(f"{where}kms_key: expected projects/P/locations/L/keyRings/R/cryptoKeys/K, "
+                                    f"got {kms_key!r}")
+        if region and m.group("location") != region:
+            raise VertexConfigError(f"{where}kms_key: the key is in '{m.group('location')}'; Vertex AI needs a key in "
+                                    f"the job's region '{region}'")
 
 
 class VertexConfigError(ConfigError):
@@ -213,6 +238,7 @@ class CustomJob:
     MultiWorkerMirroredStrategy; several GPUs on one replica: MirroredStrategy; a TPU: TPUStrategy."""
     worker_pools: list = field(default_factory=lambda: [WorkerPool()])
     service_account: str | None = None
+    tpu_image: str | None = None    # TPU pools' image; default <image>-tpu (Dockerfile.tpu)
 
     def __post_init__(self):
         self.worker_pools = [p if isinstance(p, WorkerPool) else _from_dict(WorkerPool, p, f"custom_job.worker_pools[{i}]")
@@ -248,10 +274,14 @@ class Dataflow:
     max_num_workers: int = 10
     sdk_container_image: str | None = None
     service_account_email: str | None = None
-    subnetwork: str | None = None
+    subnetwork: str | None = None   # regions/REGION/subnetworks/NAME (or its full URL)
+    network: str | None = None      # default: the name of the Vertex network, when one is set
+    use_public_ips: bool = True     # false: workers get internal IPs only (needs Private Google Access)
+    kms_key: str | None = None      # default: the Vertex config's kms_key
     extra_args: list = field(default_factory=list)
 
-    def beam_args(self, project: str, region: str, image: str) -> list[str]:
+    def beam_args(self, project: str, region: str, image: str, vpc_network: str | None = None,
+                  kms_key: str | None = None) -> list[str]:
         if not str(self.temp_location).startswith("gs://"):
             raise VertexConfigError(f"dataflow.temp_location: Dataflow stages through Cloud Storage; "
                                     f"expected gs://BUCKET/PATH, got {self.temp_location!r}")
@@ -267,6 +297,15 @@ class Dataflow:
             args.append(f"--service_account_email={self.service_account_email}")
         if self.subnetwork:
             args.append(f"--subnetwork={self.subnetwork}")
+        network = self.network or (vpc_network.rsplit("/", 1)[-1] if vpc_network else None)
+        if network:
+            args.append(f"--network={network}")
+        if not self.use_public_ips:
+            args.append("--no_use_public_ips")
+        key = self.kms_key or kms_key
+        if key:
+            check_network(None, None, key, region, "dataflow.")
+            args.append(f"--dataflow_kms_key={key}")
         return args + list(self.extra_args)
 
 
@@ -280,6 +319,11 @@ class VertexConfig:
     dataflow: Dataflow | None = None
     caching: dict = field(default_factory=lambda: dict(DEFAULT_CACHING))
     runtime_parameters: bool = True
+    # Private networking and CMEK for the jobs a step starts (custom training job, Dataflow); the
+    # pipeline run's own are `rlops submit|schedule create --network/--reserved-ip-range/--kms-key`.
+    network: str | None = None               # projects/PROJECT_NUMBER/global/networks/NAME (VPC peering)
+    reserved_ip_ranges: list = field(default_factory=list)
+    kms_key: str | None = None               # projects/P/locations/REGION/keyRings/R/cryptoKeys/K
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "VertexConfig":
@@ -307,6 +351,7 @@ class VertexConfig:
         config.caching = caching
         if not config.image or any(c.isspace() for c in config.image):
             raise VertexConfigError(f"image: not an image reference: {config.image!r}")
+        check_network(config.network, config.reserved_ip_ranges, config.kms_key, config.region)
         return config
 
     def step_resources(self, step: str) -> StepResources:
@@ -323,12 +368,21 @@ class VertexConfig:
         return given.resolve(step, f"steps.{step}")
 
 
-def dataflow_image(image: str) -> str:
-    """<repo>:<tag> -> <repo>:<tag>-dataflow (the Dockerfile's `dataflow` target)."""
+def variant_image(image: str, suffix: str, setting: str) -> str:
+    """<repo>:<tag> -> <repo>:<tag><suffix> (another build of the same version). A digest pins one
+    build; no other build can be derived from it, so the setting naming it must be given."""
+    if "@" in image:
+        raise VertexConfigError(f"{setting}: image '{image}' is pinned by digest, which names only that build; "
+                                f"give the {suffix.lstrip('-')} image explicitly (e.g. its own @sha256:... digest)")
     name, _, tag = image.rpartition(":")
     if not name or "/" in tag:  # no tag (a ':' only in a registry port)
-        return f"{image}:latest{DATAFLOW_IMAGE_SUFFIX}"
-    return f"{name}:{tag}{DATAFLOW_IMAGE_SUFFIX}"
+        return f"{image}:latest{suffix}"
+    return f"{name}:{tag}{suffix}"
+
+
+def dataflow_image(image: str) -> str:
+    """<repo>:<tag> -> <repo>:<tag>-dataflow (the Dockerfile's `dataflow` target)."""
+    return variant_image(image, DATAFLOW_IMAGE_SUFFIX, "dataflow.sdk_container_image")
 
 
 def load_vertex_config(path: str | None = None, overrides: Sequence[str] = (), **values: Any) -> VertexConfig:
@@ -423,14 +477,24 @@ def _custom_job_trainer(config: PipelineConfig, vertex: VertexConfig):
 
         from rlops.components.trainer.run_fn import CONFIG_KEY
         job = vertex.custom_job
-        job_spec: dict[str, Any] = {"worker_pool_specs": [p.to_spec(vertex.image) for p in job.worker_pools]}
+        tpu_image = job.tpu_image or (variant_image(vertex.image, TPU_IMAGE_SUFFIX, "custom_job.tpu_image")
+                                      if any(p.is_tpu for p in job.worker_pools) else None)
+        job_spec: dict[str, Any] = {"worker_pool_specs": [p.to_spec(tpu_image if p.is_tpu else vertex.image)
+                                                          for p in job.worker_pools]}
         if job.service_account:
             job_spec["service_account"] = job.service_account
+        if vertex.network:
+            job_spec["network"] = vertex.network
+        if vertex.reserved_ip_ranges:
+            job_spec["reserved_ip_ranges"] = list(vertex.reserved_ip_ranges)
+        training_args: dict[str, Any] = {"project": vertex.project, "job_spec": job_spec,
+                                         "labels": {"rlops_pipeline": _label(pipeline_config.name)}}
+        if vertex.kms_key:  # TFX's training client copies it onto the CustomJob
+            training_args["encryption_spec"] = {"kms_key_name": vertex.kms_key}
         custom_config = {
             constants.ENABLE_VERTEX_KEY: True,
             constants.VERTEX_REGION_KEY: vertex.region,
-            TRAINING_ARGS_KEY: {"project": vertex.project, "job_spec": job_spec,
-                                "labels": {"rlops_pipeline": _label(pipeline_config.name)}},
+            TRAINING_ARGS_KEY: training_args,
             CONFIG_KEY: dataclasses.asdict(pipeline_config.trainer),
         }
         return vertex_trainer.Trainer(examples=examples, base_model=base_model, run_fn=RUN_FN,
@@ -497,7 +561,8 @@ def compile_pipeline(config: PipelineConfig, vertex: VertexConfig, output: str |
         for key in ("project", "region"):
             if not getattr(vertex, key):
                 raise VertexConfigError(f"{key}: Dataflow jobs run in a project and region; pass --{key}")
-        beam_args = vertex.dataflow.beam_args(vertex.project, vertex.region, vertex.image)
+        beam_args = vertex.dataflow.beam_args(vertex.project, vertex.region, vertex.image, vertex.network,
+                                              vertex.kms_key)
     cloud_config = dataclasses.replace(config, beam_args=beam_args)
     params = runtime_parameters(config, vertex) if vertex.runtime_parameters else {}
     pipeline = create_pipeline(cloud_config, local=False, runtime_params=params,

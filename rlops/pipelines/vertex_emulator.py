@@ -376,7 +376,9 @@ class VertexEmulator:
                         artifacts: dict) -> dict:
         defs = component.get("inputDefinitions", {})
         legacy = ctx["schema"].startswith("2.0")
-        inputs: dict[str, Any] = {"parameterValues": {k: v for k, v in params.items()}}
+        # Protobuf Values hold doubles; Vertex's JSON writes integral ones as integers (10, not 10.0).
+        inputs: dict[str, Any] = {"parameterValues": {k: int(v) if isinstance(v, float) and v.is_integer() else v
+                                                      for k, v in params.items()}}
         if legacy:  # what TFX's launcher reads when no inputs spec is passed
             inputs["parameters"] = {k: _typed_value(v, defs.get("parameters", {}).get(k, {}).get("type", "STRING"))
                                     for k, v in params.items()}

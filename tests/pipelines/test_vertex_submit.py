@@ -4,6 +4,7 @@ sends is intercepted at its API client (the gapic PipelineService / ScheduleServ
 the Cloud Storage bucket check) -- no network. Bad input fails before any request, naming the
 flag."""
 import json
+import re
 import socket
 import types
 
@@ -275,3 +276,116 @@ def test_schedule_list_pause_resume_delete(api, capsys):
     assert main(["schedule", "delete", "42", *TARGET_FLAGS]) == 0
     assert api[-1] == ("DeleteSchedule", {"name": full})
     assert json.loads(capsys.readouterr().out) == {"deleted": full}
+
+
+# --- runs you can watch --------------------------------------------------------------------------
+
+def job_states(monkeypatch, api, steps):
+    """GetPipelineJob answers: the job goes through `steps`, each (job state, {task: (state, error)})."""
+    from google.cloud.aiplatform_v1.services.pipeline_service import PipelineServiceClient
+    from google.cloud.aiplatform_v1.types import pipeline_job as gca_job, pipeline_state
+    answers = iter(steps)
+
+    def get_pipeline_job(self, request=None, *, name=None, **kw):
+        api.append(("GetPipelineJob", {"name": name}))
+        state, tasks = next(answers)
+        details = [gca_job.PipelineTaskDetail(task_name=task, state=gca_job.PipelineTaskDetail.State[s],
+                                              error={"message": error} if error else None)
+                   for task, (s, error) in tasks.items()]
+        return gca_job.PipelineJob(name=name, display_name="rlops-bandit",
+                                   state=pipeline_state.PipelineState[f"PIPELINE_STATE_{state}"],
+                                   error={"message": "some tasks failed"} if state == "FAILED" else None,
+                                   job_detail={"task_details": details},
+                                   runtime_config={"parameter_values": {"data_date": "2026-11-23"}})
+
+    def list_pipeline_jobs(self, request=None, **kw):
+        api.append(("ListPipelineJobs", dict(request)))
+        return [gca_job.PipelineJob(name=f"{PARENT}/pipelineJobs/run-{i}", display_name="rlops-bandit",
+                                    state=pipeline_state.PipelineState.PIPELINE_STATE_SUCCEEDED) for i in (2, 1)]
+    monkeypatch.setattr(PipelineServiceClient, "get_pipeline_job", get_pipeline_job)
+    monkeypatch.setattr(PipelineServiceClient, "list_pipeline_jobs", list_pipeline_jobs)
+
+
+FAILING = [("RUNNING", {"ExperienceGen": ("RUNNING", "")}),
+           ("RUNNING", {"ExperienceGen": ("SUCCEEDED", ""), "Trainer": ("RUNNING", "")}),
+           ("RUNNING", {"ExperienceGen": ("SUCCEEDED", ""), "Trainer": ("RUNNING", "")}),
+           ("FAILED", {"ExperienceGen": ("SUCCEEDED", ""), "Trainer": ("FAILED", "Replica chief exited with 137"),
+                       "Evaluator": ("CANCELLED", "")})]
+
+
+def test_submit_wait_streams_task_states_and_fails_with_the_run(templates, api, monkeypatch, capsys):
+    job_states(monkeypatch, api, FAILING)
+    assert main(["submit", templates["nightly"], *TARGET_FLAGS, "--pipeline-root", ROOT, "--wait",
+                 "--poll-seconds", "0"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert json.loads(out[0])["pipeline_job"].startswith(f"{PARENT}/pipelineJobs/")
+    lines = [re.sub(r"^\d\d:\d\d:\d\d ", "", ln) for ln in out[1:]]  # drop the time stamps
+    assert lines == ["job rlops-bandit: RUNNING", "  ExperienceGen: RUNNING", "  ExperienceGen: SUCCEEDED",
+                     "  Trainer: RUNNING", "job rlops-bandit: FAILED", "  Evaluator: CANCELLED",
+                     "  Trainer: FAILED -- Replica chief exited with 137", "job error: some tasks failed"]
+    gets = [r for r, _ in api if r == "GetPipelineJob"]
+    assert len(gets) == len(FAILING)  # one request per poll, none after the end
+
+
+def test_runs_wait_succeeds_and_show_lists_tasks(api, monkeypatch, capsys):
+    from rlops.pipelines.cli_runs import watch
+    job_states(monkeypatch, api, [("RUNNING", {"Trainer": ("RUNNING", "")}),
+                                  ("SUCCEEDED", {"Trainer": ("SUCCEEDED", ""), "Pusher": ("SUCCEEDED", "")}),
+                                  ("SUCCEEDED", {"Trainer": ("SUCCEEDED", ""), "Pusher": ("SUCCEEDED", "")})])
+    assert main(["runs", "wait", "run-7", *TARGET_FLAGS, "--poll-seconds", "0"]) == 0
+    assert api[0] == ("GetPipelineJob", {"name": f"{PARENT}/pipelineJobs/run-7"})
+    assert "Pusher: SUCCEEDED" in capsys.readouterr().out
+    job_states(monkeypatch, api, [("FAILED", {"Trainer": ("FAILED", "OOM")})])
+    assert main(["runs", "show", f"{PARENT}/pipelineJobs/run-8", *TARGET_FLAGS]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["state"] == "FAILED" and shown["tasks"] == {"Trainer": {"state": "FAILED", "error": "OOM"}}
+    assert shown["parameters"] == {"data_date": "2026-11-23"} and shown["error"] == "some tasks failed"
+    assert main(["runs", "list", *TARGET_FLAGS, "--filter", 'display_name="rlops-bandit"']) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [r["name"].rsplit("/", 1)[1] for r in listed] == ["run-2", "run-1"]
+    assert api[-1][1]["filter"] == 'display_name="rlops-bandit"'
+    assert main(["runs", "show", "a/b", *TARGET_FLAGS]) == 2
+    assert "JOB: 'a/b'" in capsys.readouterr().err
+    # Watching stops at a time limit without failing the run.
+    job_states(monkeypatch, api, [("RUNNING", {})] * 3)
+    ticks = iter(range(100))
+    from rlops.pipelines.cli_runs import get_run
+    job = get_run(target(), "run-9")
+    assert watch(job, 1.0, sleep=lambda s: None, timeout_s=2, clock=lambda: next(ticks)) == "TIMEOUT"
+
+
+NETWORK = "projects/123456789/global/networks/ml-vpc"
+KEY = f"projects/{PROJECT}/locations/{REGION}/keyRings/ml/cryptoKeys/rlops"
+NET_FLAGS = ["--network", NETWORK, "--reserved-ip-range", "pipelines-range", "--kms-key", KEY]
+
+
+def test_network_reserved_ranges_and_cmek_on_runs_and_schedules(templates, api):
+    assert main(["submit", templates["nightly"], *TARGET_FLAGS, "--pipeline-root", ROOT, *NET_FLAGS]) == 0
+    sent_job = api[-1][1]["pipeline_job"]
+    assert sent_job.network == NETWORK and list(sent_job.reserved_ip_ranges) == ["pipelines-range"]
+    assert sent_job.encryption_spec.kms_key_name == KEY
+    assert main(["schedule", "create", templates["nightly"], *TARGET_FLAGS, "--pipeline-root", ROOT, *NET_FLAGS,
+                 "--cron", "0 3 * * *"]) == 0
+    scheduled = api[-1][1]["schedule"].create_pipeline_job_request.pipeline_job
+    assert scheduled.network == NETWORK and list(scheduled.reserved_ip_ranges) == ["pipelines-range"]
+    assert scheduled.encryption_spec.kms_key_name == KEY
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--network", "ml-vpc"], "--network: expected projects/PROJECT_NUMBER/global/networks/NAME"),
+    (["--reserved-ip-range", "r1"], "--reserved-ip-range: IP ranges are reserved on a peered network"),
+    (["--kms-key", KEY.replace(REGION, "europe-west4")], "--kms-key: the key is in 'europe-west4'"),
+])
+def test_bad_network_flags_fail_before_any_request(templates, api, capsys, flags, message):
+    assert main(["submit", templates["nightly"], *TARGET_FLAGS, "--pipeline-root", ROOT, *flags]) == 2
+    assert capsys.readouterr().err.startswith(f"rlops: {message}") and api == []
+
+
+def test_a_one_off_run_fixes_its_data_date_at_submission(templates, api):
+    import datetime
+    vertex.submit_pipeline(templates["nightly"], target())
+    expected = (datetime.datetime.now(datetime.timezone.utc).date() - datetime.timedelta(days=1)).isoformat()
+    assert api[-1][1]["pipeline_job"].runtime_config.parameters["data_date"].string_value == expected
+    vertex.submit_pipeline(templates["nightly"], target(), parameter_values={"data_date": "2026-01-31"})
+    assert api[-1][1]["pipeline_job"].runtime_config.parameters["data_date"].string_value == "2026-01-31"
+    assert vertex.with_run_date({"pipelineSpec": {"root": {}}}, {}) == {}  # no data_date parameter: nothing

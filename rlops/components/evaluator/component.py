@@ -31,7 +31,9 @@ class Evaluator(base_component.BaseComponent):
     """Off-policy (bandits) or in-environment (PPO) evaluation against a baseline -> blessing."""
 
     SPEC_CLASS = EvaluatorSpec
-    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
+    # A Beam executor spec because the executor subclasses TFX's Evaluator executor (a Beam
+    # executor; see executor.py for why); it runs no Beam pipeline itself.
+    EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
 
     def __init__(self, config: EvaluatorConfig | str, model: types.BaseChannel,
                  examples: types.BaseChannel | None = None, baseline_model: types.BaseChannel | None = None,

@@ -6,10 +6,19 @@
 
 Each spec runs in the rlops image and calls, through `entrypoint`, the same executor function as
 the TFX component (run_experience_gen, run_trainer, run_evaluator, push_policy). Artifacts:
-ExperienceGen -> examples (system.Dataset, TFX Examples layout), quarantine (system.Artifact);
-Trainer -> model (system.Model), model_run (system.Artifact); Evaluator -> evaluation
-(system.Metrics), blessing (system.Artifact) and a `blessed` output; Pusher -> pushed_model
-(system.Artifact) and a `pushed` output. `sample_pipeline.py` wires all four.
+ExperienceGen -> examples (system.Dataset, TFX Examples layout), quarantine (system.Artifact),
+reading an optional input `data` (system.Dataset: files your own upstream step wrote) or its
+config's pattern; Trainer -> model (system.Model), model_run (system.Artifact); Evaluator ->
+evaluation (system.Metrics: the scalar estimates the Vertex AI console shows), blessing
+(system.Artifact) and a `blessed` output; Pusher -> pushed_model (system.Model whose uri is the
+pushed SavedModel version, with `containerSpec.imageUri` metadata in the google.UnmanagedContainerModel
+shape, so a downstream step or Google Cloud Pipeline Components' upload can take it) and a
+`pushed` output. `sample_pipeline.py` wires all four.
+
+The run date: ExperienceGen takes `data_date` and `run_time`; pipelines pass the job's
+schedule time ({{$.pipeline_job_schedule_time_utc}}) as `run_time`, so an empty data_date means
+"the day before this run was scheduled" and the step's cache key changes every day (an empty
+date resolved from the container's clock let KFP caching serve day one's ingestion on day two).
 
 The specs are generated from `components.py` (python -m rlops.components.kfp.components); a test
 keeps them in sync.
@@ -33,10 +42,20 @@ def spec_path(name: str) -> str:
 
 
 def load(name: str, image: str | None = None):
-    """The component spec `name` loaded with kfp.components.load_component_from_file; `image`
-    replaces the image it runs in (e.g. your registry's copy of the rlops image)."""
+    """The component spec `name` loaded with kfp.components.load_component_from_text; `image`
+    replaces the image it runs in (e.g. your registry's copy of the rlops image).
+
+    The image is replaced in the spec's text, not on the loaded object: kfp 2.5 compiles a loaded
+    component on its own from the pipeline spec it read, so setting
+    `component_spec.implementation.container.image` reached pipelines but not a single
+    component's compiled spec."""
+    import yaml
     from kfp import components
-    component = components.load_component_from_file(spec_path(name))
+    with open(spec_path(name)) as f:
+        spec = yaml.safe_load(f)
     if image:
-        component.component_spec.implementation.container.image = image
-    return component
+        if not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image):
+            raise ValueError(f"image: not an image reference: {image!r}")
+        for executor in spec["deploymentSpec"]["executors"].values():
+            executor["container"]["image"] = image
+    return components.load_component_from_text(yaml.safe_dump(spec, sort_keys=False))

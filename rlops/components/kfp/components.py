@@ -17,14 +17,17 @@ from rlops.components.kfp import DEFAULT_IMAGE, NAMES, SPEC_DIR
 
 
 @dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
-def experience_gen(config: str, examples: Output[Dataset], quarantine: Output[Artifact], beam_args: list = None,
-                   data_pattern: str = "", data_date: str = "", num_records: int = 0):
+def experience_gen(config: str, examples: Output[Dataset], quarantine: Output[Artifact], data: Input[Dataset] = None,
+                   beam_args: list = None, data_pattern: str = "", data_date: str = "", run_time: str = "",
+                   num_records: int = 0):
     """rlops ExperienceGen: logged or simulated experience -> validated, split TFRecords (TFX
     Examples layout) plus a quarantine of bad records. config: ExperienceGenConfig JSON.
-    data_pattern / data_date / num_records: optional per-run overrides ({date} in the pattern)."""
+    data: optional files an upstream step wrote (a file, or a directory of files in the config's
+    source.format). data_pattern / data_date / num_records: optional per-run overrides ({date} in
+    the pattern). run_time: the job's schedule time; an empty data_date is the day before it."""
     from rlops.components.kfp import entrypoint
-    entrypoint.experience_gen(config, examples, quarantine, beam_args=beam_args, data_pattern=data_pattern,
-                              data_date=data_date, num_records=num_records)
+    entrypoint.experience_gen(config, examples, quarantine, data=data, beam_args=beam_args, data_pattern=data_pattern,
+                              data_date=data_date, run_time=run_time, num_records=num_records)
 
 
 @dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
@@ -51,11 +54,12 @@ def evaluator(config: str, model: Input[Model], evaluation: Output[Metrics], ble
 
 
 @dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
-def pusher(model: Input[Model], blessing: Input[Artifact], push_destination: str, pushed_model: Output[Artifact],
+def pusher(model: Input[Model], blessing: Input[Artifact], push_destination: str, pushed_model: Output[Model],
            examples: Input[Dataset] = None, keep_last: int = 5, verify_env_id: str = "",
            vertex_upload: str = "") -> NamedTuple("Outputs", [("pushed", bool)]):
     """rlops Pusher: a blessed policy -> a new, verified version under push_destination (a local
-    directory or gs://); nothing happens when not blessed."""
+    directory or gs://); nothing happens when not blessed. pushed_model: that version (its uri),
+    with containerSpec.imageUri metadata for Vertex AI's prebuilt TensorFlow serving container."""
     from rlops.components.kfp import entrypoint
     return (entrypoint.pusher(model, blessing, push_destination, pushed_model, examples=examples,
                               keep_last=keep_last, verify_env_id=verify_env_id, vertex_upload=vertex_upload),)

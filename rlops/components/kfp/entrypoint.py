@@ -7,6 +7,8 @@ hands them to the function of the same name here. Artifacts are read and written
 (gs://... on Vertex AI, a local path under kfp.local): TensorFlow and Beam speak Cloud Storage
 directly, and Dataflow workers cannot see the /gcs mount a `path` would point at.
 Empty parameter values ("", 0) mean "not given", as KFP parameters cannot be None-valued.
+Integer parameters are cast: kfp 2.5 compiles an int constant for a loaded spec's int input as
+a number (10.0), and backends may hand it over as such.
 """
 from __future__ import annotations
 
@@ -17,18 +19,56 @@ from typing import Any, Sequence
 # Beam's default runner (Prism) downloads a binary at start-up; pin the in-process DirectRunner,
 # as the pipelines' default config does. Pass beam_args (e.g. DataflowRunner flags) to change it.
 DEFAULT_BEAM_ARGS = ("--runner=DirectRunner", "--direct_num_workers=1", "--direct_running_mode=in_memory")
+# Vertex AI's prebuilt TensorFlow prediction container for the TF the SavedModel was written with
+# ({region}-docker.pkg.dev/vertex-ai/prediction/tf2-{cpu|gpu}.{major}-{minor}:latest).
+SERVING_IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-16:latest"
 
 
-def experience_gen(config: str, examples: Any, quarantine: Any, beam_args: Sequence[str] | None = None,
-                   data_pattern: str = "", data_date: str = "", num_records: int = 0) -> None:
+def run_day(run_time: str):
+    """'2026-11-24T02:00:00Z' (a job's schedule or create time, RFC 3339) -> date(2026, 11, 24), UTC."""
+    import datetime
+    text = run_time.strip().replace("Z", "+00:00")
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"run_time: expected an RFC 3339 time such as 2026-11-24T02:00:00Z, got {run_time!r}") from None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(datetime.timezone.utc)
+    return moment.date()
+
+
+def data_files(data: Any) -> str:
+    """The file pattern of an upstream step's Dataset: its file, or every file in its directory."""
+    import tensorflow as tf
+    uri = data.uri.rstrip("/")
+    if tf.io.gfile.isdir(uri):
+        if not tf.io.gfile.glob(uri + "/*"):
+            raise ValueError(f"data: the input Dataset's directory {uri} is empty")
+        return uri + "/*"
+    if not tf.io.gfile.exists(uri):
+        raise ValueError(f"data: the input Dataset's uri {uri} does not exist")
+    return uri
+
+
+def experience_gen(config: str, examples: Any, quarantine: Any, data: Any = None,
+                   beam_args: Sequence[str] | None = None, data_pattern: str = "", data_date: str = "",
+                   run_time: str = "", num_records: int = 0) -> None:
     """This run's values merged into the config as the TFX executor merges them, then
-    ExperienceGen's own KFP mapping (counts into both artifacts' metadata, as TFX records them)."""
+    ExperienceGen's own KFP mapping (counts into both artifacts' metadata, as TFX records them).
+    `data` (an upstream step's files) replaces the source pattern; an empty `data_date` is the day
+    before `run_time` when given (the container's own clock only when neither is)."""
+    if data is not None:
+        if data_pattern:
+            raise ValueError("data: give the input Dataset or data_pattern, not both")
+        data_pattern = data_files(data)
+
     from rlops.components.experience_gen.config import ExperienceGenConfig
     from rlops.components.experience_gen.executor import apply_runtime_params
     from rlops.components.experience_gen.kfp_component import run_for_kfp
 
     cfg = apply_runtime_params(ExperienceGenConfig.from_json(config), data_pattern=data_pattern or None,
-                               data_date=data_date or None, num_records=num_records or None)
+                               data_date=data_date or None, num_records=num_records or None,
+                               today=run_day(run_time) if run_time else None)
     run_for_kfp(cfg.to_json(), list(beam_args or DEFAULT_BEAM_ARGS), examples, quarantine)
 
 
@@ -53,11 +93,12 @@ def evaluator(config: str, model: Any, evaluation: Any, blessing: Any, examples:
     result = run_evaluator(config, model.uri, evaluation.uri, blessing.uri,
                            examples_uri=examples.uri if examples else None,
                            baseline_model_uri=baseline_model.uri if baseline_model else None,
-                           num_actions=num_actions or None)
+                           num_actions=int(num_actions) if num_actions else None)
     # TFX Evaluator's blessing properties, so the same "latest blessed model" logic applies.
-    blessing.metadata.update({"blessed": int(result.blessed), "current_model": model.uri, "reason": result.reason})
+    blessing.metadata.update({"blessed": int(result.blessed), "current_model": model.uri, "reason": result.reason,
+                              "current_model_id": model.name})  # the resource name on Vertex AI
     if baseline_model:
-        blessing.metadata["baseline_model"] = baseline_model.uri
+        blessing.metadata.update({"baseline_model": baseline_model.uri, "baseline_model_id": baseline_model.name})
     for group in ("candidate", "improvement"):  # scalars the Vertex AI console shows for a Metrics artifact
         for name, estimate in result.metrics[group].items():
             evaluation.log_metric(f"{group}_{name}", float(estimate["value"]))
@@ -91,7 +132,10 @@ def pusher(model: Any, blessing: Any, push_destination: str, pushed_model: Any, 
         pushed_model.metadata["reason"] = result.reason
         return False
     pushed_model.metadata.update({"pushed_destination": result.destination, "pushed_version": result.version,
-                                  "pushed_model": model.uri})
+                                  "pushed_model": model.uri, "pushed_model_id": model.name,
+                                  # google.UnmanagedContainerModel's shape: what Vertex AI serves it with
+                                  "containerSpec": {"imageUri": SERVING_IMAGE}})
+    pushed_model.uri = result.destination  # the served SavedModel itself, for downstream steps
     if vertex_upload:
         request = core.vertex_model_upload_request(artifact_uri=result.destination, **json.loads(vertex_upload))
         pushed_model.metadata["vertex_model"] = core.upload_to_vertex(request)

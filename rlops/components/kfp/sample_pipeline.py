@@ -38,7 +38,10 @@ def build(image: Optional[str] = None, trainer_gpu: Optional[str] = None, num_ac
     def bandit_pipeline(push_destination: str, experience_gen_config: str = configs["experience_gen"],
                         trainer_config: str = configs["trainer"], evaluator_config: str = configs["evaluator"],
                         data_date: str = "", num_records: int = 0, train_steps: int = 0):
-        gen = experience_gen(config=experience_gen_config, data_date=data_date, num_records=num_records)
+        # The run date travels as inputs (data_date, else the day before the job's schedule time),
+        # never as the container's clock: cache keys and backfills see the day they ingest.
+        gen = experience_gen(config=experience_gen_config, data_date=data_date, num_records=num_records,
+                             run_time=dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER)
         gen.set_caching_options(False)  # new data arrives under unchanged inputs
         gen.set_cpu_limit("4").set_memory_limit("16G")
         train = trainer(config=trainer_config, examples=gen.outputs["examples"], train_steps=train_steps)
