@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import FEATURES, USER_COLUMNS
+from feature_logs import FEATURES, USER_COLUMNS
 from rlops.components.experience_gen.config import ExperienceGenConfig
 from rlops.components.experience_gen.core import run_experience_gen
 from rlops.features import load as load_schema

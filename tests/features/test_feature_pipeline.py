@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import FEATURES, NUM_ACTIONS, make_logs, write_csv
+from feature_logs import FEATURES, NUM_ACTIONS, make_logs, write_csv
 from rlops.pipelines.config import build_config
 from rlops.pipelines.local import run_local
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import FEATURES, make_logs, write_csv
+from feature_logs import FEATURES, make_logs, write_csv
 from rlops.components.experience_gen import records
 from rlops.components.experience_gen.config import ExperienceGenConfig
 from rlops.components.experience_gen.core import run_experience_gen
