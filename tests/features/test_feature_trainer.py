@@ -63,6 +63,8 @@ def test_exported_policy_encodes_like_the_examples_schema(trained):
     missing = {k: v for k, v in feats.items() if k != "user_b"}
     with pytest.raises(FeatureSchemaError, match="feature 'user_b' is missing"):
         policy.actions(missing)
+    with pytest.raises(FeatureSchemaError, match="feature 'position' is int64 .* but arrives as strings"):
+        policy.actions({**feats, "position": feats["position"].astype(str)})
 
 
 def test_warm_start_keeps_the_base_vocabulary_and_names_missing_or_retyped_features(trained):
