@@ -365,6 +365,12 @@ class SavedPolicy(Policy):
         if missing:
             raise FeatureSchemaError(f"feature '{missing[0]}' is missing: the policy at {self.path} needs "
                                      f"{sorted(spec)}, got {sorted(features)}")
+        for name, want in spec.items():  # retyped: strings where numbers are expected, or back
+            text = np.asarray(features[name]).dtype.kind in "SUO"
+            if text != (want.dtype == tf.string):
+                got = "strings" if text else f"{np.asarray(features[name]).dtype} numbers"
+                raise FeatureSchemaError(f"feature '{name}' is {want.dtype.name} in the policy at {self.path} "
+                                         f"but arrives as {got}")
         n = len(next(iter(features.values())))
         out = []
         for i in range(0, n, batch_size):

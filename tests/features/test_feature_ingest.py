@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import FEATURES, USER_COLUMNS
+from feature_logs import FEATURES, USER_COLUMNS
 from rlops.components.experience_gen.config import ExperienceGenConfig
 from rlops.components.experience_gen.core import run_experience_gen
 from rlops.features import load as load_schema
@@ -89,3 +89,20 @@ def test_legacy_dense_context_still_writes_context_and_schema(tmp_path):
     assert schema.is_legacy and schema.observation_dim == 3
     with open(tmp_path / "ex" / "rlops_feature_schema.json") as fh:
         assert json.load(fh)["features"][0]["name"] == "context"
+
+
+def test_tfdv_validates_the_examples_against_the_written_schema(logs_csv, tmp_path):
+    """TFX's own tools use the schema.pbtxt written beside the Examples: no anomalies on the
+    data it came from; a value outside a (trimmed) string domain is flagged, by feature."""
+    import tensorflow_data_validation as tfdv
+    from google.protobuf import text_format
+    from tensorflow_metadata.proto.v0 import schema_pb2
+    path, _, _ = logs_csv
+    run_experience_gen(_config(path, ["user_a", "price", "position"]), str(tmp_path / "ex"), str(tmp_path / "q"))
+    schema = text_format.Parse((tmp_path / "ex" / "schema.pbtxt").read_text(), schema_pb2.Schema())
+    assert {f.name for f in schema.feature} >= {"user_a", "price", "position", "action", "reward", "propensity"}
+    stats = tfdv.generate_statistics_from_tfrecord(str(tmp_path / "ex" / "Split-train" / "*"))
+    assert not tfdv.validate_statistics(stats, schema).anomaly_info
+    domain = next(f for f in schema.feature if f.name == "user_a").string_domain
+    del domain.value[1:]
+    assert "user_a" in tfdv.validate_statistics(stats, schema).anomaly_info

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import FEATURES, NUM_ACTIONS, make_logs, write_csv
+from feature_logs import FEATURES, NUM_ACTIONS, make_logs, write_csv
 from rlops.pipelines.config import build_config
 from rlops.pipelines.local import run_local
 
@@ -81,7 +81,7 @@ def pipeline_config(root, csv, agent):
     raw = {"name": f"rlops-features-{agent}", "root": str(root), "warm_start": False,
            "beam_args": ["--runner=DirectRunner", "--direct_num_workers=1", "--direct_running_mode=in_memory"],
            "experience_gen": {"record_kind": "bandit", "source": {"kind": "file", "pattern": str(csv), "format": "csv"},
-                              "bandit_columns": {"features": FEATURES},
+                              "bandit_columns": {"features": [{"name": f} for f in FEATURES]},
                               "action_spec": {"shape": [], "dtype": "int32", "minimum": 0, "maximum": NUM_ACTIONS - 1}},
            "trainer": {"agent": agent, "train_steps": 400, "steps_per_run": 100, "batch_size": 64,
                        "learning_rate": 0.01, "serving_epsilon": 0.2},
