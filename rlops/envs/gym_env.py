@@ -174,6 +174,11 @@ class VectorDriver:
             reward[:, t], discount[:, t], next_step_type[:, t] = env.step(a)
             self._track_episodes(step_type[:, t], reward[:, t], next_step_type[:, t])
         step_type[:, T], observation[:, T] = env.step_type, env.observation
+        # The bootstrap row never acts, but learners evaluate log-probabilities on every row before
+        # masking: zeros there are a Normal with scale 0 (NaN log-prob, and NaN * weight 0 is NaN).
+        # Repeat the last acting row's action and info so every row is a valid distribution.
+        action[:, T] = action[:, T - 1]
+        tf.nest.map_structure(lambda buf: buf.__setitem__((slice(None), T), buf[:, T - 1]), info)
         self.total_env_steps += T * B
         return Trajectory(step_type=step_type, observation=observation, action=action, policy_info=info,
                           next_step_type=next_step_type, reward=reward, discount=discount)
