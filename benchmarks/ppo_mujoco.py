@@ -75,6 +75,20 @@ def run_seed(config: PPOConfig, eval_episodes: int) -> dict:
             "backend": backend_name}
 
 
+def collect_only(config: PPOConfig) -> dict:
+    """Collection alone (the untrained collect policy, numpy path): the backends compared."""
+    from rlops.envs.gym_env import VectorDriver
+    env = GymVectorEnv(config.env_id, config.num_envs, seed=config.seed, vector_env=config.vector_env)
+    driver = VectorDriver(env, build_ppo_agent(config, env).collect_policy, config.num_steps, seed=config.seed)
+    driver.run()  # warm-up: first policy snapshot, env caches
+    start, steps = time.perf_counter(), driver.total_env_steps
+    while driver.total_env_steps - steps < config.total_env_steps:
+        driver.run()
+    wall = time.perf_counter() - start
+    env.close()
+    return {"backend": env.backend, "env_steps": driver.total_env_steps - steps, "wall_s": wall}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="HalfCheetah-v5", help="HalfCheetah-v5 or Hopper-v5 (any Box-action env)")
@@ -84,7 +98,15 @@ def main() -> None:
     parser.add_argument("--config", default="cleanrl", choices=["cleanrl", "realistic"])
     parser.add_argument("--num-envs", type=int, help="override the config's number of envs")
     parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument("--collect-only", action="store_true", help="time collection alone (no updates)")
     args = parser.parse_args()
+    if args.collect_only:
+        config = make_config(args.config, args.env, args.steps, args.seeds[0], args.vector_env, args.num_envs)
+        r = collect_only(config)
+        emit("ppo_mujoco_collect", env=args.env, config=args.config, backend=r["backend"], num_envs=config.num_envs,
+             env_steps=r["env_steps"], collect_env_steps_per_s=round(r["env_steps"] / r["wall_s"], 1),
+             wall_s=round(r["wall_s"], 1), peak_rss_mb=round(peak_rss_mb(), 1))
+        return
     runs = [run_seed(make_config(args.config, args.env, args.steps, s, args.vector_env, args.num_envs),
                      args.eval_episodes) for s in args.seeds]
     finals = np.array([r["final_return"] for r in runs])
