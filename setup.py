@@ -27,6 +27,10 @@ setup(
             "tensorflow-data-validation==1.16.1",
             "google-cloud-aiplatform==1.165.1",
         ],
+        # MuJoCo environments for benchmarks/ppo_mujoco.py and its tests (HalfCheetah-v5, Hopper-v5)
+        "mujoco": ["mujoco==3.17.0", "gymnasium[mujoco]==1.4.0"],
+        # vector_env="envpool": envpool 0.8.4 is the newest with a Python 3.10 wheel; it imports gym 0.26
+        "envpool": ["envpool==0.8.4", "gym==0.26.2", "dm-env==1.6"],
     },
     entry_points={"console_scripts": ["rlops=rlops.pipelines.cli:main"]},
 )

@@ -1,4 +1,4 @@
-"""Gymnasium vector environments -> batched Trajectories.
+"""Gymnasium vector environments -> batched Trajectories (backends: VECTOR_ENVS below).
 
 gymnasium 1.x vector envs autoreset in NEXT_STEP mode: after a step that ends an episode
 (terminated or truncated), the *next* `step` call resets that sub-env, ignores its action and
@@ -33,29 +33,58 @@ def space_to_spec(space: gym.Space, name: str) -> tf.TensorSpec:
     raise ValueError(f"unsupported Gymnasium space for {name}: {space}")
 
 
-def make_vector_env(env_id: str, num_envs: int, seed: int = 0, **kwargs: Any) -> gym.vector.VectorEnv:
-    """A NEXT_STEP-autoreset vector env; the env's own vectorized implementation when it has one
-    (CartPole does: numpy over all sub-envs at once), else SyncVectorEnv."""
-    try:
-        env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs)
-    except (gym.error.Error, ValueError, TypeError):
-        env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
-                           vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP}, **kwargs)
+VECTOR_ENVS = ("auto", "sync", "async", "envpool")
+"""Collection backends. auto: the env's own vectorized implementation when it has one
+(CartPole: numpy over all sub-envs at once), else sync. sync: SyncVectorEnv, sub-envs stepped
+in turn in this process. async: AsyncVectorEnv, one subprocess per sub-env (heavier envs such
+as MuJoCo, on machines with cores to spare). envpool: EnvPool's C++ thread pool, when installed.
+sync and async seed sub-env i with seed + i and give identical trajectories."""
+
+
+def make_vector_env(env_id: str, num_envs: int, seed: int = 0, vector_env: str = "auto",
+                    **kwargs: Any) -> gym.vector.VectorEnv:
+    """A NEXT_STEP-autoreset vector env from the `vector_env` backend (see VECTOR_ENVS)."""
+    if vector_env not in VECTOR_ENVS:
+        raise ValueError(f"vector_env={vector_env!r}: expected one of {', '.join(VECTOR_ENVS)}")
+    next_step = {"autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP}
+    if vector_env == "envpool":
+        from rlops.envs.envpool_env import EnvPoolVectorEnv
+        env = EnvPoolVectorEnv(env_id, num_envs, seed, **kwargs)
+    elif vector_env == "auto":
+        try:
+            env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs)
+        except (gym.error.Error, ValueError, TypeError):
+            env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync", vector_kwargs=next_step, **kwargs)
+    else:
+        env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=vector_env, vector_kwargs=next_step,
+                           **kwargs)
     mode = env.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
     if mode != gym.vector.AutoresetMode.NEXT_STEP:
+        env.close()
         raise ValueError(f"{env_id}: vector env autoresets in {mode}; rlops needs NEXT_STEP")
     env.reset(seed=seed)
     env.action_space.seed(seed)
     return env
 
 
+def backend_name(env: Any) -> str:
+    """Which backend a vector env from make_vector_env is (benchmarks report it)."""
+    from rlops.envs.envpool_env import EnvPoolVectorEnv
+    for cls, name in ((gym.vector.AsyncVectorEnv, "async"), (gym.vector.SyncVectorEnv, "sync"),
+                      (EnvPoolVectorEnv, "envpool")):
+        if isinstance(env, cls):
+            return name
+    return "vector_entry_point"
+
+
 class GymVectorEnv:
     """Specs plus batched stepping with TF-Agents step types for a Gymnasium vector env."""
 
-    def __init__(self, env_id: str, num_envs: int, seed: int = 0, **kwargs: Any):
+    def __init__(self, env_id: str, num_envs: int, seed: int = 0, vector_env: str = "auto", **kwargs: Any):
         self.env_id = env_id
         self.num_envs = num_envs
-        self.env = make_vector_env(env_id, num_envs, seed, **kwargs)
+        self.env = make_vector_env(env_id, num_envs, seed, vector_env, **kwargs)
+        self.backend = backend_name(self.env)
         self.observation_spec = space_to_spec(self.env.single_observation_space, "observation")
         self.action_spec = space_to_spec(self.env.single_action_space, "action")
         self.time_step_spec = make_time_step_spec(self.observation_spec)
@@ -145,6 +174,11 @@ class VectorDriver:
             reward[:, t], discount[:, t], next_step_type[:, t] = env.step(a)
             self._track_episodes(step_type[:, t], reward[:, t], next_step_type[:, t])
         step_type[:, T], observation[:, T] = env.step_type, env.observation
+        # The bootstrap row never acts, but learners evaluate log-probabilities on every row before
+        # masking: zeros there are a Normal with scale 0 (NaN log-prob, and NaN * weight 0 is NaN).
+        # Repeat the last acting row's action and info so every row is a valid distribution.
+        action[:, T] = action[:, T - 1]
+        tf.nest.map_structure(lambda buf: buf.__setitem__((slice(None), T), buf[:, T - 1]), info)
         self.total_env_steps += T * B
         return Trajectory(step_type=step_type, observation=observation, action=action, policy_info=info,
                           next_step_type=next_step_type, reward=reward, discount=discount)

@@ -51,6 +51,7 @@ class PPOConfig:
     eval_episodes: int = 20
     target_return: float | None = 475.0  # for `steps_to_target` (mean of last 20 train episodes)
     log_every: int = 10                  # iterations between progress lines; 0 silences them
+    vector_env: str = "auto"             # collection backend: auto | sync | async | envpool (rlops.envs.gym_env)
 
     @property
     def iterations(self) -> int:
@@ -126,7 +127,7 @@ def train_ppo(config: PPOConfig, agent: PPOAgent | None = None,
     `on_iteration(iteration, agent, metrics)` runs after each train step; `agent` warm-starts
     from an existing agent.
     """
-    env = GymVectorEnv(config.env_id, config.num_envs, seed=config.seed)
+    env = GymVectorEnv(config.env_id, config.num_envs, seed=config.seed, vector_env=config.vector_env)
     agent = agent or build_ppo_agent(config, env)
     train, first_iteration = agent.train, 0
     if root_dir is not None:

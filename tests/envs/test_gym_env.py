@@ -80,3 +80,22 @@ def test_continuous_actions_are_clipped_to_the_space():
     assert env.action_spec.dtype.name == "float32" and float(env.action_spec.maximum[0]) == pytest.approx(2.0)
     reward, discount, _ = env.step(np.array([[100.0], [-100.0]], np.float32))  # would explode unclipped
     assert np.all(np.isfinite(reward)) and np.all(reward > -20)
+
+
+def test_continuous_ppo_trains_on_collected_batches_without_nan():
+    """The bootstrap row never acts, yet the learner evaluates log-probabilities on every row:
+    it must hold a valid distribution (it was a Normal with scale 0: NaN loss on step one)."""
+    from rlops.train.on_policy import PPOConfig, build_ppo_agent
+    config = PPOConfig(env_id="Pendulum-v1", num_envs=2, num_steps=16, num_epochs=1, normalize_observations=True,
+                       normalize_rewards=True, total_env_steps=32)
+    env = GymVectorEnv(config.env_id, config.num_envs, seed=0)
+    agent = build_ppo_agent(config, env)
+    traj = VectorDriver(env, agent.collect_policy, config.num_steps).run()
+    assert np.all(traj.policy_info["dist_params"]["scale"] > 0)
+    np.testing.assert_array_equal(traj.action[:, -1], traj.action[:, -2])
+    before = [v.numpy().copy() for v in agent.actor_net.trainable_variables]
+    loss = agent.train(traj)
+    assert np.isfinite(float(loss.loss))
+    after = agent.actor_net.trainable_variables
+    assert all(np.all(np.isfinite(v.numpy())) for v in after)
+    assert any(not np.allclose(b, a.numpy()) for b, a in zip(before, after))  # it did learn something
