@@ -92,7 +92,8 @@ def check_value(tp: Any, v: Any, key: str, nested: dict[str, type] | None = None
         if not isinstance(v, str):
             raise TypeError(f"{key}: expected a string, got {_shown(v)}")
     elif dataclasses.is_dataclass(tp):
-        check_dataclass(tp, v, key, nested, pick)
+        shorthand = getattr(tp, "SHORTHAND_FIELD", None)  # a bare string stands for {field: string}
+        check_dataclass(tp, {shorthand: v} if shorthand and isinstance(v, str) else v, key, nested, pick)
     elif origin in (tuple, list) or (origin is not None and origin.__name__ == "Sequence"):
         if not isinstance(v, (list, tuple)):
             raise TypeError(f"{key}: expected a list, got {_shown(v)}")

@@ -11,7 +11,7 @@ import re
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, ClassVar, Union
 
 BANDIT = "bandit"
 TRAJECTORY = "trajectory"
@@ -75,6 +75,7 @@ class FeatureColumn:
     hashing. Floats are normalized by their mean/std unless `normalize` is False. In JSON/YAML a
     bare string is a feature whose column has its name and whose kind is inferred.
     """
+    SHORTHAND_FIELD: ClassVar[str] = "name"  # in JSON/YAML, "user_a" means {"name": "user_a"}
     name: str
     column: str | None = None  # source column; default: the feature's name
     kind: str = "auto"
@@ -353,7 +354,8 @@ def _convert(tp: Any, v: Any, where: str) -> Any:
         inner = [a for a in args if a is not type(None)]
         return _convert(inner[0], v, where) if len(inner) == 1 else v
     if dataclasses.is_dataclass(tp):
-        return tp(v) if isinstance(v, str) and tp is FeatureColumn else _from_dict(tp, v)
+        shorthand = getattr(tp, "SHORTHAND_FIELD", None)
+        return _from_dict(tp, {shorthand: v} if shorthand and isinstance(v, str) else v)
     if origin is tuple:
         inner = args[0] if args else Any
         return tuple(_convert(inner, x, where) for x in v)
