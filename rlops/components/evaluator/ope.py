@@ -211,14 +211,29 @@ def _ridge(x, actions, rewards, s, k, l2, train, x_test) -> np.ndarray:
 
 
 def _newton_logistic(features, r, sw, penalty, offset, theta, iterations: int = 30, tol: float = 1e-7) -> np.ndarray:
-    """Newton's method on sum sw * logloss(r, sigmoid(offset + features @ theta)) + penalty . theta^2 / 2."""
+    """Newton's method with backtracking on sum sw * logloss(r, sigmoid(offset + features @ theta))
+    + penalty . theta^2 / 2 (plain Newton can overshoot into separation on sparse one-hot rows)."""
+    def loss(t):
+        z = offset + features @ t
+        return float(sw @ (np.logaddexp(0, z) - r * z)) + 0.5 * float(penalty @ (t * t))
+
+    current = loss(theta)
     for _ in range(iterations):
         p = 1 / (1 + np.exp(-np.clip(offset + features @ theta, -30, 30)))
         grad = features.T @ (sw * (p - r)) + penalty * theta
         hess = (features * (sw * p * (1 - p))[:, None]).T @ features + np.diag(penalty)
         step = np.linalg.solve(hess, grad)
-        theta = theta - step
-        if np.abs(step).max() < tol:
+        scale = 1.0
+        while scale > 1e-4:
+            candidate = theta - scale * step
+            value = loss(candidate)
+            if value <= current:
+                break
+            scale /= 2
+        else:
+            break  # no descent along the Newton direction: converged as far as floats go
+        theta, current = candidate, value
+        if np.abs(scale * step).max() < tol:
             break
     return theta
 
