@@ -1,7 +1,8 @@
 """Generator logs (rlops.envs.logged_feedback: four hashed 32-hex user columns, floats, position,
 34 items) through the bandit pipeline: zero quarantine, NeuralEpsilonGreedy and LinUCB train,
 evaluate and push; the pushed policy acts on raw strings and beats the uniform policy's true value."""
-import os
+import glob
+import gzip
 
 import numpy as np
 import pytest
@@ -36,6 +37,8 @@ def test_generator_logs_train_evaluate_push(tmp_path, agent):
                          "min_ess": 10}}  # a greedy policy over 34 items on uniform logs: ESS ~ n_eval / 34
     run = run_local(build_config("bandit", raw))
     assert run.components["ExperienceGen"] == "COMPLETE"
+    quarantine = glob.glob(str(tmp_path / "root" / "**" / "quarantine*.jsonl.gz"), recursive=True)
+    assert quarantine and sum(len(gzip.open(f).read().splitlines()) for f in quarantine) == 0
     assert run.blessed and run.pushed, run.blessing_reason
     policy = SavedPolicy(run.pushed_destination)
     fresh = gen.sample(4000, seed=2).contexts()
