@@ -10,7 +10,8 @@ its own process so peak RSS is its own.
     python benchmarks/ingest.py --records 1000000 --case categorical   # named features (no ceiling)
 The categorical case logs production-shaped records instead: four hashed 32-hex-char user columns
 (5-50 values each), four floats and a position, ingested as named features (kinds inferred,
-vocabularies and float statistics computed in the pipeline). It prints one JSON line: per format records_per_s, ceiling_records_per_s, ratio, peak_rss_mb
+vocabularies and float statistics computed in the pipeline). It prints one JSON line: per format
+records_per_s, ceiling_records_per_s, ratio, peak_rss_mb
 (pipeline), ceiling_peak_rss_mb; top-level figures are the worst format's.
 """
 from __future__ import annotations
@@ -215,7 +216,8 @@ def main() -> None:
             ceil_rate = ceiling["records"] / ceiling["seconds"] if ceiling["records"] else float("nan")
             report[fmt] = {"records_per_s": round(rate),
                            "ceiling_records_per_s": round(ceil_rate) if ceil_rate == ceil_rate else None,
-                           "ratio": round(rate / ceil_rate, 3) if ceil_rate == ceil_rate else None, "peak_rss_mb": round(pipe["peak_rss_mb"], 1),
+                           "ratio": round(rate / ceil_rate, 3) if ceil_rate == ceil_rate else None,
+                           "peak_rss_mb": round(pipe["peak_rss_mb"], 1),
                            "ceiling_peak_rss_mb": round(ceiling["peak_rss_mb"], 1),
                            "seconds": round(pipe["seconds"], 2), "input_mb": round(os.path.getsize(data) / 2**20, 1),
                            "generate_seconds": round(gen_s, 1)}

@@ -1,5 +1,6 @@
-"""Test helper (imported by name: a unique module name, unlike conftest): a tiny production-shaped log fixture: hashed 32-hex user columns, floats, a position, a
-uniform logging policy with propensities, and a reward that depends on the user's segment."""
+"""Test helper (imported by name, so not called conftest): a tiny production-shaped log fixture:
+hashed 32-hex user columns, floats, a position, a uniform logging policy with propensities, and a
+reward that depends on the user's segment."""
 import hashlib
 
 import numpy as np

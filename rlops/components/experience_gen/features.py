@@ -12,7 +12,7 @@ import dataclasses
 import io
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Mapping
 
 import apache_beam as beam
 import numpy as np
