@@ -334,13 +334,17 @@ class SavedPolicy(Policy):
         self._inputs = self._signature.structured_input_signature[1]
 
     def _action(self, time_step: Any, seed: Any) -> PolicyStep:
+        return PolicyStep(self.signature_outputs(time_step)["action"], (), ())
+
+    def signature_outputs(self, time_step: Any) -> dict[str, tf.Tensor]:
+        """Every output of the `action` signature (`action`, `info/...`) for a TimeStep nest."""
         feeds = {}
         for path, value in _flat_with_paths(time_step, ""):
             name = path.lstrip("/")
             name = name if name in self._inputs else name.replace("/", "_")  # TF sanitizes '/'
             want = self._inputs[name].dtype
             feeds[name] = tf.constant(value, want) if want == tf.string else tf.cast(value, want)
-        return PolicyStep(self._signature(**feeds)["action"], (), ())
+        return self._signature(**feeds)
 
     def actions(self, observations: Any, batch_size: int = 4096) -> Any:
         """Greedy actions (numpy) for a batch of observations, in chunks of batch_size: one dense

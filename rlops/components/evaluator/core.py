@@ -61,25 +61,29 @@ def choose_reward_model(config: EvaluatorConfig, data: ope.LoggedFeedback, candi
     if config.reward_model == "network":
         if candidate is None:
             raise ValueError("evaluator.reward_model: 'network' needs a candidate SavedModel")
-        return lambda contexts: network_predicted_rewards(candidate, contexts)
+        # Raw features when the records have them: the candidate encodes them its own way.
+        return lambda contexts: network_predicted_rewards(
+            candidate, contexts if data.features is None else data.features)
     return config.reward_model
 
 
-def network_predicted_rewards(policy: SavedPolicy, contexts: np.ndarray, batch_size: int = 4096) -> np.ndarray:
+def network_predicted_rewards(policy: SavedPolicy, inputs: np.ndarray | dict, batch_size: int = 4096) -> np.ndarray:
     """[N, K] predicted rewards from an exported policy's `action` signature output
-    info/predicted_rewards_mean (present when the agent emits that policy info)."""
+    info/predicted_rewards_mean (present when the agent emits that policy info). `inputs`: dense
+    contexts [N, D], or {feature name: raw values} for a policy exported with its features."""
     from rlops.agents.trajectories import restart
-    signature = policy.loaded.signatures["action"]
-    key = next((k for k in signature.structured_outputs if k.endswith("predicted_rewards_mean")), None)
+    key = next((k for k in policy.loaded.signatures["action"].structured_outputs
+                if k.endswith("predicted_rewards_mean")), None)
     if key is None:
         raise ValueError(f"evaluator.reward_model: 'network' needs predicted rewards, and {policy.path} does not "
                          "emit them; train with emit_policy_info=('predicted_rewards_mean',) or use ridge/logistic")
+    named = isinstance(inputs, dict)
+    n = len(next(iter(inputs.values()))) if named else len(inputs)
     out = []
-    for i in range(0, len(contexts), batch_size):
-        chunk = contexts[i:i + batch_size]
-        ts = restart(tf.constant(chunk, tf.float32), len(chunk))
-        out.append(signature(step_type=ts.step_type, reward=ts.reward, discount=ts.discount,
-                             observation=ts.observation)[key].numpy())
+    for i in range(0, n, batch_size):
+        chunk = {k: v[i:i + batch_size] for k, v in inputs.items()} if named else inputs[i:i + batch_size]
+        m = min(batch_size, n - i)
+        out.append(policy.signature_outputs(restart(chunk, m))[key].numpy())
     return np.concatenate(out).astype(float)
 
 
