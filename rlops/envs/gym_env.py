@@ -127,6 +127,15 @@ class EpisodeStats:
     env_steps: list[int] = field(default_factory=list)
 
 
+def _leaves(x: Any) -> list:
+    """Leaves of a nest of dicts / tuples / lists, in tf.nest's order (sorted dict keys)."""
+    if isinstance(x, dict):
+        return [leaf for k in sorted(x) for leaf in _leaves(x[k])]
+    if isinstance(x, (tuple, list)):
+        return [leaf for v in x for leaf in _leaves(v)]
+    return [x]
+
+
 def _policy_step_fn(policy) -> Callable:
     @tf.function
     def act(step_type, reward, discount, observation):
@@ -169,8 +178,10 @@ class VectorDriver:
             if action is None:  # shapes and dtypes come from the policy's first output
                 action = np.zeros((B, T + 1) + a.shape[1:], a.dtype)
                 info = tf.nest.map_structure(lambda x: np.zeros((B, T + 1) + x.shape[1:], x.dtype), i)
+                info_leaves = _leaves(info)
             action[:, t] = a
-            tf.nest.map_structure(lambda buf, x: buf.__setitem__((slice(None), t), x), info, i)
+            for buf, x in zip(info_leaves, _leaves(i)):  # tf.nest here cost ~100 us a step
+                buf[:, t] = x
             reward[:, t], discount[:, t], next_step_type[:, t] = env.step(a)
             self._track_episodes(step_type[:, t], reward[:, t], next_step_type[:, t])
         step_type[:, T], observation[:, T] = env.step_type, env.observation
@@ -178,7 +189,8 @@ class VectorDriver:
         # masking: zeros there are a Normal with scale 0 (NaN log-prob, and NaN * weight 0 is NaN).
         # Repeat the last acting row's action and info so every row is a valid distribution.
         action[:, T] = action[:, T - 1]
-        tf.nest.map_structure(lambda buf: buf.__setitem__((slice(None), T), buf[:, T - 1]), info)
+        for buf in info_leaves:
+            buf[:, T] = buf[:, T - 1]
         self.total_env_steps += T * B
         return Trajectory(step_type=step_type, observation=observation, action=action, policy_info=info,
                           next_step_type=next_step_type, reward=reward, discount=discount)
