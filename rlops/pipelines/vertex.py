@@ -526,7 +526,8 @@ def _custom_type_titles(pipeline) -> dict[str, str]:
             cls = channel.type
             title = yaml.safe_load(compiler_utils.get_artifact_schema(cls)).get("title")
             path = f"{cls.__module__}.{cls.__qualname__}"
-            if title == cls.TYPE_NAME and title not in compiler_utils.TITLE_TO_CLASS_PATH and title != path:
+            if title == cls.TYPE_NAME and title not in compiler_utils.TITLE_TO_CLASS_PATH and title != path \
+                    and not title.startswith("system."):  # KFP system titles: see _system_title_launcher
                 titles[title] = path
     return titles
 
@@ -544,6 +545,20 @@ def _retitle(node: Any, titles: Mapping[str, str]) -> None:
     elif isinstance(node, list):
         for item in node:
             _retitle(item, titles)
+
+
+def _system_title_launcher(job: dict) -> None:
+    """Steps with an output titled like a KFP system type (the Evaluator's system.Metrics, which
+    the Vertex AI console shows) start through rlops' wrapper of TFX's launcher, which can import
+    that type; every other step keeps TFX's launcher."""
+    from rlops.components.kfp.tfx_launcher import COMMAND, SYSTEM_TITLES
+    spec = job["pipelineSpec"]
+    for component in spec["components"].values():
+        outputs = component.get("outputDefinitions", {}).get("artifacts", {}).values()
+        titles = {yaml.safe_load(o["artifactType"].get("instanceSchema", "") or "{}").get("title") for o in outputs}
+        executor = spec["deploymentSpec"]["executors"].get(component.get("executorLabel", ""), {})
+        if titles & set(SYSTEM_TITLES) and "container" in executor:
+            executor["container"]["command"] = list(COMMAND)
 
 
 def compile_pipeline(config: PipelineConfig, vertex: VertexConfig, output: str | None = None) -> dict:
@@ -576,6 +591,7 @@ def compile_pipeline(config: PipelineConfig, vertex: VertexConfig, output: str |
     # where a submit's or a schedule's parameter values override them.
     job = runner.run(pipeline, parameter_values={name: p.default for name, p in params.items()}, write_out=False)
     _retitle(job["pipelineSpec"], _custom_type_titles(pipeline))
+    _system_title_launcher(job)
     _apply_caching(job, config, vertex)
     job.setdefault("labels", {})["rlops_version"] = _label(__version__.replace(".", "-"))
     if output:

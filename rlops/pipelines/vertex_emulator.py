@@ -310,6 +310,15 @@ class VertexEmulator:
             elif "componentInputParameter" in spec:
                 if spec["componentInputParameter"] in params:
                     in_params[key] = params[spec["componentInputParameter"]]
+            elif "taskFinalStatus" in spec:  # an exit task: how the group it guards ended
+                producer = runs[spec["taskFinalStatus"]["producerTask"]]
+                failed = [t for t in ctx["tasks"].values() if t.state == "FAILED" and t.error]
+                in_params[key] = {"state": "SUCCEEDED" if producer.state == "SUCCEEDED" else "FAILED",
+                                  "pipelineJobResourceName": f"projects/{PROJECT_NUMBER}/locations/{LOCATION}/"
+                                                             f"pipelineJobs/{ctx['job_id']}",
+                                  "pipelineTaskName": producer.name,
+                                  "error": {"code": 9, "message": f"task {failed[0].name} failed"} if failed and
+                                  producer.state != "SUCCEEDED" else {}}
             elif "taskOutputParameter" in spec:
                 src = spec["taskOutputParameter"]
                 producer = runs[src["producerTask"]]

@@ -89,11 +89,13 @@ def test_compiled_job_parses_strictly_and_keeps_the_pipeline_graph(bandit_job):
     assert source("Trainer", "base_model") == ("latest_blessed_model_resolver-model-resolver", "model")
     assert source("Evaluator", "model") == ("Trainer", "model")
     assert source("Pusher", "model_blessing") == ("Evaluator", "blessing")
-    # Every step runs in the image asked for, through the TFX v2 launcher, with our executor.
+    # Every step runs in the image asked for, through the TFX v2 launcher, with our executor (the
+    # Evaluator through rlops' wrapper of it, which can import its system.Metrics output type).
+    from rlops.components.kfp.tfx_launcher import COMMAND
     for task, module in (("ExperienceGen", "experience_gen"), ("Trainer", "trainer"), ("Evaluator", "evaluator"),
                          ("Pusher", "pusher")):
         c = container(job, task)
-        assert c["image"] == IMAGE and c["command"] == LAUNCHER
+        assert c["image"] == IMAGE and c["command"] == (COMMAND if task == "Evaluator" else LAUNCHER)
         executor = c["args"][c["args"].index("--executor_class_path") + 1]
         assert executor == f"rlops.components.{module}.executor.Executor"
         module_name, cls = executor.rsplit(".", 1)

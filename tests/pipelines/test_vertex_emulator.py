@@ -28,6 +28,7 @@ BUCKET = "gs://rlops-emulated"
 NIGHTS = ("2026-11-21", "2026-11-22", "2026-11-23")
 RECORDS = 1200
 LAUNCHER = ["python", "-m", "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"]
+TFX_LAUNCHER_WITH_SYSTEM_TITLES = ["python", "-m", "rlops.components.kfp.tfx_launcher"]
 MODEL_RESOLVER = "latest_blessed_model_resolver-model-resolver"
 SMALL = [f"root={BUCKET}/bandit",
          "experience_gen.source={kind: file, pattern: '%s/logs/{date}/*.csv'}" % BUCKET,
@@ -82,7 +83,8 @@ def test_every_step_runs_its_compiled_command_with_vertex_artifacts(nights):
     for step in ("ExperienceGen", "Trainer", "Evaluator", "Pusher"):
         task = first.task(step)
         container = executors[f"{step}_executor"]["container"]
-        assert task.argv[:3] == container["command"] == LAUNCHER
+        assert task.argv[:3] == container["command"] == (TFX_LAUNCHER_WITH_SYSTEM_TITLES if step == "Evaluator"
+                                                         else LAUNCHER)
         assert task.argv[3:] == [json.dumps(task.executor_input) if a == "{{$}}" else a for a in container["args"]]
         for artifact in task.outputs.values():
             assert artifact[0]["name"].startswith("projects/") and "/metadataStores/default/artifacts/" in artifact[0]["name"]
@@ -94,6 +96,13 @@ def test_every_step_runs_its_compiled_command_with_vertex_artifacts(nights):
     assert meta(first, "Trainer", "model")["warm_started_from"] == ""
     blessing = meta(first, "Evaluator", "blessing")
     assert blessing["blessed"] == 1 and "logging_policy" in blessing["reason"]
+    # Scalars for the Vertex AI console: a system.Metrics artifact with the evaluation's numbers.
+    metrics = first.artifact("Evaluator", "metrics")
+    assert metrics["schema_title"] == "system.Metrics" and metrics["metadata"]["blessed"] == 1.0
+    improvement = json.loads(meta(first, "Evaluator", "evaluation")["improvement"])
+    assert metrics["metadata"]["improvement_dr"] == pytest.approx(improvement["dr"]["value"])
+    assert metrics["metadata"]["improvement_dr_lower"] == pytest.approx(improvement["dr"]["lower"])
+    assert metrics["metadata"]["improvement_dr_lower"] > 0
     assert meta(first, "Pusher", "pushed_model")["pushed"] == 1 and len(versions(emulator)) == 1
 
 
@@ -313,3 +322,58 @@ def test_third_party_pipeline_feeds_and_consumes_rlops_components(tmp_path):
     assert smoke.output_parameters["Output"] > 100  # of 200 digits: the pushed policy learned
     with open(run.artifact("smoke-test", "report")["uri"]) as f:
         assert json.load(f)["model"] == pushed["uri"]
+
+
+@pytest.fixture
+def webhook():
+    """A local HTTP endpoint recording the JSON bodies POSTed to it."""
+    import http.server
+    import threading
+    received = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/hook", received
+    server.shutdown()
+    thread.join(timeout=5)
+
+
+@pytest.mark.slow
+def test_exit_handler_reports_a_failed_run(tmp_path, webhook):
+    from rlops.components.kfp.sample_pipeline import build
+    url, received = webhook
+    spec = compile_kfp(build(notify=True), tmp_path / "notify.yaml")
+    emulator = VertexEmulator(str(tmp_path / "vertex"))
+    bad_config = json.dumps({"source": {"kind": "warehouse"}})  # ExperienceGen fails on it
+    run = emulator.run(spec, {"push_destination": f"{BUCKET}/n/serving", "notify_url": url,
+                              "experience_gen_config": bad_config}, pipeline_root=f"{BUCKET}/n/root")
+    assert run.state == "FAILED"
+    assert run.task("experience-gen").state == "FAILED" and "warehouse" in run.task("experience-gen").error
+    assert run.task("trainer").state == "CANCELLED"
+    notify = run.task("notify-on-failure")
+    assert notify.state == "SUCCEEDED" and notify.output_parameters["Output"] == "FAILED"
+    (note,) = received
+    assert note["state"] == "FAILED" and note["job"].endswith(run.job_id) and "experience-gen" in note["error"]
+
+
+def test_exit_task_stays_quiet_when_the_run_succeeds(webhook):
+    from kfp.dsl import PipelineTaskFinalStatus
+
+    from rlops.components.kfp.sample_pipeline import notify_on_failure
+    url, received = webhook
+    ok = PipelineTaskFinalStatus(state="SUCCEEDED", pipeline_job_resource_name="projects/1/pipelineJobs/j",
+                                 pipeline_task_name="exit-handler-1", error_code=None, error_message=None)
+    assert notify_on_failure(ok, url) == "SUCCEEDED" and received == []
+    failed = PipelineTaskFinalStatus(state="FAILED", pipeline_job_resource_name="projects/1/pipelineJobs/j",
+                                     pipeline_task_name="exit-handler-1", error_code=9, error_message="trainer failed")
+    assert notify_on_failure(failed, "") == "FAILED" and received == []  # no URL: nothing sent
+    assert notify_on_failure(failed, url) == "FAILED" and received[0]["error"] == "trainer failed"

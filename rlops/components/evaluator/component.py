@@ -5,16 +5,25 @@
                           num_actions=10)
     evaluator.outputs["evaluation"]  # standard ModelEvaluation: metrics.json, estimates.png
     evaluator.outputs["blessing"]    # standard ModelBlessing (TFX's BLESSED/NOT_BLESSED convention)
+    evaluator.outputs["metrics"]     # VertexMetrics: the scalar estimates as float properties
 """
 from __future__ import annotations
 
 from tfx import types
+from tfx.types.artifact import Artifact
 from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.evaluator.executor import Executor
+
+
+class VertexMetrics(Artifact):
+    """Scalar metrics as float custom properties. Its type name is KFP's `system.Metrics`, the
+    schema title whose metadata the Vertex AI console shows as a run's metrics; TFX's launcher
+    finds this class for that title through rlops.components.kfp.tfx_launcher."""
+    TYPE_NAME = "system.Metrics"
 
 
 class EvaluatorSpec(types.ComponentSpec):
@@ -24,7 +33,8 @@ class EvaluatorSpec(types.ComponentSpec):
               "examples": ChannelParameter(type=standard_artifacts.Examples, optional=True),
               "baseline_model": ChannelParameter(type=standard_artifacts.Model, optional=True)}
     OUTPUTS = {"evaluation": ChannelParameter(type=standard_artifacts.ModelEvaluation),
-               "blessing": ChannelParameter(type=standard_artifacts.ModelBlessing)}
+               "blessing": ChannelParameter(type=standard_artifacts.ModelBlessing),
+               "metrics": ChannelParameter(type=VertexMetrics)}
 
 
 class Evaluator(base_component.BaseComponent):
@@ -44,5 +54,6 @@ class Evaluator(base_component.BaseComponent):
         spec = EvaluatorSpec(config=config.to_json(), num_actions=num_actions, model=model, examples=examples,
                              baseline_model=baseline_model,
                              evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
-                             blessing=types.Channel(type=standard_artifacts.ModelBlessing))
+                             blessing=types.Channel(type=standard_artifacts.ModelBlessing),
+                             metrics=types.Channel(type=VertexMetrics))
         super().__init__(spec=spec)

@@ -40,3 +40,18 @@ class Executor(tfx_evaluator_executor.Executor):  # for the launcher's id conver
             blessing.set_int_custom_property("baseline_model_id", baseline.id)
         blessing.set_string_custom_property("reason", result.reason)
         evaluation.set_string_custom_property("improvement", json.dumps(result.metrics["improvement"]))
+        for metrics in output_dict.get("metrics") or []:  # scalars the Vertex AI console shows
+            for name, value in scalar_metrics(result).items():
+                metrics.set_float_custom_property(name, value)
+
+
+def scalar_metrics(result) -> dict[str, float]:
+    """candidate_<estimator>, improvement_<estimator> and its lower bound, and blessed (0/1) --
+    the same names the KFP spec logs on its system.Metrics output."""
+    out = {}
+    for group in ("candidate", "improvement"):
+        for name, estimate in result.metrics[group].items():
+            out[f"{group}_{name}"] = float(estimate["value"])
+            out[f"{group}_{name}_lower"] = float(estimate["lower"])
+    out["blessed"] = float(result.blessed)
+    return out

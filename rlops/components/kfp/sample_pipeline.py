@@ -3,7 +3,13 @@
     experience_gen --examples--> trainer --model--> evaluator --blessing--> (if blessed) pusher
           \\---------------------examples------------/---------examples----------/
 
-    python -m rlops.components.kfp.sample_pipeline bandit_kfp.yaml [--image IMG] [--gpu NVIDIA_TESLA_T4:1]
+    python -m rlops.components.kfp.sample_pipeline bandit_kfp.yaml [--image IMG] [--gpu NVIDIA_TESLA_T4:1] [--notify]
+
+--notify wraps the steps in a dsl.ExitHandler whose exit task (`notify_on_failure`) runs however
+the steps end and, unless they succeeded, POSTs a JSON note (job, failed task, error) to the
+`notify_url` pipeline parameter -- a Slack / Google Chat / Cloud Run webhook. (Vertex AI's own
+email notification is Google Cloud Pipeline Components' VertexNotificationEmailOp in the same
+place; rlops does not depend on that package.)
 
 The YAML runs on Vertex AI Pipelines (`rlops submit bandit_kfp.yaml ...`) or any KFP v2 backend.
 It is a template for your own DAGs: the components take the same JSON configs as the TFX ones.
@@ -14,7 +20,7 @@ from typing import Optional
 
 from kfp import compiler, dsl
 
-from rlops.components.kfp import load
+from rlops.components.kfp import DEFAULT_IMAGE, load
 
 
 def default_configs(num_actions: int = 10) -> dict[str, str]:
@@ -28,16 +34,32 @@ def default_configs(num_actions: int = 10) -> dict[str, str]:
             "evaluator": EvaluatorConfig(kind="bandit").to_json()}
 
 
-def build(image: Optional[str] = None, trainer_gpu: Optional[str] = None, num_actions: int = 10):
-    """The pipeline function. trainer_gpu: 'TYPE:COUNT' (e.g. NVIDIA_TESLA_T4:1) for the Trainer."""
+def notify_on_failure(status: dsl.PipelineTaskFinalStatus, notify_url: str = "") -> str:
+    """Exit task: unless the run succeeded, POST {text, job, task, state, error} as JSON to
+    notify_url (a chat / HTTP webhook). Returns the run's final state."""
+    import json
+    import urllib.request
+    if status.state != "SUCCEEDED" and notify_url:
+        note = {"text": f"rlops run {status.pipeline_job_resource_name} {status.state}: {status.error_message}",
+                "job": status.pipeline_job_resource_name, "task": status.pipeline_task_name,
+                "state": status.state, "error": status.error_message}
+        request = urllib.request.Request(notify_url, data=json.dumps(note).encode(), method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            print(f"notified {notify_url}: HTTP {response.status}")
+    return status.state
+
+
+def build(image: Optional[str] = None, trainer_gpu: Optional[str] = None, num_actions: int = 10,
+          notify: bool = False):
+    """The pipeline function. trainer_gpu: 'TYPE:COUNT' (e.g. NVIDIA_TESLA_T4:1) for the Trainer;
+    notify: add the exit handler that reports a failed run to the `notify_url` parameter."""
     experience_gen, trainer, evaluator, pusher = (load(name, image) for name in
                                                   ("experience_gen", "trainer", "evaluator", "pusher"))
     configs = default_configs(num_actions)
 
-    @dsl.pipeline(name="rlops-bandit-kfp", description="rlops bandit retraining from KFP component specs")
-    def bandit_pipeline(push_destination: str, experience_gen_config: str = configs["experience_gen"],
-                        trainer_config: str = configs["trainer"], evaluator_config: str = configs["evaluator"],
-                        data_date: str = "", num_records: int = 0, train_steps: int = 0):
+    def steps(push_destination, experience_gen_config, trainer_config, evaluator_config, data_date, num_records,
+              train_steps):
         # The run date travels as inputs (data_date, else the day before the job's schedule time),
         # never as the container's clock: cache keys and backfills see the day they ingest.
         gen = experience_gen(config=experience_gen_config, data_date=data_date, num_records=num_records,
@@ -58,11 +80,33 @@ def build(image: Optional[str] = None, trainer_gpu: Optional[str] = None, num_ac
             push.set_caching_options(False)
             push.set_cpu_limit("2").set_memory_limit("8G")
 
-    return bandit_pipeline
+    if not notify:
+        @dsl.pipeline(name="rlops-bandit-kfp", description="rlops bandit retraining from KFP component specs")
+        def bandit_pipeline(push_destination: str, experience_gen_config: str = configs["experience_gen"],
+                            trainer_config: str = configs["trainer"], evaluator_config: str = configs["evaluator"],
+                            data_date: str = "", num_records: int = 0, train_steps: int = 0):
+            steps(push_destination, experience_gen_config, trainer_config, evaluator_config, data_date, num_records,
+                  train_steps)
+        return bandit_pipeline
+
+    exit_task = dsl.component(notify_on_failure, base_image=image or DEFAULT_IMAGE, install_kfp_package=False)
+
+    @dsl.pipeline(name="rlops-bandit-kfp", description="rlops bandit retraining from KFP component specs")
+    def bandit_pipeline_notifying(push_destination: str, notify_url: str = "",
+                                  experience_gen_config: str = configs["experience_gen"],
+                                  trainer_config: str = configs["trainer"], evaluator_config: str = configs["evaluator"],
+                                  data_date: str = "", num_records: int = 0, train_steps: int = 0):
+        notify_task = exit_task(notify_url=notify_url)
+        notify_task.set_caching_options(False)
+        with dsl.ExitHandler(notify_task, name="retrain"):
+            steps(push_destination, experience_gen_config, trainer_config, evaluator_config, data_date, num_records,
+                  train_steps)
+    return bandit_pipeline_notifying
 
 
-def compile_sample(path: str, image: Optional[str] = None, trainer_gpu: Optional[str] = None) -> str:
-    compiler.Compiler().compile(build(image, trainer_gpu), path)
+def compile_sample(path: str, image: Optional[str] = None, trainer_gpu: Optional[str] = None,
+                   notify: bool = False) -> str:
+    compiler.Compiler().compile(build(image, trainer_gpu, notify=notify), path)
     return path
 
 
@@ -71,5 +115,6 @@ if __name__ == "__main__":
     parser.add_argument("output")
     parser.add_argument("--image")
     parser.add_argument("--gpu", help="Trainer accelerator TYPE:COUNT")
+    parser.add_argument("--notify", action="store_true", help="exit handler: POST failures to notify_url")
     args = parser.parse_args()
-    print(compile_sample(args.output, args.image, args.gpu))
+    print(compile_sample(args.output, args.image, args.gpu, args.notify))
