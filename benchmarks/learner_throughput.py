@@ -82,10 +82,11 @@ def measure(name: str, agent, step, experience, rows_per_step: int, iterations: 
     for mode, calls, per_call in (("run_n", 1, iterations), ("run_1_x_n", iterations, 1)):
         rates = []
         for _ in range(repeats):
-            start_step, start = learner.train_step_numpy, time.perf_counter()
+            start = time.perf_counter()
             for _ in range(calls):
                 learner.run(iterations=per_call)
-            rates.append((learner.train_step_numpy - start_step) / (time.perf_counter() - start))
+            # agent.train calls per second: PPO's train step counts gradient steps (epochs), not calls
+            rates.append(calls * per_call / (time.perf_counter() - start))
         steps_per_s = statistics.median(rates)
         out[mode] = {"steps_per_s": round(steps_per_s, 1), "samples_per_s": round(steps_per_s * rows_per_step)}
     out["speedup"] = round(out["run_n"]["steps_per_s"] / out["run_1_x_n"]["steps_per_s"], 2)

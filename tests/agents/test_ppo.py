@@ -306,3 +306,40 @@ def test_zero_placeholder_params_in_the_bootstrap_row_stay_harmless():
     np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-5)
     for a, b in zip(results[0][1], results[1][1]):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_discrete_actions_starting_above_zero():
+    """Gym's Discrete(3, start=1): actions 1..3 in and out, log-probabilities of the right index."""
+    spec = specs.BoundedTensorSpec((), tf.int32, 1, 3, name="action")
+    agent = make_agent(spec, num_epochs=2, importance_ratio_clipping=0.2)
+    exp = make_experience(agent, seed=2)
+    assert set(np.unique(exp.action)) <= {1, 2, 3} and 3 in set(np.unique(exp.action))
+    dist = agent.actor_net.distribution({"logits": tf.constant(exp.policy_info["dist_params"]["logits"])})
+    np.testing.assert_allclose(dist.log_prob(exp.action - 1).numpy(), exp.policy_info["log_probability"], rtol=1e-5)
+    info = agent.train(exp)
+    assert np.isfinite(info.loss.numpy())
+    from rlops.agents.trajectories import TimeStep
+    obs = np.random.default_rng(0).normal(size=(64, 3)).astype(np.float32)
+    ts = TimeStep(np.ones(64, np.int32), np.zeros(64, np.float32), np.ones(64, np.float32), obs)
+    assert set(agent.policy.action(ts).action.numpy().tolist()) <= {1, 2, 3}
+    sampled, _ = agent.collect_policy.numpy_sampler(seed=0)(obs)
+    assert set(sampled.tolist()) <= {1, 2, 3}
+
+
+def test_argument_parity_options():
+    ts_spec = time_step_spec(OBS)
+    stochastic = PPOAgent(ts_spec, DISCRETE, tf_keras.optimizers.Adam(1e-3), greedy_eval=False)
+    assert type(stochastic.policy).__name__ == "ActorPolicy"
+    with pytest.raises(NotImplementedError, match="values and advantages are always computed in train"):
+        PPOAgent(ts_spec, DISCRETE, tf_keras.optimizers.Adam(1e-3), compute_value_and_advantage_in_train=False)
+    # aggregate_losses_across_replicas=False: a plain mean of loss * weight (same with one replica).
+    agent = make_agent(aggregate_losses_across_replicas=False, importance_ratio_clipping=0.2)
+    w = np.array([1.0, 0.0, 2.0, 1.0], np.float32)
+    loss, _ = agent.policy_gradient_loss(tf.zeros(4), tf.zeros(4), tf.constant([1.0, 2.0, 3.0, 4.0]), tf.constant(w))
+    np.testing.assert_allclose(loss.numpy(), -(np.array([1.0, 2.0, 3.0, 4.0]) * w).mean(), rtol=1e-6)
+    # Continuous actions are stored unclipped, as TF-Agents' PPO policies (environments clip).
+    cont = make_agent(CONTINUOUS)
+    obs = np.zeros((256, 3), np.float32)
+    from rlops.agents.trajectories import TimeStep
+    ts = TimeStep(np.ones(256, np.int32), np.zeros(256, np.float32), np.ones(256, np.float32), obs)
+    assert np.abs(cont.collect_policy.action(ts).action.numpy()).max() > 1.0

@@ -238,17 +238,19 @@ class PPOAgent(tf.Module):
             advantages = returns - values[:, :-1]
         return advantages, returns
 
-    def aggregate(self, per_row: tf.Tensor, weights: tf.Tensor) -> tf.Tensor:
-        """TF-Agents' aggregate_losses: sum(loss * w) / rows / replicas (or a plain local mean)."""
+    def aggregate(self, per_row: tf.Tensor, weights: tf.Tensor, rows: tf.Tensor | None = None) -> tf.Tensor:
+        """TF-Agents' aggregate_losses: sum(loss * w) / rows / replicas (or a plain local mean).
+        `rows`: the minibatch's real row count when it is padded to a fixed size."""
         _, replicas = _replica_context()
         # multiply_no_nan: a masked row may hold NaN (e.g. a bootstrap row's zero scale), never its weight.
         weighted = tf.math.multiply_no_nan(per_row, weights)
+        rows = tf.cast(tf.size(per_row), tf.float32) if rows is None else rows
         if self.aggregate_losses_across_replicas:
-            return tf.reduce_sum(weighted) / (tf.cast(tf.size(per_row), tf.float32) * replicas)
-        return tf.reduce_mean(weighted)
+            return tf.reduce_sum(weighted) / (rows * replicas)
+        return tf.reduce_sum(weighted) / rows
 
     def policy_gradient_loss(self, log_prob: tf.Tensor, old_log_prob: tf.Tensor, advantages: tf.Tensor,
-                             weights: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+                             weights: tf.Tensor, in_range: tf.Tensor | None = None) -> tuple[tf.Tensor, tf.Tensor]:
         """Returns (loss, clip_fraction)."""
         if self.log_prob_clipping > 0:
             log_prob = tf.clip_by_value(log_prob, -self.log_prob_clipping, self.log_prob_clipping)
@@ -259,22 +261,27 @@ class PPOAgent(tf.Module):
             eps = self.importance_ratio_clipping
             objective = tf.minimum(objective, tf.clip_by_value(ratio, 1.0 - eps, 1.0 + eps) * advantages)
             _, replicas = _replica_context()
-            clip_fraction = tf.reduce_mean(tf.cast(tf.abs(ratio - 1.0) > eps, tf.float32)) / replicas
-        return self.aggregate(-objective, weights), clip_fraction
+            clipped_rows = tf.cast(tf.abs(ratio - 1.0) > eps, tf.float32)
+            if in_range is None:
+                clip_fraction = tf.reduce_mean(clipped_rows) / replicas
+            else:
+                clip_fraction = tf.reduce_sum(clipped_rows * in_range) / tf.reduce_sum(in_range) / replicas
+        rows = None if in_range is None else tf.reduce_sum(in_range)
+        return self.aggregate(-objective, weights, rows), clip_fraction
 
     def value_estimation_loss(self, value_preds: tf.Tensor, returns: tf.Tensor, old_value_preds: tf.Tensor,
-                              weights: tf.Tensor) -> tf.Tensor:
+                              weights: tf.Tensor, rows: tf.Tensor | None = None) -> tf.Tensor:
         error = tf.math.squared_difference(returns, value_preds)
         if self.value_clipping > 0:
             clipped_preds = old_value_preds + tf.clip_by_value(
                 value_preds - old_value_preds, -self.value_clipping, self.value_clipping)
             error = tf.maximum(error, tf.math.squared_difference(returns, clipped_preds))
-        return self.aggregate(error, weights) * self.value_pred_loss_coef
+        return self.aggregate(error, weights, rows) * self.value_pred_loss_coef
 
-    def entropy_loss(self, entropy: tf.Tensor, weights: tf.Tensor) -> tf.Tensor:
+    def entropy_loss(self, entropy: tf.Tensor, weights: tf.Tensor, rows: tf.Tensor | None = None) -> tf.Tensor:
         if self.entropy_regularization <= 0:
             return tf.zeros([])
-        return self.aggregate(-entropy, weights) * self.entropy_regularization
+        return self.aggregate(-entropy, weights, rows) * self.entropy_regularization
 
     def l2_loss(self) -> tf.Tensor:
         _, replicas = _replica_context()
@@ -286,7 +293,7 @@ class PPOAgent(tf.Module):
                 [tf.reduce_sum(tf.square(w)) for w in self.value_net.l2_weights])
         return loss / replicas  # tf.nn.scale_regularization_loss
 
-    def kl_penalty_loss(self, weighted_kl: tf.Tensor) -> tf.Tensor:
+    def kl_penalty_loss(self, weighted_kl: tf.Tensor, rows: tf.Tensor | None = None) -> tf.Tensor:
         """Cutoff + adaptive penalty on the mean of KL * weight over all rows.
 
         The mean is taken over the global batch: each replica returns its share of the value
@@ -295,7 +302,7 @@ class PPOAgent(tf.Module):
         if self.adaptive_kl_beta is None and self.kl_cutoff_factor <= 0:
             return tf.zeros([])
         _, replicas = _replica_context()
-        local_mean = tf.reduce_mean(weighted_kl)
+        local_mean = tf.reduce_mean(weighted_kl) if rows is None else tf.reduce_sum(weighted_kl) / rows
         mean_kl = tf.stop_gradient(_all_reduce_sum(local_mean) / replicas)
         delta = local_mean - tf.stop_gradient(local_mean)  # value 0, gradient d(local mean)
         loss = tf.zeros([])
@@ -369,32 +376,48 @@ class PPOAgent(tf.Module):
                 return action - tf.cast(minimum, action.dtype)
         return action
 
-    def _num_minibatches(self, num_rows: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        _, replicas = _replica_context()
+    def _local_minibatch_size(self) -> int | None:
         if self.minibatch_size is None:
-            return num_rows, tf.constant(1)
+            return None
+        _, replicas = _replica_context()
         if self.minibatch_size % replicas:
             raise ValueError(f"minibatch_size={self.minibatch_size} is not divisible by the {replicas} replicas")
-        mb_size = tf.minimum(self.minibatch_size // replicas, num_rows)
-        return mb_size, (num_rows + mb_size - 1) // mb_size
-
-    def _minibatch(self, data: dict, step: tf.Tensor, base_step: tf.Tensor) -> dict:
-        """Rows of gradient step `step` (0-based within this train call). Each epoch is a fresh
-        stateless permutation, so any replica or re-run reproduces the same order."""
-        if self.minibatch_size is None:
-            return data
-        num_rows = tf.shape(data["weights"])[0]
-        mb_size, num_mb = self._num_minibatches(num_rows)
-        epoch, i = step // num_mb, step % num_mb
-        seed = tf.stack([tf.cast(base_step, tf.int64) + tf.cast(epoch, tf.int64), tf.cast(self.seed, tf.int64)])
-        # argsort of stateless uniforms: a permutation XLA (and TPUs) can compile, unlike shuffle ops.
-        order = tf.argsort(tf.random.stateless_uniform([num_rows], seed))
-        idx = order[i * mb_size: tf.minimum((i + 1) * mb_size, num_rows)]
-        return tf.nest.map_structure(lambda x: tf.gather(x, idx), data)
+        return self.minibatch_size // replicas
 
     def _num_steps(self, data: dict) -> tf.Tensor:
-        _, num_mb = self._num_minibatches(tf.shape(data["weights"])[0])
-        return self.num_epochs * num_mb
+        mb_size = self._local_minibatch_size()
+        if mb_size is None:
+            return tf.constant(self.num_epochs)
+        num_rows = tf.shape(data["weights"])[0]
+        return self.num_epochs * ((num_rows + mb_size - 1) // mb_size)
+
+    def _orders(self, data: dict, base_step: tf.Tensor) -> tf.Tensor:
+        """One row permutation per epoch, [num_epochs, rows], drawn once per train call from a
+        stateless seed (train step, seed): any replica or re-run reproduces it. argsort of
+        uniforms is a permutation XLA and TPUs compile, unlike shuffle ops."""
+        if self.minibatch_size is None:
+            return tf.zeros([0, 0], tf.int32)
+        seed = tf.stack([tf.cast(base_step, tf.int64), tf.cast(self.seed, tf.int64)])
+        num_rows = tf.shape(data["weights"])[0]
+        return tf.argsort(tf.random.stateless_uniform(tf.stack([self.num_epochs, num_rows]), seed), axis=-1)
+
+    def _minibatch(self, data: dict, orders: tf.Tensor, step: tf.Tensor) -> dict:
+        """Rows of gradient step `step` (0-based within this train call), always `minibatch_size`
+        rows (static shapes for XLA/TPU): the last minibatch of an epoch is padded with weight-0
+        rows that do not count in the averages."""
+        mb_size = self._local_minibatch_size()
+        if mb_size is None:
+            return data
+        num_rows = tf.shape(data["weights"])[0]
+        num_mb = (num_rows + mb_size - 1) // mb_size
+        epoch, i = step // num_mb, step % num_mb
+        positions = i * mb_size + tf.range(mb_size)
+        in_range = tf.cast(positions < num_rows, tf.float32)
+        idx = tf.gather(orders[epoch], tf.minimum(positions, num_rows - 1))
+        mb = tf.nest.map_structure(lambda x: tf.gather(x, idx), data)
+        mb["weights"] = mb["weights"] * in_range
+        mb["in_range"] = in_range
+        return mb
 
     def _gradient_step(self, mb: dict) -> tf.Tensor:
         """One optimizer step on a minibatch; returns [total, pg, value, l2, entropy, kl, clip_fraction]."""
@@ -402,16 +425,18 @@ class PPOAgent(tf.Module):
             params = self.actor_net.distribution_params(mb["obs"])
             dist = self.actor_net.distribution(params)
             log_prob = self._log_prob(dist, mb["action"])
+            in_range = mb.get("in_range")
+            rows = None if in_range is None else tf.reduce_sum(in_range)
             pg, clip_fraction = self.policy_gradient_loss(log_prob, mb["old_log_prob"], mb["advantages"],
-                                                          mb["weights"])
+                                                          mb["weights"], in_range)
             vf = self.value_estimation_loss(self.value_net(mb["obs"]), mb["returns"], mb["old_values"],
-                                            mb["weights"])
+                                            mb["weights"], rows)
             l2 = self.l2_loss() if self.policy_l2_reg > 0 or self.value_function_l2_reg > 0 else tf.zeros([])
-            ent = self.entropy_loss(tf.cast(dist.entropy(), tf.float32), mb["weights"])
+            ent = self.entropy_loss(tf.cast(dist.entropy(), tf.float32), mb["weights"], rows)
             kl = tf.zeros([])
             if self.adaptive_kl_beta is not None or self.kl_cutoff_factor > 0:
                 old_dist = self.actor_net.distribution(mb["old_params"])
-                kl = self.kl_penalty_loss(tf.math.multiply_no_nan(old_dist.kl_divergence(dist), mb["weights"]))
+                kl = self.kl_penalty_loss(tf.math.multiply_no_nan(old_dist.kl_divergence(dist), mb["weights"]), rows)
             total = pg + vf + l2 + ent + kl
         if self.check_numerics:
             total = tf.debugging.check_numerics(total, "PPO total loss is inf or nan")
@@ -441,9 +466,10 @@ class PPOAgent(tf.Module):
     def _core(self, experience: Trajectory, weights: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, dict]:
         base_step = tf.identity(self.train_step_counter)
         data = self._prepare(experience, weights)
+        orders = self._orders(data, base_step)
 
         def body(step, _):
-            return step + 1, self._gradient_step(self._minibatch(data, step, base_step))
+            return step + 1, self._gradient_step(self._minibatch(data, orders, step))
 
         _, last = tf.while_loop(lambda step, _: step < self._num_steps(data), body,
                                 (tf.constant(0), tf.zeros([_NUM_LOSSES])))
@@ -471,12 +497,13 @@ class PPOAgent(tf.Module):
         base_step = tf.identity(self.train_step_counter)
         data = strategy.run(lambda e, w: self._prepare(e, tf.cast(w, tf.float32)), args=(experience, weights))
         num_steps = strategy.experimental_local_results(strategy.run(self._num_steps, args=(data,)))[0]
+        orders = strategy.run(lambda d: self._orders(d, base_step), args=(data,))
         # The loop variable starts as per-replica zeros: tracing the gradient step once, in the body.
         zeros = strategy.run(lambda: tf.zeros([_NUM_LOSSES]))
 
         def body(step, _):
-            return step + 1, strategy.run(lambda d: self._gradient_step(self._minibatch(d, step, base_step)),
-                                          args=(data,))
+            return step + 1, strategy.run(lambda d, o: self._gradient_step(self._minibatch(d, o, step)),
+                                          args=(data, orders))
 
         _, last = tf.while_loop(lambda step, _: step < num_steps, body, (tf.constant(0), zeros))
         mean_kl = strategy.run(self._finish, args=(experience, data))
