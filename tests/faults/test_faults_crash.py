@@ -279,7 +279,8 @@ def _kill_trials(chain, component: str, outputs: dict[str, str], check_killed, r
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
                                 start_new_session=True)
         assert proc.stdout.readline().strip() == "start"
-        delay = rng.uniform(0.1, 0.9) * chain["seconds"][component]
+        # (the child also pays TF's lazy start-up inside the call: about 2 s more than the reference here)
+        delay = rng.uniform(0.1, 1.0) * (chain["seconds"][component] + 2.0)
         time.sleep(delay)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
