@@ -208,5 +208,6 @@ def component_trials(log=print, timeout: float = 900) -> dict:
                                            "ok": passed}
         if not passed:
             out["failures"].append({"component": component, "output": [ln for ln in lines if ln.startswith("E ")][:5]})
-        log(f"{component}: {s['killed']} SIGKILL(s) at {s['delays']} s -> {'ok' if passed else 'FAILED'}; left {s['left']}")
+        log(f"{component}: {s['killed']} SIGKILL(s) at {s['delays']} s -> {'ok' if passed else 'FAILED'}; "
+            f"left {s['left']}")
     return out

@@ -233,7 +233,8 @@ def chain(tmp_path_factory):
     root = tmp_path_factory.mktemp("chain")
     _bandit_csv(str(root / "logs.csv"), N_RECORDS)
     eg = ExperienceGenConfig(source=FileSource(pattern=str(root / "logs.csv")),
-                             bandit_columns=BanditColumns(context=("x0", "x1", "x2")), action_spec=SpecConfig.discrete(K),
+                             bandit_columns=BanditColumns(context=("x0", "x1", "x2")),
+                             action_spec=SpecConfig.discrete(K),
                              splits=SplitConfig(splits=(Split("train", 3), Split("eval", 1))))
     trainer = TrainerConfig(num_actions=K, hidden_sizes=(16,), batch_size=32, train_steps=60, steps_per_run=10,
                             checkpoint_interval=20, learning_rate=1e-2)
