@@ -12,6 +12,7 @@ same pushed policy, or v0 still served).
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -171,3 +172,42 @@ def _check(root: str, serving: str, probes: np.ndarray, expected: np.ndarray) ->
             problems.append(f"version {v} answers differently from the reference on "
                             f"{int((got != expected).sum())}/{len(expected)} probes")
     return problems + mlmd_problems(root)
+
+
+# --- per-component SIGKILL trials (the test suite's, run and reported here) ----------------------------
+
+COMPONENT_TESTS = {"experience_gen": "test_sigkilled_experience_gen_rerun_writes_the_same_records",
+                   "trainer": "test_sigkilled_trainer_rerun_exports_a_policy_that_answers",
+                   "evaluator": "test_sigkilled_evaluator_rerun_gives_the_same_blessing_and_estimates"}
+
+
+def component_trials(log=print, timeout: float = 900) -> dict:
+    """Runs tests/faults/test_faults_crash.py's per-component trials (each core function SIGKILLed at
+    seeded random points in a child process, then re-run into the same URIs and compared with an
+    uninterrupted run) and collects the figures they print: a trial survived when its component's
+    test passed (every check after the kill and after the re-run held)."""
+    test = os.path.join(ROOT, "tests", "faults", "test_faults_crash.py")
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-rA", "-p", "no:cacheprovider", test,
+                           "-k", " or ".join(COMPONENT_TESTS.values())], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=timeout)
+    lines = proc.stdout.splitlines()
+    stats = {}
+    for line in lines:
+        i = line.find('{"component"')
+        if i >= 0:
+            s = json.loads(line[i:])
+            stats[s["component"]] = s
+    out = {"trials": 0, "survived": 0, "per_component": {}, "failures": []}
+    for component, name in COMPONENT_TESTS.items():
+        passed = any(line.startswith("PASSED") and name in line for line in lines)
+        s = stats.get(component, {"killed": 0, "delays": [], "left": []})
+        out["trials"] += s["killed"]
+        out["survived"] += s["killed"] if passed else 0
+        out["per_component"][component] = {"killed": s["killed"], "kill_after_s": s["delays"], "left": s["left"],
+                                           "ok": passed}
+        if not passed:
+            out["failures"].append({"component": component, "output": [ln for ln in lines if ln.startswith("E ")][:5]})
+        log(f"{component}: {s['killed']} SIGKILL(s) at {s['delays']} s -> {'ok' if passed else 'FAILED'}; "
+            f"left {s['left']}")
+    return out

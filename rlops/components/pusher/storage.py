@@ -68,6 +68,11 @@ class Store(ABC):
         """Removes one file (no error if it is gone)."""
 
     @abstractmethod
+    def modified(self, prefix: str) -> float | None:
+        """Newest modification time (epoch seconds) of any file under `prefix` (an empty local
+        directory: its own); None if nothing is there."""
+
+    @abstractmethod
     def delete_prefix(self, prefix: str) -> None:
         """Removes everything under `prefix` (no error if nothing is there)."""
 
@@ -139,6 +144,18 @@ class LocalStore(Store):
 
     def delete_prefix(self, prefix: str) -> None:
         shutil.rmtree(self._p(prefix), ignore_errors=True)
+
+    def modified(self, prefix: str) -> float | None:
+        base = self._p(prefix)
+        times = []
+        for key in self.list_files(prefix):
+            try:
+                times.append(os.stat(self._p(key)).st_mtime)
+            except FileNotFoundError:  # removed meanwhile
+                pass
+        if not times and os.path.isdir(base):
+            times.append(os.stat(base).st_mtime)
+        return max(times) if times else None
 
     def move_dir(self, src_prefix: str, dst_prefix: str, last: tuple[str, ...]) -> None:
         # rename(2) of a directory is atomic; it would replace an EMPTY target directory, so refuse
@@ -222,6 +239,11 @@ class GCSStore(Store):
         for key in self.list_files(prefix):
             self.delete(key)
 
+    def modified(self, prefix: str) -> float | None:
+        base = self._k(prefix) + "/"
+        times = [b.updated.timestamp() for b in self.client.list_blobs(self.bucket, prefix=base) if b.updated]
+        return max(times) if times else None
+
     def move_dir(self, src_prefix: str, dst_prefix: str, last: tuple[str, ...]) -> None:
         # No rename on Cloud Storage: copy object by object, each complete before the next starts
         # (GCS is strongly consistent), with `last` (saved_model.pb, then the rlops marker) at the end.
@@ -253,6 +275,9 @@ class SubStore(Store):
 
     def get_file(self, key: str, local_path: str) -> None:
         self.store.get_file(self.store.join(self.prefix, key), local_path)
+
+    def modified(self, prefix: str) -> float | None:
+        return self.store.modified(self.store.join(self.prefix, prefix))
 
     def _readonly(self, *args, **kwargs):
         raise PermissionError("read-only view")
