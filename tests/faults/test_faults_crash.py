@@ -312,11 +312,6 @@ def test_sigkilled_experience_gen_rerun_writes_the_same_records(chain):
                  rerun, seed=1)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a SIGKILLed ExperienceGen leaves Split-<name>/beam-temp-*/ (Beam's FileBasedSink puts its temp directory "
-    "beside the shards); a retry into the same URI does not remove it, and every reader of the split pattern "
-    "Split-<name>/* then fails with 'Is a directory'. Fix in rlops/components/experience_gen (run_experience_gen: "
-    "clear the output splits before writing, or sinks.TFRecordBatchSink: temp directory outside Split-*)"))
 def test_a_retried_experience_gen_leaves_nothing_a_reader_trips_on(chain):
     from rlops.components.experience_gen import records
     from rlops.components.experience_gen.core import run_experience_gen

@@ -129,12 +129,6 @@ def test_evaluator_weight_zero_equals_dropping_the_records_numpy_reference(world
         assert est[name]["snips"]["value"] == pytest.approx(snips, rel=1e-5)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the Trainer ignores `weight`: train_bandit parses neither weight nor action_mask (records.bandit_feature_spec("
-    "1, None, propensity=...)), records.bandit_trajectory drops them, and the Learner calls agent.train(experience) "
-    "without weights, although NeuralEpsilonGreedyAgent.train(experience, weights) supports them. Fix in "
-    "rlops/components/trainer/core.py train_bandit (parse WEIGHT, pass it as the train weights) or reject "
-    "bandit_columns.weight at config time"))
 def test_trainer_weight_zero_records_do_not_move_the_reward_model(world):
     """(c) The poison rows (action 1 'always pays' where x1 < 0, weight 0) must not make the policy
     pick action 1 there: the weighted model picks it about as rarely as the model trained without them."""
@@ -148,11 +142,11 @@ def test_trainer_weight_zero_records_do_not_move_the_reward_model(world):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "action_mask is not honoured when training or serving: the Trainer drops it (see the weight test) and the "
-    "exported serving_default takes no action_mask input, so the greedy policy picks masked actions (and the "
-    "Evaluator then refuses it: 'the target policy puts all its probability on actions that action_mask "
-    "excludes'). Fix in rlops/components/trainer/core.py train_bandit (an observation_and_action_constraint_"
-    "splitter with the parsed mask) and the exported policy's signature, or reject action_mask at config time"))
+    "action_mask is honoured by the Evaluator and by `serving_masked` (masked actions are never the exploring "
+    "`action`), but not by the greedy policy itself: the agent is built without an observation-and-mask "
+    "splitter, so `greedy_action` can be a masked action and `serving_default` takes no mask. Fix: build the "
+    "bandit agent with the parsed mask as its constraint (rlops/components/trainer/core.py train_bandit) and "
+    "give serving_default the action_mask input when the Examples carry one"))
 def test_trained_greedy_policy_never_picks_a_masked_action(world):
     """(a) Where the logs mask action 0 (x0 > MASK_X0, where it would earn most), the trained
     greedy policy, given the mask, never picks it."""

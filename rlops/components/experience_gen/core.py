@@ -9,6 +9,7 @@ reasons.
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -77,6 +78,7 @@ def run_experience_gen(config: ExperienceGenConfig | str, examples_uri: str, qua
     if isinstance(config, str):
         config = ExperienceGenConfig.from_json(config)
     plan = pipeline.make_plan(config)
+    _clear_outputs(examples_uri, quarantine_uri)
     p = beam.Pipeline(options=PipelineOptions(list(beam_pipeline_args or [])))
     pipeline.build(p, plan, examples_uri, quarantine_uri)
     beam_result = p.run()
@@ -87,6 +89,18 @@ def run_experience_gen(config: ExperienceGenConfig | str, examples_uri: str, qua
         result.unreadable = read_unreadable(quarantine_uri)
     check(result, config.max_bad_record_ratio, config.min_split_records)
     return result
+
+
+def _clear_outputs(examples_uri: str, quarantine_uri: str) -> None:
+    """A retried task (Vertex retries into the same URIs) must not mix with what a killed attempt
+    left: shards of the old attempt would be read twice, and Beam's `beam-temp-*` directory inside
+    a `Split-*` folder breaks every reader of `Split-<name>/*`. The URIs are this execution's own."""
+    import tensorflow as tf
+    for uri in (examples_uri, quarantine_uri):
+        if tf.io.gfile.isdir(uri):
+            for name in tf.io.gfile.listdir(uri):
+                path = os.path.join(uri, name.rstrip("/"))
+                (tf.io.gfile.rmtree if tf.io.gfile.isdir(path) else tf.io.gfile.remove)(path)
 
 
 def _counters(beam_result: Any) -> dict[str, int]:

@@ -99,7 +99,9 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
     schema = _feature_schema(examples_uri, first, base_model_uri)
     preprocessor = None if schema.is_legacy else Preprocessor(schema)
     context_dim = schema.observation_dim
-    feature_spec = records.bandit_feature_spec(1, None, propensity=has_propensity)
+    # Logged per-record weights (e.g. sampling weights) weight each row's loss, as in OPE.
+    has_weight = records.WEIGHT in first.features.feature
+    feature_spec = records.bandit_feature_spec(1, None, propensity=has_propensity, weight=has_weight)
     del feature_spec[records.CONTEXT]  # the context features come from the schema, by name
     feature_spec.update(records.feature_parse_spec(schema))
     tf.random.set_seed(config.seed)
@@ -112,7 +114,8 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
 
     def to_trajectory(p: dict):
         observation = p[records.CONTEXT] if preprocessor is None else preprocessor(p)
-        return records.bandit_trajectory(p, action_spec, observation)
+        experience = records.bandit_trajectory(p, action_spec, observation)
+        return {"experience": experience, "weights": p[records.WEIGHT]} if has_weight else experience
 
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
         per_replica = ctx.get_per_replica_batch_size(config.batch_size * ctx.num_replicas_in_sync)
@@ -124,7 +127,7 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
     step_before = int(train_step.numpy())  # after any warm start, before the Learner restores
     learner = Learner(model_uri, train_step, agent, dataset_fn, checkpoint_interval=config.checkpoint_interval,
                       summary_interval=config.summary_interval, max_checkpoints_to_keep=config.max_checkpoints_to_keep,
-                      strategy=strategy, summary_root_dir=model_run_uri)
+                      strategy=strategy, summary_root_dir=model_run_uri, use_kwargs_in_agent_train=has_weight)
     # A preempted run of this job resumes: count the steps its checkpoint already holds (linear
     # agents' counters grow by the global batch per step, as in TF-Agents).
     per_step = config.batch_size * strategy.num_replicas_in_sync if getattr(agent, "train_step_counts_examples",
