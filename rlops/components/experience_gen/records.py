@@ -131,6 +131,17 @@ def feature_parse_spec(schema: Any) -> dict[str, tf.io.FixedLenFeature]:
     return out
 
 
+def per_arm_parse_spec(schema: Any, num_arms: int) -> dict[str, tf.io.FixedLenFeature]:
+    """tf.io parse spec of per-arm records: per_arm/<name> [K] per item feature, num_actions."""
+    import tensorflow as tf
+
+    from rlops.features.per_arm import NUM_ACTIONS, arm_input_spec, per_arm_key
+    out = {per_arm_key(f.name): tf.io.FixedLenFeature([num_arms], arm_input_spec(f, num_arms).dtype)
+           for f in schema.per_arm}
+    out[NUM_ACTIONS] = tf.io.FixedLenFeature([], tf.int64)
+    return out
+
+
 def bandit_trajectory(parsed: Mapping[str, tf.Tensor], action_spec: tf.TensorSpec,
                       observation: tf.Tensor | None = None) -> Trajectory:
     """Parsed bandit examples [B] -> the [B, 1] single-step Trajectory bandit agents train on;
