@@ -162,3 +162,19 @@ def _serve_in_fresh_process(gen, model, tmp_path):
     assert ((action >= 0) & (action < n_cand)).all() and ((greedy >= 0) & (greedy < n_cand)).all()
     assert ((prop > 0) & (prop <= 1)).all()
     assert prop[3] == pytest.approx(1.0)  # one candidate: chosen with certainty
+
+
+@pytest.mark.parametrize("change,match", [
+    (lambda c: c["bandit_columns"].pop("item_id"), "bandit_columns.item_id"),
+    (lambda c: c["bandit_columns"].pop("item_features"), "bandit_columns.item_features"),
+    (lambda c: (c.pop("item_source"), c.update(action_spec=SpecConfig.discrete(34).__dict__)),
+     "need experience_gen.item_source"),
+    (lambda c: c["bandit_columns"].update(candidates="candidates"), "bandit_columns.candidates: set action_spec"),
+])
+def test_per_arm_config_errors_name_the_field(change, match):
+    cfg = {"source": {"kind": "file", "pattern": "x.parquet", "format": "parquet"},
+           "item_source": {"kind": "file", "pattern": "items.parquet", "format": "parquet"},
+           "bandit_columns": {"features": ["user"], "item_id": "item_id", "item_features": ["item_price"]}}
+    change(cfg)
+    with pytest.raises(ValueError, match=match):
+        ExperienceGenConfig.from_json(cfg)
