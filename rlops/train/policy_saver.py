@@ -217,6 +217,9 @@ class PolicySaver:
                                 discount=tf.ones(batch, self.time_step_spec.discount.dtype), observation=observation)
             greedy = policy.action(time_step, ()).action
             eps = module.metadata[SERVING_EPSILON].read_value()
+            per_arm = "num_actions" in features and any(k.startswith("per_arm") for k in features)
+            if mask is None and per_arm:  # per-arm: explore among the candidates only
+                mask = tf.range(num_actions)[None, :] < tf.cast(tf.reshape(features["num_actions"], [-1, 1]), tf.int32)
             return epsilon_greedy_head(greedy, num_actions, eps, minimum, mask)
 
         serving = tf.function(lambda **features: head(features, None), input_signature=None, autograph=False)

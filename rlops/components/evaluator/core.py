@@ -47,10 +47,26 @@ def load_logged_feedback(examples_uri: str, split: str = "eval", max_records: in
     if records.PROPENSITY not in cat:
         raise ValueError(f"examples: the {split} split has no 'propensity' feature; off-policy evaluation needs the "
                          "logging policy's probability of each logged action")
+    _check_fixed_candidates(cat.get(records.FEATURES), examples_uri)
     return ope.LoggedFeedback(cat[records.CONTEXT], cat[records.ACTION].astype(int), cat[records.REWARD].astype(float),
                               cat[records.PROPENSITY].astype(float),
                               weights=cat[records.WEIGHT].astype(float) if records.WEIGHT in cat else None,
                               action_mask=cat.get(records.ACTION_MASK), features=cat.get(records.FEATURES))
+
+
+def _check_fixed_candidates(features: dict | None, examples_uri: str) -> None:
+    """Per-arm records: the reward models fit one model per action index on the global context
+    (`context`), which is right when every record has the same candidates (e.g. every item of the
+    item table, ExperienceGen's default). Varying candidate sets would need a model on [global,
+    arm] features: refused rather than estimated wrongly."""
+    from rlops.features.per_arm import NUM_ACTIONS, PER_ARM_PREFIX
+    if not features or NUM_ACTIONS not in features:
+        return
+    for k, v in features.items():
+        if (k.startswith(PER_ARM_PREFIX) or k == NUM_ACTIONS) and len(v) and (v != v[:1]).any():
+            raise NotImplementedError(f"examples at {examples_uri}: per-arm records whose candidates vary ('{k}' "
+                                      f"differs between records); OPE handles a fixed candidate set only (an arm-"
+                                      f"feature reward model for varying candidates is not built yet)")
 
 
 def choose_reward_model(config: EvaluatorConfig, data: ope.LoggedFeedback, candidate: SavedPolicy | None = None):

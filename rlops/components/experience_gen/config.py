@@ -114,6 +114,14 @@ class BanditColumns:
     # Named context features (strings, ids, floats), each stored under its own name; an
     # alternative to the dense float `context` above (give one or the other).
     features: tuple[FeatureColumn, ...] = ()
+    # Per-arm features (with ExperienceGenConfig.item_source): the logged item's id column, an
+    # optional "|"-separated candidate ids column (default: every item of the item table, in its
+    # order), and the item table's feature columns, written per record as per_arm/<name> [K(, dim)].
+    # The logged action becomes the index of the logged item among the candidates.
+    item_id: str | None = None
+    candidates: str | None = None
+    item_features: tuple[FeatureColumn, ...] = ()
+    item_table_id: str | None = None  # the item table's id column (default: item_id's name)
 
 
 @dataclass(frozen=True)
@@ -224,6 +232,8 @@ class ExperienceGenConfig:
     record_kind: str = BANDIT  # bandit | trajectory
     source: Source = field(default_factory=FileSource)
     bandit_columns: BanditColumns = field(default_factory=BanditColumns)
+    # A second, small source: the item-features table joined to the impressions by item id.
+    item_source: FileSource | None = None
     trajectory_columns: TrajectoryColumns = field(default_factory=TrajectoryColumns)
     action_spec: SpecConfig | None = None  # actions are checked against it (a simulation's env sets it)
     require_propensity: bool = True  # bandit: off-policy evaluation needs it
@@ -252,7 +262,7 @@ class ExperienceGenConfig:
             if gym != (self.record_kind == TRAJECTORY):
                 raise ValueError(f"SimulationSource env {src.env!r} logs "
                                  f"{'trajectories' if gym else 'bandit feedback'}; set record_kind accordingly")
-        elif self.action_spec is None:  # a simulation takes it from its environment
+        elif self.action_spec is None and self.item_source is None:  # a simulation takes it from its env
             raise ValueError("action_spec is required (e.g. SpecConfig.discrete(num_actions))")
         if self.record_kind == BANDIT and self.action_spec is not None and not self.action_spec.is_discrete:
             raise ValueError(f"bandit records need a discrete action_spec, got dtype {self.action_spec.dtype}")
@@ -267,6 +277,7 @@ class ExperienceGenConfig:
                 raise ValueError(f"FileSource.compression must be auto|gzip|none, got {src.compression!r}")
         if self.record_kind == BANDIT:
             _validate_features(self.bandit_columns)
+            _validate_items(self)
         if isinstance(src, BigQuerySource) and bool(src.query) == bool(src.table):
             raise ValueError("BigQuerySource needs exactly one of query or table")
         if not 0.0 < self.propensity_floor <= 1.0:
@@ -326,6 +337,32 @@ def _validate_features(c: BanditColumns) -> None:
             raise ValueError(f"{where}.dtype must be auto|string|int64, got {f.dtype!r}")
         if f.vocab_size < 0 or f.num_oov_buckets < 0 or f.hash_buckets < 0:
             raise ValueError(f"{where}: vocab_size, num_oov_buckets and hash_buckets must be >= 0")
+
+
+def _validate_items(config: "ExperienceGenConfig") -> None:
+    c, src = config.bandit_columns, config.item_source
+    if src is None:
+        if c.item_id or c.candidates or c.item_features:
+            raise ValueError("bandit_columns.item_id / candidates / item_features need experience_gen.item_source "
+                             "(the item-features table)")
+        return
+    if not isinstance(src, FileSource) or not src.pattern:
+        raise ValueError("item_source: needs a file source with a pattern (kind: file)")
+    if src.format not in ("csv", "jsonl", "parquet"):
+        raise ValueError(f"item_source.format must be csv, jsonl or parquet, got {src.format!r}")
+    if not c.item_id:
+        raise ValueError("item_source is set: bandit_columns.item_id must name the logged item's id column")
+    if not c.item_features:
+        raise ValueError("item_source is set: bandit_columns.item_features must list the item table's features")
+    if not c.features:
+        raise ValueError("item_source is set: bandit_columns.features must list the named global features")
+    if c.action_mask or c.action_mask_prefix:
+        raise ValueError("bandit_columns.action_mask: with per-arm features the candidates say which arms a "
+                         "decision had (bandit_columns.candidates)")
+    if c.candidates and config.action_spec is None:
+        raise ValueError("bandit_columns.candidates: set action_spec (SpecConfig.discrete(K), K = the most "
+                         "candidates a decision has)")
+    _validate_features(BanditColumns(features=c.item_features))
 
 
 def _from_dict(cls: type, d: dict) -> Any:

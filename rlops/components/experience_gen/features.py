@@ -228,8 +228,9 @@ def feature_schema(features: tuple[FeatureColumn, ...], stats: Stats) -> Feature
     return FeatureSchema(tuple(specs))
 
 
-_RESERVED_KINDS = {records.ACTION: "int", records.REWARD: "float", records.PROPENSITY: "float",
-                   records.ACTION_MASK: "int", records.WEIGHT: "float", records.TIMESTAMP: "int"}
+RESERVED_KINDS = {records.ACTION: "int", records.REWARD: "float", records.PROPENSITY: "float",
+                  records.ACTION_MASK: "int", records.WEIGHT: "float", records.TIMESTAMP: "int"}
+_RESERVED_KINDS = RESERVED_KINDS
 
 
 def write_schema(schema: FeatureSchema, examples_uri: str, reserved: tuple[str, ...]) -> str:
@@ -246,8 +247,13 @@ def write_schema(schema: FeatureSchema, examples_uri: str, reserved: tuple[str, 
 
 
 class WriteSchemaFn(beam.DoFn):
-    def __init__(self, features: tuple[FeatureColumn, ...], examples_uri: str, reserved: tuple[str, ...]):
+    def __init__(self, features: tuple[FeatureColumn, ...], examples_uri: str, reserved: tuple[str, ...],
+                 per_arm: tuple[FeatureSpec, ...] = ()):
         self.features, self.examples_uri, self.reserved = features, examples_uri, reserved
+        self.per_arm = per_arm
 
     def process(self, stats: Stats):
-        yield write_schema(feature_schema(self.features, stats), self.examples_uri, self.reserved)
+        schema = feature_schema(self.features, stats)
+        if self.per_arm:
+            schema = dataclasses.replace(schema, per_arm=self.per_arm)
+        yield write_schema(schema, self.examples_uri, self.reserved)

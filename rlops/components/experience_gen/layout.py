@@ -86,7 +86,12 @@ def _bandit_fields(config: ExperienceGenConfig, schema: SourceSchema) -> list[Fi
     else:
         ctx = _vector(records.CONTEXT, c.context, c.context_prefix, c.context_dim, FLOAT, schema, "context")
         out = [Field(ctx.name, ctx.columns, ctx.dtype, ctx.width, feature_kind="float_list")]
-    out.append(Field(records.ACTION, (c.action,), INT))
+    if c.item_id:  # per-arm: the action is the logged item's index among the candidates (items.join)
+        out.append(Field("item_id", (c.item_id,), STRING))
+        if c.candidates:
+            out.append(Field("candidates", (c.candidates,), STRING))
+    else:
+        out.append(Field(records.ACTION, (c.action,), INT))
     out.append(Field(records.REWARD, (c.reward,), FLOAT))
     if c.propensity:
         out.append(Field(records.PROPENSITY, (c.propensity,), FLOAT, required=config.require_propensity))

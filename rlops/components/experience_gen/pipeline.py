@@ -20,6 +20,7 @@ from apache_beam.io.filesystems import FileSystems
 from rlops.components.experience_gen import features, records, simulation, sinks, sources, splits, validation
 from rlops.components.experience_gen.config import (BANDIT, BanditColumns, BigQuerySource, ExperienceGenConfig,
                                                     FileSource, SimulationSource, TrajectoryColumns)
+from rlops.components.experience_gen import items as item_table
 from rlops.components.experience_gen.layout import Layout, SourceSchema, resolve_layout
 from rlops.components.experience_gen.sources import Block, Quarantined, SourceError, Unreadable
 
@@ -38,6 +39,7 @@ class Plan:
     config: ExperienceGenConfig
     layout: Layout
     items: tuple = ()
+    item_table: item_table.ItemTable | None = None  # per-arm: the joined item-features table (small)
 
 
 def make_plan(config: ExperienceGenConfig) -> Plan:
@@ -45,10 +47,12 @@ def make_plan(config: ExperienceGenConfig) -> Plan:
     if isinstance(src, FileSource):
         files = sources.match_files(src.pattern)
         config = features.resolve_features(config, files)
+        config, table = item_table.resolve(config)
         layout = resolve_layout(config, _first_schema(files, src))
-        return Plan(config, layout, tuple(sources.plan_ranges(files, src)))
+        return Plan(config, layout, tuple(sources.plan_ranges(files, src)), table)
     if isinstance(src, BigQuerySource):
-        return Plan(config, resolve_layout(config, SourceSchema()))
+        config, table = item_table.resolve(config)
+        return Plan(config, resolve_layout(config, SourceSchema()), item_table=table)
     if isinstance(src, SimulationSource):
         config = _simulation_config(config, src)
         return Plan(config, resolve_layout(config, SourceSchema()), tuple(range(src.num_shards)))
@@ -122,6 +126,13 @@ def validate_block(plan: Plan, block: Block) -> Iterator[ValidBatch | BadStep | 
     """A Block -> its Quarantined rows, one ValidBatch of the rest (if any), and for trajectories
     a BadStep per quarantined step whose episode is known."""
     v = validation.validate(block.columns, block.num_rows, plan.layout, plan.config, block.text)
+    if plan.item_table is not None and len(v.rows):  # per-arm: join the item table by item id
+        joined, keep, rejects = item_table.join(v.columns, plan.item_table, plan.config)
+        v.rejects.update({int(v.rows[i]): r for i, r in rejects.items()})
+        v.rows = v.rows[keep]
+        v.columns = joined
+        v.split_key = None if v.split_key is None else v.split_key[keep]
+        v.split_time = None if v.split_time is None else v.split_time[keep]
     for row, (code, message) in sorted(v.rejects.items()):
         q = block.quarantine(row, code, message)
         yield q
@@ -350,6 +361,8 @@ def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) 
     quarantined = [ingested[QUARANTINE_PREFIX]]
     if plan.layout.kind == BANDIT:
         feature_names = tuple(f.name for f in plan.layout.features)
+        if plan.item_table is not None:
+            feature_names += tuple(item_table.per_arm_key(f.name) for f in plan.item_table.features) + (item_table.NUM_ACTIONS,)
         out = valid | "EncodeSplit" >> beam.ParDo(EncodeBanditFn(cfg, feature_names)).with_outputs(*names)
         _schema(p, plan, valid, examples_uri)
     else:
@@ -368,7 +381,9 @@ def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) 
 def _schema(p: beam.Pipeline, plan: Plan, valid: beam.PCollection, examples_uri: str) -> None:
     """The feature schema beside the Examples: vocabularies and float statistics of named
     features combined over every valid batch; the legacy dense `context` needs none."""
-    reserved = tuple(f.name for f in plan.layout.fields if f.feature_kind is None)
+    reserved = tuple(f.name for f in plan.layout.fields if f.feature_kind is None and f.name in features.RESERVED_KINDS)
+    if plan.item_table is not None:
+        reserved += (records.ACTION,)
     cols = plan.config.bandit_columns.features
     if not cols:
         from rlops.features.schema import FeatureSchema
@@ -379,7 +394,15 @@ def _schema(p: beam.Pipeline, plan: Plan, valid: beam.PCollection, examples_uri:
         return
     _ = (valid | "FeatureStats" >> beam.Map(lambda b: features.batch_stats(b.columns, cols))
          | "MergeStats" >> beam.CombineGlobally(features.MergeStats())
-         | "WriteSchema" >> beam.ParDo(features.WriteSchemaFn(cols, examples_uri, reserved)))
+         | "WriteSchema" >> beam.ParDo(features.WriteSchemaFn(cols, examples_uri, reserved, _per_arm_specs(plan))))
+
+
+def _per_arm_specs(plan: Plan) -> tuple:
+    """Item features' vocabularies and statistics: over the item table (each item counted once)."""
+    t = plan.item_table
+    if t is None:
+        return ()
+    return features.feature_schema(t.features, features.batch_stats(t.columns, t.features)).features
 
 
 def bigquery_read(src: BigQuerySource) -> beam.PTransform:

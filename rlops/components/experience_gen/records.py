@@ -131,6 +131,17 @@ def feature_parse_spec(schema: Any) -> dict[str, tf.io.FixedLenFeature]:
     return out
 
 
+def per_arm_parse_spec(schema: Any, num_arms: int) -> dict[str, tf.io.FixedLenFeature]:
+    """tf.io parse spec of per-arm records: per_arm/<name> [K] per item feature, num_actions."""
+    import tensorflow as tf
+
+    from rlops.features.per_arm import NUM_ACTIONS, arm_input_spec, per_arm_key
+    out = {per_arm_key(f.name): tf.io.FixedLenFeature([num_arms], arm_input_spec(f, num_arms).dtype)
+           for f in schema.per_arm}
+    out[NUM_ACTIONS] = tf.io.FixedLenFeature([], tf.int64)
+    return out
+
+
 def bandit_trajectory(parsed: Mapping[str, tf.Tensor], action_spec: tf.TensorSpec,
                       observation: tf.Tensor | None = None) -> Trajectory:
     """Parsed bandit examples [B] -> the [B, 1] single-step Trajectory bandit agents train on;
@@ -282,6 +293,14 @@ def read_logged_bandit(examples_uri: str, split: str = "eval", max_records: int 
     spec = bandit_feature_spec(1, mask_width, propensity=PROPENSITY in present, weight=WEIGHT in present)
     del spec[CONTEXT]
     spec.update(feature_parse_spec(schema))
+    per_arm_names: list[str] = []
+    if schema.per_arm:  # per_arm/<name> [K] and num_actions travel with the raw features
+        from rlops.features.per_arm import per_arm_key
+        k = len(getattr(present[per_arm_key(schema.per_arm[0].name)],
+                        present[per_arm_key(schema.per_arm[0].name)].WhichOneof("kind")).value)
+        arm_spec = per_arm_parse_spec(schema, k)
+        spec.update(arm_spec)
+        per_arm_names = list(arm_spec)
     batch = min(max_records or 8192, 8192)
     dataset = bandit_dataset(pattern, spec, batch)
     if max_records:
@@ -293,11 +312,12 @@ def read_logged_bandit(examples_uri: str, split: str = "eval", max_records: int 
     cols = {k: np.concatenate(v) for k, v in parts.items()}
     if schema.is_legacy:
         return cols
-    out = {k: v for k, v in cols.items() if k not in schema.names}
+    raw_names = schema.names + per_arm_names
+    out = {k: v for k, v in cols.items() if k not in raw_names}
     # Strings as fixed-width bytes ('S'): saved with np.savez and loaded without pickle.
-    out[FEATURES] = {k: cols[k].astype(bytes) if cols[k].dtype == object else cols[k] for k in schema.names}
+    out[FEATURES] = {k: cols[k].astype(bytes) if cols[k].dtype == object else cols[k] for k in raw_names}
     pre = Preprocessor(schema)
-    out[CONTEXT] = np.concatenate([pre({k: v[i:i + 8192] for k, v in out[FEATURES].items()}).numpy()
+    out[CONTEXT] = np.concatenate([pre({k: out[FEATURES][k][i:i + 8192] for k in schema.names}).numpy()
                                    for i in range(0, len(out[ACTION]), 8192)]) if len(out[ACTION]) else \
         np.zeros((0, schema.observation_dim), np.float32)
     return out

@@ -146,7 +146,8 @@ def _check_bandit(values: dict[str, np.ndarray], layout: Layout, config: Experie
     for feature in layout.features:
         if feature.feature_kind != "categorical":
             _finite(values[feature.name], feature, rej)
-    _check_action(values, layout, config, rej)
+    if records.ACTION in values:  # per-arm records get theirs from the item join
+        _check_action(values, layout, config, rej)
     _finite(values[records.REWARD], f(records.REWARD), rej)
     if records.PROPENSITY in values:
         p = values[records.PROPENSITY]
@@ -160,7 +161,7 @@ def _check_bandit(values: dict[str, np.ndarray], layout: Layout, config: Experie
         else:
             rej.add(low, PROPENSITY_BELOW_FLOOR, lambda i: f"{_label(f(records.PROPENSITY))}: {p[i]!r} is below "
                     f"propensity_floor {floor} (set propensity_floor_action: clip to raise it to the floor)")
-    if records.ACTION_MASK in values:
+    if records.ACTION_MASK in values and records.ACTION in values:
         m, field = values[records.ACTION_MASK], f(records.ACTION_MASK)
         binary = ((m == 0) | (m == 1)).all(axis=1)
         rej.add(~binary, BAD_MASK, lambda i: f"{_label(field)}: {m[i].tolist()} is not all 0/1")

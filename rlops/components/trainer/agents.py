@@ -17,7 +17,19 @@ def bandit_specs(context_dim: int, num_actions: int) -> tuple:
     return time_step_spec(observation_spec), action_spec
 
 
-def make_bandit_agent(config: TrainerConfig, context_dim: int, train_step: tf.Variable):
+def per_arm_specs(global_dim: int, num_arms: int, arm_dim: int) -> tuple:
+    observation_spec = {"global": tf.TensorSpec((global_dim,), tf.float32, "global"),
+                        "per_arm": tf.TensorSpec((num_arms, arm_dim), tf.float32, "per_arm"),
+                        "num_actions": specs.BoundedTensorSpec((), tf.int32, 1, num_arms, name="num_actions")}
+    action_spec = specs.BoundedTensorSpec((), tf.int32, 0, num_arms - 1, name="action")
+    return time_step_spec(observation_spec), action_spec
+
+
+def make_bandit_agent(config: TrainerConfig, context_dim: int, train_step: tf.Variable,
+                      per_arm: tuple[int, int, int] | None = None):
+    """`per_arm` (global dim, K, arm dim): the agent scores each candidate's features."""
+    if per_arm is not None:
+        return _make_per_arm_agent(config, per_arm, train_step)
     ts_spec, action_spec = bandit_specs(context_dim, config.num_actions)
     if config.agent == "neural_epsilon_greedy":
         network = RewardNetwork(ts_spec.observation, config.num_actions, config.hidden_sizes, seed=config.seed)
@@ -30,3 +42,17 @@ def make_bandit_agent(config: TrainerConfig, context_dim: int, train_step: tf.Va
 def serving_policy(agent):
     """What production serves: the greedy policy (LinUCB/LinTS: exploit only)."""
     return getattr(agent, "greedy_policy", None) or agent.policy
+
+
+def _make_per_arm_agent(config: TrainerConfig, per_arm: tuple[int, int, int], train_step: tf.Variable):
+    from rlops.agents.bandits import PerArmRewardNetwork
+    ts_spec, action_spec = per_arm_specs(*per_arm)
+    if config.agent == "neural_epsilon_greedy":
+        obs = {k: v for k, v in ts_spec.observation.items() if k != "num_actions"}
+        network = PerArmRewardNetwork(obs, common_layers=config.hidden_sizes, seed=config.seed)
+        return NeuralEpsilonGreedyAgent(ts_spec, action_spec, network, tf_keras.optimizers.Adam(config.learning_rate),
+                                        epsilon=config.epsilon, accepts_per_arm_features=True,
+                                        train_step_counter=train_step)
+    agent_cls = LinUCBAgent if config.agent == "lin_ucb" else LinearThompsonSamplingAgent
+    return agent_cls(ts_spec, action_spec, alpha=config.alpha, add_bias=True, accepts_per_arm_features=True,
+                     train_step_counter=train_step)

@@ -27,7 +27,7 @@ from rlops.agents import specs
 from rlops.components.trainer.config import PPOOfflineConfig, TrainerConfig
 from rlops.features import SCHEMA_FILE, FeatureSchema, Preprocessor
 from rlops.features import load as load_feature_schema
-from rlops.features.export import FeaturePolicy
+from rlops.features.export import FeaturePolicy, PerArmFeaturePolicy
 
 if TYPE_CHECKING:
     from rlops.components.trainer.episodes import LoggedFeatures
@@ -97,22 +97,28 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
     first = records.first_example(pattern)
     has_propensity = records.PROPENSITY in first.features.feature
     schema = _feature_schema(examples_uri, first, base_model_uri)
-    preprocessor = None if schema.is_legacy else Preprocessor(schema)
+    arm_pre = _per_arm_preprocessor(schema, first, config) if schema.per_arm else None
+    preprocessor = None if schema.is_legacy or arm_pre is not None else Preprocessor(schema)
     context_dim = schema.observation_dim
     # Logged per-record weights (e.g. sampling weights) weight each row's loss, as in OPE.
     has_weight = records.WEIGHT in first.features.feature
     feature_spec = records.bandit_feature_spec(1, None, propensity=has_propensity, weight=has_weight)
     del feature_spec[records.CONTEXT]  # the context features come from the schema, by name
     feature_spec.update(records.feature_parse_spec(schema))
+    if arm_pre is not None:
+        feature_spec.update(records.per_arm_parse_spec(schema, arm_pre.num_arms))
     tf.random.set_seed(config.seed)
     strategy = get_strategy(config.strategy)
     with strategy.scope():
         train_step = create_train_step_counter()
-        agent = make_bandit_agent(config, context_dim, train_step)
+        per_arm = None if arm_pre is None else (arm_pre.global_dim, arm_pre.num_arms, arm_pre.arm_dim)
+        agent = make_bandit_agent(config, context_dim, train_step, per_arm=per_arm)
     warm = _warm_start(agent, train_step, base_model_uri) if base_model_uri else None
     action_spec = agent.action_spec
 
     def to_trajectory(p: dict):
+        if arm_pre is not None:
+            return per_arm_trajectory(p, arm_pre, action_spec)
         observation = p[records.CONTEXT] if preprocessor is None else preprocessor(p)
         experience = records.bandit_trajectory(p, action_spec, observation)
         return {"experience": experience, "weights": p[records.WEIGHT]} if has_weight else experience
@@ -145,12 +151,45 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
     greedy, collect = serving_policy(agent), agent.collect_policy
     if preprocessor is not None:  # the exported policies take raw named features
         greedy, collect = FeaturePolicy(greedy, preprocessor), FeaturePolicy(collect, preprocessor)
+    if arm_pre is not None:  # ... plus per_arm/<name> [K] and num_actions
+        greedy, collect = PerArmFeaturePolicy(greedy, arm_pre), PerArmFeaturePolicy(collect, arm_pre)
     _export_policies(greedy, collect, train_step, model_uri, serving_epsilon=config.exploration_epsilon,
                      schema=schema)
     return TrainResult(train_steps=done, final_loss=curve[-1][1] if curve else float("nan"),
                        steps_per_sec=(done - resumed) / max(wall, 1e-9), wall_s=wall, warm_started_from=warm,
                        curve=curve, extra={"context_dim": context_dim, "num_actions": config.num_actions,
                                            "features": schema.names, "resumed_from_step": resumed})
+
+
+def _per_arm_preprocessor(schema: FeatureSchema, first: tf.train.Example, config: TrainerConfig):
+    """K (the candidates per record) from the first record; trainer.num_actions must agree."""
+    from rlops.features.per_arm import PerArmPreprocessor, per_arm_key
+    f = schema.per_arm[0]
+    feat = first.features.feature.get(per_arm_key(f.name))
+    if feat is None:
+        raise ValueError(f"examples: the schema has per-arm feature '{f.name}' but the records have no "
+                         f"'{per_arm_key(f.name)}'")
+    kind = feat.WhichOneof("kind")
+    k = len(getattr(feat, kind).value)
+    if config.num_actions != k:
+        raise ValueError(f"trainer.num_actions: {config.num_actions}, but the per-arm records have {k} candidate "
+                         f"arms (K) each; set num_actions to {k}")
+    return PerArmPreprocessor(schema, k)
+
+
+def per_arm_trajectory(parsed: dict, arm_pre, action_spec):
+    """Parsed per-arm records -> the [B, 1] trajectory per-arm agents train on: observation
+    {'global', 'num_actions'}, the chosen arm's features in policy_info (TF-Agents' layout)."""
+    from rlops.agents import trajectories
+    from rlops.components.experience_gen import records
+    obs = arm_pre(parsed)
+    action = tf.cast(parsed[records.ACTION], tf.int32)
+    info = {"chosen_arm_features": tf.gather(obs["per_arm"], action, batch_dims=1)}
+    if records.PROPENSITY in parsed:
+        info["propensity"] = parsed[records.PROPENSITY]
+    observation = {"global": obs["global"], "num_actions": obs["num_actions"]}
+    return trajectories.single_step_trajectory(observation, tf.cast(action, action_spec.dtype),
+                                               parsed[records.REWARD], info)
 
 
 def _feature_schema(examples_uri: str, first: tf.train.Example, base_model_uri: str | None) -> FeatureSchema:

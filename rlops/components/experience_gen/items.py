@@ -1,0 +1,193 @@
+"""Per-arm features: the item-features table and its join with the impressions.
+
+The item table is small (tens to thousands of items): it is read once when the pipeline is
+planned, checked (unique ids, every feature present), and travels inside the ingest DoFn like a
+Beam side input. Each valid impression batch is joined vectorized:
+
+    item id  -> index among the record's candidates (the logged action)
+    candidates (default: every item, in table order) -> per_arm/<name> [K(, dim)], padded
+    num_actions = the number of candidates
+
+An impression whose item id is not in the table, or not among its candidates, is quarantined
+with a reason naming the id.
+"""
+from __future__ import annotations
+
+import dataclasses
+import io
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlops.components.experience_gen import records
+from rlops.components.experience_gen.config import ExperienceGenConfig, FeatureColumn, FileSource
+
+ITEM_ID, CANDIDATES = "item_id", "candidates"
+PER_ARM_PREFIX = "per_arm/"
+NUM_ACTIONS = "num_actions"
+UNKNOWN_ITEM = "unknown_item_id"
+NOT_A_CANDIDATE = "item_not_candidate"
+TOO_MANY_CANDIDATES = "too_many_candidates"
+CANDIDATE_SEPARATOR = "|"
+# Padding of arms beyond a record's candidates (never scored: num_actions masks them).
+STRING_PAD, INT_PAD, FLOAT_PAD = "", -1, 0.0
+
+
+def per_arm_key(name: str) -> str:
+    return PER_ARM_PREFIX + name
+
+
+@dataclass
+class ItemTable:
+    ids: np.ndarray                   # [M] str
+    columns: dict[str, np.ndarray]    # item feature name -> [M] or [M, dim]
+    features: tuple[FeatureColumn, ...]  # concrete kinds
+    source: str
+
+    def __post_init__(self) -> None:
+        self.index = {v: i for i, v in enumerate(self.ids.tolist())}
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _read_frame(src: FileSource):
+    import pandas as pd
+
+    from rlops.components.experience_gen import sources
+    from rlops.components.experience_gen.sources.base import open_file
+    files = sources.match_files(src.pattern)
+    frames = []
+    for path, _ in files:
+        with open_file(path, src) as fh:
+            data = fh.read()
+        if src.format == "parquet":
+            frames.append(pd.read_parquet(io.BytesIO(data)))
+        elif src.format == "jsonl":
+            frames.append(pd.read_json(io.BytesIO(data), lines=True, dtype=False))
+        else:
+            names = list(src.csv_column_names) or None
+            frames.append(pd.read_csv(io.BytesIO(data), sep=src.csv_delimiter, names=names,
+                                      header=0 if src.csv_header else None, keep_default_na=False,
+                                      na_values=[""]))
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
+def load_item_table(config: ExperienceGenConfig) -> ItemTable:
+    """Reads and checks the item table; resolves `auto` item feature kinds from its columns."""
+    import pyarrow as pa
+
+    from rlops.components.experience_gen.features import _infer
+    cols, src = config.bandit_columns, config.item_source
+    frame = _read_frame(src)
+    id_col = cols.item_table_id or cols.item_id
+    where = f"item_source ({src.pattern})"
+    if id_col not in frame.columns:
+        raise ValueError(f"{where}: no id column {id_col!r}; columns: {list(frame.columns)}")
+    if frame[id_col].isna().any():
+        raise ValueError(f"{where}: row {int(np.flatnonzero(frame[id_col].isna())[0])} has no item id")
+    ids = frame[id_col].astype(str).to_numpy(object)
+    uniq, counts = np.unique(ids, return_counts=True)
+    if (counts > 1).any():
+        raise ValueError(f"{where}: item id {uniq[np.argmax(counts > 1)]!r} appears {counts.max()} times")
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    types = {name: (table.schema.field(name).type, None) for name in table.column_names}
+    features, values = [], {}
+    for f in cols.item_features:
+        try:
+            f = _infer(f, types)
+        except ValueError as e:
+            raise ValueError(f"bandit_columns.item_features['{f.name}']: {str(e).split(': ', 1)[-1]}") from None
+        if f.kind == "float_list":
+            raise ValueError(f"bandit_columns.item_features['{f.name}']: list-valued item features are not "
+                             f"supported yet; give one column per value")
+        col = frame[f.source_column]
+        missing = col.isna().to_numpy()
+        if missing.any():
+            raise ValueError(f"{where}: item {ids[np.argmax(missing)]!r} has no value for item feature "
+                             f"'{f.name}' (column {f.source_column!r})")
+        if f.kind == "categorical":
+            v = col.astype(str).to_numpy(object) if f.dtype == "string" else col.to_numpy(np.int64)
+        else:
+            v = col.to_numpy(np.float64)
+            if not np.isfinite(v).all():
+                raise ValueError(f"{where}: item {ids[np.argmax(~np.isfinite(v))]!r}: item feature '{f.name}' "
+                                 f"is not finite")
+        features.append(f)
+        values[f.name] = v
+    return ItemTable(ids, values, tuple(features), src.pattern)
+
+
+def resolve(config: ExperienceGenConfig) -> tuple[ExperienceGenConfig, ItemTable | None]:
+    """The config with concrete item feature kinds and the action spec (K = items, when every item
+    is a candidate), and the loaded table."""
+    if config.item_source is None:
+        return config, None
+    from rlops.components.experience_gen.config import SpecConfig
+    table = load_item_table(config)
+    cols = dataclasses.replace(config.bandit_columns, item_features=table.features)
+    spec = config.action_spec
+    if not config.bandit_columns.candidates:
+        k = len(table)
+        if spec is not None and (spec.maximum is not None and int(spec.maximum) - int(spec.minimum or 0) + 1 != k):
+            raise ValueError(f"action_spec: {int(spec.maximum) - int(spec.minimum or 0) + 1} actions, but every one "
+                             f"of the {k} items of {config.item_source.pattern} is a candidate")
+        spec = SpecConfig.discrete(k)
+    return dataclasses.replace(config, bandit_columns=cols, action_spec=spec), table
+
+
+def max_candidates(config: ExperienceGenConfig) -> int:
+    spec = config.action_spec
+    return int(spec.maximum) - int(spec.minimum or 0) + 1
+
+
+def join(columns: dict[str, np.ndarray], table: ItemTable, config: ExperienceGenConfig
+         ) -> tuple[dict[str, np.ndarray], np.ndarray, dict[int, tuple[str, str]]]:
+    """Valid impression columns -> (joined columns of the kept rows, kept row indices, rejects by row)."""
+    cols = config.bandit_columns
+    k = max_candidates(config)
+    item_ids = np.asarray(columns[ITEM_ID]).astype(str)
+    n = len(item_ids)
+    rejects: dict[int, tuple[str, str]] = {}
+    logged = np.array([table.index.get(v, -1) for v in item_ids.tolist()], np.int64)  # row in the table
+    for i in np.flatnonzero(logged < 0):
+        rejects[int(i)] = (UNKNOWN_ITEM, f"{cols.item_id}: item id {item_ids[i]!r} is not in the item table "
+                                         f"({table.source})")
+    if CANDIDATES in columns:
+        cand = np.full((n, k), -1, np.int64)
+        for i, text in enumerate(np.asarray(columns[CANDIDATES]).astype(str).tolist()):
+            if i in rejects:
+                continue
+            ids = [c for c in text.split(CANDIDATE_SEPARATOR) if c]
+            rows = [table.index.get(c, -1) for c in ids]
+            if -1 in rows:
+                bad = ids[rows.index(-1)]
+                rejects[i] = (UNKNOWN_ITEM, f"{cols.candidates}: candidate item id {bad!r} is not in the item "
+                                            f"table ({table.source})")
+            elif len(rows) > k:
+                rejects[i] = (TOO_MANY_CANDIDATES, f"{cols.candidates}: {len(rows)} candidates, more than the "
+                                                   f"action_spec's {k}")
+            else:
+                cand[i, :len(rows)] = rows
+    else:
+        cand = np.broadcast_to(np.arange(k, dtype=np.int64), (n, k))
+    num_actions = (cand >= 0).sum(1)
+    hit = cand == logged[:, None]
+    action = np.where(hit.any(1), hit.argmax(1), -1)
+    for i in np.flatnonzero(action < 0):
+        if int(i) not in rejects:
+            rejects[int(i)] = (NOT_A_CANDIDATE, f"{cols.item_id}: item id {item_ids[i]!r} is not among the "
+                                                f"record's candidates")
+    keep = np.array([i for i in range(n) if i not in rejects], np.int64)
+    out = {name: v[keep] for name, v in columns.items() if name not in (ITEM_ID, CANDIDATES)}
+    out[records.ACTION] = action[keep]
+    out[NUM_ACTIONS] = num_actions[keep].astype(np.int64)
+    c = cand[keep]
+    pad = c < 0
+    for f in table.features:
+        v = table.columns[f.name][np.maximum(c, 0)]  # [n, K]
+        fill = (STRING_PAD if f.dtype == "string" else INT_PAD) if f.kind == "categorical" else FLOAT_PAD
+        if pad.any():
+            v = np.where(pad, fill, v)
+        out[per_arm_key(f.name)] = v
+    return out, keep, rejects

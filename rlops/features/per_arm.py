@@ -1,0 +1,70 @@
+"""Per-arm raw features -> the per-arm agents' observation {'global', 'per_arm', 'num_actions'}.
+
+Records (and `serving_default`) carry the global raw features by name, each item feature of the
+K candidates as `per_arm/<name>` [B, K] (arms past `num_actions` are padding) and `num_actions`
+[B]. The global part goes through the schema's Preprocessor; every candidate's item features go
+through a second Preprocessor over `schema.per_arm` (one row per arm), giving [B, K, Da].
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import tensorflow as tf
+
+from rlops.features.preprocessing import Preprocessor, input_spec
+from rlops.features.schema import FeatureSchema, FeatureSchemaError, FeatureSpec
+
+PER_ARM_PREFIX = "per_arm/"
+NUM_ACTIONS = "num_actions"
+GLOBAL, PER_ARM = "global", "per_arm"
+
+
+def per_arm_key(name: str) -> str:
+    return PER_ARM_PREFIX + name
+
+
+def arm_input_spec(f: FeatureSpec, num_arms: int, batch_size: int | None = None) -> tf.TensorSpec:
+    """[B, K] raw values of one item feature for K candidate arms."""
+    if f.kind == "float_list" or f.multivalent:
+        raise FeatureSchemaError(f"per-arm feature '{f.name}': list-valued item features are not supported yet")
+    return tf.TensorSpec([batch_size, num_arms], input_spec(f).dtype, name=per_arm_key(f.name))
+
+
+class PerArmPreprocessor(tf.Module):
+    """`pre(features) -> {'global': [B, Dg], 'per_arm': [B, K, Da], 'num_actions': [B] int32}`."""
+
+    def __init__(self, schema: FeatureSchema, num_arms: int, name: str = "per_arm_preprocessor"):
+        super().__init__(name=name)
+        if not schema.per_arm:
+            raise FeatureSchemaError("the feature schema has no per-arm features")
+        self.schema = self._no_dependency(schema)
+        self.num_arms = int(num_arms)
+        self.global_preprocessor = Preprocessor(FeatureSchema(schema.features), name="global_preprocessor")
+        self.arm_preprocessor = Preprocessor(FeatureSchema(schema.per_arm), name="arm_preprocessor")
+        self.global_dim = self.global_preprocessor.observation_dim
+        self.arm_dim = self.arm_preprocessor.observation_dim
+
+    def raw_specs(self, batch_size: int | None = None) -> dict[str, tf.TensorSpec]:
+        out = {f.name: input_spec(f, batch_size) for f in self.schema.features}
+        out.update({per_arm_key(f.name): arm_input_spec(f, self.num_arms, batch_size) for f in self.schema.per_arm})
+        out[NUM_ACTIONS] = tf.TensorSpec([batch_size], tf.int64, name=NUM_ACTIONS)
+        return out
+
+    @staticmethod
+    def _get(features: Mapping[str, tf.Tensor], key: str) -> tf.Tensor:
+        # SavedModel signatures sanitize "per_arm/x" into "per_arm_x": accept either.
+        for k in (key, key.replace("/", "_")):
+            if k in features:
+                return features[k]
+        raise FeatureSchemaError(f"per-arm input '{key}' is missing; got {sorted(features)}")
+
+    def __call__(self, features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        g = self.global_preprocessor({k: v for k, v in features.items() if k in self.schema.names})
+        arms = {}
+        for f in self.schema.per_arm:
+            x = tf.convert_to_tensor(self._get(features, per_arm_key(f.name)))
+            arms[f.name] = tf.reshape(x, [-1])
+        flat = self.arm_preprocessor(arms)  # [B*K, Da]
+        per_arm = tf.reshape(flat, [-1, self.num_arms, self.arm_dim])
+        n = tf.cast(tf.reshape(self._get(features, NUM_ACTIONS), [-1]), tf.int32)
+        return {GLOBAL: g, PER_ARM: per_arm, NUM_ACTIONS: n}
