@@ -118,9 +118,10 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
 
     def to_trajectory(p: dict):
         if arm_pre is not None:
-            return per_arm_trajectory(p, arm_pre, action_spec)
-        observation = p[records.CONTEXT] if preprocessor is None else preprocessor(p)
-        experience = records.bandit_trajectory(p, action_spec, observation)
+            experience = per_arm_trajectory(p, arm_pre, action_spec)
+        else:
+            observation = p[records.CONTEXT] if preprocessor is None else preprocessor(p)
+            experience = records.bandit_trajectory(p, action_spec, observation)
         return {"experience": experience, "weights": p[records.WEIGHT]} if has_weight else experience
 
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
