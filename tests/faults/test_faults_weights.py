@@ -61,7 +61,8 @@ def world(tmp_path_factory):
     logs = _logs()
     out = {"logs": logs, "root": root}
     trainer = TrainerConfig(num_actions=K, hidden_sizes=(16,), batch_size=64, train_steps=TRAIN_STEPS,
-                            steps_per_run=100, checkpoint_interval=1000, learning_rate=1e-2)
+                            steps_per_run=100, checkpoint_interval=1000, learning_rate=1e-2,
+                            ignore_action_mask=True)
     for name, rows in (("weighted", np.ones(len(logs["a"]), bool)), ("dropped", ~logs["poison"])):
         csv = str(root / f"{name}.csv")
         _write_csv(csv, logs, rows)
@@ -155,3 +156,25 @@ def test_trained_greedy_policy_never_picks_a_masked_action(world):
     mask[x[:, 0] > MASK_X0, 0] = 0
     picks = _greedy(world["weighted"]["model"], x, mask)
     assert not (picks[mask[np.arange(len(x)), picks] == 0]).size, "picked a masked action"
+
+
+def test_trainer_refuses_masked_logs_without_the_explicit_opt_in(world, tmp_path):
+    """Masks are not silently ignored: without trainer.ignore_action_mask the Trainer refuses."""
+    from rlops.components.trainer.config import TrainerConfig
+    from rlops.components.trainer.core import run_trainer
+    with pytest.raises(ValueError, match="ignore_action_mask"):
+        run_trainer(TrainerConfig(num_actions=K, train_steps=1), str(tmp_path / "m"), str(tmp_path / "r"),
+                    examples_uri=world["weighted"]["examples"])
+
+
+def test_pipeline_config_refuses_a_mapped_mask_without_the_opt_in(tmp_path):
+    from rlops.pipelines.config import ConfigError, load_config
+    csv = tmp_path / "logs.csv"
+    csv.write_text("x0,a,r,p,m0,m1\n0.1,0,1,0.5,1,1\n")
+    sets = [f"experience_gen.source={{kind: file, pattern: '{csv}', format: csv}}",
+            "experience_gen.bandit_columns={context: [x0], action: a, reward: r, propensity: p, action_mask: [m0, m1]}",
+            "experience_gen.action_spec={shape: [], dtype: int32, minimum: 0, maximum: 1}",
+            f"root={tmp_path / 'root'}"]
+    with pytest.raises(ConfigError, match="trainer.ignore_action_mask"):
+        load_config("bandit", None, sets)
+    assert load_config("bandit", None, sets + ["trainer.ignore_action_mask=true"]).trainer.ignore_action_mask

@@ -45,6 +45,9 @@ class TrainerConfig(JsonConfig):
     learning_rate: float = 1e-3
     epsilon: float = 0.1                 # collect (logging) policy's exploration
     serving_epsilon: float | None = None  # serving_default's exploration (None: epsilon)
+    # Logged action masks are honoured by the Evaluator and by `serving_masked`, not yet by the
+    # trained greedy policy; training on masked logs therefore needs this explicit opt-in.
+    ignore_action_mask: bool = False
     alpha: float = 1.0                   # LinUCB / LinTS exploration width
     batch_size: int = 32
     train_steps: int = 2_000

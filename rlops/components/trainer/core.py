@@ -86,6 +86,12 @@ def _warm_start(agent, train_step: tf.Variable, base_model_uri: str) -> str:
     return latest
 
 
+MASK_NOT_APPLIED = (
+    "{where} `action_mask`: the Evaluator and the exported `serving_masked` signature honour it, but the "
+    "trained greedy policy does not apply it yet (its `greedy_action` may be a masked action); set "
+    "trainer.ignore_action_mask=true to train anyway")
+
+
 def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: TrainerConfig,
                  base_model_uri: str | None = None) -> TrainResult:
     from rlops.components.experience_gen import records
@@ -96,6 +102,8 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
     pattern = records.split_file_pattern(examples_uri, "train")
     first = records.first_example(pattern)
     has_propensity = records.PROPENSITY in first.features.feature
+    if records.ACTION_MASK in first.features.feature and not config.ignore_action_mask:
+        raise ValueError(MASK_NOT_APPLIED.format(where=f"examples at {examples_uri} carry"))
     schema = _feature_schema(examples_uri, first, base_model_uri)
     arm_pre = _per_arm_preprocessor(schema, first, config) if schema.per_arm else None
     preprocessor = None if schema.is_legacy or arm_pre is not None else Preprocessor(schema)
