@@ -226,6 +226,16 @@ class FeatureSchema:
             else:
                 feat.shape.dim.add(size=f.dim)
                 feat.presence.min_fraction = 1.0
+        for f in self.per_arm:  # per_arm/<name>: one value per candidate arm (count varies with K)
+            feat = schema.feature.add(name="per_arm/" + f.name)
+            feat.type = schema_pb2.FLOAT if f.kind != CATEGORICAL else (
+                schema_pb2.BYTES if f.dtype == STRING else schema_pb2.INT)
+            if f.kind == CATEGORICAL and f.dtype == STRING and f.vocabulary:
+                feat.string_domain.value.extend([""] + [str(v) for v in f.vocabulary])  # "": padding
+            feat.value_count.min = 1
+        if self.per_arm:
+            feat = schema.feature.add(name="num_actions", type=schema_pb2.INT)
+            feat.value_count.min, feat.value_count.max = 1, 1
         for name, kind in reserved:
             feat = schema.feature.add(name=name, type=schema_pb2.FLOAT if kind == "float" else schema_pb2.INT)
             feat.value_count.min, feat.value_count.max = 1, 1

@@ -42,6 +42,8 @@ def test_item_join_writes_per_arm_records_with_nothing_quarantined(world):
     assert [f.name for f in schema.per_arm] == ITEM_FEATURES
     cat = schema.per_arm[0]
     assert cat.kind == "categorical" and set(cat.vocabulary) == set(gen.items["item_category"])
+    pbtxt = (d / "ex" / "schema.pbtxt").read_text()  # TFX's Schema lists the per-arm fields too
+    assert all(f'name: "per_arm/{n}"' in pbtxt for n in ITEM_FEATURES) and 'name: "num_actions"' in pbtxt
     price = next(f for f in schema.per_arm if f.name == "item_price")  # stats over the item table
     np.testing.assert_allclose(price.mean[0], gen.items["item_price"].mean(), rtol=1e-6)
     actions, seen = [], 0

@@ -362,7 +362,8 @@ def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) 
     if plan.layout.kind == BANDIT:
         feature_names = tuple(f.name for f in plan.layout.features)
         if plan.item_table is not None:
-            feature_names += tuple(item_table.per_arm_key(f.name) for f in plan.item_table.features) + (item_table.NUM_ACTIONS,)
+            feature_names += tuple(item_table.per_arm_key(f.name) for f in plan.item_table.features)
+            feature_names += (item_table.NUM_ACTIONS,)
         out = valid | "EncodeSplit" >> beam.ParDo(EncodeBanditFn(cfg, feature_names)).with_outputs(*names)
         _schema(p, plan, valid, examples_uri)
     else:
