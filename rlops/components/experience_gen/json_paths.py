@@ -9,6 +9,7 @@ so the record is quarantined with a message naming the path.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -32,11 +33,20 @@ def base_column(column: str) -> str | None:
     return parsed[0] if parsed else None
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _loads(text: str | bytes) -> Any:
+    """Parsed once for every path into the same payload (action and propensity of one response);
+    the cache spans a block's fields. Callers only read the result."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return _MISSING
+
+
 def _step(value: Any, step: int | str) -> Any:
     if isinstance(value, (str, bytes)):  # a JSON string (BigQuery STRING), parsed on demand
-        try:
-            value = json.loads(value)
-        except ValueError:
+        value = _loads(value)
+        if value is _MISSING:
             return _MISSING
     if isinstance(step, int):
         return value[step] if isinstance(value, (list, tuple)) and step < len(value) else _MISSING
