@@ -7,9 +7,9 @@ night 2 warm-starts from and is compared with night 1's pushed model; night 3 tr
 untrained candidate (learning rate 0, warm_start=False), compared with the latest published
 model and not pushed. Each night simulates new data (another seed).
 
-Found before the resolver (same data): every night of the sample pipeline trained from scratch
-and was compared with the logging policy (blessing without baseline_model), so night 3's
-untrained candidate could be judged only against uniform logging, never against the served model.
+Before the resolver the sample wired no base_model / baseline_model at all (its DAG was exactly
+experience-gen, trainer, evaluator, condition-1), so every night trained from scratch and was
+compared with the logging policy, never with the served model.
 """
 import os
 
