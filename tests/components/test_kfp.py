@@ -299,7 +299,11 @@ def test_sample_pipeline_compiles_and_wires_by_artifact(tmp_path):
         spec_dict = yaml.safe_load(f)
     spec = json_format.ParseDict(spec_dict, pipeline_spec_pb2.PipelineSpec())  # strict
     tasks = spec.root.dag.tasks
-    assert set(tasks) == {"experience-gen", "trainer", "evaluator", "condition-1"}
+    assert set(tasks) == {"latest-published", "experience-gen", "trainer", "evaluator", "condition-1"}
+    for task, key, output in (("trainer", "base_model", "base_model"), ("evaluator", "baseline_model", "baseline_model")):
+        resolved = tasks[task].inputs.artifacts[key].task_output_artifact
+        assert (resolved.producer_task, resolved.output_artifact_key) == ("latest-published", output)
+    assert not tasks["latest-published"].caching_options.enable_cache
     trainer_examples = tasks["trainer"].inputs.artifacts["examples"].task_output_artifact
     assert (trainer_examples.producer_task, trainer_examples.output_artifact_key) == ("experience-gen", "examples")
     model_in = tasks["evaluator"].inputs.artifacts["model"].task_output_artifact

@@ -197,7 +197,7 @@ def small_kfp_configs(**gen_overrides):
     return {"experience_gen_config": gen.to_json(),
             "trainer_config": TrainerConfig(agent="neural_epsilon_greedy", num_actions=10, train_steps=200,
                                             steps_per_run=100).to_json(),
-            "evaluator_config": EvaluatorConfig(kind="bandit", num_bootstrap=100).to_json()}
+            "evaluator_config": EvaluatorConfig(kind="bandit", num_bootstrap=100, min_ess=10).to_json()}  # tiny eval split
 
 
 def compile_kfp(pipeline, path) -> dict:

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rlops.components.experience_gen import json_paths
 from rlops.components.experience_gen.layout import BOOL, FLOAT, INT, STRING, TIMESTAMP, Field
 
 # Reason codes for malformed values (the semantic checks add their own in validation.py).
@@ -41,6 +42,7 @@ _NP = {FLOAT: np.float64, INT: np.int64, BOOL: np.bool_, TIMESTAMP: np.int64, ST
 
 def extract(columns: Mapping[str, RawColumn], num_rows: int, field: Field, text: bool) -> Extracted:
     """Values of `field` for `num_rows` rows. `text`: values arrive as strings (CSV) and are parsed."""
+    columns = json_paths.with_paths(columns, field.columns, num_rows)  # `payload[0].key` columns
     one = columns.get(field.columns[0])
     if field.width is None or (len(field.columns) == 1 and field.width == 1 and not _is_list(one)):
         out = _scalar(one, num_rows, field.dtype, field.columns[0], text)

@@ -18,7 +18,7 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
-from rlops.components.experience_gen import records
+from rlops.components.experience_gen import json_paths, records
 from rlops.components.experience_gen.config import (BigQuerySource, ExperienceGenConfig, FeatureColumn, FileSource)
 from rlops.features.schema import CATEGORICAL, FLOAT, FLOAT_LIST, INT64, STRING, FeatureSchema, FeatureSpec, top_k
 
@@ -42,6 +42,12 @@ def resolve_features(config: ExperienceGenConfig, files: list[tuple[str, int]]) 
     types = _sample_types(files, src)
     out = []
     for f in cols.features:
+        if json_paths.parse(f.source_column):  # inside a JSON payload: the file's sample cannot tell
+            if not _concrete(f):
+                raise ValueError(f"bandit_columns.features['{f.name}']: column {f.source_column!r} is a path into a "
+                                 f"payload; set its kind (and dtype/dim) explicitly")
+            out.append(f)
+            continue
         out.append(_infer(f, types))
     return dataclasses.replace(config, bandit_columns=dataclasses.replace(cols, features=tuple(out)))
 

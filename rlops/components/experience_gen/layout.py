@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from rlops.components.experience_gen import records
+from rlops.components.experience_gen import json_paths, records
 from rlops.components.experience_gen.config import BANDIT, ExperienceGenConfig
 
 FLOAT, INT, STRING, BOOL, TIMESTAMP = "float", "int", "string", "bool", "timestamp"
@@ -48,6 +48,8 @@ class Layout:
         out: list[str] = []
         for f in self.all_fields:
             out.extend(c for c in f.columns if c not in out)
+        # a path column (json_paths) is read through its base column, e.g. request_payload
+        out.extend(b for b in dict.fromkeys(map(json_paths.base_column, out)) if b and b not in out)
         return out
 
     @property

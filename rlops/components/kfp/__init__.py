@@ -13,7 +13,11 @@ evaluation (system.Metrics: the scalar estimates the Vertex AI console shows), b
 (system.Artifact) and a `blessed` output; Pusher -> pushed_model (system.Model whose uri is the
 pushed SavedModel version, with `containerSpec.imageUri` metadata in the google.UnmanagedContainerModel
 shape, so a downstream step or Google Cloud Pipeline Components' upload can take it) and a
-`pushed` output. `sample_pipeline.py` wires all four.
+`pushed` output. LatestPublished resolves the newest version rlops published under a serving
+directory (its rlops_version.json marker's training run) into `base_model` (the Trainer's warm
+start) and `baseline_model` (the Evaluator's baseline): KFP's counterpart of TFX's
+latest-blessed-model resolver; with nothing published yet both carry metadata `resolved: 0`
+and the Trainer / Evaluator treat them as not given. `sample_pipeline.py` wires all five.
 
 The run date: ExperienceGen takes `data_date` and `run_time`; pipelines pass the job's
 schedule time ({{$.pipeline_job_schedule_time_utc}}) as `run_time`, so an empty data_date means
@@ -31,7 +35,7 @@ from rlops import __version__
 
 # The image `docker build -t rlops:<version> .` tags; Vertex AI needs it pushed to a registry.
 DEFAULT_IMAGE = f"rlops:{__version__}"
-NAMES = ("experience_gen", "trainer", "evaluator", "pusher")
+NAMES = ("experience_gen", "trainer", "evaluator", "pusher", "latest_published")
 SPEC_DIR = os.path.join(os.path.dirname(__file__), "specs")
 
 

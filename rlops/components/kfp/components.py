@@ -65,7 +65,19 @@ def pusher(model: Input[Model], blessing: Input[Artifact], push_destination: str
                               keep_last=keep_last, verify_env_id=verify_env_id, vertex_upload=vertex_upload),)
 
 
-COMPONENTS = {"experience_gen": experience_gen, "trainer": trainer, "evaluator": evaluator, "pusher": pusher}
+@dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
+def latest_published(push_destination: str, base_model: Output[Model], baseline_model: Output[Model],
+                     warm_start: bool = True):
+    """rlops LatestPublished: the newest version rlops published under push_destination (its
+    rlops_version.json marker) -> its training run as `base_model` (the Trainer's warm start; left
+    unresolved when warm_start is false) and `baseline_model` (the Evaluator's baseline). Nothing
+    published yet: both carry metadata resolved=0, which the rlops components read as not given."""
+    from rlops.components.kfp import entrypoint
+    entrypoint.latest_published(push_destination, base_model, baseline_model, warm_start=warm_start)
+
+
+COMPONENTS = {"experience_gen": experience_gen, "trainer": trainer, "evaluator": evaluator, "pusher": pusher,
+              "latest_published": latest_published}
 assert tuple(COMPONENTS) == NAMES
 
 

@@ -72,6 +72,43 @@ def experience_gen(config: str, examples: Any, quarantine: Any, data: Any = None
     run_for_kfp(cfg.to_json(), list(beam_args or DEFAULT_BEAM_ARGS), examples, quarantine)
 
 
+RESOLVED = "resolved"  # metadata LatestPublished sets: 0 when no published version was found
+
+
+def given(artifact: Any) -> Any:
+    """An optional input artifact, or None when absent or an unresolved LatestPublished output
+    (KFP cannot pass "no artifact" from a task's output, so night 1's resolver marks it instead)."""
+    if artifact is None or int((artifact.metadata or {}).get(RESOLVED, 1)) == 0:
+        return None
+    return artifact
+
+
+def latest_published(push_destination: str, base_model: Any, baseline_model: Any, warm_start: bool = True) -> None:
+    """The newest rlops version under push_destination -> its training run (the Trainer's Model
+    artifact directory, recorded in the version marker's lineage) as both outputs' uri; the
+    marker's lineage (version, data, the model's resource name) goes onto their metadata."""
+    from rlops.components.pusher import publish
+    from rlops.components.pusher.storage import open_store
+
+    for artifact in (base_model, baseline_model):
+        artifact.metadata[RESOLVED] = 0
+    versions = [v for v in publish.scan(open_store(push_destination)) if v.is_rlops]
+    if not versions:
+        return
+    latest = versions[-1]
+    lineage = latest.marker.get("lineage") or {}
+    training_run = lineage.get("training_run")
+    if not training_run:
+        raise ValueError(f"push_destination: version {latest.number} under {push_destination} has no "
+                         f"lineage.training_run in its {publish.MARKER}, so there is no model to warm-start from")
+    evaluation = lineage.get("evaluation") or {}
+    info = {RESOLVED: 1, "pushed_version": latest.number, "training_run": training_run,
+            "data": lineage.get("data") or "", "model_id": evaluation.get("current_model_id", "")}
+    for artifact in ((base_model, baseline_model) if warm_start else (baseline_model,)):
+        artifact.uri = training_run
+        artifact.metadata.update(info)
+
+
 def trainer(config: str, model: Any, model_run: Any, examples: Any = None, base_model: Any = None,
             train_steps: int = 0, total_env_steps: int = 0) -> None:
     from rlops.components.trainer.config import TrainerConfig
@@ -79,6 +116,7 @@ def trainer(config: str, model: Any, model_run: Any, examples: Any = None, base_
     from rlops.components.trainer.executor import apply_runtime_params
 
     cfg = apply_runtime_params(TrainerConfig.from_json(config), train_steps or None, total_env_steps or None)
+    base_model = given(base_model)
     result = run_trainer(cfg, model.uri, model_run.uri, examples_uri=examples.uri if examples else None,
                          base_model_uri=base_model.uri if base_model else None)
     model.metadata.update({"train_steps": result.train_steps, "final_loss": result.final_loss,
@@ -90,6 +128,7 @@ def evaluator(config: str, model: Any, evaluation: Any, blessing: Any, examples:
               baseline_model: Any = None, num_actions: int = 0) -> bool:
     from rlops.components.evaluator.core import run_evaluator
 
+    baseline_model = given(baseline_model)
     result = run_evaluator(config, model.uri, evaluation.uri, blessing.uri,
                            examples_uri=examples.uri if examples else None,
                            baseline_model_uri=baseline_model.uri if baseline_model else None,
@@ -98,7 +137,10 @@ def evaluator(config: str, model: Any, evaluation: Any, blessing: Any, examples:
     blessing.metadata.update({"blessed": int(result.blessed), "current_model": model.uri, "reason": result.reason,
                               "current_model_id": model.name})  # the resource name on Vertex AI
     if baseline_model:
-        blessing.metadata.update({"baseline_model": baseline_model.uri, "baseline_model_id": baseline_model.name})
+        # a resolved baseline names the model it came from, not the resolver's output artifact
+        blessing.metadata.update({"baseline_model": baseline_model.uri,
+                                  "baseline_model_id": (baseline_model.metadata or {}).get("model_id")
+                                  or baseline_model.name})
     for group in ("candidate", "improvement"):  # scalars the Vertex AI console shows for a Metrics artifact
         for name, estimate in result.metrics[group].items():
             evaluation.log_metric(f"{group}_{name}", float(estimate["value"]))

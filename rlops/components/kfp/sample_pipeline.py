@@ -1,7 +1,12 @@
 """A pure-KFP v2 pipeline built only from the four rlops component specs, wired by artifact:
 
+    latest_published --base_model--> trainer, --baseline_model--> evaluator   (none on night 1)
     experience_gen --examples--> trainer --model--> evaluator --blessing--> (if blessed) pusher
           \\---------------------examples------------/---------examples----------/
+
+Each night warm-starts from, and is compared against, the newest version rlops published under
+push_destination (as the TFX pipeline's latest-blessed-model resolver does); warm_start=False
+trains from scratch but still compares against it.
 
     python -m rlops.components.kfp.sample_pipeline bandit_kfp.yaml [--image IMG] [--gpu NVIDIA_TESLA_T4:1] [--notify]
 
@@ -54,25 +59,29 @@ def build(image: Optional[str] = None, trainer_gpu: Optional[str] = None, num_ac
           notify: bool = False):
     """The pipeline function. trainer_gpu: 'TYPE:COUNT' (e.g. NVIDIA_TESLA_T4:1) for the Trainer;
     notify: add the exit handler that reports a failed run to the `notify_url` parameter."""
-    experience_gen, trainer, evaluator, pusher = (load(name, image) for name in
-                                                  ("experience_gen", "trainer", "evaluator", "pusher"))
+    experience_gen, trainer, evaluator, pusher, latest_published = (
+        load(name, image) for name in ("experience_gen", "trainer", "evaluator", "pusher", "latest_published"))
     configs = default_configs(num_actions)
 
     def steps(push_destination, experience_gen_config, trainer_config, evaluator_config, data_date, num_records,
-              train_steps):
+              train_steps, warm_start):
+        latest = latest_published(push_destination=push_destination, warm_start=warm_start)
+        latest.set_caching_options(False)  # the serving directory changes under unchanged inputs
+        latest.set_cpu_limit("1").set_memory_limit("2G")
         # The run date travels as inputs (data_date, else the day before the job's schedule time),
         # never as the container's clock: cache keys and backfills see the day they ingest.
         gen = experience_gen(config=experience_gen_config, data_date=data_date, num_records=num_records,
                              run_time=dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER)
         gen.set_caching_options(False)  # new data arrives under unchanged inputs
         gen.set_cpu_limit("4").set_memory_limit("16G")
-        train = trainer(config=trainer_config, examples=gen.outputs["examples"], train_steps=train_steps)
+        train = trainer(config=trainer_config, examples=gen.outputs["examples"], train_steps=train_steps,
+                        base_model=latest.outputs["base_model"])
         train.set_cpu_limit("8").set_memory_limit("32G")
         if trainer_gpu:
             gpu_type, _, count = trainer_gpu.partition(":")
             train.set_accelerator_type(gpu_type).set_accelerator_limit(int(count or 1))
         evaluate = evaluator(config=evaluator_config, model=train.outputs["model"], examples=gen.outputs["examples"],
-                             num_actions=num_actions)
+                             baseline_model=latest.outputs["baseline_model"], num_actions=num_actions)
         evaluate.set_cpu_limit("4").set_memory_limit("16G")
         with dsl.If(evaluate.outputs["blessed"] == True, name="blessed"):  # noqa: E712 (a KFP condition)
             push = pusher(model=train.outputs["model"], blessing=evaluate.outputs["blessing"],
@@ -84,9 +93,10 @@ def build(image: Optional[str] = None, trainer_gpu: Optional[str] = None, num_ac
         @dsl.pipeline(name="rlops-bandit-kfp", description="rlops bandit retraining from KFP component specs")
         def bandit_pipeline(push_destination: str, experience_gen_config: str = configs["experience_gen"],
                             trainer_config: str = configs["trainer"], evaluator_config: str = configs["evaluator"],
-                            data_date: str = "", num_records: int = 0, train_steps: int = 0):
+                            data_date: str = "", num_records: int = 0, train_steps: int = 0,
+                            warm_start: bool = True):
             steps(push_destination, experience_gen_config, trainer_config, evaluator_config, data_date, num_records,
-                  train_steps)
+                  train_steps, warm_start)
         return bandit_pipeline
 
     exit_task = dsl.component(notify_on_failure, base_image=image or DEFAULT_IMAGE, install_kfp_package=False)
@@ -95,12 +105,13 @@ def build(image: Optional[str] = None, trainer_gpu: Optional[str] = None, num_ac
     def bandit_pipeline_notifying(push_destination: str, notify_url: str = "",
                                   experience_gen_config: str = configs["experience_gen"],
                                   trainer_config: str = configs["trainer"], evaluator_config: str = configs["evaluator"],
-                                  data_date: str = "", num_records: int = 0, train_steps: int = 0):
+                                  data_date: str = "", num_records: int = 0, train_steps: int = 0,
+                            warm_start: bool = True):
         notify_task = exit_task(notify_url=notify_url)
         notify_task.set_caching_options(False)
         with dsl.ExitHandler(notify_task, name="retrain"):
             steps(push_destination, experience_gen_config, trainer_config, evaluator_config, data_date, num_records,
-                  train_steps)
+                  train_steps, warm_start)
     return bandit_pipeline_notifying
 
 

@@ -17,6 +17,7 @@ from typing import Callable, Iterator
 import numpy as np
 import pyarrow as pa
 
+from rlops.components.experience_gen import json_paths
 from rlops.components.experience_gen.config import FileSource
 from rlops.components.experience_gen.convert import RawColumn
 from rlops.components.experience_gen.layout import BOOL, FLOAT, INT, STRING, TIMESTAMP, Layout
@@ -221,7 +222,10 @@ def _column_types(layout: Layout) -> dict[str, pa.DataType]:
             t = _PARSE_TYPES[f.dtype]
             if f.dtype == FLOAT and f.width is not None:
                 t = pa.float32()  # contexts/observations end up float32: parse straight into it
-            types.setdefault(c, t)
+            if json_paths.parse(c):  # not in the file: read its base column, untyped (JSON strings)
+                types.setdefault(json_paths.base_column(c), None)
+            else:
+                types.setdefault(c, t)
     return types
 
 
@@ -265,7 +269,7 @@ def read_csv(rng: FileRange, source: FileSource, layout: Layout) -> Iterator[Blo
         yield Unreadable(rng.path, 0, -1, f"cannot read the header: {type(e).__name__}: {e}")
         return
     wanted = [c for c in layout.columns if c in header]
-    types = {c: t for c, t in _column_types(layout).items() if c in wanted}
+    types = {c: t for c, t in _column_types(layout).items() if c in wanted and t is not None}
     options = dict(read_options=pcsv.ReadOptions(column_names=header),
                    parse_options=pcsv.ParseOptions(delimiter=source.csv_delimiter, newlines_in_values=False),
                    convert_options=pcsv.ConvertOptions(column_types=types, include_columns=wanted,
