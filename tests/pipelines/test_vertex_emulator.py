@@ -377,3 +377,59 @@ def test_exit_task_stays_quiet_when_the_run_succeeds(webhook):
                                      pipeline_task_name="exit-handler-1", error_code=9, error_message="trainer failed")
     assert notify_on_failure(failed, "") == "FAILED" and received == []  # no URL: nothing sent
     assert notify_on_failure(failed, url) == "FAILED" and received[0]["error"] == "trainer failed"
+
+
+# --- failure notification on the TFX path: `rlops compile` with notify_url ----------------------
+
+def test_compiled_tfx_pipeline_notifies_a_failed_night(tmp_path, webhook):
+    """notify_url compiles TFX's exit handler; a night whose ExperienceGen finds no files fails,
+    the rest is cancelled, and the exit task POSTs the note to a local webhook."""
+    from rlops.pipelines.notify import EXIT_HANDLER_ID
+    from rlops.pipelines.vertex import EXIT_GROUP, summary
+    url, received = webhook
+    job = compile_pipeline(load_config("bandit", overrides=SMALL), load_vertex_config(overrides=[f"notify_url={url}"]))
+    spec = job["pipelineSpec"]
+    root = spec["root"]["dag"]["tasks"]
+    assert set(root) == {EXIT_GROUP, EXIT_HANDLER_ID}
+    exit_task = root[EXIT_HANDLER_ID]
+    assert exit_task["triggerPolicy"]["strategy"] == "ALL_UPSTREAM_TASKS_COMPLETED"
+    assert exit_task["inputs"]["parameters"]["final_status"] == {"taskFinalStatus": {"producerTask": EXIT_GROUP}}
+    assert exit_task["cachingOptions"] == {}
+    group = spec["components"][EXIT_GROUP]
+    assert {"ExperienceGen", "Trainer", "Evaluator", "Pusher"} <= set(group["dag"]["tasks"])
+    # The steps' runtime parameters reach the group (TFX 1.16 left them unwired).
+    assert set(group["inputDefinitions"]["parameters"]) == {"data_pattern", "data_date", "train_steps"}
+    assert root[EXIT_GROUP]["inputs"]["parameters"]["data_date"] == {"componentInputParameter": "data_date"}
+    assert group["dag"]["tasks"]["ExperienceGen"]["cachingOptions"] == {}  # per-step caching still applies
+    assert any(EXIT_HANDLER_ID in line for line in summary(job))
+
+    emulator = VertexEmulator(str(tmp_path / "vertex"))  # no logs for 2026-11-30: ExperienceGen fails
+    run = emulator.run(job, {"data_date": "2026-11-30"})
+    assert run.state == "FAILED"
+    gen = run.task("ExperienceGen")
+    assert gen.state == "FAILED" and gen.executor_input["inputs"]["parameterValues"]["data_date"] == "2026-11-30"
+    assert run.task("Trainer").state == "CANCELLED" and run.task("Pusher").state == "CANCELLED"
+    assert run.task(EXIT_HANDLER_ID).state == "SUCCEEDED", run.task(EXIT_HANDLER_ID).error
+    (note,) = received
+    assert note["pipeline"] == "rlops-bandit" and note["state"] == "FAILED"
+    assert note["job"].endswith("/pipelineJobs/" + run.job_id) and "ExperienceGen" in note["error"]
+    assert note["task"] == EXIT_GROUP and "FAILED" in note["text"]
+
+
+def test_notify_handler_stays_quiet_on_success_unless_asked(webhook):
+    from rlops.pipelines.notify import NotifyOnFailure, note_for, parse_final_status
+    url, received = webhook
+    run = NotifyOnFailure.EXECUTOR_SPEC.executor_class  # the executor the launcher runs
+    ok = json.dumps({"state": "SUCCEEDED", "pipelineJobResourceName": "projects/1/locations/l/pipelineJobs/j"})
+    execute = lambda status, on_success: run().Do({}, {}, {"final_status": status, "notify_url": url,  # noqa: E731
+                                                           "pipeline_name": "p", "notify_on_success": on_success})
+    execute(ok, 0)
+    assert received == []
+    execute(ok, 1)
+    assert received[0]["state"] == "SUCCEEDED" and received[0]["job"].endswith("/j")
+    assert note_for(parse_final_status(json.dumps({"state": "FAILED", "error": {"code": 9, "message": "x"}})),
+                    "p")["error"] == "x"
+    with pytest.raises(ValueError, match="^final_status"):
+        parse_final_status("not json")
+    with pytest.raises(Exception, match="notify_url"):
+        load_vertex_config(overrides=["notify_url=hooks.example.com"])
