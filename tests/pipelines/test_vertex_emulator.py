@@ -197,7 +197,9 @@ def small_kfp_configs(**gen_overrides):
     return {"experience_gen_config": gen.to_json(),
             "trainer_config": TrainerConfig(agent="neural_epsilon_greedy", num_actions=10, train_steps=200,
                                             steps_per_run=100).to_json(),
-            "evaluator_config": EvaluatorConfig(kind="bandit", num_bootstrap=100).to_json()}
+            # ~150 eval rows under a uniform logging policy over 10 actions: an importance-weight
+            # ESS of ~11-15, under the default min_ess (30) that guards full-size nights.
+            "evaluator_config": EvaluatorConfig(kind="bandit", num_bootstrap=100, min_ess=5).to_json()}
 
 
 def compile_kfp(pipeline, path) -> dict:
@@ -239,6 +241,7 @@ USER_PIPELINE = '''
 from kfp import dsl
 from kfp.dsl import Dataset, Input, Model, Output
 from rlops.components.kfp import load
+from rlops.components.kfp.artifact_types import UnmanagedContainerModel  # GCPC's schema title
 
 
 @dsl.component(base_image="python:3.10", install_kfp_package=False)
@@ -277,6 +280,13 @@ def smoke_test(pushed_model: Input[Model], report: Output[Dataset]) -> int:
     return hits
 
 
+@dsl.component(base_image="python:3.10", install_kfp_package=False)
+def upload_model(unmanaged_container_model: Input[UnmanagedContainerModel]) -> str:
+    """Stands in for GCPC's ModelUploadOp, which takes a google.UnmanagedContainerModel."""
+    import json
+    return json.dumps({"uri": unmanaged_container_model.uri, "metadata": unmanaged_container_model.metadata})
+
+
 @dsl.pipeline(name="users-own-pipeline")
 def users_pipeline(push_destination: str, experience_gen_config: str, trainer_config: str,
                    evaluator_config: str, seed: int = 7):
@@ -291,6 +301,7 @@ def users_pipeline(push_destination: str, experience_gen_config: str, trainer_co
     push = pusher(model=train.outputs["model"], blessing=evaluate.outputs["blessing"],
                   examples=gen.outputs["examples"], push_destination=push_destination)
     smoke_test(pushed_model=push.outputs["pushed_model"])
+    upload_model(unmanaged_container_model=push.outputs["serving_model"])
 '''
 
 
@@ -322,6 +333,39 @@ def test_third_party_pipeline_feeds_and_consumes_rlops_components(tmp_path):
     assert smoke.output_parameters["Output"] > 100  # of 200 digits: the pushed policy learned
     with open(run.artifact("smoke-test", "report")["uri"]) as f:
         assert json.load(f)["model"] == pushed["uri"]
+    # GCPC's model upload takes the Pusher's serving_model: typed google.UnmanagedContainerModel,
+    # uri = the pushed version, containerSpec = Vertex AI's prebuilt TensorFlow serving image.
+    upload_input = spec["components"]["comp-upload-model"]["inputDefinitions"]["artifacts"]["unmanaged_container_model"]
+    assert upload_input["artifactType"] == {"schemaTitle": "google.UnmanagedContainerModel", "schemaVersion": "0.0.1"}
+    serving = run.artifact("pusher", "serving_model")
+    assert serving["schema_title"] == "google.UnmanagedContainerModel" and serving["uri"] == pushed["uri"]
+    received = json.loads(run.task("upload-model").output_parameters["Output"])
+    assert received["uri"] == pushed["uri"] and os.path.isfile(os.path.join(received["uri"], "saved_model.pb"))
+    assert received["metadata"]["containerSpec"]["imageUri"].startswith("us-docker.pkg.dev/vertex-ai/prediction/tf2-")
+
+
+def test_kfp_type_check_keeps_a_plain_model_out_of_gcpc_model_upload():
+    """The typed output is what makes it consumable: a system.Model does not pass for one."""
+    from kfp import compiler, dsl
+    from kfp.dsl import Input, Model, Output
+
+    from rlops.components.kfp.artifact_types import UnmanagedContainerModel
+
+    @dsl.component
+    def make_model(model: Output[Model]):
+        pass
+
+    @dsl.component
+    def upload(unmanaged_container_model: Input[UnmanagedContainerModel]):
+        pass
+
+    def wire():
+        @dsl.pipeline(name="p")
+        def p():
+            upload(unmanaged_container_model=make_model().outputs["model"])
+        return p
+    with pytest.raises(Exception, match="UnmanagedContainerModel"):
+        compiler.Compiler().compile(wire(), "/dev/null")
 
 
 @pytest.fixture
