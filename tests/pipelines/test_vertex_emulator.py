@@ -477,3 +477,20 @@ def test_notify_handler_stays_quiet_on_success_unless_asked(webhook):
         parse_final_status("not json")
     with pytest.raises(Exception, match="notify_url"):
         load_vertex_config(overrides=["notify_url=hooks.example.com"])
+
+
+def test_cli_compile_notify_url(tmp_path, capsys):
+    from rlops.pipelines.cli import main
+    from rlops.pipelines.notify import EXIT_HANDLER_ID
+    out = tmp_path / "pipeline.json"
+    assert main(["compile", "ppo", "--set", "root=gs://b/r", "--output", str(out), "--notify-url", "hooks.example"]) == 2
+    assert "notify_url: expected an http(s):// webhook URL" in capsys.readouterr().err and not out.exists()
+    assert main(["compile", "ppo", "--set", "root=gs://b/r", "--output", str(out),
+                 "--notify-url", "https://hooks.example.com/x"]) == 0
+    assert EXIT_HANDLER_ID in capsys.readouterr().out
+    job = json.loads(out.read_text())
+    notify = job["pipelineSpec"]["root"]["dag"]["tasks"][EXIT_HANDLER_ID]["inputs"]["parameters"]["notify_url"]
+    assert notify == {"runtimeValue": {"constantValue": {"stringValue": "https://hooks.example.com/x"}}}
+    # ppo's runtime parameter reaches the Trainer inside the group
+    group = job["pipelineSpec"]["components"]["tfx-dag"]
+    assert group["inputDefinitions"]["parameters"]["total_env_steps"]["type"] == "INT"
