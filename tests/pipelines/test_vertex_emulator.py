@@ -473,6 +473,10 @@ def test_notify_handler_stays_quiet_on_success_unless_asked(webhook):
     assert received[0]["state"] == "SUCCEEDED" and received[0]["job"].endswith("/j")
     assert note_for(parse_final_status(json.dumps({"state": "FAILED", "error": {"code": 9, "message": "x"}})),
                     "p")["error"] == "x"
+    from google.protobuf import struct_pb2
+    as_struct = struct_pb2.Struct()  # how TFX's launcher hands over a struct-valued parameter
+    as_struct.update({"state": "CANCELLED", "pipelineTaskName": "tfx-dag"})
+    assert parse_final_status(as_struct) == {"state": "CANCELLED", "pipelineTaskName": "tfx-dag"}
     with pytest.raises(ValueError, match="^final_status"):
         parse_final_status("not json")
     with pytest.raises(Exception, match="notify_url"):
