@@ -4,7 +4,7 @@
     rlops lineage bandit|ppo [--config FILE] [--version V]        where a pushed policy came from
     rlops config bandit|ppo [--config FILE] [--set ...]           print the resolved config
 
-    rlops compile bandit|ppo --output pipeline.json [--image IMG] [--vertex-config FILE] [--vertex-set k=v]
+    rlops compile bandit|ppo --output pipeline.json [--image IMG] [--vertex-config FILE] [--vertex-set k=v] [--notify-url URL]
                                                                   Vertex AI PipelineJob JSON
     rlops submit pipeline.json --project P --region R --pipeline-root gs://B/P [--param k=v] [--label k=v]
     rlops schedule create pipeline.json --cron "0 3 * * *" --time-zone Europe/Berlin [target flags]
@@ -83,6 +83,7 @@ def _add_cloud_commands(sub) -> None:
                    help="override one Vertex setting, e.g. --vertex-set steps.Trainer.accelerator_count=2")
     p.add_argument("--project", help="project for the custom training job / Dataflow")
     p.add_argument("--region", help="region for the custom training job / Dataflow")
+    p.add_argument("--notify-url", help="exit handler: POST a JSON note here when a run does not succeed")
 
     p = sub.add_parser("submit", help="run a compiled pipeline once on Vertex AI Pipelines")
     p.add_argument("template", help="compiled pipeline (rlops compile output, or KFP YAML)")
@@ -120,7 +121,7 @@ def _compile(args) -> int:
     from rlops.pipelines.vertex import compile_pipeline, load_vertex_config, summary
     config = load_config(args.kind, args.config, args.overrides)  # ConfigError: one line, see main()
     vertex = load_vertex_config(args.vertex_config, args.vertex_overrides, image=args.image,
-                                project=args.project, region=args.region)
+                                project=args.project, region=args.region, notify_url=args.notify_url)
     job = compile_pipeline(config, vertex, args.output)
     print("\n".join(summary(job)))
     print(f"wrote {args.output}")

@@ -324,6 +324,10 @@ class VertexConfig:
     network: str | None = None               # projects/PROJECT_NUMBER/global/networks/NAME (VPC peering)
     reserved_ip_ranges: list = field(default_factory=list)
     kms_key: str | None = None               # projects/P/locations/REGION/keyRings/R/cryptoKeys/K
+    # Failure notification: an exit handler POSTs a JSON note here when a run does not succeed
+    # (rlops.pipelines.notify); notify_on_success reports every run.
+    notify_url: str | None = None
+    notify_on_success: bool = False
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "VertexConfig":
@@ -352,6 +356,10 @@ class VertexConfig:
         if not config.image or any(c.isspace() for c in config.image):
             raise VertexConfigError(f"image: not an image reference: {config.image!r}")
         check_network(config.network, config.reserved_ip_ranges, config.kms_key, config.region)
+        if config.notify_url is not None and not re.fullmatch(r"https?://\S+", str(config.notify_url)):
+            raise VertexConfigError(f"notify_url: expected an http(s):// webhook URL, got {config.notify_url!r}")
+        if not isinstance(config.notify_on_success, bool):
+            raise VertexConfigError(f"notify_on_success: expected true or false, got {config.notify_on_success!r}")
         return config
 
     def step_resources(self, step: str) -> StepResources:
@@ -506,11 +514,39 @@ def _label(text: str) -> str:
     return re.sub(r"[^a-z0-9_-]", "-", text.lower())[:63]
 
 
+EXIT_GROUP = "tfx-dag"  # TFX's name for the group of steps an exit handler guards
+
+
+def step_tasks(spec: dict) -> dict:
+    """The pipeline steps' tasks: the root DAG's, or the exit-handler group's when there is one."""
+    root = spec["root"]["dag"]["tasks"]
+    if EXIT_GROUP in root and "dag" in spec["components"].get(EXIT_GROUP, {}):
+        return spec["components"][EXIT_GROUP]["dag"]["tasks"]
+    return root
+
+
+def _wire_exit_group(job: dict) -> None:
+    """TFX 1.16 moves the steps into the `tfx-dag` group but leaves their runtime parameters
+    pointing at the root's inputs (componentInputParameter), which a nested DAG cannot see: the
+    group gets those inputs declared and passed down from the root."""
+    spec = job["pipelineSpec"]
+    if EXIT_GROUP not in spec["root"]["dag"]["tasks"]:
+        return
+    params = spec["root"].get("inputDefinitions", {}).get("parameters", {})
+    if params:
+        spec["components"][EXIT_GROUP].setdefault("inputDefinitions", {})["parameters"] = copy.deepcopy(params)
+        spec["root"]["dag"]["tasks"][EXIT_GROUP].setdefault("inputs", {})["parameters"] = {
+            name: {"componentInputParameter": name} for name in params}
+
+
 def _apply_caching(job: dict, config: PipelineConfig, vertex: VertexConfig) -> None:
     """Per-task cache settings: the policy above, under the config's `enable_cache` switch.
-    Resolver tasks query 'the latest blessed model' and must never be served from cache."""
-    tasks = job["pipelineSpec"]["root"]["dag"]["tasks"]
-    for name, task in tasks.items():
+    Resolver tasks query 'the latest blessed model' and must never be served from cache; nor
+    may the exit handler, which reports on this run."""
+    spec = job["pipelineSpec"]
+    for task in spec["root"]["dag"]["tasks"].values():
+        task["cachingOptions"] = {}
+    for name, task in step_tasks(spec).items():
         enabled = config.enable_cache and vertex.caching.get(name, False)
         task["cachingOptions"] = {"enableCache": True} if enabled else {}
 
@@ -587,11 +623,15 @@ def compile_pipeline(config: PipelineConfig, vertex: VertexConfig, output: str |
             component.with_platform_config(resources[component.id].to_proto())
     runner = v2.KubeflowV2DagRunner(v2.KubeflowV2DagRunnerConfig(default_image=vertex.image,
                                                                  display_name=config.name))
+    if vertex.notify_url:  # the steps become one group (tfx-dag); this task runs however it ends
+        from rlops.pipelines.notify import notify_exit_handler
+        runner.set_exit_handler(notify_exit_handler(vertex.notify_url, config.name, vertex.notify_on_success))
     # TFX declares runtime parameters without defaults; the defaults travel in runtimeConfig,
     # where a submit's or a schedule's parameter values override them.
     job = runner.run(pipeline, parameter_values={name: p.default for name, p in params.items()}, write_out=False)
     _retitle(job["pipelineSpec"], _custom_type_titles(pipeline))
     _system_title_launcher(job)
+    _wire_exit_group(job)
     _apply_caching(job, config, vertex)
     job.setdefault("labels", {})["rlops_version"] = _label(__version__.replace(".", "-"))
     if output:
@@ -606,8 +646,10 @@ def summary(job: dict) -> list[str]:
     """Human-readable lines: tasks with image, resources and caching; runtime parameters."""
     spec = job["pipelineSpec"]
     executors = spec["deploymentSpec"]["executors"]
-    lines = [f"pipeline {spec['pipelineInfo']['name']} ({len(spec['root']['dag']['tasks'])} tasks)"]
-    for name, task in sorted(spec["root"]["dag"]["tasks"].items()):
+    tasks = dict(step_tasks(spec))
+    tasks.update({name: task for name, task in spec["root"]["dag"]["tasks"].items() if name != EXIT_GROUP})
+    lines = [f"pipeline {spec['pipelineInfo']['name']} ({len(tasks)} tasks)"]
+    for name, task in sorted(tasks.items()):
         executor = executors.get(spec["components"][task["componentRef"]["name"]]["executorLabel"], {})
         container = executor.get("container")
         cached = "cached when inputs unchanged" if task.get("cachingOptions", {}).get("enableCache") else "never cached"

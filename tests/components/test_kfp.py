@@ -144,7 +144,7 @@ def test_specs_load_and_declare_artifacts_by_type():
                                    "baseline_model": "system.Model", "evaluation": "system.Metrics",
                                    "blessing": "system.Artifact"}
     assert schema["pusher"] == {"model": "system.Model", "blessing": "system.Artifact", "examples": "system.Dataset",
-                                "pushed_model": "system.Model"}
+                                "pushed_model": "system.Model", "serving_model": "google.UnmanagedContainerModel"}
 
 
 def test_image_override_reaches_a_single_components_compiled_spec(tmp_path):

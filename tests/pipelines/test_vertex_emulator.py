@@ -197,7 +197,9 @@ def small_kfp_configs(**gen_overrides):
     return {"experience_gen_config": gen.to_json(),
             "trainer_config": TrainerConfig(agent="neural_epsilon_greedy", num_actions=10, train_steps=200,
                                             steps_per_run=100).to_json(),
-            "evaluator_config": EvaluatorConfig(kind="bandit", num_bootstrap=100, min_ess=10).to_json()}  # tiny eval split
+            # ~150 eval rows under a uniform logging policy over 10 actions: an importance-weight
+            # ESS of ~11-15, under the default min_ess (30) that guards full-size nights.
+            "evaluator_config": EvaluatorConfig(kind="bandit", num_bootstrap=100, min_ess=5).to_json()}
 
 
 def compile_kfp(pipeline, path) -> dict:
@@ -239,6 +241,7 @@ USER_PIPELINE = '''
 from kfp import dsl
 from kfp.dsl import Dataset, Input, Model, Output
 from rlops.components.kfp import load
+from rlops.components.kfp.artifact_types import UnmanagedContainerModel  # GCPC's schema title
 
 
 @dsl.component(base_image="python:3.10", install_kfp_package=False)
@@ -277,6 +280,13 @@ def smoke_test(pushed_model: Input[Model], report: Output[Dataset]) -> int:
     return hits
 
 
+@dsl.component(base_image="python:3.10", install_kfp_package=False)
+def upload_model(unmanaged_container_model: Input[UnmanagedContainerModel]) -> str:
+    """Stands in for GCPC's ModelUploadOp, which takes a google.UnmanagedContainerModel."""
+    import json
+    return json.dumps({"uri": unmanaged_container_model.uri, "metadata": unmanaged_container_model.metadata})
+
+
 @dsl.pipeline(name="users-own-pipeline")
 def users_pipeline(push_destination: str, experience_gen_config: str, trainer_config: str,
                    evaluator_config: str, seed: int = 7):
@@ -291,6 +301,7 @@ def users_pipeline(push_destination: str, experience_gen_config: str, trainer_co
     push = pusher(model=train.outputs["model"], blessing=evaluate.outputs["blessing"],
                   examples=gen.outputs["examples"], push_destination=push_destination)
     smoke_test(pushed_model=push.outputs["pushed_model"])
+    upload_model(unmanaged_container_model=push.outputs["serving_model"])
 '''
 
 
@@ -322,6 +333,39 @@ def test_third_party_pipeline_feeds_and_consumes_rlops_components(tmp_path):
     assert smoke.output_parameters["Output"] > 100  # of 200 digits: the pushed policy learned
     with open(run.artifact("smoke-test", "report")["uri"]) as f:
         assert json.load(f)["model"] == pushed["uri"]
+    # GCPC's model upload takes the Pusher's serving_model: typed google.UnmanagedContainerModel,
+    # uri = the pushed version, containerSpec = Vertex AI's prebuilt TensorFlow serving image.
+    upload_input = spec["components"]["comp-upload-model"]["inputDefinitions"]["artifacts"]["unmanaged_container_model"]
+    assert upload_input["artifactType"] == {"schemaTitle": "google.UnmanagedContainerModel", "schemaVersion": "0.0.1"}
+    serving = run.artifact("pusher", "serving_model")
+    assert serving["schema_title"] == "google.UnmanagedContainerModel" and serving["uri"] == pushed["uri"]
+    received = json.loads(run.task("upload-model").output_parameters["Output"])
+    assert received["uri"] == pushed["uri"] and os.path.isfile(os.path.join(received["uri"], "saved_model.pb"))
+    assert received["metadata"]["containerSpec"]["imageUri"].startswith("us-docker.pkg.dev/vertex-ai/prediction/tf2-")
+
+
+def test_kfp_type_check_keeps_a_plain_model_out_of_gcpc_model_upload():
+    """The typed output is what makes it consumable: a system.Model does not pass for one."""
+    from kfp import compiler, dsl
+    from kfp.dsl import Input, Model, Output
+
+    from rlops.components.kfp.artifact_types import UnmanagedContainerModel
+
+    @dsl.component
+    def make_model(model: Output[Model]):
+        pass
+
+    @dsl.component
+    def upload(unmanaged_container_model: Input[UnmanagedContainerModel]):
+        pass
+
+    def wire():
+        @dsl.pipeline(name="p")
+        def p():
+            upload(unmanaged_container_model=make_model().outputs["model"])
+        return p
+    with pytest.raises(Exception, match="UnmanagedContainerModel"):
+        compiler.Compiler().compile(wire(), "/dev/null")
 
 
 @pytest.fixture
@@ -377,3 +421,80 @@ def test_exit_task_stays_quiet_when_the_run_succeeds(webhook):
                                      pipeline_task_name="exit-handler-1", error_code=9, error_message="trainer failed")
     assert notify_on_failure(failed, "") == "FAILED" and received == []  # no URL: nothing sent
     assert notify_on_failure(failed, url) == "FAILED" and received[0]["error"] == "trainer failed"
+
+
+# --- failure notification on the TFX path: `rlops compile` with notify_url ----------------------
+
+def test_compiled_tfx_pipeline_notifies_a_failed_night(tmp_path, webhook):
+    """notify_url compiles TFX's exit handler; a night whose ExperienceGen finds no files fails,
+    the rest is cancelled, and the exit task POSTs the note to a local webhook."""
+    from rlops.pipelines.notify import EXIT_HANDLER_ID
+    from rlops.pipelines.vertex import EXIT_GROUP, summary
+    url, received = webhook
+    job = compile_pipeline(load_config("bandit", overrides=SMALL), load_vertex_config(overrides=[f"notify_url={url}"]))
+    spec = job["pipelineSpec"]
+    root = spec["root"]["dag"]["tasks"]
+    assert set(root) == {EXIT_GROUP, EXIT_HANDLER_ID}
+    exit_task = root[EXIT_HANDLER_ID]
+    assert exit_task["triggerPolicy"]["strategy"] == "ALL_UPSTREAM_TASKS_COMPLETED"
+    assert exit_task["inputs"]["parameters"]["final_status"] == {"taskFinalStatus": {"producerTask": EXIT_GROUP}}
+    assert exit_task["cachingOptions"] == {}
+    group = spec["components"][EXIT_GROUP]
+    assert {"ExperienceGen", "Trainer", "Evaluator", "Pusher"} <= set(group["dag"]["tasks"])
+    # The steps' runtime parameters reach the group (TFX 1.16 left them unwired).
+    assert set(group["inputDefinitions"]["parameters"]) == {"data_pattern", "data_date", "train_steps"}
+    assert root[EXIT_GROUP]["inputs"]["parameters"]["data_date"] == {"componentInputParameter": "data_date"}
+    assert group["dag"]["tasks"]["ExperienceGen"]["cachingOptions"] == {}  # per-step caching still applies
+    assert any(EXIT_HANDLER_ID in line for line in summary(job))
+
+    emulator = VertexEmulator(str(tmp_path / "vertex"))  # no logs for 2026-11-30: ExperienceGen fails
+    run = emulator.run(job, {"data_date": "2026-11-30"})
+    assert run.state == "FAILED"
+    gen = run.task("ExperienceGen")
+    assert gen.state == "FAILED" and gen.executor_input["inputs"]["parameterValues"]["data_date"] == "2026-11-30"
+    assert run.task("Trainer").state == "CANCELLED" and run.task("Pusher").state == "CANCELLED"
+    assert run.task(EXIT_HANDLER_ID).state == "SUCCEEDED", run.task(EXIT_HANDLER_ID).error
+    (note,) = received
+    assert note["pipeline"] == "rlops-bandit" and note["state"] == "FAILED"
+    assert note["job"].endswith("/pipelineJobs/" + run.job_id) and "ExperienceGen" in note["error"]
+    assert note["task"] == EXIT_GROUP and "FAILED" in note["text"]
+
+
+def test_notify_handler_stays_quiet_on_success_unless_asked(webhook):
+    from rlops.pipelines.notify import NotifyOnFailure, note_for, parse_final_status
+    url, received = webhook
+    run = NotifyOnFailure.EXECUTOR_SPEC.executor_class  # the executor the launcher runs
+    ok = json.dumps({"state": "SUCCEEDED", "pipelineJobResourceName": "projects/1/locations/l/pipelineJobs/j"})
+    execute = lambda status, on_success: run().Do({}, {}, {"final_status": status, "notify_url": url,  # noqa: E731
+                                                           "pipeline_name": "p", "notify_on_success": on_success})
+    execute(ok, 0)
+    assert received == []
+    execute(ok, 1)
+    assert received[0]["state"] == "SUCCEEDED" and received[0]["job"].endswith("/j")
+    assert note_for(parse_final_status(json.dumps({"state": "FAILED", "error": {"code": 9, "message": "x"}})),
+                    "p")["error"] == "x"
+    from google.protobuf import struct_pb2
+    as_struct = struct_pb2.Struct()  # how TFX's launcher hands over a struct-valued parameter
+    as_struct.update({"state": "CANCELLED", "pipelineTaskName": "tfx-dag"})
+    assert parse_final_status(as_struct) == {"state": "CANCELLED", "pipelineTaskName": "tfx-dag"}
+    with pytest.raises(ValueError, match="^final_status"):
+        parse_final_status("not json")
+    with pytest.raises(Exception, match="notify_url"):
+        load_vertex_config(overrides=["notify_url=hooks.example.com"])
+
+
+def test_cli_compile_notify_url(tmp_path, capsys):
+    from rlops.pipelines.cli import main
+    from rlops.pipelines.notify import EXIT_HANDLER_ID
+    out = tmp_path / "pipeline.json"
+    assert main(["compile", "ppo", "--set", "root=gs://b/r", "--output", str(out), "--notify-url", "hooks.example"]) == 2
+    assert "notify_url: expected an http(s):// webhook URL" in capsys.readouterr().err and not out.exists()
+    assert main(["compile", "ppo", "--set", "root=gs://b/r", "--output", str(out),
+                 "--notify-url", "https://hooks.example.com/x"]) == 0
+    assert EXIT_HANDLER_ID in capsys.readouterr().out
+    job = json.loads(out.read_text())
+    notify = job["pipelineSpec"]["root"]["dag"]["tasks"][EXIT_HANDLER_ID]["inputs"]["parameters"]["notify_url"]
+    assert notify == {"runtimeValue": {"constantValue": {"stringValue": "https://hooks.example.com/x"}}}
+    # ppo's runtime parameter reaches the Trainer inside the group
+    group = job["pipelineSpec"]["components"]["tfx-dag"]
+    assert group["inputDefinitions"]["parameters"]["total_env_steps"]["type"] == "INT"

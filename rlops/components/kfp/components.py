@@ -14,6 +14,7 @@ from kfp import compiler, dsl
 from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
 
 from rlops.components.kfp import DEFAULT_IMAGE, NAMES, SPEC_DIR
+from rlops.components.kfp.artifact_types import UnmanagedContainerModel
 
 
 @dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
@@ -55,14 +56,17 @@ def evaluator(config: str, model: Input[Model], evaluation: Output[Metrics], ble
 
 @dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
 def pusher(model: Input[Model], blessing: Input[Artifact], push_destination: str, pushed_model: Output[Model],
-           examples: Input[Dataset] = None, keep_last: int = 5, verify_env_id: str = "",
-           vertex_upload: str = "") -> NamedTuple("Outputs", [("pushed", bool)]):
+           serving_model: Output[UnmanagedContainerModel], examples: Input[Dataset] = None, keep_last: int = 5,
+           verify_env_id: str = "", vertex_upload: str = "") -> NamedTuple("Outputs", [("pushed", bool)]):
     """rlops Pusher: a blessed policy -> a new, verified version under push_destination (a local
     directory or gs://); nothing happens when not blessed. pushed_model: that version (its uri),
-    with containerSpec.imageUri metadata for Vertex AI's prebuilt TensorFlow serving container."""
+    with containerSpec.imageUri metadata for Vertex AI's prebuilt TensorFlow serving container;
+    serving_model: the same as a google.UnmanagedContainerModel, what Google Cloud Pipeline
+    Components' ModelUploadOp takes."""
     from rlops.components.kfp import entrypoint
     return (entrypoint.pusher(model, blessing, push_destination, pushed_model, examples=examples,
-                              keep_last=keep_last, verify_env_id=verify_env_id, vertex_upload=vertex_upload),)
+                              keep_last=keep_last, verify_env_id=verify_env_id, vertex_upload=vertex_upload,
+                              serving_model=serving_model),)
 
 
 @dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)

@@ -159,7 +159,9 @@ def is_blessed(blessing: Any) -> bool:
 
 
 def pusher(model: Any, blessing: Any, push_destination: str, pushed_model: Any, examples: Any = None,
-           keep_last: int = 5, verify_env_id: str = "", vertex_upload: str = "") -> bool:
+           keep_last: int = 5, verify_env_id: str = "", vertex_upload: str = "", serving_model: Any = None) -> bool:
+    """serving_model (google.UnmanagedContainerModel): the pushed version with its serving
+    container, for Google Cloud Pipeline Components' ModelUploadOp; only meaningful when pushed."""
     from rlops.components.pusher import core
     from rlops.components.pusher.executor import verification_inputs
     from rlops.components.trainer.core import serving_dir
@@ -178,6 +180,9 @@ def pusher(model: Any, blessing: Any, push_destination: str, pushed_model: Any, 
                                   # google.UnmanagedContainerModel's shape: what Vertex AI serves it with
                                   "containerSpec": {"imageUri": SERVING_IMAGE}})
     pushed_model.uri = result.destination  # the served SavedModel itself, for downstream steps
+    if serving_model is not None:
+        serving_model.uri = result.destination
+        serving_model.metadata["containerSpec"] = {"imageUri": SERVING_IMAGE}
     if vertex_upload:
         request = core.vertex_model_upload_request(artifact_uri=result.destination, **json.loads(vertex_upload))
         pushed_model.metadata["vertex_model"] = core.upload_to_vertex(request)
