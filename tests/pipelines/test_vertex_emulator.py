@@ -34,7 +34,10 @@ SMALL = [f"root={BUCKET}/bandit",
          "experience_gen.source={kind: file, pattern: '%s/logs/{date}/*.csv'}" % BUCKET,
          "experience_gen.bandit_columns.context_prefix=c",
          "experience_gen.action_spec={shape: [], dtype: int32, minimum: 0, maximum: 9}",
-         "trainer.train_steps=300", "trainer.steps_per_run=100", "evaluator.num_bootstrap=100"]
+         "trainer.train_steps=300", "trainer.steps_per_run=100", "evaluator.num_bootstrap=100",
+         # ~120 eval rows under uniform logging over 10 actions: an importance-weight ESS of ~12,
+         # under the default min_ess (30) that guards full-size nights.
+         "evaluator.min_ess=5", "evaluator.min_eval_records=50"]
 
 
 def write_night(path: str, seed: int, n: int = RECORDS) -> None:
