@@ -61,14 +61,21 @@ def test_sigkilled_push_never_exposes_a_partial_version(tmp_path):
     expected = answers(os.path.join(dest, str(v0)))
     np.save(tmp_path / "probes.npy", PROBES)
     env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    argv = [sys.executable, "-c", CHILD, policy_dir, dest, str(tmp_path / "probes.npy")]
+    # How long one push takes on this machine (copy: ms; verification in a fresh process: seconds;
+    # rename), so the kills land inside a push whatever the machine's speed or load.
+    reference = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    assert reference.stdout.readline().strip() == "pushing"
+    start = time.monotonic()
+    assert reference.wait() == 0
+    duration = time.monotonic() - start
     rng = random.Random(0)
     killed = 0
     for _ in range(2):
-        proc = subprocess.Popen([sys.executable, "-c", CHILD, policy_dir, dest, str(tmp_path / "probes.npy")],
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
                                 start_new_session=True)
         assert proc.stdout.readline().strip() == "pushing"
-        time.sleep(rng.uniform(0.0, 6.0))  # copy (ms), verification in a fresh process (seconds), rename
+        time.sleep(rng.uniform(0.05, 0.9) * duration)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             killed += 1

@@ -74,7 +74,8 @@ def meta(run, task, key):
 
 
 def versions(emulator):
-    return sorted(os.listdir(emulator.local_path(f"{BUCKET}/bandit/serving")))
+    """The published versions (numeric directories; `.rlops/` holds the Pusher's claims)."""
+    return sorted(n for n in os.listdir(emulator.local_path(f"{BUCKET}/bandit/serving")) if n.isdigit())
 
 
 @pytest.mark.slow
