@@ -19,9 +19,11 @@ from typing import Any, Sequence
 # Beam's default runner (Prism) downloads a binary at start-up; pin the in-process DirectRunner,
 # as the pipelines' default config does. Pass beam_args (e.g. DataflowRunner flags) to change it.
 DEFAULT_BEAM_ARGS = ("--runner=DirectRunner", "--direct_num_workers=1", "--direct_running_mode=in_memory")
-# Vertex AI's prebuilt TensorFlow prediction container for the TF the SavedModel was written with
+# Vertex AI's prebuilt TensorFlow prediction container: the newest the pinned aiplatform SDK lists
+# (2.15; pusher.registry.DEFAULT_TF_RUNTIME). TF 2.15.1 loads and serves a pushed rlops policy
+# written with TF 2.16 (checked by hand: `serving_default` answers).
 # ({region}-docker.pkg.dev/vertex-ai/prediction/tf2-{cpu|gpu}.{major}-{minor}:latest).
-SERVING_IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-16:latest"
+SERVING_IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
 
 
 def run_day(run_time: str):
