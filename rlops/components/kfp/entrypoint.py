@@ -185,7 +185,11 @@ def pusher(model: Any, blessing: Any, push_destination: str, pushed_model: Any, 
     if serving_model is not None:
         serving_model.uri = result.destination
         serving_model.metadata["containerSpec"] = {"imageUri": SERVING_IMAGE}
-    if vertex_upload:
-        request = core.vertex_model_upload_request(artifact_uri=result.destination, **json.loads(vertex_upload))
-        pushed_model.metadata["vertex_model"] = core.upload_to_vertex(request)
+    if vertex_upload:  # the same registry call as the TFX Pusher: alias, parent model, optional deployment
+        from rlops.components.pusher import registry
+        uploaded = registry.upload_version(result.destination,
+                                           registry.RegistryConfig.from_dict(json.loads(vertex_upload)), lineage)
+        pushed_model.metadata["vertex_model"] = uploaded["versioned_name"]
+        if "endpoint" in uploaded:
+            pushed_model.metadata["vertex_endpoint"] = uploaded["endpoint"]
     return True
