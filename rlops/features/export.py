@@ -16,34 +16,12 @@ from typing import Any
 
 import tensorflow as tf
 
-from rlops.features.preprocessing import Preprocessor, input_spec
-
 
 class FeaturePolicy(tf.Module):
-    """`policy` acting on raw named features through `preprocessor`."""
+    """`policy` acting on raw named features through `preprocessor` (a Preprocessor, or a
+    PerArmPreprocessor: raw global features, `per_arm/<name>` [K] and `num_actions`)."""
 
-    def __init__(self, policy: Any, preprocessor: Preprocessor, name: str = "feature_policy"):
-        super().__init__(name=name)
-        self.wrapped_policy = policy
-        self.preprocessor = preprocessor
-        raw = {f.name: _unbatched(input_spec(f)) for f in preprocessor.schema.features}
-        self.time_step_spec = self._no_dependency(policy.time_step_spec._replace(observation=raw))
-        self.action_spec = self._no_dependency(policy.action_spec)
-        self.info_spec = self._no_dependency(getattr(policy, "info_spec", ()))
-        self.policy_state_spec = self._no_dependency(getattr(policy, "policy_state_spec", ()))
-
-    def action(self, time_step: Any, policy_state: Any = (), seed: Any = None) -> Any:
-        observation = self.preprocessor(time_step.observation)
-        return self.wrapped_policy.action(time_step._replace(observation=observation), policy_state)
-
-    def get_initial_state(self, batch_size: Any = None) -> Any:
-        return self.wrapped_policy.get_initial_state(batch_size)
-
-
-class PerArmFeaturePolicy(tf.Module):
-    """A per-arm policy acting on raw global features, `per_arm/<name>` [K] and `num_actions`."""
-
-    def __init__(self, policy: Any, preprocessor: Any, name: str = "per_arm_feature_policy"):
+    def __init__(self, policy: Any, preprocessor: Any, name: str = "feature_policy"):
         super().__init__(name=name)
         self.wrapped_policy = policy
         self.preprocessor = preprocessor
@@ -59,6 +37,13 @@ class PerArmFeaturePolicy(tf.Module):
 
     def get_initial_state(self, batch_size: Any = None) -> Any:
         return self.wrapped_policy.get_initial_state(batch_size)
+
+
+class PerArmFeaturePolicy(FeaturePolicy):
+    """A per-arm policy acting on raw global features, `per_arm/<name>` [K] and `num_actions`."""
+
+    def __init__(self, policy: Any, preprocessor: Any, name: str = "per_arm_feature_policy"):
+        super().__init__(policy, preprocessor, name=name)
 
 
 def _unbatched(spec: tf.TensorSpec) -> tf.TensorSpec:

@@ -56,6 +56,10 @@ class Preprocessor(tf.Module):
     def input_specs(self) -> dict[str, tf.TensorSpec]:
         return {f.name: input_spec(f) for f in self.schema.features}
 
+    def raw_specs(self) -> dict[str, tf.TensorSpec]:
+        """The raw inputs, batched (the same call as PerArmPreprocessor's)."""
+        return self.input_specs
+
     def check_inputs(self, features: Mapping[str, object]) -> None:
         """Missing or retyped features raise (naming them); extras are logged and ignored."""
         for f in self.schema.features:
