@@ -52,13 +52,9 @@ class Preprocessor(tf.Module):
         # tf.Module tracks tables held in a dict attribute: they travel into the SavedModel.
         self.tables = self._tables
 
-    @property
-    def input_specs(self) -> dict[str, tf.TensorSpec]:
-        return {f.name: input_spec(f) for f in self.schema.features}
-
-    def raw_specs(self) -> dict[str, tf.TensorSpec]:
+    def raw_specs(self, batch_size: int | None = None) -> dict[str, tf.TensorSpec]:
         """The raw inputs, batched (the same call as PerArmPreprocessor's)."""
-        return self.input_specs
+        return {f.name: input_spec(f, batch_size) for f in self.schema.features}
 
     def check_inputs(self, features: Mapping[str, object]) -> None:
         """Missing or retyped features raise (naming them); extras are logged and ignored."""

@@ -113,7 +113,7 @@ def test_preprocessor_survives_saved_model(tmp_path):
     pre = Preprocessor(s)
     module = tf.Module()
     module.pre = pre
-    module.f = tf.function(lambda feats: pre(feats), input_signature=[pre.input_specs])
+    module.f = tf.function(lambda feats: pre(feats), input_signature=[pre.raw_specs()])
     tf.saved_model.save(module, str(tmp_path))
     loaded = tf.saved_model.load(str(tmp_path))
     feats = {"user": tf.constant(["c", "q"]), "pos": tf.constant([2, 0], tf.int64), "dev": tf.constant(["a", "b"]),
