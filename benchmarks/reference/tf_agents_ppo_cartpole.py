@@ -11,8 +11,9 @@ to 0 over all gradient steps, gamma 0.98, GAE lambda 0.8 with TD(lambda) value t
 normalization, 64-64 tanh actor and value networks (TF-Agents' default initializers).
 
 Written the TF-Agents way: 8 `suite_gym` CartPoles (gym 0.23, the version tf-agents 0.19 pins)
-in a BatchedPyEnvironment under a TFPyEnvironment, a DynamicStepDriver feeding a
-TFUniformReplayBuffer, and collection and `agent.train` each one `common.function`. PPO uses
+in a BatchedPyEnvironment (its default thread pool; --no-multithreading steps them in turn)
+under a TFPyEnvironment, a DynamicStepDriver feeding a TFUniformReplayBuffer, and collection
+and `agent.train` each one `common.function`. PPO uses
 each env's last row only to bootstrap, so each batch is [8, 33]: the previous batch's last
 (acted, not yet trained) row followed by 32 new steps. Every acted step is trained on exactly
 once, as with rlops' VectorDriver (one extra row of 8 steps is collected before the loop).
@@ -151,8 +152,8 @@ def main() -> None:
     parser.add_argument("--env-steps", type=int, default=100_000)
     parser.add_argument("--seeds", type=int, default=1, help="number of seeds, trained one after another")
     parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--multithreading", action="store_true",
-                        help="BatchedPyEnvironment's thread pool (TF-Agents' default; slower for CartPole here)")
+    parser.add_argument("--multithreading", action=argparse.BooleanOptionalAction, default=True,
+                        help="BatchedPyEnvironment's thread pool (TF-Agents' default: on)")
     parser.add_argument("--eval-episodes", type=int, default=10, help="greedy episodes after training (0: none)")
     args = parser.parse_args()
     if args.env_steps < NUM_ENVS * NUM_STEPS:
