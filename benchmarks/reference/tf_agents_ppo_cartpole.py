@@ -13,10 +13,10 @@ normalization, 64-64 tanh actor and value networks (TF-Agents' default initializ
 Written the TF-Agents way: 8 `suite_gym` CartPoles (gym 0.23, the version tf-agents 0.19 pins)
 in a BatchedPyEnvironment (its default thread pool; --no-multithreading steps them in turn)
 under a TFPyEnvironment, a DynamicStepDriver feeding a TFUniformReplayBuffer, and collection
-and `agent.train` each one `common.function`. PPO uses
-each env's last row only to bootstrap, so each batch is [8, 33]: the previous batch's last
-(acted, not yet trained) row followed by 32 new steps. Every acted step is trained on exactly
-once, as with rlops' VectorDriver (one extra row of 8 steps is collected before the loop).
+and `agent.train` each one `common.function`. PPO uses each env's last row only to bootstrap,
+so each batch is [8, 33]: the previous batch's last (acted, not yet trained) row followed by 32
+new steps. Every acted step is trained on exactly once, as with rlops' VectorDriver (one extra
+row of 8 steps is collected before the loop).
 
 steps_to_475 as benchmarks/ppo_cartpole.py defines it: the env steps after the first iteration
 whose trailing 20-episode mean training return (at least 20 episodes finished) is >= 475;
