@@ -45,8 +45,9 @@ class TrainerConfig(JsonConfig):
     learning_rate: float = 1e-3
     epsilon: float = 0.1                 # collect (logging) policy's exploration
     serving_epsilon: float | None = None  # serving_default's exploration (None: epsilon)
-    # Logged action masks are honoured by the Evaluator and by `serving_masked`, not yet by the
-    # trained greedy policy; training on masked logs therefore needs this explicit opt-in.
+    # Logged action masks (an `action_mask` column) are honoured by default: the agent is built with
+    # TF-Agents' observation_and_action_constraint_splitter and the exported policy takes the mask
+    # as part of its observation (trainer/masks.py). True trains and exports without the mask.
     ignore_action_mask: bool = False
     alpha: float = 1.0                   # LinUCB / LinTS exploration width
     batch_size: int = 32

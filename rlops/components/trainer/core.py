@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from rlops.agents import specs
+from rlops.components.trainer import masks
 from rlops.components.trainer.config import PPOOfflineConfig, TrainerConfig
 from rlops.features import SCHEMA_FILE, FeatureSchema, Preprocessor
 from rlops.features import load as load_feature_schema
@@ -86,12 +87,6 @@ def _warm_start(agent, train_step: tf.Variable, base_model_uri: str) -> str:
     return latest
 
 
-MASK_NOT_APPLIED = (
-    "{where} `action_mask`: the Evaluator and the exported `serving_masked` signature honour it, but the "
-    "trained greedy policy does not apply it yet (its `greedy_action` may be a masked action); set "
-    "trainer.ignore_action_mask=true to train anyway")
-
-
 def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: TrainerConfig,
                  base_model_uri: str | None = None) -> TrainResult:
     from rlops.components.experience_gen import records
@@ -102,8 +97,8 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
     pattern = records.split_file_pattern(examples_uri, "train")
     first = records.first_example(pattern)
     has_propensity = records.PROPENSITY in first.features.feature
-    if records.ACTION_MASK in first.features.feature and not config.ignore_action_mask:
-        raise ValueError(MASK_NOT_APPLIED.format(where=f"examples at {examples_uri} carry"))
+    # Logged masks: the agent trains and acts with them (trainer/masks.py); ignore_action_mask opts out.
+    masked = records.ACTION_MASK in first.features.feature and not config.ignore_action_mask
     schema = _feature_schema(examples_uri, first, base_model_uri)
     arm_pre = _per_arm_preprocessor(schema, first, config) if schema.per_arm else None
     preprocessor = None if schema.is_legacy or arm_pre is not None else Preprocessor(schema)
@@ -115,12 +110,14 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
     feature_spec.update(records.feature_parse_spec(schema))
     if arm_pre is not None:
         feature_spec.update(records.per_arm_parse_spec(schema, arm_pre.num_arms))
+    if masked:
+        feature_spec[records.ACTION_MASK] = _mask_parse_spec(first, config.num_actions)
     tf.random.set_seed(config.seed)
     strategy = get_strategy(config.strategy)
     with strategy.scope():
         train_step = create_train_step_counter()
         per_arm = None if arm_pre is None else (arm_pre.global_dim, arm_pre.num_arms, arm_pre.arm_dim)
-        agent = make_bandit_agent(config, context_dim, train_step, per_arm=per_arm)
+        agent = make_bandit_agent(config, context_dim, train_step, per_arm=per_arm, masked=masked)
     warm = _warm_start(agent, train_step, base_model_uri) if base_model_uri else None
     action_spec = agent.action_spec
 
@@ -130,6 +127,9 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
         else:
             observation = p[records.CONTEXT] if preprocessor is None else preprocessor(p)
             experience = records.bandit_trajectory(p, action_spec, observation)
+        if masked:  # the agent's observation: {'observation', 'action_mask'}
+            experience = experience._replace(observation={masks.OBSERVATION: experience.observation,
+                                                          masks.MASK: p[records.ACTION_MASK]})
         return {"experience": experience, "weights": p[records.WEIGHT]} if has_weight else experience
 
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
@@ -158,16 +158,28 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
     wall = time.perf_counter() - start
     learner.save_checkpoint()
     greedy, collect = serving_policy(agent), agent.collect_policy
-    if preprocessor is not None:  # the exported policies take raw named features
+    if masked:  # raw features + action_mask in (the mask is part of the exported observation)
+        encoder = arm_pre or preprocessor or masks.DenseContext(records.CONTEXT, context_dim)
+        greedy, collect = (masks.MaskedFeaturePolicy(p, encoder, config.num_actions) for p in (greedy, collect))
+    elif preprocessor is not None:  # the exported policies take raw named features
         greedy, collect = FeaturePolicy(greedy, preprocessor), FeaturePolicy(collect, preprocessor)
-    if arm_pre is not None:  # ... plus per_arm/<name> [K] and num_actions
+    elif arm_pre is not None:  # ... plus per_arm/<name> [K] and num_actions
         greedy, collect = PerArmFeaturePolicy(greedy, arm_pre), PerArmFeaturePolicy(collect, arm_pre)
     _export_policies(greedy, collect, train_step, model_uri, serving_epsilon=config.exploration_epsilon,
                      schema=schema)
     return TrainResult(train_steps=done, final_loss=curve[-1][1] if curve else float("nan"),
                        steps_per_sec=(done - resumed) / max(wall, 1e-9), wall_s=wall, warm_started_from=warm,
                        curve=curve, extra={"context_dim": context_dim, "num_actions": config.num_actions,
-                                           "features": schema.names, "resumed_from_step": resumed})
+                                           "features": schema.names, "resumed_from_step": resumed,
+                                           "action_mask": masked})
+
+
+def _mask_parse_spec(first: tf.train.Example, num_actions: int) -> tf.io.FixedLenFeature:
+    width = len(first.features.feature[masks.MASK].int64_list.value)
+    if width != num_actions:
+        raise ValueError(f"examples: '{masks.MASK}' has {width} entries per record, but trainer.num_actions is "
+                         f"{num_actions}; the mask needs one entry per action")
+    return tf.io.FixedLenFeature([num_actions], tf.int64)
 
 
 def _per_arm_preprocessor(schema: FeatureSchema, first: tf.train.Example, config: TrainerConfig):
