@@ -358,12 +358,30 @@ class SavedPolicy(Policy):
             feeds[name] = tf.constant(value, want) if want == tf.string else tf.cast(value, want)
         return self._signature(**feeds)
 
-    def actions(self, observations: Any, batch_size: int = 4096) -> Any:
+    def observation(self, observations: Any, action_mask: Any = None) -> Any:
+        """What this policy's observation needs from logged inputs: a policy trained with action
+        masks takes `action_mask` beside its features (a dense array goes under its input's name);
+        any other policy takes `observations` as they are (the caller applies a mask itself)."""
+        spec = self.time_step_spec.observation
+        if not (isinstance(spec, Mapping) and "action_mask" in spec):
+            return observations
+        if action_mask is None:
+            from rlops.features.schema import FeatureSchemaError
+            raise FeatureSchemaError(f"feature 'action_mask' is missing: the policy at {self.path} was trained with "
+                                     "action masks and takes them as part of its observation")
+        if not isinstance(observations, Mapping):
+            names = [k for k in spec if k != "action_mask"]
+            observations = {names[0]: observations}
+        return {**observations, "action_mask": action_mask}
+
+    def actions(self, observations: Any, batch_size: int = 4096, action_mask: Any = None) -> Any:
         """Greedy actions (numpy) for a batch of observations, in chunks of batch_size: one dense
         array, or {feature name: array} of raw features (a policy exported with its features;
-        matched by name, extra columns ignored)."""
+        matched by name, extra columns ignored). `action_mask` [N, K]: fed to a policy trained
+        with masks (see `observation`), ignored by others."""
         import numpy as np
         from rlops.agents.trajectories import restart
+        observations = self.observation(observations, action_mask)
         if isinstance(observations, Mapping):
             return self._feature_actions(observations, batch_size)
         out = [self.action(restart(observations[i:i + batch_size], len(observations[i:i + batch_size]))).action.numpy()

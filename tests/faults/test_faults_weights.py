@@ -162,6 +162,22 @@ def test_trained_greedy_policy_never_picks_a_masked_action(world):
     np.testing.assert_array_equal(acted, picks)
 
 
+def test_trained_lin_ucb_greedy_policy_never_picks_a_masked_action(world, tmp_path):
+    """The same for LinUCB (closed-form, per-arm ridge models) trained on the same ingested logs."""
+    from rlops.components.trainer.config import TrainerConfig
+    from rlops.components.trainer.core import run_trainer
+    model = str(tmp_path / "m")
+    run_trainer(TrainerConfig(agent="lin_ucb", num_actions=K, batch_size=64, train_steps=40, steps_per_run=40),
+                model, str(tmp_path / "r"), examples_uri=world["dropped"]["examples"])
+    x = _probes()
+    mask = np.ones((len(x), K), np.int64)
+    mask[x[:, 0] > MASK_X0, 0] = 0
+    picks = _greedy(model, x, mask)
+    assert not (picks[mask[np.arange(len(x)), picks] == 0]).size, "picked a masked action"
+    unmasked = _greedy(model, x)  # all allowed: the same model does want action 0 there
+    assert (unmasked[mask[:, 0] == 0] == 0).mean() > 0.3
+
+
 def test_ignore_action_mask_opts_out_and_then_the_greedy_policy_picks_masked_actions(world, tmp_path):
     """trainer.ignore_action_mask=true trains as before masks were honoured: the model takes no
     mask, and its greedy policy picks the masked action 0 where it would earn most."""

@@ -120,6 +120,7 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
         agent = make_bandit_agent(config, context_dim, train_step, per_arm=per_arm, masked=masked)
     warm = _warm_start(agent, train_step, base_model_uri) if base_model_uri else None
     action_spec = agent.action_spec
+    info_spec = agent.training_data_spec.policy_info
 
     def to_trajectory(p: dict):
         if arm_pre is not None:
@@ -127,6 +128,7 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
         else:
             observation = p[records.CONTEXT] if preprocessor is None else preprocessor(p)
             experience = records.bandit_trajectory(p, action_spec, observation)
+        experience = experience._replace(policy_info=_fit_info(experience.policy_info, info_spec))
         if masked:  # the agent's observation: {'observation', 'action_mask'}
             experience = experience._replace(observation={masks.OBSERVATION: experience.observation,
                                                           masks.MASK: p[records.ACTION_MASK]})
@@ -172,6 +174,15 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
                        curve=curve, extra={"context_dim": context_dim, "num_actions": config.num_actions,
                                            "features": schema.names, "resumed_from_step": resumed,
                                            "action_mask": masked})
+
+
+def _fit_info(info, spec):
+    """The logged policy info the agent's data spec has room for: LinTS logs no propensity (it has
+    no closed form), so a logged one is dropped rather than failing the spec check."""
+    if not isinstance(info, dict):
+        return info
+    kept = {k: v for k, v in info.items() if isinstance(spec, dict) and k in spec}
+    return kept or ()
 
 
 def _mask_parse_spec(first: tf.train.Example, num_actions: int) -> tf.io.FixedLenFeature:
