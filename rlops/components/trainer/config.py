@@ -51,7 +51,7 @@ class TrainerConfig(JsonConfig):
     ignore_action_mask: bool = False
     alpha: float = 1.0                   # LinUCB / LinTS exploration width
     batch_size: int = 32
-    train_steps: int = 2_000
+    train_steps: int = 2_000             # 0 with a base model: re-export the warm-started model as is
     # PPO: PPOConfig fields, e.g. {"env_id": "CartPole-v1"}. Online (no examples input) it needs
     # env_id; offline (logged trajectories) it takes the hyperparameters, and env_id is optional
     # (it only supplies the specs). num_actions above sizes a discrete action the logs leave open.
@@ -78,9 +78,11 @@ class TrainerConfig(JsonConfig):
                              f"got {self.num_actions}")
         if self.serving_epsilon is not None and not 0.0 <= self.serving_epsilon <= 1.0:
             raise ValueError(f"trainer.serving_epsilon must be in [0, 1], got {self.serving_epsilon}")
-        for name in ("batch_size", "train_steps", "steps_per_run"):
+        for name in ("batch_size", "steps_per_run"):
             if getattr(self, name) < 1:
                 raise ValueError(f"trainer.{name} must be >= 1, got {getattr(self, name)}")
+        if self.train_steps < 0:  # 0: warm start and re-export only (e.g. a new serving_epsilon)
+            raise ValueError(f"trainer.train_steps must be >= 0, got {self.train_steps}")
         if self.agent == "ppo":
             from rlops.train.on_policy import PPOConfig
             known = {f.name for f in dataclasses.fields(PPOConfig)}

@@ -94,6 +94,9 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
     from rlops.train.learner import Learner, create_train_step_counter
     from rlops.train.strategy import get_strategy
 
+    if config.train_steps == 0 and not base_model_uri:
+        raise ValueError("trainer.train_steps: 0 re-exports a warm-started model and needs a base model; "
+                         "without one there is nothing to export")
     pattern = records.split_file_pattern(examples_uri, "train")
     first = records.first_example(pattern)
     has_propensity = records.PROPENSITY in first.features.feature
@@ -196,11 +199,12 @@ def _mask_parse_spec(first: tf.train.Example, num_actions: int) -> tf.io.FixedLe
 def _per_arm_preprocessor(schema: FeatureSchema, first: tf.train.Example, config: TrainerConfig):
     """K (the candidates per record) from the first record; trainer.num_actions must agree."""
     from rlops.features.per_arm import PerArmPreprocessor, per_arm_key
+    for f in schema.per_arm:
+        if per_arm_key(f.name) not in first.features.feature:
+            raise ValueError(f"examples: the schema has per-arm feature '{f.name}' but the records have no "
+                             f"'{per_arm_key(f.name)}'")
     f = schema.per_arm[0]
-    feat = first.features.feature.get(per_arm_key(f.name))
-    if feat is None:
-        raise ValueError(f"examples: the schema has per-arm feature '{f.name}' but the records have no "
-                         f"'{per_arm_key(f.name)}'")
+    feat = first.features.feature[per_arm_key(f.name)]
     kind = feat.WhichOneof("kind")
     k = len(getattr(feat, kind).value)
     if config.num_actions != k:
@@ -238,10 +242,51 @@ def _feature_schema(examples_uri: str, first: tf.train.Example, base_model_uri: 
     base = load_feature_schema(serving_dir(base_model_uri)) if base_model_uri else None
     if base is None:
         return data
-    extra = base.check_compatible(data, what=f"examples at {examples_uri} (warm start from {base_model_uri})")
+    what = f"examples at {examples_uri} (warm start from {base_model_uri})"
+    extra = base.check_compatible(data, what=what)
+    extra += [f"per_arm/{n}" for n in _check_per_arm_compatible(base, data, what)]
     if extra:
         log.info("trainer: the base model has no use for new feature(s) %s; they are ignored at warm start", extra)
+    _log_vocabulary_drift(base, data)
     return base
+
+
+def _check_per_arm_compatible(base: FeatureSchema, data: FeatureSchema, what: str) -> list[str]:
+    """The per-arm counterpart of FeatureSchema.check_compatible: every arm feature the base model
+    scores must be in the data with the same kind; returns the data's extra arm features. Without
+    this a missing, renamed or retyped arm feature failed deep in tf.data parsing."""
+    from rlops.features import FeatureSchemaError
+    if bool(base.per_arm) != bool(data.per_arm):
+        has, lacks = ("the base model", f"the {what}") if base.per_arm else (f"the {what}", "the base model")
+        names = [f.name for f in (base.per_arm or data.per_arm)]
+        raise FeatureSchemaError(f"per-arm features {names}: {has} has them, {lacks} has none; a per-arm model "
+                                 f"warm-starts only from per-arm data and back")
+    ours = {f.name: f for f in data.per_arm}
+    for f in base.per_arm:
+        g = ours.get(f.name)
+        if g is None:
+            raise FeatureSchemaError(f"per-arm feature '{f.name}' ({f.describe()}) is missing from the {what}; "
+                                     f"it has per-arm features {sorted(ours)}")
+        if f.signature != g.signature:
+            raise FeatureSchemaError(f"per-arm feature '{f.name}' is {f.describe()} in the base model but "
+                                     f"{g.describe()} in the {what}")
+    return [n for n in ours if n not in {f.name for f in base.per_arm}]
+
+
+def _log_vocabulary_drift(base: FeatureSchema, data: FeatureSchema) -> None:
+    """A vocabulary that changed since the base model is kept as the base's (its input weights mean
+    those values; the nightly loop must survive a new category): say which feature, and how many
+    of today's values now go to OOV buckets."""
+    ours = {f.name: f for f in data.features} | {f"per_arm/{f.name}": f for f in data.per_arm}
+    for name, f in [(f.name, f) for f in base.features] + [(f"per_arm/{f.name}", f) for f in base.per_arm]:
+        g = ours.get(name)
+        if g is None or not f.vocabulary or f.hash_buckets:
+            continue
+        unseen = len(set(g.vocabulary) - set(f.vocabulary))
+        if unseen or len(g.vocabulary) != len(f.vocabulary):
+            log.warning("trainer: feature '%s' has a vocabulary of %d values in the data, %d in the base model; "
+                        "warm start keeps the base model's (%d value(s) new since then go to its %d OOV bucket(s))",
+                        name, len(g.vocabulary), len(f.vocabulary), unseen, f.num_oov_buckets)
 
 
 def train_ppo_online(model_uri: str, model_run_uri: str, config: TrainerConfig,
