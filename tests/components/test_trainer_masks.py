@@ -163,3 +163,56 @@ def test_a_mask_of_the_wrong_width_is_refused_naming_it(examples, tmp_path):
     with pytest.raises(ValueError, match="'action_mask' has 4 entries per record, but trainer.num_actions is 5"):
         run_trainer(TrainerConfig(agent="lin_ucb", num_actions=5, train_steps=1), str(tmp_path / "m"),
                     str(tmp_path / "r"), examples_uri=examples)
+
+
+class _PerArmInputs(tf.Module):
+    """A stand-in for PerArmPreprocessor: dense global [Dg], per_arm [K, Da] and num_actions in."""
+
+    def raw_specs(self, batch_size=None):
+        return {"global": tf.TensorSpec([batch_size, 3], tf.float32), "per_arm": tf.TensorSpec([batch_size, 6, 2]),
+                "num_actions": tf.TensorSpec([batch_size], tf.int64)}
+
+    def __call__(self, features):
+        return {k: features[k] for k in ("global", "per_arm", "num_actions")}
+
+
+@pytest.mark.parametrize("agent", ["neural_epsilon_greedy", "lin_ucb"])
+def test_per_arm_agents_with_a_mask_train_and_act_among_allowed_candidates(agent, tmp_path):
+    """Per-arm + mask: an arm is a candidate only if it is below num_actions AND allowed by the mask,
+    for the greedy and exploring policies and serving_default's exploring head."""
+    from rlops.agents import trajectories
+    from rlops.components.trainer import masks
+    from rlops.components.trainer.agents import make_bandit_agent, serving_policy
+    from rlops.components.trainer.config import TrainerConfig
+    from rlops.components.trainer.core import _export_policies, serving_dir
+    k, n = 6, 600
+    config = TrainerConfig(agent=agent, num_actions=k, hidden_sizes=(8,), epsilon=0.5, learning_rate=1e-2)
+    step = tf.Variable(0, dtype=tf.int64)
+    a = make_bandit_agent(config, 0, step, per_arm=(3, k, 2), masked=True)
+    rng = np.random.default_rng(0)
+    g, arms = rng.normal(size=(n, 3)).astype(np.float32), rng.normal(size=(n, k, 2)).astype(np.float32)
+    num = rng.integers(2, k + 1, n).astype(np.int64)
+    mask = (rng.random((n, k)) > 0.4).astype(np.int64)
+    mask[np.arange(n), rng.integers(0, num)] = 1  # at least one allowed candidate
+    allowed = mask * (np.arange(k)[None] < num[:, None])
+    taken = np.array([rng.choice(np.flatnonzero(r)) for r in allowed])
+    reward = (arms[np.arange(n), taken, 0] > 0).astype(np.float32)
+    observation = {masks.OBSERVATION: {"global": g, "num_actions": num}, masks.MASK: mask}
+    info = {"chosen_arm_features": arms[np.arange(n), taken], "propensity": np.full(n, 0.5, np.float32)}
+    experience = trajectories.single_step_trajectory(observation, tf.constant(taken, tf.int32), reward, info)
+    experience = experience._replace(policy_info={k_: v for k_, v in experience.policy_info.items()
+                                                  if k_ in a.training_data_spec.policy_info})
+    a.train(experience)
+    full = {masks.OBSERVATION: {"global": g, "per_arm": arms, "num_actions": num}, masks.MASK: mask}
+    for policy in (serving_policy(a), a.collect_policy):
+        acts = policy.action(trajectories.restart(full, n)).action.numpy()
+        assert (allowed[np.arange(n), acts] == 1).all(), type(policy).__name__
+    wrapped = [masks.MaskedFeaturePolicy(p, _PerArmInputs(), k) for p in (serving_policy(a), a.collect_policy)]
+    _export_policies(*wrapped, step, str(tmp_path), serving_epsilon=0.5)
+    out = tf.saved_model.load(serving_dir(str(tmp_path))).signatures["serving_default"](
+        **{"global": tf.constant(g), "per_arm": tf.constant(arms), "num_actions": tf.constant(num),
+           "action_mask": tf.constant(mask)})
+    for key in ("action", "greedy_action"):
+        assert (allowed[np.arange(n), out[key].numpy()] == 1).all(), key
+    np.testing.assert_allclose(out["propensity"].numpy(), 0.5 / allowed.sum(1) + 0.5 * (
+        out["action"].numpy() == out["greedy_action"].numpy()), rtol=1e-5)
