@@ -159,11 +159,6 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
                           "one of neural_epsilon_greedy, lin_ucb, lin_ts")
     if kind == "ppo" and trainer.agent != "ppo":
         raise ConfigError(f"trainer.agent: the ppo pipeline trains 'ppo', got '{trainer.agent}'")
-    if experience_gen is not None and not trainer.ignore_action_mask and (
-            experience_gen.bandit_columns.action_mask or experience_gen.bandit_columns.action_mask_prefix):
-        from rlops.components.trainer.core import MASK_NOT_APPLIED
-        raise ConfigError("trainer.ignore_action_mask: " + MASK_NOT_APPLIED.format(
-            where="experience_gen.bandit_columns maps"))
     try:
         trainer.check_inputs(has_examples=kind == "bandit")  # the ppo pipeline trains online
     except ValueError as e:

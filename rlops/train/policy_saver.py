@@ -21,7 +21,8 @@ With `serving_epsilon` (stateless discrete policies): `serving_default`, what TF
 named by feature name (a single dense observation is one input named by its spec), outputs
 `action` (sampled from the epsilon-greedy exploring policy), `propensity` (its probability under
 that policy) and `greedy_action`; plus `serving_masked`, the same with an `action_mask` [B, K]
-input. The epsilon is `get_metadata()["serving_epsilon"]`. The same functions are
+input. A policy trained with action masks has `action_mask` in its observation (TF-Agents' way):
+then every signature takes it and `serving_masked` is `serving_default`. The epsilon is `get_metadata()["serving_epsilon"]`. The same functions are
 attributes taking nests: `policy.action(time_step, policy_state)`, `policy.get_initial_state(b)`,
 `policy.get_train_step()`, `policy.get_metadata()`.
 
@@ -217,15 +218,23 @@ class PolicySaver:
                                 discount=tf.ones(batch, self.time_step_spec.discount.dtype), observation=observation)
             greedy = policy.action(time_step, ()).action
             eps = module.metadata[SERVING_EPSILON].read_value()
+            if mask is None and "action_mask" in features:  # a policy trained with masks: part of its observation
+                mask = features["action_mask"]
             per_arm = "num_actions" in features and any(k.startswith("per_arm") for k in features)
-            if mask is None and per_arm:  # per-arm: explore among the candidates only
-                mask = tf.range(num_actions)[None, :] < tf.cast(tf.reshape(features["num_actions"], [-1, 1]), tf.int32)
+            if per_arm:  # per-arm: explore among the candidates only
+                candidates = tf.range(num_actions)[None, :] < tf.cast(tf.reshape(features["num_actions"], [-1, 1]),
+                                                                      tf.int32)
+                mask = candidates if mask is None else tf.logical_and(tf.cast(mask, tf.bool), candidates)
             return epsilon_greedy_head(greedy, num_actions, eps, minimum, mask)
 
         serving = tf.function(lambda **features: head(features, None), input_signature=None, autograph=False)
+        module.serving_default = serving
+        if "action_mask" in inputs:  # the mask is already an input: serving_masked is serving_default
+            module.serving_masked = serving
+            return {"serving_default": serving.get_concrete_function(**inputs),
+                    "serving_masked": serving.get_concrete_function(**inputs)}
         mask_spec = tf.TensorSpec([self.batch_size, num_actions], tf.int64, name="action_mask")
         masked = tf.function(lambda action_mask, **features: head(features, action_mask), autograph=False)
-        module.serving_default = serving
         module.serving_masked = masked
         return {"serving_default": serving.get_concrete_function(**inputs),
                 "serving_masked": masked.get_concrete_function(action_mask=mask_spec, **inputs)}
@@ -349,12 +358,30 @@ class SavedPolicy(Policy):
             feeds[name] = tf.constant(value, want) if want == tf.string else tf.cast(value, want)
         return self._signature(**feeds)
 
-    def actions(self, observations: Any, batch_size: int = 4096) -> Any:
+    def observation(self, observations: Any, action_mask: Any = None) -> Any:
+        """What this policy's observation needs from logged inputs: a policy trained with action
+        masks takes `action_mask` beside its features (a dense array goes under its input's name);
+        any other policy takes `observations` as they are (the caller applies a mask itself)."""
+        spec = self.time_step_spec.observation
+        if not (isinstance(spec, Mapping) and "action_mask" in spec):
+            return observations
+        if action_mask is None:
+            from rlops.features.schema import FeatureSchemaError
+            raise FeatureSchemaError(f"feature 'action_mask' is missing: the policy at {self.path} was trained with "
+                                     "action masks and takes them as part of its observation")
+        if not isinstance(observations, Mapping):
+            names = [k for k in spec if k != "action_mask"]
+            observations = {names[0]: observations}
+        return {**observations, "action_mask": action_mask}
+
+    def actions(self, observations: Any, batch_size: int = 4096, action_mask: Any = None) -> Any:
         """Greedy actions (numpy) for a batch of observations, in chunks of batch_size: one dense
         array, or {feature name: array} of raw features (a policy exported with its features;
-        matched by name, extra columns ignored)."""
+        matched by name, extra columns ignored). `action_mask` [N, K]: fed to a policy trained
+        with masks (see `observation`), ignored by others."""
         import numpy as np
         from rlops.agents.trajectories import restart
+        observations = self.observation(observations, action_mask)
         if isinstance(observations, Mapping):
             return self._feature_actions(observations, batch_size)
         out = [self.action(restart(observations[i:i + batch_size], len(observations[i:i + batch_size]))).action.numpy()

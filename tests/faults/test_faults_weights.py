@@ -61,8 +61,7 @@ def world(tmp_path_factory):
     logs = _logs()
     out = {"logs": logs, "root": root}
     trainer = TrainerConfig(num_actions=K, hidden_sizes=(16,), batch_size=64, train_steps=TRAIN_STEPS,
-                            steps_per_run=100, checkpoint_interval=1000, learning_rate=1e-2,
-                            ignore_action_mask=True)
+                            steps_per_run=100, checkpoint_interval=1000, learning_rate=1e-2)
     for name, rows in (("weighted", np.ones(len(logs["a"]), bool)), ("dropped", ~logs["poison"])):
         csv = str(root / f"{name}.csv")
         _write_csv(csv, logs, rows)
@@ -93,6 +92,8 @@ def _greedy(model_uri: str, x: np.ndarray, mask: np.ndarray | None = None) -> np
     fn = _serving(model_uri)
     names = set(fn.structured_input_signature[1])
     feeds = {"context": tf.constant(x)} if "context" in names else {f"x{i}": tf.constant(x[:, i]) for i in range(D)}
+    if mask is None and records.ACTION_MASK in names:  # trained with masks: they are part of its input
+        mask = np.ones((len(x), K), np.int64)
     if mask is not None:
         assert records.ACTION_MASK in names, (
             f"the exported policy takes no '{records.ACTION_MASK}' input (inputs: {sorted(names)}): a mask in the "
@@ -142,39 +143,65 @@ def test_trainer_weight_zero_records_do_not_move_the_reward_model(world):
     assert share["weighted"] < share["dropped"] + 0.1, share
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "action_mask is honoured by the Evaluator and by `serving_masked` (masked actions are never the exploring "
-    "`action`), but not by the greedy policy itself: the agent is built without an observation-and-mask "
-    "splitter, so `greedy_action` can be a masked action and `serving_default` takes no mask. Fix: build the "
-    "bandit agent with the parsed mask as its constraint (rlops/components/trainer/core.py train_bandit) and "
-    "give serving_default the action_mask input when the Examples carry one"))
 def test_trained_greedy_policy_never_picks_a_masked_action(world):
     """(a) Where the logs mask action 0 (x0 > MASK_X0, where it would earn most), the trained
-    greedy policy, given the mask, never picks it."""
+    greedy policy, given the mask, never picks it; the greedy_action of serving_default and the
+    `action` signature agree (one masked policy behind every signature)."""
     x = _probes()
     mask = np.ones((len(x), K), np.int64)
     mask[x[:, 0] > MASK_X0, 0] = 0
     picks = _greedy(world["weighted"]["model"], x, mask)
     assert not (picks[mask[np.arange(len(x)), picks] == 0]).size, "picked a masked action"
+    assert (picks[mask[:, 0] == 1] == 0).any()  # action 0 is still chosen where it is allowed
+    from rlops.components.trainer.core import serving_dir
+    loaded = tf.saved_model.load(serving_dir(world["weighted"]["model"]))
+    n = len(x)
+    acted = loaded.signatures["action"](step_type=tf.zeros([n], tf.int32), reward=tf.zeros([n]), discount=tf.ones([n]),
+                                        observation_context=tf.constant(x),
+                                        observation_action_mask=tf.constant(mask))["action"].numpy()
+    np.testing.assert_array_equal(acted, picks)
 
 
-def test_trainer_refuses_masked_logs_without_the_explicit_opt_in(world, tmp_path):
-    """Masks are not silently ignored: without trainer.ignore_action_mask the Trainer refuses."""
+def test_trained_lin_ucb_greedy_policy_never_picks_a_masked_action(world, tmp_path):
+    """The same for LinUCB (closed-form, per-arm ridge models) trained on the same ingested logs."""
     from rlops.components.trainer.config import TrainerConfig
     from rlops.components.trainer.core import run_trainer
-    with pytest.raises(ValueError, match="ignore_action_mask"):
-        run_trainer(TrainerConfig(num_actions=K, train_steps=1), str(tmp_path / "m"), str(tmp_path / "r"),
-                    examples_uri=world["weighted"]["examples"])
+    model = str(tmp_path / "m")
+    run_trainer(TrainerConfig(agent="lin_ucb", num_actions=K, batch_size=64, train_steps=40, steps_per_run=40),
+                model, str(tmp_path / "r"), examples_uri=world["dropped"]["examples"])
+    x = _probes()
+    mask = np.ones((len(x), K), np.int64)
+    mask[x[:, 0] > MASK_X0, 0] = 0
+    picks = _greedy(model, x, mask)
+    assert not (picks[mask[np.arange(len(x)), picks] == 0]).size, "picked a masked action"
+    unmasked = _greedy(model, x)  # all allowed: the same model does want action 0 there
+    assert (unmasked[mask[:, 0] == 0] == 0).mean() > 0.3
 
 
-def test_pipeline_config_refuses_a_mapped_mask_without_the_opt_in(tmp_path):
-    from rlops.pipelines.config import ConfigError, load_config
+def test_ignore_action_mask_opts_out_and_then_the_greedy_policy_picks_masked_actions(world, tmp_path):
+    """trainer.ignore_action_mask=true trains as before masks were honoured: the model takes no
+    mask, and its greedy policy picks the masked action 0 where it would earn most."""
+    from rlops.components.trainer.config import TrainerConfig
+    from rlops.components.trainer.core import run_trainer
+    model = str(tmp_path / "m")
+    result = run_trainer(TrainerConfig(num_actions=K, hidden_sizes=(16,), batch_size=64, train_steps=TRAIN_STEPS,
+                                       steps_per_run=TRAIN_STEPS, learning_rate=1e-2, ignore_action_mask=True),
+                         model, str(tmp_path / "r"), examples_uri=world["dropped"]["examples"])
+    assert result.extra["action_mask"] is False
+    assert records.ACTION_MASK not in _serving(model).structured_input_signature[1]
+    x = _probes()
+    masked_rows = x[:, 0] > MASK_X0
+    share = float((_greedy(model, x)[masked_rows] == 0).mean())
+    print("unmasked model: share of masked rows where greedy picks the masked action 0:", round(share, 3))
+    assert share > 0.3
+
+
+def test_pipeline_config_takes_a_mapped_mask_without_an_opt_in(tmp_path):
+    from rlops.pipelines.config import load_config
     csv = tmp_path / "logs.csv"
     csv.write_text("x0,a,r,p,m0,m1\n0.1,0,1,0.5,1,1\n")
     sets = [f"experience_gen.source={{kind: file, pattern: '{csv}', format: csv}}",
             "experience_gen.bandit_columns={context: [x0], action: a, reward: r, propensity: p, action_mask: [m0, m1]}",
             "experience_gen.action_spec={shape: [], dtype: int32, minimum: 0, maximum: 1}",
             f"root={tmp_path / 'root'}"]
-    with pytest.raises(ConfigError, match="trainer.ignore_action_mask"):
-        load_config("bandit", None, sets)
-    assert load_config("bandit", None, sets + ["trainer.ignore_action_mask=true"]).trainer.ignore_action_mask
+    assert not load_config("bandit", None, sets).trainer.ignore_action_mask

@@ -79,7 +79,7 @@ def choose_reward_model(config: EvaluatorConfig, data: ope.LoggedFeedback, candi
             raise ValueError("evaluator.reward_model: 'network' needs a candidate SavedModel")
         # Raw features when the records have them: the candidate encodes them its own way.
         return lambda contexts: network_predicted_rewards(
-            candidate, contexts if data.features is None else data.features)
+            candidate, candidate.observation(contexts if data.features is None else data.features, data.action_mask))
     return config.reward_model
 
 
@@ -130,8 +130,9 @@ def evaluate_bandit(config: EvaluatorConfig, examples_uri: str, model_uri: str, 
     data = load_logged_feedback(examples_uri)
     inputs = data.contexts if data.features is None else data.features  # raw features: each model encodes its own
     policy = SavedPolicy(serving_dir(model_uri))
-    candidate = ope.greedy_probs(policy.actions(inputs), num_actions)
-    baseline = (ope.greedy_probs(SavedPolicy(serving_dir(baseline_model_uri)).actions(inputs), num_actions)
+    candidate = ope.greedy_probs(policy.actions(inputs, action_mask=data.action_mask), num_actions)
+    baseline = (ope.greedy_probs(SavedPolicy(serving_dir(baseline_model_uri)).actions(
+        inputs, action_mask=data.action_mask), num_actions)
                 if baseline_model_uri else ope.LOGGING_POLICY)
     return evaluate_logged(config, data, candidate, baseline, baseline_model_uri or "logging_policy",
                            choose_reward_model(config, data, policy))
@@ -166,8 +167,8 @@ def evaluate_on_logs(config: EvaluatorConfig, examples_uri: str, policy: str, sp
         i = int(np.argmax(data.actions >= num_actions))
         raise ValueError(f"examples: action {data.actions[i]} in record {i} is outside the {num_actions} actions")
     if saved is not None:
-        target = ope.greedy_probs(saved.actions(data.contexts if data.features is None else data.features),
-                                  num_actions)
+        target = ope.greedy_probs(saved.actions(data.contexts if data.features is None else data.features,
+                                                action_mask=data.action_mask), num_actions)
     elif policy == "uniform":
         target = ope.uniform_probs(len(data.actions), num_actions, data.action_mask)
     else:

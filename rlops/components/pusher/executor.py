@@ -28,9 +28,12 @@ def verification_inputs(examples_uri: str | None, env_id: str | None) -> dict[st
     if examples_uri:
         from rlops.components.evaluator.core import load_logged_feedback
         data = load_logged_feedback(examples_uri, max_records=NUM_VERIFY_INPUTS)  # not the whole split
+        # A policy trained with action masks takes `observation_action_mask` too (others ignore it).
+        mask = {} if data.action_mask is None else {"observation_action_mask": data.action_mask}
         if data.features is not None:  # a policy exported with its features takes them raw, by name
-            return {f"observation_{k}": v for k, v in data.features.items()}
-        return {"observation": data.contexts.astype(np.float32)}
+            return {**{f"observation_{k}": v for k, v in data.features.items()}, **mask}
+        dense = data.contexts.astype(np.float32)
+        return {"observation": dense, **({"observation_context": dense, **mask} if mask else {})}
     if env_id:
         from rlops.envs.gym_env import GymVectorEnv
         env = GymVectorEnv(env_id, 8)

@@ -8,6 +8,7 @@ from rlops.agents import specs
 from rlops.agents.bandits import LinearThompsonSamplingAgent, LinUCBAgent, NeuralEpsilonGreedyAgent
 from rlops.agents.networks import RewardNetwork
 from rlops.agents.trajectories import time_step_spec
+from rlops.components.trainer import masks
 from rlops.components.trainer.config import TrainerConfig
 
 
@@ -26,17 +27,29 @@ def per_arm_specs(global_dim: int, num_arms: int, arm_dim: int) -> tuple:
 
 
 def make_bandit_agent(config: TrainerConfig, context_dim: int, train_step: tf.Variable,
-                      per_arm: tuple[int, int, int] | None = None):
-    """`per_arm` (global dim, K, arm dim): the agent scores each candidate's features."""
+                      per_arm: tuple[int, int, int] | None = None, masked: bool = False):
+    """`per_arm` (global dim, K, arm dim): the agent scores each candidate's features. `masked`:
+    the observation is {'observation', 'action_mask'} and the agent's policies act among the
+    allowed actions only (TF-Agents' observation_and_action_constraint_splitter)."""
     if per_arm is not None:
-        return _make_per_arm_agent(config, per_arm, train_step)
-    ts_spec, action_spec = bandit_specs(context_dim, config.num_actions)
+        ts_spec, action_spec = per_arm_specs(*per_arm)
+    else:
+        ts_spec, action_spec = bandit_specs(context_dim, config.num_actions)
+    scored = ts_spec.observation  # what the network / linear model sees
+    splitter = None
+    if masked:
+        ts_spec = ts_spec._replace(observation=masks.with_mask(scored, int(action_spec.maximum) - int(action_spec.minimum) + 1))
+        splitter = masks.split_mask
+    if per_arm is not None:
+        return _make_per_arm_agent(config, ts_spec, action_spec, scored, train_step, splitter)
     if config.agent == "neural_epsilon_greedy":
-        network = RewardNetwork(ts_spec.observation, config.num_actions, config.hidden_sizes, seed=config.seed)
+        network = RewardNetwork(scored, config.num_actions, config.hidden_sizes, seed=config.seed)
         return NeuralEpsilonGreedyAgent(ts_spec, action_spec, network, tf_keras.optimizers.Adam(config.learning_rate),
-                                        epsilon=config.epsilon, train_step_counter=train_step)
+                                        epsilon=config.epsilon, train_step_counter=train_step,
+                                        observation_and_action_constraint_splitter=splitter)
     agent_cls = LinUCBAgent if config.agent == "lin_ucb" else LinearThompsonSamplingAgent
-    return agent_cls(ts_spec, action_spec, alpha=config.alpha, add_bias=True, train_step_counter=train_step)
+    return agent_cls(ts_spec, action_spec, alpha=config.alpha, add_bias=True, train_step_counter=train_step,
+                     observation_and_action_constraint_splitter=splitter)
 
 
 def serving_policy(agent):
@@ -44,15 +57,16 @@ def serving_policy(agent):
     return getattr(agent, "greedy_policy", None) or agent.policy
 
 
-def _make_per_arm_agent(config: TrainerConfig, per_arm: tuple[int, int, int], train_step: tf.Variable):
+def _make_per_arm_agent(config: TrainerConfig, ts_spec, action_spec, scored: dict, train_step: tf.Variable,
+                        splitter):
     from rlops.agents.bandits import PerArmRewardNetwork
-    ts_spec, action_spec = per_arm_specs(*per_arm)
     if config.agent == "neural_epsilon_greedy":
-        obs = {k: v for k, v in ts_spec.observation.items() if k != "num_actions"}
+        obs = {k: v for k, v in scored.items() if k != "num_actions"}
         network = PerArmRewardNetwork(obs, common_layers=config.hidden_sizes, seed=config.seed)
         return NeuralEpsilonGreedyAgent(ts_spec, action_spec, network, tf_keras.optimizers.Adam(config.learning_rate),
                                         epsilon=config.epsilon, accepts_per_arm_features=True,
-                                        train_step_counter=train_step)
+                                        train_step_counter=train_step,
+                                        observation_and_action_constraint_splitter=splitter)
     agent_cls = LinUCBAgent if config.agent == "lin_ucb" else LinearThompsonSamplingAgent
     return agent_cls(ts_spec, action_spec, alpha=config.alpha, add_bias=True, accepts_per_arm_features=True,
-                     train_step_counter=train_step)
+                     train_step_counter=train_step, observation_and_action_constraint_splitter=splitter)

@@ -45,12 +45,13 @@ class TrainerConfig(JsonConfig):
     learning_rate: float = 1e-3
     epsilon: float = 0.1                 # collect (logging) policy's exploration
     serving_epsilon: float | None = None  # serving_default's exploration (None: epsilon)
-    # Logged action masks are honoured by the Evaluator and by `serving_masked`, not yet by the
-    # trained greedy policy; training on masked logs therefore needs this explicit opt-in.
+    # Logged action masks (an `action_mask` column) are honoured by default: the agent is built with
+    # TF-Agents' observation_and_action_constraint_splitter and the exported policy takes the mask
+    # as part of its observation (trainer/masks.py). True trains and exports without the mask.
     ignore_action_mask: bool = False
     alpha: float = 1.0                   # LinUCB / LinTS exploration width
     batch_size: int = 32
-    train_steps: int = 2_000
+    train_steps: int = 2_000             # 0 with a base model: re-export the warm-started model as is
     # PPO: PPOConfig fields, e.g. {"env_id": "CartPole-v1"}. Online (no examples input) it needs
     # env_id; offline (logged trajectories) it takes the hyperparameters, and env_id is optional
     # (it only supplies the specs). num_actions above sizes a discrete action the logs leave open.
@@ -77,9 +78,11 @@ class TrainerConfig(JsonConfig):
                              f"got {self.num_actions}")
         if self.serving_epsilon is not None and not 0.0 <= self.serving_epsilon <= 1.0:
             raise ValueError(f"trainer.serving_epsilon must be in [0, 1], got {self.serving_epsilon}")
-        for name in ("batch_size", "train_steps", "steps_per_run"):
+        for name in ("batch_size", "steps_per_run"):
             if getattr(self, name) < 1:
                 raise ValueError(f"trainer.{name} must be >= 1, got {getattr(self, name)}")
+        if self.train_steps < 0:  # 0: warm start and re-export only (e.g. a new serving_epsilon)
+            raise ValueError(f"trainer.train_steps must be >= 0, got {self.train_steps}")
         if self.agent == "ppo":
             from rlops.train.on_policy import PPOConfig
             known = {f.name for f in dataclasses.fields(PPOConfig)}

@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from rlops.agents import specs
+from rlops.components.trainer import masks
 from rlops.components.trainer.config import PPOOfflineConfig, TrainerConfig
 from rlops.features import SCHEMA_FILE, FeatureSchema, Preprocessor
 from rlops.features import load as load_feature_schema
@@ -86,12 +87,6 @@ def _warm_start(agent, train_step: tf.Variable, base_model_uri: str) -> str:
     return latest
 
 
-MASK_NOT_APPLIED = (
-    "{where} `action_mask`: the Evaluator and the exported `serving_masked` signature honour it, but the "
-    "trained greedy policy does not apply it yet (its `greedy_action` may be a masked action); set "
-    "trainer.ignore_action_mask=true to train anyway")
-
-
 def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: TrainerConfig,
                  base_model_uri: str | None = None) -> TrainResult:
     from rlops.components.experience_gen import records
@@ -99,11 +94,14 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
     from rlops.train.learner import Learner, create_train_step_counter
     from rlops.train.strategy import get_strategy
 
+    if config.train_steps == 0 and not base_model_uri:
+        raise ValueError("trainer.train_steps: 0 re-exports a warm-started model and needs a base model; "
+                         "without one there is nothing to export")
     pattern = records.split_file_pattern(examples_uri, "train")
     first = records.first_example(pattern)
     has_propensity = records.PROPENSITY in first.features.feature
-    if records.ACTION_MASK in first.features.feature and not config.ignore_action_mask:
-        raise ValueError(MASK_NOT_APPLIED.format(where=f"examples at {examples_uri} carry"))
+    # Logged masks: the agent trains and acts with them (trainer/masks.py); ignore_action_mask opts out.
+    masked = records.ACTION_MASK in first.features.feature and not config.ignore_action_mask
     schema = _feature_schema(examples_uri, first, base_model_uri)
     arm_pre = _per_arm_preprocessor(schema, first, config) if schema.per_arm else None
     preprocessor = None if schema.is_legacy or arm_pre is not None else Preprocessor(schema)
@@ -115,14 +113,17 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
     feature_spec.update(records.feature_parse_spec(schema))
     if arm_pre is not None:
         feature_spec.update(records.per_arm_parse_spec(schema, arm_pre.num_arms))
+    if masked:
+        feature_spec[records.ACTION_MASK] = _mask_parse_spec(first, config.num_actions)
     tf.random.set_seed(config.seed)
     strategy = get_strategy(config.strategy)
     with strategy.scope():
         train_step = create_train_step_counter()
         per_arm = None if arm_pre is None else (arm_pre.global_dim, arm_pre.num_arms, arm_pre.arm_dim)
-        agent = make_bandit_agent(config, context_dim, train_step, per_arm=per_arm)
+        agent = make_bandit_agent(config, context_dim, train_step, per_arm=per_arm, masked=masked)
     warm = _warm_start(agent, train_step, base_model_uri) if base_model_uri else None
     action_spec = agent.action_spec
+    info_spec = agent.training_data_spec.policy_info
 
     def to_trajectory(p: dict):
         if arm_pre is not None:
@@ -130,6 +131,10 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
         else:
             observation = p[records.CONTEXT] if preprocessor is None else preprocessor(p)
             experience = records.bandit_trajectory(p, action_spec, observation)
+        experience = experience._replace(policy_info=_fit_info(experience.policy_info, info_spec))
+        if masked:  # the agent's observation: {'observation', 'action_mask'}
+            experience = experience._replace(observation={masks.OBSERVATION: experience.observation,
+                                                          masks.MASK: p[records.ACTION_MASK]})
         return {"experience": experience, "weights": p[records.WEIGHT]} if has_weight else experience
 
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
@@ -158,26 +163,48 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
     wall = time.perf_counter() - start
     learner.save_checkpoint()
     greedy, collect = serving_policy(agent), agent.collect_policy
-    if preprocessor is not None:  # the exported policies take raw named features
+    if masked:  # raw features + action_mask in (the mask is part of the exported observation)
+        encoder = arm_pre or preprocessor or masks.DenseContext(records.CONTEXT, context_dim)
+        greedy, collect = (masks.MaskedFeaturePolicy(p, encoder, config.num_actions) for p in (greedy, collect))
+    elif preprocessor is not None:  # the exported policies take raw named features
         greedy, collect = FeaturePolicy(greedy, preprocessor), FeaturePolicy(collect, preprocessor)
-    if arm_pre is not None:  # ... plus per_arm/<name> [K] and num_actions
+    elif arm_pre is not None:  # ... plus per_arm/<name> [K] and num_actions
         greedy, collect = PerArmFeaturePolicy(greedy, arm_pre), PerArmFeaturePolicy(collect, arm_pre)
     _export_policies(greedy, collect, train_step, model_uri, serving_epsilon=config.exploration_epsilon,
                      schema=schema)
     return TrainResult(train_steps=done, final_loss=curve[-1][1] if curve else float("nan"),
                        steps_per_sec=(done - resumed) / max(wall, 1e-9), wall_s=wall, warm_started_from=warm,
                        curve=curve, extra={"context_dim": context_dim, "num_actions": config.num_actions,
-                                           "features": schema.names, "resumed_from_step": resumed})
+                                           "features": schema.names, "resumed_from_step": resumed,
+                                           "action_mask": masked})
+
+
+def _fit_info(info, spec):
+    """The logged policy info the agent's data spec has room for: LinTS logs no propensity (it has
+    no closed form), so a logged one is dropped rather than failing the spec check."""
+    if not isinstance(info, dict):
+        return info
+    kept = {k: v for k, v in info.items() if isinstance(spec, dict) and k in spec}
+    return kept or ()
+
+
+def _mask_parse_spec(first: tf.train.Example, num_actions: int) -> tf.io.FixedLenFeature:
+    width = len(first.features.feature[masks.MASK].int64_list.value)
+    if width != num_actions:
+        raise ValueError(f"examples: '{masks.MASK}' has {width} entries per record, but trainer.num_actions is "
+                         f"{num_actions}; the mask needs one entry per action")
+    return tf.io.FixedLenFeature([num_actions], tf.int64)
 
 
 def _per_arm_preprocessor(schema: FeatureSchema, first: tf.train.Example, config: TrainerConfig):
     """K (the candidates per record) from the first record; trainer.num_actions must agree."""
     from rlops.features.per_arm import PerArmPreprocessor, per_arm_key
+    for f in schema.per_arm:
+        if per_arm_key(f.name) not in first.features.feature:
+            raise ValueError(f"examples: the schema has per-arm feature '{f.name}' but the records have no "
+                             f"'{per_arm_key(f.name)}'")
     f = schema.per_arm[0]
-    feat = first.features.feature.get(per_arm_key(f.name))
-    if feat is None:
-        raise ValueError(f"examples: the schema has per-arm feature '{f.name}' but the records have no "
-                         f"'{per_arm_key(f.name)}'")
+    feat = first.features.feature[per_arm_key(f.name)]
     kind = feat.WhichOneof("kind")
     k = len(getattr(feat, kind).value)
     if config.num_actions != k:
@@ -215,10 +242,51 @@ def _feature_schema(examples_uri: str, first: tf.train.Example, base_model_uri: 
     base = load_feature_schema(serving_dir(base_model_uri)) if base_model_uri else None
     if base is None:
         return data
-    extra = base.check_compatible(data, what=f"examples at {examples_uri} (warm start from {base_model_uri})")
+    what = f"examples at {examples_uri} (warm start from {base_model_uri})"
+    extra = base.check_compatible(data, what=what)
+    extra += [f"per_arm/{n}" for n in _check_per_arm_compatible(base, data, what)]
     if extra:
         log.info("trainer: the base model has no use for new feature(s) %s; they are ignored at warm start", extra)
+    _log_vocabulary_drift(base, data)
     return base
+
+
+def _check_per_arm_compatible(base: FeatureSchema, data: FeatureSchema, what: str) -> list[str]:
+    """The per-arm counterpart of FeatureSchema.check_compatible: every arm feature the base model
+    scores must be in the data with the same kind; returns the data's extra arm features. Without
+    this a missing, renamed or retyped arm feature failed deep in tf.data parsing."""
+    from rlops.features import FeatureSchemaError
+    if bool(base.per_arm) != bool(data.per_arm):
+        has, lacks = ("the base model", f"the {what}") if base.per_arm else (f"the {what}", "the base model")
+        names = [f.name for f in (base.per_arm or data.per_arm)]
+        raise FeatureSchemaError(f"per-arm features {names}: {has} has them, {lacks} has none; a per-arm model "
+                                 f"warm-starts only from per-arm data and back")
+    ours = {f.name: f for f in data.per_arm}
+    for f in base.per_arm:
+        g = ours.get(f.name)
+        if g is None:
+            raise FeatureSchemaError(f"per-arm feature '{f.name}' ({f.describe()}) is missing from the {what}; "
+                                     f"it has per-arm features {sorted(ours)}")
+        if f.signature != g.signature:
+            raise FeatureSchemaError(f"per-arm feature '{f.name}' is {f.describe()} in the base model but "
+                                     f"{g.describe()} in the {what}")
+    return [n for n in ours if n not in {f.name for f in base.per_arm}]
+
+
+def _log_vocabulary_drift(base: FeatureSchema, data: FeatureSchema) -> None:
+    """A vocabulary that changed since the base model is kept as the base's (its input weights mean
+    those values; the nightly loop must survive a new category): say which feature, and how many
+    of today's values now go to OOV buckets."""
+    ours = {f.name: f for f in data.features} | {f"per_arm/{f.name}": f for f in data.per_arm}
+    for name, f in [(f.name, f) for f in base.features] + [(f"per_arm/{f.name}", f) for f in base.per_arm]:
+        g = ours.get(name)
+        if g is None or not f.vocabulary or f.hash_buckets:
+            continue
+        unseen = len(set(g.vocabulary) - set(f.vocabulary))
+        if unseen or len(g.vocabulary) != len(f.vocabulary):
+            log.warning("trainer: feature '%s' has a vocabulary of %d values in the data, %d in the base model; "
+                        "warm start keeps the base model's (%d value(s) new since then go to its %d OOV bucket(s))",
+                        name, len(g.vocabulary), len(f.vocabulary), unseen, f.num_oov_buckets)
 
 
 def train_ppo_online(model_uri: str, model_run_uri: str, config: TrainerConfig,
