@@ -47,26 +47,56 @@ def load_logged_feedback(examples_uri: str, split: str = "eval", max_records: in
     if records.PROPENSITY not in cat:
         raise ValueError(f"examples: the {split} split has no 'propensity' feature; off-policy evaluation needs the "
                          "logging policy's probability of each logged action")
-    _check_fixed_candidates(cat.get(records.FEATURES), examples_uri)
+    arms = _per_arm_candidates(cat.get(records.FEATURES), examples_uri)
     return ope.LoggedFeedback(cat[records.CONTEXT], cat[records.ACTION].astype(int), cat[records.REWARD].astype(float),
                               cat[records.PROPENSITY].astype(float),
                               weights=cat[records.WEIGHT].astype(float) if records.WEIGHT in cat else None,
-                              action_mask=cat.get(records.ACTION_MASK), features=cat.get(records.FEATURES))
+                              action_mask=arms.get("action_mask", cat.get(records.ACTION_MASK)),
+                              features=cat.get(records.FEATURES), items=arms.get("items"),
+                              item_features=arms.get("item_features"))
 
 
-def _check_fixed_candidates(features: dict | None, examples_uri: str) -> None:
-    """Per-arm records: the reward models fit one model per action index on the global context
-    (`context`), which is right when every record has the same candidates (e.g. every item of the
-    item table, ExperienceGen's default). Varying candidate sets would need a model on [global,
-    arm] features: refused rather than estimated wrongly."""
+def _per_arm_candidates(features: dict | None, examples_uri: str) -> dict:
+    """Per-arm records whose candidates vary (arm k is a different item in each record): the
+    candidate mask from num_actions, each slot's item identity and the items' dense arm features,
+    for the shared [global, arm] reward model. Fixed candidate sets (every record the same items
+    in the same order, e.g. ExperienceGen's default: every item of the table) keep the per-action
+    models -- index a IS one item there -- and give {} (the numbers of before)."""
     from rlops.features.per_arm import NUM_ACTIONS, PER_ARM_PREFIX
     if not features or NUM_ACTIONS not in features:
-        return
-    for k, v in features.items():
-        if (k.startswith(PER_ARM_PREFIX) or k == NUM_ACTIONS) and len(v) and (v != v[:1]).any():
-            raise NotImplementedError(f"examples at {examples_uri}: per-arm records whose candidates vary ('{k}' "
-                                      f"differs between records); OPE handles a fixed candidate set only (an arm-"
-                                      f"feature reward model for varying candidates is not built yet)")
+        return {}
+    arm_keys = sorted(k for k in features if k.startswith(PER_ARM_PREFIX))
+    if not any(len(features[k]) and (features[k] != features[k][:1]).any() for k in arm_keys + [NUM_ACTIONS]):
+        return {}
+    num_actions = np.asarray(features[NUM_ACTIONS]).astype(int)
+    n, k = features[arm_keys[0]].shape[:2]
+    candidate = np.arange(k)[None, :] < num_actions[:, None]                     # [N, K]
+    bad = (num_actions < 1) | (num_actions > k)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"examples at {examples_uri}: record {i} has num_actions {num_actions[i]}, outside "
+                         f"[1, {k}] (the per-arm features' width)")
+    # An item is a distinct combination of arm feature values (records carry features, not ids).
+    codes = np.stack([np.unique(np.asarray(features[key]).reshape(n * k, -1), axis=0, return_inverse=True)[1]
+                      .reshape(-1) for key in arm_keys], 1)                                 # [N*K, F]
+    valid = candidate.reshape(-1)
+    _, first, item = np.unique(codes[valid], axis=0, return_index=True, return_inverse=True)
+    items = np.full(n * k, -1, np.int64)
+    items[valid] = item.reshape(-1)
+    rows = np.flatnonzero(valid)[first]                                         # one slot per item
+    raw = {key[len(PER_ARM_PREFIX):]: np.asarray(features[key]).reshape(n * k, *features[key].shape[2:])[rows]
+           for key in arm_keys}
+    return {"items": items.reshape(n, k), "item_features": _encode_arms(raw, examples_uri),
+            "action_mask": candidate.astype(np.float32)}
+
+
+def _encode_arms(raw: dict, examples_uri: str) -> np.ndarray:
+    """[M, Da] dense arm features through the Examples' own per-arm preprocessing."""
+    from rlops.features import FeatureSchema, Preprocessor
+    from rlops.features import load as load_schema
+    schema = load_schema(examples_uri)
+    pre = Preprocessor(FeatureSchema(schema.per_arm), name="arm_preprocessor")
+    return pre({f.name: raw[f.name] for f in schema.per_arm}).numpy().astype(float)
 
 
 def choose_reward_model(config: EvaluatorConfig, data: ope.LoggedFeedback, candidate: SavedPolicy | None = None):
