@@ -31,11 +31,13 @@ depend on (item, position) only.
 Varying candidate sets (`LogConfig(candidates=(k_min, k_max))`): each decision shows one of
 `num_candidate_sets` candidate lists (k_min..k_max distinct items in random order, drawn once
 per world, each equally likely), so the population stays finite and `true_value` exact. Then
-the action is the chosen item's INDEX AMONG THE SHOWN CANDIDATES (as ExperienceGen writes it),
-the logging policy's table is renormalized over the shown items, impressions carry a
-`candidates` column ('|'-joined item ids) and contexts carry `candidates` [N, k_max] (item
-indices, -1 = padding) and `num_actions`; policy_fns return [N, k_max] probabilities over the
-candidate slots (0 on padding).
+the action is the chosen item's INDEX AMONG THE SHOWN CANDIDATES (as ExperienceGen writes it);
+the logging policy runs over the shown items (Thompson: each shown item's probability of
+winning the posterior draw among them, mixed with uniform exploration over them, so w =
+pi / mu stays <= K / exploration for any pi); impressions carry a `candidates` column
+('|'-joined item ids) and contexts carry `candidates` [N, k_max] (item indices, -1 = padding),
+`num_actions` and `candidate_set` (which list); policy_fns return [N, k_max] probabilities over
+the candidate slots (0 on padding).
 """
 from __future__ import annotations
 
@@ -119,6 +121,7 @@ class LoggedBandit:
     # Varying candidates: [N, k_max] item indices (-1 = padding); expected_ctr and logging_probs
     # are then over each record's candidate slots.
     candidates: np.ndarray | None = field(default=None, repr=False)
+    candidate_set: np.ndarray | None = field(default=None, repr=False)   # [N] which candidate list
 
     def __len__(self) -> int:
         return len(self.impressions["action"])
@@ -132,7 +135,8 @@ class LoggedBandit:
         when they vary)."""
         out = {k: self.impressions[k] for k in self.context_columns}
         if self.candidates is not None:
-            out.update(candidates=self.candidates, num_actions=(self.candidates >= 0).sum(1).astype(np.int64))
+            out.update(candidates=self.candidates, num_actions=(self.candidates >= 0).sum(1).astype(np.int64),
+                       candidate_set=self.candidate_set)
         return out
 
     def to_pandas(self):
@@ -223,6 +227,17 @@ class LogGenerator:
         for j in range(c.num_candidate_sets):
             k = int(rng.integers(lo, hi + 1))
             sets[j, :k] = rng.permutation(self.num_items)[:k]
+        # The logging policy per (candidate list, position) over its slots: [S, P, k_max].
+        self.set_logging = np.zeros((len(sets), self.num_positions, hi))
+        for j, row in enumerate(sets):
+            shown = row[row >= 0]
+            if c.logging == "uniform":
+                probs = np.full((self.num_positions, len(shown)), 1.0 / len(shown))
+            else:
+                draws = self._posterior_draws[:, :, shown]                          # [D, P, k]
+                wins = (draws.argmax(2)[..., None] == np.arange(len(shown))).mean(0)   # [P, k]
+                probs = (1.0 - c.exploration) * wins + c.exploration / len(shown)
+            self.set_logging[j, :, :len(shown)] = probs
         return sets
 
     # ---- click model -------------------------------------------------------------------------
@@ -292,6 +307,7 @@ class LogGenerator:
         shown = rng.multinomial(c.prior_impressions, np.full(p * k, 1.0 / (p * k))).reshape(p, k)
         clicks = rng.binomial(shown, item_pos_ctr)
         draws = rng.beta(1 + clicks[None], 1 + shown[None] - clicks[None], size=(4_000, p, k))
+        self._posterior_draws = draws  # varying candidates: Thompson among each shown set
         wins = np.zeros((p, k))
         np.add.at(wins, (np.tile(np.arange(p), 4_000), draws.argmax(2).ravel()), 1.0)
         ts = wins / wins.sum(1, keepdims=True)
@@ -300,10 +316,10 @@ class LogGenerator:
     def logging_policy(self, contexts: Columns) -> np.ndarray:
         """The logging policy as a policy_fn: probabilities depend on the position (and, with
         varying candidates, on the shown items: the table renormalized over them)."""
-        table = self.logging_table[np.asarray(self._column(contexts, "position")).astype(int)]
+        positions = np.asarray(self._column(contexts, "position")).astype(int)
         if not self.varying:
-            return table
-        return _normalize(self._slot_values(table, contexts))
+            return self.logging_table[positions]
+        return self.set_logging[np.asarray(self._column(contexts, "candidate_set")), positions]
 
     def uniform_policy(self, contexts: Columns) -> np.ndarray:
         n = len(self._column(contexts, "position"))
@@ -375,6 +391,7 @@ class LogGenerator:
             cols[col] = self.user_floats[users, j]
         cols["position"] = positions.astype(np.int64)
         if sets is not None:
+            cols["candidate_set"] = sets.astype(np.int64)
             cols["candidates"] = self.candidate_sets[sets]
             cols["num_actions"] = (cols["candidates"] >= 0).sum(1).astype(np.int64)
         return cols
@@ -411,14 +428,15 @@ class LogGenerator:
         item = contexts["candidates"][np.arange(n), actions]
         ctr = 1.0 / (1.0 + np.exp(-self._logits(self.user_codes[users], self.user_floats[users], positions)))
         rewards = (rng.random(n) < ctr[np.arange(n), item]).astype(np.int64)
-        impressions = {k: v for k, v in contexts.items() if k not in ("candidates", "num_actions")}
+        impressions = {k: v for k, v in contexts.items() if k not in ("candidates", "num_actions", "candidate_set")}
         ids = self.items["item_id"]
         impressions.update(item_id=ids[item], action=actions.astype(np.int64), reward=rewards,
                            propensity=probs[np.arange(n), actions],
                            candidates=np.array([CANDIDATE_SEPARATOR.join(ids[c[c >= 0]]) for c in
                                                 self.candidate_sets])[sets])
         return LoggedBandit(impressions, dict(self.items), self.user_columns, self.float_columns,
-                            self._slot_values(ctr, contexts), probs, candidates=contexts["candidates"])
+                            self._slot_values(ctr, contexts), probs, candidates=contexts["candidates"],
+                            candidate_set=sets)
 
     def sample_contexts(self, n: int, seed: int = 0) -> Columns:
         """n contexts from the population (no logging policy): for online simulation and regret,

@@ -294,7 +294,8 @@ def fit_arm_reward_model(contexts: np.ndarray, items: np.ndarray, actions: np.nd
     One model shared across arms, on [global x, the arm's features f(m), an item effect]:
         link(q) = b + theta_m + x . beta + f(m) . eta  +  (1, x) . gamma_m
     fitted in two stages as the fixed-candidate models are: (1) everything but gamma over all
-    rows (ridge: least squares; logistic: Newton), (2) per item a (1, x) interaction on top,
+    rows (ridge: least squares; logistic: Newton; item effects theta_m penalized by
+    `interaction_l2`, the shared slopes by `l2`), (2) per item a (1, x) interaction on top,
     shrunk by `interaction_l2` (skipped for items with too few rows / clicks). An item never
     logged in the training folds gets theta_m = gamma_m = 0: its prediction comes from its
     features. Items are identities, not slots, so slot k of two records may be two items.
@@ -328,6 +329,9 @@ def _fit_arm_model(x, item, r, sw, f, kind, l2, interaction_l2):
     features = _arm_design(x, item, f)
     penalty = np.full(features.shape[1], l2)
     penalty[0] = 1e-6
+    # Item effects shrunk harder than the shared feature slopes: what the arm features explain
+    # goes to eta (and so carries over to items rarely or never logged), the rest to theta_m.
+    penalty[1:1 + m] = interaction_l2
     gamma = np.zeros((m, d + 1))
     if kind == "ridge":
         theta = np.linalg.solve((features * sw[:, None]).T @ features + np.diag(penalty), (features * sw[:, None]).T @ r)
