@@ -128,6 +128,21 @@ def test_shared_arm_reward_model_learns_from_arm_features_and_fills_in_unseen_it
     assert np.corrcoef(q[items == 9], truth[items == 9])[0, 1] > 0.98
 
 
+def test_fixed_candidate_sets_keep_the_per_action_models():
+    """Every record the same items in the same order: index a IS one item, so the per-action
+    reward models of before apply and the numbers are those of before (no items, no mask)."""
+    from rlops.components.evaluator.core import _per_arm_candidates
+    n, k = 50, 4
+    fixed = {"per_arm/item_price": np.tile(np.arange(k, dtype=np.float32), (n, 1)),
+             "per_arm/item_category": np.tile(np.array([b"a", b"b", b"c", b"d"]), (n, 1)),
+             "num_actions": np.full(n, k), "user": np.arange(n)}
+    assert _per_arm_candidates(fixed, "unused") == {}
+    assert _per_arm_candidates({"user": np.arange(n)}, "unused") == {}
+    bad = dict(fixed, num_actions=np.r_[np.full(n - 1, k), k + 1])
+    with pytest.raises(ValueError, match=f"record {n - 1} has num_actions {k + 1}"):
+        _per_arm_candidates(bad, "examples_dir")
+
+
 def _generator_feedback(gen, logs):
     imp = logs.impressions
     return ope.LoggedFeedback(gen.encode(logs.contexts()), imp["action"], imp["reward"].astype(float),
@@ -213,6 +228,9 @@ def test_experience_gen_trainer_evaluator_on_varying_candidates(world, tmp_path)
     num = (data.items >= 0).sum(1)
     assert num.min() < num.max() and data.items.shape[1] == K_MAX
     assert len(np.unique(data.items[data.items >= 0])) == len(data.item_features) <= gen.num_items
+    price, cand = data.features["per_arm/item_price"], data.items >= 0
+    assert all(len(np.unique(price[data.items == m])) == 1 for m in range(len(data.item_features)))  # one item each
+    assert len(np.unique(price[cand])) == len(data.item_features)
     truth = _saved_policy_value(gen, serving_dir(str(d / "model")))
     assert truth > 1.3 * gen.true_value(gen.uniform_policy)       # LinUCB learned over varying candidates
 

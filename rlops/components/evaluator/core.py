@@ -191,7 +191,8 @@ def evaluate_on_logs(config: EvaluatorConfig, examples_uri: str, policy: str, sp
             raise ValueError(f"--num-actions {num_actions} disagrees with the policy's action spec ({spec_actions})")
         num_actions = spec_actions
     if num_actions is None:
-        num_actions = data.action_mask.shape[1] if data.action_mask is not None else int(data.actions.max()) + 1
+        num_actions = data.action_mask.shape[1] if data.action_mask is not None else _per_arm_width(data)
+        num_actions = num_actions or int(data.actions.max()) + 1
     if int(data.actions.max()) >= num_actions:
         i = int(np.argmax(data.actions >= num_actions))
         raise ValueError(f"examples: action {data.actions[i]} in record {i} is outside the {num_actions} actions")
@@ -219,6 +220,13 @@ def evaluate_on_logs(config: EvaluatorConfig, examples_uri: str, policy: str, sp
             "observed_mean_reward": float(np.average(data.rewards, weights=data.record_weights)),
             "estimates": {k: v.as_dict() for k, v in est.items()},
             "improvement_over_logging": {k: v.as_dict() for k, v in diff.items()}}
+
+
+def _per_arm_width(data: ope.LoggedFeedback) -> int | None:
+    """K of per-arm records (the per_arm/<name> width), None for plain records."""
+    from rlops.features.per_arm import PER_ARM_PREFIX
+    width = [v.shape[1] for k, v in (data.features or {}).items() if k.startswith(PER_ARM_PREFIX)]
+    return width[0] if width else None
 
 
 def plot_policy_estimates(result: dict, path: str) -> None:
