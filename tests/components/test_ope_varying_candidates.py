@@ -143,6 +143,31 @@ def test_fixed_candidate_sets_keep_the_per_action_models():
         _per_arm_candidates(bad, "examples_dir")
 
 
+def test_generator_with_varying_candidates_logs_what_experience_gen_reads():
+    from rlops.envs.logged_feedback import LogConfig, LogGenerator
+    gen = LogGenerator(LogConfig(logging="thompson", seed=0, candidates=(3, 9), num_users=300, exploration=0.2))
+    logs = gen.sample(20_000, seed=0)
+    imp, cand = logs.impressions, logs.candidates
+    num = (cand >= 0).sum(1)
+    assert num.min() == 3 and num.max() == 9 and cand.shape[1] == gen.num_slots == 9
+    rows = np.arange(len(logs))
+    # The action indexes the shown candidates (the '|'-joined column), the propensity is over them.
+    shown = [c.split("|") for c in imp["candidates"]]
+    assert all(s[a] == i for s, a, i in zip(shown[:500], imp["action"][:500], imp["item_id"][:500]))
+    assert (gen.items["item_id"][cand[rows, imp["action"]]] == imp["item_id"]).all()
+    np.testing.assert_allclose(logs.logging_probs.sum(1), 1.0)
+    assert (logs.logging_probs[cand < 0] == 0).all()
+    assert (logs.logging_probs[cand >= 0] >= (0.2 / num[:, None]).repeat(9, 1)[cand >= 0] - 1e-12).all()
+    np.testing.assert_array_equal(imp["propensity"], logs.logging_probs[rows, imp["action"]])
+    # Exact values against the sample: E[CTR of the logged item] and uniform's E[mean CTR of the shown].
+    uniform = (logs.expected_ctr * (cand >= 0)).sum(1) / num
+    logged = logs.expected_ctr[rows, imp["action"]]
+    for truth, sample in ((gen.true_value(gen.uniform_policy), uniform), (gen.true_value(gen.logging_policy), logged)):
+        assert abs(sample.mean() - truth) < 4 * sample.std() / np.sqrt(len(sample)), (sample.mean(), truth)
+    with pytest.raises(ValueError, match="LogConfig.candidates"):
+        LogConfig(candidates=(0, 5))
+
+
 def _generator_feedback(gen, logs):
     imp = logs.impressions
     return ope.LoggedFeedback(gen.encode(logs.contexts()), imp["action"], imp["reward"].astype(float),
