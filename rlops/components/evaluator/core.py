@@ -2,7 +2,8 @@
 
 Bandits: off-policy estimates (IPS, SNIPS, DM, DR, SNDR, Switch-DR, DR-os with bootstrap
 intervals) of the candidate's greedy policy on the eval split's logged feedback (record weights
-and action masks honoured), paired against the baseline -- the last blessed model, or on the
+and action masks honoured; per-arm records whose candidate sets vary get a candidate mask from
+num_actions and the shared [global, arm] reward model), paired against the baseline -- the last blessed model, or on the
 first run the logging policy itself. Nothing is blessed without a trustworthy interval: too few
 eval records or too small an effective sample size gives NOT_BLESSED with the reason. PPO: returns of N episodes of
 each policy in the environment (first run: against a uniform random policy).
@@ -76,11 +77,21 @@ def _per_arm_candidates(features: dict | None, examples_uri: str) -> dict:
         i = int(np.flatnonzero(bad)[0])
         raise ValueError(f"examples at {examples_uri}: record {i} has num_actions {num_actions[i]}, outside "
                          f"[1, {k}] (the per-arm features' width)")
-    # An item is a distinct combination of arm feature values (records carry features, not ids).
-    codes = np.stack([np.unique(np.asarray(features[key]).reshape(n * k, -1), axis=0, return_inverse=True)[1]
-                      .reshape(-1) for key in arm_keys], 1)                                 # [N*K, F]
+    # An item is a distinct combination of arm feature values (records carry features, not ids):
+    # per feature a code, then one key per combination (mixed radix while it fits in int64).
     valid = candidate.reshape(-1)
-    _, first, item = np.unique(codes[valid], axis=0, return_index=True, return_inverse=True)
+    key = np.zeros(int(valid.sum()), np.int64)
+    radix = 1
+    for name in arm_keys:
+        values = np.asarray(features[name]).reshape(n * k, -1)[valid]
+        uniq, code = (np.unique(values[:, 0], return_inverse=True) if values.shape[1] == 1
+                      else np.unique(values, axis=0, return_inverse=True))
+        radix *= len(uniq)
+        if radix >= 2 ** 62:
+            raise ValueError(f"examples at {examples_uri}: too many distinct per-arm feature combinations to "
+                             f"identify items")
+        key = key * len(uniq) + code.reshape(-1)
+    _, first, item = np.unique(key, return_index=True, return_inverse=True)
     items = np.full(n * k, -1, np.int64)
     items[valid] = item.reshape(-1)
     rows = np.flatnonzero(valid)[first]                                         # one slot per item
