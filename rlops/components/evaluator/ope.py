@@ -334,7 +334,8 @@ def _fit_arm_model(x, item, r, sw, f, kind, l2, interaction_l2):
     penalty[1:1 + m] = interaction_l2
     gamma = np.zeros((m, d + 1))
     if kind == "ridge":
-        theta = np.linalg.solve((features * sw[:, None]).T @ features + np.diag(penalty), (features * sw[:, None]).T @ r)
+        weighted = features * sw[:, None]
+        theta = np.linalg.solve(weighted.T @ features + np.diag(penalty), weighted.T @ r)
         res = r - features @ theta
         for a in np.unique(item):
             rows = item == a
