@@ -27,6 +27,17 @@ The logging policy is uniform or Thompson-sampling-like: per position, the proba
 item wins a Beta-posterior draw (posterior from a simulated earlier period), mixed with a little
 uniform exploration so every item keeps a positive propensity. Like OBD's, its propensities
 depend on (item, position) only.
+
+Varying candidate sets (`LogConfig(candidates=(k_min, k_max))`): each decision shows one of
+`num_candidate_sets` candidate lists (k_min..k_max distinct items in random order, drawn once
+per world, each equally likely), so the population stays finite and `true_value` exact. Then
+the action is the chosen item's INDEX AMONG THE SHOWN CANDIDATES (as ExperienceGen writes it);
+the logging policy runs over the shown items (Thompson: each shown item's probability of
+winning the posterior draw among them, mixed with uniform exploration over them, so w =
+pi / mu stays <= K / exploration for any pi); impressions carry a `candidates` column
+('|'-joined item ids) and contexts carry `candidates` [N, k_max] (item indices, -1 = padding),
+`num_actions` and `candidate_set` (which list); policy_fns return [N, k_max] probabilities over
+the candidate slots (0 on padding).
 """
 from __future__ import annotations
 
@@ -43,6 +54,7 @@ PolicyFn = Callable[[Columns], np.ndarray]
 LOGGING_POLICIES = ("uniform", "thompson")
 FILE_FORMATS = ("csv", "jsonl", "parquet")
 ITEM_CATEGORIES = ("apparel", "shoes", "bags", "accessories", "sport", "home")
+CANDIDATE_SEPARATOR = "|"   # as ExperienceGen's bandit_columns.candidates reads them
 
 
 def hashed_values(prefix: str, n: int) -> np.ndarray:
@@ -65,6 +77,8 @@ class LogConfig:
     interaction_scale: float = 0.9   # spread of user x item effects on the logit
     position_bias: tuple[float, ...] = (0.0, -0.35, -0.7)
     seed: int = 0
+    candidates: tuple[int, int] | None = None   # (k_min, k_max) shown items per decision; None: every item
+    num_candidate_sets: int = 64                 # distinct candidate lists decisions draw from
 
     def __post_init__(self):
         if self.logging not in LOGGING_POLICIES:
@@ -83,6 +97,13 @@ class LogConfig:
             raise ValueError(f"LogConfig.exploration must be in (0, 1], got {self.exploration}")
         if self.num_users < 1:
             raise ValueError(f"LogConfig.num_users must be >= 1, got {self.num_users}")
+        if self.candidates is not None:
+            lo, hi = self.candidates
+            if not 1 <= lo <= hi <= self.num_items:
+                raise ValueError(f"LogConfig.candidates must be (k_min, k_max) with 1 <= k_min <= k_max <= "
+                                 f"num_items ({self.num_items}), got {self.candidates}")
+            if self.num_candidate_sets < 1:
+                raise ValueError(f"LogConfig.num_candidate_sets must be >= 1, got {self.num_candidate_sets}")
 
 
 @dataclass
@@ -97,6 +118,10 @@ class LoggedBandit:
     float_columns: tuple[str, ...]
     expected_ctr: np.ndarray = field(repr=False)
     logging_probs: np.ndarray = field(repr=False)
+    # Varying candidates: [N, k_max] item indices (-1 = padding); expected_ctr and logging_probs
+    # are then over each record's candidate slots.
+    candidates: np.ndarray | None = field(default=None, repr=False)
+    candidate_set: np.ndarray | None = field(default=None, repr=False)   # [N] which candidate list
 
     def __len__(self) -> int:
         return len(self.impressions["action"])
@@ -106,8 +131,13 @@ class LoggedBandit:
         return self.user_columns + self.float_columns + ("position",)
 
     def contexts(self) -> Columns:
-        """The columns a policy sees (user columns, floats, position)."""
-        return {k: self.impressions[k] for k in self.context_columns}
+        """The columns a policy sees (user columns, floats, position; candidates and num_actions
+        when they vary)."""
+        out = {k: self.impressions[k] for k in self.context_columns}
+        if self.candidates is not None:
+            out.update(candidates=self.candidates, num_actions=(self.candidates >= 0).sum(1).astype(np.int64),
+                       candidate_set=self.candidate_set)
+        return out
 
     def to_pandas(self):
         import pandas as pd
@@ -178,6 +208,37 @@ class LogGenerator:
         self._b0 = 0.0
         self._b0 = self._calibrate_intercept(c.ctr)
         self.logging_table = self._logging_table(rng)                                 # [P, K]
+        self.candidate_sets = self._candidate_sets() if c.candidates else None        # [S, k_max], -1 = pad
+
+    @property
+    def varying(self) -> bool:
+        return self.candidate_sets is not None
+
+    @property
+    def num_slots(self) -> int:
+        """Width of a policy's probabilities: k_max candidate slots, or every item."""
+        return self.candidate_sets.shape[1] if self.varying else self.num_items
+
+    def _candidate_sets(self) -> np.ndarray:
+        c = self.config
+        rng = np.random.default_rng([c.seed, 7])  # its own stream: the fixed-candidate world is unchanged
+        lo, hi = c.candidates
+        sets = np.full((c.num_candidate_sets, hi), -1, np.int64)
+        for j in range(c.num_candidate_sets):
+            k = int(rng.integers(lo, hi + 1))
+            sets[j, :k] = rng.permutation(self.num_items)[:k]
+        # The logging policy per (candidate list, position) over its slots: [S, P, k_max].
+        self.set_logging = np.zeros((len(sets), self.num_positions, hi))
+        for j, row in enumerate(sets):
+            shown = row[row >= 0]
+            if c.logging == "uniform":
+                probs = np.full((self.num_positions, len(shown)), 1.0 / len(shown))
+            else:
+                draws = self._posterior_draws[:, :, shown]                          # [D, P, k]
+                wins = (draws.argmax(2)[..., None] == np.arange(len(shown))).mean(0)   # [P, k]
+                probs = (1.0 - c.exploration) * wins + c.exploration / len(shown)
+            self.set_logging[j, :, :len(shown)] = probs
+        return sets
 
     # ---- click model -------------------------------------------------------------------------
     def _logits(self, codes: np.ndarray, floats: np.ndarray, positions: np.ndarray) -> np.ndarray:
@@ -246,46 +307,93 @@ class LogGenerator:
         shown = rng.multinomial(c.prior_impressions, np.full(p * k, 1.0 / (p * k))).reshape(p, k)
         clicks = rng.binomial(shown, item_pos_ctr)
         draws = rng.beta(1 + clicks[None], 1 + shown[None] - clicks[None], size=(4_000, p, k))
+        self._posterior_draws = draws  # varying candidates: Thompson among each shown set
         wins = np.zeros((p, k))
         np.add.at(wins, (np.tile(np.arange(p), 4_000), draws.argmax(2).ravel()), 1.0)
         ts = wins / wins.sum(1, keepdims=True)
         return (1.0 - c.exploration) * ts + c.exploration / k
 
     def logging_policy(self, contexts: Columns) -> np.ndarray:
-        """The logging policy as a policy_fn: probabilities depend on the position only."""
-        return self.logging_table[np.asarray(self._column(contexts, "position")).astype(int)]
+        """The logging policy as a policy_fn: probabilities depend on the position (and, with
+        varying candidates, on the shown items: the table renormalized over them)."""
+        positions = np.asarray(self._column(contexts, "position")).astype(int)
+        if not self.varying:
+            return self.logging_table[positions]
+        return self.set_logging[np.asarray(self._column(contexts, "candidate_set")), positions]
 
     def uniform_policy(self, contexts: Columns) -> np.ndarray:
         n = len(self._column(contexts, "position"))
-        return np.full((n, self.num_items), 1.0 / self.num_items)
+        if not self.varying:
+            return np.full((n, self.num_items), 1.0 / self.num_items)
+        return _normalize((self._column(contexts, "candidates") >= 0).astype(float))
 
     def optimal_policy(self, contexts: Columns) -> np.ndarray:
         """Greedy on the true click model (the best any policy can do)."""
         ctr = self.expected_ctr(contexts)
+        if self.varying:
+            ctr = np.where(self._column(contexts, "candidates") >= 0, self._slot_values(ctr, contexts), -1.0)
         probs = np.zeros_like(ctr)
         probs[np.arange(len(ctr)), ctr.argmax(1)] = 1.0
         return probs
 
+    def _slot_values(self, per_item: np.ndarray, contexts: Columns) -> np.ndarray:
+        """[N, num_items] -> [N, k_max] values of each record's candidate slots (0 on padding)."""
+        cand = np.asarray(self._column(contexts, "candidates"))
+        return np.where(cand >= 0, np.take_along_axis(per_item, np.maximum(cand, 0), 1), 0.0)
+
+    def arm_columns(self, contexts: Columns) -> Columns:
+        """per_arm/<item feature> [N, k_max] of each record's candidates (padding: '' or 0) and
+        num_actions [N]: the per-arm inputs of an exported per-arm policy."""
+        cand = np.asarray(self._column(contexts, "candidates")) if self.varying else \
+            np.broadcast_to(np.arange(self.num_items), (len(self._column(contexts, "position")), self.num_items))
+        pad = cand < 0
+        out = {}
+        for name, v in self.items.items():
+            if name == "item_id":
+                continue
+            vals = v[np.maximum(cand, 0)]
+            out[f"per_arm/{name}"] = np.where(pad, "" if v.dtype.kind in "OU" else 0.0, vals)
+        out["num_actions"] = (~pad).sum(1).astype(np.int64)
+        return out
+
     # ---- ground truth ------------------------------------------------------------------------
     def population_contexts(self) -> tuple[Columns, np.ndarray]:
-        """Every (user, position) context and its probability."""
+        """Every (user, position) context -- times every candidate set when they vary -- and its
+        probability."""
         u, p = self.config.num_users, self.num_positions
         users = np.repeat(np.arange(u), p)
-        return self._context_columns(users, np.tile(np.arange(p), u)), self._population_weights()
+        if not self.varying:
+            return self._context_columns(users, np.tile(np.arange(p), u)), self._population_weights()
+        s = len(self.candidate_sets)
+        sets = np.tile(np.arange(s), u * p)
+        ctx = self._context_columns(np.repeat(users, s), np.repeat(np.tile(np.arange(p), u), s), sets)
+        return ctx, np.repeat(self._population_weights(), s) / s
 
     def true_value(self, policy_fn: PolicyFn) -> float:
-        """Exact expected reward (CTR) of a policy: sum_x P(x) sum_a pi(a | x) CTR(x, a)."""
+        """Exact expected reward (CTR) of a policy: sum_x P(x) sum_a pi(a | x) CTR(x, a) (x
+        includes the candidate set when they vary; a indexes its candidate slots then)."""
         contexts, weights = self.population_contexts()
-        probs = check_probs(policy_fn(contexts), len(weights), self.num_items, "policy_fn")
-        return float(weights @ (probs * self._population_ctr()).sum(1))
+        probs = check_probs(policy_fn(contexts), len(weights), self.num_slots, "policy_fn")
+        if not self.varying:
+            return float(weights @ (probs * self._population_ctr()).sum(1))
+        s = len(self.candidate_sets)
+        ctr = np.repeat(self._population_ctr(), s, 0)
+        cand = contexts["candidates"]
+        if (probs * (cand < 0)).sum() > 1e-9:
+            raise ValueError("policy_fn puts probability on padding slots (beyond a record's candidates)")
+        return float(weights @ (probs * self._slot_values(ctr, contexts)).sum(1))
 
     # ---- sampling ----------------------------------------------------------------------------
-    def _context_columns(self, users: np.ndarray, positions: np.ndarray) -> Columns:
+    def _context_columns(self, users: np.ndarray, positions: np.ndarray, sets: np.ndarray | None = None) -> Columns:
         cols: Columns = {col: self.vocabularies[col][self.user_codes[users, j]]
                          for j, col in enumerate(self.user_columns)}
         for j, col in enumerate(self.float_columns):
             cols[col] = self.user_floats[users, j]
         cols["position"] = positions.astype(np.int64)
+        if sets is not None:
+            cols["candidate_set"] = sets.astype(np.int64)
+            cols["candidates"] = self.candidate_sets[sets]
+            cols["num_actions"] = (cols["candidates"] >= 0).sum(1).astype(np.int64)
         return cols
 
     def sample(self, n: int, seed: int = 0) -> LoggedBandit:
@@ -295,6 +403,8 @@ class LogGenerator:
         rng = np.random.default_rng([self.config.seed, seed])
         users = rng.choice(self.config.num_users, n, p=self.user_weights)
         positions = rng.integers(0, self.num_positions, n)
+        if self.varying:
+            return self._sample_varying(rng, users, positions)
         probs = self.logging_table[positions]                                          # [N, K]
         cdf = np.cumsum(self.logging_table, 1)
         cdf[:, -1] = 1.0
@@ -307,12 +417,35 @@ class LogGenerator:
                            reward=rewards, propensity=probs[np.arange(n), actions])
         return LoggedBandit(impressions, dict(self.items), self.user_columns, self.float_columns, ctr, probs)
 
+    def _sample_varying(self, rng: np.random.Generator, users: np.ndarray, positions: np.ndarray) -> LoggedBandit:
+        n = len(users)
+        sets = rng.integers(0, len(self.candidate_sets), n)
+        contexts = self._context_columns(users, positions, sets)
+        probs = self.logging_policy(contexts)                                          # [N, k_max]
+        cdf = np.cumsum(probs, 1)
+        last = contexts["num_actions"] - 1
+        actions = np.minimum((rng.random(n)[:, None] > cdf).sum(1), last)
+        item = contexts["candidates"][np.arange(n), actions]
+        ctr = 1.0 / (1.0 + np.exp(-self._logits(self.user_codes[users], self.user_floats[users], positions)))
+        rewards = (rng.random(n) < ctr[np.arange(n), item]).astype(np.int64)
+        impressions = {k: v for k, v in contexts.items() if k not in ("candidates", "num_actions", "candidate_set")}
+        ids = self.items["item_id"]
+        impressions.update(item_id=ids[item], action=actions.astype(np.int64), reward=rewards,
+                           propensity=probs[np.arange(n), actions],
+                           candidates=np.array([CANDIDATE_SEPARATOR.join(ids[c[c >= 0]]) for c in
+                                                self.candidate_sets])[sets])
+        return LoggedBandit(impressions, dict(self.items), self.user_columns, self.float_columns,
+                            self._slot_values(ctr, contexts), probs, candidates=contexts["candidates"],
+                            candidate_set=sets)
+
     def sample_contexts(self, n: int, seed: int = 0) -> Columns:
         """n contexts from the population (no logging policy): for online simulation and regret,
         with `expected_ctr(contexts)` as the ground truth."""
         rng = np.random.default_rng([self.config.seed, seed, 1])
-        return self._context_columns(rng.choice(self.config.num_users, n, p=self.user_weights),
-                                     rng.integers(0, self.num_positions, n))
+        users = rng.choice(self.config.num_users, n, p=self.user_weights)
+        positions = rng.integers(0, self.num_positions, n)
+        sets = rng.integers(0, len(self.candidate_sets), n) if self.varying else None
+        return self._context_columns(users, positions, sets)
 
     # ---- features for reward models -----------------------------------------------------------
     def item_feature_matrix(self) -> np.ndarray:
@@ -336,6 +469,10 @@ class LogGenerator:
         parts += [np.asarray(self._column(contexts, col), float)[:, None] for col in self.float_columns]
         parts.append(np.eye(self.num_positions)[np.asarray(self._column(contexts, "position")).astype(int)])
         return np.concatenate(parts, 1)
+
+
+def _normalize(values: np.ndarray) -> np.ndarray:
+    return values / values.sum(1, keepdims=True)
 
 
 def check_probs(probs: np.ndarray, n: int, k: int, name: str) -> np.ndarray:

@@ -2,7 +2,8 @@
 
 Bandits: off-policy estimates (IPS, SNIPS, DM, DR, SNDR, Switch-DR, DR-os with bootstrap
 intervals) of the candidate's greedy policy on the eval split's logged feedback (record weights
-and action masks honoured), paired against the baseline -- the last blessed model, or on the
+and action masks honoured; per-arm records whose candidate sets vary get a candidate mask from
+num_actions and the shared [global, arm] reward model), paired against the baseline -- the last blessed model, or on the
 first run the logging policy itself. Nothing is blessed without a trustworthy interval: too few
 eval records or too small an effective sample size gives NOT_BLESSED with the reason. PPO: returns of N episodes of
 each policy in the environment (first run: against a uniform random policy).
@@ -47,26 +48,66 @@ def load_logged_feedback(examples_uri: str, split: str = "eval", max_records: in
     if records.PROPENSITY not in cat:
         raise ValueError(f"examples: the {split} split has no 'propensity' feature; off-policy evaluation needs the "
                          "logging policy's probability of each logged action")
-    _check_fixed_candidates(cat.get(records.FEATURES), examples_uri)
+    arms = _per_arm_candidates(cat.get(records.FEATURES), examples_uri)
     return ope.LoggedFeedback(cat[records.CONTEXT], cat[records.ACTION].astype(int), cat[records.REWARD].astype(float),
                               cat[records.PROPENSITY].astype(float),
                               weights=cat[records.WEIGHT].astype(float) if records.WEIGHT in cat else None,
-                              action_mask=cat.get(records.ACTION_MASK), features=cat.get(records.FEATURES))
+                              action_mask=arms.get("action_mask", cat.get(records.ACTION_MASK)),
+                              features=cat.get(records.FEATURES), items=arms.get("items"),
+                              item_features=arms.get("item_features"))
 
 
-def _check_fixed_candidates(features: dict | None, examples_uri: str) -> None:
-    """Per-arm records: the reward models fit one model per action index on the global context
-    (`context`), which is right when every record has the same candidates (e.g. every item of the
-    item table, ExperienceGen's default). Varying candidate sets would need a model on [global,
-    arm] features: refused rather than estimated wrongly."""
+def _per_arm_candidates(features: dict | None, examples_uri: str) -> dict:
+    """Per-arm records whose candidates vary (arm k is a different item in each record): the
+    candidate mask from num_actions, each slot's item identity and the items' dense arm features,
+    for the shared [global, arm] reward model. Fixed candidate sets (every record the same items
+    in the same order, e.g. ExperienceGen's default: every item of the table) keep the per-action
+    models -- index a IS one item there -- and give {} (the numbers of before)."""
     from rlops.features.per_arm import NUM_ACTIONS, PER_ARM_PREFIX
     if not features or NUM_ACTIONS not in features:
-        return
-    for k, v in features.items():
-        if (k.startswith(PER_ARM_PREFIX) or k == NUM_ACTIONS) and len(v) and (v != v[:1]).any():
-            raise NotImplementedError(f"examples at {examples_uri}: per-arm records whose candidates vary ('{k}' "
-                                      f"differs between records); OPE handles a fixed candidate set only (an arm-"
-                                      f"feature reward model for varying candidates is not built yet)")
+        return {}
+    arm_keys = sorted(k for k in features if k.startswith(PER_ARM_PREFIX))
+    if not any(len(features[k]) and (features[k] != features[k][:1]).any() for k in arm_keys + [NUM_ACTIONS]):
+        return {}
+    num_actions = np.asarray(features[NUM_ACTIONS]).astype(int)
+    n, k = features[arm_keys[0]].shape[:2]
+    candidate = np.arange(k)[None, :] < num_actions[:, None]                     # [N, K]
+    bad = (num_actions < 1) | (num_actions > k)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"examples at {examples_uri}: record {i} has num_actions {num_actions[i]}, outside "
+                         f"[1, {k}] (the per-arm features' width)")
+    # An item is a distinct combination of arm feature values (records carry features, not ids):
+    # per feature a code, then one key per combination (mixed radix while it fits in int64).
+    valid = candidate.reshape(-1)
+    key = np.zeros(int(valid.sum()), np.int64)
+    radix = 1
+    for name in arm_keys:
+        values = np.asarray(features[name]).reshape(n * k, -1)[valid]
+        uniq, code = (np.unique(values[:, 0], return_inverse=True) if values.shape[1] == 1
+                      else np.unique(values, axis=0, return_inverse=True))
+        radix *= len(uniq)
+        if radix >= 2 ** 62:
+            raise ValueError(f"examples at {examples_uri}: too many distinct per-arm feature combinations to "
+                             f"identify items")
+        key = key * len(uniq) + code.reshape(-1)
+    _, first, item = np.unique(key, return_index=True, return_inverse=True)
+    items = np.full(n * k, -1, np.int64)
+    items[valid] = item.reshape(-1)
+    rows = np.flatnonzero(valid)[first]                                         # one slot per item
+    raw = {key[len(PER_ARM_PREFIX):]: np.asarray(features[key]).reshape(n * k, *features[key].shape[2:])[rows]
+           for key in arm_keys}
+    return {"items": items.reshape(n, k), "item_features": _encode_arms(raw, examples_uri),
+            "action_mask": candidate.astype(np.float32)}
+
+
+def _encode_arms(raw: dict, examples_uri: str) -> np.ndarray:
+    """[M, Da] dense arm features through the Examples' own per-arm preprocessing."""
+    from rlops.features import FeatureSchema, Preprocessor
+    from rlops.features import load as load_schema
+    schema = load_schema(examples_uri)
+    pre = Preprocessor(FeatureSchema(schema.per_arm), name="arm_preprocessor")
+    return pre({f.name: raw[f.name] for f in schema.per_arm}).numpy().astype(float)
 
 
 def choose_reward_model(config: EvaluatorConfig, data: ope.LoggedFeedback, candidate: SavedPolicy | None = None):
@@ -162,7 +203,8 @@ def evaluate_on_logs(config: EvaluatorConfig, examples_uri: str, policy: str, sp
             raise ValueError(f"--num-actions {num_actions} disagrees with the policy's action spec ({spec_actions})")
         num_actions = spec_actions
     if num_actions is None:
-        num_actions = data.action_mask.shape[1] if data.action_mask is not None else int(data.actions.max()) + 1
+        num_actions = data.action_mask.shape[1] if data.action_mask is not None else _per_arm_width(data)
+        num_actions = num_actions or int(data.actions.max()) + 1
     if int(data.actions.max()) >= num_actions:
         i = int(np.argmax(data.actions >= num_actions))
         raise ValueError(f"examples: action {data.actions[i]} in record {i} is outside the {num_actions} actions")
@@ -190,6 +232,13 @@ def evaluate_on_logs(config: EvaluatorConfig, examples_uri: str, policy: str, sp
             "observed_mean_reward": float(np.average(data.rewards, weights=data.record_weights)),
             "estimates": {k: v.as_dict() for k, v in est.items()},
             "improvement_over_logging": {k: v.as_dict() for k, v in diff.items()}}
+
+
+def _per_arm_width(data: ope.LoggedFeedback) -> int | None:
+    """K of per-arm records (the per_arm/<name> width), None for plain records."""
+    from rlops.features.per_arm import PER_ARM_PREFIX
+    width = [v.shape[1] for k, v in (data.features or {}).items() if k.startswith(PER_ARM_PREFIX)]
+    return width[0] if width else None
 
 
 def plot_policy_estimates(result: dict, path: str) -> None:

@@ -13,6 +13,12 @@ w_i = pi(a_i | x_i) / p_i, a reward model q(x, a) and E_s the s-weighted mean ov
     Switch-DR = DM + E_s[w 1{w <= tau} (r - q)]           Wang et al. 2017 (OBP's form)
     DR-os     = DM + E_s[w_os (r - q)], w_os = lam w / (w^2 + lam)   Su et al. 2020
 
+Per-arm records whose candidate sets vary (arm k is a different item in each record): the
+`action_mask` marks each record's candidates (padding excluded everywhere), `items` [N, K] says
+which item each candidate slot holds, and the reward model is one model shared across arms over
+[global features, the arm's features] (plus an item effect) -- see fit_arm_reward_model. The
+estimators themselves are unchanged: sums over each record's candidates.
+
 tau and lam are given, or picked per policy from OBP's default grid by estimated MSE (OBP's
 tuning: a high-probability bound on the bias against DR, squared, plus the variance). q is
 ridge, logistic or any callable (the trained network), cross-fitted, and by default fitted on
@@ -58,6 +64,10 @@ class LoggedFeedback:
     weights: np.ndarray | None = None      # [N] >= 0, per-record weights (None: all 1)
     action_mask: np.ndarray | None = None  # [N, K] 1 = allowed; the target policy gives masked actions 0
     features: dict | None = None  # raw named context features (policies exported with preprocessing act on them)
+    # Per-arm records with varying candidates: item index of each candidate slot [N, K] (-1 =
+    # padding) and the items' dense arm features [M, Da] (what the shared reward model fits on).
+    items: np.ndarray | None = None
+    item_features: np.ndarray | None = None
 
     def __post_init__(self):
         n = len(self.actions)
@@ -83,6 +93,17 @@ class LoggedFeedback:
                 raise ValueError(f"action_mask must be [N, K] covering every logged action; got shape {mask.shape}")
             _first_bad("action_mask excludes the logged action", self.actions,
                        mask[np.arange(n), self.actions] == 0)
+        if self.items is not None:
+            items, feats = self.items, self.item_features
+            if items.ndim != 2 or len(items) != n or (self.actions >= items.shape[1]).any():
+                raise ValueError(f"items must be [N, K] covering every logged action; got shape {items.shape}")
+            _first_bad("the logged action is a padding slot (beyond the record's candidates)", self.actions,
+                       items[np.arange(n), self.actions] < 0)
+            if feats is None or feats.ndim != 2 or len(feats) <= items.max():
+                raise ValueError(f"item_features must be [M, Da] with a row for every item index in items "
+                                 f"(max {items.max()}); got {None if feats is None else feats.shape}")
+            if self.action_mask is not None and ((self.action_mask > 0) != (items >= 0)).any():
+                raise ValueError("action_mask and items disagree on which slots are candidates")
 
     @property
     def record_weights(self) -> np.ndarray:
@@ -265,6 +286,92 @@ def _logistic(x, actions, rewards, s, k, l2, train, x_test, interaction_l2: floa
     return 1 / (1 + np.exp(-np.clip(logits, -30, 30)))
 
 
+def fit_arm_reward_model(contexts: np.ndarray, items: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
+                         item_features: np.ndarray, kind: str = "ridge", weights: np.ndarray | None = None,
+                         l2: float = 1.0, folds: int = 2, seed: int = 0, interaction_l2: float = 10.0) -> np.ndarray:
+    """Cross-fitted q(x, arm) -> [N, K] for candidate sets that vary (0 on padding slots).
+
+    One model shared across arms, on [global x, the arm's features f(m), an item effect]:
+        link(q) = b + theta_m + x . beta + f(m) . eta  +  (1, x) . gamma_m
+    fitted in two stages as the fixed-candidate models are: (1) everything but gamma over all
+    rows (ridge: least squares; logistic: Newton; item effects theta_m penalized by
+    `interaction_l2`, the shared slopes by `l2`), (2) per item a (1, x) interaction on top,
+    shrunk by `interaction_l2` (skipped for items with too few rows / clicks). An item never
+    logged in the training folds gets theta_m = gamma_m = 0: its prediction comes from its
+    features. Items are identities, not slots, so slot k of two records may be two items.
+    """
+    if kind not in REWARD_MODELS:
+        raise ValueError(f"reward_model: unknown kind '{kind}'; choose one of {', '.join(REWARD_MODELS)} "
+                         "(or pass a callable giving q(x, a) for all a)")
+    n = len(actions)
+    x = np.asarray(contexts, float).reshape(n, -1)
+    f = np.asarray(item_features, float)
+    if kind == "logistic" and not np.isin(rewards, (0.0, 1.0)).all():
+        _first_bad("reward_model 'logistic' needs rewards in {0, 1}", rewards, ~np.isin(rewards, (0.0, 1.0)))
+    s = np.ones(n) if weights is None else np.asarray(weights, float)
+    logged = items[np.arange(n), actions]
+    fold = np.random.default_rng(seed).integers(0, folds, n) if folds > 1 else np.zeros(n, int)
+    q = np.zeros(items.shape)
+    for j in range(folds):
+        train, test = (fold != j, fold == j) if folds > 1 else (fold == 0, fold == 0)
+        theta, gamma = _fit_arm_model(x[train], logged[train], rewards[train], s[train], f, kind, l2, interaction_l2)
+        q[test] = _predict_arm_model(theta, gamma, x[test], items[test], f, kind)
+    return q
+
+
+def _arm_design(x: np.ndarray, item: np.ndarray, f: np.ndarray) -> np.ndarray:
+    m = len(f)
+    return np.concatenate([np.ones((len(x), 1)), np.eye(m)[item], x, f[item]], 1)   # [n, 1 + M + D + Da]
+
+
+def _fit_arm_model(x, item, r, sw, f, kind, l2, interaction_l2):
+    m, d = len(f), x.shape[1]
+    features = _arm_design(x, item, f)
+    penalty = np.full(features.shape[1], l2)
+    penalty[0] = 1e-6
+    # Item effects shrunk harder than the shared feature slopes: what the arm features explain
+    # goes to eta (and so carries over to items rarely or never logged), the rest to theta_m.
+    penalty[1:1 + m] = interaction_l2
+    gamma = np.zeros((m, d + 1))
+    if kind == "ridge":
+        weighted = features * sw[:, None]
+        theta = np.linalg.solve(weighted.T @ features + np.diag(penalty), weighted.T @ r)
+        res = r - features @ theta
+        for a in np.unique(item):
+            rows = item == a
+            xa = np.concatenate([np.ones((int(rows.sum()), 1)), x[rows]], 1)
+            gamma[a] = np.linalg.solve((xa * sw[rows, None]).T @ xa + interaction_l2 * np.eye(d + 1),
+                                       (xa * sw[rows, None]).T @ res[rows])
+        return theta, gamma
+    prior = min(max(float(r @ sw) / max(float(sw.sum()), 1e-12), 1e-6), 1 - 1e-6)
+    theta = np.zeros(features.shape[1])
+    theta[0] = math.log(prior / (1 - prior))
+    theta = _newton_logistic(features, r, sw, penalty, np.zeros(len(r)), theta)
+    base = features @ theta
+    for a in np.unique(item):
+        rows = item == a
+        if min(r[rows].sum(), (1 - r[rows]).sum()) < 5:  # too few clicks (or non-clicks) to move: skip
+            continue
+        xa = np.concatenate([np.ones((int(rows.sum()), 1)), x[rows]], 1)
+        gamma[a] = _newton_logistic(xa, r[rows], sw[rows], np.full(d + 1, interaction_l2), base[rows],
+                                    np.zeros(d + 1), iterations=10, tol=1e-4)
+    return theta, gamma
+
+
+def _predict_arm_model(theta, gamma, x, items, f, kind) -> np.ndarray:
+    m, d = len(f), x.shape[1]
+    per_item = theta[1:1 + m] + f @ theta[1 + m + d:] + gamma[:, 0]          # [M]
+    row = theta[0] + x @ theta[1 + m:1 + m + d]                              # [n]
+    pad = items < 0
+    it = np.maximum(items, 0)
+    out = np.empty(items.shape)
+    for k in range(items.shape[1]):  # slot by slot: memory O(n x D), whatever M is
+        out[:, k] = row + per_item[it[:, k]] + np.einsum("nd,nd->n", x, gamma[it[:, k], 1:])
+    if kind == "logistic":
+        out = 1 / (1 + np.exp(-np.clip(out, -30, 30)))
+    return np.where(pad, 0.0, out)
+
+
 def balancing_weights(propensities: np.ndarray, cap: float = 50.0) -> np.ndarray:
     """1 / propensity, scaled to mean 1 and capped: rows reweighted as if every action had been
     logged equally often. A logging policy that rarely shows an action otherwise lets the reward
@@ -284,6 +391,11 @@ def reward_predictions(model: str | RewardModelFn, data: LoggedFeedback, num_act
             raise ValueError(f"reward model returned shape {q.shape}; expected ({len(data.actions)}, {num_actions})")
         return q
     weights = data.record_weights * balancing_weights(data.propensities) if balance else data.weights
+    if data.items is not None:
+        if data.items.shape[1] != num_actions:
+            raise ValueError(f"items have {data.items.shape[1]} candidate slots; expected {num_actions}")
+        return fit_arm_reward_model(data.contexts, data.items, data.actions, data.rewards, data.item_features,
+                                    kind=model, weights=weights, seed=seed)
     return fit_reward_model(data.contexts, data.actions, data.rewards, num_actions, kind=model,
                             weights=weights, seed=seed)
 
