@@ -18,6 +18,8 @@ first update's compilation included) and after compilation, collect_s / update_s
 policy), and the collection backend that ran (--vector-env auto|sync|async|envpool).
 """
 import argparse
+import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -48,7 +50,25 @@ def make_config(name: str, env_id: str, steps: int, seed: int, vector_env: str, 
     raise ValueError(f"--config {name!r}: expected cleanrl or realistic")
 
 
-def run_seed(config: PPOConfig, eval_episodes: int) -> dict:
+def apply_overrides(config: PPOConfig, overrides: list[str]) -> PPOConfig:
+    """`--set field=value` on PPOConfig (value parsed as JSON; `none` for None), for ablations."""
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not hasattr(config, key):
+            raise SystemExit(f"--set {item!r}: expected FIELD=VALUE with a PPOConfig field")
+        value = None if raw.lower() == "none" else json.loads(raw) if raw[:1] in "-0123456789[tf" else raw
+        setattr(config, key, value)
+    return config
+
+
+def write_curve(path: str, result) -> None:
+    """One seed's learning curve: env step at which each training episode ended, and its return."""
+    with open(path, "w") as f:
+        f.write("env_step,return\n")
+        f.writelines(f"{s},{r:.2f}\n" for s, r in zip(result.episode_env_steps, result.episode_returns))
+
+
+def run_seed(config: PPOConfig, eval_episodes: int, curve_path: str | None = None) -> dict:
     """One training run; agent.train is wrapped so update time is measured apart from collection."""
     spec_env = GymVectorEnv(config.env_id, 1, seed=config.seed)
     agent = build_ppo_agent(config, spec_env)
@@ -67,6 +87,8 @@ def run_seed(config: PPOConfig, eval_episodes: int) -> dict:
     backend_name = backend.backend
     backend.close()
     result = train_ppo(config, agent=agent)
+    if curve_path:
+        write_curve(curve_path, result)
     update, wall = float(np.sum(update_s)), result.train_wall_s
     final = result.episode_returns[-10:]
     return {"final_return": float(np.mean(final)) if final else float("nan"), "episodes": len(result.episode_returns),
@@ -98,6 +120,9 @@ def main() -> None:
     parser.add_argument("--config", default="cleanrl", choices=["cleanrl", "realistic"])
     parser.add_argument("--num-envs", type=int, help="override the config's number of envs")
     parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="override a PPOConfig field (e.g. value_clipping=none)")
+    parser.add_argument("--curve-dir", help="write each seed's learning curve as CSV here")
     parser.add_argument("--collect-only", action="store_true", help="time collection alone (no updates)")
     args = parser.parse_args()
     if args.collect_only:
@@ -107,13 +132,17 @@ def main() -> None:
              env_steps=r["env_steps"], collect_env_steps_per_s=round(r["env_steps"] / r["wall_s"], 1),
              wall_s=round(r["wall_s"], 1), peak_rss_mb=round(peak_rss_mb(), 1))
         return
-    runs = [run_seed(make_config(args.config, args.env, args.steps, s, args.vector_env, args.num_envs),
-                     args.eval_episodes) for s in args.seeds]
+    if args.curve_dir:
+        os.makedirs(args.curve_dir, exist_ok=True)
+    runs = [run_seed(apply_overrides(make_config(args.config, args.env, args.steps, s, args.vector_env, args.num_envs),
+                                     args.set), args.eval_episodes,
+                     args.curve_dir and os.path.join(args.curve_dir, f"{args.env}_{args.config}_seed{s}.csv"))
+            for s in args.seeds]
     finals = np.array([r["final_return"] for r in runs])
     steps, wall = sum(r["env_steps"] for r in runs), sum(r["wall_s"] for r in runs)
     update, collect, first = (sum(r[k] for r in runs) for k in ("update_s", "collect_s", "first_update_s"))
     sps = steps / wall
-    emit("ppo_mujoco", env=args.env, config=args.config, backend=runs[0]["backend"], vector_env=args.vector_env,
+    emit("ppo_mujoco", env=args.env, config=args.config, overrides=args.set, backend=runs[0]["backend"], vector_env=args.vector_env,
          num_envs=make_config(args.config, args.env, 0, 0, args.vector_env, args.num_envs).num_envs,
          env_steps_per_seed=runs[0]["env_steps"], seeds=args.seeds,
          final_return_mean=round(float(finals.mean()), 1), final_return_std=round(float(finals.std()), 1),
