@@ -25,7 +25,7 @@ from rlops.components.experience_gen.layout import Layout, SourceSchema, resolve
 from rlops.components.experience_gen.sources import Block, Quarantined, SourceError, Unreadable
 
 NS = sinks.METRICS_NAMESPACE
-READ, QUARANTINED, UNREADABLE = "read", "quarantined", "unreadable"
+READ, QUARANTINED, UNREADABLE, TRUNCATED = "read", "quarantined", "unreadable", "truncated"
 QUARANTINE_PREFIX = "quarantine"
 EPISODE_NOT_CONTIGUOUS = "episode_not_contiguous"
 EPISODE_DUPLICATE_STEP = "episode_duplicate_step"
@@ -178,6 +178,11 @@ class IngestFn(beam.DoFn):
     def process(self, item: Any) -> Iterator[Any]:
         for n, out in ingest(self.plan, item):
             self.read.inc(n)
+            if isinstance(out, ValidBatch):  # multivalent lists cut to their dim: counted per feature
+                for k, v in out.columns.items():
+                    if k.endswith(validation.TRUNCATED_SUFFIX) and v.any():
+                        beam.metrics.Metrics.counter(NS, f"{TRUNCATED}:{k[:-len(validation.TRUNCATED_SUFFIX)]}"
+                                                     ).inc(int(v.sum()))
             if isinstance(out, Unreadable):  # listed with the quarantine, fails the run (core.check)
                 self.unreadable.inc()
             if isinstance(out, (Quarantined, Unreadable)):
@@ -199,12 +204,14 @@ class BigQueryRowsFn(beam.DoFn):
 class EncodeBanditFn(beam.DoFn):
     """Valid batch -> (serialized tf.Examples, count) per split, tagged with the split's name."""
 
-    def __init__(self, config: ExperienceGenConfig, feature_names: tuple[str, ...] = (records.CONTEXT,)):
+    def __init__(self, config: ExperienceGenConfig, feature_names: tuple[str, ...] = (records.CONTEXT,),
+                 multivalent: dict[str, Any] | None = None):
         self.config = config
         self.feature_names = feature_names
+        self.multivalent = multivalent or {}
 
     def process(self, batch: ValidBatch) -> Iterator[Any]:
-        serialized = records.encode_bandit(batch.columns, self.feature_names)
+        serialized = records.encode_bandit(batch.columns, self.feature_names, self.multivalent)
         which = assign_splits(self.config, batch.columns, batch.split_key, batch.split_time, self.feature_names)
         for i, s in enumerate(self.config.splits.splits):
             idx = np.flatnonzero(which == i)
@@ -364,7 +371,9 @@ def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) 
         if plan.item_table is not None:
             feature_names += tuple(item_table.per_arm_key(f.name) for f in plan.item_table.features)
             feature_names += (item_table.NUM_ACTIONS,)
-        out = valid | "EncodeSplit" >> beam.ParDo(EncodeBanditFn(cfg, feature_names)).with_outputs(*names)
+        multivalent = {f.name: ("" if f.dtype == "string" else -1) for f in plan.layout.features if f.multivalent}
+        out = valid | "EncodeSplit" >> beam.ParDo(EncodeBanditFn(cfg, feature_names, multivalent)
+                                                  ).with_outputs(*names)
         _schema(p, plan, valid, examples_uri)
     else:
         out = (valid | "KeySteps" >> beam.FlatMap(key_steps)
