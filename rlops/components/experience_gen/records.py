@@ -313,8 +313,9 @@ def read_logged_bandit(examples_uri: str, split: str = "eval", max_records: int 
     per_arm_names: list[str] = []
     if schema.per_arm:  # per_arm/<name> [K] and num_actions travel with the raw features
         from rlops.features.per_arm import per_arm_key
-        k = len(getattr(present[per_arm_key(schema.per_arm[0].name)],
-                        present[per_arm_key(schema.per_arm[0].name)].WhichOneof("kind")).value)
+        f0 = schema.per_arm[0]
+        feat = present[per_arm_key(f0.name)]
+        k = len(getattr(feat, feat.WhichOneof("kind")).value) // (f0.dim if f0.multivalent else 1)
         arm_spec = per_arm_parse_spec(schema, k)
         spec.update(arm_spec)
         per_arm_names = list(arm_spec)
