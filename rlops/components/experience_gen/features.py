@@ -175,11 +175,47 @@ def _sample_types(files: list[tuple[str, int]], src: FileSource
 def _parse_text(data: bytes, src: FileSource) -> pa.Table:
     if src.format == "jsonl":
         import pyarrow.json as pjson
-        return pjson.read_json(io.BytesIO(data))
+        try:
+            return pjson.read_json(io.BytesIO(data))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # a few bad rows: infer from the most common shape
+            return _tolerant_json(data)
     import pyarrow.csv as pcsv
     names = list(src.csv_column_names) or None
     return pcsv.read_csv(io.BytesIO(data), read_options=pcsv.ReadOptions(column_names=names),
                          parse_options=pcsv.ParseOptions(delimiter=src.csv_delimiter))
+
+
+def _tolerant_json(data: bytes) -> pa.Table:
+    """The sample's rows parsed one by one; each column typed by its most common value shape
+    (values of another shape, quarantined later, are left out of the sample)."""
+    import json
+    rows = []
+    for line in data.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+
+    def shape(v: object) -> object:
+        if isinstance(v, list):  # the element types; an empty list fits any list shape
+            return ("list",) + tuple(sorted({type(x).__name__ for x in v if x is not None}))
+        return type(v).__name__
+
+    def fits(v: object, keep: object) -> bool:
+        return v is not None and (shape(v) == keep or (v == [] and isinstance(keep, tuple)))
+
+    columns = {}
+    for name in dict.fromkeys(k for r in rows for k in r):
+        values = [r.get(name) for r in rows]
+        common = Counter(shape(v) for v in values if v is not None and v != []).most_common(1)
+        keep = common[0][0] if common else ("list",)
+        try:
+            columns[name] = pa.array([v if fits(v, keep) else None for v in values])
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            columns[name] = pa.nulls(len(values))
+    return pa.table(columns)
 
 
 def _width(column: pa.ChunkedArray) -> int | None:
