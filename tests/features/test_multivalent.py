@@ -170,3 +170,18 @@ def test_per_arm_policy_trains_and_serves_padded_string_lists_in_a_fresh_process
                       "changed_without_interests": float(np.mean(np.asarray(got["empty"]) != got["base"]))}))
     assert value > uniform + 0.15, (value, uniform)
     assert max(len(u) for u in users["interests"]) == MAX_INTERESTS
+
+
+def test_a_different_inferred_dim_is_compatible_and_the_model_reads_its_own_first_dim_values():
+    from rlops.features import FeatureSchema, FeatureSpec, Preprocessor
+    model = FeatureSchema((FeatureSpec("tags", "categorical", dim=2, dtype="int64", vocabulary=(3, 5, 7),
+                                       multivalent=True),))
+    today = FeatureSchema((FeatureSpec("tags", "categorical", dim=5, dtype="int64", multivalent=True),))
+    assert model.check_compatible(today) == []
+    pre = Preprocessor(model)
+    ragged = tf.ragged.constant([[7, 3, 5], [], [9]], dtype=tf.int64)  # parsed Examples
+    # multi-hot over vocab (3, 5, 7) + 1 OOV bucket; row 0 keeps its first 2 values (7, 3).
+    expected = np.array([[1, 0, 1, 0], [0, 0, 0, 0], [0, 0, 0, 1]], np.float32)
+    np.testing.assert_array_equal(pre({"tags": ragged}).numpy(), expected)
+    padded = tf.constant([[3, 7, -1, -1], [-1, -1, -1, -1], [9, -1, -1, -1]], tf.int64)
+    np.testing.assert_array_equal(pre({"tags": padded}).numpy(), expected)
