@@ -78,6 +78,14 @@ def test_lists_from_parquet_jsonl_and_csv_ingest_alike_with_nothing_quarantined(
     pbtxt = open(os.path.join(examples, "schema.pbtxt")).read()
     block = pbtxt[pbtxt.index('name: "interests"'):].split("feature {")[0]
     assert "value_count" in block and "max: 4" in block and "type: BYTES" in block
+    import tensorflow_data_validation as tfdv  # TFX's own validator: no anomalies on this data
+    from google.protobuf import text_format
+    from tensorflow_metadata.proto.v0 import schema_pb2
+    tfmd = text_format.Parse(pbtxt, schema_pb2.Schema())
+    stats = tfdv.generate_statistics_from_tfrecord(os.path.join(examples, "Split-train", "*"))
+    assert not tfdv.validate_statistics(stats, tfmd).anomaly_info
+    next(f for f in tfmd.feature if f.name == "interests").value_count.max = 3  # lists longer than that
+    assert "interests" in tfdv.validate_statistics(stats, tfmd).anomaly_info
 
     # Stored as variable-length lists: each record's first dim values, empty lists included.
     lengths = Counter(len(dict(r)["interests"]) for _, r in parquet)
