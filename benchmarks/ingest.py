@@ -75,9 +75,9 @@ def generate(path: str, fmt: str, n: int, features: int, seed: int = 0, case: st
             cols = {c: pa.array(v[rng.integers(0, len(v), m)].tolist()) for c, v in vocab.items()}
             cols.update({f"f{i}": pa.array(np.round(rng.normal(size=m), 4)) for i in range(4)})
             cols["position"] = pa.array(rng.integers(0, 3, m))
-        if case == "multivalent":
-            cols["interests"] = _lists(rng, m, interests, fmt)
-            cols["tags"] = _lists(rng, m, np.arange(100, dtype=np.int64), fmt)
+            if case == "multivalent":
+                cols["interests"] = _lists(rng, m, interests, fmt)
+                cols["tags"] = _lists(rng, m, np.arange(100, dtype=np.int64), fmt)
         else:
             cols = {f"x{i}": pa.array(np.round(rng.random(m, dtype=np.float32), 4)) for i in range(features)}
         cols["action"] = pa.array(rng.integers(0, NUM_ACTIONS, m))
