@@ -193,3 +193,17 @@ def test_a_different_inferred_dim_is_compatible_and_the_model_reads_its_own_firs
     np.testing.assert_array_equal(pre({"tags": ragged}).numpy(), expected)
     padded = tf.constant([[3, 7, -1, -1], [-1, -1, -1, -1], [9, -1, -1, -1]], tf.int64)
     np.testing.assert_array_equal(pre({"tags": padded}).numpy(), expected)
+
+
+def test_csv_int_cells_split_on_the_separator_pad_truncate_and_name_a_bad_value():
+    import pyarrow as pa
+
+    from rlops.components.experience_gen import convert
+    from rlops.components.experience_gen.layout import INT, Field
+    f = Field("tags", ("tag_col",), INT, 3, feature_kind="categorical", multivalent=True, separator="|")
+    ex = convert.extract({"tag_col": pa.array(["3|5", "", "7|x", "1|2|3|4", None, "9||8|"])}, 6, f, text=True)
+    np.testing.assert_array_equal(ex.values[[0, 1, 3, 4, 5]],
+                                  [[3, 5, -1], [-1, -1, -1], [1, 2, 3], [-1, -1, -1], [9, 8, -1]])
+    np.testing.assert_array_equal(ex.counts[[0, 1, 3, 4, 5]], [2, 0, 4, 0, 2])  # row 3: 4 values, dim 3
+    assert not ex.missing.any() and list(ex.errors) == [2]
+    assert ex.errors[2] == ("wrong_type", "tag_col[1] (tags): 'x' is not an integer")
