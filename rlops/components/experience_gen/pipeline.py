@@ -6,6 +6,9 @@ the only per-record Beam elements are quarantined records and, for trajectories,
     work items ─ Ingest ─┬─ valid batches ─ EncodeBandit ──────────────┬─ Split-<name>/*.gz
                          │               └ KeySteps ─ GBK ─ Assemble ──┤
                          └─ quarantine ─────────────────────────────────┴─ quarantine-*.jsonl.gz
+
+Per-arm records: Ingest joins each valid batch with the item table, read by ReadItemTable
+(fileio) and passed as a side input (AsSingleton), by item id.
 """
 from __future__ import annotations
 
