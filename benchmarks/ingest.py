@@ -8,9 +8,12 @@ its own process so peak RSS is its own.
 
     python benchmarks/ingest.py --records 1000000
     python benchmarks/ingest.py --records 1000000 --case categorical   # named features (no ceiling)
+    python benchmarks/ingest.py --records 1000000 --case multivalent   # + two list columns
 The categorical case logs production-shaped records instead: four hashed 32-hex-char user columns
 (5-50 values each), four floats and a position, ingested as named features (kinds inferred,
-vocabularies and float statistics computed in the pipeline). It prints one JSON line: per format
+vocabularies and float statistics computed in the pipeline). The multivalent case adds two
+multivalent categoricals of 1-8 values each: `interests` (40 hashed string ids) and `tags` (int64
+ids 0-99), as Parquet list columns or "|"-separated CSV cells. It prints one JSON line: per format
 records_per_s, ceiling_records_per_s, ratio, peak_rss_mb
 (pipeline), ceiling_peak_rss_mb; top-level figures are the worst format's.
 """
@@ -34,6 +37,22 @@ NUM_ACTIONS = 10
 
 USERS = {"user_a": 5, "user_b": 12, "user_c": 30, "user_d": 50}
 CATEGORICAL_FEATURES = list(USERS) + ["f0", "f1", "f2", "f3", "position"]
+MULTIVALENT_FEATURES = ["interests", "tags"]
+MAX_VALUES = 8
+
+
+def _lists(rng, m: int, values, fmt: str):
+    """m lists of 1..MAX_VALUES values drawn from `values` (a "|"-joined string per row for CSV)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    lengths = rng.integers(1, MAX_VALUES + 1, m)
+    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
+    flat = values[rng.integers(0, len(values), int(lengths.sum()))]
+    arr = pa.ListArray.from_arrays(offsets, pa.array(flat.tolist() if flat.dtype == object else flat))
+    if fmt == "csv":
+        arr = pc.binary_join(pc.cast(arr, pa.list_(pa.string())), "|")
+    return arr
 
 
 def generate(path: str, fmt: str, n: int, features: int, seed: int = 0, case: str = "float") -> None:
@@ -47,14 +66,18 @@ def generate(path: str, fmt: str, n: int, features: int, seed: int = 0, case: st
     rng = np.random.default_rng(seed)
     vocab = {c: np.array([hashlib.md5(f"{c}{i}".encode()).hexdigest() for i in range(k)], object)
              for c, k in USERS.items()}
+    interests = np.array([hashlib.md5(f"interest{i}".encode()).hexdigest()[:12] for i in range(40)], object)
     chunk = 100_000
     writer = None
     for start in range(0, n, chunk):
         m = min(chunk, n - start)
-        if case == "categorical":
+        if case in ("categorical", "multivalent"):
             cols = {c: pa.array(v[rng.integers(0, len(v), m)].tolist()) for c, v in vocab.items()}
             cols.update({f"f{i}": pa.array(np.round(rng.normal(size=m), 4)) for i in range(4)})
             cols["position"] = pa.array(rng.integers(0, 3, m))
+            if case == "multivalent":
+                cols["interests"] = _lists(rng, m, interests, fmt)
+                cols["tags"] = _lists(rng, m, np.arange(100, dtype=np.int64), fmt)
         else:
             cols = {f"x{i}": pa.array(np.round(rng.random(m, dtype=np.float32), 4)) for i in range(features)}
         cols["action"] = pa.array(rng.integers(0, NUM_ACTIONS, m))
@@ -79,7 +102,12 @@ def run_pipeline(path: str, fmt: str, out: str, features: int, beam_args: list[s
     from rlops.components.experience_gen import (BanditColumns, ExperienceGenConfig, FileSource, SpecConfig,
                                                  SplitConfig, run_experience_gen)
     from rlops.components.experience_gen.config import FeatureColumn
-    columns = (BanditColumns(features=tuple(FeatureColumn(c) for c in CATEGORICAL_FEATURES)) if case == "categorical"
+    named = tuple(FeatureColumn(c) for c in CATEGORICAL_FEATURES)
+    if case == "multivalent":  # dims inferred (the 99th percentile of the sample's list lengths: 8)
+        sep = "|" if fmt == "csv" else None
+        named += (FeatureColumn("interests", kind="categorical", separator=sep),
+                  FeatureColumn("tags", kind="categorical", dtype="int64", separator=sep, multivalent=True))
+    columns = (BanditColumns(features=named) if case != "float"
                else BanditColumns(context_prefix="x", context_dim=features))
     config = ExperienceGenConfig(
         source=FileSource(pattern=path, format=fmt),
@@ -88,7 +116,8 @@ def run_pipeline(path: str, fmt: str, out: str, features: int, beam_args: list[s
     t = time.perf_counter()
     result = run_experience_gen(config, os.path.join(out, "examples"), os.path.join(out, "quarantine"), beam_args)
     seconds = time.perf_counter() - t
-    return {"records": result.records_written, "quarantined": result.records_quarantined, "seconds": seconds}
+    return {"records": result.records_written, "quarantined": result.records_quarantined, "seconds": seconds,
+            "truncated": sum(result.truncated.values())}
 
 
 def run_ceiling(path: str, fmt: str, out: str, features: int, level: int = 1) -> dict:
@@ -181,7 +210,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--features", type=int, default=64)
     ap.add_argument("--formats", default="csv,parquet")
-    ap.add_argument("--case", choices=["float", "categorical"], default="float")
+    ap.add_argument("--case", choices=["float", "categorical", "multivalent"], default="float")
     ap.add_argument("--beam-args", default="--runner=DirectRunner",
                     help="Beam pipeline options, space separated; pass as --beam-args='--direct_num_workers=2 ...'")
     ap.add_argument("--workdir", default=None, help="keep data and outputs here (default: a temp dir, removed)")
@@ -197,7 +226,8 @@ def main() -> None:
     os.makedirs(work, exist_ok=True)
     from rlops.components.experience_gen import sinks
     report: dict = {"benchmark": "ingest", "case": args.case, "records": args.records,
-                    "features": args.features if args.case == "float" else CATEGORICAL_FEATURES,
+                    "features": args.features if args.case == "float" else CATEGORICAL_FEATURES + (
+                        MULTIVALENT_FEATURES if args.case == "multivalent" else []),
                     "runner": "DirectRunner", "beam_args": args.beam_args, "cpus": os.cpu_count(),
                     "gzip": sinks.GZIP_IMPL}
     try:
@@ -219,6 +249,7 @@ def main() -> None:
                            "ratio": round(rate / ceil_rate, 3) if ceil_rate == ceil_rate else None,
                            "peak_rss_mb": round(pipe["peak_rss_mb"], 1),
                            "ceiling_peak_rss_mb": round(ceiling["peak_rss_mb"], 1),
+                           "truncated": pipe.get("truncated", 0),
                            "seconds": round(pipe["seconds"], 2), "input_mb": round(os.path.getsize(data) / 2**20, 1),
                            "generate_seconds": round(gen_s, 1)}
         formats = [f for f in args.formats.split(",")]

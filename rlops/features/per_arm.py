@@ -11,7 +11,7 @@ from typing import Mapping
 
 import tensorflow as tf
 
-from rlops.features.preprocessing import Preprocessor, input_spec
+from rlops.features.preprocessing import Preprocessor, input_spec, pad_value
 from rlops.features.schema import FeatureSchema, FeatureSchemaError, FeatureSpec
 
 PER_ARM_PREFIX = "per_arm/"
@@ -24,10 +24,12 @@ def per_arm_key(name: str) -> str:
 
 
 def arm_input_spec(f: FeatureSpec, num_arms: int, batch_size: int | None = None) -> tf.TensorSpec:
-    """[B, K] raw values of one item feature for K candidate arms."""
-    if f.kind == "float_list" or f.multivalent:
-        raise FeatureSchemaError(f"per-arm feature '{f.name}': list-valued item features are not supported yet")
-    return tf.TensorSpec([batch_size, num_arms], input_spec(f).dtype, name=per_arm_key(f.name))
+    """[B, K] raw values of one item feature for K candidate arms; [B, K, W] (padded, any width W)
+    for a multivalent categorical (an item's category list)."""
+    if f.kind == "float_list":
+        raise FeatureSchemaError(f"per-arm feature '{f.name}': float-list item features are not supported yet")
+    shape = [batch_size, num_arms] + ([None] if f.multivalent else [])
+    return tf.TensorSpec(shape, input_spec(f).dtype, name=per_arm_key(f.name))
 
 
 class PerArmPreprocessor(tf.Module):
@@ -62,8 +64,13 @@ class PerArmPreprocessor(tf.Module):
         g = self.global_preprocessor({k: v for k, v in features.items() if k in self.schema.names})
         arms = {}
         for f in self.schema.per_arm:
-            x = tf.convert_to_tensor(self._get(features, per_arm_key(f.name)))
-            arms[f.name] = tf.reshape(x, [-1])
+            x = self._get(features, per_arm_key(f.name))
+            if f.multivalent:  # [B, K, W] -> one row of W values per arm
+                x = x.to_tensor(tf.constant(pad_value(f), x.dtype)) if isinstance(x, tf.RaggedTensor) else x
+                x = tf.convert_to_tensor(x)
+                arms[f.name] = tf.reshape(x, [-1, tf.shape(x)[-1]])
+            else:
+                arms[f.name] = tf.reshape(tf.convert_to_tensor(x), [-1])
         flat = self.arm_preprocessor(arms)  # [B*K, Da]
         per_arm = tf.reshape(flat, [-1, self.num_arms, self.arm_dim])
         n = tf.cast(tf.reshape(self._get(features, NUM_ACTIONS), [-1]), tf.int32)

@@ -10,11 +10,16 @@ Encodings, in schema order:
     categorical          vocabulary lookup (StaticHashTable) with OOV ids hashed into
                          `num_oov_buckets` extra slots, or `hash_buckets` > 0: hashing only;
                          then one-hot (multi-hot for multivalent, padding ignored)
+
+Multivalent categoricals arrive as [B, W] values padded with "" (strings) or -1 (int64), any
+width W: value order does not matter (multi-hot); values come first, and only the first `dim`
+columns are read (the same rule as ingestion, which keeps a record's first `dim` values), so a
+longer list is truncated, never an error. A RaggedTensor (parsed Examples) is padded first.
 """
 from __future__ import annotations
 
 import logging
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -28,10 +33,12 @@ STRING_PAD, INT_PAD = b"", -1
 
 
 def input_spec(f: FeatureSpec, batch_size: int | None = None) -> tf.TensorSpec:
-    """The raw tensor a feature arrives as: [B] for one value, [B, dim] for lists."""
+    """The raw tensor a feature arrives as: [B] for one value, [B, dim] for float lists, [B, W]
+    (any width, padded) for multivalent categoricals."""
     dtype = {"string": tf.string, INT64: tf.int64}.get(f.dtype, tf.float32)
-    shape = [batch_size] if (f.kind == FLOAT or (f.kind == CATEGORICAL and not f.multivalent)) \
-        else [batch_size, f.dim]
+    if f.multivalent:
+        return tf.TensorSpec([batch_size, None], dtype, name=f.name)
+    shape = [batch_size] if (f.kind == FLOAT or f.kind == CATEGORICAL) else [batch_size, f.dim]
     return tf.TensorSpec(shape, dtype, name=f.name)
 
 
@@ -87,6 +94,8 @@ class Preprocessor(tf.Module):
                 std = np.maximum(np.asarray(f.std if f.std is not None else [1.0] * f.dim, np.float32), STD_FLOOR)
                 x = (x - tf.constant(f.mean, tf.float32)) / tf.constant(std)
             return x
+        if f.multivalent:
+            x = multivalent_dense(f, x)
         x = tf.convert_to_tensor(x)
         if f.dtype == INT64:
             x = tf.cast(x, tf.int64)
@@ -112,6 +121,23 @@ class Preprocessor(tf.Module):
         return ids
 
 
+def pad_value(f: FeatureSpec) -> object:
+    return STRING_PAD if f.dtype == "string" else INT_PAD
+
+
+def multivalent_dense(f: FeatureSpec, x: tf.Tensor | tf.RaggedTensor | tf.SparseTensor) -> tf.Tensor:
+    """[B, W] padded values (ragged or sparse rows padded) cut to their first `dim` columns."""
+    pad = pad_value(f)
+    if isinstance(x, tf.SparseTensor):
+        x = tf.sparse.to_dense(x, default_value=tf.constant(pad, x.dtype))
+    elif isinstance(x, tf.RaggedTensor):
+        x = x.to_tensor(default_value=tf.constant(pad, x.dtype))
+    x = tf.convert_to_tensor(x)
+    if x.shape.rank == 1:  # one value per record
+        x = x[:, None]
+    return x[:, :f.dim]
+
+
 def numpy_features(schema: FeatureSchema, columns: Mapping[str, np.ndarray]) -> dict[str, tf.Tensor]:
     """Numpy columns (strings as str/bytes objects) -> tensors typed for the preprocessor."""
     out = {}
@@ -119,8 +145,19 @@ def numpy_features(schema: FeatureSchema, columns: Mapping[str, np.ndarray]) -> 
         if f.name not in columns:
             raise FeatureSchemaError(f"feature '{f.name}' is missing; got {sorted(columns)}")
         v = np.asarray(columns[f.name])
+        if f.multivalent and v.dtype == object and v.ndim == 1:  # lists per record: pad them
+            v = pad_lists(v, pad_value(f), object if f.dtype == "string" else np.int64)
         if f.dtype == "string":
             out[f.name] = tf.constant(v.astype(object) if v.dtype != object else v, tf.string)
         else:
             out[f.name] = tf.constant(v, input_spec(f).dtype)
+    return out
+
+
+def pad_lists(lists: Sequence, pad: object, dtype: object) -> np.ndarray:
+    """Python lists of values -> [N, longest] padded (what serving_default takes)."""
+    width = max([len(v) for v in lists] + [1])
+    out = np.full((len(lists), width), pad, dtype)
+    for i, v in enumerate(lists):
+        out[i, :len(v)] = list(v)
     return out

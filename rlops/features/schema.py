@@ -95,8 +95,10 @@ class FeatureSpec:
 
     @property
     def signature(self) -> tuple:
-        """What a model relies on when it meets this feature again (not vocab contents)."""
-        return self.kind, self.dtype, self.dim, self.multivalent
+        """What a model relies on when it meets this feature again (not vocab contents). Not a
+        multivalent feature's dim: the model reads any padded width (its own first `dim` values),
+        so a day whose inferred dim differs still warm-starts and is evaluated against it."""
+        return self.kind, self.dtype, None if self.multivalent else self.dim, self.multivalent
 
     def describe(self) -> str:
         if self.kind == CATEGORICAL:

@@ -74,17 +74,34 @@ class FeatureColumn:
     values (computed in the Beam pipeline) plus `num_oov_buckets`, or `hash_buckets` > 0 for
     hashing. Floats are normalized by their mean/std unless `normalize` is False. In JSON/YAML a
     bare string is a feature whose column has its name and whose kind is inferred.
+
+    Multivalent categoricals (a user's interest ids, an item's categories): Parquet list<string>
+    (or list<int64> with kind categorical), JSON Lines arrays, or text cells split on `separator`
+    (e.g. "|"; setting it makes the feature multivalent). Every value counts toward the
+    vocabulary; an empty list is a valid record. `dim` is the most values a record keeps (default:
+    the `dim_percentile` of the list lengths in the first file's sample). A record with more keeps
+    its first `dim` values and is counted (IngestResult.truncated): truncating, not quarantining,
+    keeps the decision's reward and propensity (quarantine would drop heavy users' decisions and
+    bias training and OPE), and serving applies the same rule. Empty strings, nulls (and -1, the
+    int64 padding) inside a list are padding, not values.
     """
     SHORTHAND_FIELD: ClassVar[str] = "name"  # in JSON/YAML, "user_a" means {"name": "user_a"}
     name: str
     column: str | None = None  # source column; default: the feature's name
     kind: str = "auto"
     dtype: str = "auto"  # categorical: auto | string | int64
-    dim: int | None = None  # float_list width (default: from the data)
+    dim: int | None = None  # float_list width / most values of a multivalent categorical (default: data)
     vocab_size: int = 1000
     num_oov_buckets: int = 1
     hash_buckets: int = 0
     normalize: bool = True
+    multivalent: bool = False  # a list of categorical values per record (implied by `separator`)
+    separator: str | None = None  # text cells holding several values, e.g. "|"
+    dim_percentile: float = 99.0  # multivalent dim inferred as this percentile of list lengths
+
+    @property
+    def is_multivalent(self) -> bool:
+        return self.multivalent or bool(self.separator)
 
     @property
     def source_column(self) -> str:
@@ -337,6 +354,15 @@ def _validate_features(c: BanditColumns) -> None:
             raise ValueError(f"{where}.dtype must be auto|string|int64, got {f.dtype!r}")
         if f.vocab_size < 0 or f.num_oov_buckets < 0 or f.hash_buckets < 0:
             raise ValueError(f"{where}: vocab_size, num_oov_buckets and hash_buckets must be >= 0")
+        if f.is_multivalent:
+            if f.kind not in ("auto", "categorical"):
+                raise ValueError(f"{where}: multivalent / separator needs kind 'categorical' (or auto), got {f.kind!r}")
+            if f.separator == "":
+                raise ValueError(f"{where}.separator is empty")
+            if f.dim is not None and f.dim < 1:
+                raise ValueError(f"{where}.dim must be >= 1 (the most values a record keeps), got {f.dim}")
+            if not 0.0 < f.dim_percentile <= 100.0:
+                raise ValueError(f"{where}.dim_percentile must be in (0, 100], got {f.dim_percentile}")
 
 
 def _validate_items(config: "ExperienceGenConfig") -> None:

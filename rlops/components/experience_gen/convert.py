@@ -31,6 +31,7 @@ class Extracted:
     values: np.ndarray  # [N] or [N, W]; rows flagged below hold filler
     missing: np.ndarray  # bool [N]: no value (null, empty cell, absent key or column)
     errors: dict[int, tuple[str, str]]  # row -> (reason code, message): wrong type / shape
+    counts: np.ndarray | None = None  # multivalent: values per record before truncation to the width
 
 
 class _Bad(Exception):
@@ -44,6 +45,8 @@ def extract(columns: Mapping[str, RawColumn], num_rows: int, field: Field, text:
     """Values of `field` for `num_rows` rows. `text`: values arrive as strings (CSV) and are parsed."""
     columns = json_paths.with_paths(columns, field.columns, num_rows)  # `payload[0].key` columns
     one = columns.get(field.columns[0])
+    if field.multivalent:
+        return _multi(one, num_rows, field, text)
     if field.width is None or (len(field.columns) == 1 and field.width == 1 and not _is_list(one)):
         out = _scalar(one, num_rows, field.dtype, field.columns[0], text)
         if field.width is not None:
@@ -324,3 +327,97 @@ def _list_py(values: Sequence[Any], field: Field, text: bool) -> Extracted:
         except (_Bad, ValueError, TypeError, OverflowError):
             errors[i] = (WRONG_TYPE, f"{column}: {_show(v)} holds a value that is not {_WHAT[field.dtype]}")
     return Extracted(out, missing, errors)
+
+
+# --- multivalent categoricals: a list of ids per record ----------------------------------------
+
+def _pad(field: Field) -> Any:
+    return "" if field.dtype == STRING else -1
+
+
+def _multi(arr: RawColumn, num_rows: int, field: Field, text: bool) -> Extracted:
+    """[N, width] values, each row's values first then padding ("" / -1), and per-row counts.
+
+    Arrow lists (Parquet, JSON arrays) and text cells split on the field's separator go through
+    Arrow kernels; Python lists (rows that broke the fast parser) value by value. Null / "" / -1
+    elements are padding, a null list is an empty one; an element of the wrong type rejects the row
+    (wrong_type, naming the column and position)."""
+    column = field.columns[0]
+    if arr is None:
+        e = _all_missing(num_rows, field.dtype, column)
+        return Extracted(np.full((num_rows, field.width), _pad(field), _NP[field.dtype]), e.missing, e.errors,
+                         np.zeros(num_rows, np.int64))
+    if isinstance(arr, list):
+        return _multi_py(arr, field, text)
+    arr = _chunk(arr)
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    t = arr.type
+    parse = text
+    if not _is_list(arr):
+        if field.separator and (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t)
+                                or pa.types.is_integer(t)):
+            arr = pc.split_pattern(pc.cast(arr, pa.string()), field.separator)
+            parse = True  # ids split from text are parsed as text
+        else:
+            return _multi_py(arr.to_pylist(), field, text)
+    lengths = np.asarray(pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+    flat = pc.list_flatten(arr)
+    inner = _scalar(flat, len(flat), field.dtype, column, parse)
+    row_of = np.repeat(np.arange(num_rows), lengths)
+    starts = np.cumsum(lengths) - lengths
+    errors: dict[int, tuple[str, str]] = {}
+    for j, (_, message) in sorted(inner.errors.items()):
+        i = int(row_of[j])
+        errors.setdefault(i, (WRONG_TYPE, f"{column}[{j - starts[i]}] ({field.name}): {message.split(': ', 1)[-1]}"))
+    keep = ~inner.missing & (inner.values != _pad(field))
+    if errors:
+        keep[np.isin(row_of, list(errors))] = False
+    return _packed(inner.values, keep, row_of, num_rows, field, errors)
+
+
+def _packed(values: np.ndarray, keep: np.ndarray, row_of: np.ndarray, num_rows: int, field: Field,
+            errors: dict[int, tuple[str, str]]) -> Extracted:
+    """Flat values with their rows -> [N, width], each row's kept values first (in order)."""
+    width = int(field.width)
+    rows = row_of[keep]
+    counts = np.bincount(rows, minlength=num_rows).astype(np.int64)
+    pos = np.arange(len(rows)) - (np.cumsum(counts) - counts)[rows]  # rank within the row
+    out = np.full((num_rows, width), _pad(field), _NP[field.dtype])
+    fits = pos < width
+    out[rows[fits], pos[fits]] = values[keep][fits]
+    return Extracted(out, np.zeros(num_rows, bool), errors, counts)
+
+
+def _multi_py(values: Sequence[Any], field: Field, text: bool) -> Extracted:
+    column, n = field.columns[0], len(values)
+    conv, pad = _PY[field.dtype], _pad(field)
+    flat: list[Any] = []
+    rows: list[int] = []
+    errors: dict[int, tuple[str, str]] = {}
+    for i, v in enumerate(values):
+        if v is None:
+            continue
+        if isinstance(v, (str, bytes, int)) and not isinstance(v, bool) and field.separator:
+            v = (v.decode() if isinstance(v, bytes) else str(v)).split(field.separator)
+        if not isinstance(v, (list, tuple, np.ndarray)):
+            errors[i] = (WRONG_TYPE, f"{column} ({field.name}): {_show(v)} is not a list of {_WHAT[field.dtype]}s"
+                         + ("" if field.separator else " (set `separator` for text cells)"))
+            continue
+        got = []
+        for j, x in enumerate(v):
+            if x is None or (isinstance(x, str) and x == ""):
+                continue
+            try:
+                got.append(conv(x, text or bool(field.separator)))
+            except (_Bad, ValueError, TypeError, OverflowError):
+                errors[i] = (WRONG_TYPE, f"{column}[{j}] ({field.name}): {_show(x)} is not {_WHAT[field.dtype]}")
+                break
+        else:
+            got = [x for x in got if x != pad]
+            flat.extend(got)
+            rows.extend([i] * len(got))
+    arr = np.empty(len(flat), object) if field.dtype == STRING else np.asarray(flat, np.int64)
+    if field.dtype == STRING:
+        arr[:] = flat
+    return _packed(arr, np.ones(len(flat), bool), np.asarray(rows, np.int64), n, field, errors)

@@ -9,6 +9,7 @@ reasons.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any, Mapping, Sequence
 from rlops.components.experience_gen import pipeline, sinks
 from rlops.components.experience_gen.config import BANDIT, ExperienceGenConfig
 
+log = logging.getLogger(__name__)
 PAYLOAD_FORMATS = {BANDIT: "FORMAT_TF_EXAMPLE", "trajectory": "FORMAT_TF_SEQUENCE_EXAMPLE"}
 
 
@@ -43,6 +45,8 @@ class IngestResult:
     examples_uri: str = ""
     quarantine_uri: str = ""
     unreadable: list[str] = field(default_factory=list)  # byte ranges that could not be read
+    # multivalent feature -> records that had more values than its dim (kept, first dim values)
+    truncated: dict[str, int] = field(default_factory=dict)
 
     @property
     def bad_record_ratio(self) -> float:
@@ -120,8 +124,14 @@ def _result(config: ExperienceGenConfig, counters: Mapping[str, int], examples_u
     outputs = {s: counters.get(f"{sinks.WRITTEN_RECORDS}:{s}", 0) for s in names}
     prefix = pipeline.QUARANTINED + ":"
     reasons = {k[len(prefix):]: v for k, v in counters.items() if k.startswith(prefix)}
+    cut = f"{pipeline.TRUNCATED}:"
+    truncated = {k[len(cut):]: v for k, v in counters.items() if k.startswith(cut)}
+    for name, n in truncated.items():
+        log.info("experience_gen: %d record(s) had more values of multivalent feature '%s' than its dim; "
+                 "their first dim values were kept", n, name)
     return IngestResult(config.record_kind, names, counters.get(pipeline.READ, 0), sum(units.values()),
-                        counters.get(pipeline.QUARANTINED, 0), units, outputs, reasons, examples_uri, quarantine_uri)
+                        counters.get(pipeline.QUARANTINED, 0), units, outputs, reasons, examples_uri, quarantine_uri,
+                        truncated=truncated)
 
 
 def check(result: IngestResult, max_bad_record_ratio: float,

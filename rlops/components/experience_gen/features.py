@@ -39,7 +39,7 @@ def resolve_features(config: ExperienceGenConfig, files: list[tuple[str, int]]) 
         kind = "BigQuery" if isinstance(src, BigQuerySource) else type(src).__name__
         raise ValueError(f"bandit_columns.features['{auto}']: kind/dtype 'auto' needs a file source to infer "
                          f"from; with a {kind} source set kind (and dtype/dim) explicitly")
-    types = _sample_types(files, src)
+    types, samples = _sample_types(files, src)
     out = []
     for f in cols.features:
         if json_paths.parse(f.source_column):  # inside a JSON payload: the file's sample cannot tell
@@ -48,7 +48,7 @@ def resolve_features(config: ExperienceGenConfig, files: list[tuple[str, int]]) 
                                  f"payload; set its kind (and dtype/dim) explicitly")
             out.append(f)
             continue
-        out.append(_infer(f, types))
+        out.append(_infer(f, types, samples))
     return dataclasses.replace(config, bandit_columns=dataclasses.replace(cols, features=tuple(out)))
 
 
@@ -56,11 +56,12 @@ def _concrete(f: FeatureColumn) -> bool:
     if f.kind == "auto":
         return False
     if f.kind == CATEGORICAL:
-        return f.dtype != "auto"
+        return f.dtype != "auto" and (not f.is_multivalent or f.dim is not None)
     return f.kind == FLOAT or f.dim is not None
 
 
-def _infer(f: FeatureColumn, types: Mapping[str, tuple[pa.DataType, int | None]]) -> FeatureColumn:
+def _infer(f: FeatureColumn, types: Mapping[str, tuple[pa.DataType, int | None]],
+           samples: Mapping[str, pa.ChunkedArray] | None = None) -> FeatureColumn:
     where = f"bandit_columns.features['{f.name}']"
     col = f.source_column
     if col not in types:
@@ -68,12 +69,32 @@ def _infer(f: FeatureColumn, types: Mapping[str, tuple[pa.DataType, int | None]]
     t, width = types[col]
     if pa.types.is_dictionary(t):
         t = t.value_type
+    sample = (samples or {}).get(col)
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         inner = t.value_type
-        if (pa.types.is_floating(inner) or pa.types.is_integer(inner)) and f.kind in ("auto", FLOAT_LIST):
+        text = pa.types.is_string(inner) or pa.types.is_large_string(inner) or pa.types.is_binary(inner)
+        if pa.types.is_integer(inner) and f.kind != CATEGORICAL and not f.is_multivalent \
+                and f.kind in ("auto", FLOAT_LIST):
             return dataclasses.replace(f, kind=FLOAT_LIST, dtype="auto", dim=f.dim or width or 1)
-        raise ValueError(f"{where}: column {col!r} holds lists of {inner}; list-valued categoricals "
-                         f"(multivalent) are not ingested yet: give one column per value")
+        if pa.types.is_floating(inner) and f.kind in ("auto", FLOAT_LIST) and not f.is_multivalent:
+            return dataclasses.replace(f, kind=FLOAT_LIST, dtype="auto", dim=f.dim or width or 1)
+        if f.kind in ("auto", CATEGORICAL) and (text or pa.types.is_integer(inner) or pa.types.is_null(inner)):
+            dtype = f.dtype if f.dtype != "auto" else STRING if text else INT64 if pa.types.is_integer(inner) else None
+            if dtype is None:
+                raise ValueError(f"{where}: column {col!r} holds only empty lists in the sample; set dtype")
+            if dtype == INT64 and text:
+                raise ValueError(f"{where}: dtype 'int64' but column {col!r} holds lists of text")
+            return _multivalent(f, dtype, sample)
+        raise ValueError(f"{where}: column {col!r} holds lists of {inner}; kind {f.kind!r} does not take them "
+                         f"(lists of strings or integers are multivalent categoricals)")
+    if f.separator:  # text cells holding several values
+        if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)
+                or pa.types.is_null(t)):
+            raise ValueError(f"{where}: separator {f.separator!r} but column {col!r} holds {t}, not text")
+        return _multivalent(f, STRING if f.dtype == "auto" else f.dtype, sample)
+    if f.multivalent:
+        raise ValueError(f"{where}: multivalent, but column {col!r} holds single values ({t}); give lists "
+                         f"(Parquet / JSON arrays) or set `separator` for text cells")
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t):
         if f.kind not in ("auto", CATEGORICAL):
             raise ValueError(f"{where}: kind {f.kind!r} but column {col!r} holds text (e.g. hashed ids): "
@@ -91,8 +112,40 @@ def _infer(f: FeatureColumn, types: Mapping[str, tuple[pa.DataType, int | None]]
                      f"sample); set kind (and dtype) explicitly")
 
 
-def _sample_types(files: list[tuple[str, int]], src: FileSource) -> dict[str, tuple[pa.DataType, int | None]]:
-    """Column -> (Arrow type, most common list length) from the first readable file."""
+def _multivalent(f: FeatureColumn, dtype: str, sample: pa.ChunkedArray | None) -> FeatureColumn:
+    """A multivalent categorical; dim (if not configured) = the dim_percentile of the sample's list
+    lengths (values that are padding, "" / null / -1, not counted)."""
+    dim = f.dim
+    if dim is None:
+        lengths = list_lengths(sample, f.separator) if sample is not None else np.zeros(0, np.int64)
+        dim = max(1, int(np.ceil(np.percentile(lengths, f.dim_percentile)))) if len(lengths) else 1
+    return dataclasses.replace(f, kind=CATEGORICAL, dtype=dtype, multivalent=True, dim=int(dim))
+
+
+def list_lengths(column: pa.ChunkedArray | pa.Array, separator: str | None) -> np.ndarray:
+    """Values per record of a list column (or of text cells split on `separator`), padding excluded."""
+    import pyarrow.compute as pc
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
+        arr = pc.split_pattern(pc.cast(arr, pa.string()), separator or "\x00")
+    flat = pc.list_flatten(arr)
+    ok = pc.is_valid(flat)
+    if pa.types.is_string(flat.type) or pa.types.is_large_string(flat.type):
+        ok = pc.and_(ok, pc.not_equal(flat, ""))
+    elif pa.types.is_integer(flat.type):
+        ok = pc.and_(ok, pc.not_equal(flat, -1))
+    lengths = np.asarray(pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+    row = np.repeat(np.arange(len(arr)), lengths)
+    keep = np.asarray(ok.fill_null(False).to_numpy(zero_copy_only=False), bool)
+    return np.bincount(row[keep], minlength=len(arr))
+
+
+def _sample_types(files: list[tuple[str, int]], src: FileSource
+                  ) -> tuple[dict[str, tuple[pa.DataType, int | None]], dict[str, pa.ChunkedArray]]:
+    """Column -> (Arrow type, most common list length) from the first readable file, and the
+    sampled columns themselves (multivalent dims are percentiles of their list lengths)."""
     from rlops.components.experience_gen.sources.base import open_file
     last: Exception | None = None
     for path, _ in files[:10]:
@@ -104,14 +157,15 @@ def _sample_types(files: list[tuple[str, int]], src: FileSource) -> dict[str, tu
                     table = next(pf.iter_batches(batch_size=1000), None)
                     table = pa.Table.from_batches([table]) if table is not None else pf.schema_arrow.empty_table()
             elif src.format == "tfrecord":
-                return _tfrecord_types(path, src)
+                return _tfrecord_types(path, src), {}
             else:
                 with open_file(path, src) as fh:
                     data = fh.read(SAMPLE_BYTES)
                 cut = data.rfind(b"\n")
                 data = data[:cut + 1] if cut > 0 and len(data) == SAMPLE_BYTES else data
                 table = _parse_text(data, src)
-            return {name: (table.schema.field(name).type, _width(table.column(name))) for name in table.column_names}
+            return ({name: (table.schema.field(name).type, _width(table.column(name))) for name in table.column_names},
+                    {name: table.column(name) for name in table.column_names})
         except Exception as e:  # noqa: BLE001 - a broken file is quarantined later; try the next
             last = e
     raise ValueError(f"bandit_columns.features: could not read a sample to infer feature kinds ({last}); "
@@ -121,11 +175,47 @@ def _sample_types(files: list[tuple[str, int]], src: FileSource) -> dict[str, tu
 def _parse_text(data: bytes, src: FileSource) -> pa.Table:
     if src.format == "jsonl":
         import pyarrow.json as pjson
-        return pjson.read_json(io.BytesIO(data))
+        try:
+            return pjson.read_json(io.BytesIO(data))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # a few bad rows: infer from the most common shape
+            return _tolerant_json(data)
     import pyarrow.csv as pcsv
     names = list(src.csv_column_names) or None
     return pcsv.read_csv(io.BytesIO(data), read_options=pcsv.ReadOptions(column_names=names),
                          parse_options=pcsv.ParseOptions(delimiter=src.csv_delimiter))
+
+
+def _tolerant_json(data: bytes) -> pa.Table:
+    """The sample's rows parsed one by one; each column typed by its most common value shape
+    (values of another shape, quarantined later, are left out of the sample)."""
+    import json
+    rows = []
+    for line in data.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+
+    def shape(v: object) -> object:
+        if isinstance(v, list):  # the element types; an empty list fits any list shape
+            return ("list",) + tuple(sorted({type(x).__name__ for x in v if x is not None}))
+        return type(v).__name__
+
+    def fits(v: object, keep: object) -> bool:
+        return v is not None and (shape(v) == keep or (v == [] and isinstance(keep, tuple)))
+
+    columns = {}
+    for name in dict.fromkeys(k for r in rows for k in r):
+        values = [r.get(name) for r in rows]
+        common = Counter(shape(v) for v in values if v is not None and v != []).most_common(1)
+        keep = common[0][0] if common else ("list",)
+        try:
+            columns[name] = pa.array([v if fits(v, keep) else None for v in values])
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            columns[name] = pa.nulls(len(values))
+    return pa.table(columns)
 
 
 def _width(column: pa.ChunkedArray) -> int | None:
@@ -183,6 +273,9 @@ def batch_stats(columns: Mapping[str, np.ndarray], features: tuple[FeatureColumn
         v = columns[f.name]
         if f.kind == CATEGORICAL:
             import pandas as pd  # a hash-based count: np.unique sorts Python strings (slow)
+            if f.is_multivalent:  # [N, dim] padded: every value counts, padding does not
+                v = np.asarray(v).reshape(-1)
+                v = v[v != ("" if f.dtype == STRING else -1)]
             vc = pd.Series(v, copy=False).value_counts(sort=False)
             out.counts[f.name] = Counter(dict(zip(vc.index.tolist(), vc.to_numpy().tolist())))
         else:
@@ -220,7 +313,8 @@ def feature_schema(features: tuple[FeatureColumn, ...], stats: Stats) -> Feature
                 vocab = top_k(values, [c[v] for v in values], f.vocab_size)
                 vocab = tuple(int(v) for v in vocab) if f.dtype == INT64 else tuple(str(v) for v in vocab)
             specs.append(FeatureSpec(f.name, CATEGORICAL, dtype=f.dtype, vocabulary=vocab,
-                                     num_oov_buckets=f.num_oov_buckets, hash_buckets=f.hash_buckets))
+                                     num_oov_buckets=f.num_oov_buckets, hash_buckets=f.hash_buckets,
+                                     multivalent=f.is_multivalent, dim=int(f.dim) if f.is_multivalent else 1))
             continue
         dim = 1 if f.kind == FLOAT else int(f.dim)
         mean = std = None

@@ -1,11 +1,15 @@
 """Per-arm features: the item-features table and its join with the impressions.
 
-The item table is small (tens to thousands of items): it is read once when the pipeline is
-planned, checked (unique ids, every feature present), and travels inside the ingest DoFn like a
-Beam side input. Each valid impression batch is joined vectorized:
+The item table is small (tens to thousands of items). Planning reads it once to resolve item
+feature kinds, the action count and the per-arm vocabularies; the Beam pipeline reads it again
+with fileio (local or gs://) into one ItemTable joined as a side input (beam.pvalue.AsSingleton),
+so Dataflow workers get it from Beam rather than inside a pickled DoFn. Both are built and checked
+by `table_from_frames` (unique ids, every feature present). Each valid impression batch is joined
+vectorized:
 
     item id  -> index among the record's candidates (the logged action)
-    candidates (default: every item, in table order) -> per_arm/<name> [K(, dim)], padded
+    candidates (default: every item, in table order) -> per_arm/<name> [K], or [K, dim] padded
+                for a multivalent item feature (an item's category list)
     num_actions = the number of candidates
 
 An impression whose item id is not in the table, or not among its candidates, is quarantined
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +27,7 @@ import numpy as np
 from rlops.components.experience_gen import records
 from rlops.components.experience_gen.config import ExperienceGenConfig, FeatureColumn, FileSource
 
+log = logging.getLogger(__name__)
 ITEM_ID, CANDIDATES = "item_id", "candidates"
 PER_ARM_PREFIX = "per_arm/"
 NUM_ACTIONS = "num_actions"
@@ -51,35 +57,44 @@ class ItemTable:
         return len(self.ids)
 
 
-def _read_frame(src: FileSource):
+def parse_frame(data: bytes, src: FileSource):
+    """One item-table file's bytes -> a pandas frame."""
     import pandas as pd
+    if src.format == "parquet":
+        return pd.read_parquet(io.BytesIO(data))
+    if src.format == "jsonl":
+        return pd.read_json(io.BytesIO(data), lines=True, dtype=False)
+    names = list(src.csv_column_names) or None
+    return pd.read_csv(io.BytesIO(data), sep=src.csv_delimiter, names=names, header=0 if src.csv_header else None,
+                       keep_default_na=False, na_values=[""])
 
+
+def _read_frames(src: FileSource) -> list:
     from rlops.components.experience_gen import sources
     from rlops.components.experience_gen.sources.base import open_file
-    files = sources.match_files(src.pattern)
     frames = []
-    for path, _ in files:
+    for path, _ in sources.match_files(src.pattern):
         with open_file(path, src) as fh:
-            data = fh.read()
-        if src.format == "parquet":
-            frames.append(pd.read_parquet(io.BytesIO(data)))
-        elif src.format == "jsonl":
-            frames.append(pd.read_json(io.BytesIO(data), lines=True, dtype=False))
-        else:
-            names = list(src.csv_column_names) or None
-            frames.append(pd.read_csv(io.BytesIO(data), sep=src.csv_delimiter, names=names,
-                                      header=0 if src.csv_header else None, keep_default_na=False,
-                                      na_values=[""]))
-    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+            frames.append(parse_frame(fh.read(), src))
+    return frames
 
 
 def load_item_table(config: ExperienceGenConfig) -> ItemTable:
     """Reads and checks the item table; resolves `auto` item feature kinds from its columns."""
+    return table_from_frames(_read_frames(config.item_source), config)
+
+
+def table_from_frames(frames: list, config: ExperienceGenConfig) -> ItemTable:
+    """Checks the item table (unique ids, every feature present and typed) and resolves `auto`
+    item feature kinds from its columns. The plan and the pipeline's side input both build it here."""
+    import pandas as pd
     import pyarrow as pa
 
+    from rlops.components.experience_gen import convert
     from rlops.components.experience_gen.features import _infer
+    from rlops.components.experience_gen.layout import INT, STRING, Field
     cols, src = config.bandit_columns, config.item_source
-    frame = _read_frame(src)
+    frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     id_col = cols.item_table_id or cols.item_id
     where = f"item_source ({src.pattern})"
     if id_col not in frame.columns:
@@ -94,13 +109,30 @@ def load_item_table(config: ExperienceGenConfig) -> ItemTable:
     types = {name: (table.schema.field(name).type, None) for name in table.column_names}
     features, values = [], {}
     for f in cols.item_features:
+        where_f = f"bandit_columns.item_features['{f.name}']"
         try:
-            f = _infer(f, types)
+            # The table is small and read whole: a multivalent dim defaults to its longest list.
+            f = _infer(dataclasses.replace(f, dim_percentile=100.0) if f.dim is None else f, types,
+                       {c: table.column(c) for c in table.column_names})
         except ValueError as e:
-            raise ValueError(f"bandit_columns.item_features['{f.name}']: {str(e).split(': ', 1)[-1]}") from None
+            raise ValueError(f"{where_f}: {str(e).split(': ', 1)[-1]}") from None
         if f.kind == "float_list":
-            raise ValueError(f"bandit_columns.item_features['{f.name}']: list-valued item features are not "
-                             f"supported yet; give one column per value")
+            raise ValueError(f"{where_f}: float-list item features are not supported yet; give one column per value")
+        if f.is_multivalent:  # an item's category list: [M, dim] padded, like a global feature
+            field = Field(f.name, (f.source_column,), STRING if f.dtype == "string" else INT, int(f.dim),
+                          feature_kind=f.kind, multivalent=True, separator=f.separator)
+            ex = convert.extract({f.source_column: table.column(f.source_column)}, len(ids), field,
+                                 src.format == "csv")
+            if ex.errors:
+                row, (_, message) = min(ex.errors.items())
+                raise ValueError(f"{where}: item {ids[row]!r}: {message}")
+            cut = int((ex.counts > f.dim).sum())
+            if cut:
+                log.info("%s: %d item(s) have more than dim=%d values of '%s'; their first %d are kept",
+                         where, cut, f.dim, f.name, f.dim)
+            features.append(f)
+            values[f.name] = ex.values
+            continue
         col = frame[f.source_column]
         missing = col.isna().to_numpy()
         if missing.any():
@@ -185,9 +217,9 @@ def join(columns: dict[str, np.ndarray], table: ItemTable, config: ExperienceGen
     c = cand[keep]
     pad = c < 0
     for f in table.features:
-        v = table.columns[f.name][np.maximum(c, 0)]  # [n, K]
+        v = table.columns[f.name][np.maximum(c, 0)]  # [n, K] (or [n, K, dim] for a category list)
         fill = (STRING_PAD if f.dtype == "string" else INT_PAD) if f.kind == "categorical" else FLOAT_PAD
         if pad.any():
-            v = np.where(pad, fill, v)
+            v = np.where(pad.reshape(pad.shape + (1,) * (v.ndim - 2)), fill, v)
         out[per_arm_key(f.name)] = v
     return out, keep, rejects

@@ -25,6 +25,8 @@ class Field:
     width: int | None = None
     required: bool = True
     feature_kind: str | None = None  # bandit context feature: float | float_list | categorical
+    multivalent: bool = False  # a categorical list: `width` = the most values kept per record
+    separator: str | None = None  # multivalent text cells: values joined by it
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,9 @@ def _feature_field(f, schema: SourceSchema) -> Field:
     """A resolved FeatureColumn (kind and dtype concrete) -> the field it is read into."""
     col = f.source_column
     if f.kind == "categorical":
+        if f.is_multivalent:
+            return Field(f.name, (col,), STRING if f.dtype == "string" else INT, int(f.dim), feature_kind=f.kind,
+                         multivalent=True, separator=f.separator)
         return Field(f.name, (col,), STRING if f.dtype == "string" else INT, feature_kind=f.kind)
     if f.kind == "float":
         return Field(f.name, (col,), FLOAT, feature_kind=f.kind)

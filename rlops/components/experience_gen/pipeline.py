@@ -6,6 +6,9 @@ the only per-record Beam elements are quarantined records and, for trajectories,
     work items ─ Ingest ─┬─ valid batches ─ EncodeBandit ──────────────┬─ Split-<name>/*.gz
                          │               └ KeySteps ─ GBK ─ Assemble ──┤
                          └─ quarantine ─────────────────────────────────┴─ quarantine-*.jsonl.gz
+
+Per-arm records: Ingest joins each valid batch with the item table, read by ReadItemTable
+(fileio) and passed as a side input (AsSingleton), by item id.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from rlops.components.experience_gen.layout import Layout, SourceSchema, resolve
 from rlops.components.experience_gen.sources import Block, Quarantined, SourceError, Unreadable
 
 NS = sinks.METRICS_NAMESPACE
-READ, QUARANTINED, UNREADABLE = "read", "quarantined", "unreadable"
+READ, QUARANTINED, UNREADABLE, TRUNCATED = "read", "quarantined", "unreadable", "truncated"
 QUARANTINE_PREFIX = "quarantine"
 EPISODE_NOT_CONTIGUOUS = "episode_not_contiguous"
 EPISODE_DUPLICATE_STEP = "episode_duplicate_step"
@@ -122,12 +125,17 @@ def read_item(plan: Plan, item: Any) -> Iterator[Block | Quarantined | Unreadabl
         yield sources.rows_block(rows, plan.layout.columns, name)
 
 
-def validate_block(plan: Plan, block: Block) -> Iterator[ValidBatch | BadStep | Quarantined]:
+_PLAN_TABLE: Any = object()  # default of `table`: the plan's own (in-process) item table
+
+
+def validate_block(plan: Plan, block: Block, table: item_table.ItemTable | None = _PLAN_TABLE
+                   ) -> Iterator[ValidBatch | BadStep | Quarantined]:
     """A Block -> its Quarantined rows, one ValidBatch of the rest (if any), and for trajectories
     a BadStep per quarantined step whose episode is known."""
     v = validation.validate(block.columns, block.num_rows, plan.layout, plan.config, block.text)
-    if plan.item_table is not None and len(v.rows):  # per-arm: join the item table by item id
-        joined, keep, rejects = item_table.join(v.columns, plan.item_table, plan.config)
+    table = plan.item_table if table is _PLAN_TABLE else table
+    if table is not None and len(v.rows):  # per-arm: join the item table by item id
+        joined, keep, rejects = item_table.join(v.columns, table, plan.config)
         v.rejects.update({int(v.rows[i]): r for i, r in rejects.items()})
         v.rows = v.rows[keep]
         v.columns = joined
@@ -150,7 +158,8 @@ def validate_block(plan: Plan, block: Block) -> Iterator[ValidBatch | BadStep | 
     yield ValidBatch(v.columns, v.split_key, v.split_time, provenance)
 
 
-def ingest(plan: Plan, item: Any) -> Iterator[tuple[int, ValidBatch | Quarantined | Unreadable]]:
+def ingest(plan: Plan, item: Any, table: item_table.ItemTable | None = _PLAN_TABLE
+           ) -> Iterator[tuple[int, ValidBatch | Quarantined | Unreadable]]:
     """read_item + validate_block, with the number of source records each output accounts for
     (an Unreadable range accounts for none: its records cannot be counted)."""
     for got in read_item(plan, item):
@@ -161,23 +170,29 @@ def ingest(plan: Plan, item: Any) -> Iterator[tuple[int, ValidBatch | Quarantine
             yield 0, got
             continue
         first = True
-        for out in validate_block(plan, got):
+        for out in validate_block(plan, got, table):
             yield (got.num_rows if first else 0), out
             first = False
 
 
 class IngestFn(beam.DoFn):
     """Work item -> valid column batches (main output); Quarantined records and Unreadable byte
-    ranges ('quarantine')."""
+    ranges ('quarantine'). Per-arm: the item table arrives as a side input (`table`), so the
+    DoFn itself does not carry it."""
 
     def __init__(self, plan: Plan):
-        self.plan = plan
+        self.plan = dataclasses.replace(plan, item_table=None)
         self.read = beam.metrics.Metrics.counter(NS, READ)
         self.unreadable = beam.metrics.Metrics.counter(NS, UNREADABLE)
 
-    def process(self, item: Any) -> Iterator[Any]:
-        for n, out in ingest(self.plan, item):
+    def process(self, item: Any, table: item_table.ItemTable | None = None) -> Iterator[Any]:
+        for n, out in ingest(self.plan, item, table):
             self.read.inc(n)
+            if isinstance(out, ValidBatch):  # multivalent lists cut to their dim: counted per feature
+                for k, v in out.columns.items():
+                    if k.endswith(validation.TRUNCATED_SUFFIX) and v.any():
+                        beam.metrics.Metrics.counter(NS, f"{TRUNCATED}:{k[:-len(validation.TRUNCATED_SUFFIX)]}"
+                                                     ).inc(int(v.sum()))
             if isinstance(out, Unreadable):  # listed with the quarantine, fails the run (core.check)
                 self.unreadable.inc()
             if isinstance(out, (Quarantined, Unreadable)):
@@ -199,12 +214,14 @@ class BigQueryRowsFn(beam.DoFn):
 class EncodeBanditFn(beam.DoFn):
     """Valid batch -> (serialized tf.Examples, count) per split, tagged with the split's name."""
 
-    def __init__(self, config: ExperienceGenConfig, feature_names: tuple[str, ...] = (records.CONTEXT,)):
+    def __init__(self, config: ExperienceGenConfig, feature_names: tuple[str, ...] = (records.CONTEXT,),
+                 multivalent: dict[str, Any] | None = None):
         self.config = config
         self.feature_names = feature_names
+        self.multivalent = multivalent or {}
 
     def process(self, batch: ValidBatch) -> Iterator[Any]:
-        serialized = records.encode_bandit(batch.columns, self.feature_names)
+        serialized = records.encode_bandit(batch.columns, self.feature_names, self.multivalent)
         which = assign_splits(self.config, batch.columns, batch.split_key, batch.split_time, self.feature_names)
         for i, s in enumerate(self.config.splits.splits):
             idx = np.flatnonzero(which == i)
@@ -353,7 +370,10 @@ def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) 
                  | "Name" >> beam.ParDo(BigQueryRowsFn(name)))
     else:
         items = p | "WorkItems" >> beam.Create(list(plan.items), reshuffle=len(plan.items) > 1)
-    ingested = items | "Ingest" >> beam.ParDo(IngestFn(plan)).with_outputs(QUARANTINE_PREFIX, main="valid")
+    side = {}
+    if plan.item_table is not None:  # per-arm: the item table read by Beam IO, joined as a side input
+        side["table"] = beam.pvalue.AsSingleton(p | "ReadItemTable" >> read_item_table(cfg))
+    ingested = items | "Ingest" >> beam.ParDo(IngestFn(plan), **side).with_outputs(QUARANTINE_PREFIX, main="valid")
     valid = ingested.valid
     if cfg.reshuffle:
         valid = valid | "Reshuffle" >> beam.Reshuffle()
@@ -364,7 +384,9 @@ def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) 
         if plan.item_table is not None:
             feature_names += tuple(item_table.per_arm_key(f.name) for f in plan.item_table.features)
             feature_names += (item_table.NUM_ACTIONS,)
-        out = valid | "EncodeSplit" >> beam.ParDo(EncodeBanditFn(cfg, feature_names)).with_outputs(*names)
+        multivalent = {f.name: ("" if f.dtype == "string" else -1) for f in plan.layout.features if f.multivalent}
+        out = valid | "EncodeSplit" >> beam.ParDo(EncodeBanditFn(cfg, feature_names, multivalent)
+                                                  ).with_outputs(*names)
         _schema(p, plan, valid, examples_uri)
     else:
         out = (valid | "KeySteps" >> beam.FlatMap(key_steps)
@@ -404,6 +426,36 @@ def _per_arm_specs(plan: Plan) -> tuple:
     if t is None:
         return ()
     return features.feature_schema(t.features, features.batch_stats(t.columns, t.features)).features
+
+
+def read_item_table(config: ExperienceGenConfig) -> beam.PTransform:
+    """The item-features table as one ItemTable element: matched and read with Beam's fileio (any
+    filesystem Beam has: local, gs://), checked as at planning (items.table_from_frames)."""
+    from apache_beam.io import fileio
+    src = config.item_source
+
+    @beam.ptransform_fn
+    def read(pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        patterns = [x.strip() for x in src.pattern.split(",")]
+        return (pbegin | "ItemPatterns" >> beam.Create(patterns)
+                | "MatchItemFiles" >> fileio.MatchAll()
+                | "OpenItemFiles" >> fileio.ReadMatches()
+                | "ParseItemFile" >> beam.Map(_parse_item_file, src)
+                | "AllItemFiles" >> beam.combiners.ToList()
+                | "ItemTable" >> beam.Map(_item_table_of, config))
+    return read()
+
+
+def _parse_item_file(f: Any, src: FileSource) -> tuple[str, Any]:
+    from rlops.components.experience_gen.sources.base import _compression
+    with f.open(compression_type=_compression(f.metadata.path, src)) as fh:
+        return f.metadata.path, item_table.parse_frame(fh.read(), src)
+
+
+def _item_table_of(frames: list[tuple[str, Any]], config: ExperienceGenConfig) -> item_table.ItemTable:
+    """Files in path order (as at planning: item order is action order), each once."""
+    by_path = dict(frames)
+    return item_table.table_from_frames([by_path[k] for k in sorted(by_path)], config)
 
 
 def bigquery_read(src: BigQuerySource) -> beam.PTransform:

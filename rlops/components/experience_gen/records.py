@@ -49,12 +49,19 @@ def split_file_pattern(examples_uri: str, split: str) -> str:
 
 # --- bandit: encode ---------------------------------------------------------------------------
 
-def _as_list_array(values: np.ndarray) -> pa.ListArray:
-    """[N] or [N, W] values -> an Arrow list array of N lists (what RecordBatchToExamples takes)."""
+def _as_list_array(values: np.ndarray, pad: Any = None) -> pa.ListArray:
+    """[N], [N, W] or [N, K, W] values -> an Arrow list array of N lists (what RecordBatchToExamples
+    takes). `pad` (multivalent [N, W], values first): each list ends at its first padding value."""
     n = values.shape[0]
-    width = 1 if values.ndim == 1 else values.shape[1]
-    offsets = pa.array(np.arange(0, n * width + 1, width, dtype=np.int32))
-    flat = np.ascontiguousarray(values).reshape(-1)
+    width = int(np.prod(values.shape[1:], dtype=np.int64)) if values.ndim > 1 else 1
+    if pad is not None:
+        keep = values != pad
+        counts = keep.sum(1)
+        offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
+        flat = values[keep]
+    else:
+        offsets = pa.array(np.arange(0, n * width + 1, width, dtype=np.int32))
+        flat = np.ascontiguousarray(values).reshape(-1)
     # Strings go in as binary: RecordBatchToExamples writes bytes_list from binary, not string.
     inner = pa.array(flat, pa.string()).cast(pa.binary()) if values.dtype == object else pa.array(flat)
     return pa.ListArray.from_arrays(offsets, inner)
@@ -71,11 +78,15 @@ def _feature_dtype(values: np.ndarray) -> Any:
     return np.int64 if values.dtype.kind in "iu" else np.float32
 
 
-def encode_bandit(columns: Mapping[str, np.ndarray], features: Sequence[str] | None = None) -> list[bytes]:
+def encode_bandit(columns: Mapping[str, np.ndarray], features: Sequence[str] | None = None,
+                  multivalent: Mapping[str, Any] | None = None) -> list[bytes]:
     """Validated bandit columns (numpy, one row per decision) -> serialized tf.Examples.
 
     `features`: the context features, each stored under its own name (default: the legacy
-    dense float `context`)."""
+    dense float `context`). `multivalent`: {feature: its padding value}; those [N, W] padded
+    columns are written as variable-length lists (0..W values, padding dropped), the form TFX's
+    Schema describes with value_count {min: 0, max: W}."""
+    multivalent = multivalent or {}
     from tfx_bsl.coders import example_coder
 
     features = [CONTEXT] if features is None else list(features)
@@ -84,7 +95,7 @@ def encode_bandit(columns: Mapping[str, np.ndarray], features: Sequence[str] | N
     for k in names:
         v = np.asarray(columns[k])
         arrays.append(_as_list_array(np.asarray(v, _BANDIT_DTYPES[k] if k in _BANDIT_DTYPES and k not in features
-                                                else _feature_dtype(v))))
+                                                else _feature_dtype(v)), multivalent.get(k)))
     return example_coder.RecordBatchToExamples(pa.RecordBatch.from_arrays(arrays, names))
 
 
@@ -116,17 +127,18 @@ def bandit_feature_spec(context_dim: int, num_actions: int | None = None, propen
     return spec
 
 
-def feature_parse_spec(schema: Any) -> dict[str, tf.io.FixedLenFeature]:
-    """tf.io parse spec of a FeatureSchema's raw context features, each under its own name."""
+def feature_parse_spec(schema: Any) -> dict[str, Any]:
+    """tf.io parse spec of a FeatureSchema's raw context features, each under its own name;
+    multivalent ones parse as RaggedTensors [B, None] (bandit_dataset pads them)."""
     import tensorflow as tf
 
     from rlops.features import input_spec
-    out = {}
+    out: dict[str, Any] = {}
     for f in schema.features:
-        if f.multivalent:
-            raise NotImplementedError(f"feature '{f.name}': multivalent categoricals are not read from "
-                                      f"Examples yet")
         spec = input_spec(f)
+        if f.multivalent:
+            out[f.name] = tf.io.RaggedFeature(spec.dtype, row_splits_dtype=tf.int64)
+            continue
         out[f.name] = tf.io.FixedLenFeature(spec.shape[1:], spec.dtype)
     return out
 
@@ -136,8 +148,9 @@ def per_arm_parse_spec(schema: Any, num_arms: int) -> dict[str, tf.io.FixedLenFe
     import tensorflow as tf
 
     from rlops.features.per_arm import NUM_ACTIONS, arm_input_spec, per_arm_key
-    out = {per_arm_key(f.name): tf.io.FixedLenFeature([num_arms], arm_input_spec(f, num_arms).dtype)
-           for f in schema.per_arm}
+    out = {per_arm_key(f.name): tf.io.FixedLenFeature([num_arms] + ([f.dim] if f.multivalent else []),
+                                                      arm_input_spec(f, num_arms).dtype)
+           for f in schema.per_arm}  # a multivalent item feature: [K, dim] padded
     out[NUM_ACTIONS] = tf.io.FixedLenFeature([], tf.int64)
     return out
 
@@ -164,8 +177,12 @@ def bandit_dataset(file_pattern: str, feature_spec: Mapping[str, Any], batch_siz
     ds = tf.data.TFRecordDataset(files, compression_type="GZIP")
     if shuffle:
         ds = ds.shuffle(10 * batch_size, seed=seed)
-    return ds.batch(batch_size).map(lambda s: tf.io.parse_example(s, feature_spec),
-                                    num_parallel_calls=tf.data.AUTOTUNE)
+    def parse(s: tf.Tensor) -> dict:
+        parsed = tf.io.parse_example(s, feature_spec)
+        # Multivalent lists: [B, longest in the batch] padded with "" / -1 (what serving takes).
+        return {k: v.to_tensor(tf.constant("" if v.dtype == tf.string else -1, v.dtype))
+                if isinstance(v, tf.RaggedTensor) else v for k, v in parsed.items()}
+    return ds.batch(batch_size).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
 
 
 # --- trajectories: encode ---------------------------------------------------------------------
@@ -296,8 +313,9 @@ def read_logged_bandit(examples_uri: str, split: str = "eval", max_records: int 
     per_arm_names: list[str] = []
     if schema.per_arm:  # per_arm/<name> [K] and num_actions travel with the raw features
         from rlops.features.per_arm import per_arm_key
-        k = len(getattr(present[per_arm_key(schema.per_arm[0].name)],
-                        present[per_arm_key(schema.per_arm[0].name)].WhichOneof("kind")).value)
+        f0 = schema.per_arm[0]
+        feat = present[per_arm_key(f0.name)]
+        k = len(getattr(feat, feat.WhichOneof("kind")).value) // (f0.dim if f0.multivalent else 1)
         arm_spec = per_arm_parse_spec(schema, k)
         spec.update(arm_spec)
         per_arm_names = list(arm_spec)
@@ -306,9 +324,14 @@ def read_logged_bandit(examples_uri: str, split: str = "eval", max_records: int 
     if max_records:
         dataset = dataset.unbatch().take(max_records).batch(batch)
     parts: dict[str, list] = {k: [] for k in spec}
+    widths = {f.name: f.dim for f in schema.features if f.multivalent}
     for b in dataset:
         for k in parts:
-            parts[k].append(b[k].numpy())
+            v = b[k].numpy()
+            if k in widths:  # pad every batch to the feature's dim: [N, dim]
+                v = np.concatenate([v, np.full((len(v), widths[k] - v.shape[1]), b"" if v.dtype == object else -1,
+                                               v.dtype)], 1) if v.shape[1] < widths[k] else v[:, :widths[k]]
+            parts[k].append(v)
     cols = {k: np.concatenate(v) for k, v in parts.items()}
     if schema.is_legacy:
         return cols

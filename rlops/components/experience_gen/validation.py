@@ -68,6 +68,14 @@ def present_key(name: str) -> str:
     return name + ":present"
 
 
+TRUNCATED_SUFFIX = ":truncated"
+
+
+def truncated_key(name: str) -> str:
+    """Where a multivalent feature's "had more values than its dim" mask travels (counted, not written)."""
+    return name + TRUNCATED_SUFFIX
+
+
 def validate(raw: Mapping[str, RawColumn], num_rows: int, layout: Layout, config: ExperienceGenConfig,
              text: bool) -> Validated:
     """Typed extraction of every layout field from `raw` (num_rows rows), then the semantic
@@ -90,6 +98,8 @@ def validate(raw: Mapping[str, RawColumn], num_rows: int, layout: Layout, config
         else:
             present[field.name] = ~ex.missing
         values[field.name] = ex.values
+        if field.multivalent and ex.counts is not None:
+            present[truncated_key(field.name)] = ex.counts > int(field.width)
     if layout.kind == BANDIT:
         _check_bandit(values, layout, config, rej)
     else:
@@ -98,7 +108,7 @@ def validate(raw: Mapping[str, RawColumn], num_rows: int, layout: Layout, config
     pick = (lambda v: v) if len(rows) == num_rows else (lambda v: v[rows])  # all good: no copies
     out = {name: pick(v) for name, v in values.items() if not name.startswith("_")}
     for name, mask in present.items():  # optional values: keep "absent" visible to assembly
-        out[present_key(name)] = pick(mask)
+        out[name if name.endswith(TRUNCATED_SUFFIX) else present_key(name)] = pick(mask)
     for name in (records.REWARD, records.PROPENSITY, records.WEIGHT, records.DISCOUNT, records.LOG_PROBABILITY,
                  records.VALUE_PREDICTION):
         if name in out:

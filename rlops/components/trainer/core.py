@@ -206,7 +206,7 @@ def _per_arm_preprocessor(schema: FeatureSchema, first: tf.train.Example, config
     f = schema.per_arm[0]
     feat = first.features.feature[per_arm_key(f.name)]
     kind = feat.WhichOneof("kind")
-    k = len(getattr(feat, kind).value)
+    k = len(getattr(feat, kind).value) // (f.dim if f.multivalent else 1)  # a category list: K * dim values
     if config.num_actions != k:
         raise ValueError(f"trainer.num_actions: {config.num_actions}, but the per-arm records have {k} candidate "
                          f"arms (K) each; set num_actions to {k}")

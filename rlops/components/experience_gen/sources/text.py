@@ -222,6 +222,8 @@ def _column_types(layout: Layout) -> dict[str, pa.DataType]:
             t = _PARSE_TYPES[f.dtype]
             if f.dtype == FLOAT and f.width is not None:
                 t = pa.float32()  # contexts/observations end up float32: parse straight into it
+            if f.multivalent:  # CSV: "a|b" cells, split in convert.py; JSON: arrays, inferred
+                t = pa.string()
             if json_paths.parse(c):  # not in the file: read its base column, untyped (JSON strings)
                 types.setdefault(json_paths.base_column(c), None)
             else:
@@ -352,7 +354,8 @@ def read_jsonl(rng: FileRange, source: FileSource, layout: Layout) -> Iterator[B
 
 
 def _is_list_field(layout: Layout, column: str) -> bool:
-    return any(len(f.columns) == 1 and f.columns[0] == column and (f.width or 1) > 1 for f in layout.all_fields)
+    return any(len(f.columns) == 1 and f.columns[0] == column and ((f.width or 1) > 1 or f.multivalent)
+               for f in layout.all_fields)
 
 
 def _jsonl_slow(chunk: _Chunk, path: str, wanted: list[str], lo: int,
