@@ -12,7 +12,9 @@ of each row only supplies the bootstrap value V(o_{T-1}). As in TF-Agents 0.19
 - every gradient step (each epoch; each minibatch of it when `minibatch_size` is set, an rlops
   addition) advances `train_step_counter`; `train` returns the last gradient step's LossInfo;
 - after the epochs: adaptive KL beta update, then observation and reward normalizer updates
-  (over every row of the batch).
+  (over every row of the batch);
+- `compute_value_and_advantage_in_train=False`: the collect policy stores `value_prediction`,
+  `preprocess_sequence` adds `return` and `advantage` (`training_data_spec`), train reads them.
 Documented choices that differ: episodes that end by truncation (discount 1 at a LAST step)
 bootstrap V of their final observation (TF-Agents zeroes it); GAE bootstraps the final transition
 from V(o_{T-1}) (TF-Agents uses V(o_{T-2}), an off-by-one); under several replicas advantage
@@ -38,6 +40,7 @@ from rlops.agents.networks import ActorNetwork, ValueNetwork
 from rlops.agents.normalizers import StreamingNormalizer
 from rlops.agents.policies import ActorPolicy, GreedyPolicy
 from rlops.agents.ppo import value_ops
+from rlops.agents.ppo.ppo_policy import PPOCollectPolicy
 from rlops.agents.trajectories import LossInfo, StepType, TimeStep, Trajectory, trajectory_spec
 
 _NUM_LOSSES = 7  # total, pg, value, l2, entropy, kl, clip_fraction
@@ -99,11 +102,6 @@ class PPOAgent(tf.Module):
             raise ValueError(f"PPOAgent supports one action tensor, got action_spec={action_spec}")
         if num_epochs < 1:
             raise ValueError(f"num_epochs must be >= 1, got {num_epochs}")
-        if not compute_value_and_advantage_in_train:
-            raise NotImplementedError(
-                "compute_value_and_advantage_in_train=False needs value predictions stored by the collect "
-                "policy; rlops' ActorPolicy does not run the value network while acting, so values and "
-                "advantages are always computed in train (TF-Agents' default).")
         if minibatch_size is not None and minibatch_size < 1:
             raise ValueError(f"minibatch_size must be >= 1 or None, got {minibatch_size}")
         self.time_step_spec = self._no_dependency(time_step_spec)
@@ -161,9 +159,14 @@ class PPOAgent(tf.Module):
                                                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA))
 
         # TF-Agents' PPO policies do not clip actions (environments clip what they receive).
-        self.collect_policy = ActorPolicy(time_step_spec, action_spec, self.actor_net,
-                                          observation_normalizer=self.observation_normalizer,
-                                          clip_actions=False, name="collect_policy")
+        if compute_value_and_advantage_in_train:
+            self.collect_policy = ActorPolicy(time_step_spec, action_spec, self.actor_net,
+                                              observation_normalizer=self.observation_normalizer,
+                                              clip_actions=False, name="collect_policy")
+        else:  # values are stored while acting, returns/advantages added by preprocess_sequence
+            self.collect_policy = PPOCollectPolicy(time_step_spec, action_spec, self.actor_net, self.value_net,
+                                                   observation_normalizer=self.observation_normalizer,
+                                                   clip_actions=False, name="collect_policy")
         self.greedy_eval = greedy_eval
         self.policy = (GreedyPolicy(self.collect_policy, name="greedy_policy") if greedy_eval
                        else ActorPolicy(time_step_spec, action_spec, self.actor_net,
@@ -171,7 +174,12 @@ class PPOAgent(tf.Module):
                                         clip_actions=False, name="policy"))
         self.collect_data_spec = self._no_dependency(
             trajectory_spec(time_step_spec, action_spec, self.collect_policy.info_spec))
-        self.training_data_spec = None
+        # TF-Agents: training data carries return and advantage iff preprocess_sequence adds them.
+        self.training_data_spec = None if compute_value_and_advantage_in_train else self._no_dependency(
+            self.collect_data_spec._replace(policy_info={
+                **self.collect_data_spec.policy_info,
+                "return": tf.TensorSpec((), tf.float32, "return"),
+                "advantage": tf.TensorSpec((), tf.float32, "advantage")}))
         self.train_sequence_length = None  # any T >= 2
         # Deterministic order: actor first, then value network, each in creation order.
         self._trainable = list(self.actor_net.trainable_variables) + list(self.value_net.trainable_variables)
@@ -180,6 +188,11 @@ class PPOAgent(tf.Module):
         self._core_fn = tf.function(self._core, autograph=False, jit_compile=jit_compile)
         self._train_fn = tf.function(self._train_single, autograph=False)
         self._distributed_train_fn = tf.function(self._train_distributed, autograph=False)
+        self._preprocess_fn = tf.function(self._preprocess, autograph=False)
+
+    @property
+    def _train_data_spec(self) -> Trajectory:
+        return self.training_data_spec or self.collect_data_spec
 
     @property
     def trainable_weights(self) -> list[tf.Variable]:
@@ -207,7 +220,7 @@ class PPOAgent(tf.Module):
                     "agent.train(experience) under strategy.scope() outside strategy.run (rlops' Learner "
                     "does this for agents with train_in_cross_replica_context).")
             return self._train_multi_replica(strategy, experience, weights)
-        specs.check_nest_matches_spec(experience, self.collect_data_spec, "experience", num_outer_dims=2)
+        specs.check_nest_matches_spec(experience, self._train_data_spec, "experience", num_outer_dims=2)
         return self._train_fn(experience, self._weights(experience, weights))
 
     def _weights(self, experience: Trajectory, weights: Any) -> tf.Tensor:
@@ -237,6 +250,31 @@ class PPOAgent(tf.Module):
         else:
             advantages = returns - values[:, :-1]
         return advantages, returns
+
+    def _padded_advantages_and_returns(self, experience: Trajectory, values: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """[B, T] advantages and returns with the bootstrap row's entries 0 (TF-Agents' padding)."""
+        rewards = tf.cast(experience.reward, tf.float32)
+        if self.reward_normalizer is not None:
+            rewards = self.reward_normalizer.normalize(rewards)
+        advantages, returns = self.compute_advantages_and_returns(experience, values, rewards)
+        pad = tf.zeros_like(values[:, :1])
+        return tf.concat([advantages, pad], 1), tf.concat([returns, pad], 1)
+
+    def preprocess_sequence(self, experience: Trajectory) -> Trajectory:
+        """TF-Agents' agent.preprocess_sequence: identity unless compute_value_and_advantage_in_train
+        is False; then returns `experience` with `return` and `advantage` ([B, T], 0 in the bootstrap
+        row) added to its policy_info, computed from the stored `value_prediction` and the reward
+        normalizer's current statistics. The result matches `training_data_spec`."""
+        if self.compute_value_and_advantage_in_train:
+            return experience
+        specs.check_nest_matches_spec(experience, self.collect_data_spec, "experience", num_outer_dims=2)
+        return self._preprocess_fn(experience)
+
+    def _preprocess(self, experience: Trajectory) -> Trajectory:
+        info = experience.policy_info
+        advantages, returns = self._padded_advantages_and_returns(
+            experience, tf.cast(info["value_prediction"], tf.float32))
+        return experience._replace(policy_info={**info, "return": returns, "advantage": advantages})
 
     def aggregate(self, per_row: tf.Tensor, weights: tf.Tensor, rows: tf.Tensor | None = None) -> tf.Tensor:
         """TF-Agents' aggregate_losses: sum(loss * w) / rows / replicas (or a plain local mean).
@@ -334,13 +372,13 @@ class PPOAgent(tf.Module):
         obs = experience.observation
         batch_size, horizon = tf.shape(experience.reward)[0], tf.shape(experience.reward)[1]
         norm_obs = self._normalized_obs(tf.reshape(obs, tf.concat([[-1], tf.shape(obs)[2:]], 0)))
-        values = tf.reshape(self.value_net(norm_obs), [batch_size, horizon])
-        rewards = tf.cast(experience.reward, tf.float32)
-        if self.reward_normalizer is not None:
-            rewards = self.reward_normalizer.normalize(rewards)
-        advantages, returns = self.compute_advantages_and_returns(experience, values, rewards)
-        pad = tf.zeros([batch_size, 1])
-        advantages, returns = tf.concat([advantages, pad], 1), tf.concat([returns, pad], 1)
+        if self.compute_value_and_advantage_in_train:
+            values = tf.reshape(self.value_net(norm_obs), [batch_size, horizon])
+            advantages, returns = self._padded_advantages_and_returns(experience, values)
+        else:  # stored by the collect policy and preprocess_sequence (TF-Agents)
+            info = experience.policy_info
+            values = tf.cast(info["value_prediction"], tf.float32)
+            advantages, returns = tf.cast(info["advantage"], tf.float32), tf.cast(info["return"], tf.float32)
         # TF-Agents' make_trajectory_mask: not a boundary, and a return/advantage exists.
         valid = tf.logical_and(tf.not_equal(experience.step_type, StepType.LAST),
                                tf.logical_not(tf.logical_and(tf.equal(returns, 0.0), tf.equal(advantages, 0.0))))
@@ -485,7 +523,7 @@ class PPOAgent(tf.Module):
     # ---- several replicas: a host-side loop of strategy.run steps ---------------------------------
     def _train_multi_replica(self, strategy: tf.distribute.Strategy, experience: Any, weights: Any) -> LossInfo:
         if not isinstance(experience, tf.distribute.DistributedValues) and not _is_distributed_nest(experience):
-            specs.check_nest_matches_spec(experience, self.collect_data_spec, "experience", num_outer_dims=2)
+            specs.check_nest_matches_spec(experience, self._train_data_spec, "experience", num_outer_dims=2)
             weights = self._weights(experience, weights)
             experience, weights = _split_over_replicas(strategy, (experience, weights))
         elif weights is None:
