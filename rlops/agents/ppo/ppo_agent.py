@@ -367,8 +367,9 @@ class PPOAgent(tf.Module):
         return self.observation_normalizer.normalize(obs) if self.observation_normalizer is not None \
             else tf.cast(obs, tf.float32)
 
-    def _prepare(self, experience: Trajectory, weights: tf.Tensor) -> dict:
-        """Values, returns, advantages and masks of a [B, T] batch, flattened to B*T rows."""
+    def _prepare(self, experience: Trajectory, weights: tf.Tensor, debug: dict | None = None) -> dict:
+        """Values, returns, advantages and masks of a [B, T] batch, flattened to B*T rows.
+        `debug`: filled with per-row tensors for debug summaries (kept out of the minibatches)."""
         obs = experience.observation
         batch_size, horizon = tf.shape(experience.reward)[0], tf.shape(experience.reward)[1]
         norm_obs = self._normalized_obs(tf.reshape(obs, tf.concat([[-1], tf.shape(obs)[2:]], 0)))
@@ -392,6 +393,12 @@ class PPOAgent(tf.Module):
             "old_values": flat(values),
             "weights": flat(tf.cast(valid, tf.float32) * weights),
         }
+        if debug is not None:
+            rewards = tf.cast(experience.reward, tf.float32)
+            debug.update(advantages=data["advantages"], rewards=flat(rewards), returns=data["returns"],
+                         observations=flat(tf.cast(obs, tf.float32)), actions=data["action"])
+            if self.reward_normalizer is not None:
+                debug["rewards_normalized"] = flat(self.reward_normalizer.normalize(rewards))
         if self.normalize_advantages:
             # Moments over every entry (bootstrap and boundary rows included), as TF-Agents; summed
             # over replicas so that R replicas normalize like one replica on the global batch.
@@ -457,8 +464,9 @@ class PPOAgent(tf.Module):
         mb["in_range"] = in_range
         return mb
 
-    def _gradient_step(self, mb: dict) -> tf.Tensor:
-        """One optimizer step on a minibatch; returns [total, pg, value, l2, entropy, kl, clip_fraction]."""
+    def _gradient_step(self, mb: dict, return_grads: bool = False) -> tf.Tensor | tuple[tf.Tensor, list]:
+        """One optimizer step on a minibatch; returns [total, pg, value, l2, entropy, kl, clip_fraction]
+        (and the applied gradients when `return_grads`)."""
         with tf.GradientTape() as tape:
             params = self.actor_net.distribution_params(mb["obs"])
             dist = self.actor_net.distribution(params)
@@ -483,7 +491,8 @@ class PPOAgent(tf.Module):
             grads, _ = tf.clip_by_global_norm(grads, self.gradient_clipping)
         self.optimizer.apply_gradients(zip(grads, self._trainable))
         self.train_step_counter.assign_add(1)
-        return tf.stack([total, pg, vf, l2, ent, kl, clip_fraction])
+        losses = tf.stack([total, pg, vf, l2, ent, kl, clip_fraction])
+        return (losses, grads) if return_grads else losses
 
     def _finish(self, experience: Trajectory, data: dict) -> tf.Tensor:
         """After the epochs: adaptive beta from the KL of the updated policy, then normalizers."""
@@ -501,23 +510,54 @@ class PPOAgent(tf.Module):
         return mean_kl
 
     # ---- one replica: everything in one XLA-compiled function -----------------------------------
-    def _core(self, experience: Trajectory, weights: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, dict]:
+    def _core(self, experience: Trajectory, weights: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, dict, list]:
+        """The whole update, XLA-compiled, free of summary ops: it returns what the summaries need
+        (debug tensors over the batch, the last step's gradients) only when they are asked for, so
+        the default path carries nothing extra through the loop."""
         base_step = tf.identity(self.train_step_counter)
-        data = self._prepare(experience, weights)
+        debug = {} if self.debug_summaries else None
+        data = self._prepare(experience, weights, debug)
         orders = self._orders(data, base_step)
+        with_grads = self.summarize_grads_and_vars
 
-        def body(step, _):
-            return step + 1, self._gradient_step(self._minibatch(data, orders, step))
+        def body(step, _, grads):
+            out = self._gradient_step(self._minibatch(data, orders, step), return_grads=with_grads)
+            return (step + 1, *out) if with_grads else (step + 1, out, grads)
 
-        _, last = tf.while_loop(lambda step, _: step < self._num_steps(data), body,
-                                (tf.constant(0), tf.zeros([_NUM_LOSSES])))
+        grads = [tf.zeros_like(v) for v in self._trainable] if with_grads else []
+        _, last, grads = tf.while_loop(lambda step, *_: step < self._num_steps(data), body,
+                                       (tf.constant(0), tf.zeros([_NUM_LOSSES]), grads))
+        if debug is not None:
+            debug.update(self._debug_tensors(data))
         mean_kl = self._finish(experience, data)
-        return last, mean_kl, {"advantages": data["advantages"], "returns": data["returns"]}
+        return last, mean_kl, debug or {}, grads
+
+    def _debug_tensors(self, data: dict) -> dict:
+        """Per-row quantities of TF-Agents' debug summaries, on the whole batch with the updated
+        networks (TF-Agents writes them at the first and last epoch; here once per train call)."""
+        dist = self.actor_net.distribution(self.actor_net.distribution_params(data["obs"]))
+        log_prob = self._log_prob(dist, data["action"])
+        ratio = tf.exp(log_prob - data["old_log_prob"])
+        value_preds = self.value_net(data["obs"])
+        old_dist = self.actor_net.distribution(data["old_params"])
+        out = {"action_log_prob": log_prob, "action_log_prob_sample": data["old_log_prob"],
+               "importance_ratio": ratio, "per_timestep_objective": ratio * data["advantages"],
+               "advantages_normalized": data["advantages"], "policy_entropy": tf.cast(dist.entropy(), tf.float32),
+               "value_preds": value_preds,
+               "value_estimation_error": tf.math.squared_difference(data["returns"], value_preds),
+               "kl_divergence": tf.cast(old_dist.kl_divergence(dist), tf.float32), "weights": data["weights"]}
+        if self.importance_ratio_clipping > 0:
+            eps = self.importance_ratio_clipping
+            out["importance_ratio_clipped"] = tf.clip_by_value(ratio, 1.0 - eps, 1.0 + eps)
+        if not specs.is_discrete(self.action_spec):
+            out["actions_distribution_mean"] = tf.cast(dist.mean(), tf.float32)
+            out["actions_distribution_stddev"] = tf.cast(dist.stddev(), tf.float32)
+        return out
 
     def _train_single(self, experience: Trajectory, weights: tf.Tensor) -> LossInfo:
-        last, mean_kl, debug = self._core_fn(experience, weights)
+        last, mean_kl, debug, grads = self._core_fn(experience, weights)
         loss_info = self._loss_info(last)
-        self._write_summaries(loss_info, mean_kl, debug)
+        self._write_summaries(loss_info, mean_kl, debug, grads)
         return loss_info
 
     # ---- several replicas: a host-side loop of strategy.run steps ---------------------------------
@@ -548,7 +588,7 @@ class PPOAgent(tf.Module):
         loss_info = strategy.run(self._loss_info, args=(last,))
         reduced = tf.nest.map_structure(lambda x: strategy.reduce(tf.distribute.ReduceOp.SUM, x, axis=None),
                                         loss_info)
-        self._write_summaries(reduced, strategy.experimental_local_results(mean_kl)[0], None)
+        self._write_summaries(reduced, strategy.experimental_local_results(mean_kl)[0], {}, [])
         return loss_info
 
     # ---- outputs --------------------------------------------------------------------------------
@@ -558,7 +598,14 @@ class PPOAgent(tf.Module):
             policy_gradient_loss=last[1], value_estimation_loss=last[2], l2_regularization_loss=last[3],
             entropy_regularization_loss=last[4], kl_penalty_loss=last[5], clip_fraction=last[6]))
 
-    def _write_summaries(self, loss_info: LossInfo, kl: tf.Tensor, debug: dict | None) -> None:
+    def _write_summaries(self, loss_info: LossInfo, kl: tf.Tensor, debug: dict, grads: list) -> None:
+        """Once per train call, outside the compiled update (TensorBoard ops are host ops).
+
+        Loss scalars always; with `debug_summaries` TF-Agents' debug histograms and means over the
+        rows that count (weight > 0), tags TF-Agents' names under Debug/ (single replica); with
+        `summarize_grads_and_vars` a histogram per variable and, single replica, the last gradient
+        step's applied gradients and their norms (TF-Agents: every first and last epoch, inside the
+        update). Variables are named by their path in the agent, so tags are unique."""
         step = self.train_step_counter
         extra = loss_info.extra
         with tf.name_scope("Losses/"):
@@ -575,14 +622,39 @@ class PPOAgent(tf.Module):
         if lr is not None:
             lr = lr(self.optimizer.iterations) if callable(lr) else lr
             tf.summary.scalar("Metrics/learning_rate", tf.cast(lr, tf.float32), step=step)
-        # Histograms once per train call (not per minibatch), outside the compiled update.
-        if self.debug_summaries and debug is not None:
-            tf.summary.histogram("advantages_normalized", debug["advantages"], step=step)
-            tf.summary.histogram("returns", debug["returns"], step=step)
+        if self.debug_summaries and debug:
+            self._write_debug_summaries(debug, step)
         if self.summarize_grads_and_vars:
+            names = self._variable_paths()
             with tf.name_scope("Variables/"):
-                for var in self._trainable:
-                    tf.summary.histogram(var.name.replace(":", "_"), var, step=step)
+                for name, var in zip(names, self._trainable):
+                    tf.summary.histogram(name, var, step=step)
+            with tf.name_scope("Gradients/"):
+                for name, grad in zip(names, grads):
+                    tf.summary.histogram(name + "_gradient", grad, step=step)
+                    tf.summary.scalar(name + "_gradient_norm", tf.norm(grad), step=step)
+
+    def _write_debug_summaries(self, debug: dict, step: tf.Variable) -> None:
+        valid = debug["weights"] > 0  # boundary, bootstrap and weight-0 rows are not data
+        rows = {k: tf.boolean_mask(v, valid) for k, v in debug.items() if k != "weights"}
+        with tf.name_scope("Debug/"):
+            for name, value in rows.items():
+                tf.summary.histogram(name, value, step=step)
+            for name, key in (("rewards_mean", "rewards"), ("rewards_normalized_mean", "rewards_normalized"),
+                              ("value_pred_avg", "value_preds"), ("value_actual_avg", "returns"),
+                              ("importance_ratio_mean", "importance_ratio"),
+                              ("policy_entropy_mean", "policy_entropy"), ("mean_kl_divergence", "kl_divergence")):
+                if key in rows:
+                    tf.summary.scalar(name, tf.reduce_mean(rows[key]), step=step)
+
+    def _variable_paths(self) -> list[str]:
+        """'actor_net/mlp/layers/0/kernel'-style names of the trainable variables, in order."""
+        paths = {}
+        for attr in ("actor_net", "value_net"):
+            module = getattr(self, attr)
+            for path, var in module._flatten(predicate=lambda v: isinstance(v, tf.Variable), with_path=True):
+                paths.setdefault(id(var), "/".join([attr, *map(str, path)]))
+        return [paths.get(id(v), v.name.replace(":", "_")) for v in self._trainable]
 
 
 def _valid_params(params: dict) -> dict:
