@@ -115,3 +115,23 @@ def test_default_agent_writes_no_histograms_and_compiled_update_has_no_summary_o
             tf.nest.map_structure(tf.convert_to_tensor, exp), tf.ones_like(exp.reward)).graph.as_graph_def()
         ops = [n.op for n in graph.node] + [n.op for f in graph.library.function for n in f.node_def]
         assert not [op for op in ops if "Summary" in op], sorted(set(ops))
+
+
+def test_through_the_learner_summaries_follow_the_interval(tmp_path):
+    """Through the Learner, PPO's own summaries are written (the Learner's trace-only variable
+    init used to cache a writer-less trace of agent.train: none were), and a train call that
+    advances the step 12 times records when it crossed a multiple of summary_interval."""
+    from rlops.train.learner import Learner
+
+    agent = make_agent(DISCRETE, importance_ratio_clipping=0.2, num_epochs=3, minibatch_size=7,
+                       debug_summaries=True)
+    exp = make_experience(agent)
+    learner = Learner(str(tmp_path), agent.train_step_counter, agent, summary_interval=30,
+                      checkpoint_interval=-1)
+    for _ in range(5):
+        learner.run_on_batch(exp)
+    learner.summary_writer.flush()
+    events = read_events(str(tmp_path / "train"))
+    for tag in ("Losses/policy_gradient_loss", "Debug/returns", "Learner/loss"):
+        # Steps after each call: 12, 24, 36, 48, 60; multiples of 30 crossed by the 3rd and 5th.
+        assert [step for step, _, _ in events[tag]] == [36, 60], tag
