@@ -437,14 +437,19 @@ class PPOAgent(tf.Module):
         return self.num_epochs * ((num_rows + mb_size - 1) // mb_size)
 
     def _orders(self, data: dict, base_step: tf.Tensor) -> tf.Tensor:
-        """One row permutation per epoch, [num_epochs, rows], drawn once per train call from a
-        stateless seed (train step, seed): any replica or re-run reproduces it. argsort of
-        uniforms is a permutation XLA and TPUs compile, unlike shuffle ops."""
+        """One row permutation per epoch, [num_epochs, rows], a function of (train step, seed) only:
+        any replica or re-run reproduces it, compiled or not. argsort of integer hashes (murmur3's
+        finalizer): TF's stateless RNG draws other numbers under XLA than without it (measured:
+        other permutations for the same seed, philox included), so the XLA-compiled update and
+        the same update without XLA (several replicas, jit_compile=False) would disagree."""
         if self.minibatch_size is None:
             return tf.zeros([0, 0], tf.int32)
-        seed = tf.stack([tf.cast(base_step, tf.int64), tf.cast(self.seed, tf.int64)])
-        num_rows = tf.shape(data["weights"])[0]
-        return tf.argsort(tf.random.stateless_uniform(tf.stack([self.num_epochs, num_rows]), seed), axis=-1)
+        u32 = lambda x: tf.cast(x, tf.uint32)  # noqa: E731
+        key = _fmix32(u32(self.seed) * u32(0x9E3779B9) + u32(base_step))
+        epochs = u32(tf.range(self.num_epochs))[:, None]
+        rows = u32(tf.range(tf.shape(data["weights"])[0]))[None, :]
+        hashes = _fmix32(_fmix32(tf.bitwise.bitwise_xor(key, epochs * u32(0x27D4EB2F))) + rows)
+        return tf.argsort(tf.cast(hashes, tf.int64), axis=-1, stable=True)
 
     def _minibatch(self, data: dict, orders: tf.Tensor, step: tf.Tensor) -> dict:
         """Rows of gradient step `step` (0-based within this train call), always `minibatch_size`
@@ -655,6 +660,13 @@ class PPOAgent(tf.Module):
             for path, var in module._flatten(predicate=lambda v: isinstance(v, tf.Variable), with_path=True):
                 paths.setdefault(id(var), "/".join([attr, *map(str, path)]))
         return [paths.get(id(v), v.name.replace(":", "_")) for v in self._trainable]
+
+
+def _fmix32(h: tf.Tensor) -> tf.Tensor:
+    """murmur3's 32-bit finalizer: a bijective integer hash with good avalanche (uint32 wraps)."""
+    h = tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, 16)) * tf.constant(0x85EBCA6B, tf.uint32)
+    h = tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, 13)) * tf.constant(0xC2B2AE35, tf.uint32)
+    return tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, 16))
 
 
 def _valid_params(params: dict) -> dict:
