@@ -380,3 +380,23 @@ def test_values_computed_outside_train_match_values_computed_in_train(action_spe
     prepared = outside._prepare(shifted, tf.ones_like(shifted.reward))
     np.testing.assert_allclose(prepared["old_values"], values.reshape(-1), rtol=1e-6)
     assert np.abs(shifted.policy_info["return"] - processed.policy_info["return"]).max() > 0.1
+
+
+def test_values_outside_train_through_gym_collection_and_train_ppo():
+    """End to end: the vectorized driver's numpy sampler stores value predictions, train_ppo runs
+    preprocess_sequence before each update."""
+    from rlops.envs.gym_env import GymVectorEnv
+    from rlops.train.on_policy import PPOConfig, train_ppo
+
+    config = PPOConfig(num_envs=2, num_steps=16, total_env_steps=64, num_epochs=2, eval_episodes=0, log_every=0,
+                       anneal_lr=False)
+    env = GymVectorEnv(config.env_id, 1)
+    agent = PPOAgent(env.time_step_spec, env.action_spec, tf_keras.optimizers.Adam(1e-3),
+                     ActorNetwork(env.observation_spec, env.action_spec, (8,)), ValueNetwork(env.observation_spec, (8,)),
+                     compute_value_and_advantage_in_train=False, use_gae=True, importance_ratio_clipping=0.2,
+                     normalize_observations=True, num_epochs=2, jit_compile=False)
+    env.close()
+    result = train_ppo(config, agent=agent)
+    assert len(result.losses) == 2 and np.isfinite(result.losses).all()
+    assert agent.train_step_counter.numpy() == 2 * 2
+    np.testing.assert_allclose(agent.observation_normalizer.count.numpy(), 2 * 2 * 17, rtol=1e-9)
