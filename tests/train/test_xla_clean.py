@@ -3,7 +3,7 @@
 `tf.function(jit_compile=True)` must compile the entire function or fail, so a step that holds a
 host op (py_function, print, string or summary ops, ops XLA cannot lower) fails here as it would
 under TPUStrategy. The compiled step must also give the numbers of the uncompiled one. Float64
-is noted separately: XLA on CPU compiles it, TPUs do not.
+is noted separately: XLA on CPU compiles it; TPUs have no native float64 (unverified here).
 """
 import numpy as np
 import pytest
@@ -70,7 +70,7 @@ def test_ppo_update_compiles_with_xla_and_matches_uncompiled(action_spec):
     for x, y in zip(state(compiled), state(plain)):
         np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-4, atol=1e-5, err_msg=x.name)
     # The normalizer statistics are float64 (precision over long runs): XLA on CPU/GPU compiles
-    # them, TPUs have no float64. Pinned here so a change is deliberate (see the report).
+    # them; TPUs have no native float64. Pinned so that a change of dtype is deliberate.
     dtypes = graph_dtypes(compiled._core_fn.get_concrete_function(exp, tf.ones_like(exp.reward)))
     assert tf.float64.as_datatype_enum in dtypes
 
