@@ -203,6 +203,13 @@ class Learner:
         else:
             self.summary_writer = tf.summary.create_noop_writer()
 
+        # The train step when the current train step began: agents that advance the step many
+        # times per train call (PPO: once per gradient step) record summaries when the call
+        # crossed a multiple of summary_interval, not only when it ended exactly on one.
+        with self.strategy.scope():
+            self._summary_start_step = tf.Variable(train_step.read_value(), trainable=False,
+                                                   name="summary_start_step",
+                                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         if callable(getattr(agent, "initialize", None)):
             with self.strategy.scope():
                 agent.initialize()
@@ -337,6 +344,8 @@ class Learner:
 
     def _single_train_step(self, sample: Any) -> Any:
         experience, sample_info = _split_sample(sample, self.direct_sampling)
+        if self.summary_interval:
+            self._summary_start_step.assign(self.train_step)
         if getattr(self._agent, "train_in_cross_replica_context", False) and self.strategy.num_replicas_in_sync > 1:
             loss_info = self._cross_replica_step(experience, sample_info)
         else:
@@ -426,9 +435,12 @@ class Learner:
         tf.cond(self._record_summaries(), write, lambda: tf.constant(False))
 
     def _record_summaries(self) -> tf.Tensor:
+        """At steps divisible by summary_interval, and after a train call that crossed one."""
         if not self.summary_interval:
             return tf.constant(False)
-        return tf.equal(self.train_step % self.summary_interval, 0)
+        step, interval = self.train_step, self.summary_interval
+        crossed = tf.greater(step // interval, self._summary_start_step // interval)
+        return tf.logical_or(tf.equal(step % interval, 0), crossed)
 
     # ---- helpers -----------------------------------------------------------------------------
     def _maybe_write_steps_per_sec(self, start_step: int, step: int) -> None:
@@ -459,7 +471,9 @@ class Learner:
                 return self.strategy.run(self._agent.train, kwargs=sample)
             return self.strategy.run(self._agent.train, args=(sample,))
 
-        with self.strategy.scope():
+        # Under the summary writer and record_if of `run`: agents that wrap train in their own
+        # tf.function (PPO) reuse this trace later, and one traced without a writer never writes.
+        with self.strategy.scope(), self.summary_writer.as_default(), tf.summary.record_if(self._record_summaries):
             _trace.get_concrete_function(self._batched_data_spec())
 
     def _check_distributed_variables(self) -> None:

@@ -148,7 +148,7 @@ def train_ppo(config: PPOConfig, agent: PPOAgent | None = None,
     for it in range(first_iteration, config.iterations):
         experience = driver.run()
         train_start = time.perf_counter()
-        loss = train(experience)
+        loss = train(agent.preprocess_sequence(experience))  # identity unless values are stored at collection
         losses.append(float(loss.loss))
         if it == first_iteration:  # tracing + XLA compilation happen here, once
             first_train_s = time.perf_counter() - train_start

@@ -330,8 +330,6 @@ def test_argument_parity_options():
     ts_spec = time_step_spec(OBS)
     stochastic = PPOAgent(ts_spec, DISCRETE, tf_keras.optimizers.Adam(1e-3), greedy_eval=False)
     assert type(stochastic.policy).__name__ == "ActorPolicy"
-    with pytest.raises(NotImplementedError, match="values and advantages are always computed in train"):
-        PPOAgent(ts_spec, DISCRETE, tf_keras.optimizers.Adam(1e-3), compute_value_and_advantage_in_train=False)
     # aggregate_losses_across_replicas=False: a plain mean of loss * weight (same with one replica).
     agent = make_agent(aggregate_losses_across_replicas=False, importance_ratio_clipping=0.2)
     w = np.array([1.0, 0.0, 2.0, 1.0], np.float32)
@@ -343,3 +341,62 @@ def test_argument_parity_options():
     from rlops.agents.trajectories import TimeStep
     ts = TimeStep(np.ones(256, np.int32), np.zeros(256, np.float32), np.ones(256, np.float32), obs)
     assert np.abs(cont.collect_policy.action(ts).action.numpy()).max() > 1.0
+
+
+@pytest.mark.parametrize("action_spec", [DISCRETE, CONTINUOUS], ids=["discrete", "continuous"])
+def test_values_computed_outside_train_match_values_computed_in_train(action_spec):
+    """compute_value_and_advantage_in_train=False (TF-Agents): the collect policy stores V(o) and
+    preprocess_sequence adds returns/advantages. With values stored by the same network, train
+    gives the update of the default mode; with other stored values it uses those."""
+    kwargs = dict(importance_ratio_clipping=0.2, use_gae=True, use_td_lambda_return=True, num_epochs=2,
+                  minibatch_size=9, normalize_observations=True, normalize_rewards=True, value_clipping=0.2)
+    inside, outside = make_agent(action_spec, **kwargs), make_agent(
+        action_spec, compute_value_and_advantage_in_train=False, **kwargs)
+    for agent in (inside, outside):  # non-trivial normalizer statistics before collection
+        agent.observation_normalizer.update(np.random.default_rng(1).normal(1.0, 2.0, (5, 3)))
+        agent.reward_normalizer.update(np.random.default_rng(2).normal(0.0, 3.0, (5,)))
+    exp = make_experience(outside, boundary_at=2)
+    assert "value_prediction" in outside.collect_policy.info_spec
+    obs = outside.observation_normalizer.normalize(exp.observation.reshape(-1, 3))
+    np.testing.assert_allclose(exp.policy_info["value_prediction"].reshape(-1), outside.value_net(obs).numpy(),
+                               rtol=1e-5, atol=1e-6)
+    # The numpy sampler (fast collection) stores the same values.
+    _, info = outside.collect_policy.numpy_sampler(seed=0)(exp.observation[:, 0])
+    np.testing.assert_allclose(info["value_prediction"], exp.policy_info["value_prediction"][:, 0], rtol=1e-5,
+                               atol=1e-6)
+    with pytest.raises(ValueError, match="structure"):  # train needs preprocess_sequence's output
+        outside.train(exp)
+    processed = outside.preprocess_sequence(exp)
+    assert inside.preprocess_sequence(exp) is exp
+    info_in = inside.train(exp._replace(policy_info={k: v for k, v in exp.policy_info.items()
+                                                     if k != "value_prediction"}))
+    info_out = outside.train(processed)
+    np.testing.assert_allclose(info_out.loss.numpy(), info_in.loss.numpy(), rtol=1e-5, atol=1e-6)
+    for a, b in zip(outside.trainable_weights, inside.trainable_weights):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+    # Stored values are what train uses (value clipping's old values, returns), not the network's.
+    values = exp.policy_info["value_prediction"] + 1.0
+    shifted = outside.preprocess_sequence(exp._replace(policy_info={**exp.policy_info, "value_prediction": values}))
+    prepared = outside._prepare(shifted, tf.ones_like(shifted.reward))
+    np.testing.assert_allclose(prepared["old_values"], values.reshape(-1), rtol=1e-6)
+    assert np.abs(shifted.policy_info["return"] - processed.policy_info["return"]).max() > 0.1
+
+
+def test_values_outside_train_through_gym_collection_and_train_ppo():
+    """End to end: the vectorized driver's numpy sampler stores value predictions, train_ppo runs
+    preprocess_sequence before each update."""
+    from rlops.envs.gym_env import GymVectorEnv
+    from rlops.train.on_policy import PPOConfig, train_ppo
+
+    config = PPOConfig(num_envs=2, num_steps=16, total_env_steps=64, num_epochs=2, eval_episodes=0, log_every=0,
+                       anneal_lr=False)
+    env = GymVectorEnv(config.env_id, 1)
+    agent = PPOAgent(env.time_step_spec, env.action_spec, tf_keras.optimizers.Adam(1e-3),
+                     ActorNetwork(env.observation_spec, env.action_spec, (8,)), ValueNetwork(env.observation_spec, (8,)),
+                     compute_value_and_advantage_in_train=False, use_gae=True, importance_ratio_clipping=0.2,
+                     normalize_observations=True, num_epochs=2, jit_compile=False)
+    env.close()
+    result = train_ppo(config, agent=agent)
+    assert len(result.losses) == 2 and np.isfinite(result.losses).all()
+    assert agent.train_step_counter.numpy() == 2 * 2
+    np.testing.assert_allclose(agent.observation_normalizer.count.numpy(), 2 * 2 * 17, rtol=1e-9)

@@ -74,6 +74,14 @@ CASES = {
                                         reward_norm_clipping=3.0, warmup=True, weights=True),
     "discrete_normalizers_fresh": dict(discrete=True, layout="bootstrap", use_gae=False,
                                        normalize_observations=True, normalize_rewards=True),
+    # Values stored by the collect policy (perturbed here so that they differ from the value
+    # network's), returns and advantages added by agent.preprocess_sequence, train reads them.
+    "discrete_values_outside_train_gae_td_value_clip": dict(
+        discrete=True, layout="terminal", use_gae=True, use_td_lambda_return=True, value_clipping=0.1,
+        compute_value_and_advantage_in_train=False),
+    "continuous_values_outside_train_mc_normalizers": dict(
+        discrete=False, layout="bootstrap", use_gae=False, normalize_observations=True, normalize_rewards=True,
+        reward_norm_clipping=3.0, warmup=True, compute_value_and_advantage_in_train=False),
 }
 
 
@@ -125,15 +133,23 @@ def experience(rng, case, collect_policy, act_spec):
         params = {"loc": (loc + rng.normal(0, 0.2, loc.shape)).astype(np.float32),
                   "scale": (scale * np.exp(rng.normal(0, 0.1, scale.shape))).astype(np.float32)}
         action = (params["loc"] + params["scale"] * rng.normal(0, 1, loc.shape)).astype(np.float32)
-    return dict(step_type=step_type, next_step_type=next_step_type, discount=discount, reward=reward,
+    extra = {}
+    if case.get("compute_value_and_advantage_in_train") is False:
+        values, _ = collect_policy.apply_value_network(tf.constant(obs), tf.constant(step_type), value_state=(),
+                                                       training=False)
+        extra["value_prediction"] = (values.numpy() + rng.normal(0, 0.3, values.shape)).astype(np.float32)
+    return dict(**extra,step_type=step_type, next_step_type=next_step_type, discount=discount, reward=reward,
                 observation=obs, action=action, **{f"dist_params/{k}": v for k, v in params.items()})
 
 
 def to_trajectory(data):
     params = {k.split("/", 1)[1]: tf.constant(v) for k, v in data.items() if k.startswith("dist_params/")}
+    info = {"dist_params": params}
+    if "value_prediction" in data:
+        info["value_prediction"] = tf.constant(data["value_prediction"])
     return trajectory.Trajectory(
         step_type=tf.constant(data["step_type"]), observation=tf.constant(data["observation"]),
-        action=tf.constant(data["action"]), policy_info={"dist_params": params},
+        action=tf.constant(data["action"]), policy_info=info,
         next_step_type=tf.constant(data["next_step_type"]), reward=tf.constant(data["reward"]),
         discount=tf.constant(data["discount"]))
 
@@ -174,7 +190,11 @@ def make_case(name, case, seed):
     if case.get("weights"):
         weights = rng.uniform(0.2, 1.5, (B, T)).astype(np.float32)
         out["weights"] = weights
-    processed = agent._preprocess(traj)  # returns and advantages with the initial weights
+    if case.get("compute_value_and_advantage_in_train") is False:
+        # TF-Agents' flow: preprocess_sequence once (stored values), then train on its output.
+        traj = processed = agent.preprocess_sequence(traj)
+    else:
+        processed = agent._preprocess(traj)  # returns and advantages with the initial weights
     out["preprocess/return"] = processed.policy_info["return"].numpy()
     out["preprocess/advantage"] = processed.policy_info["advantage"].numpy()
     out["preprocess/value_prediction"] = processed.policy_info["value_prediction"].numpy()

@@ -62,9 +62,12 @@ def experience(agent, data):
     params = {k.split("/", 2)[2]: tf.constant(v) for k, v in data.items() if k.startswith("experience/dist_params/")}
     dist = agent.actor_net.distribution(params)
     action = tf.constant(data["experience/action"])
+    info = {"dist_params": params, "log_probability": dist.log_prob(action)}
+    if "experience/value_prediction" in data:  # stored by the collect policy (values outside train)
+        info["value_prediction"] = tf.constant(data["experience/value_prediction"])
     return Trajectory(
         step_type=tf.constant(data["experience/step_type"]), observation=tf.constant(data["experience/observation"]),
-        action=action, policy_info={"dist_params": params, "log_probability": dist.log_prob(action)},
+        action=action, policy_info=info,
         next_step_type=tf.constant(data["experience/next_step_type"]), reward=tf.constant(data["experience/reward"]),
         discount=tf.constant(data["experience/discount"]))
 
@@ -76,8 +79,16 @@ def test_ppo_matches_tf_agents(path):
     exp = experience(agent, data)
     weights = data.get("weights")
 
-    prepared = agent._prepare(exp, agent._weights(exp, weights))
     shape = data["preprocess/return"].shape
+    if not config["kwargs"].get("compute_value_and_advantage_in_train", True):
+        # TF-Agents' flow: preprocess_sequence adds return and advantage; train reads them.
+        exp = agent.preprocess_sequence(exp)
+        specs.check_nest_matches_spec(exp, agent.training_data_spec, "experience", num_outer_dims=2)
+        np.testing.assert_allclose(exp.policy_info["advantage"], data["preprocess/advantage"], rtol=RTOL, atol=ATOL,
+                                   err_msg="preprocessed advantages")
+        np.testing.assert_allclose(exp.policy_info["return"], data["preprocess/return"], rtol=RTOL, atol=ATOL,
+                                   err_msg="preprocessed returns")
+    prepared = agent._prepare(exp, agent._weights(exp, weights))
     np.testing.assert_allclose(tf.reshape(prepared["old_values"], shape), data["preprocess/value_prediction"],
                                rtol=RTOL, atol=ATOL, err_msg="value predictions")
     np.testing.assert_allclose(tf.reshape(prepared["returns"], shape), data["preprocess/return"],

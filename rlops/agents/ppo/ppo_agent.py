@@ -12,7 +12,9 @@ of each row only supplies the bootstrap value V(o_{T-1}). As in TF-Agents 0.19
 - every gradient step (each epoch; each minibatch of it when `minibatch_size` is set, an rlops
   addition) advances `train_step_counter`; `train` returns the last gradient step's LossInfo;
 - after the epochs: adaptive KL beta update, then observation and reward normalizer updates
-  (over every row of the batch).
+  (over every row of the batch);
+- `compute_value_and_advantage_in_train=False`: the collect policy stores `value_prediction`,
+  `preprocess_sequence` adds `return` and `advantage` (`training_data_spec`), train reads them.
 Documented choices that differ: episodes that end by truncation (discount 1 at a LAST step)
 bootstrap V of their final observation (TF-Agents zeroes it); GAE bootstraps the final transition
 from V(o_{T-1}) (TF-Agents uses V(o_{T-2}), an off-by-one); under several replicas advantage
@@ -38,6 +40,7 @@ from rlops.agents.networks import ActorNetwork, ValueNetwork
 from rlops.agents.normalizers import StreamingNormalizer
 from rlops.agents.policies import ActorPolicy, GreedyPolicy
 from rlops.agents.ppo import value_ops
+from rlops.agents.ppo.ppo_policy import PPOCollectPolicy
 from rlops.agents.trajectories import LossInfo, StepType, TimeStep, Trajectory, trajectory_spec
 
 _NUM_LOSSES = 7  # total, pg, value, l2, entropy, kl, clip_fraction
@@ -99,11 +102,6 @@ class PPOAgent(tf.Module):
             raise ValueError(f"PPOAgent supports one action tensor, got action_spec={action_spec}")
         if num_epochs < 1:
             raise ValueError(f"num_epochs must be >= 1, got {num_epochs}")
-        if not compute_value_and_advantage_in_train:
-            raise NotImplementedError(
-                "compute_value_and_advantage_in_train=False needs value predictions stored by the collect "
-                "policy; rlops' ActorPolicy does not run the value network while acting, so values and "
-                "advantages are always computed in train (TF-Agents' default).")
         if minibatch_size is not None and minibatch_size < 1:
             raise ValueError(f"minibatch_size must be >= 1 or None, got {minibatch_size}")
         self.time_step_spec = self._no_dependency(time_step_spec)
@@ -161,9 +159,14 @@ class PPOAgent(tf.Module):
                                                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA))
 
         # TF-Agents' PPO policies do not clip actions (environments clip what they receive).
-        self.collect_policy = ActorPolicy(time_step_spec, action_spec, self.actor_net,
-                                          observation_normalizer=self.observation_normalizer,
-                                          clip_actions=False, name="collect_policy")
+        if compute_value_and_advantage_in_train:
+            self.collect_policy = ActorPolicy(time_step_spec, action_spec, self.actor_net,
+                                              observation_normalizer=self.observation_normalizer,
+                                              clip_actions=False, name="collect_policy")
+        else:  # values are stored while acting, returns/advantages added by preprocess_sequence
+            self.collect_policy = PPOCollectPolicy(time_step_spec, action_spec, self.actor_net, self.value_net,
+                                                   observation_normalizer=self.observation_normalizer,
+                                                   clip_actions=False, name="collect_policy")
         self.greedy_eval = greedy_eval
         self.policy = (GreedyPolicy(self.collect_policy, name="greedy_policy") if greedy_eval
                        else ActorPolicy(time_step_spec, action_spec, self.actor_net,
@@ -171,7 +174,12 @@ class PPOAgent(tf.Module):
                                         clip_actions=False, name="policy"))
         self.collect_data_spec = self._no_dependency(
             trajectory_spec(time_step_spec, action_spec, self.collect_policy.info_spec))
-        self.training_data_spec = None
+        # TF-Agents: training data carries return and advantage iff preprocess_sequence adds them.
+        self.training_data_spec = None if compute_value_and_advantage_in_train else self._no_dependency(
+            self.collect_data_spec._replace(policy_info={
+                **self.collect_data_spec.policy_info,
+                "return": tf.TensorSpec((), tf.float32, "return"),
+                "advantage": tf.TensorSpec((), tf.float32, "advantage")}))
         self.train_sequence_length = None  # any T >= 2
         # Deterministic order: actor first, then value network, each in creation order.
         self._trainable = list(self.actor_net.trainable_variables) + list(self.value_net.trainable_variables)
@@ -180,6 +188,11 @@ class PPOAgent(tf.Module):
         self._core_fn = tf.function(self._core, autograph=False, jit_compile=jit_compile)
         self._train_fn = tf.function(self._train_single, autograph=False)
         self._distributed_train_fn = tf.function(self._train_distributed, autograph=False)
+        self._preprocess_fn = tf.function(self._preprocess, autograph=False)
+
+    @property
+    def _train_data_spec(self) -> Trajectory:
+        return self.training_data_spec or self.collect_data_spec
 
     @property
     def trainable_weights(self) -> list[tf.Variable]:
@@ -207,7 +220,7 @@ class PPOAgent(tf.Module):
                     "agent.train(experience) under strategy.scope() outside strategy.run (rlops' Learner "
                     "does this for agents with train_in_cross_replica_context).")
             return self._train_multi_replica(strategy, experience, weights)
-        specs.check_nest_matches_spec(experience, self.collect_data_spec, "experience", num_outer_dims=2)
+        specs.check_nest_matches_spec(experience, self._train_data_spec, "experience", num_outer_dims=2)
         return self._train_fn(experience, self._weights(experience, weights))
 
     def _weights(self, experience: Trajectory, weights: Any) -> tf.Tensor:
@@ -237,6 +250,31 @@ class PPOAgent(tf.Module):
         else:
             advantages = returns - values[:, :-1]
         return advantages, returns
+
+    def _padded_advantages_and_returns(self, experience: Trajectory, values: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """[B, T] advantages and returns with the bootstrap row's entries 0 (TF-Agents' padding)."""
+        rewards = tf.cast(experience.reward, tf.float32)
+        if self.reward_normalizer is not None:
+            rewards = self.reward_normalizer.normalize(rewards)
+        advantages, returns = self.compute_advantages_and_returns(experience, values, rewards)
+        pad = tf.zeros_like(values[:, :1])
+        return tf.concat([advantages, pad], 1), tf.concat([returns, pad], 1)
+
+    def preprocess_sequence(self, experience: Trajectory) -> Trajectory:
+        """TF-Agents' agent.preprocess_sequence: identity unless compute_value_and_advantage_in_train
+        is False; then returns `experience` with `return` and `advantage` ([B, T], 0 in the bootstrap
+        row) added to its policy_info, computed from the stored `value_prediction` and the reward
+        normalizer's current statistics. The result matches `training_data_spec`."""
+        if self.compute_value_and_advantage_in_train:
+            return experience
+        specs.check_nest_matches_spec(experience, self.collect_data_spec, "experience", num_outer_dims=2)
+        return self._preprocess_fn(experience)
+
+    def _preprocess(self, experience: Trajectory) -> Trajectory:
+        info = experience.policy_info
+        advantages, returns = self._padded_advantages_and_returns(
+            experience, tf.cast(info["value_prediction"], tf.float32))
+        return experience._replace(policy_info={**info, "return": returns, "advantage": advantages})
 
     def aggregate(self, per_row: tf.Tensor, weights: tf.Tensor, rows: tf.Tensor | None = None) -> tf.Tensor:
         """TF-Agents' aggregate_losses: sum(loss * w) / rows / replicas (or a plain local mean).
@@ -329,18 +367,19 @@ class PPOAgent(tf.Module):
         return self.observation_normalizer.normalize(obs) if self.observation_normalizer is not None \
             else tf.cast(obs, tf.float32)
 
-    def _prepare(self, experience: Trajectory, weights: tf.Tensor) -> dict:
-        """Values, returns, advantages and masks of a [B, T] batch, flattened to B*T rows."""
+    def _prepare(self, experience: Trajectory, weights: tf.Tensor, debug: dict | None = None) -> dict:
+        """Values, returns, advantages and masks of a [B, T] batch, flattened to B*T rows.
+        `debug`: filled with per-row tensors for debug summaries (kept out of the minibatches)."""
         obs = experience.observation
         batch_size, horizon = tf.shape(experience.reward)[0], tf.shape(experience.reward)[1]
         norm_obs = self._normalized_obs(tf.reshape(obs, tf.concat([[-1], tf.shape(obs)[2:]], 0)))
-        values = tf.reshape(self.value_net(norm_obs), [batch_size, horizon])
-        rewards = tf.cast(experience.reward, tf.float32)
-        if self.reward_normalizer is not None:
-            rewards = self.reward_normalizer.normalize(rewards)
-        advantages, returns = self.compute_advantages_and_returns(experience, values, rewards)
-        pad = tf.zeros([batch_size, 1])
-        advantages, returns = tf.concat([advantages, pad], 1), tf.concat([returns, pad], 1)
+        if self.compute_value_and_advantage_in_train:
+            values = tf.reshape(self.value_net(norm_obs), [batch_size, horizon])
+            advantages, returns = self._padded_advantages_and_returns(experience, values)
+        else:  # stored by the collect policy and preprocess_sequence (TF-Agents)
+            info = experience.policy_info
+            values = tf.cast(info["value_prediction"], tf.float32)
+            advantages, returns = tf.cast(info["advantage"], tf.float32), tf.cast(info["return"], tf.float32)
         # TF-Agents' make_trajectory_mask: not a boundary, and a return/advantage exists.
         valid = tf.logical_and(tf.not_equal(experience.step_type, StepType.LAST),
                                tf.logical_not(tf.logical_and(tf.equal(returns, 0.0), tf.equal(advantages, 0.0))))
@@ -354,6 +393,12 @@ class PPOAgent(tf.Module):
             "old_values": flat(values),
             "weights": flat(tf.cast(valid, tf.float32) * weights),
         }
+        if debug is not None:
+            rewards = tf.cast(experience.reward, tf.float32)
+            debug.update(advantages=data["advantages"], rewards=flat(rewards), returns=data["returns"],
+                         observations=flat(tf.cast(obs, tf.float32)), actions=data["action"])
+            if self.reward_normalizer is not None:
+                debug["rewards_normalized"] = flat(self.reward_normalizer.normalize(rewards))
         if self.normalize_advantages:
             # Moments over every entry (bootstrap and boundary rows included), as TF-Agents; summed
             # over replicas so that R replicas normalize like one replica on the global batch.
@@ -392,14 +437,19 @@ class PPOAgent(tf.Module):
         return self.num_epochs * ((num_rows + mb_size - 1) // mb_size)
 
     def _orders(self, data: dict, base_step: tf.Tensor) -> tf.Tensor:
-        """One row permutation per epoch, [num_epochs, rows], drawn once per train call from a
-        stateless seed (train step, seed): any replica or re-run reproduces it. argsort of
-        uniforms is a permutation XLA and TPUs compile, unlike shuffle ops."""
+        """One row permutation per epoch, [num_epochs, rows], a function of (train step, seed) only:
+        any replica or re-run reproduces it, compiled or not. argsort of integer hashes (murmur3's
+        finalizer): TF's stateless RNG draws other numbers under XLA than without it (measured:
+        other permutations for the same seed, philox included), so the XLA-compiled update and
+        the same update without XLA (several replicas, jit_compile=False) would disagree."""
         if self.minibatch_size is None:
             return tf.zeros([0, 0], tf.int32)
-        seed = tf.stack([tf.cast(base_step, tf.int64), tf.cast(self.seed, tf.int64)])
-        num_rows = tf.shape(data["weights"])[0]
-        return tf.argsort(tf.random.stateless_uniform(tf.stack([self.num_epochs, num_rows]), seed), axis=-1)
+        u32 = lambda x: tf.cast(x, tf.uint32)  # noqa: E731
+        key = _fmix32(u32(self.seed) * u32(0x9E3779B9) + u32(base_step))
+        epochs = u32(tf.range(self.num_epochs))[:, None]
+        rows = u32(tf.range(tf.shape(data["weights"])[0]))[None, :]
+        hashes = _fmix32(_fmix32(tf.bitwise.bitwise_xor(key, epochs * u32(0x27D4EB2F))) + rows)
+        return tf.argsort(tf.cast(hashes, tf.int64), axis=-1, stable=True)
 
     def _minibatch(self, data: dict, orders: tf.Tensor, step: tf.Tensor) -> dict:
         """Rows of gradient step `step` (0-based within this train call), always `minibatch_size`
@@ -419,8 +469,9 @@ class PPOAgent(tf.Module):
         mb["in_range"] = in_range
         return mb
 
-    def _gradient_step(self, mb: dict) -> tf.Tensor:
-        """One optimizer step on a minibatch; returns [total, pg, value, l2, entropy, kl, clip_fraction]."""
+    def _gradient_step(self, mb: dict, return_grads: bool = False) -> tf.Tensor | tuple[tf.Tensor, list]:
+        """One optimizer step on a minibatch; returns [total, pg, value, l2, entropy, kl, clip_fraction]
+        (and the applied gradients when `return_grads`)."""
         with tf.GradientTape() as tape:
             params = self.actor_net.distribution_params(mb["obs"])
             dist = self.actor_net.distribution(params)
@@ -445,7 +496,8 @@ class PPOAgent(tf.Module):
             grads, _ = tf.clip_by_global_norm(grads, self.gradient_clipping)
         self.optimizer.apply_gradients(zip(grads, self._trainable))
         self.train_step_counter.assign_add(1)
-        return tf.stack([total, pg, vf, l2, ent, kl, clip_fraction])
+        losses = tf.stack([total, pg, vf, l2, ent, kl, clip_fraction])
+        return (losses, grads) if return_grads else losses
 
     def _finish(self, experience: Trajectory, data: dict) -> tf.Tensor:
         """After the epochs: adaptive beta from the KL of the updated policy, then normalizers."""
@@ -463,29 +515,60 @@ class PPOAgent(tf.Module):
         return mean_kl
 
     # ---- one replica: everything in one XLA-compiled function -----------------------------------
-    def _core(self, experience: Trajectory, weights: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, dict]:
+    def _core(self, experience: Trajectory, weights: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, dict, list]:
+        """The whole update, XLA-compiled, free of summary ops: it returns what the summaries need
+        (debug tensors over the batch, the last step's gradients) only when they are asked for, so
+        the default path carries nothing extra through the loop."""
         base_step = tf.identity(self.train_step_counter)
-        data = self._prepare(experience, weights)
+        debug = {} if self.debug_summaries else None
+        data = self._prepare(experience, weights, debug)
         orders = self._orders(data, base_step)
+        with_grads = self.summarize_grads_and_vars
 
-        def body(step, _):
-            return step + 1, self._gradient_step(self._minibatch(data, orders, step))
+        def body(step, _, grads):
+            out = self._gradient_step(self._minibatch(data, orders, step), return_grads=with_grads)
+            return (step + 1, *out) if with_grads else (step + 1, out, grads)
 
-        _, last = tf.while_loop(lambda step, _: step < self._num_steps(data), body,
-                                (tf.constant(0), tf.zeros([_NUM_LOSSES])))
+        grads = [tf.zeros_like(v) for v in self._trainable] if with_grads else []
+        _, last, grads = tf.while_loop(lambda step, *_: step < self._num_steps(data), body,
+                                       (tf.constant(0), tf.zeros([_NUM_LOSSES]), grads))
+        if debug is not None:
+            debug.update(self._debug_tensors(data))
         mean_kl = self._finish(experience, data)
-        return last, mean_kl, {"advantages": data["advantages"], "returns": data["returns"]}
+        return last, mean_kl, debug or {}, grads
+
+    def _debug_tensors(self, data: dict) -> dict:
+        """Per-row quantities of TF-Agents' debug summaries, on the whole batch with the updated
+        networks (TF-Agents writes them at the first and last epoch; here once per train call)."""
+        dist = self.actor_net.distribution(self.actor_net.distribution_params(data["obs"]))
+        log_prob = self._log_prob(dist, data["action"])
+        ratio = tf.exp(log_prob - data["old_log_prob"])
+        value_preds = self.value_net(data["obs"])
+        old_dist = self.actor_net.distribution(data["old_params"])
+        out = {"action_log_prob": log_prob, "action_log_prob_sample": data["old_log_prob"],
+               "importance_ratio": ratio, "per_timestep_objective": ratio * data["advantages"],
+               "advantages_normalized": data["advantages"], "policy_entropy": tf.cast(dist.entropy(), tf.float32),
+               "value_preds": value_preds,
+               "value_estimation_error": tf.math.squared_difference(data["returns"], value_preds),
+               "kl_divergence": tf.cast(old_dist.kl_divergence(dist), tf.float32), "weights": data["weights"]}
+        if self.importance_ratio_clipping > 0:
+            eps = self.importance_ratio_clipping
+            out["importance_ratio_clipped"] = tf.clip_by_value(ratio, 1.0 - eps, 1.0 + eps)
+        if not specs.is_discrete(self.action_spec):
+            out["actions_distribution_mean"] = tf.cast(dist.mean(), tf.float32)
+            out["actions_distribution_stddev"] = tf.cast(dist.stddev(), tf.float32)
+        return out
 
     def _train_single(self, experience: Trajectory, weights: tf.Tensor) -> LossInfo:
-        last, mean_kl, debug = self._core_fn(experience, weights)
+        last, mean_kl, debug, grads = self._core_fn(experience, weights)
         loss_info = self._loss_info(last)
-        self._write_summaries(loss_info, mean_kl, debug)
+        self._write_summaries(loss_info, mean_kl, debug, grads)
         return loss_info
 
     # ---- several replicas: a host-side loop of strategy.run steps ---------------------------------
     def _train_multi_replica(self, strategy: tf.distribute.Strategy, experience: Any, weights: Any) -> LossInfo:
         if not isinstance(experience, tf.distribute.DistributedValues) and not _is_distributed_nest(experience):
-            specs.check_nest_matches_spec(experience, self.collect_data_spec, "experience", num_outer_dims=2)
+            specs.check_nest_matches_spec(experience, self._train_data_spec, "experience", num_outer_dims=2)
             weights = self._weights(experience, weights)
             experience, weights = _split_over_replicas(strategy, (experience, weights))
         elif weights is None:
@@ -510,7 +593,7 @@ class PPOAgent(tf.Module):
         loss_info = strategy.run(self._loss_info, args=(last,))
         reduced = tf.nest.map_structure(lambda x: strategy.reduce(tf.distribute.ReduceOp.SUM, x, axis=None),
                                         loss_info)
-        self._write_summaries(reduced, strategy.experimental_local_results(mean_kl)[0], None)
+        self._write_summaries(reduced, strategy.experimental_local_results(mean_kl)[0], {}, [])
         return loss_info
 
     # ---- outputs --------------------------------------------------------------------------------
@@ -520,7 +603,14 @@ class PPOAgent(tf.Module):
             policy_gradient_loss=last[1], value_estimation_loss=last[2], l2_regularization_loss=last[3],
             entropy_regularization_loss=last[4], kl_penalty_loss=last[5], clip_fraction=last[6]))
 
-    def _write_summaries(self, loss_info: LossInfo, kl: tf.Tensor, debug: dict | None) -> None:
+    def _write_summaries(self, loss_info: LossInfo, kl: tf.Tensor, debug: dict, grads: list) -> None:
+        """Once per train call, outside the compiled update (TensorBoard ops are host ops).
+
+        Loss scalars always; with `debug_summaries` TF-Agents' debug histograms and means over the
+        rows that count (weight > 0), tags TF-Agents' names under Debug/ (single replica); with
+        `summarize_grads_and_vars` a histogram per variable and, single replica, the last gradient
+        step's applied gradients and their norms (TF-Agents: every first and last epoch, inside the
+        update). Variables are named by their path in the agent, so tags are unique."""
         step = self.train_step_counter
         extra = loss_info.extra
         with tf.name_scope("Losses/"):
@@ -537,14 +627,46 @@ class PPOAgent(tf.Module):
         if lr is not None:
             lr = lr(self.optimizer.iterations) if callable(lr) else lr
             tf.summary.scalar("Metrics/learning_rate", tf.cast(lr, tf.float32), step=step)
-        # Histograms once per train call (not per minibatch), outside the compiled update.
-        if self.debug_summaries and debug is not None:
-            tf.summary.histogram("advantages_normalized", debug["advantages"], step=step)
-            tf.summary.histogram("returns", debug["returns"], step=step)
+        if self.debug_summaries and debug:
+            self._write_debug_summaries(debug, step)
         if self.summarize_grads_and_vars:
+            names = self._variable_paths()
             with tf.name_scope("Variables/"):
-                for var in self._trainable:
-                    tf.summary.histogram(var.name.replace(":", "_"), var, step=step)
+                for name, var in zip(names, self._trainable):
+                    tf.summary.histogram(name, var, step=step)
+            with tf.name_scope("Gradients/"):
+                for name, grad in zip(names, grads):
+                    tf.summary.histogram(name + "_gradient", grad, step=step)
+                    tf.summary.scalar(name + "_gradient_norm", tf.norm(grad), step=step)
+
+    def _write_debug_summaries(self, debug: dict, step: tf.Variable) -> None:
+        valid = debug["weights"] > 0  # boundary, bootstrap and weight-0 rows are not data
+        rows = {k: tf.boolean_mask(v, valid) for k, v in debug.items() if k != "weights"}
+        with tf.name_scope("Debug/"):
+            for name, value in rows.items():
+                tf.summary.histogram(name, value, step=step)
+            for name, key in (("rewards_mean", "rewards"), ("rewards_normalized_mean", "rewards_normalized"),
+                              ("value_pred_avg", "value_preds"), ("value_actual_avg", "returns"),
+                              ("importance_ratio_mean", "importance_ratio"),
+                              ("policy_entropy_mean", "policy_entropy"), ("mean_kl_divergence", "kl_divergence")):
+                if key in rows:
+                    tf.summary.scalar(name, tf.reduce_mean(rows[key]), step=step)
+
+    def _variable_paths(self) -> list[str]:
+        """'actor_net/mlp/layers/0/kernel'-style names of the trainable variables, in order."""
+        paths = {}
+        for attr in ("actor_net", "value_net"):
+            module = getattr(self, attr)
+            for path, var in module._flatten(predicate=lambda v: isinstance(v, tf.Variable), with_path=True):
+                paths.setdefault(id(var), "/".join([attr, *map(str, path)]))
+        return [paths.get(id(v), v.name.replace(":", "_")) for v in self._trainable]
+
+
+def _fmix32(h: tf.Tensor) -> tf.Tensor:
+    """murmur3's 32-bit finalizer: a bijective integer hash with good avalanche (uint32 wraps)."""
+    h = tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, 16)) * tf.constant(0x85EBCA6B, tf.uint32)
+    h = tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, 13)) * tf.constant(0xC2B2AE35, tf.uint32)
+    return tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, 16))
 
 
 def _valid_params(params: dict) -> dict:
