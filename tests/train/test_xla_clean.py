@@ -2,15 +2,16 @@
 
 `tf.function(jit_compile=True)` must compile the entire function or fail, so a step that holds a
 host op (py_function, print, string or summary ops, ops XLA cannot lower) fails here as it would
-under TPUStrategy. The compiled step must also give the numbers of the uncompiled one. Float64
-is noted separately: XLA on CPU compiles it; TPUs have no native float64 (unverified here).
+under TPUStrategy. The compiled step must also give the numbers of the uncompiled one. TPUs have
+no float64: PPO's normalizer statistics are float64 on CPU/GPU and float32 under a TPUStrategy
+(checked here by building the agent as it is built there).
 """
 import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
 
-from rlops.agents import specs, trajectories
+from rlops.agents import normalizers, specs, trajectories
 from rlops.agents.bandits import LinearThompsonSamplingAgent, LinUCBAgent, NeuralEpsilonGreedyAgent
 from rlops.agents.networks import ActorNetwork, RewardNetwork, ValueNetwork
 from rlops.agents.ppo import PPOAgent
@@ -69,10 +70,27 @@ def test_ppo_update_compiles_with_xla_and_matches_uncompiled(action_spec):
         v for n in (agt.observation_normalizer, agt.reward_normalizer) for v in (n.count, n.mean, n.m2)]
     for x, y in zip(state(compiled), state(plain)):
         np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-4, atol=1e-5, err_msg=x.name)
-    # The normalizer statistics are float64 (precision over long runs): XLA on CPU/GPU compiles
-    # them; TPUs have no native float64. Pinned so that a change of dtype is deliberate.
+    # Off TPU the normalizer statistics are float64 (precision over long runs; XLA on CPU/GPU compiles it).
     dtypes = graph_dtypes(compiled._core_fn.get_concrete_function(exp, tf.ones_like(exp.reward)))
     assert tf.float64.as_datatype_enum in dtypes
+
+
+@pytest.mark.parametrize("action_spec", [DISCRETE, CONTINUOUS], ids=["discrete", "continuous"])
+def test_ppo_update_under_tpu_strategy_has_no_float64(action_spec, monkeypatch):
+    """Built as under a TPUStrategy (float32 statistics, TF-Agents' dtype): the compiled update holds
+    no float64 op, and its numbers match the float64 agent's to float32 precision."""
+    assert normalizers.statistics_dtype() == tf.float64  # no TPUStrategy in scope
+    wide = ppo_agent(action_spec, True)
+    monkeypatch.setattr(normalizers, "statistics_dtype", lambda: tf.float32)
+    tpu = ppo_agent(action_spec, True)
+    exp = ppo_experience(wide)
+    for _ in range(2):
+        np.testing.assert_allclose(tpu.train(exp).loss.numpy(), wide.train(exp).loss.numpy(), rtol=1e-3, atol=1e-5)
+    for x, y in zip(tpu.trainable_weights, wide.trainable_weights):
+        np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-3, atol=1e-4, err_msg=x.name)
+    assert tpu.observation_normalizer.mean.dtype == tf.float32
+    dtypes = graph_dtypes(tpu._core_fn.get_concrete_function(exp, tf.ones_like(exp.reward)))
+    assert tf.float64.as_datatype_enum not in dtypes
 
 
 def bandit_data(seed, n=16):
