@@ -37,15 +37,17 @@ PUBLISHED_1M = {"HalfCheetah-v5": {"cleanrl": "1442 +- 46", "tf_agents": 4239},
 
 
 def make_config(name: str, env_id: str, steps: int, seed: int, vector_env: str, num_envs: int | None) -> PPOConfig:
-    # No value clipping, unlike CleanRL: rlops normalizes rewards as TF-Agents does (by the std of
-    # per-step rewards), so value targets are O(100) where CleanRL's (scaled by the std of the
-    # discounted return) are O(1); clipping each update's value change to 0.2 then freezes the
-    # value function. Measured on Hopper-v5, seed 0, 1M steps: final return 467 with clipping 0.2,
-    # 1,914 without (`--set value_clipping=0.2` reproduces the first).
+    # Rewards scaled as CleanRL and SB3 do (by the running std of the discounted return, at
+    # collection: PPOConfig.scale_rewards_by_return), not by TF-Agents' normalizer (the std of single
+    # rewards), which makes MuJoCo value targets O(100): with CleanRL's value clipping (0.2 per
+    # update) that froze the value function (Hopper-v5 seed 0, 1M steps: final return 467), and
+    # without it Hopper plateaued at ~1,500 (seeds 0, 1). `--set scale_rewards_by_return=false --set
+    # normalize_rewards=true` gives the TF-Agents scaling back.
     common = dict(env_id=env_id, total_env_steps=steps, seed=seed, vector_env=vector_env, num_epochs=10,
                   minibatch_size=64, learning_rate=3e-4, anneal_lr=True, discount_factor=0.99, lambda_value=0.95,
                   importance_ratio_clipping=0.2, entropy_regularization=0.0, value_pred_loss_coef=0.5,
-                  value_clipping=None, gradient_clipping=0.5, normalize_observations=True, normalize_rewards=True,
+                  value_clipping=0.2, gradient_clipping=0.5, normalize_observations=True, normalize_rewards=False,
+                  scale_rewards_by_return=True,
                   hidden_sizes=(64, 64), initial_log_std=0.0, target_return=None, log_every=0)
     if name == "cleanrl":
         n = num_envs or 1

@@ -144,13 +144,48 @@ def _policy_step_fn(policy) -> Callable:
     return act
 
 
+class ReturnScaler:
+    """Rewards divided by the running standard deviation of each env's discounted return, then
+    clipped (CleanRL's and Gymnasium's NormalizeReward, SB3's VecNormalize): value targets stay
+    O(1) whatever the reward scale. TF-Agents' reward normalizer (PPOAgent(normalize_rewards=True))
+    divides by the std of single rewards instead, so on MuJoCo its value targets are O(100).
+    The statistics are Gymnasium's RunningMeanStd (count starts at 1e-4) and are not
+    checkpointed: a resumed run starts them afresh."""
+
+    def __init__(self, num_envs: int, gamma: float, clip: float = 10.0, epsilon: float = 1e-8):
+        self.gamma, self.clip, self.epsilon = gamma, clip, epsilon
+        self.returns = np.zeros(num_envs, np.float64)
+        self.count, self.mean, self.var = 1e-4, 0.0, 1.0
+
+    def __call__(self, reward: np.ndarray, acting: np.ndarray, done: np.ndarray) -> np.ndarray:
+        """`reward` of one vector step; `acting`: sub-envs whose step was a real transition (not
+        the reset after an episode end); `done`: sub-envs whose episode ended with this step."""
+        self.returns = np.where(acting, self.returns * self.gamma + reward, self.returns)
+        if acting.any():
+            self._update(self.returns[acting])
+        scaled = reward / np.sqrt(self.var + self.epsilon)
+        self.returns[done] = 0.0
+        return np.clip(scaled, -self.clip, self.clip).astype(reward.dtype)
+
+    def _update(self, x: np.ndarray) -> None:
+        # Chan et al.'s parallel merge of the batch's mean and (population) variance.
+        n, mean, var = len(x), float(np.mean(x)), float(np.var(x))
+        total = self.count + n
+        delta = mean - self.mean
+        self.mean += delta * n / total
+        self.var = (self.var * self.count + var * n + delta ** 2 * self.count * n / total) / total
+        self.count = total
+
+
 class VectorDriver:
     """Collects `num_steps` steps from every sub-env with `policy` into a [B, num_steps+1]
     Trajectory (numpy). Row num_steps holds only the current observation and step type: it is
     the bootstrap row PPO needs, and the next call continues from exactly that state."""
 
-    def __init__(self, env: GymVectorEnv, policy, num_steps: int, seed: int = 0, use_numpy_policy: bool = True):
+    def __init__(self, env: GymVectorEnv, policy, num_steps: int, seed: int = 0, use_numpy_policy: bool = True,
+                 reward_scaler: ReturnScaler | None = None):
         self.env = env
+        self.reward_scaler = reward_scaler  # stored rewards scaled; episode returns stay raw
         self.policy = policy
         self.num_steps = num_steps
         self._act = _policy_step_fn(policy)
@@ -184,6 +219,9 @@ class VectorDriver:
                 buf[:, t] = x
             reward[:, t], discount[:, t], next_step_type[:, t] = env.step(a)
             self._track_episodes(step_type[:, t], reward[:, t], next_step_type[:, t])
+            if self.reward_scaler is not None:
+                reward[:, t] = self.reward_scaler(reward[:, t], step_type[:, t] != StepType.LAST,
+                                                  next_step_type[:, t] == StepType.LAST)
         step_type[:, T], observation[:, T] = env.step_type, env.observation
         # The bootstrap row never acts, but learners evaluate log-probabilities on every row before
         # masking: zeros there are a Normal with scale 0 (NaN log-prob, and NaN * weight 0 is NaN).

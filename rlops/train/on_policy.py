@@ -18,7 +18,7 @@ import tf_keras
 
 from rlops.agents.networks import ActorNetwork, ValueNetwork
 from rlops.agents.ppo import PPOAgent
-from rlops.envs.gym_env import GymVectorEnv, VectorDriver, evaluate_policy
+from rlops.envs.gym_env import GymVectorEnv, ReturnScaler, VectorDriver, evaluate_policy
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,8 @@ class PPOConfig:
     value_clipping: float | None = None
     gradient_clipping: float | None = 0.5
     normalize_observations: bool = False
-    normalize_rewards: bool = False
+    normalize_rewards: bool = False     # TF-Agents' normalizer in the agent: rewards / std of rewards
+    scale_rewards_by_return: bool = False  # CleanRL / SB3: rewards / std of the discounted return, at collection
     adaptive_kl_beta: float = 0.0       # > 0 enables the adaptive KL penalty
     kl_cutoff_factor: float = 0.0
     hidden_sizes: Sequence[int] = (64, 64)
@@ -141,7 +142,11 @@ def train_ppo(config: PPOConfig, agent: PPOAgent | None = None,
         train = learner.run_on_batch
         if first_iteration:
             log.info("ppo: resumed at iteration %d from %s", first_iteration, root_dir)
-    driver = VectorDriver(env, agent.collect_policy, config.num_steps, seed=config.seed + first_iteration)
+    if config.scale_rewards_by_return and config.normalize_rewards:
+        raise ValueError("PPOConfig: scale_rewards_by_return and normalize_rewards both rescale rewards; set one")
+    scaler = ReturnScaler(config.num_envs, config.discount_factor) if config.scale_rewards_by_return else None
+    driver = VectorDriver(env, agent.collect_policy, config.num_steps, seed=config.seed + first_iteration,
+                          reward_scaler=scaler)
     driver.total_env_steps = first_iteration * config.num_envs * config.num_steps
     losses, steps_to_target, first_train_s = [], None, 0.0
     start = time.perf_counter()

@@ -99,3 +99,29 @@ def test_continuous_ppo_trains_on_collected_batches_without_nan():
     after = agent.actor_net.trainable_variables
     assert all(np.all(np.isfinite(v.numpy())) for v in after)
     assert any(not np.allclose(b, a.numpy()) for b, a in zip(before, after))  # it did learn something
+
+
+def test_return_scaler_divides_rewards_by_the_std_of_discounted_returns():
+    """Stored rewards = raw / sqrt(var + 1e-8) of every acting env's running discounted return
+    (reset after each episode end), clipped at 10; episode returns stay raw. Reference: a plain
+    per-step loop over the raw rewards with Gymnasium's own RunningMeanStd."""
+    from gymnasium.wrappers.utils import RunningMeanStd
+
+    from rlops.envs.gym_env import ReturnScaler
+    gamma = 0.9
+    raw_driver, raw = collect("rlops-test/Terminating-v0", 12)
+    env = GymVectorEnv("rlops-test/Terminating-v0", num_envs=2, seed=0)
+    driver = VectorDriver(env, RandomPolicy(env.time_step_spec, env.action_spec), 12,
+                          reward_scaler=ReturnScaler(2, gamma))
+    scaled = driver.run()
+    rms, ret, expected = RunningMeanStd(shape=()), np.zeros(2), np.zeros((2, 12))
+    for t in range(12):
+        acting = raw.step_type[:, t] != StepType.LAST
+        ret = np.where(acting, ret * gamma + raw.reward[:, t], ret)
+        if acting.any():
+            rms.update(ret[acting])
+        expected[:, t] = np.clip(raw.reward[:, t] / np.sqrt(rms.var + 1e-8), -10, 10)
+        ret[raw.next_step_type[:, t] == StepType.LAST] = 0.0
+    np.testing.assert_allclose(scaled.reward[:, :12], expected, rtol=1e-5)
+    assert not np.allclose(scaled.reward[:, :12], raw.reward[:, :12])  # the scaling did something
+    assert driver.stats.returns == raw_driver.stats.returns == [6.0] * len(raw_driver.stats.returns)
