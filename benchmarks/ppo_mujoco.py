@@ -63,7 +63,10 @@ def apply_overrides(config: PPOConfig, overrides: list[str]) -> PPOConfig:
         key, sep, raw = item.partition("=")
         if not sep or not hasattr(config, key):
             raise SystemExit(f"--set {item!r}: expected FIELD=VALUE with a PPOConfig field")
-        value = None if raw.lower() == "none" else json.loads(raw) if raw[:1] in "-0123456789[tf" else raw
+        try:
+            value = None if raw.lower() == "none" else json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw  # a bare string, e.g. vector_env=async
         setattr(config, key, value)
     return config
 
@@ -73,24 +76,6 @@ def write_curve(path: str, result) -> None:
     with open(path, "w") as f:
         f.write("env_step,return\n")
         f.writelines(f"{s},{r:.2f}\n" for s, r in zip(result.episode_env_steps, result.episode_returns))
-
-
-def plot_seeds(path: str, runs: list[dict], title: str, window: int = 20) -> None:
-    """Each seed's training-episode returns, smoothed over `window` episodes, against env steps."""
-    from rlops.envs.plots import _pyplot
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for i, run in enumerate(runs):
-        steps, rets = np.asarray(run["curve"][0]), np.asarray(run["curve"][1], dtype=float)
-        if len(rets) >= window:
-            ax.plot(steps[window - 1:], np.convolve(rets, np.ones(window) / window, mode="valid"), label=f"seed {i}")
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel(f"return (mean of last {window} episodes)")
-    ax.set_title(title)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 def run_seed(config: PPOConfig, eval_episodes: int, curve_path: str | None = None) -> dict:
@@ -166,7 +151,9 @@ def main() -> None:
                      args.curve_dir and os.path.join(args.curve_dir, f"{args.env}_{args.config}_seed{s}.csv"))
             for s in args.seeds]
     if args.plot:
-        plot_seeds(args.plot, runs, f"PPO {args.env} ({args.config} config)")
+        from rlops.envs.plots import plot_learning_curves
+        plot_learning_curves({f"seed {seed}": run["curve"] for seed, run in zip(args.seeds, runs)}, args.plot,
+                             f"PPO {args.env} ({args.config} config)")
     finals = np.array([r["final_return"] for r in runs])
     steps, wall = sum(r["env_steps"] for r in runs), sum(r["wall_s"] for r in runs)
     update, collect, first = (sum(r[k] for r in runs) for k in ("update_s", "collect_s", "first_update_s"))

@@ -35,6 +35,26 @@ def plot_learning_curve(env_steps: Sequence[int], returns: Sequence[float], path
     return path
 
 
+def plot_learning_curves(curves: dict[str, tuple[Sequence[int], Sequence[float]]], path: str, title: str = "",
+                         window: int = 20) -> str:
+    """Several runs' episode returns (e.g. one per seed), each as its moving average over `window`
+    episodes against env steps."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, (env_steps, returns) in curves.items():
+        steps, rets = np.asarray(env_steps), np.asarray(returns, dtype=float)
+        if len(rets) >= window:
+            ax.plot(steps[window - 1:], np.convolve(rets, np.ones(window) / window, mode="valid"), label=name)
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel(f"return (mean of last {window} episodes)")
+    ax.set_title(title)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def plot_curves(curves: dict[str, Sequence[float]], path: str, xlabel: str, ylabel: str, title: str = "") -> str:
     """Several named curves on one axis (e.g. cumulative regret per agent)."""
     plt = _pyplot()
