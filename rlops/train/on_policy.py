@@ -42,6 +42,9 @@ class PPOConfig:
     value_clipping: float | None = None
     gradient_clipping: float | None = 0.5
     normalize_observations: bool = False
+    observation_clip_value: float = 5.0         # normalized observations clipped to +-this (TF-Agents 5, CleanRL 10)
+    observation_variance_epsilon: float = 1e-3  # sqrt(var + this) (TF-Agents 1e-3, CleanRL 1e-8)
+    normalize_advantages: bool | str = True     # True/"batch" (TF-Agents) | "minibatch" (CleanRL) | False
     normalize_rewards: bool = False     # TF-Agents' normalizer in the agent: rewards / std of rewards
     scale_rewards_by_return: bool = False  # CleanRL / SB3: rewards / std of the discounted return, at collection
     adaptive_kl_beta: float = 0.0       # > 0 enables the adaptive KL penalty
@@ -101,6 +104,9 @@ def build_ppo_agent(config: PPOConfig, env: GymVectorEnv) -> PPOAgent:
         value_pred_loss_coef=config.value_pred_loss_coef, num_epochs=config.num_epochs,
         minibatch_size=config.minibatch_size, use_gae=True, use_td_lambda_return=True,  # CleanRL's value target
         normalize_rewards=config.normalize_rewards, normalize_observations=config.normalize_observations,
+        observation_clip_value=config.observation_clip_value,
+        observation_variance_epsilon=config.observation_variance_epsilon,
+        normalize_advantages=config.normalize_advantages,
         initial_adaptive_kl_beta=config.adaptive_kl_beta, kl_cutoff_factor=config.kl_cutoff_factor,
         gradient_clipping=config.gradient_clipping, value_clipping=config.value_clipping, seed=config.seed)
 

@@ -119,8 +119,51 @@ def test_clipped_surrogate_matches_numpy():
     surrogate = np.minimum(ratio * adv, np.clip(ratio, 0.8, 1.2) * adv)
     expected = -(surrogate * w).sum() / w.size  # aggregate_losses: over all rows, masked ones included
     got, clip_fraction = agent.policy_gradient_loss(*(tf.constant(x, tf.float32) for x in (logp, old_logp, adv, w)))
-    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(clip_fraction.numpy(), (np.abs(ratio - 1) > 0.2).mean(), rtol=1e-6)
+
+
+def test_minibatch_advantage_normalization_matches_numpy():
+    """normalize_advantages="minibatch" (CleanRL; TF-Agents when its PPOLearner feeds minibatches):
+    each gradient step normalizes by its own rows' moments, padding of a short last minibatch
+    excluded. Checked on that padded minibatch: at lr 0 the ratio is 1, so the clipped surrogate
+    is the weighted mean of the normalized advantages."""
+    agent = PPOAgent(time_step_spec(OBS), DISCRETE, tf_keras.optimizers.SGD(0.0),
+                     ActorNetwork(OBS, DISCRETE, (8,), seed=1), ValueNetwork(OBS, (8,), seed=2),
+                     importance_ratio_clipping=0.2, use_gae=True, normalize_rewards=False,
+                     normalize_observations=False, minibatch_size=8, normalize_advantages="minibatch")
+    exp = make_experience(agent, boundary_at=3)
+    weights = agent._weights(exp, None)
+    data = agent._prepare(tf.nest.map_structure(tf.convert_to_tensor, exp), weights)
+    orders = agent._orders(data, tf.constant(0, tf.int64))
+    mb = agent._minibatch(data, orders, tf.constant(3))  # 4 x 7 = 28 rows: the 4th minibatch has 4 real rows
+    in_range, adv, w = (mb[k].numpy() for k in ("in_range", "advantages", "weights"))
+    assert in_range.sum() == 4
+    real = in_range > 0
+    expected_adv = (adv - adv[real].mean()) / np.sqrt(adv[real].var() + 1e-8)
+    pg = agent._gradient_step(mb)[1].numpy()
+    np.testing.assert_allclose(pg, -(expected_adv * w).sum() / in_range.sum(), rtol=1e-4, atol=1e-6)
+    # The batch-level moments are not applied on top: unnormalized advantages reach the step.
+    batch = make_agent(minibatch_size=8, normalize_advantages=False, use_gae=True)
+    raw = batch._prepare(tf.nest.map_structure(tf.convert_to_tensor, exp), weights)["advantages"].numpy()
+    np.testing.assert_allclose(np.sort(data["advantages"].numpy()), np.sort(raw), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="normalize_advantages"):
+        make_agent(normalize_advantages="epoch")
+
+
+def test_observation_normalizer_clip_and_epsilon_options():
+    """observation_clip_value / observation_variance_epsilon (CleanRL: 10, 1e-8) reach the
+    normalizer the policies and the update share; the defaults stay TF-Agents' 5 and 1e-3."""
+    default = make_agent(normalize_observations=True)
+    assert (default.observation_normalizer.clip_value, default.observation_normalizer.epsilon) == (5.0, 1e-3)
+    agent = make_agent(normalize_observations=True, observation_clip_value=10.0, observation_variance_epsilon=1e-8)
+    x = np.array([[0.0, 1.0, 2.0], [2.0, 3.0, 40.0], [1.0, 2.0, 3.0]], np.float32)
+    agent.observation_normalizer.update(x)
+    mean, var = x.mean(0), x.var(0)
+    probe = np.array([[3.0, 0.5, 400.0]], np.float32)
+    expected = np.clip((probe - mean) / np.sqrt(var + 1e-8), -10, 10)
+    np.testing.assert_allclose(agent.observation_normalizer.normalize(probe).numpy(), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(agent.observation_normalizer.numpy_normalize()(probe), expected, rtol=1e-5, atol=1e-6)
 
 
 def test_value_clipping_matches_numpy():
@@ -151,7 +194,7 @@ def test_kl_penalty_and_adaptive_beta_match_numpy():
     got = agent.kl_penalty_loss(tf.constant(kl, tf.float32))
     mean_kl = kl.mean()
     expected = 1000.0 * max(0.0, mean_kl - 0.02) ** 2 + 0.5 * mean_kl
-    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-6)
     agent.update_adaptive_kl_beta(tf.constant(0.02))     # above 0.013: beta * 1.5
     np.testing.assert_allclose(agent.adaptive_kl_beta.numpy(), 0.75, rtol=1e-6)
     agent.update_adaptive_kl_beta(tf.constant(0.01))     # inside the band: unchanged
@@ -169,7 +212,7 @@ def test_categorical_kl_matches_numpy():
     expected = (pa * (np.log(pa) - np.log(pb))).sum(-1)
     da = agent.actor_net.distribution({"logits": tf.constant(a, tf.float32)})
     db = agent.actor_net.distribution({"logits": tf.constant(b, tf.float32)})
-    np.testing.assert_allclose(da.kl_divergence(db).numpy(), expected, rtol=1e-5)
+    np.testing.assert_allclose(da.kl_divergence(db).numpy(), expected, rtol=1e-5, atol=1e-6)
 
 
 def test_streaming_normalizer_matches_numpy_over_masked_batches():

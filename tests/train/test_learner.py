@@ -283,13 +283,16 @@ _ppo = lt.make_ppo_agent
 PPO_OPTIONS = lt.PPO_OPTIONS
 
 
-def test_ppo_mirrored_two_replicas_equals_one_replica_on_the_global_batch(tmp_path):
+@pytest.mark.parametrize("advantages", ["batch", "minibatch"])
+def test_ppo_mirrored_two_replicas_equals_one_replica_on_the_global_batch(tmp_path, advantages):
     """Gradients, advantage moments, the KL mean and normalizer statistics are all-reduced, so
     PPO through the Learner on 2 replicas (logical CPUs) trains exactly like one replica on the
-    same global batch: losses, train steps, weights, adaptive beta and normalizers."""
+    same global batch: losses, train steps, weights, adaptive beta and normalizers. "minibatch":
+    the moments are taken in the gradient step (here one step per epoch, on the whole batch)."""
     mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"],
                                               cross_device_ops=tf.distribute.ReductionToOneDevice())
-    one, two = _ppo(tf.distribute.get_strategy(), **PPO_OPTIONS), _ppo(mirrored, **PPO_OPTIONS)
+    options = dict(PPO_OPTIONS, normalize_advantages=advantages)
+    one, two = _ppo(tf.distribute.get_strategy(), **options), _ppo(mirrored, **options)
     learner = Learner(str(tmp_path), two.train_step_counter, two, checkpoint_interval=-1, summary_interval=0,
                       strategy=mirrored)
     for seed in range(2):

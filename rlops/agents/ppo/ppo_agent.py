@@ -60,6 +60,10 @@ def _replica_context() -> tuple[Any, int]:
     return ctx, (ctx.num_replicas_in_sync if ctx is not None else 1)
 
 
+def _normalized(advantages: tf.Tensor, mean: tf.Tensor, variance: tf.Tensor) -> tf.Tensor:
+    return (advantages - mean) * tf.math.rsqrt(variance + 1e-8)
+
+
 def _all_reduce_sum(x: Any) -> Any:
     """Sum over replicas inside a replica function; identity with one replica."""
     ctx, replicas = _replica_context()
@@ -71,7 +75,15 @@ class PPOAgent(tf.Module):
 
     Argument names, order and meanings follow tf_agents.agents.ppo.ppo_agent.PPOAgent; rlops adds
     `minibatch_size` (None: every epoch is one step on the whole batch, as in TF-Agents),
-    `normalize_advantages`, `seed` and `jit_compile`.
+    `normalize_advantages`, `observation_clip_value`, `observation_variance_epsilon`, `seed` and
+    `jit_compile`.
+
+    `normalize_advantages`: True or "batch" normalizes over each `train` call's batch (TF-Agents,
+    whose agent normalizes what one `train` call receives); "minibatch" over each gradient step's
+    minibatch, which is what TF-Agents does when its PPOLearner feeds the agent minibatches, and
+    CleanRL's choice; False not at all. `observation_clip_value` / `observation_variance_epsilon`:
+    the observation normalizer's (x - mean) / sqrt(var + epsilon) clipped to +-clip; TF-Agents'
+    values 5 and 1e-3 by default (CleanRL / Gymnasium: 10 and 1e-8).
     """
 
     train_in_cross_replica_context = True  # see the module docstring and rlops.train.Learner
@@ -93,8 +105,9 @@ class PPOAgent(tf.Module):
                  update_normalizers_in_train: bool = True, aggregate_losses_across_replicas: bool = True,
                  debug_summaries: bool = False, summarize_grads_and_vars: bool = False,
                  train_step_counter: tf.Variable | None = None, name: str | None = None,
-                 minibatch_size: int | None = None, normalize_advantages: bool = True, seed: int = 0,
-                 jit_compile: bool = True):
+                 minibatch_size: int | None = None, normalize_advantages: bool | str = True,
+                 observation_clip_value: float = 5.0, observation_variance_epsilon: float = 1e-3,
+                 seed: int = 0, jit_compile: bool = True):
         super().__init__(name=name or "PPOAgent")
         if optimizer is None:
             raise ValueError("PPOAgent needs an optimizer (e.g. tf_keras.optimizers.Adam(3e-4)).")
@@ -104,6 +117,9 @@ class PPOAgent(tf.Module):
             raise ValueError(f"num_epochs must be >= 1, got {num_epochs}")
         if minibatch_size is not None and minibatch_size < 1:
             raise ValueError(f"minibatch_size must be >= 1 or None, got {minibatch_size}")
+        if normalize_advantages not in (True, False, "batch", "minibatch"):
+            raise ValueError(f"normalize_advantages must be True, False, 'batch' or 'minibatch', "
+                             f"got {normalize_advantages!r}")
         self.time_step_spec = self._no_dependency(time_step_spec)
         self.action_spec = self._no_dependency(action_spec)
         obs_spec = time_step_spec.observation
@@ -124,7 +140,7 @@ class PPOAgent(tf.Module):
         self.value_pred_loss_coef = value_pred_loss_coef
         self.num_epochs = num_epochs
         self.minibatch_size = minibatch_size
-        self.normalize_advantages = normalize_advantages
+        self.normalize_advantages = "batch" if normalize_advantages is True else normalize_advantages
         self.log_prob_clipping = log_prob_clipping
         self.kl_cutoff_factor = kl_cutoff_factor
         self.kl_cutoff_coef = kl_cutoff_coef
@@ -147,7 +163,9 @@ class PPOAgent(tf.Module):
                                              aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
                                  if initial_adaptive_kl_beta > 0 else None)
         # TF-Agents' normalizers: observations clipped at 5, rewards at reward_norm_clipping (not centered).
-        self.observation_normalizer = (StreamingNormalizer(obs_spec.shape, center_mean=True, clip_value=5.0,
+        self.observation_normalizer = (StreamingNormalizer(obs_spec.shape, center_mean=True,
+                                                           clip_value=observation_clip_value,
+                                                           epsilon=observation_variance_epsilon,
                                                            name="observation_normalizer")
                                        if normalize_observations else None)
         self.reward_normalizer = (StreamingNormalizer((), center_mean=False, clip_value=reward_norm_clipping,
@@ -399,14 +417,14 @@ class PPOAgent(tf.Module):
                          observations=flat(tf.cast(obs, tf.float32)), actions=data["action"])
             if self.reward_normalizer is not None:
                 debug["rewards_normalized"] = flat(self.reward_normalizer.normalize(rewards))
-        if self.normalize_advantages:
+        if self.normalize_advantages == "batch":
             # Moments over every entry (bootstrap and boundary rows included), as TF-Agents; summed
             # over replicas so that R replicas normalize like one replica on the global batch.
             adv = data["advantages"]
             n = _all_reduce_sum(tf.cast(tf.size(adv), tf.float32))
             mean = _all_reduce_sum(tf.reduce_sum(adv)) / n
             var = _all_reduce_sum(tf.reduce_sum(tf.square(adv - mean))) / n
-            data["advantages"] = (adv - mean) * tf.math.rsqrt(var + 1e-8)
+            data["advantages"] = _normalized(adv, mean, var)
         data["old_log_prob"] = self._log_prob(self.actor_net.distribution(data["old_params"]), data["action"])
         return tf.nest.map_structure(tf.stop_gradient, data)
 
@@ -478,7 +496,10 @@ class PPOAgent(tf.Module):
             log_prob = self._log_prob(dist, mb["action"])
             in_range = mb.get("in_range")
             rows = None if in_range is None else tf.reduce_sum(in_range)
-            pg, clip_fraction = self.policy_gradient_loss(log_prob, mb["old_log_prob"], mb["advantages"],
+            advantages = mb["advantages"]
+            if self.normalize_advantages == "minibatch":
+                advantages = self._minibatch_normalized(advantages, in_range)
+            pg, clip_fraction = self.policy_gradient_loss(log_prob, mb["old_log_prob"], advantages,
                                                           mb["weights"], in_range)
             vf = self.value_estimation_loss(self.value_net(mb["obs"]), mb["returns"], mb["old_values"],
                                             mb["weights"], rows)
@@ -498,6 +519,17 @@ class PPOAgent(tf.Module):
         self.train_step_counter.assign_add(1)
         losses = tf.stack([total, pg, vf, l2, ent, kl, clip_fraction])
         return (losses, grads) if return_grads else losses
+
+    @staticmethod
+    def _minibatch_normalized(advantages: tf.Tensor, in_range: tf.Tensor | None) -> tf.Tensor:
+        """Advantages normalized by the moments of this gradient step's rows (padding rows of a
+        short last minibatch excluded), summed over replicas: R replicas normalize like one
+        replica on the global minibatch."""
+        rows = tf.ones_like(advantages) if in_range is None else in_range
+        n = _all_reduce_sum(tf.reduce_sum(rows))
+        mean = _all_reduce_sum(tf.reduce_sum(advantages * rows)) / n
+        var = _all_reduce_sum(tf.reduce_sum(tf.square(advantages - mean) * rows)) / n
+        return _normalized(advantages, mean, var)
 
     def _finish(self, experience: Trajectory, data: dict) -> tf.Tensor:
         """After the epochs: adaptive beta from the KL of the updated policy, then normalizers."""
