@@ -180,7 +180,8 @@ def ppo_experience(agent: Any, num_envs: int = 4, num_steps: int = 8, seed: int 
 
 PPO_OPTIONS = dict(use_gae=True, use_td_lambda_return=True, importance_ratio_clipping=0.2, entropy_regularization=0.01,
                    initial_adaptive_kl_beta=0.5, kl_cutoff_factor=1.5, kl_cutoff_coef=100.0, adaptive_kl_target=0.002,
-                   normalize_observations=True, normalize_rewards=True, policy_l2_reg=1e-3)
+                   normalize_observations=True, normalize_rewards=True, policy_l2_reg=1e-3,
+                   gradient_clipping=0.05)  # bites: replicas must clip the summed gradient
 
 
 def make_ppo_agent(strategy: Any, **kwargs: Any) -> Any:

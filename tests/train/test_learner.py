@@ -242,7 +242,8 @@ def test_ppo_update_through_learner_matches_agent_train(tmp_path):
 
 
 def test_neural_bandit_mirrored_matches_default_strategy(tmp_path):
-    """The real agent's per-replica loss scaling: 2 replicas (logical CPUs) update like one."""
+    """The real agent's per-replica loss scaling and gradient clipping: 2 replicas (logical CPUs)
+    update like one."""
     import tf_keras
     from rlops.agents.bandits import NeuralEpsilonGreedyAgent
     from rlops.agents.networks import RewardNetwork
@@ -261,6 +262,7 @@ def test_neural_bandit_mirrored_matches_default_strategy(tmp_path):
         with strategy.scope():
             agent = NeuralEpsilonGreedyAgent(time_step_spec(obs_spec), action_spec, RewardNetwork(obs_spec, 4, (16,)),
                                              tf_keras.optimizers.SGD(0.1), epsilon=0.1,
+                                             gradient_clipping=0.05,  # bites: clip the replicas' summed gradient
                                              train_step_counter=create_train_step_counter())
         learner = Learner(str(tmp_path / type(strategy).__name__), agent.train_step_counter, agent,
                           checkpoint_interval=-1, summary_interval=0, strategy=strategy)

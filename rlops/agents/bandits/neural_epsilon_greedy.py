@@ -29,6 +29,7 @@ from rlops.agents.bandits import utils
 from rlops.agents.bandits.base import BanditAgent
 from rlops.agents.bandits.linear import drop_arm_observation
 from rlops.agents.policies import Policy, sample_masked_uniform
+from rlops.agents.replicas import apply_global_gradients
 from rlops.agents.trajectories import LossInfo, PolicyStep, TimeStep, Trajectory
 
 LossFn = Callable[..., tf.Tensor]
@@ -316,10 +317,13 @@ class NeuralEpsilonGreedyAgent(BanditAgent):
             loss_info = self._loss_terms(observations, actions, rewards, weights, training=True)
             share = tf.nest.map_structure(lambda t: t * scale, loss_info)
         grads = tape.gradient(share.loss, variables)
+        clip = None
         if self._gradient_clipping is not None:
-            # Per-tensor norm clipping, like TF-Agents' eager_utils.clip_gradient_norms.
-            grads = [tf.clip_by_norm(g, self._gradient_clipping) if g is not None else None for g in grads]
-        self._optimizer.apply_gradients(zip(grads, variables))
+            # Per-tensor norm clipping, like TF-Agents' eager_utils.clip_gradient_norms (of the
+            # replicas' summed gradient: rlops.agents.replicas).
+            clip = lambda gs: [tf.clip_by_norm(g, self._gradient_clipping) if g is not None else None  # noqa: E731
+                               for g in gs]
+        grads = apply_global_gradients(self._optimizer, grads, variables, clip)
         self._write_summaries(share, grads, variables, rewards)
         self._train_step_counter.assign_add(1)
         return share

@@ -41,6 +41,7 @@ from rlops.agents.normalizers import StreamingNormalizer
 from rlops.agents.policies import ActorPolicy, GreedyPolicy
 from rlops.agents.ppo import value_ops
 from rlops.agents.ppo.ppo_policy import PPOCollectPolicy
+from rlops.agents.replicas import apply_global_gradients
 from rlops.agents.trajectories import LossInfo, StepType, TimeStep, Trajectory, trajectory_spec
 
 _NUM_LOSSES = 7  # total, pg, value, l2, entropy, kl, clip_fraction
@@ -513,9 +514,8 @@ class PPOAgent(tf.Module):
         if self.check_numerics:
             total = tf.debugging.check_numerics(total, "PPO total loss is inf or nan")
         grads = tape.gradient(total, self._trainable)
-        if self.gradient_clipping > 0:
-            grads, _ = tf.clip_by_global_norm(grads, self.gradient_clipping)
-        self.optimizer.apply_gradients(zip(grads, self._trainable))
+        clip = (lambda g: tf.clip_by_global_norm(g, self.gradient_clipping)[0]) if self.gradient_clipping > 0 else None
+        grads = apply_global_gradients(self.optimizer, grads, self._trainable, clip)
         self.train_step_counter.assign_add(1)
         losses = tf.stack([total, pg, vf, l2, ent, kl, clip_fraction])
         return (losses, grads) if return_grads else losses
