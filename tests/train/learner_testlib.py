@@ -136,15 +136,21 @@ def start_python(script: str, args: list[str], **env: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
 
 
-def read_scalars(logdir: str) -> dict[str, list[tuple[int, float]]]:
-    """TensorBoard scalars under `logdir`: tag -> [(step, value)] in write order."""
+def read_scalars(logdir: str, histograms: bool = False) -> dict[str, list[tuple[int, float]]]:
+    """TensorBoard scalars under `logdir`: tag -> [(step, value)] in write order; with
+    `histograms`, histogram tags too, as (step, number of values)."""
     out: dict[str, list[tuple[int, float]]] = {}
     for name in sorted(tf.io.gfile.listdir(logdir)):
         if "tfevents" not in name:
             continue
         for event in tf.compat.v1.train.summary_iterator(os.path.join(logdir, name)):
             for value in event.summary.value:
-                out.setdefault(value.tag, []).append((event.step, float(tf.make_ndarray(value.tensor))))
+                array = tf.make_ndarray(value.tensor)
+                if value.metadata.plugin_data.plugin_name == "histograms":  # [buckets, (left, right, count)]
+                    if histograms:
+                        out.setdefault(value.tag, []).append((event.step, float(array[:, 2].sum())))
+                    continue
+                out.setdefault(value.tag, []).append((event.step, float(array)))
     return out
 
 

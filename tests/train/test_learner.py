@@ -314,6 +314,29 @@ def test_ppo_mirrored_two_replicas_equals_one_replica_on_the_global_batch(tmp_pa
         np.testing.assert_allclose(n2.m2.numpy(), n1.m2.numpy(), rtol=1e-6, atol=1e-9)
 
 
+def test_ppo_debug_and_gradient_summaries_under_mirrored_equal_one_replica(tmp_path):
+    """Debug histograms gather every replica's rows and the gradient summaries are the applied
+    (summed) gradients, so 2 replicas write what one replica writes on the same global batch."""
+    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"],
+                                              cross_device_ops=tf.distribute.ReductionToOneDevice())
+    options = dict(PPO_OPTIONS, debug_summaries=True, summarize_grads_and_vars=True)
+    written = {}
+    for name, strategy in (("one", tf.distribute.get_strategy()), ("two", mirrored)):
+        agent = _ppo(strategy, **options)
+        learner = Learner(str(tmp_path / name), agent.train_step_counter, agent, checkpoint_interval=-1,
+                          summary_interval=1, strategy=strategy)
+        learner.run_on_batch(lt.ppo_mixed_experience(agent, 0))
+        learner.summary_writer.flush()
+        written[name] = lt.read_scalars(str(tmp_path / name / "train"), histograms=True)
+    one, two = written["one"], written["two"]
+    assert set(two) == set(one)
+    tags = [t for t in one if t.startswith(("Debug/", "Gradients/"))]
+    assert "Debug/returns" in tags and any(t.endswith("_gradient_norm") for t in tags)
+    for tag in tags:  # histogram value counts (global rows), debug means, gradient norms
+        np.testing.assert_allclose([v for _, v in two[tag]], [v for _, v in one[tag]], rtol=1e-4, atol=1e-6,
+                                   err_msg=tag)
+
+
 def test_ppo_global_batch_and_minibatches_under_mirrored():
     """agent.train(global batch) under strategy.scope() splits the batch over the replicas; with
     minibatches the train step counts every minibatch of every epoch."""

@@ -61,6 +61,12 @@ def _replica_context() -> tuple[Any, int]:
     return ctx, (ctx.num_replicas_in_sync if ctx is not None else 1)
 
 
+def _all_gather(tensors: dict) -> dict:
+    """Each replica's rows concatenated along axis 0, inside a replica function."""
+    ctx = tf.distribute.get_replica_context()
+    return {k: ctx.all_gather(v, axis=0) for k, v in tensors.items()}
+
+
 def _normalized(advantages: tf.Tensor, mean: tf.Tensor, variance: tf.Tensor) -> tf.Tensor:
     return (advantages - mean) * tf.math.rsqrt(variance + 1e-8)
 
@@ -609,23 +615,36 @@ class PPOAgent(tf.Module):
 
     def _train_distributed(self, experience: Any, weights: Any) -> LossInfo:
         strategy = tf.distribute.get_strategy()
+        first = lambda x: strategy.experimental_local_results(x)[0]  # noqa: E731
         base_step = tf.identity(self.train_step_counter)
-        data = strategy.run(lambda e, w: self._prepare(e, tf.cast(w, tf.float32)), args=(experience, weights))
-        num_steps = strategy.experimental_local_results(strategy.run(self._num_steps, args=(data,)))[0]
+        with_debug, with_grads = self.debug_summaries, self.summarize_grads_and_vars
+
+        def prepare(e, w):
+            debug = {} if with_debug else None
+            return self._prepare(e, tf.cast(w, tf.float32), debug), debug or {}
+        data, debug = strategy.run(prepare, args=(experience, weights))
+        num_steps = first(strategy.run(self._num_steps, args=(data,)))
         orders = strategy.run(lambda d: self._orders(d, base_step), args=(data,))
-        # The loop variable starts as per-replica zeros: tracing the gradient step once, in the body.
-        zeros = strategy.run(lambda: tf.zeros([_NUM_LOSSES]))
+        # Loop variables start as per-replica zeros: tracing the gradient step once, in the body.
+        zeros = strategy.run(lambda: (tf.zeros([_NUM_LOSSES]),
+                                      [tf.zeros_like(v) for v in self._trainable] if with_grads else []))
 
-        def body(step, _):
-            return step + 1, strategy.run(lambda d, o: self._gradient_step(self._minibatch(d, o, step)),
-                                          args=(data, orders))
+        def body(step, _, grads):
+            out = strategy.run(lambda d, o: self._gradient_step(self._minibatch(d, o, step), return_grads=with_grads),
+                               args=(data, orders))
+            return (step + 1, *out) if with_grads else (step + 1, out, grads)
 
-        _, last = tf.while_loop(lambda step, _: step < num_steps, body, (tf.constant(0), zeros))
+        _, last, grads = tf.while_loop(lambda step, *_: step < num_steps, body, (tf.constant(0), *zeros))
+        if with_debug:  # every replica's rows, gathered: the histograms describe the global batch
+            debug = first(strategy.run(lambda d, extra: _all_gather({**extra, **self._debug_tensors(d)}),
+                                       args=(data, debug)))
         mean_kl = strategy.run(self._finish, args=(experience, data))
         loss_info = strategy.run(self._loss_info, args=(last,))
         reduced = tf.nest.map_structure(lambda x: strategy.reduce(tf.distribute.ReduceOp.SUM, x, axis=None),
                                         loss_info)
-        self._write_summaries(reduced, strategy.experimental_local_results(mean_kl)[0], {}, [])
+        # The applied gradients are the replicas' sum (rlops.agents.replicas): any replica's copy.
+        self._write_summaries(reduced, first(mean_kl), debug if with_debug else {},
+                              [first(g) for g in grads] if with_grads else [])
         return loss_info
 
     # ---- outputs --------------------------------------------------------------------------------
@@ -639,9 +658,9 @@ class PPOAgent(tf.Module):
         """Once per train call, outside the compiled update (TensorBoard ops are host ops).
 
         Loss scalars always; with `debug_summaries` TF-Agents' debug histograms and means over the
-        rows that count (weight > 0), tags TF-Agents' names under Debug/ (single replica); with
-        `summarize_grads_and_vars` a histogram per variable and, single replica, the last gradient
-        step's applied gradients and their norms (TF-Agents: every first and last epoch, inside the
+        rows that count (weight > 0, every replica's rows), tags TF-Agents' names under Debug/;
+        with `summarize_grads_and_vars` a histogram per variable and the last gradient step's
+        applied gradients and their norms (TF-Agents: every first and last epoch, inside the
         update). Variables are named by their path in the agent, so tags are unique."""
         step = self.train_step_counter
         extra = loss_info.extra
