@@ -69,3 +69,43 @@ def plot_curves(curves: dict[str, Sequence[float]], path: str, xlabel: str, ylab
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def smoothed_on_grid(runs: Sequence[tuple[Sequence[int], Sequence[float]]], window: int = 20,
+                     points: int = 200) -> tuple[np.ndarray, np.ndarray]:
+    """Each run's moving average over `window` episodes, interpolated onto one grid of env steps
+    (where every run has a value): returns (grid [points], values [runs, points])."""
+    smooth = []
+    for env_steps, returns in runs:
+        steps, rets = np.asarray(env_steps, dtype=float), np.asarray(returns, dtype=float)
+        if len(rets) < window:
+            raise ValueError(f"a run has {len(rets)} episodes, fewer than the window of {window}")
+        smooth.append((steps[window - 1:], np.convolve(rets, np.ones(window) / window, mode="valid")))
+    lo, hi = max(s[0] for s, _ in smooth), min(s[-1] for s, _ in smooth)
+    grid = np.linspace(lo, hi, points)
+    return grid, np.stack([np.interp(grid, s, v) for s, v in smooth])
+
+
+def plot_learning_curve_bands(groups: dict[str, Sequence[tuple[Sequence[int], Sequence[float]]]], path: str,
+                              title: str = "", references: dict[str, float] | None = None,
+                              window: int = 20) -> str:
+    """Several groups of runs (e.g. two libraries, several seeds each): per group the mean over
+    its runs of the `window`-episode moving average, with a band from the lowest to the highest
+    run; `references` draws published figures as dashed lines."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, runs in groups.items():
+        grid, values = smoothed_on_grid(runs, window)
+        line, = ax.plot(grid, values.mean(0), label=f"{name} (mean of {len(runs)})")
+        ax.fill_between(grid, values.min(0), values.max(0), color=line.get_color(), alpha=0.2)
+    for name, value in (references or {}).items():
+        ax.axhline(value, color="k", ls="--", lw=1)
+        ax.annotate(name, (ax.get_xlim()[0], value), xytext=(4, 3), textcoords="offset points", fontsize=8)
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel(f"return (mean of last {window} episodes)")
+    ax.set_title(title)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
