@@ -13,6 +13,17 @@ def _pyplot():
     return plt
 
 
+def _save(plt, fig, ax, path: str, xlabel: str, ylabel: str, title: str, legend_loc: str = "best") -> str:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(loc=legend_loc)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def plot_learning_curve(env_steps: Sequence[int], returns: Sequence[float], path: str, title: str = "",
                         target: float | None = None, window: int = 20) -> str:
     """Episode returns against env steps, with a moving average over `window` episodes."""
@@ -25,14 +36,7 @@ def plot_learning_curve(env_steps: Sequence[int], returns: Sequence[float], path
         ax.plot(steps[window - 1:], smooth, label=f"mean of last {window}")
     if target is not None:
         ax.axhline(target, color="k", ls="--", lw=1, label=f"target {target:g}")
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel("return")
-    ax.set_title(title)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, ax, path, "environment steps", "return", title, "lower right")
 
 
 def plot_learning_curves(curves: dict[str, tuple[Sequence[int], Sequence[float]]], path: str, title: str = "",
@@ -45,14 +49,8 @@ def plot_learning_curves(curves: dict[str, tuple[Sequence[int], Sequence[float]]
         steps, rets = np.asarray(env_steps), np.asarray(returns, dtype=float)
         if len(rets) >= window:
             ax.plot(steps[window - 1:], np.convolve(rets, np.ones(window) / window, mode="valid"), label=name)
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel(f"return (mean of last {window} episodes)")
-    ax.set_title(title)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, ax, path, "environment steps", f"return (mean of last {window} episodes)", title,
+                 "lower right")
 
 
 def plot_curves(curves: dict[str, Sequence[float]], path: str, xlabel: str, ylabel: str, title: str = "") -> str:
@@ -61,14 +59,7 @@ def plot_curves(curves: dict[str, Sequence[float]], path: str, xlabel: str, ylab
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, ys in curves.items():
         ax.plot(np.arange(1, len(ys) + 1), ys, label=name)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, ax, path, xlabel, ylabel, title)
 
 
 def smoothed_on_grid(runs: Sequence[tuple[Sequence[int], Sequence[float]]], window: int = 20,
@@ -101,11 +92,5 @@ def plot_learning_curve_bands(groups: dict[str, Sequence[tuple[Sequence[int], Se
     for name, value in (references or {}).items():
         ax.axhline(value, color="k", ls="--", lw=1)
         ax.annotate(name, (ax.get_xlim()[0], value), xytext=(4, 3), textcoords="offset points", fontsize=8)
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel(f"return (mean of last {window} episodes)")
-    ax.set_title(title)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, ax, path, "environment steps", f"return (mean of last {window} episodes)", title,
+                 "lower right")
