@@ -119,7 +119,7 @@ def test_clipped_surrogate_matches_numpy():
     surrogate = np.minimum(ratio * adv, np.clip(ratio, 0.8, 1.2) * adv)
     expected = -(surrogate * w).sum() / w.size  # aggregate_losses: over all rows, masked ones included
     got, clip_fraction = agent.policy_gradient_loss(*(tf.constant(x, tf.float32) for x in (logp, old_logp, adv, w)))
-    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5)
     np.testing.assert_allclose(clip_fraction.numpy(), (np.abs(ratio - 1) > 0.2).mean(), rtol=1e-6)
 
 
@@ -194,7 +194,7 @@ def test_kl_penalty_and_adaptive_beta_match_numpy():
     got = agent.kl_penalty_loss(tf.constant(kl, tf.float32))
     mean_kl = kl.mean()
     expected = 1000.0 * max(0.0, mean_kl - 0.02) ** 2 + 0.5 * mean_kl
-    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5)
     agent.update_adaptive_kl_beta(tf.constant(0.02))     # above 0.013: beta * 1.5
     np.testing.assert_allclose(agent.adaptive_kl_beta.numpy(), 0.75, rtol=1e-6)
     agent.update_adaptive_kl_beta(tf.constant(0.01))     # inside the band: unchanged
@@ -212,7 +212,7 @@ def test_categorical_kl_matches_numpy():
     expected = (pa * (np.log(pa) - np.log(pb))).sum(-1)
     da = agent.actor_net.distribution({"logits": tf.constant(a, tf.float32)})
     db = agent.actor_net.distribution({"logits": tf.constant(b, tf.float32)})
-    np.testing.assert_allclose(da.kl_divergence(db).numpy(), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(da.kl_divergence(db).numpy(), expected, rtol=1e-5)
 
 
 def test_streaming_normalizer_matches_numpy_over_masked_batches():
