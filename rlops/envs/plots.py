@@ -13,6 +13,11 @@ def _pyplot():
     return plt
 
 
+def moving_average(values: Sequence[float], window: int) -> np.ndarray:
+    """Mean of each `window` consecutive values (len(values) - window + 1 of them)."""
+    return np.convolve(np.asarray(values, dtype=float), np.ones(window) / window, mode="valid")
+
+
 def _save(plt, fig, ax, path: str, xlabel: str, ylabel: str, title: str, legend_loc: str = "best") -> str:
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -32,8 +37,7 @@ def plot_learning_curve(env_steps: Sequence[int], returns: Sequence[float], path
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot(steps, rets, ".", alpha=0.25, label="episode return")
     if len(rets) >= window:
-        smooth = np.convolve(rets, np.ones(window) / window, mode="valid")
-        ax.plot(steps[window - 1:], smooth, label=f"mean of last {window}")
+        ax.plot(steps[window - 1:], moving_average(rets, window), label=f"mean of last {window}")
     if target is not None:
         ax.axhline(target, color="k", ls="--", lw=1, label=f"target {target:g}")
     return _save(plt, fig, ax, path, "environment steps", "return", title, "lower right")
@@ -48,7 +52,7 @@ def plot_learning_curves(curves: dict[str, tuple[Sequence[int], Sequence[float]]
     for name, (env_steps, returns) in curves.items():
         steps, rets = np.asarray(env_steps), np.asarray(returns, dtype=float)
         if len(rets) >= window:
-            ax.plot(steps[window - 1:], np.convolve(rets, np.ones(window) / window, mode="valid"), label=name)
+            ax.plot(steps[window - 1:], moving_average(rets, window), label=name)
     return _save(plt, fig, ax, path, "environment steps", f"return (mean of last {window} episodes)", title,
                  "lower right")
 
@@ -71,7 +75,7 @@ def smoothed_on_grid(runs: Sequence[tuple[Sequence[int], Sequence[float]]], wind
         steps, rets = np.asarray(env_steps, dtype=float), np.asarray(returns, dtype=float)
         if len(rets) < window:
             raise ValueError(f"a run has {len(rets)} episodes, fewer than the window of {window}")
-        smooth.append((steps[window - 1:], np.convolve(rets, np.ones(window) / window, mode="valid")))
+        smooth.append((steps[window - 1:], moving_average(rets, window)))
     lo, hi = max(s[0] for s, _ in smooth), min(s[-1] for s, _ in smooth)
     grid = np.linspace(lo, hi, points)
     return grid, np.stack([np.interp(grid, s, v) for s, v in smooth])

@@ -135,3 +135,13 @@ def test_through_the_learner_summaries_follow_the_interval(tmp_path):
     for tag in ("Losses/policy_gradient_loss", "Debug/returns", "Learner/loss"):
         # Steps after each call: 12, 24, 36, 48, 60; multiples of 30 crossed by the 3rd and 5th.
         assert [step for step, _, _ in events[tag]] == [36, 60], tag
+
+
+def test_minibatch_advantages_are_not_reported_as_batch_normalized(tmp_path):
+    """With normalize_advantages="minibatch" the batch holds raw advantages (each gradient step
+    normalizes its own rows), so no Debug/advantages_normalized histogram claims otherwise."""
+    agent = make_agent(DISCRETE, importance_ratio_clipping=0.2, num_epochs=1, minibatch_size=7,
+                       normalize_advantages="minibatch", debug_summaries=True)
+    events = train_with_writer(agent, make_experience(agent), tmp_path, calls=1)
+    assert "Debug/advantages" in events and "Debug/importance_ratio" in events
+    assert "Debug/advantages_normalized" not in events

@@ -585,10 +585,12 @@ class PPOAgent(tf.Module):
         old_dist = self.actor_net.distribution(data["old_params"])
         out = {"action_log_prob": log_prob, "action_log_prob_sample": data["old_log_prob"],
                "importance_ratio": ratio, "per_timestep_objective": ratio * data["advantages"],
-               "advantages_normalized": data["advantages"], "policy_entropy": tf.cast(dist.entropy(), tf.float32),
+               "policy_entropy": tf.cast(dist.entropy(), tf.float32),
                "value_preds": value_preds,
                "value_estimation_error": tf.math.squared_difference(data["returns"], value_preds),
                "kl_divergence": tf.cast(old_dist.kl_divergence(dist), tf.float32), "weights": data["weights"]}
+        if self.normalize_advantages != "minibatch":  # per minibatch there is no one batch-wide value to show
+            out["advantages_normalized"] = data["advantages"]
         if self.importance_ratio_clipping > 0:
             eps = self.importance_ratio_clipping
             out["importance_ratio_clipped"] = tf.clip_by_value(ratio, 1.0 - eps, 1.0 + eps)
