@@ -149,8 +149,9 @@ class ReturnScaler:
     clipped (CleanRL's and Gymnasium's NormalizeReward, SB3's VecNormalize): value targets stay
     O(1) whatever the reward scale. TF-Agents' reward normalizer (PPOAgent(normalize_rewards=True))
     divides by the std of single rewards instead, so on MuJoCo its value targets are O(100).
-    The statistics are Gymnasium's RunningMeanStd (count starts at 1e-4) and are not
-    checkpointed: a resumed run starts them afresh."""
+    The statistics are Gymnasium's RunningMeanStd (count starts at 1e-4); `statistics` /
+    `load_statistics` carry them across a restart (the per-env running returns restart at 0 with
+    the environments)."""
 
     def __init__(self, num_envs: int, gamma: float, clip: float = 10.0, epsilon: float = 1e-8):
         self.gamma, self.clip, self.epsilon = gamma, clip, epsilon
@@ -166,6 +167,13 @@ class ReturnScaler:
         scaled = reward / np.sqrt(self.var + self.epsilon)
         self.returns[done] = 0.0
         return np.clip(scaled, -self.clip, self.clip).astype(reward.dtype)
+
+    def statistics(self) -> tuple[float, float, float]:
+        """(count, mean, var) of the discounted returns seen so far."""
+        return self.count, self.mean, self.var
+
+    def load_statistics(self, count: float, mean: float, var: float) -> None:
+        self.count, self.mean, self.var = float(count), float(mean), float(var)
 
     def _update(self, x: np.ndarray) -> None:
         # Chan et al.'s parallel merge of the batch's mean and (population) variance.

@@ -28,7 +28,7 @@ import inspect
 import logging
 import os
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -144,6 +144,9 @@ class Learner:
       strategy_run_options: `tf.distribute.RunOptions` passed to every `strategy.run`.
       summary_root_dir: overrides `root_dir/train` for TensorBoard events.
       check_numerics: fail with the step and loss field when a loss is NaN or Inf.
+      checkpoint_extras: more trackables saved and restored in the same checkpoint as the agent
+        (e.g. a collection-side normalizer's statistics), so a resumed job has them all from
+        one step; restored before this constructor returns.
 
     Data contract (TF-Agents'): dataset elements are `(experience, sample_info)` pairs; a bare
     experience (or kwargs dict) is accepted too and gets `sample_info=None`.
@@ -163,10 +166,14 @@ class Learner:
                  direct_sampling: bool = False,
                  experience_dataset_options: tf.distribute.InputOptions | None = None,
                  strategy_run_options: tf.distribute.RunOptions | None = None,
-                 summary_root_dir: str | None = None, check_numerics: bool = True):
+                 summary_root_dir: str | None = None, check_numerics: bool = True,
+                 checkpoint_extras: Mapping[str, tf.Module] | None = None):
         if use_reverb_v2:
             raise ValueError("use_reverb_v2=True: Reverb is not part of rlops' stack (it does not build for this "
                              "TensorFlow); feed the Learner a tf.data experience_dataset_fn instead.")
+        if checkpoint_extras and {"agent", "train_step"} & set(checkpoint_extras):
+            raise ValueError("checkpoint_extras may not use the names 'agent' or 'train_step' (the Learner's own); "
+                             f"got {sorted(checkpoint_extras)}")
         if checkpoint_interval == 0 or checkpoint_interval < -1:
             raise ValueError(f"checkpoint_interval must be > 0, or -1 to disable checkpoints; got "
                              f"{checkpoint_interval}")
@@ -224,7 +231,7 @@ class Learner:
             _, task_id = strategy_lib.task_info(self.strategy)
             self._checkpointer = Checkpointer(
                 os.path.join(self.train_dir, CHECKPOINT_DIR), max_checkpoints_to_keep, self.is_chief, task_id,
-                agent=agent, train_step=train_step)
+                agent=agent, train_step=train_step, **dict(checkpoint_extras or {}))
             self._checkpointer.restore_latest()
         self._last_checkpoint_step = self.train_step_numpy
         for trigger in self.triggers:  # re-arm interval triggers at the restored step

@@ -73,6 +73,7 @@ class PPOResult:
     episode_returns: list[float] = field(default_factory=list)
     episode_env_steps: list[int] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
+    reward_scaler: ReturnScaler | None = None  # with config.scale_rewards_by_return
 
     @property
     def eval_mean_return(self) -> float:
@@ -84,6 +85,25 @@ class PPOResult:
                 "env_steps_per_s_after_compile": round(
                     self.env_steps / max(self.train_wall_s - self.first_train_s, 1e-9), 1),
                 "steps_to_target": self.steps_to_target, "eval_mean_return": self.eval_mean_return}
+
+
+class _ReturnScalerState(tf.Module):
+    """A ReturnScaler's running statistics as variables, for the Learner's checkpoint. The
+    scaler itself stays numpy (it runs on every collection step); copies go both ways once per
+    iteration."""
+
+    def __init__(self):
+        super().__init__(name="reward_scaler")
+        self.count = tf.Variable(1e-4, dtype=tf.float64, trainable=False, name="count")
+        self.mean = tf.Variable(0.0, dtype=tf.float64, trainable=False, name="mean")
+        self.var = tf.Variable(1.0, dtype=tf.float64, trainable=False, name="var")
+
+    def save_from(self, scaler: ReturnScaler) -> None:
+        for variable, value in zip((self.count, self.mean, self.var), scaler.statistics()):
+            variable.assign(value)
+
+    def load_into(self, scaler: ReturnScaler) -> None:
+        scaler.load_statistics(self.count.numpy(), self.mean.numpy(), self.var.numpy())
 
 
 def build_ppo_agent(config: PPOConfig, env: GymVectorEnv) -> PPOAgent:
@@ -134,23 +154,33 @@ def train_ppo(config: PPOConfig, agent: PPOAgent | None = None,
     `on_iteration(iteration, agent, metrics)` runs after each train step; `agent` warm-starts
     from an existing agent.
     """
+    if config.scale_rewards_by_return and config.normalize_rewards:
+        raise ValueError("PPOConfig: scale_rewards_by_return and normalize_rewards both rescale rewards; set one")
     env = GymVectorEnv(config.env_id, config.num_envs, seed=config.seed, vector_env=config.vector_env)
     agent = agent or build_ppo_agent(config, env)
+    scaler = ReturnScaler(config.num_envs, config.discount_factor) if config.scale_rewards_by_return else None
     train, first_iteration = agent.train, 0
     if root_dir is not None:
         from rlops.train.learner import Learner
         step_before = int(agent.train_step_counter.numpy())
+        # The reward scale is collection state: checkpointed with the agent, or a resumed job
+        # would scale rewards from scratch and shift every value target.
+        scaler_state = _ReturnScalerState() if scaler is not None else None
         learner = Learner(root_dir, agent.train_step_counter, agent, triggers=list(triggers),
                           checkpoint_interval=checkpoint_interval, summary_interval=1,
-                          summary_root_dir=summary_dir)
+                          summary_root_dir=summary_dir,
+                          checkpoint_extras=None if scaler_state is None else {"reward_scaler": scaler_state})
         # > 0 after a restart
         first_iteration = (int(learner.train_step_numpy) - step_before) // train_steps_per_iteration(config)
-        train = learner.run_on_batch
+        if scaler_state is not None:
+            scaler_state.load_into(scaler)
+
+        def train(experience):
+            if scaler_state is not None:  # what a checkpoint written by this train call holds
+                scaler_state.save_from(scaler)
+            return learner.run_on_batch(experience)
         if first_iteration:
             log.info("ppo: resumed at iteration %d from %s", first_iteration, root_dir)
-    if config.scale_rewards_by_return and config.normalize_rewards:
-        raise ValueError("PPOConfig: scale_rewards_by_return and normalize_rewards both rescale rewards; set one")
-    scaler = ReturnScaler(config.num_envs, config.discount_factor) if config.scale_rewards_by_return else None
     driver = VectorDriver(env, agent.collect_policy, config.num_steps, seed=config.seed + first_iteration,
                           reward_scaler=scaler)
     driver.total_env_steps = first_iteration * config.num_envs * config.num_steps
@@ -183,7 +213,7 @@ def train_ppo(config: PPOConfig, agent: PPOAgent | None = None,
                      first_train_s=first_train_s,
                      eval_returns=eval_returns, steps_to_target=steps_to_target,
                      episode_returns=list(driver.stats.returns), episode_env_steps=list(driver.stats.env_steps),
-                     losses=losses)
+                     losses=losses, reward_scaler=scaler)
 
 
 def config_dict(config: PPOConfig) -> dict:

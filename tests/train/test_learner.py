@@ -164,6 +164,21 @@ def test_checkpoints_restore_and_fallback_from_corrupt_latest(tmp_path, caplog):
         make_learner(tmp_path, checkpoint_interval=4)
 
 
+def test_checkpoint_extras_are_saved_and_restored_with_the_agent(tmp_path):
+    extra = tf.Module()
+    extra.stat = tf.Variable(0.0, dtype=tf.float64)
+    learner, _ = make_learner(tmp_path, checkpoint_interval=2, checkpoint_extras={"collector": extra})
+    extra.stat.assign(3.5)
+    learner.run(iterations=2)  # checkpoint at step 2 holds 3.5
+    extra.stat.assign(-1.0)
+    fresh = tf.Module()
+    fresh.stat = tf.Variable(0.0, dtype=tf.float64)
+    resumed, _ = make_learner(tmp_path, checkpoint_interval=2, checkpoint_extras={"collector": fresh})
+    assert resumed.train_step_numpy == 2 and fresh.stat.numpy() == 3.5
+    with pytest.raises(ValueError, match="checkpoint_extras may not use the names"):
+        make_learner(tmp_path / "other", checkpoint_extras={"agent": fresh})
+
+
 def test_checkpoint_interval_minus_one_disables_with_warning(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         learner, _ = make_learner(tmp_path, checkpoint_interval=-1)

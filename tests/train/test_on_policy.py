@@ -1,5 +1,6 @@
 """On-policy PPO through the Learner: checkpoints, resume after a restart, summaries."""
 import os
+from dataclasses import replace
 
 import numpy as np
 
@@ -30,3 +31,21 @@ def test_direct_and_learner_paths_train_the_same(tmp_path):
     direct = train_ppo(small(3))
     via_learner = train_ppo(small(3), root_dir=str(tmp_path))
     np.testing.assert_allclose(direct.losses, via_learner.losses, rtol=1e-4, atol=1e-5)
+
+
+def test_resumed_job_keeps_the_reward_scale(tmp_path):
+    """scale_rewards_by_return's running statistics are collection state: a restarted job must
+    continue them, not scale its first rewards by a fresh variance of 1 (every value target
+    would shift)."""
+    root = str(tmp_path / "root")
+    config = lambda n: replace(small(n), scale_rewards_by_return=True)  # noqa: E731
+    first = train_ppo(config(4), root_dir=root, checkpoint_interval=4)
+    count, mean, var = first.reward_scaler.statistics()
+    assert count > 4 * 64 * 0.9 and var != 1.0  # every acting env step counted
+    # Nothing left to run: the restored statistics are exactly the saved ones.
+    same = train_ppo(config(4), root_dir=root, checkpoint_interval=4)
+    assert len(same.losses) == 0
+    assert same.reward_scaler.statistics() == (count, mean, var)
+    # Two more iterations continue the count from there.
+    more = train_ppo(config(6), root_dir=root, checkpoint_interval=4)
+    assert len(more.losses) == 2 and more.reward_scaler.statistics()[0] > count + 64 * 0.9
