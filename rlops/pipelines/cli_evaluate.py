@@ -24,6 +24,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="policy SavedModel (or Model artifact) directory, 'uniform', or 'logging'")
     p.add_argument("--split", default="eval", help="split to evaluate on (default: eval)")
     p.add_argument("--num-actions", type=int, help="number of actions (default: the policy's spec, else the data's)")
+    p.add_argument("--action-minimum", type=int,
+                   help="the first action id, e.g. 1 for ids 1..K (default: the policy's spec, else 0)")
     p.add_argument("--reward-model", default="auto", choices=REWARD_MODEL_CHOICES,
                    help="reward model behind DM and the DR family (default auto: logistic for 0/1 rewards)")
     p.add_argument("--num-bootstrap", type=int, default=500, help="bootstrap resamples (default 500)")
@@ -79,7 +81,8 @@ def run(args) -> int:
         print(f"rlops evaluate: --{key.replace('_', '-')}: {str(e).split(' ', 1)[1]}", file=sys.stderr)
         return 2
     try:
-        result = evaluate_on_logs(config, args.examples, args.policy, args.split, args.num_actions)
+        result = evaluate_on_logs(config, args.examples, args.policy, args.split, args.num_actions,
+                                  args.action_minimum)
     except (ValueError, FileNotFoundError) as e:
         print(f"rlops evaluate: {e}", file=sys.stderr)
         return 2

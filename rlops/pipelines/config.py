@@ -151,6 +151,7 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
         experience_gen = _section(raw, "experience_gen", _experience_gen_config)
         spec = experience_gen.action_spec
         trainer_raw.setdefault("num_actions", int(spec.maximum) - int(spec.minimum) + 1)
+        trainer_raw.setdefault("action_minimum", int(spec.minimum or 0))
     trainer = _section({"trainer": trainer_raw}, "trainer", TrainerConfig.from_dict)
     if experience_gen is not None:
         experience_gen = _with_split_minimums(experience_gen, trainer.batch_size)

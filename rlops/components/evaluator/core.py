@@ -40,16 +40,24 @@ class EvalResult:
     metrics: dict = field(default_factory=dict)
 
 
-def load_logged_feedback(examples_uri: str, split: str = "eval", max_records: int | None = None) -> ope.LoggedFeedback:
+def load_logged_feedback(examples_uri: str, split: str = "eval", max_records: int | None = None,
+                         action_minimum: int = 0) -> ope.LoggedFeedback:
     """The split's logged feedback as numpy (the first `max_records` only, when given), with the
-    optional `weight` and `action_mask` columns when the records carry them."""
+    optional `weight` and `action_mask` columns when the records carry them. Actions become
+    indices 0..K-1 (logged id - `action_minimum`, the action spec's first id): OPE indexes
+    probabilities and masks by them."""
     from rlops.components.experience_gen import records
     cat = records.read_logged_bandit(examples_uri, split, max_records)
     if records.PROPENSITY not in cat:
         raise ValueError(f"examples: the {split} split has no 'propensity' feature; off-policy evaluation needs the "
                          "logging policy's probability of each logged action")
     arms = _per_arm_candidates(cat.get(records.FEATURES), examples_uri)
-    return ope.LoggedFeedback(cat[records.CONTEXT], cat[records.ACTION].astype(int), cat[records.REWARD].astype(float),
+    actions = cat[records.ACTION].astype(int) - int(action_minimum)
+    if len(actions) and actions.min() < 0:
+        i = int(np.argmax(actions < 0))
+        raise ValueError(f"examples: action {actions[i] + action_minimum} in record {i} of the {split} split is below "
+                         f"the action spec's minimum {action_minimum}")
+    return ope.LoggedFeedback(cat[records.CONTEXT], actions, cat[records.REWARD].astype(float),
                               cat[records.PROPENSITY].astype(float),
                               weights=cat[records.WEIGHT].astype(float) if records.WEIGHT in cat else None,
                               action_mask=arms.get("action_mask", cat.get(records.ACTION_MASK)),
@@ -166,15 +174,28 @@ def evaluate_logged(config: EvaluatorConfig, data: ope.LoggedFeedback, candidate
     return metrics, diff[config.estimator]
 
 
+def policy_action_minimum(policy: SavedPolicy) -> int:
+    return int(policy.action_spec.minimum)
+
+
+def greedy_probs(policy: SavedPolicy, data: ope.LoggedFeedback, num_actions: int) -> np.ndarray:
+    """The policy's greedy choice on every logged record as one-hot [N, num_actions] over action
+    indices (its action ids less its spec's minimum, as the logged actions are)."""
+    inputs = data.contexts if data.features is None else data.features  # raw features: each model encodes its own
+    actions = policy.actions(inputs, action_mask=data.action_mask) - policy_action_minimum(policy)
+    return ope.greedy_probs(actions, num_actions)
+
+
 def evaluate_bandit(config: EvaluatorConfig, examples_uri: str, model_uri: str, num_actions: int,
                     baseline_model_uri: str | None) -> tuple[dict, ope.Estimate]:
-    data = load_logged_feedback(examples_uri)
-    inputs = data.contexts if data.features is None else data.features  # raw features: each model encodes its own
     policy = SavedPolicy(serving_dir(model_uri))
-    candidate = ope.greedy_probs(policy.actions(inputs, action_mask=data.action_mask), num_actions)
-    baseline = (ope.greedy_probs(SavedPolicy(serving_dir(baseline_model_uri)).actions(
-        inputs, action_mask=data.action_mask), num_actions)
-                if baseline_model_uri else ope.LOGGING_POLICY)
+    baseline_policy = SavedPolicy(serving_dir(baseline_model_uri)) if baseline_model_uri else None
+    if baseline_policy is not None and policy_action_minimum(baseline_policy) != policy_action_minimum(policy):
+        raise ValueError(f"the candidate's actions start at {policy_action_minimum(policy)}, the baseline's "
+                         f"({baseline_model_uri}) at {policy_action_minimum(baseline_policy)}: they answer in different ids")
+    data = load_logged_feedback(examples_uri, action_minimum=policy_action_minimum(policy))
+    candidate = greedy_probs(policy, data, num_actions)
+    baseline = greedy_probs(baseline_policy, data, num_actions) if baseline_policy is not None else ope.LOGGING_POLICY
     return evaluate_logged(config, data, candidate, baseline, baseline_model_uri or "logging_policy",
                            choose_reward_model(config, data, policy))
 
@@ -190,10 +211,10 @@ def _find_serving_dir(path: str) -> str:
 
 
 def evaluate_on_logs(config: EvaluatorConfig, examples_uri: str, policy: str, split: str = "eval",
-                     num_actions: int | None = None) -> dict:
+                     num_actions: int | None = None, action_minimum: int | None = None) -> dict:
     """What would `policy` (a SavedModel path, 'uniform' or 'logging') have earned on a split's logs?
-    Every estimator with its interval, and the improvement over the logging policy (paired)."""
-    data = load_logged_feedback(examples_uri, split)
+    Every estimator with its interval, and the improvement over the logging policy (paired).
+    `action_minimum`: the first action id (default: the policy's spec minimum, else 0)."""
     saved = None
     if policy not in ("uniform", ope.LOGGING_POLICY):
         saved = SavedPolicy(_find_serving_dir(policy))
@@ -201,16 +222,20 @@ def evaluate_on_logs(config: EvaluatorConfig, examples_uri: str, policy: str, sp
         spec_actions = int(spec.maximum) - int(spec.minimum) + 1
         if num_actions is not None and num_actions != spec_actions:
             raise ValueError(f"--num-actions {num_actions} disagrees with the policy's action spec ({spec_actions})")
-        num_actions = spec_actions
+        if action_minimum is not None and action_minimum != policy_action_minimum(saved):
+            raise ValueError(f"--action-minimum {action_minimum} disagrees with the policy's action spec (minimum "
+                             f"{policy_action_minimum(saved)})")
+        num_actions, action_minimum = spec_actions, policy_action_minimum(saved)
+    data = load_logged_feedback(examples_uri, split, action_minimum=action_minimum or 0)
     if num_actions is None:
         num_actions = data.action_mask.shape[1] if data.action_mask is not None else _per_arm_width(data)
         num_actions = num_actions or int(data.actions.max()) + 1
     if int(data.actions.max()) >= num_actions:
         i = int(np.argmax(data.actions >= num_actions))
-        raise ValueError(f"examples: action {data.actions[i]} in record {i} is outside the {num_actions} actions")
+        raise ValueError(f"examples: action {data.actions[i] + (action_minimum or 0)} in record {i} is outside the "
+                         f"{num_actions} actions starting at {action_minimum or 0}")
     if saved is not None:
-        target = ope.greedy_probs(saved.actions(data.contexts if data.features is None else data.features,
-                                                action_mask=data.action_mask), num_actions)
+        target = greedy_probs(saved, data, num_actions)
     elif policy == "uniform":
         target = ope.uniform_probs(len(data.actions), num_actions, data.action_mask)
     else:

@@ -12,9 +12,9 @@ from rlops.components.trainer import masks
 from rlops.components.trainer.config import TrainerConfig
 
 
-def bandit_specs(context_dim: int, num_actions: int) -> tuple:
+def bandit_specs(context_dim: int, num_actions: int, minimum: int = 0) -> tuple:
     observation_spec = tf.TensorSpec((context_dim,), tf.float32, "context")
-    action_spec = specs.BoundedTensorSpec((), tf.int32, 0, num_actions - 1, name="action")
+    action_spec = specs.BoundedTensorSpec((), tf.int32, minimum, minimum + num_actions - 1, name="action")
     return time_step_spec(observation_spec), action_spec
 
 
@@ -32,9 +32,12 @@ def make_bandit_agent(config: TrainerConfig, context_dim: int, train_step: tf.Va
     the observation is {'observation', 'action_mask'} and the agent's policies act among the
     allowed actions only (TF-Agents' observation_and_action_constraint_splitter)."""
     if per_arm is not None:
+        if config.action_minimum:
+            raise ValueError(f"trainer.action_minimum: {config.action_minimum}, but per-arm records log the chosen "
+                             "candidate's slot, counted from 0; set action_spec.minimum to 0")
         ts_spec, action_spec = per_arm_specs(*per_arm)
     else:
-        ts_spec, action_spec = bandit_specs(context_dim, config.num_actions)
+        ts_spec, action_spec = bandit_specs(context_dim, config.num_actions, config.action_minimum)
     scored = ts_spec.observation  # what the network / linear model sees
     splitter = None
     if masked:

@@ -41,6 +41,9 @@ class TrainerConfig(JsonConfig):
     agent: str = "neural_epsilon_greedy"
     # Bandits (offline, from an Examples artifact of bandit feedback).
     num_actions: int | None = None
+    # The first action id: logged actions (and the exported policy's) are action_minimum ..
+    # action_minimum + num_actions - 1, the Examples' action_spec (e.g. ids that start at 1).
+    action_minimum: int = 0
     hidden_sizes: tuple[int, ...] = (64,)
     learning_rate: float = 1e-3
     epsilon: float = 0.1                 # collect (logging) policy's exploration

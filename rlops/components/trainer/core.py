@@ -131,7 +131,8 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
         else:
             observation = p[records.CONTEXT] if preprocessor is None else preprocessor(p)
             experience = records.bandit_trajectory(p, action_spec, observation)
-        experience = experience._replace(policy_info=_fit_info(experience.policy_info, info_spec))
+        experience = experience._replace(policy_info=_fit_info(experience.policy_info, info_spec),
+                                         action=_checked_action(experience.action, action_spec))
         if masked:  # the agent's observation: {'observation', 'action_mask'}
             experience = experience._replace(observation={masks.OBSERVATION: experience.observation,
                                                           masks.MASK: p[records.ACTION_MASK]})
@@ -186,6 +187,19 @@ def _fit_info(info, spec):
         return info
     kept = {k: v for k, v in info.items() if isinstance(spec, dict) and k in spec}
     return kept or ()
+
+
+def _checked_action(action: tf.Tensor, action_spec) -> tf.Tensor:
+    """Logged actions outside the agent's ids fail naming the settings, not as a gather index
+    error deep in train (or, on a GPU, a gather that silently reads zeros)."""
+    lo, hi = int(action_spec.minimum), int(action_spec.maximum)
+    message = (f"examples: a logged action is outside [{lo}, {hi}], the ids the agent was built for "
+               f"(trainer.action_minimum {lo}, trainer.num_actions {hi - lo + 1}; a pipeline takes both from "
+               f"experience_gen.action_spec)")  # no apostrophes: the Assert op escapes them
+    checks = [tf.debugging.assert_greater_equal(action, tf.cast(lo, action.dtype), message=message),
+              tf.debugging.assert_less_equal(action, tf.cast(hi, action.dtype), message=message)]
+    with tf.control_dependencies(checks):
+        return tf.identity(action)
 
 
 def _mask_parse_spec(first: tf.train.Example, num_actions: int) -> tf.io.FixedLenFeature:
