@@ -175,10 +175,11 @@ def train_ppo(config: PPOConfig, agent: PPOAgent | None = None,
         if scaler_state is not None:
             scaler_state.load_into(scaler)
 
-        def train(experience):
+        def train_through_learner(experience):
             if scaler_state is not None:  # what a checkpoint written by this train call holds
                 scaler_state.save_from(scaler)
             return learner.run_on_batch(experience)
+        train = train_through_learner
         if first_iteration:
             log.info("ppo: resumed at iteration %d from %s", first_iteration, root_dir)
     driver = VectorDriver(env, agent.collect_policy, config.num_steps, seed=config.seed + first_iteration,

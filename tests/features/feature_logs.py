@@ -38,3 +38,18 @@ def write_csv(path, cols, order=None):
 
 
 FEATURES = ["user_a", "user_b", "user_c", "user_d", "price", "recency", "position"]
+
+
+def pipeline_config(root, csv, agent, action_minimum=0):
+    """The bandit pipeline on these logs written as CSV (actions action_minimum..+K-1)."""
+    from rlops.pipelines.config import build_config
+    raw = {"name": f"rlops-features-{agent}", "root": str(root), "warm_start": False,
+           "beam_args": ["--runner=DirectRunner", "--direct_num_workers=1", "--direct_running_mode=in_memory"],
+           "experience_gen": {"record_kind": "bandit", "source": {"kind": "file", "pattern": str(csv), "format": "csv"},
+                              "bandit_columns": {"features": [{"name": f} for f in FEATURES]},
+                              "action_spec": {"shape": [], "dtype": "int32", "minimum": action_minimum,
+                                              "maximum": action_minimum + NUM_ACTIONS - 1}},
+           "trainer": {"agent": agent, "train_steps": 400, "steps_per_run": 100, "batch_size": 64,
+                       "learning_rate": 0.01, "serving_epsilon": 0.2},
+           "evaluator": {"kind": "bandit", "estimator": "dr", "min_improvement": 0.0, "num_bootstrap": 200}}
+    return build_config("bandit", raw)

@@ -7,27 +7,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from feature_logs import FEATURES, NUM_ACTIONS, make_logs, write_csv
+from feature_logs import FEATURES, NUM_ACTIONS, make_logs, pipeline_config, write_csv
 from rlops.components.evaluator import core
 from rlops.components.evaluator.config import EvaluatorConfig
-from rlops.pipelines.config import build_config
 from rlops.pipelines.local import run_local
 
 pytestmark = pytest.mark.slow
 FIRST = 1
-
-
-def pipeline_config(root, csv):
-    raw = {"name": "rlops-action-ids", "root": str(root), "warm_start": False,
-           "beam_args": ["--runner=DirectRunner", "--direct_num_workers=1", "--direct_running_mode=in_memory"],
-           "experience_gen": {"record_kind": "bandit", "source": {"kind": "file", "pattern": str(csv), "format": "csv"},
-                              "bandit_columns": {"features": [{"name": f} for f in FEATURES]},
-                              "action_spec": {"shape": [], "dtype": "int32", "minimum": FIRST,
-                                              "maximum": FIRST + NUM_ACTIONS - 1}},
-           "trainer": {"agent": "lin_ucb", "train_steps": 400, "steps_per_run": 100, "batch_size": 64,
-                       "serving_epsilon": 0.2},
-           "evaluator": {"kind": "bandit", "estimator": "dr", "min_improvement": 0.0, "num_bootstrap": 200}}
-    return build_config("bandit", raw)
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +22,7 @@ def run(tmp_path_factory):
     cols, _ = make_logs(4000, seed=1)
     cols["action"] = cols["action"] + FIRST
     write_csv(d / "logs.csv", cols)
-    config = pipeline_config(d / "root", d / "logs.csv")
+    config = pipeline_config(d / "root", d / "logs.csv", "lin_ucb", action_minimum=FIRST)
     assert config.trainer.action_minimum == FIRST  # from experience_gen.action_spec
     return run_local(config), d
 

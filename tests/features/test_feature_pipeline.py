@@ -10,8 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from feature_logs import FEATURES, NUM_ACTIONS, make_logs, write_csv
-from rlops.pipelines.config import build_config
+from feature_logs import FEATURES, NUM_ACTIONS, make_logs, pipeline_config, write_csv
 from rlops.pipelines.local import run_local
 
 pytestmark = pytest.mark.slow
@@ -75,18 +74,6 @@ def quarantined_and_written(root):
     shards = glob.glob(str(root / "**" / "Split-*" / "*.gz"), recursive=True)
     written = sum(1 for s in shards for _ in tf.data.TFRecordDataset(s, compression_type="GZIP"))
     return bad, written
-
-
-def pipeline_config(root, csv, agent):
-    raw = {"name": f"rlops-features-{agent}", "root": str(root), "warm_start": False,
-           "beam_args": ["--runner=DirectRunner", "--direct_num_workers=1", "--direct_running_mode=in_memory"],
-           "experience_gen": {"record_kind": "bandit", "source": {"kind": "file", "pattern": str(csv), "format": "csv"},
-                              "bandit_columns": {"features": [{"name": f} for f in FEATURES]},
-                              "action_spec": {"shape": [], "dtype": "int32", "minimum": 0, "maximum": NUM_ACTIONS - 1}},
-           "trainer": {"agent": agent, "train_steps": 400, "steps_per_run": 100, "batch_size": 64,
-                       "learning_rate": 0.01, "serving_epsilon": 0.2},
-           "evaluator": {"kind": "bandit", "estimator": "dr", "min_improvement": 0.0, "num_bootstrap": 200}}
-    return build_config("bandit", raw)
 
 
 @pytest.fixture(scope="module")
