@@ -287,6 +287,44 @@ def test_masked_rows_do_not_influence_training():
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+def test_per_row_weights_of_shape_b_equal_the_same_weights_over_time():
+    """weights [B] (one per batch row, TF-Agents' per-batch-entry weights) train exactly as [B, T]
+    with each row's weight repeated over its time steps; unequal weights change the update."""
+    exp = make_experience(make_agent(), boundary_at=3, seed=5)
+    row_weights = np.array([1.0, 0.5, 2.0, 0.0], np.float32)
+    results = []
+    for weights in (row_weights, np.repeat(row_weights[:, None], exp.reward.shape[1], axis=1), None):
+        agent = make_agent(importance_ratio_clipping=0.2, use_gae=True, num_epochs=2)
+        info = agent.train(exp, weights=weights)
+        results.append((info.loss.numpy(), [v.numpy() for v in agent.trainable_weights]))
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-6)
+    for a, b in zip(results[0][1], results[1][1]):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    assert not np.isclose(results[0][0], results[2][0])  # the weights did something
+
+
+@pytest.mark.parametrize("across_replicas", [True, False])
+def test_aggregate_losses_across_replicas_under_two_replicas(across_replicas):
+    """True (TF-Agents' default): each replica divides its weighted sum by its rows x replicas, so
+    the replicas' losses (and gradients) sum to the global-batch mean. False: each replica takes
+    its own mean, and the sum is R times that (TF-Agents' per-replica averaging)."""
+    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"],
+                                              cross_device_ops=tf.distribute.ReductionToOneDevice())
+    with mirrored.scope():
+        agent = make_agent(aggregate_losses_across_replicas=across_replicas)
+    rows = {0: np.array([1.0, 2.0, 3.0, 4.0], np.float32), 1: np.array([10.0, 20.0, 30.0, 40.0], np.float32)}
+    weights = {0: np.array([1.0, 0.0, 1.0, 1.0], np.float32), 1: np.ones(4, np.float32)}
+
+    per_replica = lambda values: mirrored.experimental_distribute_values_from_function(  # noqa: E731
+        lambda ctx: tf.constant(values[ctx.replica_id_in_sync_group]))
+    per_row, w = per_replica(rows), per_replica(weights)
+    losses = mirrored.run(tf.function(agent.aggregate), args=(per_row, w))
+    total = float(mirrored.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None))
+    local_means = [float(np.sum(rows[r] * weights[r]) / 4) for r in (0, 1)]
+    expected = sum(local_means) / 2 if across_replicas else sum(local_means)
+    assert total == pytest.approx(expected, rel=1e-6)
+
+
 def test_bad_experience_names_the_field():
     agent = make_agent()
     exp = make_experience(agent)
@@ -384,6 +422,30 @@ def test_argument_parity_options():
     from rlops.agents.trajectories import TimeStep
     ts = TimeStep(np.ones(256, np.int32), np.zeros(256, np.float32), np.ones(256, np.float32), obs)
     assert np.abs(cont.collect_policy.action(ts).action.numpy()).max() > 1.0
+
+
+def test_l2_terms_split_actor_value_and_shared_kernels_as_tf_agents():
+    """policy_l2_reg on the actor's own kernels, value_function_l2_reg on the value network's own,
+    shared_vars_l2_reg on kernels both use (TF-Agents' testL2RegularizationLossWithSharedVariables)."""
+    actor = ActorNetwork(OBS, DISCRETE, (8,), seed=1)
+
+    class SharedTorsoValue(ValueNetwork):  # its first layer is the actor's
+        @property
+        def l2_weights(self):
+            return [actor.mlp.kernels[0]] + self.mlp.kernels[1:]
+
+    value = SharedTorsoValue(OBS, (8,), seed=2)
+    sq = lambda ws: sum(float(np.sum(np.square(w.numpy()))) for w in ws)  # noqa: E731
+    agent = PPOAgent(time_step_spec(OBS), DISCRETE, tf_keras.optimizers.Adam(1e-3), actor, value,
+                     normalize_observations=False, policy_l2_reg=4e-4, value_function_l2_reg=2e-4,
+                     shared_vars_l2_reg=1e-4)
+    expected = (4e-4 * sq(actor.mlp.kernels[1:]) + 2e-4 * sq(value.mlp.kernels[1:])
+                + 1e-4 * sq(actor.mlp.kernels[:1]))
+    np.testing.assert_allclose(agent.l2_loss().numpy(), expected, rtol=1e-5)
+    # Separate networks share nothing: shared_vars_l2_reg adds 0.
+    separate = make_agent(policy_l2_reg=4e-4, value_function_l2_reg=2e-4, shared_vars_l2_reg=1.0)
+    np.testing.assert_allclose(separate.l2_loss().numpy(), 4e-4 * sq(separate.actor_net.l2_weights)
+                               + 2e-4 * sq(separate.value_net.l2_weights), rtol=1e-5)
 
 
 @pytest.mark.parametrize("action_spec", [DISCRETE, CONTINUOUS], ids=["discrete", "continuous"])

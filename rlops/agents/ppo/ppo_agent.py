@@ -141,8 +141,8 @@ class PPOAgent(tf.Module):
         self.entropy_regularization = entropy_regularization
         self.policy_l2_reg = policy_l2_reg
         self.value_function_l2_reg = value_function_l2_reg
-        # rlops' actor and value networks never share variables, so this term is always 0 (as in
-        # TF-Agents with separate networks); accepted for argument parity.
+        # Kernels in both networks (a shared torso) get this coefficient instead of the two above,
+        # as in TF-Agents; rlops' own actor and value networks share none, so there it adds 0.
         self.shared_vars_l2_reg = shared_vars_l2_reg
         self.value_pred_loss_coef = value_pred_loss_coef
         self.num_epochs = num_epochs
@@ -347,13 +347,18 @@ class PPOAgent(tf.Module):
         return self.aggregate(-entropy, weights, rows) * self.entropy_regularization
 
     def l2_loss(self) -> tf.Tensor:
+        """TF-Agents' l2_regularization_loss: sums of squared kernels, those of the actor only,
+        the value network only, and of both (shared), each with its coefficient."""
         _, replicas = _replica_context()
+        actor, value = self.actor_net.l2_weights, self.value_net.l2_weights
+        shared_refs = {w.ref() for w in actor} & {w.ref() for w in value}
+        groups = ((self.policy_l2_reg, [w for w in actor if w.ref() not in shared_refs]),
+                  (self.value_function_l2_reg, [w for w in value if w.ref() not in shared_refs]),
+                  (self.shared_vars_l2_reg, [w for w in actor if w.ref() in shared_refs]))
         loss = tf.zeros([])
-        if self.policy_l2_reg > 0:
-            loss += self.policy_l2_reg * tf.add_n([tf.reduce_sum(tf.square(w)) for w in self.actor_net.l2_weights])
-        if self.value_function_l2_reg > 0:
-            loss += self.value_function_l2_reg * tf.add_n(
-                [tf.reduce_sum(tf.square(w)) for w in self.value_net.l2_weights])
+        for coef, weights in groups:
+            if coef > 0 and weights:
+                loss += coef * tf.add_n([tf.reduce_sum(tf.square(w)) for w in weights])
         return loss / replicas  # tf.nn.scale_regularization_loss
 
     def kl_penalty_loss(self, weighted_kl: tf.Tensor, rows: tf.Tensor | None = None) -> tf.Tensor:
@@ -510,7 +515,8 @@ class PPOAgent(tf.Module):
                                                           mb["weights"], in_range)
             vf = self.value_estimation_loss(self.value_net(mb["obs"]), mb["returns"], mb["old_values"],
                                             mb["weights"], rows)
-            l2 = self.l2_loss() if self.policy_l2_reg > 0 or self.value_function_l2_reg > 0 else tf.zeros([])
+            l2 = (self.l2_loss() if max(self.policy_l2_reg, self.value_function_l2_reg, self.shared_vars_l2_reg) > 0
+                  else tf.zeros([]))
             ent = self.entropy_loss(tf.cast(dist.entropy(), tf.float32), mb["weights"], rows)
             kl = tf.zeros([])
             if self.adaptive_kl_beta is not None or self.kl_cutoff_factor > 0:
