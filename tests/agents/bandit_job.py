@@ -1,5 +1,5 @@
-"""LinUCB (LinTS shares its update) and NeuralEpsilonGreedy trained by the Learner in a worker
-process (the MultiWorkerMirrored test).
+"""LinUCB, LinTS and NeuralEpsilonGreedy trained by the Learner in a worker process (the
+MultiWorkerMirrored test).
 
 The strategy is `get_strategy('auto')`: MultiWorkerMirroredStrategy when TF_CONFIG names
 several workers (one CPU replica each). Every worker builds the same global batches from
@@ -22,7 +22,7 @@ import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
 from rlops.agents import specs, trajectories  # noqa: E402
-from rlops.agents.bandits import LinUCBAgent, NeuralEpsilonGreedyAgent  # noqa: E402
+from rlops.agents.bandits import LinearThompsonSamplingAgent, LinUCBAgent, NeuralEpsilonGreedyAgent  # noqa: E402
 from rlops.agents.networks import RewardNetwork  # noqa: E402
 from rlops.train import Learner, create_train_step_counter  # noqa: E402
 
@@ -47,6 +47,8 @@ def make_agents(step_fn) -> dict:
     return {
         "linucb": LinUCBAgent(trajectories.time_step_spec(OBS_SPEC), ACTION_SPEC, gamma=0.9, add_bias=True,
                               train_step_counter=step_fn()),
+        "lints": LinearThompsonSamplingAgent(trajectories.time_step_spec(OBS_SPEC), ACTION_SPEC, gamma=0.95,
+                                             train_step_counter=step_fn()),
         "neural": NeuralEpsilonGreedyAgent(trajectories.time_step_spec(OBS_SPEC), ACTION_SPEC,
                                            RewardNetwork(OBS_SPEC, K, hidden_sizes=(8,), seed=1),
                                            tf_keras.optimizers.SGD(0.1), epsilon=0.1, train_step_counter=step_fn()),

@@ -627,8 +627,8 @@ def test_per_arm_agents_beat_random_by_a_wide_margin(kind, ratio):
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_multi_worker_two_processes_equal_one_replica(tmp_path):
-    """LinUCB (LinTS shares its update) and NeuralEpsilonGreedy trained by 2 workers (half of
-    each global batch each) end where one process on the global batches ends."""
+    """LinUCB, LinTS and NeuralEpsilonGreedy trained by 2 workers (half of each global batch
+    each) end where one process on the global batches ends."""
     import json
     import os
     import socket
@@ -669,3 +669,4 @@ def test_multi_worker_two_processes_equal_one_replica(tmp_path):
         for w in workers:
             np.testing.assert_allclose(w[key], ref, rtol=1e-4, atol=1e-5, err_msg=key)
     assert workers[0]["linucb_step"] == 96 and workers[0]["linucb_num_samples"].sum() == 96
+    assert workers[0]["lints_step"] == 96 and workers[0]["lints_num_samples"].sum() == 96

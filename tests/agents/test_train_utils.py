@@ -165,3 +165,29 @@ def test_non_callable_update_ops_run_inside_tf_function():
     run()
     assert counter.numpy() == 1
     np.testing.assert_allclose(v.numpy(), 0.8)
+
+
+@pytest.mark.parametrize("method, widest_sum", [(None, 3), (tf.AggregationMethod.EXPERIMENTAL_TREE, 2)])
+def test_create_train_op_passes_aggregation_method_to_tf_gradients(method, widest_sum):
+    """A variable used three times gets three partial gradients: tf.gradients sums them in one
+    3-input AddN by default, pairwise under EXPERIMENTAL_TREE; the update is the same."""
+    graph = tf.Graph()
+    with graph.as_default():
+        w = tf.compat.v1.get_variable("w", initializer=tf.constant(2.0))
+        loss = tf.sin(w) + tf.square(w) + 3.0 * w
+        train_op = train_utils.create_train_op(loss, tf.compat.v1.train.GradientDescentOptimizer(0.1),
+                                               aggregation_method=method)
+        sums = [len(op.inputs) for op in graph.get_operations() if op.type == "AddN" and "gradients" in op.name]
+        assert max(sums) == widest_sum
+        with tf.compat.v1.Session(graph=graph) as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            sess.run(train_op)
+            np.testing.assert_allclose(sess.run(w), 2.0 - 0.1 * (np.cos(2.0) + 4.0 + 3.0), rtol=1e-6)
+
+
+def test_eager_train_step_warns_that_aggregation_method_has_no_effect(caplog):
+    w = tf.Variable(1.0)
+    with caplog.at_level(logging.WARNING):
+        train_utils.create_train_step(lambda: tf.square(w), tf_keras.optimizers.SGD(0.1),
+                                      aggregation_method=tf.AggregationMethod.EXPERIMENTAL_TREE)
+    assert "aggregation_method" in caplog.text and "no effect" in caplog.text

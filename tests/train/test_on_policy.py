@@ -2,9 +2,31 @@
 import os
 from dataclasses import replace
 
+import gymnasium as gym
 import numpy as np
 
 from rlops.train.on_policy import PPOConfig, train_ppo
+
+
+class PickOneEnv(gym.Env):
+    """One-step episodes, actions Discrete(3, start=-1) (ids -1, 0, 1): action 1 pays 1. Any other
+    id is an error, so an action handed over without its offset fails the run."""
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(3, start=-1)
+    taken: list = []
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        if int(action) not in (-1, 0, 1):
+            raise ValueError(f"action {action} is not an id of Discrete(3, start=-1)")
+        PickOneEnv.taken.append(int(action))
+        return np.zeros(2, np.float32), float(action == 1), True, False, {}
+
+
+gym.register("rlops-test/PickOne-v0", entry_point=PickOneEnv)
 
 
 def small(iterations: int) -> PPOConfig:
@@ -49,3 +71,17 @@ def test_resumed_job_keeps_the_reward_scale(tmp_path):
     # Two more iterations continue the count from there.
     more = train_ppo(config(6), root_dir=root, checkpoint_interval=4)
     assert len(more.losses) == 2 and more.reward_scaler.statistics()[0] > count + 64 * 0.9
+
+
+def test_ppo_acts_and_learns_in_a_discrete_space_that_starts_below_zero():
+    """Gymnasium's Discrete(start=-1): the agent's action spec is [-1, 1], collection hands the
+    env its own ids (all three explored), and PPO learns that id 1 pays."""
+    PickOneEnv.taken.clear()
+    config = PPOConfig(env_id="rlops-test/PickOne-v0", num_envs=4, num_steps=16, total_env_steps=40 * 64,
+                       num_epochs=4, learning_rate=1e-2, hidden_sizes=(16,), eval_episodes=10, log_every=0,
+                       target_return=None, vector_env="sync")
+    result = train_ppo(config)
+    spec = result.agent.action_spec
+    assert (int(spec.minimum), int(spec.maximum)) == (-1, 1)
+    assert set(PickOneEnv.taken[:200]) == {-1, 0, 1}  # the untrained policy tries every id
+    assert np.mean(result.episode_returns[-100:]) > 0.9 and result.eval_mean_return == 1.0
