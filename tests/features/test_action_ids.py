@@ -66,7 +66,8 @@ def test_rlops_evaluate_reads_ids_from_one(run):
     with pytest.raises(ValueError, match="disagrees with the policy's action spec"):
         core.evaluate_on_logs(config, examples, result.pushed_destination, action_minimum=0)
     below = _examples_with_action_zero(d, examples)
-    with pytest.raises(ValueError, match=r"action 0 in record 3 of the eval split is below the action spec's minimum 1"):
+    with pytest.raises(ValueError, match=r"action 0 in record 3 of the eval split is below the action spec's "
+                                         r"minimum 1"):
         core.evaluate_on_logs(config, below, "uniform", action_minimum=FIRST)
 
 

@@ -41,19 +41,19 @@ class EvalResult:
 
 
 def load_logged_feedback(examples_uri: str, split: str = "eval", max_records: int | None = None,
-                         action_minimum: int = 0) -> ope.LoggedFeedback:
+                         action_minimum: int | None = 0) -> ope.LoggedFeedback:
     """The split's logged feedback as numpy (the first `max_records` only, when given), with the
     optional `weight` and `action_mask` columns when the records carry them. Actions become
     indices 0..K-1 (logged id - `action_minimum`, the action spec's first id): OPE indexes
-    probabilities and masks by them."""
+    probabilities and masks by them. None: raw ids, for readers of the inputs only."""
     from rlops.components.experience_gen import records
     cat = records.read_logged_bandit(examples_uri, split, max_records)
     if records.PROPENSITY not in cat:
         raise ValueError(f"examples: the {split} split has no 'propensity' feature; off-policy evaluation needs the "
                          "logging policy's probability of each logged action")
     arms = _per_arm_candidates(cat.get(records.FEATURES), examples_uri)
-    actions = cat[records.ACTION].astype(int) - int(action_minimum)
-    if len(actions) and actions.min() < 0:
+    actions = cat[records.ACTION].astype(int) - int(action_minimum or 0)
+    if action_minimum is not None and len(actions) and actions.min() < 0:
         i = int(np.argmax(actions < 0))
         raise ValueError(f"examples: action {actions[i] + action_minimum} in record {i} of the {split} split is below "
                          f"the action spec's minimum {action_minimum}")
@@ -192,7 +192,8 @@ def evaluate_bandit(config: EvaluatorConfig, examples_uri: str, model_uri: str, 
     baseline_policy = SavedPolicy(serving_dir(baseline_model_uri)) if baseline_model_uri else None
     if baseline_policy is not None and policy_action_minimum(baseline_policy) != policy_action_minimum(policy):
         raise ValueError(f"the candidate's actions start at {policy_action_minimum(policy)}, the baseline's "
-                         f"({baseline_model_uri}) at {policy_action_minimum(baseline_policy)}: they answer in different ids")
+                         f"({baseline_model_uri}) at {policy_action_minimum(baseline_policy)}: they answer in "
+                         "different ids")
     data = load_logged_feedback(examples_uri, action_minimum=policy_action_minimum(policy))
     candidate = greedy_probs(policy, data, num_actions)
     baseline = greedy_probs(baseline_policy, data, num_actions) if baseline_policy is not None else ope.LOGGING_POLICY

@@ -27,7 +27,8 @@ def verification_inputs(examples_uri: str | None, env_id: str | None) -> dict[st
     """Real observations for the pushed policy to act on: eval-split contexts or env observations."""
     if examples_uri:
         from rlops.components.evaluator.core import load_logged_feedback
-        data = load_logged_feedback(examples_uri, max_records=NUM_VERIFY_INPUTS)  # not the whole split
+        data = load_logged_feedback(examples_uri, max_records=NUM_VERIFY_INPUTS,  # not the whole split
+                                    action_minimum=None)  # inputs only: any action ids
         # A policy trained with action masks takes `observation_action_mask` too (others ignore it).
         mask = {} if data.action_mask is None else {"observation_action_mask": data.action_mask}
         if data.features is not None:  # a policy exported with its features takes them raw, by name
