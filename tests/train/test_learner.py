@@ -423,3 +423,5 @@ def test_tf_agents_data_contract_and_arguments(tmp_path):
     assert restored.train_step_numpy == 3
     restored.run(iterations=2)  # step 5: only 2 steps since the restore, so no firing yet
     assert calls == []
+    restored.run(iterations=3)  # step 8: 5 steps since the restore at 3
+    assert calls == [1]
