@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Collection
 
 import tensorflow as tf
 
@@ -44,13 +45,18 @@ class Checkpointer:
       max_to_keep: how many recent checkpoints to keep.
       is_chief: False on non-chief workers (see module docstring).
       worker_id: task id, used to name a non-chief worker's temporary directory.
+      optional: names among `trackables` that an older checkpoint may lack (state added to a job
+        later, e.g. a collection-side statistic): restored when present, else left as they are
+        with a warning, instead of making that checkpoint unreadable.
       **trackables: objects to save (agent, train_step, ...).
     """
 
     def __init__(self, ckpt_dir: str, max_to_keep: int = 3, is_chief: bool = True,
-                 worker_id: int | None = None, **trackables):
+                 worker_id: int | None = None, optional: Collection[str] = (), **trackables):
         self.ckpt_dir = ckpt_dir
         self.is_chief = is_chief
+        self._trackables = trackables
+        self._optional = set(optional)
         self.checkpoint = tf.train.Checkpoint(**trackables)
         write_dir = ckpt_dir if is_chief else os.path.join(ckpt_dir, f"workertemp_{worker_id or 0}")
         self._write_dir = write_dir
@@ -87,7 +93,7 @@ class Checkpointer:
         for i, prefix in enumerate(candidates):
             try:
                 verify_checkpoint(prefix)
-                self.checkpoint.restore(prefix).assert_existing_objects_matched()
+                self._restorer(prefix).restore(prefix).assert_existing_objects_matched()
             except (tf.errors.OpError, ValueError, AssertionError) as e:
                 log.warning("Checkpoint %s could not be restored (%s: %s); falling back to the previous "
                             "checkpoint.", prefix, type(e).__name__, str(e).splitlines()[0] if str(e) else "")
@@ -100,6 +106,19 @@ class Checkpointer:
             return prefix
         raise RuntimeError(f"None of the {len(candidates)} checkpoints in {self.ckpt_dir} could be "
                            f"restored ({candidates}); move them away to start from scratch.")
+
+    def _restorer(self, prefix: str) -> tf.train.Checkpoint:
+        """The checkpoint object to restore `prefix` into: all trackables, less optional ones
+        the checkpoint does not hold."""
+        if not self._optional:
+            return self.checkpoint
+        held = {name.split("/", 1)[0] for name, _ in tf.train.list_variables(prefix)}
+        absent = sorted(self._optional - held)
+        if not absent:
+            return self.checkpoint
+        log.warning("Checkpoint %s holds no %s (tracked since it was written): restoring the rest; %s from "
+                    "scratch.", prefix, ", ".join(absent), "it starts" if len(absent) == 1 else "they start")
+        return tf.train.Checkpoint(**{k: v for k, v in self._trackables.items() if k not in absent})
 
     def save(self, step: int) -> str:
         path = self.manager.save(checkpoint_number=int(step))

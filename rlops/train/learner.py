@@ -146,7 +146,8 @@ class Learner:
       check_numerics: fail with the step and loss field when a loss is NaN or Inf.
       checkpoint_extras: more trackables saved and restored in the same checkpoint as the agent
         (e.g. a collection-side normalizer's statistics), so a resumed job has them all from
-        one step; restored before this constructor returns.
+        one step; restored before this constructor returns. A checkpoint written without one
+        (the option turned on mid-run) restores the rest and warns that it starts fresh.
 
     Data contract (TF-Agents'): dataset elements are `(experience, sample_info)` pairs; a bare
     experience (or kwargs dict) is accepted too and gets `sample_info=None`.
@@ -231,7 +232,8 @@ class Learner:
             _, task_id = strategy_lib.task_info(self.strategy)
             self._checkpointer = Checkpointer(
                 os.path.join(self.train_dir, CHECKPOINT_DIR), max_checkpoints_to_keep, self.is_chief, task_id,
-                agent=agent, train_step=train_step, **dict(checkpoint_extras or {}))
+                agent=agent, train_step=train_step, optional=tuple(checkpoint_extras or ()),
+                **dict(checkpoint_extras or {}))
             self._checkpointer.restore_latest()
         self._last_checkpoint_step = self.train_step_numpy
         for trigger in self.triggers:  # re-arm interval triggers at the restored step

@@ -73,6 +73,20 @@ def test_resumed_job_keeps_the_reward_scale(tmp_path):
     assert len(more.losses) == 2 and more.reward_scaler.statistics()[0] > count + 64 * 0.9
 
 
+def test_turning_the_reward_scale_on_resumes_a_job_checkpointed_without_it(tmp_path, caplog):
+    """A root_dir checkpointed without scale_rewards_by_return (or by a version that did not
+    save it): the agent and step restore, the scale starts fresh with a warning; the checkpoint
+    is not declared unreadable."""
+    import logging
+    root = str(tmp_path / "root")
+    train_ppo(small(4), root_dir=root, checkpoint_interval=4)
+    with caplog.at_level(logging.WARNING):
+        resumed = train_ppo(replace(small(6), scale_rewards_by_return=True), root_dir=root, checkpoint_interval=4)
+    assert len(resumed.losses) == 2 and int(resumed.agent.train_step_counter.numpy()) == 12
+    assert "holds no reward_scaler" in caplog.text and "it starts from scratch" in caplog.text
+    assert resumed.reward_scaler.statistics()[0] <= 2 * 64 + 1  # counted from this job's steps only
+
+
 def test_ppo_acts_and_learns_in_a_discrete_space_that_starts_below_zero():
     """Gymnasium's Discrete(start=-1): the agent's action spec is [-1, 1], collection hands the
     env its own ids (all three explored), and PPO learns that id 1 pays."""
