@@ -19,15 +19,18 @@ log = logging.getLogger(__name__)
 __all__ = ["Checkpointer", "verify_checkpoint"]
 
 
-def verify_checkpoint(prefix: str) -> None:
+def verify_checkpoint(prefix: str) -> set[str]:
     """Reads every tensor of a checkpoint (checksums included); raises if any is unreadable.
+    Returns the names of the tensors it holds.
 
     `Checkpoint.restore` reads values lazily for objects created later (e.g. optimizer slots),
     so a damaged checkpoint could otherwise pass restore and fail in the middle of training.
     """
     reader = tf.train.load_checkpoint(prefix)
-    for name in reader.get_variable_to_shape_map():
+    names = set(reader.get_variable_to_shape_map())
+    for name in names:
         reader.get_tensor(name)
+    return names
 
 
 def _checkpoint_number(prefix: str) -> int:
@@ -92,8 +95,8 @@ class Checkpointer:
             return None
         for i, prefix in enumerate(candidates):
             try:
-                verify_checkpoint(prefix)
-                self._restorer(prefix).restore(prefix).assert_existing_objects_matched()
+                held = verify_checkpoint(prefix)
+                self._restorer(prefix, held).restore(prefix).assert_existing_objects_matched()
             except (tf.errors.OpError, ValueError, AssertionError) as e:
                 log.warning("Checkpoint %s could not be restored (%s: %s); falling back to the previous "
                             "checkpoint.", prefix, type(e).__name__, str(e).splitlines()[0] if str(e) else "")
@@ -107,13 +110,10 @@ class Checkpointer:
         raise RuntimeError(f"None of the {len(candidates)} checkpoints in {self.ckpt_dir} could be "
                            f"restored ({candidates}); move them away to start from scratch.")
 
-    def _restorer(self, prefix: str) -> tf.train.Checkpoint:
-        """The checkpoint object to restore `prefix` into: all trackables, less optional ones
-        the checkpoint does not hold."""
-        if not self._optional:
-            return self.checkpoint
-        held = {name.split("/", 1)[0] for name, _ in tf.train.list_variables(prefix)}
-        absent = sorted(self._optional - held)
+    def _restorer(self, prefix: str, held: set[str]) -> tf.train.Checkpoint:
+        """The checkpoint object to restore `prefix` (holding tensors `held`) into: all
+        trackables, less optional ones the checkpoint does not hold."""
+        absent = sorted(self._optional - {name.split("/", 1)[0] for name in held})
         if not absent:
             return self.checkpoint
         log.warning("Checkpoint %s holds no %s (tracked since it was written): restoring the rest; %s from "

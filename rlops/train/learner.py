@@ -172,9 +172,10 @@ class Learner:
         if use_reverb_v2:
             raise ValueError("use_reverb_v2=True: Reverb is not part of rlops' stack (it does not build for this "
                              "TensorFlow); feed the Learner a tf.data experience_dataset_fn instead.")
-        if checkpoint_extras and {"agent", "train_step"} & set(checkpoint_extras):
+        extras = dict(checkpoint_extras or {})
+        if {"agent", "train_step"} & set(extras):
             raise ValueError("checkpoint_extras may not use the names 'agent' or 'train_step' (the Learner's own); "
-                             f"got {sorted(checkpoint_extras)}")
+                             f"got {sorted(extras)}")
         if checkpoint_interval == 0 or checkpoint_interval < -1:
             raise ValueError(f"checkpoint_interval must be > 0, or -1 to disable checkpoints; got "
                              f"{checkpoint_interval}")
@@ -232,8 +233,7 @@ class Learner:
             _, task_id = strategy_lib.task_info(self.strategy)
             self._checkpointer = Checkpointer(
                 os.path.join(self.train_dir, CHECKPOINT_DIR), max_checkpoints_to_keep, self.is_chief, task_id,
-                agent=agent, train_step=train_step, optional=tuple(checkpoint_extras or ()),
-                **dict(checkpoint_extras or {}))
+                agent=agent, train_step=train_step, optional=tuple(extras), **extras)
             self._checkpointer.restore_latest()
         self._last_checkpoint_step = self.train_step_numpy
         for trigger in self.triggers:  # re-arm interval triggers at the restored step

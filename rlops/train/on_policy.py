@@ -106,6 +106,15 @@ class _ReturnScalerState(tf.Module):
         scaler.load_statistics(self.count.numpy(), self.mean.numpy(), self.var.numpy())
 
 
+def _saving_scale_first(train: Callable, scaler: ReturnScaler, state: _ReturnScalerState) -> Callable:
+    """`train` that first copies the scaler into its variables: what a checkpoint written by
+    that train call holds."""
+    def train_saving_scale(experience):
+        state.save_from(scaler)
+        return train(experience)
+    return train_saving_scale
+
+
 def build_ppo_agent(config: PPOConfig, env: GymVectorEnv) -> PPOAgent:
     tf.random.set_seed(config.seed)
     lr = config.learning_rate
@@ -172,14 +181,10 @@ def train_ppo(config: PPOConfig, agent: PPOAgent | None = None,
                           checkpoint_extras=None if scaler_state is None else {"reward_scaler": scaler_state})
         # > 0 after a restart
         first_iteration = (int(learner.train_step_numpy) - step_before) // train_steps_per_iteration(config)
+        train = learner.run_on_batch
         if scaler_state is not None:
             scaler_state.load_into(scaler)
-
-        def train_through_learner(experience):
-            if scaler_state is not None:  # what a checkpoint written by this train call holds
-                scaler_state.save_from(scaler)
-            return learner.run_on_batch(experience)
-        train = train_through_learner
+            train = _saving_scale_first(learner.run_on_batch, scaler, scaler_state)
         if first_iteration:
             log.info("ppo: resumed at iteration %d from %s", first_iteration, root_dir)
     driver = VectorDriver(env, agent.collect_policy, config.num_steps, seed=config.seed + first_iteration,

@@ -515,8 +515,7 @@ class PPOAgent(tf.Module):
                                                           mb["weights"], in_range)
             vf = self.value_estimation_loss(self.value_net(mb["obs"]), mb["returns"], mb["old_values"],
                                             mb["weights"], rows)
-            l2 = (self.l2_loss() if max(self.policy_l2_reg, self.value_function_l2_reg, self.shared_vars_l2_reg) > 0
-                  else tf.zeros([]))
+            l2 = self.l2_loss()
             ent = self.entropy_loss(tf.cast(dist.entropy(), tf.float32), mb["weights"], rows)
             kl = tf.zeros([])
             if self.adaptive_kl_beta is not None or self.kl_cutoff_factor > 0:

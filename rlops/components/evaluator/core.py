@@ -178,7 +178,7 @@ def policy_action_minimum(policy: SavedPolicy) -> int:
     return int(policy.action_spec.minimum)
 
 
-def greedy_probs(policy: SavedPolicy, data: ope.LoggedFeedback, num_actions: int) -> np.ndarray:
+def policy_greedy_probs(policy: SavedPolicy, data: ope.LoggedFeedback, num_actions: int) -> np.ndarray:
     """The policy's greedy choice on every logged record as one-hot [N, num_actions] over action
     indices (its action ids less its spec's minimum, as the logged actions are)."""
     inputs = data.contexts if data.features is None else data.features  # raw features: each model encodes its own
@@ -195,8 +195,9 @@ def evaluate_bandit(config: EvaluatorConfig, examples_uri: str, model_uri: str, 
                          f"({baseline_model_uri}) at {policy_action_minimum(baseline_policy)}: they answer in "
                          "different ids")
     data = load_logged_feedback(examples_uri, action_minimum=policy_action_minimum(policy))
-    candidate = greedy_probs(policy, data, num_actions)
-    baseline = greedy_probs(baseline_policy, data, num_actions) if baseline_policy is not None else ope.LOGGING_POLICY
+    candidate = policy_greedy_probs(policy, data, num_actions)
+    baseline = (policy_greedy_probs(baseline_policy, data, num_actions) if baseline_policy is not None
+                else ope.LOGGING_POLICY)
     return evaluate_logged(config, data, candidate, baseline, baseline_model_uri or "logging_policy",
                            choose_reward_model(config, data, policy))
 
@@ -227,16 +228,17 @@ def evaluate_on_logs(config: EvaluatorConfig, examples_uri: str, policy: str, sp
             raise ValueError(f"--action-minimum {action_minimum} disagrees with the policy's action spec (minimum "
                              f"{policy_action_minimum(saved)})")
         num_actions, action_minimum = spec_actions, policy_action_minimum(saved)
-    data = load_logged_feedback(examples_uri, split, action_minimum=action_minimum or 0)
+    action_minimum = action_minimum or 0
+    data = load_logged_feedback(examples_uri, split, action_minimum=action_minimum)
     if num_actions is None:
         num_actions = data.action_mask.shape[1] if data.action_mask is not None else _per_arm_width(data)
         num_actions = num_actions or int(data.actions.max()) + 1
     if int(data.actions.max()) >= num_actions:
         i = int(np.argmax(data.actions >= num_actions))
-        raise ValueError(f"examples: action {data.actions[i] + (action_minimum or 0)} in record {i} is outside the "
-                         f"{num_actions} actions starting at {action_minimum or 0}")
+        raise ValueError(f"examples: action {data.actions[i] + action_minimum} in record {i} is outside the "
+                         f"{num_actions} actions starting at {action_minimum}")
     if saved is not None:
-        target = greedy_probs(saved, data, num_actions)
+        target = policy_greedy_probs(saved, data, num_actions)
     elif policy == "uniform":
         target = ope.uniform_probs(len(data.actions), num_actions, data.action_mask)
     else:
