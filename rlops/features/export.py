@@ -1,9 +1,10 @@
 """Preprocessing inside the exported policy, and the exploring serving head.
 
 `FeaturePolicy` wraps any policy over the dense observation so that it acts on raw named
-features: its observation spec is {feature name: raw spec}, and `action` runs the Preprocessor
-first. Exported with rlops.train.policy_saver, the SavedModel then takes raw features (strings
-included) in every signature. Duck-typed (time_step_spec, action_spec, action, ...) so this
+features: its observation spec is {serving input name: raw spec} (serving_names.py: the feature
+name, or `per_arm_<name>` for an item feature), and `action` runs the Preprocessor first.
+Exported with rlops.train.policy_saver, the SavedModel then takes raw features (strings included)
+in every signature. Duck-typed (time_step_spec, action_spec, action, ...) so this
 bottom layer does not import the agents.
 
 `epsilon_greedy_head` turns greedy actions into what a server logs: an action sampled from the
@@ -19,7 +20,8 @@ import tensorflow as tf
 
 class FeaturePolicy(tf.Module):
     """`policy` acting on raw named features through `preprocessor` (a Preprocessor, or a
-    PerArmPreprocessor: raw global features, `per_arm/<name>` [K] and `num_actions`)."""
+    PerArmPreprocessor: raw global features, `per_arm_<name>` [K] and `num_actions`), each input
+    named by serving_names.serving_input_name."""
 
     def __init__(self, policy: Any, preprocessor: Any, name: str = "feature_policy"):
         super().__init__(name=name)
@@ -40,7 +42,7 @@ class FeaturePolicy(tf.Module):
 
 
 class PerArmFeaturePolicy(FeaturePolicy):
-    """A per-arm policy acting on raw global features, `per_arm/<name>` [K] and `num_actions`."""
+    """A per-arm policy acting on raw global features, `per_arm_<name>` [K] and `num_actions`."""
 
     def __init__(self, policy: Any, preprocessor: Any, name: str = "per_arm_feature_policy"):
         super().__init__(policy, preprocessor, name=name)

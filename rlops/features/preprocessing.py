@@ -25,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from rlops.features.schema import CATEGORICAL, FLOAT, INT64, STD_FLOOR, FeatureSchema, FeatureSchemaError, FeatureSpec
+from rlops.features.serving_names import serving_input_name, serving_inputs
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +35,12 @@ STRING_PAD, INT_PAD = b"", -1
 
 def input_spec(f: FeatureSpec, batch_size: int | None = None) -> tf.TensorSpec:
     """The raw tensor a feature arrives as: [B] for one value, [B, dim] for float lists, [B, W]
-    (any width, padded) for multivalent categoricals."""
+    (any width, padded) for multivalent categoricals. Named by its serving input name."""
     dtype = {"string": tf.string, INT64: tf.int64}.get(f.dtype, tf.float32)
     if f.multivalent:
-        return tf.TensorSpec([batch_size, None], dtype, name=f.name)
+        return tf.TensorSpec([batch_size, None], dtype, name=serving_input_name(f.name))
     shape = [batch_size] if (f.kind == FLOAT or f.kind == CATEGORICAL) else [batch_size, f.dim]
-    return tf.TensorSpec(shape, dtype, name=f.name)
+    return tf.TensorSpec(shape, dtype, name=serving_input_name(f.name))
 
 
 class Preprocessor(tf.Module):
@@ -49,6 +50,7 @@ class Preprocessor(tf.Module):
         super().__init__(name=name)
         self.schema = self._no_dependency(schema)
         self.observation_dim = schema.observation_dim
+        self.input_names = serving_inputs(schema.names)  # {serving input: feature}; collisions raise
         self._tables = {}
         for f in schema.features:
             if f.kind == CATEGORICAL and not f.hash_buckets and f.vocabulary:
@@ -60,8 +62,17 @@ class Preprocessor(tf.Module):
         self.tables = self._tables
 
     def raw_specs(self, batch_size: int | None = None) -> dict[str, tf.TensorSpec]:
-        """The raw inputs, batched (the same call as PerArmPreprocessor's)."""
-        return {f.name: input_spec(f, batch_size) for f in self.schema.features}
+        """The raw inputs, batched, keyed by serving input name (the same call as PerArmPreprocessor's)."""
+        return {serving_input_name(f.name): input_spec(f, batch_size) for f in self.schema.features}
+
+    def by_feature(self, features: Mapping[str, object]) -> dict[str, object]:
+        """Inputs keyed by feature name (records) or by serving input name (a signature) -> by
+        feature name."""
+        out = dict(features)
+        for name, feature in self.input_names.items():
+            if feature not in out and name in out:
+                out[feature] = out.pop(name)
+        return out
 
     def check_inputs(self, features: Mapping[str, object]) -> None:
         """Missing or retyped features raise (naming them); extras are logged and ignored."""
@@ -81,6 +92,7 @@ class Preprocessor(tf.Module):
             log.info("preprocessor: ignoring input column(s) not in the feature schema: %s", extra)
 
     def __call__(self, features: Mapping[str, tf.Tensor]) -> tf.Tensor:
+        features = self.by_feature(features)
         self.check_inputs(features)
         parts = [self._encode(f, features[f.name]) for f in self.schema.features]
         return tf.concat(parts, axis=-1) if len(parts) > 1 else parts[0]

@@ -168,18 +168,22 @@ def _cloud(args) -> int:
     return 0
 
 
+# Exceptions that mean bad input (config, data, flags, missing files, no credentials), not a bug in
+# rlops: (module, class). Looked up only in modules already imported -- an exception cannot be an
+# instance of a class whose module was never loaded, and importing ExperienceGen's core (Beam,
+# TensorFlow) just to classify an error would cost seconds before the one line is printed.
+USER_ERRORS = (("rlops.pipelines.config", "ConfigError"),
+               ("rlops.components.experience_gen.core", "ExperienceGenError"),
+               ("rlops.components.experience_gen.errors", "InputError"),
+               ("rlops.components.experience_gen.sources.base", "SourceError"),
+               ("rlops.components.trainer.core", "WarmStartError"),
+               ("rlops.components.evaluator.core", "BaselineModelError"))
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
-    """Exceptions that mean bad input (config, data, flags, missing files), not a bug in rlops."""
-    from rlops.components.experience_gen.core import ExperienceGenError
-    from rlops.components.experience_gen.sources import SourceError
-    from rlops.pipelines.config import ConfigError
-    errors: list[type[BaseException]] = [ConfigError, ExperienceGenError, SourceError, FileNotFoundError]
-    try:
-        from rlops.components.trainer.core import WarmStartError
-        errors.append(WarmStartError)
-    except ImportError:  # pragma: no cover - older trainer
-        pass
-    return tuple(errors)
+    """The user-error classes of USER_ERRORS that are loaded, and FileNotFoundError."""
+    loaded = [getattr(sys.modules[module], name, None) for module, name in USER_ERRORS if module in sys.modules]
+    return tuple(c for c in loaded if isinstance(c, type)) + (FileNotFoundError,)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,8 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         text = " ".join(str(e).split()) or type(e).__name__
         if len(text) > 2000:
             text = text[:2000] + " ..."
-        from rlops.pipelines.config import ConfigError
-        kind = "config error" if isinstance(e, ConfigError) else "error" if user else f"error: {type(e).__name__}"
+        config_error = getattr(sys.modules.get("rlops.pipelines.config"), "ConfigError", ())
+        kind = "config error" if isinstance(e, config_error) else "error" if user else f"error: {type(e).__name__}"
         print(f"rlops: {kind}: {text}", file=sys.stderr)
         if not user:
             print("rlops: this looks like a bug in rlops or its environment; re-run with --debug for the traceback",
@@ -217,6 +221,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "serving":
         return cli_serving.main(args)
     from rlops.pipelines.config import load_config
+    if args.command == "run":
+        _check_cloud_credentials_first(args)
     config = load_config(args.kind, args.config, args.overrides)
     if args.command == "config":
         print(json.dumps(config.raw, indent=2, default=str))
@@ -238,6 +244,20 @@ def _dispatch(args: argparse.Namespace) -> int:
         with open(args.summary_json, "w") as f:
             json.dump(summary.as_dict(), f, indent=1, default=str)
     return 0
+
+
+def _check_cloud_credentials_first(args: argparse.Namespace) -> None:
+    """gs:// or BigQuery input without credentials: exit 2 in a second or two. Checked on the
+    merged YAML, before load_config builds the typed config (which loads TensorFlow); whatever
+    is wrong with the YAML itself, load_config reports next. ExperienceGen checks again."""
+    from rlops.components.experience_gen.cloud import check_credentials
+    from rlops.pipelines.config import load_raw
+    try:
+        raw = load_raw(args.kind, args.config, args.overrides)
+    except Exception:  # noqa: BLE001 - load_config reports it, in one line
+        return
+    if isinstance(raw.get("experience_gen"), dict):
+        check_credentials(raw["experience_gen"])
 
 
 if __name__ == "__main__":

@@ -1,11 +1,14 @@
 """`rlops evaluate`: what would this policy have earned on these logs? Outside any pipeline run.
 
     rlops evaluate --examples DIR --policy SAVED_MODEL|uniform|logging [--split eval]
-                   [--reward-model auto|ridge|logistic|network] [--num-bootstrap 500]
-                   [--min-eval-records 100] [--min-ess 30] [--plot evaluate.png] [--json FILE]
+                   [--reward-model auto|ridge|logistic|network] [--[no-]reward-model-balance]
+                   [--dm-refits 30] [--num-bootstrap 500] [--min-eval-records 100] [--min-ess 30]
+                   [--plot PNG] [--json FILE]
 
-Prints every estimator with its interval as a table, then one JSON line, and writes a PNG plot.
-The work is rlops.components.evaluator.core.evaluate_on_logs (the Evaluator's own code).
+Prints every estimator with its interval as a table, then one JSON line; writes a PNG plot only
+when --plot names one. A SavedModel is scored as it is served (serving_default's epsilon-greedy),
+its greedy policy beside it. The work is rlops.components.evaluator.core.evaluate_on_logs (the
+Evaluator's own code).
 """
 from __future__ import annotations
 
@@ -14,7 +17,8 @@ import json
 import math
 import sys
 
-from rlops.components.evaluator.config import REWARD_MODEL_CHOICES
+from rlops.components.evaluator.ope import (DEFAULT_BALANCE, DEFAULT_DM_REFITS, DEFAULT_REWARD_MODEL,
+                                            REWARD_MODEL_CHOICES)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -26,15 +30,22 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--num-actions", type=int, help="number of actions (default: the policy's spec, else the data's)")
     p.add_argument("--action-minimum", type=int,
                    help="the first action id, e.g. 1 for ids 1..K (default: the policy's spec, else 0)")
-    p.add_argument("--reward-model", default="auto", choices=REWARD_MODEL_CHOICES,
-                   help="reward model behind DM and the DR family (default auto: logistic for 0/1 rewards)")
+    p.add_argument("--reward-model", default=DEFAULT_REWARD_MODEL, choices=REWARD_MODEL_CHOICES,
+                   help=f"reward model behind DM and the DR family (default {DEFAULT_REWARD_MODEL}; auto: logistic "
+                        "for 0/1 rewards, else ridge)")
+    p.add_argument("--reward-model-balance", action=argparse.BooleanOptionalAction, default=DEFAULT_BALANCE,
+                   help="fit the reward model on 1/propensity-balanced rows (evaluator.reward_model_balance; "
+                        f"default {'on' if DEFAULT_BALANCE else 'off'})")
+    p.add_argument("--dm-refits", type=int, default=DEFAULT_DM_REFITS,
+                   help="reward-model refits behind DM's interval, 0 for none (evaluator.dm_refits; default "
+                        f"{DEFAULT_DM_REFITS})")
     p.add_argument("--num-bootstrap", type=int, default=500, help="bootstrap resamples (default 500)")
     p.add_argument("--confidence", type=float, default=0.95, help="interval confidence (default 0.95)")
     p.add_argument("--min-eval-records", type=int, default=100, help="fewer records: no interval (default 100)")
     p.add_argument("--min-ess", type=float, default=30.0,
                    help="smaller effective sample size of the importance weights: no interval (default 30)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--plot", default="evaluate.png", help="PNG to write (default: evaluate.png)")
+    p.add_argument("--plot", metavar="PNG", help="also write a plot of the estimates to this PNG file")
     p.add_argument("--json", dest="json_path", help="also write the JSON result here")
     p.set_defaults(handler=run)
     return p
@@ -58,22 +69,22 @@ def render_table(result: dict) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines.append(f"records {result['num_records']}, ESS {result['ess']:.1f}, reward model {result['reward_model']}, "
                  f"logging policy observed {result['observed_mean_reward']:.5f}")
+    if result.get("serving_epsilon") is not None:
+        greedy = result["greedy_estimates"]
+        lines.append(f"scored as served: epsilon-greedy, epsilon {result['serving_epsilon']:g}; the greedy policy "
+                     f"alone: dr {greedy['dr']['value']:.5f} {_interval(greedy['dr'])}, ESS {result['greedy_ess']:.1f}")
     if not result["trusted"]:
         lines.append(f"no trustworthy interval: {result['reason']}")
     return "\n".join(lines)
 
 
-def _nan_to_null(obj):
-    if isinstance(obj, dict):
-        return {k: _nan_to_null(v) for k, v in obj.items()}
-    return None if isinstance(obj, float) and math.isnan(obj) else obj
-
-
 def run(args) -> int:
     from rlops.components.evaluator.config import EvaluatorConfig
     from rlops.components.evaluator.core import evaluate_on_logs, plot_policy_estimates
+    from rlops.components.properties import json_safe
     try:
         config = EvaluatorConfig(kind="bandit", reward_model=args.reward_model, num_bootstrap=args.num_bootstrap,
+                                 reward_model_balance=args.reward_model_balance, dm_refits=args.dm_refits,
                                  confidence=args.confidence, min_eval_records=args.min_eval_records,
                                  min_ess=args.min_ess, seed=args.seed)
     except ValueError as e:  # name the flag, not the config key
@@ -90,7 +101,7 @@ def run(args) -> int:
         plot_policy_estimates(result, args.plot)
         result["plot"] = args.plot
     print(render_table(result))
-    line = json.dumps(_nan_to_null(result), sort_keys=True)  # strict JSON: no NaN
+    line = json.dumps(json_safe(result), sort_keys=True)  # strict JSON: NaN -> null
     print(line)
     if args.json_path:
         with open(args.json_path, "w") as f:

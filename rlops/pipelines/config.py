@@ -2,19 +2,32 @@
 `--set key=value` overrides, validated completely before any component runs.
 
 Errors name the key (`trainer.agent: unknown agent 'dqn'; ...`), because a nightly job that
-fails at step four of five for a typo in step one wastes a night.
+fails at step four of five for a typo in step one wastes a night. Unknown keys list the closest
+known ones: `<key.path>: unknown key; closest: <names>`.
+
+Overlays merge section by section, except a choice between kinds (experience_gen.source: file,
+bigquery or simulation): a mapping that names a `kind` replaces the default's member whole, and
+`--set experience_gen.source.kind=x` switches it without keeping the old member's fields. Which
+keys are such unions is read from the config dataclasses' type hints (json_config.tagged_members).
 """
 from __future__ import annotations
 
-import copy
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from rlops.pipelines.config_types import check_dataclass, check_value, load_yaml
+from rlops.components.json_config import ConfigValueError, build, check, merge_raw, set_path, unknown_key
+from rlops.components.pusher.registry import RegistryConfig
+from rlops.pipelines.config_types import load_yaml
+
+if TYPE_CHECKING:
+    from rlops.components.evaluator.config import EvaluatorConfig
+    from rlops.components.experience_gen.config import ExperienceGenConfig
+    from rlops.components.trainer.config import TrainerConfig
 
 KINDS = ("bandit", "ppo")
 TOP_LEVEL_KEYS = ("name", "root", "serving_dir", "enable_cache", "warm_start", "beam_args", "experience_gen",
@@ -25,20 +38,31 @@ class ConfigError(ValueError):
     """A bad pipeline config; the message starts with the offending key."""
 
 
+@dataclass(frozen=True)
+class PusherConfig:
+    """Where blessed policies go besides `serving_dir`, and how many versions stay there."""
+    keep_last: int = 5                          # newest rlops versions kept in serving_dir (>= 1)
+    vertex_upload: RegistryConfig | None = None  # also register (and deploy) in Vertex AI Model Registry
+
+    def __post_init__(self) -> None:
+        if self.keep_last < 1:
+            raise ConfigValueError(f"pusher.keep_last: must be >= 1 (versions to keep), got {self.keep_last}")
+
+
 @dataclass
 class PipelineConfig:
-    kind: str
-    name: str
-    root: str
-    serving_dir: str
-    enable_cache: bool
-    warm_start: bool
-    beam_args: list[str]
-    experience_gen: Any            # ExperienceGenConfig (bandit) or None
-    trainer: Any                   # TrainerConfig
-    evaluator: Any                 # EvaluatorConfig
-    pusher: dict = field(default_factory=dict)
-    raw: dict = field(default_factory=dict, repr=False)
+    kind: str                                   # bandit | ppo
+    name: str                                   # the pipeline's name (ML Metadata, Vertex)
+    root: str                                   # artifacts + metadata.sqlite
+    serving_dir: str                            # where the Pusher publishes versions
+    enable_cache: bool                          # TFX caching of unchanged steps
+    warm_start: bool                            # retrain from the last blessed model
+    beam_args: list[str]                        # Beam pipeline options, '--flag=value'
+    experience_gen: ExperienceGenConfig | None  # the bandit pipeline's ingestion; None for ppo
+    trainer: TrainerConfig
+    evaluator: EvaluatorConfig
+    pusher: PusherConfig = field(default_factory=PusherConfig)
+    raw: dict[str, object] = field(default_factory=dict, repr=False)  # the merged YAML, as given
 
     @property
     def metadata_path(self) -> str:
@@ -50,7 +74,19 @@ class PipelineConfig:
 
     @property
     def num_actions(self) -> int | None:
-        return getattr(self.trainer, "num_actions", None)
+        return self.trainer.num_actions
+
+
+def schema(kind: str) -> dict[str, Any]:
+    """The pipeline YAML's top-level keys and their types: what overlays, `--set` and the type
+    check walk (tagged unions, e.g. experience_gen.source, are found from these hints)."""
+    from rlops.components.evaluator.config import EvaluatorConfig
+    from rlops.components.experience_gen.config import ExperienceGenConfig
+    from rlops.components.trainer.config import TrainerConfig
+    return {"name": str | None, "root": str | None, "serving_dir": str | None, "enable_cache": bool,
+            "warm_start": bool, "beam_args": list[str] | None,
+            "experience_gen": ExperienceGenConfig | None if kind == "bandit" else dict | None,
+            "trainer": TrainerConfig | None, "evaluator": EvaluatorConfig | None, "pusher": PusherConfig | None}
 
 
 def default_config(kind: str) -> dict:
@@ -60,19 +96,11 @@ def default_config(kind: str) -> dict:
     return load_yaml(text)
 
 
-def _deep_merge(base: dict, overlay: dict) -> dict:
-    out = copy.deepcopy(base)
-    for key, value in overlay.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def apply_override(config: dict, assignment: str) -> None:
-    """`a.b.c=value`: value parsed as YAML (numbers, booleans, lists, null), else a string;
-    `build_config` then checks its type against the key's."""
+def apply_override(config: dict, assignment: str, kind: str | None = None) -> None:
+    """`a.b.c=value`: value parsed as YAML (numbers, booleans, lists, null), else a string.
+    With the pipeline `kind`, the value overlays the key as a YAML file would (a mapping that
+    names a `kind` replaces a tagged union's member; `a.b.kind=x` switches it, dropping the old
+    member's fields); `build_config` then checks its type against the key's."""
     if "=" not in assignment:
         raise ConfigError(f"--set {assignment}: expected key=value")
     key, text = assignment.split("=", 1)
@@ -83,15 +111,10 @@ def apply_override(config: dict, assignment: str) -> None:
         value = load_yaml(text)
     except yaml.YAMLError:
         value = text
-    node = config
-    for i, part in enumerate(parts[:-1]):
-        nxt = node.get(part)
-        if nxt is None:
-            nxt = node[part] = {}
-        if not isinstance(nxt, dict):
-            raise ConfigError(f"{'.'.join(parts[:i + 1])}: is a value, not a section; cannot set {key}")
-        node = nxt
-    node[parts[-1]] = value
+    try:
+        set_path(schema(kind) if kind else Any, config, parts, value)
+    except ConfigValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def read_yaml_mapping(path: str, flag: str = "--config", error: type[ValueError] = ConfigError) -> dict:
@@ -113,18 +136,25 @@ def read_yaml_mapping(path: str, flag: str = "--config", error: type[ValueError]
     return data
 
 
-def load_config(kind: str, path: str | None = None, overrides: list[str] | tuple[str, ...] = ()) -> PipelineConfig:
+def load_raw(kind: str, path: str | None = None, overrides: list[str] | tuple[str, ...] = ()) -> dict:
+    """The defaults, overlaid by the file at `path`, then by each `--set` override: the merged
+    YAML, not yet validated (cheap: no TensorFlow, no file checks)."""
     raw = default_config(kind)
     if path:
-        raw = _deep_merge(raw, read_yaml_mapping(path))
+        raw = merge_raw(schema(kind), raw, read_yaml_mapping(path))
     for assignment in overrides:
-        apply_override(raw, assignment)
-    return build_config(kind, raw)
+        apply_override(raw, assignment, kind)
+    return raw
 
 
-def _section(raw: dict, key: str, build) -> Any:
+def load_config(kind: str, path: str | None = None, overrides: list[str] | tuple[str, ...] = ()) -> PipelineConfig:
+    """`load_raw`, validated into typed configs."""
+    return build_config(kind, load_raw(kind, path, overrides))
+
+
+def _section(raw: dict, key: str, make) -> Any:
     try:
-        return build(raw.get(key) or {})
+        return make(raw.get(key) or {})
     except ConfigError:
         raise
     except (ValueError, TypeError) as e:
@@ -139,9 +169,9 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
     from rlops.components.evaluator.config import EvaluatorConfig
     from rlops.components.trainer.config import TrainerConfig
 
-    unknown = sorted(set(raw) - set(TOP_LEVEL_KEYS))
+    unknown = [k for k in raw if k not in TOP_LEVEL_KEYS]
     if unknown:
-        raise ConfigError(f"{unknown[0]}: unknown key; known keys: {', '.join(TOP_LEVEL_KEYS)}")
+        raise ConfigError(str(unknown_key("", unknown[0], TOP_LEVEL_KEYS)))
     check_types(kind, raw)
     root = str(raw.get("root") or f"pipeline_root/{kind}")
     _check_writable("root", root)
@@ -167,14 +197,11 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
     evaluator = _section(raw, "evaluator", EvaluatorConfig.from_dict)
     if evaluator.kind != kind:
         raise ConfigError(f"evaluator.kind: '{evaluator.kind}' does not match the {kind} pipeline")
-    pusher = dict(raw.get("pusher") or {})
-    unknown = sorted(set(pusher) - {"keep_last", "vertex_upload"})
-    if unknown:
-        raise ConfigError(f"pusher.{unknown[0]}: unknown key; known keys: keep_last, vertex_upload")
+    pusher = _section(raw, "pusher", lambda d: build(PusherConfig, d, "pusher"))
     serving_dir = str(raw.get("serving_dir") or os.path.join(root, "serving"))
     _check_writable("serving_dir", serving_dir)
     beam_args = raw.get("beam_args") or []
-    if not isinstance(beam_args, list) or not all(isinstance(a, str) and a.startswith("--") for a in beam_args):
+    if not all(a.startswith("--") for a in beam_args):
         raise ConfigError(f"beam_args: expected a list of '--flag=value' strings, got {beam_args!r}")
     return PipelineConfig(kind=kind, name=str(raw.get("name") or f"rlops-{kind}"), root=root,
                           serving_dir=serving_dir, enable_cache=bool(raw.get("enable_cache", True)),
@@ -183,50 +210,27 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
                           raw=raw)
 
 
-_TOP_LEVEL_TYPES: dict[str, Any] = {"name": str | None, "root": str | None, "serving_dir": str | None,
-                                     "enable_cache": bool, "warm_start": bool, "beam_args": list[str] | None,
-                                     "experience_gen": dict | None, "trainer": dict | None,
-                                     "evaluator": dict | None, "pusher": dict | None}
-_PUSHER_TYPES: dict[str, Any] = {"keep_last": int, "vertex_upload": dict | None}
-
-
 def check_types(kind: str, raw: dict) -> None:
     """Every value has its key's type (no "fasle" read as True, no 2.5 train steps found only
-    after ingestion); the error names the key. Runs before any section is built."""
-    from rlops.components.evaluator.config import EvaluatorConfig
-    from rlops.components.experience_gen.config import _SOURCES, ExperienceGenConfig
-    from rlops.components.trainer.config import PPOOfflineConfig, TrainerConfig
-    from rlops.train.on_policy import PPOConfig
-
+    after ingestion), every key is known (closest names otherwise); the error names the key path.
+    Runs before any section is built."""
     try:
-        for key, tp in _TOP_LEVEL_TYPES.items():
+        for key, tp in schema(kind).items():
             if key in raw:
-                check_value(tp, raw[key], key)
-        for key, tp in _PUSHER_TYPES.items():
-            if key in (raw.get("pusher") or {}):
-                check_value(tp, raw["pusher"][key], f"pusher.{key}")
-        if kind == "bandit" and raw.get("experience_gen") is not None:
-            check_dataclass(ExperienceGenConfig, raw["experience_gen"], "experience_gen",
-                            pick=lambda members, v: _SOURCES.get(v.get("kind", "file")))
-        if raw.get("trainer") is not None:
-            check_dataclass(TrainerConfig, raw["trainer"], "trainer",
-                            nested={"ppo": PPOConfig, "ppo_offline": PPOOfflineConfig})
-        if raw.get("evaluator") is not None:
-            check_dataclass(EvaluatorConfig, raw["evaluator"], "evaluator")
-    except TypeError as e:
+                check(tp, raw[key], key)
+    except ConfigValueError as e:
         raise ConfigError(str(e)) from None
 
 
-def _with_split_minimums(config: Any, batch_size: int) -> Any:
+def _with_split_minimums(config: ExperienceGenConfig, batch_size: int) -> ExperienceGenConfig:
     """A train split smaller than one Trainer batch (or an empty eval split) fails in ExperienceGen,
     saying which split, instead of as an obscure error steps later; explicit values win."""
-    import dataclasses
     names = config.splits.names
     defaults = {name: n for name, n in (("train", batch_size), ("eval", 1)) if name in names}
     return dataclasses.replace(config, min_split_records={**defaults, **config.min_split_records})
 
 
-def _experience_gen_config(d: dict):
+def _experience_gen_config(d: dict) -> ExperienceGenConfig:
     import tensorflow as tf
 
     from rlops.components.experience_gen.config import ExperienceGenConfig, FileSource

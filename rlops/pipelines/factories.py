@@ -11,6 +11,7 @@ and may swap the Trainer node (`trainer_factory`, e.g. TFX's Vertex training ext
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any, Callable, Mapping
 
@@ -23,9 +24,10 @@ from tfx.types import Channel, standard_artifacts
 
 from rlops.components.evaluator.component import Evaluator
 from rlops.components.experience_gen.component import ExperienceGen
+from rlops.components.experience_gen.fingerprint import input_fingerprint
 from rlops.components.pusher.component import Pusher
 from rlops.components.trainer.component import Trainer
-from rlops.pipelines.config import PipelineConfig
+from rlops.pipelines.config import ConfigError, PipelineConfig
 
 RESOLVER_ID = "latest_blessed_model_resolver"
 # Optional per-run execution parameters, by the component that takes them.
@@ -61,7 +63,12 @@ def _metadata(config: PipelineConfig, local: bool):
 
 def create_bandit_pipeline(config: PipelineConfig, local: bool = True, runtime_params: Mapping[str, Any] | None = None,
                            trainer_factory: TrainerFactory | None = None) -> tfx_pipeline.Pipeline:
-    experience_gen = ExperienceGen(config=config.experience_gen, **_params(runtime_params, "ExperienceGen"))
+    _check_splits(config)
+    # Local runs key ExperienceGen's cache on the input files' fingerprints (a file replaced in
+    # place is ingested again); on Vertex ingestion is never cached (vertex.DEFAULT_CACHING).
+    fingerprint = input_fingerprint(config.experience_gen) if local and config.enable_cache else None
+    experience_gen = ExperienceGen(config=config.experience_gen, input_fingerprint=fingerprint,
+                                   **_params(runtime_params, "ExperienceGen"))
     examples = experience_gen.outputs["examples"]
     resolver = latest_blessed_model_resolver()
     trainer = (trainer_factory or default_trainer)(
@@ -74,6 +81,15 @@ def create_bandit_pipeline(config: PipelineConfig, local: bool = True, runtime_p
         pipeline_name=config.name, pipeline_root=config.pipeline_root,
         components=[experience_gen, resolver, trainer, evaluator, pusher], enable_cache=config.enable_cache,
         metadata_connection_config=_metadata(config, local), beam_pipeline_args=config.beam_args)
+
+
+def _check_splits(config: PipelineConfig) -> None:
+    """The Trainer reads Split-train and the Evaluator Split-eval: a config without one of them
+    (e.g. every record in eval, for ExperienceGen on its own) cannot run as this pipeline."""
+    names = config.experience_gen.splits.names
+    if not {"train", "eval"} <= set(names):
+        raise ConfigError(f"experience_gen.splits: the bandit pipeline trains on split 'train' and evaluates on "
+                          f"'eval'; the config has {names}")
 
 
 def create_ppo_pipeline(config: PipelineConfig, local: bool = True, runtime_params: Mapping[str, Any] | None = None,
@@ -95,11 +111,11 @@ def create_ppo_pipeline(config: PipelineConfig, local: bool = True, runtime_para
 
 
 def _pusher(config: PipelineConfig, trainer, evaluator, examples=None, verify_env_id=None) -> Pusher:
-    vertex = config.pusher.get("vertex_upload")
+    vertex = config.pusher.vertex_upload
     return Pusher(model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
                   push_destination=config.serving_dir, examples=examples,
-                  keep_last=int(config.pusher.get("keep_last", 5)), verify_env_id=verify_env_id,
-                  vertex_upload=json.dumps(vertex) if vertex else None)
+                  keep_last=config.pusher.keep_last, verify_env_id=verify_env_id,
+                  vertex_upload=json.dumps(dataclasses.asdict(vertex)) if vertex else None)
 
 
 def create_pipeline(config: PipelineConfig, local: bool = True, runtime_params: Mapping[str, Any] | None = None,

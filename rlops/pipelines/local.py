@@ -22,9 +22,10 @@ class ProgressHandler(logging.Handler):
     """Turns TFX's 'Component X is running/finished' log lines into progress output; rlops'
     own INFO lines (trainer progress, evaluator decision) are shown indented."""
 
-    def __init__(self, total: int, stream: TextIO = sys.stderr):
+    def __init__(self, total: int, stream: TextIO | None = None):
         super().__init__(logging.INFO)
-        self.total, self.stream, self.done = total, stream, 0
+        # sys.stderr as it is now, not at import (a test's captured stream may be closed since)
+        self.total, self.stream, self.done = total, stream or sys.stderr, 0
         self._started: dict[str, float] = {}
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -71,14 +72,20 @@ class RunSummary:
     pushed: bool | None = None
     pushed_destination: str | None = None
     blessing_reason: str | None = None
+    # ExperienceGen's counts: records_read, records_written, records_written_<split>,
+    # records_quarantined, quarantine_reasons (reason -> count)
+    ingest: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        return dict(self.__dict__)
+        out = {k: v for k, v in self.__dict__.items() if k != "ingest"}
+        return {**out, **self.ingest}  # records_* at the top level of --summary-json
 
     def render(self) -> str:
         lines = [f"pipeline {self.pipeline} finished in {self.wall_s:.1f}s"]
         for node, state in self.components.items():
             lines.append(f"  {node:<32} {state.lower()}")
+        if self.ingest:
+            lines.append(f"  {render_ingest(self.ingest)}")
         for key, value in self.metrics.items():
             lines.append(f"  {key}: {value}")
         lines.append(f"  blessed: {self.blessed}  ({self.blessing_reason})")
@@ -86,7 +93,7 @@ class RunSummary:
         return "\n".join(lines)
 
 
-def run_local(config: PipelineConfig, stream: TextIO = sys.stderr) -> RunSummary:
+def run_local(config: PipelineConfig, stream: TextIO | None = None) -> RunSummary:
     """Runs the pipeline with LocalDagRunner; returns what ran, key metrics and the push."""
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
@@ -160,6 +167,8 @@ def summarize_latest_run(config: PipelineConfig, wall_s: float) -> RunSummary:
                     with tf.io.gfile.GFile(path) as f:
                         metrics = json.load(f)
                     summary.metrics.update(_key_metrics(metrics))
+            elif type_name == "Examples" and _prop(artifact, "records_read") is not None:
+                summary.ingest = ingest_counts(artifact)
             elif type_name == "ModelBlessing":
                 summary.blessed = bool(_prop(artifact, "blessed"))
                 summary.blessing_reason = _prop(artifact, "reason")
@@ -174,6 +183,28 @@ def summarize_latest_run(config: PipelineConfig, wall_s: float) -> RunSummary:
                     summary.metrics["train_steps"] = train.get("train_steps")
                     summary.metrics["train_steps_per_sec"] = train.get("steps_per_sec")
     return summary
+
+
+def ingest_counts(examples) -> dict:
+    """ExperienceGen's counts from its Examples artifact's properties (IngestResult.properties)."""
+    out = {key: _prop(examples, key) for key in ("records_read", "records_written", "records_quarantined")}
+    order = {"records_written_train": 0, "records_written_eval": 1}
+    splits = sorted((k for k in examples.custom_properties if k.startswith("records_written_")),
+                    key=lambda k: (order.get(k, 2), k))
+    out.update({k: _prop(examples, k) for k in splits})
+    out["quarantine_reasons"] = json.loads(_prop(examples, "quarantine_reasons") or "{}")
+    return out
+
+
+def render_ingest(counts: dict, top: int = 3) -> str:
+    """'records: read 10000, written 9997 (train 9007, eval 990), quarantined 3 (parse_error 3)'."""
+    prefix = "records_written_"
+    per_split = ", ".join(f"{k[len(prefix):]} {v}" for k, v in counts.items() if k.startswith(prefix))
+    reasons = sorted(counts.get("quarantine_reasons", {}).items(), key=lambda kv: (-kv[1], kv[0]))
+    why = ", ".join(f"{code} {n}" for code, n in reasons[:top]) + (", ..." if len(reasons) > top else "")
+    return (f"records: read {counts.get('records_read')}, written {counts.get('records_written')}"
+            + (f" ({per_split})" if per_split else "") + f", quarantined {counts.get('records_quarantined')}"
+            + (f" ({why})" if why else ""))
 
 
 def _key_metrics(metrics: dict) -> dict:

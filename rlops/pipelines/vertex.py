@@ -34,6 +34,7 @@ import yaml
 
 from rlops import __version__
 from rlops.components.kfp import DEFAULT_IMAGE  # noqa: F401 (re-exported)
+from rlops.components.json_config import ConfigValueError, build, closest
 from rlops.pipelines.config import ConfigError, PipelineConfig, apply_override, read_yaml_mapping
 
 # DEFAULT_IMAGE is the tag `docker build -t rlops:<version> .` gives (see the Dockerfile). Vertex
@@ -102,13 +103,12 @@ class VertexConfigError(ConfigError):
 # --- settings -----------------------------------------------------------------------------------
 
 def _from_dict(cls: type, d: Any, where: str) -> Any:
-    if not isinstance(d, dict):
-        raise VertexConfigError(f"{where}: expected a mapping, got {d!r}")
-    known = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(d) - set(known))
-    if unknown:
-        raise VertexConfigError(f"{where}.{unknown[0]}: unknown key; known keys: {', '.join(known)}")
-    return cls(**d)
+    """The one config loader (json_config.build): unknown keys with the closest names, wrong
+    types, one error format; then the class's own checks."""
+    try:
+        return build(cls, d, where)
+    except ConfigValueError as e:
+        raise VertexConfigError(str(e)) from None
 
 
 def _positive(value: Any, where: str, kind: type = float) -> Any:
@@ -338,7 +338,7 @@ class VertexConfig:
             raise VertexConfigError(f"steps: expected a mapping of step -> resources, got {steps!r}")
         unknown = sorted(set(steps) - set(STEPS))
         if unknown:
-            raise VertexConfigError(f"steps.{unknown[0]}: unknown step; steps: {', '.join(STEPS)}")
+            raise VertexConfigError(f"steps.{unknown[0]}: unknown step; {closest(unknown[0], STEPS)}")
         config.steps = {s: v if isinstance(v, StepResources) else _from_dict(StepResources, v or {}, f"steps.{s}")
                         for s, v in steps.items()}
         if config.custom_job is not None and not isinstance(config.custom_job, CustomJob):

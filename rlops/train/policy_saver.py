@@ -18,11 +18,14 @@ e.g. `observation_mask`; outputs `action`, `info/<path>`, `state/<path>`),
 `get_initial_state` (batch_size), `get_train_step`, `get_metadata`.
 With `serving_epsilon` (stateless discrete policies): `serving_default`, what TF Serving's REST
 `instances` API and Vertex's prebuilt TensorFlow containers call: one input per raw feature,
-named by feature name (a single dense observation is one input named by its spec), outputs
-`action` (sampled from the epsilon-greedy exploring policy), `propensity` (its probability under
-that policy) and `greedy_action`; plus `serving_masked`, the same with an `action_mask` [B, K]
-input. A policy trained with action masks has `action_mask` in its observation (TF-Agents' way):
-then every signature takes it and `serving_masked` is `serving_default`. The epsilon is `get_metadata()["serving_epsilon"]`. The same functions are
+named by `rlops.features.serving_names.serving_input_name` (the feature name; `per_arm_<name>` for
+an item feature; a single dense observation is one input named by its spec), outputs `action`
+(sampled from the epsilon-greedy exploring policy), `propensity` (its probability under that
+policy), `greedy_action` and `policy_version` (int64 per row: the version number the Pusher
+published this SavedModel as, read at load time from the asset `assets/rlops_policy_version.txt`,
+which the Pusher writes; -1 in a SavedModel no Pusher published); plus `serving_masked`, the same
+with an `action_mask` [B, K] input. A policy trained with action masks has `action_mask` in its
+observation (TF-Agents' way): then every signature takes it and `serving_masked` is `serving_default`. The epsilon is `get_metadata()["serving_epsilon"]`. The same functions are
 attributes taking nests: `policy.action(time_step, policy_state)`, `policy.get_initial_state(b)`,
 `policy.get_train_step()`, `policy.get_metadata()`.
 
@@ -36,7 +39,9 @@ import collections
 import json
 import os
 import shutil
+import tempfile
 import uuid
+import weakref
 from typing import Any, Callable, Mapping, Sequence
 
 import tensorflow as tf
@@ -45,14 +50,20 @@ from tensorflow.python.util import nest as tf_nest
 from rlops.agents import specs as specs_lib
 from rlops.agents.policies import Policy
 from rlops.agents.trajectories import PolicyStep
+from rlops.features.serving_names import serving_input_name, serving_input_for_record_key
 
 SPECS_FILE = "policy_specs.json"
 SERVING_EPSILON = "serving_epsilon"
+# serving_default's `policy_version` comes from this asset (one line: the version number), read once
+# at load time; the Pusher rewrites it in each version it publishes (pusher/publish.py).
+VERSION_ASSET = "rlops_policy_version.txt"
+UNPUBLISHED_VERSION = -1
+POLICY_VERSION = "policy_version"
 SPECS_FORMAT = "rlops.policy_specs/1"
 CHECKPOINT_PREFIX = "policy_checkpoint_"
 
 __all__ = ["PolicySaver", "SavedPolicy", "load", "restore_checkpoint", "latest_checkpoint", "load_specs", "SPECS_FILE",
-           "CHECKPOINT_PREFIX"]
+           "CHECKPOINT_PREFIX", "VERSION_ASSET", "POLICY_VERSION", "UNPUBLISHED_VERSION"]
 
 
 def _unique(variables: Sequence[tf.Variable]) -> list[tf.Variable]:
@@ -145,8 +156,8 @@ class PolicySaver:
         flat_ts = _flat_with_paths(ts_spec, "")
         flat_state = _flat_with_paths(state_spec, "policy_state") if tf.nest.flatten(state_spec) else []
         # Signature inputs are named by nest path with "_" ("observation", "observation_mask",
-        # "policy_state_h"): TF would sanitize "/" in input names to "_" anyway.
-        input_specs = [tf.TensorSpec(s.shape, s.dtype, name=p.strip("/").replace("/", "_"))
+        # "policy_state_h") through the one naming rule, which TF leaves unchanged (serving_names.py).
+        input_specs = [tf.TensorSpec(s.shape, s.dtype, name=serving_input_name(p.strip("/")))
                        for p, s in flat_ts + flat_state]
         n_ts = len(flat_ts)
         self._action_input_names = [s.name for s in input_specs]
@@ -202,16 +213,19 @@ class PolicySaver:
             raise ValueError("serving_epsilon: serving_default needs a stateless policy with one discrete action")
         num_actions, minimum = specs_lib.num_actions(spec), int(spec.minimum)
         obs_spec = self.time_step_spec.observation
-        if isinstance(obs_spec, Mapping):
-            inputs = {k: tf.TensorSpec([self.batch_size] + s.shape.as_list(), s.dtype, name=k)
-                      for k, s in obs_spec.items()}
+        if isinstance(obs_spec, Mapping):  # inputs named by the one rule (an rlops policy's keys already are)
+            key_of = {serving_input_name(k): k for k in obs_spec}
+            inputs = {n: tf.TensorSpec([self.batch_size] + obs_spec[k].shape.as_list(), obs_spec[k].dtype, name=n)
+                      for n, k in key_of.items()}
         else:
-            name = obs_spec.name or "observation"
+            name = serving_input_name(obs_spec.name or "observation")
             inputs = {name: tf.TensorSpec([self.batch_size] + obs_spec.shape.as_list(), obs_spec.dtype, name=name)}
         ts_type = type(self.time_step_spec)
+        version = self._version_table(module)
 
         def head(features: dict, mask: tf.Tensor | None) -> dict:
-            observation = dict(features) if isinstance(obs_spec, Mapping) else next(iter(features.values()))
+            observation = {key_of[n]: v for n, v in features.items()} if isinstance(obs_spec, Mapping) \
+                else next(iter(features.values()))
             batch = tf.shape(next(iter(features.values())))[:1]
             time_step = ts_type(step_type=tf.zeros(batch, self.time_step_spec.step_type.dtype),
                                 reward=tf.zeros(batch, self.time_step_spec.reward.dtype),
@@ -225,7 +239,9 @@ class PolicySaver:
                 candidates = tf.range(num_actions)[None, :] < tf.cast(tf.reshape(features["num_actions"], [-1, 1]),
                                                                       tf.int32)
                 mask = candidates if mask is None else tf.logical_and(tf.cast(mask, tf.bool), candidates)
-            return epsilon_greedy_head(greedy, num_actions, eps, minimum, mask)
+            out = epsilon_greedy_head(greedy, num_actions, eps, minimum, mask)
+            number = tf.strings.to_number(version.lookup(tf.constant(0, tf.int64)), tf.int64)
+            return {**out, POLICY_VERSION: tf.fill(batch, number)}
 
         serving = tf.function(lambda **features: head(features, None), input_signature=None, autograph=False)
         module.serving_default = serving
@@ -238,6 +254,20 @@ class PolicySaver:
         module.serving_masked = masked
         return {"serving_default": serving.get_concrete_function(**inputs),
                 "serving_masked": masked.get_concrete_function(action_mask=mask_spec, **inputs)}
+
+    def _version_table(self, module: tf.Module) -> tf.lookup.StaticHashTable:
+        """{0: the version line} from the asset VERSION_ASSET, read when the SavedModel loads (so a
+        rewritten asset -- the Pusher's -- is what serving_default reports). The source file here
+        holds UNPUBLISHED_VERSION; saving copies it into assets/."""
+        tmp = tempfile.mkdtemp(prefix="rlops_version_")
+        weakref.finalize(self, shutil.rmtree, tmp, True)
+        path = os.path.join(tmp, VERSION_ASSET)
+        with open(path, "w") as f:
+            f.write(f"{UNPUBLISHED_VERSION}\n")
+        init = tf.lookup.TextFileInitializer(path, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER,
+                                             tf.string, tf.lookup.TextFileIndex.WHOLE_LINE)
+        module.version_table = tf.lookup.StaticHashTable(init, default_value=str(UNPUBLISHED_VERSION))
+        return module.version_table
 
     # ---- saving ------------------------------------------------------------------------------
     def save(self, export_dir: str) -> None:
@@ -353,7 +383,9 @@ class SavedPolicy(Policy):
         feeds = {}
         for path, value in _flat_with_paths(time_step, ""):
             name = path.lstrip("/")
-            name = name if name in self._inputs else name.replace("/", "_")  # TF sanitizes '/'
+            if name not in self._inputs:  # a record key (observation/per_arm/x): its input's name
+                head, _, key = name.partition("/")
+                name = head + "_" + serving_input_for_record_key(key) if key else serving_input_name(name)
             want = self._inputs[name].dtype
             feeds[name] = tf.constant(value, want) if want == tf.string else tf.cast(value, want)
         return self._signature(**feeds)
@@ -374,6 +406,21 @@ class SavedPolicy(Policy):
             observations = {names[0]: observations}
         return {**observations, "action_mask": action_mask}
 
+    def by_input(self, features: Mapping[str, Any]) -> dict[str, Any]:
+        """Columns keyed by record key (`per_arm/<name>`) or by serving input name -> keyed as this
+        policy's observation is (its serving input names; a policy exported before they existed
+        keeps its record keys). Columns it has no use for stay as they are."""
+        spec = self.time_step_spec.observation
+        if not isinstance(spec, Mapping):
+            return dict(features)
+        out = dict(features)
+        for key in features:
+            name = serving_input_for_record_key(key)
+            target = name if name in spec else next((k for k in spec if serving_input_for_record_key(k) == name), None)
+            if target is not None and target not in out:
+                out[target] = out.pop(key)
+        return out
+
     def actions(self, observations: Any, batch_size: int = 4096, action_mask: Any = None) -> Any:
         """Greedy actions (numpy) for a batch of observations, in chunks of batch_size: one dense
         array, or {feature name: array} of raw features (a policy exported with its features;
@@ -383,7 +430,7 @@ class SavedPolicy(Policy):
         from rlops.agents.trajectories import restart
         observations = self.observation(observations, action_mask)
         if isinstance(observations, Mapping):
-            return self._feature_actions(observations, batch_size)
+            return self._feature_actions(self.by_input(observations), batch_size)
         out = [self.action(restart(observations[i:i + batch_size], len(observations[i:i + batch_size]))).action.numpy()
                for i in range(0, len(observations), batch_size)]
         return np.concatenate(out) if out else np.zeros((0,), self.action_spec.dtype.as_numpy_dtype)

@@ -45,7 +45,7 @@ def test_bad_configs_fail_naming_the_field(change, message):
 
 
 def test_unknown_json_field_is_named():
-    with pytest.raises(ValueError, match="unknown field.*'colums'"):
+    with pytest.raises(ValueError, match=r"^experience_gen\.colums: unknown key"):
         ExperienceGenConfig.from_json('{"colums": {}, "action_spec": {"shape": [], "dtype": "int32"}}')
 
 

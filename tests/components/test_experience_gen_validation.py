@@ -8,6 +8,7 @@ import os
 import tempfile
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -299,7 +300,8 @@ def _drop(line: str, fmt: str, column: str) -> str:
        missing_column=st.one_of(st.none(), st.none(), st.sampled_from(HEADER.split(","))))
 def test_malformed_rows_are_quarantined_with_reason(records, fmt, block_bytes, missing_column):
     """No crash; exactly the corrupted lines are quarantined (all of them when a column is
-    missing from the file), each with a reason, its line and its payload; the rest are kept."""
+    missing from JSON Lines records), each with a reason, its line and its payload; the rest are
+    kept. A CSV header without a mapped column fails at construction, naming the column."""
     make = _csv_line if fmt == "csv" else _json_line
     lines = [make(*r) for r in records]
     header = HEADER
@@ -314,6 +316,10 @@ def test_malformed_rows_are_quarantined_with_reason(records, fmt, block_bytes, m
                                                                                             context_dim=3)
         config = ExperienceGenConfig(source=FileSource(pattern=path, format=fmt, block_bytes=block_bytes),
                                      bandit_columns=cols, action_spec=SpecConfig.discrete(K))
+        if fmt == "csv" and missing_column is not None:
+            with pytest.raises(ValueError, match=rf"column '{missing_column}' is not in {path}"):
+                pipeline.make_plan(config)
+            return
         read, valid, bad = ingest_file(config)
     first = 2 if fmt == "csv" else 1
     corrupted = {first + i for i, (_, c, _) in enumerate(records) if c is not None or missing_column}

@@ -1,5 +1,6 @@
 """The Evaluator and `rlops evaluate` on real Examples and SavedModels: blessing needs a
 trustworthy interval, weights / masks in the records are honoured, every estimator is reported."""
+import dataclasses
 import json
 import math
 import os
@@ -191,3 +192,24 @@ def test_rlops_evaluate_cli_table_json_and_plot(world, tmp_path, capsys):
     assert "neither a policy SavedModel" in capsys.readouterr().err
     assert main(["evaluate", "--examples", world["examples"], "--policy", "uniform", "--split", "train"]) == 2
     assert "no 'train' split" in capsys.readouterr().err
+
+
+def test_rlops_evaluate_writes_a_plot_only_when_asked_and_sets_balancing(world, tmp_path, capsys, monkeypatch):
+    """Issue 20: evaluate.png appeared in the current directory unasked, and the reward model's
+    balancing could not be set from the CLI."""
+    from rlops.pipelines.cli import main
+    monkeypatch.chdir(tmp_path)
+    results = {}
+    for flag in ("--reward-model-balance", "--no-reward-model-balance"):
+        assert main(["evaluate", "--examples", world["examples"], "--policy", "uniform", "--num-bootstrap", "100",
+                     "--reward-model", "ridge", "--dm-refits", "10", flag]) == 0
+        results[flag] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert os.listdir(tmp_path) == []                                  # nothing written unasked
+    config = EvaluatorConfig(num_bootstrap=100, reward_model="ridge", dm_refits=10)
+    for flag, balance in (("--reward-model-balance", True), ("--no-reward-model-balance", False)):
+        want = core.evaluate_on_logs(dataclasses.replace(config, reward_model_balance=balance), world["examples"],
+                                     "uniform")
+        assert results[flag]["estimates"]["dm"]["value"] == pytest.approx(want["estimates"]["dm"]["value"], rel=1e-12)
+        assert results[flag]["reward_model_balance"] is balance
+    assert main(["evaluate", "--examples", world["examples"], "--policy", "uniform", "--dm-refits", "3"]) == 2
+    assert "--dm-refits" in capsys.readouterr().err

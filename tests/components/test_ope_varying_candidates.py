@@ -228,10 +228,13 @@ def world(tmp_path_factory):
     return d, gen, logs
 
 
-def _saved_policy_value(gen, model_dir):
-    """The generator's exact value of an exported per-arm policy's greedy action."""
+def _saved_policy_value(gen, model_dir, served=False):
+    """The generator's exact value of an exported per-arm policy: its greedy action, or (served)
+    serving_default's epsilon-greedy over each decision's candidates."""
     import tensorflow as tf
-    sig = tf.saved_model.load(model_dir).signatures["serving_default"]
+    loaded = tf.saved_model.load(model_dir)
+    sig = loaded.signatures["serving_default"]
+    epsilon = float(loaded.signatures["get_metadata"]()["serving_epsilon"].numpy()) if served else 0.0
 
     def fn(ctx):
         arms = gen.arm_columns(ctx)
@@ -240,7 +243,8 @@ def _saved_policy_value(gen, model_dir):
         inputs = {k: tf.constant(v.astype(np.float32) if v.dtype.kind == "f" else v) for k, v in inputs.items()}
         a = sig(**inputs)["greedy_action"].numpy()
         assert (a < ctx["num_actions"]).all()                      # never a padding arm
-        return ope.greedy_probs(a, gen.num_slots)
+        allowed = np.arange(gen.num_slots)[None, :] < np.asarray(ctx["num_actions"])[:, None]
+        return ope.epsilon_greedy_probs(a, gen.num_slots, epsilon, allowed)
     return gen.true_value(fn)
 
 
@@ -258,15 +262,18 @@ def test_experience_gen_trainer_evaluator_on_varying_candidates(world, tmp_path)
     assert len(np.unique(price[cand])) == len(data.item_features)
     truth = _saved_policy_value(gen, serving_dir(str(d / "model")))
     assert truth > 1.3 * gen.true_value(gen.uniform_policy)       # LinUCB learned over varying candidates
+    served = _saved_policy_value(gen, serving_dir(str(d / "model")), served=True)
+    assert gen.true_value(gen.uniform_policy) < served < truth      # exploring costs a little
 
     result = core.run_evaluator(EvaluatorConfig(num_bootstrap=200), str(d / "model"), str(tmp_path / "evaluation"),
                                 str(tmp_path / "blessing"), examples_uri=str(d / "ex"), num_actions=K_MAX)
     m = result.metrics
     assert m["trust"]["trusted"] and set(m["candidate"]) == set(ope.ESTIMATORS)
     assert ("BLESSED" if result.blessed else "NOT_BLESSED") in {p.name for p in (tmp_path / "blessing").iterdir()}
-    for name in DR_FAMILY:
-        e = m["candidate"][name]
-        assert e["lower"] <= truth <= e["upper"], (name, e, truth)
+    for name in DR_FAMILY:  # the served policy (what blesses) and the greedy one beside it
+        e, g = m["candidate"][name], m["candidate_greedy"][name]
+        assert e["lower"] <= served <= e["upper"], (name, e, served)
+        assert g["lower"] <= truth <= g["upper"], (name, g, truth)
 
 
 def test_rlops_evaluate_on_varying_candidates(world, tmp_path, capsys):
@@ -286,10 +293,10 @@ def test_rlops_evaluate_on_varying_candidates(world, tmp_path, capsys):
         results[policy] = result = json.loads(out[-1])
         assert result["num_actions"] == K_MAX and result["trusted"] and set(result["estimates"]) == set(ope.ESTIMATORS)
         assert all(any(line.startswith(name + " ") for line in out) for name in ope.ESTIMATORS)
-    truth = _saved_policy_value(gen, serving_dir(str(d / "model")))
+    served = _saved_policy_value(gen, serving_dir(str(d / "model")), served=True)
     for name in DR_FAMILY:
         e = results[str(d / "model")]["estimates"][name]
-        assert e["lower"] <= truth <= e["upper"], (name, e, truth)
+        assert e["lower"] <= served <= e["upper"], (name, e, served)
     w = 1.0 / (data.items >= 0).sum(1) / data.propensities
     assert results["uniform"]["estimates"]["ips"]["value"] == pytest.approx(np.mean(w * data.rewards), rel=1e-6)
     assert results["uniform"]["ess"] == pytest.approx(w.sum() ** 2 / (w ** 2).sum(), rel=1e-6)

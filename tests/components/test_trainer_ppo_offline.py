@@ -1,4 +1,5 @@
 """PPO trained offline from logged trajectories (ExperienceGen 'trajectory' records)."""
+import dataclasses
 import json
 import math
 import os
@@ -301,7 +302,7 @@ def test_offline_ppo_from_random_logs_beats_the_random_policy(offline_run):
 def test_offline_retraining_warm_starts_from_the_previous_model(offline_run, cartpole_logs, tmp_path):
     config, first, root = offline_run
     config = TrainerConfig.from_dict({**json.loads(config.to_json()),
-                                      "ppo_offline": {**config.ppo_offline, "max_train_steps": 2}})
+                                      "ppo_offline": {**dataclasses.asdict(config.ppo_offline), "max_train_steps": 2}})
     second = run_trainer(config, str(tmp_path / "m2"), str(tmp_path / "r2"), cartpole_logs,
                          base_model_uri=os.path.join(root, "model"))
     assert second.warm_started_from and second.train_steps == 2

@@ -67,3 +67,96 @@ def test_too_few_episodes_give_no_interval():
     est = ope.difference_interval(np.array([10.0]), np.array([1.0]), min_episodes=5)
     assert not est.trusted and "only 1 episodes" in est.reason
     assert ope.difference_interval(np.arange(10.0), np.zeros(10)).trusted
+
+
+# ---- issue 20: an untrustworthy estimate is NOT_BLESSED with its reason, and the run succeeds ----
+
+SMALL_RUN = ["experience_gen.source.num_records=1500", "trainer.train_steps=100", "trainer.steps_per_run=100",
+             "evaluator.num_bootstrap=100", "evaluator.dm_refits=10"]
+
+
+def _run_bandit(root, overrides):
+    """`rlops run bandit` in its own process, as a user runs it: exit code and output."""
+    args = [sys.executable, "-m", "rlops.pipelines.cli", "run", "bandit", "--set", f"root={root}"]
+    for item in SMALL_RUN + overrides:
+        args += ["--set", item]
+    return subprocess.run(args, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_low_ess_is_not_blessed_with_its_reason_and_the_run_exits_0(tmp_path):
+    """Reproduced before the fix: NOT BLESSED was logged, then ML Metadata refused the NaN lower
+    bound ('no such column: nan ... candidate_sndr_lower'), exit 1, 'looks like a bug in rlops'."""
+    out = _run_bandit(tmp_path, ["evaluator.min_eval_records=10", "evaluator.min_ess=100000"])
+    text = out.stdout + out.stderr
+    assert out.returncode == 0, text[-3000:]
+    assert "blessed: False" in text and "effective sample size" in text and "min_ess" in text
+    assert "pushed: False" in text and "looks like a bug" not in text and "no such column" not in text
+
+
+@pytest.mark.slow
+def test_empty_eval_split_is_not_blessed_with_its_reason_and_the_run_exits_0(tmp_path):
+    # One bucket in a million for eval: 1,500 records leave it empty; no minimum, so it gets that far.
+    out = _run_bandit(tmp_path, ['experience_gen.splits.splits=[{"name": "train", "hash_buckets": 1000000}, '
+                                 '{"name": "eval", "hash_buckets": 1}]',
+                                 'experience_gen.min_split_records={"eval": 0}'])
+    text = out.stdout + out.stderr
+    assert out.returncode == 0, text[-3000:]
+    assert "blessed: False" in text and "the eval split has no records" in text
+
+
+def test_properties_are_finite_or_absent():
+    from rlops.components.evaluator.core import EvalResult, scalar_metrics
+    from rlops.components.properties import finite_properties, set_custom_properties
+    props = finite_properties({"a": 1.5, "b": math.nan, "c": math.inf, "d": np.float32(-np.inf), "e": 3,
+                               "f": "text", "g": True, "h": {"x": math.nan, "y": [1.0, math.inf]}})
+    assert props == {"a": 1.5, "e": 3, "f": "text", "g": True, "h": {"x": None, "y": [1.0, None]}}
+    nan = {"value": 0.5, "lower": math.nan, "upper": math.nan, "reason": "too few"}
+    result = EvalResult(False, "too few", {"candidate": {"dr": nan}, "improvement": {"dr": dict(nan, value=math.nan)}})
+    assert scalar_metrics(result) == {"candidate_dr": 0.5, "blessed": 0.0}
+
+    class Artifact:  # TFX's typed setters, recorded
+        def __init__(self):
+            self.props = {}
+
+        def set_int_custom_property(self, k, v):
+            self.props[k] = ("int", v)
+
+        def set_float_custom_property(self, k, v):
+            self.props[k] = ("float", v)
+
+        def set_string_custom_property(self, k, v):
+            self.props[k] = ("string", v)
+
+    artifact = Artifact()
+    set_custom_properties(artifact, {"blessed": True, "loss": math.nan, "rate": 2.0, "reason": "r", "id": 7})
+    assert artifact.props == {"blessed": ("int", 1), "rate": ("float", 2.0), "reason": ("string", "r"),
+                              "id": ("int", 7)}
+
+
+def test_kfp_evaluator_writes_no_nan_metadata_or_metrics(monkeypatch):
+    """The KFP entrypoint's evaluator step on an untrustworthy estimate: the blessing says
+    NOT_BLESSED with the reason; the Metrics artifact gets only finite scalars (KFP writes its
+    metadata as JSON, where NaN is not a value)."""
+    from rlops.components.evaluator import core
+    from rlops.components.kfp import entrypoint
+    nan = {"value": 0.5, "lower": math.nan, "upper": math.nan, "reason": "ESS 4.0 < 30 (min_ess)"}
+    result = core.EvalResult(False, "not blessed: ESS 4.0 < 30 (min_ess)",
+                             {"baseline": "logging_policy", "candidate": {"dr": nan, "sndr": nan},
+                              "candidate_greedy": {"dr": dict(nan, value=math.nan)}, "improvement": {"dr": nan}})
+    monkeypatch.setattr(core, "run_evaluator", lambda *a, **k: result)
+
+    class Artifact:
+        def __init__(self, name):
+            self.uri, self.name, self.metadata, self.logged = f"/tmp/{name}", name, {}, {}
+
+        def log_metric(self, key, value):
+            assert math.isfinite(value), (key, value)
+            self.logged[key] = value
+
+    evaluation, blessing = Artifact("evaluation"), Artifact("blessing")
+    blessed = entrypoint.evaluator("{}", Artifact("model"), evaluation, blessing, examples=Artifact("examples"),
+                                   num_actions=4)
+    assert blessed is False and blessing.metadata["blessed"] == 0 and "min_ess" in blessing.metadata["reason"]
+    assert evaluation.logged == {"candidate_dr": 0.5, "candidate_sndr": 0.5, "improvement_dr": 0.5}
+    json.dumps(blessing.metadata, allow_nan=False)

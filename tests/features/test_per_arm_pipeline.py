@@ -13,6 +13,7 @@ from rlops.components.experience_gen import records
 from rlops.components.experience_gen.config import ExperienceGenConfig, SpecConfig
 from rlops.components.experience_gen.core import read_quarantine, run_experience_gen
 from rlops.envs.logged_feedback import LogConfig, LogGenerator
+from rlops.features.serving_names import serving_input_name
 
 ITEM_FEATURES = ["item_category", "item_brand", "item_price", "item_popularity"]
 
@@ -91,7 +92,7 @@ def _greedy_value(gen, serving_dir):
         inputs = {k: tf.constant(v.astype(np.float32) if v.dtype.kind == "f" else v) for k, v in ctx.items()}
         for name in ITEM_FEATURES:
             v = gen.items[name]
-            inputs[f"per_arm/{name}"] = tf.constant(np.broadcast_to(v, (n, len(v))).astype(
+            inputs[serving_input_name(name, per_arm=True)] = tf.constant(np.broadcast_to(v, (n, len(v))).astype(
                 object if v.dtype.kind in "OU" else np.float32))
         inputs["num_actions"] = tf.fill([n], tf.constant(gen.num_items, tf.int64))
         a = sig(**inputs)["greedy_action"].numpy()
@@ -139,7 +140,7 @@ n, k = 6, args["k"]
 inputs = {name: tf.constant(v) for name, v in args["global"].items()}
 inputs["position"] = tf.constant(args["position"], tf.int64)
 for name, v in args["arms"].items():
-    inputs["per_arm/" + name] = tf.constant([v] * n, tf.string if isinstance(v[0], str) else tf.float32)
+    inputs[name] = tf.constant([v] * n, tf.string if isinstance(v[0], str) else tf.float32)
 inputs["num_actions"] = tf.constant([k, k, 3, 1, 2, k], tf.int64)
 out = sig(**inputs)
 print(json.dumps({"rlops": any(m.startswith("rlops") for m in sys.modules),
@@ -151,7 +152,7 @@ def _serve_in_fresh_process(gen, model, tmp_path):
     ctx = gen.sample_contexts(6, seed=3)
     args = {"model": model, "k": gen.num_items, "position": ctx["position"].tolist(),
             "global": {c: ctx[c].tolist() for c in gen.user_columns + gen.float_columns},
-            "arms": {name: gen.items[name].tolist() for name in ITEM_FEATURES}}
+            "arms": {serving_input_name(name, per_arm=True): gen.items[name].tolist() for name in ITEM_FEATURES}}
     args["global"].update({c: [float(x) for x in ctx[c]] for c in gen.float_columns})
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run([sys.executable, "-c", FRESH, json.dumps(args)], capture_output=True, text=True,

@@ -4,13 +4,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rlops.components.evaluator.ope import DEFAULT_MIN_ESS, DEFAULT_MIN_RECORDS, ESTIMATORS, REWARD_MODELS
+from rlops.components.evaluator.ope import (DEFAULT_BALANCE, DEFAULT_DM_REFIT_RECORDS, DEFAULT_DM_REFITS,
+                                            DEFAULT_MIN_ESS, DEFAULT_MIN_RECORDS, DEFAULT_REWARD_MODEL, ESTIMATORS,
+                                            REWARD_MODEL_CHOICES)
 from rlops.components.json_config import JsonConfig
 
 KINDS = ("bandit", "ppo")
-# "auto": logistic when every reward is 0 or 1, else ridge; "network": the candidate's own reward
-# predictions (policies exported with emit_policy_info=("predicted_rewards_mean",)).
-REWARD_MODEL_CHOICES = ("auto",) + REWARD_MODELS + ("network",)
+# REWARD_MODEL_CHOICES (one list, in ope): "auto" is logistic when every reward is 0 or 1, else
+# ridge; "network" the candidate's own reward predictions (policies exported with
+# emit_policy_info=("predicted_rewards_mean",)).
 
 
 def _is_int(value) -> bool:
@@ -36,8 +38,13 @@ class EvaluatorConfig(JsonConfig):
     num_bootstrap: int = 500
     # Bandits: the reward model behind DM and the DR family; Switch-DR's tau and DR-os's lambda
     # (None: picked per policy by estimated MSE); minimum data to bless at all.
-    reward_model: str = "auto"
-    reward_model_balance: bool = True   # fit on 1/propensity-balanced rows (see ope.balancing_weights)
+    # The defaults were chosen by measurement (BENCHMARKS.md, "Off-policy evaluation").
+    reward_model: str = DEFAULT_REWARD_MODEL
+    reward_model_balance: bool = DEFAULT_BALANCE   # fit on 1/propensity-balanced rows (ope.balancing_weights)
+    # DM's interval includes the reward model's own error: the model is refitted on `dm_refits`
+    # bootstrap resamples of at most `dm_refit_records` rows (0: the fixed-model bootstrap).
+    dm_refits: int = DEFAULT_DM_REFITS
+    dm_refit_records: int = DEFAULT_DM_REFIT_RECORDS
     switch_tau: float | None = None
     dr_os_lambda: float | None = None
     min_eval_records: int = DEFAULT_MIN_RECORDS
@@ -68,6 +75,10 @@ class EvaluatorConfig(JsonConfig):
                 raise bad(key, "true or false")
         if not _is_int(self.num_bootstrap) or self.num_bootstrap < 50:
             raise bad("num_bootstrap", "an integer >= 50 (resamples behind each interval)")
+        if not _is_int(self.dm_refits) or not (self.dm_refits == 0 or self.dm_refits >= 10):
+            raise bad("dm_refits", "0 (no refits) or an integer >= 10 (reward-model refits behind DM's interval)")
+        if not _is_int(self.dm_refit_records) or self.dm_refit_records < 100:
+            raise bad("dm_refit_records", "an integer >= 100 (rows each reward-model refit draws from)")
         if not _is_int(self.num_episodes) or self.num_episodes < 5:
             raise bad("num_episodes", "an integer >= 5 (episodes of each policy)")
         if not _is_int(self.min_eval_records) or self.min_eval_records < 1:

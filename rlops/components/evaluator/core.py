@@ -1,11 +1,17 @@
 """The Evaluator's work as a plain function: candidate vs baseline -> metrics, plots, blessing.
 
 Bandits: off-policy estimates (IPS, SNIPS, DM, DR, SNDR, Switch-DR, DR-os with bootstrap
-intervals) of the candidate's greedy policy on the eval split's logged feedback (record weights
+intervals) of the policy the candidate SERVES -- serving_default's epsilon-greedy over each
+record's allowed actions and candidates, from its exact action probabilities -- with the greedy
+policy's value reported beside it, on the eval split's logged feedback (record weights
 and action masks honoured; per-arm records whose candidate sets vary get a candidate mask from
 num_actions and the shared [global, arm] reward model), paired against the baseline -- the last blessed model, or on the
-first run the logging policy itself. Nothing is blessed without a trustworthy interval: too few
-eval records or too small an effective sample size gives NOT_BLESSED with the reason. PPO: returns of N episodes of
+first run the logging policy itself (the baseline too is scored as served). A blessed model
+that cannot score the eval split (other features, actions or per-arm-ness: rlops.features.fit)
+is replaced by the logging policy with a one-line note and `baseline_reason`; one that cannot be
+loaded at all is a BaselineModelError naming it. Nothing is blessed
+without a trustworthy interval: no eval records, too few, or too small an effective sample size
+gives NOT_BLESSED with the reason, and the run goes on. PPO: returns of N episodes of
 each policy in the environment (first run: against a uniform random policy).
 
 Blessing output follows TFX's Evaluator: a `BLESSED` or `NOT_BLESSED` file in the blessing
@@ -18,12 +24,14 @@ import json
 import logging
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
 from rlops.components.evaluator import ope
 from rlops.components.evaluator.config import EvaluatorConfig
+from rlops.components.properties import finite_properties
 from rlops.components.trainer.core import serving_dir
 from rlops.train.policy_saver import SavedPolicy
 
@@ -31,6 +39,7 @@ log = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.json"
 BLESSED_FILE, NOT_BLESSED_FILE = "BLESSED", "NOT_BLESSED"
+LOGGING_BASELINE = "logging_policy"  # metrics' `baseline` when the candidate is compared with the logs' policy
 
 
 @dataclass
@@ -38,6 +47,24 @@ class EvalResult:
     blessed: bool
     reason: str
     metrics: dict = field(default_factory=dict)
+
+    @property
+    def baseline_reason(self) -> str | None:
+        """Why the given baseline model was not compared against (it could not score the eval
+        split; the logging policy was the baseline instead), else None."""
+        return self.metrics.get("baseline_reason")
+
+    def blessing_properties(self, model_uri: str, model_id: Any, baseline_uri: str | None,
+                            baseline_id: Any) -> dict[str, Any]:
+        """TFX Evaluator's blessing properties (both faces write these): `baseline_model(_id)` only
+        when that model was the baseline, `baseline_reason` when it was given but could not be."""
+        out = {"blessed": int(self.blessed), "current_model": model_uri, "current_model_id": model_id,
+               "reason": self.reason}
+        if self.baseline_reason:
+            out["baseline_reason"] = self.baseline_reason
+        elif baseline_uri:
+            out.update(baseline_model=baseline_uri, baseline_model_id=baseline_id)
+        return out
 
 
 def load_logged_feedback(examples_uri: str, split: str = "eval", max_records: int | None = None,
@@ -119,17 +146,15 @@ def _encode_arms(raw: dict, examples_uri: str) -> np.ndarray:
 
 
 def choose_reward_model(config: EvaluatorConfig, data: ope.LoggedFeedback, candidate: SavedPolicy | None = None):
-    """The config's reward model: a kind for ope.fit_reward_model, or the candidate network's
-    predicted rewards as a callable."""
-    if config.reward_model == "auto":
-        return "logistic" if np.isin(data.rewards, (0.0, 1.0)).all() else "ridge"
-    if config.reward_model == "network":
+    """The config's reward model: a fitted kind (ope.resolve_reward_model; "auto" resolved), or
+    the candidate network's predicted rewards as a callable."""
+    if config.reward_model == ope.NETWORK:
         if candidate is None:
             raise ValueError("evaluator.reward_model: 'network' needs a candidate SavedModel")
         # Raw features when the records have them: the candidate encodes them its own way.
         return lambda contexts: network_predicted_rewards(
             candidate, candidate.observation(contexts if data.features is None else data.features, data.action_mask))
-    return config.reward_model
+    return ope.resolve_reward_model(config.reward_model, data.rewards)
 
 
 def network_predicted_rewards(policy: SavedPolicy, inputs: np.ndarray | dict, batch_size: int = 4096) -> np.ndarray:
@@ -152,25 +177,96 @@ def network_predicted_rewards(policy: SavedPolicy, inputs: np.ndarray | dict, ba
     return np.concatenate(out).astype(float)
 
 
-def evaluate_logged(config: EvaluatorConfig, data: ope.LoggedFeedback, candidate_probs: np.ndarray,
-                    baseline_probs: np.ndarray | str, baseline_name: str, reward_model) -> tuple[dict, ope.Estimate]:
-    """Every estimator for candidate, baseline and their difference, plus the trust diagnostics."""
-    num_actions = candidate_probs.shape[1]
-    q = ope.reward_predictions(reward_model, data, num_actions, seed=config.seed, balance=config.reward_model_balance)
+@dataclass(frozen=True)
+class PolicyProbs:
+    """A policy's action probabilities on every logged record [N, K]: what it serves
+    (serving_default's epsilon-greedy) and its greedy choice."""
+    served: np.ndarray
+    greedy: np.ndarray
+    epsilon: float
+
+
+def serving_epsilon(policy: SavedPolicy) -> float:
+    """serving_default's exploration rate (the SavedModel's metadata); 0 for a policy exported
+    without serving_default (it serves its greedy action)."""
+    from rlops.train.policy_saver import SERVING_EPSILON
+    if "serving_default" not in policy.loaded.signatures:
+        return 0.0
+    meta = policy.loaded.signatures["get_metadata"]()
+    return float(meta[SERVING_EPSILON].numpy()) if SERVING_EPSILON in meta else 0.0
+
+
+def served_allowed(data: ope.LoggedFeedback, num_actions: int) -> np.ndarray:
+    """[N, K] the actions serving_default explores among: the record's action mask and, for
+    per-arm records, its candidates (slots below num_actions) -- as policy_saver's head does."""
+    from rlops.features.per_arm import NUM_ACTIONS
+    allowed = np.ones((len(data.actions), num_actions), bool)
+    if data.action_mask is not None:
+        allowed &= np.asarray(data.action_mask) > 0
+    if data.features is not None and NUM_ACTIONS in data.features:
+        count = np.asarray(data.features[NUM_ACTIONS]).reshape(-1).astype(int)
+        allowed &= np.arange(num_actions)[None, :] < count[:, None]
+    return allowed
+
+
+def policy_probs(policy: SavedPolicy, data: ope.LoggedFeedback, num_actions: int) -> PolicyProbs:
+    """The served (epsilon-greedy) and greedy action probabilities of an exported policy on the
+    logged records, over action indices (its ids less its spec's minimum, as the logged actions
+    are): exactly the `propensity` its serving_default reports for each action."""
+    inputs = data.contexts if data.features is None else data.features  # raw features: each model encodes its own
+    greedy = policy.actions(inputs, action_mask=data.action_mask) - policy_action_minimum(policy)
+    epsilon, allowed = serving_epsilon(policy), served_allowed(data, num_actions)
+    # greedy: the same head at epsilon 0 (a greedy action the record does not allow is served uniformly)
+    return PolicyProbs(ope.epsilon_greedy_probs(greedy, num_actions, epsilon, allowed),
+                       ope.epsilon_greedy_probs(greedy, num_actions, 0.0, allowed), epsilon)
+
+
+def _dm_refits(config: EvaluatorConfig, data: ope.LoggedFeedback, reward_model, policies: list,
+               num_actions: int) -> tuple[np.ndarray, float] | None:
+    """DM's reward-model refits (ope.refit_dm_replicates) for `policies`; None where there is
+    nothing to refit (the candidate network's own predictions) or refits are switched off."""
+    if not isinstance(reward_model, str) or config.dm_refits == 0:
+        return None
+    return ope.refit_dm_replicates(data, policies, reward_model, num_actions, replicates=config.dm_refits,
+                                   max_records=config.dm_refit_records, seed=config.seed,
+                                   balance=config.reward_model_balance)
+
+
+def _columns(refits: tuple[np.ndarray, float] | None, which: slice) -> tuple[np.ndarray, float] | None:
+    return None if refits is None else (refits[0][:, which], refits[1])
+
+
+def _compare(config: EvaluatorConfig, data: ope.LoggedFeedback, candidate, baseline, q: np.ndarray, refits):
     diagnostics: list = []
-    cand, base, diff = ope.compare(data, candidate_probs, baseline_probs, q, config.num_bootstrap, config.confidence,
-                                   config.seed, min_records=config.min_eval_records, min_ess=config.min_ess,
-                                   switch_tau=config.switch_tau, dr_os_lambda=config.dr_os_lambda,
-                                   diagnostics=diagnostics)
-    diag = diagnostics[0]
+    out = ope.compare(data, candidate, baseline, q, config.num_bootstrap, config.confidence, config.seed,
+                      min_records=config.min_eval_records, min_ess=config.min_ess, switch_tau=config.switch_tau,
+                      dr_os_lambda=config.dr_os_lambda, diagnostics=diagnostics, dm_refits=refits)
+    return out, diagnostics[0]
+
+
+def evaluate_logged(config: EvaluatorConfig, data: ope.LoggedFeedback, candidate: PolicyProbs,
+                    baseline: PolicyProbs | str, baseline_name: str, reward_model) -> tuple[dict, ope.Estimate]:
+    """Every estimator for the served candidate, the served baseline and their difference (what
+    blesses), the candidate's greedy policy beside them, and the trust diagnostics."""
+    num_actions = candidate.served.shape[1]
+    q = ope.reward_predictions(reward_model, data, num_actions, seed=config.seed, balance=config.reward_model_balance)
+    base = baseline if isinstance(baseline, str) else baseline.served
+    refits = _dm_refits(config, data, reward_model, [candidate.served, base, candidate.greedy], num_actions)
+    (cand, base_est, diff), diag = _compare(config, data, candidate.served, base, q, _columns(refits, slice(0, 2)))
+    (greedy, _, _), greedy_diag = _compare(config, data, candidate.greedy, None, q, _columns(refits, slice(2, 3)))
     metrics = {"num_eval_records": int(len(data.actions)),
                "baseline": baseline_name,
-               "reward_model": reward_model if isinstance(reward_model, str) else "network",
+               "reward_model": reward_model if isinstance(reward_model, str) else ope.NETWORK,
+               "served_policy": {"candidate_epsilon": candidate.epsilon,
+                                 "baseline_epsilon": None if isinstance(baseline, str) else baseline.epsilon},
                "candidate": {k: v.as_dict() for k, v in cand.items()},
-               "baseline_estimates": {k: v.as_dict() for k, v in base.items()},
+               "candidate_greedy": {k: v.as_dict() for k, v in greedy.items()},
+               "baseline_estimates": {k: v.as_dict() for k, v in base_est.items()},
                "improvement": {k: v.as_dict() for k, v in diff.items()},
-               "trust": diag.as_dict() | {"min_eval_records": config.min_eval_records, "min_ess": config.min_ess},
-               "candidate_action_share": np.bincount(candidate_probs.argmax(1), minlength=num_actions).tolist()}
+               "trust": diag.as_dict() | {"min_eval_records": config.min_eval_records, "min_ess": config.min_ess,
+                                          "greedy_ess": greedy_diag.ess["candidate"],
+                                          "greedy_reason": greedy_diag.reason},
+               "candidate_action_share": np.bincount(candidate.greedy.argmax(1), minlength=num_actions).tolist()}
     return metrics, diff[config.estimator]
 
 
@@ -178,28 +274,101 @@ def policy_action_minimum(policy: SavedPolicy) -> int:
     return int(policy.action_spec.minimum)
 
 
-def policy_greedy_probs(policy: SavedPolicy, data: ope.LoggedFeedback, num_actions: int) -> np.ndarray:
-    """The policy's greedy choice on every logged record as one-hot [N, num_actions] over action
-    indices (its action ids less its spec's minimum, as the logged actions are)."""
-    inputs = data.contexts if data.features is None else data.features  # raw features: each model encodes its own
-    actions = policy.actions(inputs, action_mask=data.action_mask) - policy_action_minimum(policy)
-    return ope.greedy_probs(actions, num_actions)
+def split_is_empty(examples_uri: str, split: str = "eval") -> bool:
+    """No record in the split's files (or no files at all)."""
+    from rlops.components.experience_gen import records
+    for path in sorted(tf.io.gfile.glob(records.split_file_pattern(examples_uri, split))):
+        for _ in tf.data.TFRecordDataset(path, compression_type="GZIP").take(1):
+            return False
+    return True
+
+
+def _no_estimate(reason: str, baseline_name: str) -> tuple[dict, ope.Estimate]:
+    metrics = {"num_eval_records": 0, "baseline": baseline_name, "candidate": {}, "candidate_greedy": {},
+               "baseline_estimates": {}, "improvement": {}, "trust": {"trusted": False, "reason": reason}}
+    return metrics, ope.Estimate(float("nan"), float("nan"), float("nan"), reason)
+
+
+class BaselineModelError(ValueError):
+    """The baseline model cannot be loaded at all (a corrupt or incomplete Model): broken input,
+    named by its URI. (A baseline that loads but does not fit the eval split is not an error.)"""
+
+
+def load_baseline(baseline_model_uri: str) -> SavedPolicy:
+    try:
+        return SavedPolicy(serving_dir(baseline_model_uri))
+    except Exception as e:  # noqa: BLE001 - any load failure is the same user-facing fact
+        detail = " ".join(str(e).split())[:200] or type(e).__name__
+        raise BaselineModelError(f"baseline model {baseline_model_uri} cannot be loaded: {detail}") from None
+
+
+def _spec_actions(policy: SavedPolicy) -> tuple[int, int]:
+    """(number of actions, first id) of an exported policy's action spec."""
+    spec = policy.action_spec
+    return int(spec.maximum) - int(spec.minimum) + 1, int(spec.minimum)
+
+
+def _records_schema(examples_uri: str, data: ope.LoggedFeedback):
+    """The eval records' feature schema (legacy records without one: their dense context)."""
+    from rlops.features import FeatureSchema
+    from rlops.features import load as load_schema
+    return load_schema(examples_uri) or FeatureSchema.legacy(int(np.asarray(data.contexts).shape[-1]))
+
+
+def baseline_misfit(baseline: SavedPolicy, baseline_model_uri: str, candidate: SavedPolicy, num_actions: int,
+                    examples_uri: str, data: ope.LoggedFeedback) -> str | None:
+    """Why the baseline model cannot score the eval split as the candidate does (rlops.features.fit,
+    the Trainer's warm-start notion): other actions, other features, per-arm or not. None: it fits."""
+    from rlops.features import load as load_schema
+    from rlops.features.fit import action_misfit, schema_misfit
+    why = action_misfit(_spec_actions(baseline), (num_actions, policy_action_minimum(candidate)))
+    if why is not None:
+        return why
+    model_schema = load_schema(serving_dir(baseline_model_uri))
+    if model_schema is not None:
+        return schema_misfit(model_schema, _records_schema(examples_uri, data))
+    # Exported without a schema: its observation spec is the only record of what it scores.
+    spec = baseline.time_step_spec.observation
+    if hasattr(spec, "shape") and data.features is None and spec.shape[-1:] != np.asarray(data.contexts).shape[-1:]:
+        return (f"it scores {spec.shape[-1]} context values and the eval records have "
+                f"{np.asarray(data.contexts).shape[-1]}")
+    return None
+
+
+def _fitting_baseline(baseline: SavedPolicy | None, baseline_model_uri: str | None, candidate: SavedPolicy,
+                      num_actions: int, examples_uri: str,
+                      data: ope.LoggedFeedback) -> tuple[SavedPolicy | None, str | None]:
+    """(the baseline policy, None), or (None, why) when it cannot score the eval split: the run
+    then compares against the logging policy and says so in one line (a config change since the
+    baseline was blessed -- other features, actions or per-arm-ness -- is not an error)."""
+    if baseline is None:
+        return None, None
+    why = baseline_misfit(baseline, baseline_model_uri, candidate, num_actions, examples_uri, data)
+    if why is None:
+        return baseline, None
+    reason = f"baseline {baseline_model_uri} does not fit the eval split: {why}"
+    log.warning("evaluator: %s; comparing against the logging policy instead", reason)
+    return None, reason
 
 
 def evaluate_bandit(config: EvaluatorConfig, examples_uri: str, model_uri: str, num_actions: int,
                     baseline_model_uri: str | None) -> tuple[dict, ope.Estimate]:
     policy = SavedPolicy(serving_dir(model_uri))
-    baseline_policy = SavedPolicy(serving_dir(baseline_model_uri)) if baseline_model_uri else None
-    if baseline_policy is not None and policy_action_minimum(baseline_policy) != policy_action_minimum(policy):
-        raise ValueError(f"the candidate's actions start at {policy_action_minimum(policy)}, the baseline's "
-                         f"({baseline_model_uri}) at {policy_action_minimum(baseline_policy)}: they answer in "
-                         "different ids")
+    # A corrupt baseline is an error naming it, whatever the split holds; one that does not fit is a note.
+    loaded = load_baseline(baseline_model_uri) if baseline_model_uri else None
+    if split_is_empty(examples_uri, "eval"):
+        return _no_estimate("the eval split has no records (see experience_gen.splits)",
+                            baseline_model_uri or LOGGING_BASELINE)
     data = load_logged_feedback(examples_uri, action_minimum=policy_action_minimum(policy))
-    candidate = policy_greedy_probs(policy, data, num_actions)
-    baseline = (policy_greedy_probs(baseline_policy, data, num_actions) if baseline_policy is not None
-                else ope.LOGGING_POLICY)
-    return evaluate_logged(config, data, candidate, baseline, baseline_model_uri or "logging_policy",
-                           choose_reward_model(config, data, policy))
+    baseline_policy, skipped = _fitting_baseline(loaded, baseline_model_uri, policy, num_actions, examples_uri, data)
+    candidate = policy_probs(policy, data, num_actions)
+    baseline = ope.LOGGING_POLICY if baseline_policy is None else policy_probs(baseline_policy, data, num_actions)
+    metrics, improvement = evaluate_logged(config, data, candidate, baseline,
+                                           baseline_model_uri if baseline_policy is not None else LOGGING_BASELINE,
+                                           choose_reward_model(config, data, policy))
+    if skipped:
+        metrics["baseline_reason"] = skipped
+    return metrics, improvement
 
 
 def _find_serving_dir(path: str) -> str:
@@ -215,7 +384,8 @@ def _find_serving_dir(path: str) -> str:
 def evaluate_on_logs(config: EvaluatorConfig, examples_uri: str, policy: str, split: str = "eval",
                      num_actions: int | None = None, action_minimum: int | None = None) -> dict:
     """What would `policy` (a SavedModel path, 'uniform' or 'logging') have earned on a split's logs?
-    Every estimator with its interval, and the improvement over the logging policy (paired).
+    Every estimator with its interval, and the improvement over the logging policy (paired). A
+    SavedModel is scored as served (serving_default's epsilon-greedy), its greedy value beside.
     `action_minimum`: the first action id (default: the policy's spec minimum, else 0)."""
     saved = None
     if policy not in ("uniform", ope.LOGGING_POLICY):
@@ -237,29 +407,35 @@ def evaluate_on_logs(config: EvaluatorConfig, examples_uri: str, policy: str, sp
         i = int(np.argmax(data.actions >= num_actions))
         raise ValueError(f"examples: action {data.actions[i] + action_minimum} in record {i} is outside the "
                          f"{num_actions} actions starting at {action_minimum}")
+    greedy, epsilon = None, None
     if saved is not None:
-        target = policy_greedy_probs(saved, data, num_actions)
+        probs = policy_probs(saved, data, num_actions)
+        target, greedy, epsilon = probs.served, probs.greedy, probs.epsilon
     elif policy == "uniform":
         target = ope.uniform_probs(len(data.actions), num_actions, data.action_mask)
     else:
         target = ope.LOGGING_POLICY
-    if isinstance(target, str) and config.reward_model == "network":
+    if isinstance(target, str) and config.reward_model == ope.NETWORK:
         raise ValueError("--reward-model network needs a SavedModel policy")
     reward_model = choose_reward_model(config, data, saved)
     q = ope.reward_predictions(reward_model, data, num_actions, seed=config.seed, balance=config.reward_model_balance)
-    diagnostics: list = []
-    est, _, diff = ope.compare(data, target, ope.LOGGING_POLICY, q, config.num_bootstrap, config.confidence,
-                               config.seed, min_records=config.min_eval_records, min_ess=config.min_ess,
-                               switch_tau=config.switch_tau, dr_os_lambda=config.dr_os_lambda,
-                               diagnostics=diagnostics)
-    diag = diagnostics[0]
-    return {"policy": policy, "examples": examples_uri, "split": split, "num_actions": num_actions,
-            "num_records": int(len(data.actions)), "reward_model": reward_model if isinstance(reward_model, str)
-            else "network", "confidence": config.confidence, "trusted": diag.reason is None,
-            "reason": diag.reason, "ess": diag.ess["candidate"], "hyperparameters": diag.hyperparameters["candidate"],
-            "observed_mean_reward": float(np.average(data.rewards, weights=data.record_weights)),
-            "estimates": {k: v.as_dict() for k, v in est.items()},
-            "improvement_over_logging": {k: v.as_dict() for k, v in diff.items()}}
+    policies = [target, ope.LOGGING_POLICY] + ([greedy] if greedy is not None else [])
+    refits = _dm_refits(config, data, reward_model, policies, num_actions)
+    (est, _, diff), diag = _compare(config, data, target, ope.LOGGING_POLICY, q, _columns(refits, slice(0, 2)))
+    result = {"policy": policy, "examples": examples_uri, "split": split, "num_actions": num_actions,
+              "num_records": int(len(data.actions)), "reward_model": reward_model if isinstance(reward_model, str)
+              else ope.NETWORK, "reward_model_balance": config.reward_model_balance, "dm_refits": config.dm_refits,
+              "confidence": config.confidence, "trusted": diag.reason is None,
+              "reason": diag.reason, "ess": diag.ess["candidate"], "hyperparameters": diag.hyperparameters["candidate"],
+              "observed_mean_reward": float(np.average(data.rewards, weights=data.record_weights)),
+              "serving_epsilon": epsilon,
+              "estimates": {k: v.as_dict() for k, v in est.items()},
+              "improvement_over_logging": {k: v.as_dict() for k, v in diff.items()}}
+    if greedy is not None:  # the greedy policy beside the served one
+        (g, _, _), g_diag = _compare(config, data, greedy, None, q, _columns(refits, slice(2, 3)))
+        result["greedy_estimates"] = {k: v.as_dict() for k, v in g.items()}
+        result["greedy_ess"] = g_diag.ess["candidate"]
+    return result
 
 
 def _per_arm_width(data: ope.LoggedFeedback) -> int | None:
@@ -341,6 +517,8 @@ def run_evaluator(config: EvaluatorConfig | str, model_uri: str, evaluation_uri:
         blessed = bool(score > config.min_improvement)
         reason = (f"improvement in {measure} over {metrics['baseline']}: {which} {score:.4f} "
                   f"{'>' if blessed else '<='} {config.min_improvement}")
+    if metrics.get("baseline_reason"):
+        reason += f" ({metrics['baseline_reason']})"
     metrics.update({"blessed": blessed, "reason": reason, "rule": {
         "measure": measure, "use_lower_bound": config.use_lower_bound, "min_improvement": config.min_improvement}})
     log.info("evaluator: %s -> %s", reason, "BLESSED" if blessed else "NOT BLESSED")
@@ -350,9 +528,26 @@ def run_evaluator(config: EvaluatorConfig | str, model_uri: str, evaluation_uri:
         json.dump(metrics, f, indent=1)
     with tf.io.gfile.GFile(os.path.join(blessing_uri, BLESSED_FILE if blessed else NOT_BLESSED_FILE), "w") as f:
         f.write(reason)
-    if "://" not in evaluation_uri:
+    if "://" not in evaluation_uri and metrics.get("candidate"):
         _plot_estimates(metrics, os.path.join(evaluation_uri, "estimates.png"))
     return EvalResult(blessed=blessed, reason=reason, metrics=metrics)
+
+
+SCALAR_GROUPS = ("candidate", "candidate_greedy", "improvement")
+
+
+def scalar_metrics(result) -> dict[str, float]:
+    """candidate_<estimator> (the served policy), candidate_greedy_<estimator>,
+    improvement_<estimator>, each with its lower bound, and blessed (0/1) -- the same names the
+    KFP spec logs on its system.Metrics output. Only finite numbers: a bound the data cannot
+    support is absent (ML Metadata cannot store NaN; the blessing's `reason` says why)."""
+    out = {}
+    for group in SCALAR_GROUPS:
+        for name, estimate in result.metrics.get(group, {}).items():
+            out[f"{group}_{name}"] = float(estimate["value"])
+            out[f"{group}_{name}_lower"] = float(estimate["lower"])
+    out["blessed"] = float(result.blessed)
+    return finite_properties(out)
 
 
 def _plot_estimates(metrics: dict, path: str) -> None:

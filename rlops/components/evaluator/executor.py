@@ -18,7 +18,8 @@ from typing import Any
 from tfx.components.evaluator import executor as tfx_evaluator_executor
 from tfx.types import artifact_utils
 
-from rlops.components.evaluator.core import run_evaluator
+from rlops.components.evaluator.core import run_evaluator, scalar_metrics  # noqa: F401 (re-exported)
+from rlops.components.properties import finite_properties, set_custom_properties
 
 
 class Executor(tfx_evaluator_executor.Executor):  # for the launcher's id conversion only (see above)
@@ -32,26 +33,9 @@ class Executor(tfx_evaluator_executor.Executor):  # for the launcher's id conver
                                examples_uri=examples[0].uri if examples else None,
                                baseline_model_uri=baseline.uri if baseline is not None else None,
                                num_actions=exec_properties.get("num_actions"))
-        blessing.set_int_custom_property("blessed", int(result.blessed))
-        blessing.set_string_custom_property("current_model", model.uri)
-        blessing.set_int_custom_property("current_model_id", model.id)
-        if baseline is not None:
-            blessing.set_string_custom_property("baseline_model", baseline.uri)
-            blessing.set_int_custom_property("baseline_model_id", baseline.id)
-        blessing.set_string_custom_property("reason", result.reason)
-        evaluation.set_string_custom_property("improvement", json.dumps(result.metrics["improvement"]))
+        set_custom_properties(blessing, result.blessing_properties(
+            model.uri, model.id, baseline.uri if baseline is not None else None,
+            baseline.id if baseline is not None else None))
+        set_custom_properties(evaluation, {"improvement": json.dumps(finite_properties(result.metrics)["improvement"])})
         for metrics in output_dict.get("metrics") or []:  # scalars the Vertex AI console shows
-            for name, value in scalar_metrics(result).items():
-                metrics.set_float_custom_property(name, value)
-
-
-def scalar_metrics(result) -> dict[str, float]:
-    """candidate_<estimator>, improvement_<estimator> and its lower bound, and blessed (0/1) --
-    the same names the KFP spec logs on its system.Metrics output."""
-    out = {}
-    for group in ("candidate", "improvement"):
-        for name, estimate in result.metrics[group].items():
-            out[f"{group}_{name}"] = float(estimate["value"])
-            out[f"{group}_{name}_lower"] = float(estimate["lower"])
-    out["blessed"] = float(result.blessed)
-    return out
+            set_custom_properties(metrics, scalar_metrics(result))

@@ -21,14 +21,21 @@ estimators themselves are unchanged: sums over each record's candidates.
 
 tau and lam are given, or picked per policy from OBP's default grid by estimated MSE (OBP's
 tuning: a high-probability bound on the bias against DR, squared, plus the variance). q is
-ridge, logistic or any callable (the trained network), cross-fitted, and by default fitted on
+ridge, logistic or any callable (the trained network), named as in REWARD_MODEL_CHOICES
+everywhere ("auto": logistic for 0/1 rewards), cross-fitted, by default fitted on
 1/propensity-balanced rows so actions the logging policy rarely took are not filled in from the
-popular ones.
+popular ones, and clipped to the observed reward range (no negative click rates).
+
+The target policy is given by its exact action probabilities: for what the Pusher serves,
+epsilon_greedy_probs (serving_default's epsilon-greedy over each record's allowed actions).
 
 Intervals: a streaming Poisson(1) bootstrap. Every estimator is a ratio of weighted column sums,
 so each resample only needs those sums; rows are processed in chunks and Poisson multiplicities
 are drawn per chunk, so memory is O(resamples x chunk), not O(resamples x rows). A comparison
 uses the same multiplicities for candidate and baseline: the interval of the difference is paired.
+DM's interval with q held fixed ignores q's own error (it covered the truth in 45% of seeds);
+refit_dm_replicates refits q on a few bootstrap resamples of a bounded sample and compare()
+then gives DM a normal interval with their spread (BENCHMARKS.md: about 90%).
 
 Trust: intervals are computed only when there are at least `min_records` rows of positive weight
 and the importance weights' effective sample size ESS = (sum s w)^2 / sum (s w)^2 is at least
@@ -45,12 +52,21 @@ import numpy as np
 
 ESTIMATORS = ("ips", "snips", "dm", "dr", "sndr", "switch_dr", "dr_os")
 MODEL_FREE = ("ips", "snips")
-REWARD_MODELS = ("ridge", "logistic")
+REWARD_MODELS = ("ridge", "logistic")      # the fitted kinds
+# Every name a reward model is chosen by, everywhere (config, CLI, Python API): "auto" is
+# logistic when every reward is 0 or 1, else ridge; "network" is the candidate's own predicted
+# rewards (resolved by the Evaluator, which holds the SavedModel).
+AUTO, NETWORK = "auto", "network"
+REWARD_MODEL_CHOICES = (AUTO,) + REWARD_MODELS + (NETWORK,)
 LOGGING_POLICY = "logging"
 # OBP's default hyperparameter grid for Switch-DR's tau and DR-os's lambda.
 DEFAULT_GRID = (10.0, 50.0, 100.0, 500.0, 1000.0, 5000.0, 10000.0, math.inf)
 DEFAULT_MIN_RECORDS = 100
 DEFAULT_MIN_ESS = 30.0
+DEFAULT_REWARD_MODEL = AUTO     # chosen by measurement: BENCHMARKS.md, "Off-policy evaluation"
+DEFAULT_BALANCE = True           # fit the reward model on 1/propensity-balanced rows (see balancing_weights)
+DEFAULT_DM_REFITS = 30           # reward-model refits behind DM's interval (see refit_dm_replicates)
+DEFAULT_DM_REFIT_RECORDS = 20_000
 
 RewardModelFn = Callable[[np.ndarray], np.ndarray]  # contexts [N, D] -> q [N, K]
 
@@ -157,6 +173,27 @@ def greedy_probs(actions: np.ndarray, num_actions: int) -> np.ndarray:
     return probs
 
 
+def epsilon_greedy_probs(greedy: np.ndarray, num_actions: int, epsilon: float,
+                         allowed: np.ndarray | None = None) -> np.ndarray:
+    """The served policy's exact action probabilities [N, K] (rlops.features.export's
+    epsilon_greedy_head, which serving_default reports as `propensity`): epsilon spread uniformly
+    over each record's allowed actions plus 1 - epsilon on the greedy one; a record whose greedy
+    action is not allowed is served uniformly over its allowed actions."""
+    greedy = np.asarray(greedy, int)
+    n = len(greedy)
+    ok = np.ones((n, num_actions), bool) if allowed is None else np.asarray(allowed) > 0
+    n_allowed = ok.sum(1)
+    if (n_allowed == 0).any():
+        _first_bad("a record allows no action", n_allowed, n_allowed == 0)
+    uniform = ok / n_allowed[:, None]
+    inside = (greedy >= 0) & (greedy < num_actions)
+    greedy_ok = inside & ok[np.arange(n), np.clip(greedy, 0, num_actions - 1)]
+    probs = np.where(greedy_ok[:, None], epsilon * uniform, uniform)
+    rows = np.flatnonzero(greedy_ok)
+    probs[rows, greedy[rows]] += 1.0 - epsilon
+    return probs
+
+
 def uniform_probs(num_records: int, num_actions: int, action_mask: np.ndarray | None = None) -> np.ndarray:
     """The uniform policy (over the allowed actions where there is a mask)."""
     probs = np.ones((num_records, num_actions)) if action_mask is None else np.asarray(action_mask, float)
@@ -190,6 +227,27 @@ def effective_sample_size(importance: np.ndarray, record_weights: np.ndarray | N
 
 # ---- reward models ---------------------------------------------------------------------------------
 
+def resolve_reward_model(kind: str, rewards: np.ndarray) -> str:
+    """A fitted kind from any name in REWARD_MODEL_CHOICES but "network" ("auto": logistic for
+    0/1 rewards, else ridge); an unknown name is an error listing every choice."""
+    if kind == AUTO:
+        return "logistic" if np.isin(rewards, (0.0, 1.0)).all() else "ridge"
+    if kind == NETWORK:
+        raise ValueError("reward_model: 'network' is the candidate SavedModel's own predicted rewards; pass them "
+                         "as a callable (the Evaluator does), or choose auto, ridge or logistic")
+    if kind not in REWARD_MODELS:
+        raise ValueError(f"reward_model: unknown kind '{kind}'; choose one of {', '.join(REWARD_MODEL_CHOICES)} "
+                         "(or pass a callable giving q(x, a) for all a)")
+    return kind
+
+
+def clip_to_observed(q: np.ndarray, rewards: np.ndarray, slots: np.ndarray | None = None) -> np.ndarray:
+    """Predictions clipped to [min, max] of the observed rewards (a ridge fit can predict a
+    negative click rate; no reward outside the observed range is evidence-backed). Padding
+    slots (`slots` False) stay 0."""
+    clipped = np.clip(q, float(np.min(rewards)), float(np.max(rewards)))
+    return clipped if slots is None else np.where(slots, clipped, 0.0)
+
 def fit_reward_model(contexts: np.ndarray, actions: np.ndarray, rewards: np.ndarray, num_actions: int,
                      kind: str = "ridge", weights: np.ndarray | None = None, l2: float = 1.0, folds: int = 2,
                      seed: int = 0) -> np.ndarray:
@@ -201,9 +259,7 @@ def fit_reward_model(contexts: np.ndarray, actions: np.ndarray, rewards: np.ndar
     from a model fitted on the other folds, so DM/DR do not reuse a row's own reward to predict
     it (that would shrink DR's correction term towards 0). Record weights weight the fit.
     """
-    if kind not in REWARD_MODELS:
-        raise ValueError(f"reward_model: unknown kind '{kind}'; choose one of {', '.join(REWARD_MODELS)} "
-                         "(or pass a callable giving q(x, a) for all a)")
+    kind = resolve_reward_model(kind, rewards)
     contexts = np.asarray(contexts, float).reshape(len(actions), -1)
     if kind == "logistic" and not np.isin(rewards, (0.0, 1.0)).all():
         _first_bad("reward_model 'logistic' needs rewards in {0, 1}", rewards, ~np.isin(rewards, (0.0, 1.0)))
@@ -300,9 +356,7 @@ def fit_arm_reward_model(contexts: np.ndarray, items: np.ndarray, actions: np.nd
     logged in the training folds gets theta_m = gamma_m = 0: its prediction comes from its
     features. Items are identities, not slots, so slot k of two records may be two items.
     """
-    if kind not in REWARD_MODELS:
-        raise ValueError(f"reward_model: unknown kind '{kind}'; choose one of {', '.join(REWARD_MODELS)} "
-                         "(or pass a callable giving q(x, a) for all a)")
+    kind = resolve_reward_model(kind, rewards)
     n = len(actions)
     x = np.asarray(contexts, float).reshape(n, -1)
     f = np.asarray(item_features, float)
@@ -382,22 +436,94 @@ def balancing_weights(propensities: np.ndarray, cap: float = 50.0) -> np.ndarray
 
 
 def reward_predictions(model: str | RewardModelFn, data: LoggedFeedback, num_actions: int, seed: int = 0,
-                       balance: bool = True) -> np.ndarray:
-    """q [N, K] from a reward model kind (fitted, cross-fitted; record weights times balancing
-    weights when `balance`) or a callable (e.g. the trained network)."""
+                       balance: bool = DEFAULT_BALANCE, clip: bool = True) -> np.ndarray:
+    """q [N, K] from a reward model name (fitted, cross-fitted; record weights times balancing
+    weights when `balance`) or a callable (e.g. the trained network), clipped to the observed
+    reward range (`clip`)."""
     if callable(model):
         q = np.asarray(model(data.contexts), float)
         if q.shape != (len(data.actions), num_actions):
             raise ValueError(f"reward model returned shape {q.shape}; expected ({len(data.actions)}, {num_actions})")
-        return q
+    else:
+        q = _fitted_predictions(resolve_reward_model(model, data.rewards), data, num_actions, seed, balance)
+    slots = None if data.items is None else data.items >= 0
+    return clip_to_observed(q, data.rewards, slots) if clip else q
+
+
+def _fitted_predictions(kind: str, data: LoggedFeedback, num_actions: int, seed: int, balance: bool) -> np.ndarray:
     weights = data.record_weights * balancing_weights(data.propensities) if balance else data.weights
     if data.items is not None:
         if data.items.shape[1] != num_actions:
             raise ValueError(f"items have {data.items.shape[1]} candidate slots; expected {num_actions}")
         return fit_arm_reward_model(data.contexts, data.items, data.actions, data.rewards, data.item_features,
-                                    kind=model, weights=weights, seed=seed)
-    return fit_reward_model(data.contexts, data.actions, data.rewards, num_actions, kind=model,
+                                    kind=kind, weights=weights, seed=seed)
+    return fit_reward_model(data.contexts, data.actions, data.rewards, num_actions, kind=kind,
                             weights=weights, seed=seed)
+
+
+def subset(data: LoggedFeedback, rows: np.ndarray, weights: np.ndarray | None = None) -> LoggedFeedback:
+    """The records `rows` of `data` (record weights replaced by `weights` when given)."""
+    def take(value):
+        return None if value is None else np.asarray(value)[rows]
+    return LoggedFeedback(data.contexts[rows], data.actions[rows], data.rewards[rows], data.propensities[rows],
+                          weights=take(data.weights) if weights is None else weights,
+                          action_mask=take(data.action_mask),
+                          features=None if data.features is None else {k: np.asarray(v)[rows]
+                                                                       for k, v in data.features.items()},
+                          items=take(data.items), item_features=data.item_features)
+
+
+def refit_dm_replicates(data: LoggedFeedback, policies: list[np.ndarray | str], model: str, num_actions: int,
+                        replicates: int = DEFAULT_DM_REFITS, max_records: int = DEFAULT_DM_REFIT_RECORDS,
+                        seed: int = 0, balance: bool = DEFAULT_BALANCE, clip: bool = True) -> tuple[np.ndarray, float]:
+    """DM's sampling spread with the reward model's own error in it: `replicates` Poisson(1)
+    bootstrap resamples, the reward model refitted on each, DM of every policy recomputed.
+    Affordable at any size: the resamples are drawn from a uniform sample of at most
+    `max_records` rows (an m-out-of-n bootstrap); the returned scale sqrt(m / n) shrinks their
+    spread to the full split's size. Returns ([replicates, len(policies)] DM values, scale).
+    A policy is action probabilities [N, K] or LOGGING_POLICY (its DM is the observed mean)."""
+    n = len(data.actions)
+    rng = np.random.default_rng(seed + 7919)
+    rows = np.sort(rng.choice(n, max_records, replace=False)) if n > max_records else np.arange(n)
+    s = data.record_weights[rows]
+    out = np.full((replicates, len(policies)), np.nan)
+    for b in range(replicates):
+        m = _POISSON[rng.integers(0, 65536, len(rows), dtype=np.uint16)].astype(float) * s
+        if not (m > 0).any():
+            continue
+        keep = m > 0  # rows drawn at least once: the resample (Poisson multiplicity as weight)
+        sample = subset(data, rows[keep], m[keep])
+        try:
+            q = reward_predictions(model, sample, num_actions, seed=seed + b, balance=balance, clip=clip)
+        except (ValueError, np.linalg.LinAlgError):
+            continue  # a degenerate resample (e.g. no clicks): left out, as an invalid bootstrap draw
+        for j, policy in enumerate(policies):
+            dm = sample.rewards if isinstance(policy, str) else (np.asarray(policy)[rows[keep]] * q).sum(1)
+            out[b, j] = float((m[keep] * dm).sum() / m[keep].sum())
+    return out, math.sqrt(len(rows) / n)
+
+
+def refit_interval(point: float, replicates: np.ndarray, scale: float, confidence: float) -> tuple[float, float]:
+    """A normal interval around `point` with the refit replicates' spread (times `scale`, the
+    m-out-of-n correction): percentiles of a few dozen replicates would be too rough."""
+    values = replicates[np.isfinite(replicates)]
+    if len(values) < max(10, len(replicates) // 2):
+        return math.nan, math.nan
+    z = _normal_quantile(1 - (1 - confidence) / 2)
+    half = z * scale * float(np.std(values, ddof=1))
+    return point - half, point + half
+
+
+def _normal_quantile(p: float) -> float:
+    """Inverse standard normal CDF by bisection on erf (no scipy dependency)."""
+    lo, hi = -10.0, 10.0
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if 0.5 * (1 + math.erf(mid / math.sqrt(2))) < p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
 
 
 # ---- per-row terms ---------------------------------------------------------------------------------
@@ -524,12 +650,15 @@ def compare(data: LoggedFeedback, candidate_probs: np.ndarray | str, baseline_pr
             min_records: int = DEFAULT_MIN_RECORDS, min_ess: float = DEFAULT_MIN_ESS,
             switch_tau: float | None = None, dr_os_lambda: float | None = None,
             grid: tuple[float, ...] = DEFAULT_GRID, diagnostics: list | None = None,
+            dm_refits: tuple[np.ndarray, float] | None = None,
             ) -> tuple[dict[str, Estimate], dict[str, Estimate] | None, dict[str, Estimate] | None]:
     """Estimates of candidate and baseline and of their difference (candidate - baseline), all
     from the same bootstrap resamples. LOGGING_POLICY as either policy stands for the policy that
     logged the data (its value is the observed mean reward). Where the data cannot
     support an interval (too few records, too small an ESS, invalid bootstrap) every interval is
-    NaN and carries the reason; `diagnostics` (a list) receives a Diagnostics."""
+    NaN and carries the reason; `diagnostics` (a list) receives a Diagnostics.
+    `dm_refits`: refit_dm_replicates' output for (candidate[, baseline]); DM's intervals then
+    come from those (the reward model's own error included), not from the fixed-q bootstrap."""
     _check_bootstrap_args(num_bootstrap, confidence)
     n, with_model = len(data.actions), q is not None
     s = data.record_weights
@@ -586,18 +715,27 @@ def compare(data: LoggedFeedback, candidate_probs: np.ndarray | str, baseline_pr
 
     alpha = (1.0 - confidence) / 2.0
 
-    def summarize(point: dict[str, np.ndarray], boot: dict[str, np.ndarray]) -> dict[str, Estimate]:
+    def summarize(point: dict[str, np.ndarray], boot: dict[str, np.ndarray],
+                  refits: np.ndarray | None) -> dict[str, Estimate]:
         if reason is not None:
             return {name: Estimate(float(point[name]), math.nan, math.nan, reason) for name in point}
-        return {name: Estimate(float(point[name]), float(np.quantile(boot[name][finite], alpha)),
-                               float(np.quantile(boot[name][finite], 1 - alpha))) for name in point}
+        out = {name: Estimate(float(point[name]), float(np.quantile(boot[name][finite], alpha)),
+                              float(np.quantile(boot[name][finite], 1 - alpha))) for name in point}
+        if refits is not None and "dm" in out:
+            lower, upper = refit_interval(out["dm"].value, refits, dm_refits[1], confidence)
+            out["dm"] = Estimate(out["dm"].value, lower, upper,
+                                 None if math.isfinite(lower) else "too few valid reward-model refits")
+        return out
 
-    cand = summarize(points[0], boots[0])
+    refit = [None, None, None] if dm_refits is None else [dm_refits[0][:, 0], None, None]
+    if dm_refits is not None and len(points) == 2:
+        refit[1:] = dm_refits[0][:, 1], dm_refits[0][:, 0] - dm_refits[0][:, 1]
+    cand = summarize(points[0], boots[0], refit[0])
     if len(points) == 1:
         return cand, None, None
     diff_point = {name: points[0][name] - points[1][name] for name in points[0]}
     diff_boot = {name: boots[0][name] - boots[1][name] for name in boots[0]}
-    return cand, summarize(points[1], boots[1]), summarize(diff_point, diff_boot)
+    return cand, summarize(points[1], boots[1], refit[1]), summarize(diff_point, diff_boot, refit[2])
 
 
 def _check_probs(probs: np.ndarray, n: int, who: str) -> np.ndarray:

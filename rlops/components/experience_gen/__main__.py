@@ -1,7 +1,8 @@
 """CLI: python -m rlops.components.experience_gen --config cfg.json --examples-uri DIR \
     --quarantine-uri DIR [Beam options, e.g. --runner=DataflowRunner --project=...]
 
-Prints the run's counts as one JSON line; exits 1 (with the reasons) when the run fails its checks.
+Prints the run's counts as one JSON line; exits 1 (with the reasons) when the run fails its checks,
+2 (one line) when the config does not fit the data or cloud inputs lack credentials.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import sys
 
 from rlops.components.experience_gen.core import ExperienceGenError, run_experience_gen
+from rlops.components.experience_gen.errors import InputError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(e.result.properties()))
         print(f"ExperienceGen failed: {e}", file=sys.stderr)
         return 1
+    except InputError as e:  # the config does not fit the data, or no credentials: one line
+        print(f"ExperienceGen: {e}", file=sys.stderr)
+        return 2
     print(json.dumps(result.properties()))
     return 0
 

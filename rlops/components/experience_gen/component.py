@@ -30,7 +30,10 @@ class ExperienceGenSpec(types.ComponentSpec):
     PARAMETERS = {"config": ExecutionParameter(type=str),
                   "data_pattern": ExecutionParameter(type=str, optional=True),
                   "data_date": ExecutionParameter(type=str, optional=True),
-                  "num_records": ExecutionParameter(type=int, optional=True)}
+                  "num_records": ExecutionParameter(type=int, optional=True),
+                  # Local runs: the input files' fingerprints (fingerprint.py), so that a file
+                  # replaced in place is ingested again instead of served from cache.
+                  "input_fingerprint": ExecutionParameter(type=str, optional=True)}
     INPUTS = {"policy": ChannelParameter(type=standard_artifacts.Model, optional=True)}
     OUTPUTS = {"examples": ChannelParameter(type=standard_artifacts.Examples),
                "quarantine": ChannelParameter(type=ExperienceQuarantine)}
@@ -45,16 +48,18 @@ class ExperienceGen(base_beam_component.BaseBeamComponent):
     def __init__(self, config: ExperienceGenConfig | str, policy: types.BaseChannel | None = None,
                  data_pattern: str | data_types.RuntimeParameter | None = None,
                  data_date: str | data_types.RuntimeParameter | None = None,
-                 num_records: int | data_types.RuntimeParameter | None = None):
+                 num_records: int | data_types.RuntimeParameter | None = None,
+                 input_fingerprint: str | None = None):
         """config: the ExperienceGenConfig (or its JSON). policy: optional Model channel whose
         SavedModel an epsilon-greedy simulation logs with (overrides policy_path). data_pattern,
-        data_date, num_records: optional per-run overrides (see executor.apply_runtime_params)."""
+        data_date, num_records: optional per-run overrides (see executor.apply_runtime_params).
+        input_fingerprint: part of the cache key (fingerprint.input_fingerprint), not read."""
         if isinstance(config, ExperienceGenConfig):
             config = config.to_json()
         else:
             ExperienceGenConfig.from_json(config)  # fail at pipeline definition, not at run time
         spec = ExperienceGenSpec(config=config, policy=policy, data_pattern=data_pattern, data_date=data_date,
-                                 num_records=num_records,
+                                 num_records=num_records, input_fingerprint=input_fingerprint,
                                  examples=types.Channel(type=standard_artifacts.Examples),
                                  quarantine=types.Channel(type=ExperienceQuarantine))
         super().__init__(spec=spec)

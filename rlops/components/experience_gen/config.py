@@ -8,10 +8,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import types
-import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Union
+
+from rlops.components.json_config import build, tagged_members
 
 BANDIT = "bandit"
 TRAJECTORY = "trajectory"
@@ -219,8 +219,9 @@ class SimulationSource:
     kind: str = "simulation"
 
 
+# Tagged by `kind`: a source section the user gives replaces the default member, never merges.
 Source = Union[FileSource, BigQuerySource, SimulationSource]
-_SOURCES = {"file": FileSource, "bigquery": BigQuerySource, "simulation": SimulationSource}
+_SOURCES = tagged_members(Source)
 
 
 @dataclass(frozen=True)
@@ -329,9 +330,11 @@ class ExperienceGenConfig:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str | dict) -> "ExperienceGenConfig":
+    def from_json(cls, text: str | dict, key: str = "experience_gen") -> "ExperienceGenConfig":
+        """Strict: unknown keys, wrong types and unknown source kinds name the key path
+        (rlops.components.json_config.build, the loader every config section uses)."""
         d = json.loads(text) if isinstance(text, str) else text
-        return _from_dict(cls, d)
+        return build(cls, d, key)
 
 
 def _validate_features(c: BanditColumns) -> None:
@@ -389,37 +392,3 @@ def _validate_items(config: "ExperienceGenConfig") -> None:
         raise ValueError("bandit_columns.candidates: set action_spec (SpecConfig.discrete(K), K = the most "
                          "candidates a decision has)")
     _validate_features(BanditColumns(features=c.item_features))
-
-
-def _from_dict(cls: type, d: dict) -> Any:
-    if not isinstance(d, dict):
-        raise TypeError(f"{cls.__name__}: expected a JSON object, got {type(d).__name__}")
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(d) - names
-    if unknown:
-        raise ValueError(f"{cls.__name__}: unknown field(s) {sorted(unknown)}; known: {sorted(names)}")
-    kwargs = {k: _convert(hints[k], v, f"{cls.__name__}.{k}") for k, v in d.items()}
-    return cls(**kwargs)
-
-
-def _convert(tp: Any, v: Any, where: str) -> Any:
-    if v is None:
-        return None
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin in (Union, types.UnionType) and FileSource in args:
-        kind = v.get("kind", "file") if isinstance(v, dict) else None
-        if kind not in _SOURCES:
-            raise ValueError(f"{where}: unknown source kind {kind!r}; one of {sorted(_SOURCES)}")
-        return _from_dict(_SOURCES[kind], v)
-    if origin in (Union, types.UnionType):  # Optional[X]
-        inner = [a for a in args if a is not type(None)]
-        return _convert(inner[0], v, where) if len(inner) == 1 else v
-    if dataclasses.is_dataclass(tp):
-        shorthand = getattr(tp, "SHORTHAND_FIELD", None)
-        return _from_dict(tp, {shorthand: v} if shorthand and isinstance(v, str) else v)
-    if origin is tuple:
-        inner = args[0] if args else Any
-        return tuple(_convert(inner, x, where) for x in v)
-    return v

@@ -13,10 +13,13 @@ import logging
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from rlops.components.experience_gen import pipeline, sinks
+from rlops.components.experience_gen.cloud import check_credentials
 from rlops.components.experience_gen.config import BANDIT, ExperienceGenConfig
+from rlops.components.experience_gen.errors import InputError
+from rlops.components.experience_gen.sources.base import SourceError
 
 log = logging.getLogger(__name__)
 PAYLOAD_FORMATS = {BANDIT: "FORMAT_TF_EXAMPLE", "trajectory": "FORMAT_TF_SEQUENCE_EXAMPLE"}
@@ -47,6 +50,8 @@ class IngestResult:
     unreadable: list[str] = field(default_factory=list)  # byte ranges that could not be read
     # multivalent feature -> records that had more values than its dim (kept, first dim values)
     truncated: dict[str, int] = field(default_factory=dict)
+    # quarantine reason -> one record's "file line N: message" (filled when the run fails on them)
+    examples: dict[str, str] = field(default_factory=dict)
 
     @property
     def bad_record_ratio(self) -> float:
@@ -81,7 +86,13 @@ def run_experience_gen(config: ExperienceGenConfig | str, examples_uri: str, qua
 
     if isinstance(config, str):
         config = ExperienceGenConfig.from_json(config)
-    plan = pipeline.make_plan(config)
+    check_credentials(config)  # gs:// / BigQuery: seconds, not minutes of client retries
+    try:
+        plan = pipeline.make_plan(config)
+    except (InputError, SourceError):
+        raise
+    except ValueError as e:  # the config does not fit the data (make_plan's checks name the key)
+        raise InputError(str(e)) from e
     _clear_outputs(examples_uri, quarantine_uri)
     p = beam.Pipeline(options=PipelineOptions(list(beam_pipeline_args or [])))
     pipeline.build(p, plan, examples_uri, quarantine_uri)
@@ -91,6 +102,8 @@ def run_experience_gen(config: ExperienceGenConfig | str, examples_uri: str, qua
     result = _result(config, counters, examples_uri, quarantine_uri)
     if counters.get(pipeline.UNREADABLE, 0):
         result.unreadable = read_unreadable(quarantine_uri)
+    if result.bad_record_ratio > config.max_bad_record_ratio:  # the error shows one of each top reason
+        result.examples = reason_examples(quarantine_uri, [code for code, _ in result.top_reasons()])
     check(result, config.max_bad_record_ratio, config.min_split_records)
     return result
 
@@ -148,7 +161,8 @@ def check(result: IngestResult, max_bad_record_ratio: float,
             f"record accounting does not add up: read {result.records_read} != written "
             f"{result.records_written} + quarantined {result.records_quarantined}", result)
     if result.bad_record_ratio > max_bad_record_ratio:
-        top = ", ".join(f"{code}: {n}" for code, n in result.top_reasons())
+        top = ", ".join(f"{code}: {n}" + (f" (e.g. {result.examples[code]})" if code in result.examples else "")
+                        for code, n in result.top_reasons())
         raise ExperienceGenError(
             f"{result.records_quarantined} of {result.records_read} records were bad "
             f"({result.bad_record_ratio:.2%} > max_bad_record_ratio {max_bad_record_ratio:.2%}). "
@@ -174,6 +188,21 @@ def read_unreadable(quarantine_uri: str) -> list[str]:
                   for e in entries if e.get("reason") == Unreadable.REASON)
 
 
+def reason_examples(quarantine_uri: str, codes: Sequence[str]) -> dict[str, str]:
+    """The first quarantined record of each reason in `codes`, as "file line N: message" (the
+    message names the column: "column 'clicked' is absent"). Stops reading once each has one."""
+    out: dict[str, str] = {}
+    for entry in _iter_quarantine(quarantine_uri):
+        code = entry.get("reason")
+        if code in codes and code not in out:
+            where = os.path.basename(str(entry.get("source_file", "")))
+            line = entry.get("line", -1)
+            out[code] = f"{where}{f' line {line}' if line and line > 0 else ''}: {entry.get('message', '')}"
+            if len(out) == len(set(codes)):
+                break
+    return out
+
+
 def read_quarantine(quarantine_uri: str) -> list[dict]:
     """The quarantined records as dicts (reason, message, source_file, line, offset, payload)."""
     from rlops.components.experience_gen.sources import Unreadable
@@ -181,13 +210,15 @@ def read_quarantine(quarantine_uri: str) -> list[dict]:
 
 
 def _read_quarantine_files(quarantine_uri: str) -> list[dict]:
+    return list(_iter_quarantine(quarantine_uri))
+
+
+def _iter_quarantine(quarantine_uri: str) -> Iterator[dict]:
     import gzip
 
     from apache_beam.io.filesystems import FileSystems
-    out = []
     pattern = FileSystems.join(quarantine_uri, pipeline.QUARANTINE_PREFIX + "*")
     for m in sorted(FileSystems.match([pattern])[0].metadata_list, key=lambda m: m.path):
         with FileSystems.open(m.path, compression_type="uncompressed") as f:
             text = gzip.decompress(f.read()).decode("utf-8")
-        out.extend(json.loads(line) for line in text.splitlines() if line)
-    return out
+        yield from (json.loads(line) for line in text.splitlines() if line)

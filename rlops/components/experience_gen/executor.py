@@ -41,8 +41,28 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             result = run_experience_gen(config, examples.uri, quarantine.uri, self._beam_pipeline_args)
         except ExperienceGenError as e:
             record(e.result, examples, quarantine)
-            raise
+            kept = keep_quarantine(quarantine.uri)
+            if not kept:
+                raise
+            raise ExperienceGenError(str(e).replace(quarantine.uri, kept), e.result) from None
         record(result, examples, quarantine)
+
+
+def keep_quarantine(uri: str) -> str | None:
+    """A copy of a failed run's quarantine beside it (`<uri>-failed`): TFX's launcher deletes a
+    failed execution's output directories, and the error message points the user at the bad
+    records. None when there was nothing to keep."""
+    if not tf.io.gfile.isdir(uri) or not tf.io.gfile.listdir(uri):
+        return None
+    kept = uri.rstrip("/") + "-failed"
+    if tf.io.gfile.isdir(kept):  # a retried attempt's copy
+        tf.io.gfile.rmtree(kept)
+    tf.io.gfile.makedirs(kept)
+    for name in tf.io.gfile.listdir(uri):
+        src = os.path.join(uri, name.rstrip("/"))
+        if not tf.io.gfile.isdir(src):
+            tf.io.gfile.copy(src, os.path.join(kept, name), overwrite=True)
+    return kept
 
 
 # Placeholders a file pattern or a BigQuery query/table may hold; replaced by the run's data date.

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from rlops.components.experience_gen import json_paths, records
 from rlops.components.experience_gen.config import (BigQuerySource, ExperienceGenConfig, FeatureColumn, FileSource)
+from rlops.components.experience_gen.errors import closest
 from rlops.features.schema import CATEGORICAL, FLOAT, FLOAT_LIST, INT64, STRING, FeatureSchema, FeatureSpec, top_k
 
 SAMPLE_BYTES = 1 << 20
@@ -39,7 +40,13 @@ def resolve_features(config: ExperienceGenConfig, files: list[tuple[str, int]]) 
         kind = "BigQuery" if isinstance(src, BigQuerySource) else type(src).__name__
         raise ValueError(f"bandit_columns.features['{auto}']: kind/dtype 'auto' needs a file source to infer "
                          f"from; with a {kind} source set kind (and dtype/dim) explicitly")
-    types, samples = _sample_types(files, src)
+    if all(_concrete(f) for f in cols.features):  # nothing to infer: the sample only checks kinds
+        try:
+            types, samples = _sample_types(files, src)
+        except ValueError:  # no readable rows to check against: the records are checked one by one
+            return config
+    else:
+        types, samples = _sample_types(files, src)
     out = []
     for f in cols.features:
         if json_paths.parse(f.source_column):  # inside a JSON payload: the file's sample cannot tell
@@ -65,7 +72,7 @@ def _infer(f: FeatureColumn, types: Mapping[str, tuple[pa.DataType, int | None]]
     where = f"bandit_columns.features['{f.name}']"
     col = f.source_column
     if col not in types:
-        raise ValueError(f"{where}: column {col!r} is not in the data; columns: {sorted(types)[:30]}")
+        raise ValueError(f"{where}: column {col!r} is not in the data; {closest(col, list(types))}")
     t, width = types[col]
     if pa.types.is_dictionary(t):
         t = t.value_type
@@ -144,32 +151,57 @@ def list_lengths(column: pa.ChunkedArray | pa.Array, separator: str | None) -> n
 
 def _sample_types(files: list[tuple[str, int]], src: FileSource
                   ) -> tuple[dict[str, tuple[pa.DataType, int | None]], dict[str, pa.ChunkedArray]]:
-    """Column -> (Arrow type, most common list length) from the first readable file, and the
-    sampled columns themselves (multivalent dims are percentiles of their list lengths)."""
-    from rlops.components.experience_gen.sources.base import open_file
+    """Column -> (Arrow type, most common list length) from the first file with readable records,
+    and the sampled columns themselves (multivalent dims are percentiles of their list lengths).
+    Empty and header-only files are passed over; up to 10 unreadable ones are tried."""
     last: Exception | None = None
-    for path, _ in files[:10]:
+    tried: list[str] = []
+    empty: list[str] = []
+    for path, _ in files:
+        if len(tried) >= 10:
+            break
         try:
-            if src.format == "parquet":
-                import pyarrow.parquet as pq
-                with open_file(path, src) as fh:
-                    pf = pq.ParquetFile(fh)
-                    table = next(pf.iter_batches(batch_size=1000), None)
-                    table = pa.Table.from_batches([table]) if table is not None else pf.schema_arrow.empty_table()
-            elif src.format == "tfrecord":
+            if src.format == "tfrecord":
                 return _tfrecord_types(path, src), {}
-            else:
-                with open_file(path, src) as fh:
-                    data = fh.read(SAMPLE_BYTES)
-                cut = data.rfind(b"\n")
-                data = data[:cut + 1] if cut > 0 and len(data) == SAMPLE_BYTES else data
-                table = _parse_text(data, src)
-            return ({name: (table.schema.field(name).type, _width(table.column(name))) for name in table.column_names},
-                    {name: table.column(name) for name in table.column_names})
+            table = _sample_table(path, src)
         except Exception as e:  # noqa: BLE001 - a broken file is quarantined later; try the next
             last = e
-    raise ValueError(f"bandit_columns.features: could not read a sample to infer feature kinds ({last}); "
-                     f"set kind and dtype explicitly")
+            tried.append(path)
+            continue
+        if table is None or table.num_rows == 0:  # nothing to infer from
+            empty.append(path)
+            continue
+        return ({name: (table.schema.field(name).type, _width(table.column(name))) for name in table.column_names},
+                {name: table.column(name) for name in table.column_names})
+    if last is None and empty:
+        raise ValueError(f"experience_gen.source: no records to read: {emptiness(empty, src)}")
+    raise ValueError(f"bandit_columns.features: could not read a sample of '{tried[0]}' to infer feature kinds "
+                     f"({' '.join(str(last).split())[:300]}); set kind and dtype explicitly")
+
+
+def _sample_table(path: str, src: FileSource) -> pa.Table | None:
+    """The first rows of a Parquet file, or a parse of a text file's first MiB (None: no bytes)."""
+    from rlops.components.experience_gen.sources.base import open_file
+    with open_file(path, src) as fh:
+        if src.format == "parquet":
+            import pyarrow.parquet as pq
+            pf = pq.ParquetFile(fh)
+            batch = next(pf.iter_batches(batch_size=1000), None)
+            return pa.Table.from_batches([batch]) if batch is not None else pf.schema_arrow.empty_table()
+        data = fh.read(SAMPLE_BYTES)
+    cut = data.rfind(b"\n")
+    data = data[:cut + 1] if cut > 0 and len(data) == SAMPLE_BYTES else data
+    return _parse_text(data, src) if data.strip() else None
+
+
+def emptiness(paths: list[str], src: FileSource) -> str:
+    """Which files hold no records, and how: empty (no bytes) or header-only (a CSV header)."""
+    if len(paths) > 1:
+        return f"all {len(paths)} files ('{paths[0]}', ...) are empty or header-only"
+    from rlops.components.experience_gen.sources.base import open_file
+    with open_file(paths[0], src) as fh:
+        header = src.format == "csv" and bool(fh.read(1 << 16).strip())
+    return f"'{paths[0]}' is " + ("header-only (a CSV header, no records)" if header else "empty")
 
 
 def _parse_text(data: bytes, src: FileSource) -> pa.Table:
@@ -181,8 +213,11 @@ def _parse_text(data: bytes, src: FileSource) -> pa.Table:
             return _tolerant_json(data)
     import pyarrow.csv as pcsv
     names = list(src.csv_column_names) or None
+    # Ragged rows (a field too many or too few) are left out of the sample; the readers quarantine
+    # them with file and line.
     return pcsv.read_csv(io.BytesIO(data), read_options=pcsv.ReadOptions(column_names=names),
-                         parse_options=pcsv.ParseOptions(delimiter=src.csv_delimiter))
+                         parse_options=pcsv.ParseOptions(delimiter=src.csv_delimiter,
+                                                         invalid_row_handler=lambda row: "skip"))
 
 
 def _tolerant_json(data: bytes) -> pa.Table:

@@ -75,7 +75,12 @@ def _read_frames(src: FileSource) -> list:
     frames = []
     for path, _ in sources.match_files(src.pattern):
         with open_file(path, src) as fh:
-            frames.append(parse_frame(fh.read(), src))
+            data = fh.read()
+        try:
+            frames.append(parse_frame(data, src))
+        except Exception as e:  # noqa: BLE001 - the table is small and read whole: every row must parse
+            raise ValueError(f"item_source: cannot read {path} as {src.format} ({' '.join(str(e).split())[:300]})"
+                             ) from e
     return frames
 
 
@@ -91,6 +96,7 @@ def table_from_frames(frames: list, config: ExperienceGenConfig) -> ItemTable:
     import pyarrow as pa
 
     from rlops.components.experience_gen import convert
+    from rlops.components.experience_gen.errors import closest
     from rlops.components.experience_gen.features import _infer
     from rlops.components.experience_gen.layout import INT, STRING, Field
     cols, src = config.bandit_columns, config.item_source
@@ -98,7 +104,7 @@ def table_from_frames(frames: list, config: ExperienceGenConfig) -> ItemTable:
     id_col = cols.item_table_id or cols.item_id
     where = f"item_source ({src.pattern})"
     if id_col not in frame.columns:
-        raise ValueError(f"{where}: no id column {id_col!r}; columns: {list(frame.columns)}")
+        raise ValueError(f"{where}: no id column {id_col!r}; {closest(id_col, [str(c) for c in frame.columns])}")
     if frame[id_col].isna().any():
         raise ValueError(f"{where}: row {int(np.flatnonzero(frame[id_col].isna())[0])} has no item id")
     ids = frame[id_col].astype(str).to_numpy(object)

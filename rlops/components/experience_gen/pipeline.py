@@ -24,6 +24,8 @@ from rlops.components.experience_gen import features, records, simulation, sinks
 from rlops.components.experience_gen.config import (BANDIT, BanditColumns, BigQuerySource, ExperienceGenConfig,
                                                     FileSource, SimulationSource, TrajectoryColumns)
 from rlops.components.experience_gen import items as item_table
+from rlops.components.experience_gen import json_paths
+from rlops.components.experience_gen.errors import closest
 from rlops.components.experience_gen.layout import Layout, SourceSchema, resolve_layout
 from rlops.components.experience_gen.sources import Block, Quarantined, SourceError, Unreadable
 
@@ -49,9 +51,17 @@ def make_plan(config: ExperienceGenConfig) -> Plan:
     src = config.source
     if isinstance(src, FileSource):
         files = sources.match_files(src.pattern)
+        # Text files without a byte (not even a header): say so, not "no column x". An empty
+        # Parquet or TFRecord file is a torn one: the readers report its bytes as unreadable.
+        if src.format in ("csv", "jsonl") and all(size == 0 for _, size in files):
+            empty = features.emptiness([path for path, _ in files], src)
+            raise ValueError(f"experience_gen.source: no records to read: {empty}")
         config = features.resolve_features(config, files)
         config, table = item_table.resolve(config)
-        layout = resolve_layout(config, _first_schema(files, src))
+        schema = _first_schema(files, src)
+        layout = resolve_layout(config, schema)
+        if src.format in ("csv", "parquet") and schema.names:  # a header / schema, not a first record
+            check_columns(layout, schema, files[0][0])
         return Plan(config, layout, tuple(sources.plan_ranges(files, src)), table)
     if isinstance(src, BigQuerySource):
         config, table = item_table.resolve(config)
@@ -60,6 +70,32 @@ def make_plan(config: ExperienceGenConfig) -> Plan:
         config = _simulation_config(config, src)
         return Plan(config, resolve_layout(config, SourceSchema()), tuple(range(src.num_shards)))
     raise TypeError(f"unknown source type {type(src).__name__}")
+
+
+def check_columns(layout: Layout, schema: SourceSchema, path: str) -> None:
+    """Every required mapped column is in the file's header or schema; else one error naming the
+    config key, the column and the closest of the file's columns (not 100% of the records
+    quarantined as missing_column)."""
+    for f in layout.all_fields:
+        if not f.required:
+            continue
+        for column in f.columns:
+            base = json_paths.base_column(column) or column
+            if base not in schema.names:
+                raise ValueError(f"{_config_key(layout, f)}: column {base!r} is not in {path}; "
+                                 f"{closest(base, schema.names)}")
+
+
+def _config_key(layout: Layout, f: Any) -> str:
+    """The config key that mapped a layout field, for error messages."""
+    if f is layout.split_key:
+        return "experience_gen.splits.key"
+    if f is layout.split_time:
+        return "experience_gen.splits.time_column"
+    section = "bandit_columns" if layout.kind == BANDIT else "trajectory_columns"
+    if f.feature_kind is not None and f.name != records.CONTEXT:
+        return f"experience_gen.{section}.features['{f.name}']"
+    return f"experience_gen.{section}.{f.name}"
 
 
 def _first_schema(files: list[tuple[str, int]], src: FileSource, tries: int = 10) -> SourceSchema:

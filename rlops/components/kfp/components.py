@@ -5,6 +5,10 @@ Lightweight Python components whose body is one call into `entrypoint`: KFP's ow
 output parameters, and the work is the same function the TFX executor runs. The rlops image
 already holds kfp, so nothing is pip-installed at start-up (install_kfp_package=False).
 (No `from __future__ import annotations` here: KFP reads the signatures' types at import.)
+
+The specs name DEFAULT_IMAGE, `rlops:<version>`: the tag `docker build -t rlops:<version> .` gives
+locally, a placeholder no registry serves. Users pass their pushed image: `load(name, image=...)`,
+`sample_pipeline --image`, `rlops compile --image` (README, Run on Vertex AI).
 """
 import os
 import sys

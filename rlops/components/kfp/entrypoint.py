@@ -121,14 +121,17 @@ def trainer(config: str, model: Any, model_run: Any, examples: Any = None, base_
     base_model = given(base_model)
     result = run_trainer(cfg, model.uri, model_run.uri, examples_uri=examples.uri if examples else None,
                          base_model_uri=base_model.uri if base_model else None)
-    model.metadata.update({"train_steps": result.train_steps, "final_loss": result.final_loss,
-                           "warm_started_from": result.warm_started_from or ""})
-    model_run.metadata.update({"steps_per_sec": result.steps_per_sec})
+    from rlops.components.properties import finite_properties
+    model.metadata.update(finite_properties({"train_steps": result.train_steps, "final_loss": result.final_loss,
+                                             "warm_started_from": result.warm_started_from or ""}))
+    if result.extra.get("cold_start_reason"):  # as the TFX executor: a base model given that could not seed it
+        model.metadata["cold_start_reason"] = result.extra["cold_start_reason"]
+    model_run.metadata.update(finite_properties({"steps_per_sec": result.steps_per_sec}))
 
 
 def evaluator(config: str, model: Any, evaluation: Any, blessing: Any, examples: Any = None,
               baseline_model: Any = None, num_actions: int = 0) -> bool:
-    from rlops.components.evaluator.core import run_evaluator
+    from rlops.components.evaluator.core import run_evaluator, scalar_metrics
 
     baseline_model = given(baseline_model)
     result = run_evaluator(config, model.uri, evaluation.uri, blessing.uri,
@@ -136,17 +139,15 @@ def evaluator(config: str, model: Any, evaluation: Any, blessing: Any, examples:
                            baseline_model_uri=baseline_model.uri if baseline_model else None,
                            num_actions=int(num_actions) if num_actions else None)
     # TFX Evaluator's blessing properties, so the same "latest blessed model" logic applies.
-    blessing.metadata.update({"blessed": int(result.blessed), "current_model": model.uri, "reason": result.reason,
-                              "current_model_id": model.name})  # the resource name on Vertex AI
-    if baseline_model:
-        # a resolved baseline names the model it came from, not the resolver's output artifact
-        blessing.metadata.update({"baseline_model": baseline_model.uri,
-                                  "baseline_model_id": (baseline_model.metadata or {}).get("model_id")
-                                  or baseline_model.name})
-    for group in ("candidate", "improvement"):  # scalars the Vertex AI console shows for a Metrics artifact
-        for name, estimate in result.metrics[group].items():
-            evaluation.log_metric(f"{group}_{name}", float(estimate["value"]))
-            evaluation.log_metric(f"{group}_{name}_lower", float(estimate["lower"]))
+    # current_model_id: the resource name on Vertex AI; a resolved baseline names the model it came
+    # from, not the resolver's output artifact
+    blessing.metadata.update(result.blessing_properties(
+        model.uri, model.name, baseline_model.uri if baseline_model else None,
+        ((baseline_model.metadata or {}).get("model_id") or baseline_model.name) if baseline_model else None))
+    # scalars the Vertex AI console shows for a Metrics artifact: finite only (see properties.py)
+    for name, value in scalar_metrics(result).items():
+        if name != "blessed":
+            evaluation.log_metric(name, value)
     return result.blessed
 
 

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -72,9 +72,16 @@ def subprocess_verifier(inputs: dict[str, np.ndarray]) -> Callable[[str], None]:
     return verify
 
 
-def lineage(model_uri: str, examples_uri: str | None, evaluation: dict) -> dict:
+# The Evaluator's blessing properties a version marker keeps (both Evaluator faces write them;
+# `latest_published` reads current_model_id back).
+BLESSING_KEYS = ("blessed", "current_model", "current_model_id", "reason", "baseline_model", "baseline_model_id")
+
+
+def lineage(model_uri: str, examples_uri: str | None, blessing: Mapping[str, Any]) -> dict:
     """What the version marker records about where a policy came from: the data, the training run
-    (the Model artifact's directory) and the Evaluator's verdict and estimates."""
+    (the Model artifact's directory) and the Evaluator's verdict (BLESSING_KEYS of the blessing's
+    properties). The one builder both Pusher faces (TFX, KFP) call, so their markers agree."""
+    evaluation = {k: blessing[k] for k in BLESSING_KEYS if k in blessing}
     return {"data": examples_uri, "training_run": model_uri,
             "evaluation": {k: (v if isinstance(v, (int, float, str)) else str(v)) for k, v in evaluation.items()}}
 

@@ -13,6 +13,7 @@ from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 
 from rlops.components.pusher import core, registry
+from rlops.features.serving_names import serving_inputs_from_records
 
 NUM_VERIFY_INPUTS = 64
 
@@ -31,8 +32,8 @@ def verification_inputs(examples_uri: str | None, env_id: str | None) -> dict[st
                                     action_minimum=None)  # inputs only: any action ids
         # A policy trained with action masks takes `observation_action_mask` too (others ignore it).
         mask = {} if data.action_mask is None else {"observation_action_mask": data.action_mask}
-        if data.features is not None:  # a policy exported with its features takes them raw, by name
-            return {**{f"observation_{k}": v for k, v in data.features.items()}, **mask}
+        if data.features is not None:  # a policy exported with its features takes them raw, by serving name
+            return {**{f"observation_{k}": v for k, v in serving_inputs_from_records(data.features).items()}, **mask}
         dense = data.contexts.astype(np.float32)
         return {"observation": dense, **({"observation_context": dense, **mask} if mask else {})}
     if env_id:
@@ -75,7 +76,7 @@ class Executor(base_executor.BaseExecutor):
             if blessed else None
         keep_last = exec_properties.get("keep_last")
         lineage = core.lineage(model.uri, examples[0].uri if examples else None,
-                               {k: blessing.get_custom_property(k) for k in ("reason", "baseline_model")
+                               {k: blessing.get_custom_property(k) for k in core.BLESSING_KEYS
                                 if blessing.has_custom_property(k)})
         result = core.push_policy(serving_dir(model.uri), exec_properties["push_destination"], blessed, inputs,
                                   keep_last=5 if keep_last is None else keep_last, lineage=lineage)

@@ -12,8 +12,9 @@ mid-way leaves a .trash-* directory) are removed by every later push (its prune)
 lease -- or, without one, their newest file -- is older than `stale_after_s` (1 hour by default),
 so a concurrent push, which renews its lease at least every LEASE_RENEW_S, is never touched.
 
-A push: copy the model into staging -> verify the staged copy -> claim the next number -> write the
-marker into staging -> make it visible as <N>.
+A push: copy the model into staging -> verify the staged copy -> claim the next number -> write
+<N> into the staged SavedModel's version asset (serving_default's `policy_version` reads it at load
+time) and the marker into staging -> make it visible as <N>.
 
 Invariant a poller can rely on: **whenever <N>/saved_model.pb exists, every other file of the
 SavedModel already exists under <N>/ with its final content.** rlops counts <N> as a version only
@@ -170,6 +171,7 @@ def publish(source: str | Store, destination: str | Store, verify: Callable[[str
                 verify(_local_copy(dst, staging, tmp))
         lease.renew(force=True)
         version = allocate_version(dst, owner)
+        _write_version_asset(dst, staging, files, version)
         marker = {"format": MARKER_FORMAT, "version": version, "pushed_at": time.time(), "source": src.url,
                   "files": sorted(files), "lineage": dict(lineage or {})}
         dst.write(dst.join(staging, MARKER), json.dumps(marker, indent=1, default=str).encode())
@@ -181,6 +183,20 @@ def publish(source: str | Store, destination: str | Store, verify: Callable[[str
     lease.release()
     removed = prune(dst, keep_last, protect=(version,))
     return PublishResult(version, dst.full(str(version)), removed, marker)
+
+
+def version_asset_key() -> str:
+    """The SavedModel file serving_default reads its `policy_version` from (policy_saver.py)."""
+    from rlops.train.policy_saver import VERSION_ASSET
+    return f"assets/{VERSION_ASSET}"
+
+
+def _write_version_asset(store: Store, staging: str, files: list[str], version: int) -> None:
+    """Version <N> answers N: the staged copy's version asset gets the claimed number before it
+    becomes visible (SavedModels exported without the asset are published as they are)."""
+    key = version_asset_key()
+    if key in files:
+        store.write(store.join(staging, key), f"{version}\n".encode())
 
 
 def _cleanup(store: Store, staging: str, version: int | None) -> None:

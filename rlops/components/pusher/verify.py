@@ -42,8 +42,46 @@ def verify(saved_model_dir: str, inputs_npz: str) -> dict:
     ok = actions.shape[0] == batch and bool(np.all(np.isfinite(actions)))
     if lo is not None:
         ok = ok and bool(np.all(actions >= lo) and np.all(actions <= hi))
-    return {"ok": ok, "num_actions": int(batch), "actions_head": actions[:5].tolist(),
-            **({} if ok else {"error": f"actions out of spec bounds [{lo}, {hi}] or not finite: {actions[:10]}"})}
+    if not ok:
+        return {"ok": False, "error": f"actions out of spec bounds [{lo}, {hi}] or not finite: {actions[:10]}"}
+    result = {"ok": True, "num_actions": int(batch), "actions_head": actions[:5].tolist()}
+    if "serving_default" in policy.signatures:
+        error = _check_serving_default(policy.signatures["serving_default"], data, feeds, batch, lo, hi,
+                                       saved_model_dir)
+        if error:
+            return {"ok": False, "error": error}
+    return result
+
+
+def _check_serving_default(serve, data, action_feeds, batch, lo, hi, saved_model_dir):
+    """What a server calls: the same rows under their serving input names (the `action` feeds less
+    their `observation_` prefix). Its action in bounds, a propensity in (0, 1], and the version the
+    SavedModel's own asset holds in every row. Returns an error, or None."""
+    import numpy as np
+    import tensorflow as tf
+
+    _, specs = serve.structured_input_signature
+    feeds = {}
+    for name, spec in specs.items():
+        value = action_feeds.get("observation_" + name, data.get(name))
+        if value is None and len(specs) == 1 and "observation" in action_feeds:
+            value = action_feeds["observation"]  # one dense observation, named by its spec
+        if value is None:
+            return f"serving_default: no input data for input '{name}'"
+        feeds[name] = tf.cast(value, spec.dtype) if spec.dtype != tf.string else tf.constant(value)
+    out = {k: v.numpy() for k, v in serve(**feeds).items()}
+    action, propensity = out["action"], out["propensity"]
+    if action.shape[0] != batch or (lo is not None and not np.all((action >= lo) & (action <= hi))):
+        return f"serving_default: actions out of spec bounds [{lo}, {hi}]: {action[:10]}"
+    if not np.all((propensity > 0) & (propensity <= 1)):
+        return f"serving_default: propensities outside (0, 1]: {propensity[:10]}"
+    if "policy_version" in out:
+        # policy_saver.VERSION_ASSET (this module imports no rlops: it runs as a server would)
+        with open(os.path.join(saved_model_dir, "assets", "rlops_policy_version.txt")) as f:
+            want = int(f.read().strip())
+        if not np.all(out["policy_version"] == want):
+            return f"serving_default: policy_version {out['policy_version'][:3]} is not its asset's {want}"
+    return None
 
 
 def _bounds(encoded_spec):

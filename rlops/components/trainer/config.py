@@ -6,11 +6,15 @@ the key: a typo in a nightly job's config should fail before anything runs.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Union
 
-from rlops.components.json_config import JsonConfig
+from rlops.components.json_config import JsonConfig, PartialOf, build, convert
+
+# A PPO option's value as YAML/JSON gives it (checked against PPOConfig's own hint per key).
+PPOValue = Union[bool, int, float, str, list, dict, None]
+# trainer.ppo: some of PPOConfig's fields, each checked against PPOConfig's type hint.
+PPOOptions = Annotated[dict[str, PPOValue], PartialOf("rlops.train.on_policy:PPOConfig")]
 
 BANDIT_AGENTS = ("neural_epsilon_greedy", "lin_ucb", "lin_ts")
 AGENTS = BANDIT_AGENTS + ("ppo",)
@@ -58,9 +62,11 @@ class TrainerConfig(JsonConfig):
     # PPO: PPOConfig fields, e.g. {"env_id": "CartPole-v1"}. Online (no examples input) it needs
     # env_id; offline (logged trajectories) it takes the hyperparameters, and env_id is optional
     # (it only supplies the specs). num_actions above sizes a discrete action the logs leave open.
-    ppo: dict[str, Any] = field(default_factory=dict)
-    # PPO offline: PPOOfflineConfig fields (batch of windows, window length, passes over the data).
-    ppo_offline: dict[str, Any] = field(default_factory=dict)
+    # Kept as the options given (unset ones default in PPOConfig, seed from `seed` below), each
+    # checked against PPOConfig's type hints.
+    ppo: PPOOptions = field(default_factory=dict)
+    # PPO offline: batch of windows, window length, passes over the data.
+    ppo_offline: PPOOfflineConfig = field(default_factory=PPOOfflineConfig)
     # Learner.
     strategy: str = "auto"
     steps_per_run: int = 100             # train steps per tf.function call
@@ -71,6 +77,8 @@ class TrainerConfig(JsonConfig):
 
     def __post_init__(self):
         self.hidden_sizes = tuple(self.hidden_sizes)
+        if isinstance(self.ppo_offline, dict):  # the Python API's {"batch_size": 8} form
+            self.ppo_offline = build(PPOOfflineConfig, self.ppo_offline, "trainer.ppo_offline")
         self.validate()
 
     def validate(self) -> None:
@@ -87,15 +95,11 @@ class TrainerConfig(JsonConfig):
         if self.train_steps < 0:  # 0: warm start and re-export only (e.g. a new serving_epsilon)
             raise ValueError(f"trainer.train_steps must be >= 0, got {self.train_steps}")
         if self.agent == "ppo":
-            from rlops.train.on_policy import PPOConfig
-            known = {f.name for f in dataclasses.fields(PPOConfig)}
-            unknown = sorted(set(self.ppo) - known)
-            if unknown:
-                raise ValueError(f"trainer.ppo.{unknown[0]}: unknown PPO option; known: {', '.join(sorted(known))}")
+            convert(PPOOptions, self.ppo, "trainer.ppo", make=False)  # the Python API skips build()
             self.offline_ppo.validate()
             if self.num_actions is not None and self.num_actions < 2:
                 raise ValueError(f"trainer.num_actions: needs >= 2 actions, got {self.num_actions}")
-        elif self.ppo_offline:
+        elif self.ppo_offline != PPOOfflineConfig():
             raise ValueError(f"trainer.ppo_offline: options for agent 'ppo', but agent is '{self.agent}'")
 
     def check_inputs(self, has_examples: bool) -> None:
@@ -108,11 +112,7 @@ class TrainerConfig(JsonConfig):
 
     @property
     def offline_ppo(self) -> PPOOfflineConfig:
-        known = {f.name for f in dataclasses.fields(PPOOfflineConfig)}
-        unknown = sorted(set(self.ppo_offline) - known)
-        if unknown:
-            raise ValueError(f"trainer.ppo_offline.{unknown[0]}: unknown option; known: {', '.join(sorted(known))}")
-        return PPOOfflineConfig(**self.ppo_offline)
+        return self.ppo_offline
 
     @property
     def exploration_epsilon(self) -> float:

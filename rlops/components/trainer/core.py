@@ -18,7 +18,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import tensorflow as tf
@@ -65,6 +65,57 @@ class WarmStartError(ValueError):
     """The base model's checkpoint does not fit the agent being trained."""
 
 
+@dataclass(frozen=True)
+class Start:
+    """The agent a run trains, and where it started: `warm_started_from` (a checkpoint) or, when a
+    base model was given but could not seed this agent, `cold_start_reason`."""
+    agent: Any
+    train_step: tf.Variable
+    warm_started_from: str | None = None
+    cold_start_reason: str | None = None
+
+
+def _base_mismatch(config: TrainerConfig, base_model_uri: str) -> str | None:
+    """Why the base model cannot seed this run, from its trainer_config.json: another agent, or
+    another action spec (the number of actions or the first id). None when it may."""
+    path = os.path.join(base_model_uri, CONFIG_FILE)
+    if not tf.io.gfile.exists(path):
+        return None  # no config beside it: the checkpoint check decides
+    with tf.io.gfile.GFile(path) as f:
+        base = json.load(f)
+    if base.get("agent", config.agent) != config.agent:
+        return f"it is a '{base['agent']}' model and this run trains '{config.agent}'"
+    ours = (config.num_actions, config.action_minimum)
+    theirs = (base.get("num_actions", ours[0]), base.get("action_minimum", ours[1]))
+    if theirs != ours:
+        return (f"its actions are {theirs[0]} ids from {theirs[1]}, this run's {ours[0]} ids from {ours[1]} "
+                f"(trainer.num_actions / action_minimum)")
+    return None
+
+
+def start_agent(build: Callable[[], tuple[Any, tf.Variable]], config: TrainerConfig,
+                base_model_uri: str | None) -> Start:
+    """`build()` -> (agent, train step), warm-started from `base_model_uri` when there is one.
+
+    A base model of another agent, action spec or network shape (the config changed since it was
+    blessed) is not an error: the run trains from scratch and says why in one line, so a nightly
+    job survives a config change. (A base model without a checkpoint, or whose features today's
+    data lacks, still fails: that is broken input, not a new config.)"""
+    agent, step = build()
+    if not base_model_uri:
+        return Start(agent, step)
+    why = _base_mismatch(config, base_model_uri)
+    if why is None:
+        try:
+            return Start(agent, step, warm_started_from=_warm_start(agent, step, base_model_uri))
+        except WarmStartError as e:
+            why = f"its checkpoint does not fit {type(agent).__name__} ({e.detail})"
+            agent, step = build()  # a failed restore may have assigned some variables: start clean
+    log.warning("trainer: warm_start skipped, training from scratch: the base model %s does not fit this run: "
+                "%s (set warm_start: false to start from scratch without this note)", base_model_uri, why)
+    return Start(agent, step, cold_start_reason=why)
+
+
 def _warm_start(agent, train_step: tf.Variable, base_model_uri: str) -> str:
     """Restores the agent and train step from the base model's latest checkpoint. Strict: every
     variable the agent has now must come from the checkpoint (values the checkpoint has beyond
@@ -75,16 +126,30 @@ def _warm_start(agent, train_step: tf.Variable, base_model_uri: str) -> str:
     latest = tf.train.latest_checkpoint(ckpt_dir)
     if latest is None:
         raise FileNotFoundError(f"base_model: no Learner checkpoint under {ckpt_dir} to warm-start from")
+    status = None
     try:
         status = tf.train.Checkpoint(agent=agent, train_step=train_step).read(latest)
         status.assert_existing_objects_matched()
     except (AssertionError, ValueError, tf.errors.OpError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise WarmStartError(f"base_model: checkpoint {latest} does not match agent '{type(agent).__name__}' "
-                             f"(a different agent or network shape?): {first[:500]}") from None
+        if status is not None:
+            status.expect_partial()  # no "value in checkpoint could not be found" warning per variable
+        detail = _mismatch_detail(e)
+        error = WarmStartError(f"base_model: checkpoint {latest} does not match agent '{type(agent).__name__}' "
+                               f"(a different agent or network shape?): {detail}")
+        error.detail = detail
+        raise error from None
     status.expect_partial()
     log.info("warm-started from %s (train step %d)", latest, int(train_step.numpy()))
     return latest
+
+
+def _mismatch_detail(e: Exception) -> str:
+    """TF's checkpoint error in one short line: its first sentence, without the variables' values
+    (TF lists every unmatched variable with its whole array)."""
+    text = " ".join(str(e).split()) or type(e).__name__
+    for cut in (" Showing ", " [<tf.Variable", ": [<"):
+        text = text.split(cut)[0]
+    return text[:200]
 
 
 def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: TrainerConfig,
@@ -102,7 +167,10 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
     has_propensity = records.PROPENSITY in first.features.feature
     # Logged masks: the agent trains and acts with them (trainer/masks.py); ignore_action_mask opts out.
     masked = records.ACTION_MASK in first.features.feature and not config.ignore_action_mask
-    schema = _feature_schema(examples_uri, first, base_model_uri)
+    # A base model that cannot seed this run (another agent or action spec) lends it nothing, not
+    # even its vocabularies: start_agent below says why and trains from scratch.
+    fits = base_model_uri and _base_mismatch(config, base_model_uri) is None
+    schema = _feature_schema(examples_uri, first, base_model_uri if fits else None)
     arm_pre = _per_arm_preprocessor(schema, first, config) if schema.per_arm else None
     preprocessor = None if schema.is_legacy or arm_pre is not None else Preprocessor(schema)
     context_dim = schema.observation_dim
@@ -117,11 +185,18 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
         feature_spec[records.ACTION_MASK] = _mask_parse_spec(first, config.num_actions)
     tf.random.set_seed(config.seed)
     strategy = get_strategy(config.strategy)
-    with strategy.scope():
-        train_step = create_train_step_counter()
-        per_arm = None if arm_pre is None else (arm_pre.global_dim, arm_pre.num_arms, arm_pre.arm_dim)
-        agent = make_bandit_agent(config, context_dim, train_step, per_arm=per_arm, masked=masked)
-    warm = _warm_start(agent, train_step, base_model_uri) if base_model_uri else None
+    per_arm = None if arm_pre is None else (arm_pre.global_dim, arm_pre.num_arms, arm_pre.arm_dim)
+
+    def build():
+        with strategy.scope():
+            step = create_train_step_counter()
+            return make_bandit_agent(config, context_dim, step, per_arm=per_arm, masked=masked), step
+
+    origin = start_agent(build, config, base_model_uri)
+    agent, train_step, warm = origin.agent, origin.train_step, origin.warm_started_from
+    if config.train_steps == 0 and warm is None:
+        raise ValueError(f"trainer.train_steps: 0 re-exports the base model, but it cannot seed this run: "
+                         f"{origin.cold_start_reason}; give train_steps > 0 to train from scratch")
     action_spec = agent.action_spec
     info_spec = agent.training_data_spec.policy_info
 
@@ -177,7 +252,12 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
                        steps_per_sec=(done - resumed) / max(wall, 1e-9), wall_s=wall, warm_started_from=warm,
                        curve=curve, extra={"context_dim": context_dim, "num_actions": config.num_actions,
                                            "features": schema.names, "resumed_from_step": resumed,
-                                           "action_mask": masked})
+                                           "action_mask": masked, **_cold(origin)})
+
+
+def _cold(start: Start) -> dict:
+    """TrainResult.extra's note of a skipped warm start (metrics.json, the Model's properties)."""
+    return {"cold_start_reason": start.cold_start_reason} if start.cold_start_reason else {}
 
 
 def _fit_info(info, spec):
@@ -312,9 +392,14 @@ def train_ppo_online(model_uri: str, model_run_uri: str, config: TrainerConfig,
 
     ppo_config = dataclasses.replace(PPOConfig(seed=config.seed), **config.ppo)
     env = GymVectorEnv(ppo_config.env_id, ppo_config.num_envs, seed=ppo_config.seed)
-    agent = build_ppo_agent(ppo_config, env)
+
+    def build():
+        agent = build_ppo_agent(ppo_config, env)
+        return agent, agent.train_step_counter
+
+    origin = start_agent(build, config, base_model_uri)
     env.close()
-    warm = _warm_start(agent, agent.train_step_counter, base_model_uri) if base_model_uri else None
+    agent, warm = origin.agent, origin.warm_started_from
     writer = tf.summary.create_file_writer(model_run_uri)
 
     def on_iteration(it: int, _agent, metrics: dict) -> None:
@@ -333,7 +418,7 @@ def train_ppo_online(model_uri: str, model_run_uri: str, config: TrainerConfig,
                        steps_per_sec=result.env_steps / max(result.train_wall_s, 1e-9), wall_s=result.train_wall_s,
                        warm_started_from=warm, curve=curve,
                        extra={"env_steps": result.env_steps, "env_id": ppo_config.env_id,
-                              "train_eval_mean_return": result.eval_mean_return})
+                              "train_eval_mean_return": result.eval_mean_return, **_cold(origin)})
 
 
 def train_ppo_offline(examples_uri: str, model_uri: str, model_run_uri: str, config: TrainerConfig,
@@ -366,9 +451,14 @@ def train_ppo_offline(examples_uri: str, model_uri: str, model_run_uri: str, con
         "anneal_lr": False, **config.ppo, "num_envs": offline.batch_size, "num_steps": offline.window_length,
         "total_env_steps": total * offline.batch_size * offline.window_length})
     strategy = _single_replica_strategy(config.strategy)
-    with strategy.scope():
-        agent = build_ppo_agent(ppo_config, _Specs(observation_spec, action_spec, time_step_spec(observation_spec)))
-    warm = _warm_start(agent, agent.train_step_counter, base_model_uri) if base_model_uri else None
+
+    def build():
+        with strategy.scope():
+            agent = build_ppo_agent(ppo_config, _Specs(observation_spec, action_spec, time_step_spec(observation_spec)))
+        return agent, agent.train_step_counter
+
+    origin = start_agent(build, config, base_model_uri)
+    agent, warm = origin.agent, origin.warm_started_from
 
     def dataset_fn() -> tf.data.Dataset:
         ds = episodes.windows_dataset(pattern, observation_spec, action_spec, info_spec, complete_info,
@@ -396,7 +486,7 @@ def train_ppo_offline(examples_uri: str, model_uri: str, model_run_uri: str, con
     return TrainResult(train_steps=done, final_loss=curve[-1][1] if curve else float("nan"),
                        steps_per_sec=done / max(wall, 1e-9), wall_s=wall, warm_started_from=warm, curve=curve,
                        extra={"offline": True, "episodes": num_episodes, "train_rows": train_rows,
-                              "windows": windows, "observation_dim": logged.observation_dim})
+                              "windows": windows, "observation_dim": logged.observation_dim, **_cold(origin)})
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from tfx.types import artifact_utils
 
 from rlops.components.trainer.config import TrainerConfig
 from rlops.components.trainer.core import run_trainer
+from rlops.components.properties import set_custom_properties  # finite or absent (issue 20)
 
 
 def apply_runtime_params(config: TrainerConfig, train_steps: int | None = None,
@@ -38,6 +39,8 @@ class Executor(base_executor.BaseExecutor):
                              examples_uri=examples[0].uri if examples else None,
                              base_model_uri=base[0].uri if base else None)
         model.set_int_custom_property("train_steps", result.train_steps)
-        model.set_float_custom_property("final_loss", result.final_loss)
+        set_custom_properties(model, {"final_loss": result.final_loss})  # NaN when no step ran: absent
         model.set_string_custom_property("warm_started_from", result.warm_started_from or "")
-        model_run.set_float_custom_property("steps_per_sec", result.steps_per_sec)
+        if result.extra.get("cold_start_reason"):  # a base model was given but could not seed this run
+            model.set_string_custom_property("cold_start_reason", result.extra["cold_start_reason"])
+        set_custom_properties(model_run, {"steps_per_sec": result.steps_per_sec})

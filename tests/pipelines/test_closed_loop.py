@@ -1,0 +1,113 @@
+"""The nightly loop, closed (benchmarks/closed_loop.py, small): the pushed policy serves simulated
+users from a process without rlops, their clicks come from the generator's known click model, the
+decisions (with the serving policy's version) are the next night's input, and `rlops run bandit`
+ingests, warm-starts, evaluates and pushes. Checked against the generator's exact values."""
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.slow
+
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "closed_loop.py"
+NIGHTS, DECISIONS = 3, 10_000
+# CTR 5% (the generator's default is 0.5%): at 0.5% a night's eval split holds too few clicks where
+# a new policy differs from the logger for any interval to mean something (BENCHMARKS.md, Closed
+# loop). Blessing on the DR point estimate and exploring 20%: with the default lower-bound rule the
+# loop never got past night 0 in this budget (the served candidate's interval is too wide).
+LOOP = dict(ctr=0.05, serving_epsilon=0.2, use_lower_bound=False)
+
+
+def _load_benchmark():
+    spec = importlib.util.spec_from_file_location("closed_loop", BENCHMARK)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["closed_loop"] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def loop(tmp_path_factory):
+    cl = _load_benchmark()
+    work = tmp_path_factory.mktemp("closed_loop")
+    config = cl.LoopConfig(nights=NIGHTS, decisions=DECISIONS, seed=0, workdir=str(work), **LOOP)
+    return cl, config, cl.run_loop(config, log=lambda *a, **k: None)
+
+
+# Not reachable in this budget by any learner, not only rlops' (BENCHMARKS.md, Closed loop): at
+# serving epsilon 0.2 the best possible served policy of world 0 is 70% of the way
+# (closed_loop.epsilon_ceiling), and a well-specified reference learner (closed_loop.reference_loop:
+# per-item logistic regression on every night's data, pushed every night, no gate) reaches 30% in
+# 3 nights of 10k decisions (seeds 0-2: ceiling 0.70-0.76, reference 0.30-0.47).
+@pytest.mark.xfail(strict=True, reason="not reachable at 3 nights x 10k decisions, CTR 5%, serving epsilon 0.2: "
+                   "the epsilon ceiling is 0.70 and a well-specified reference learner reaches 0.30 "
+                   "(BENCHMARKS.md, Closed loop); remove this mark when it passes")
+def test_served_policy_rises_and_closes_most_of_the_gap_to_the_optimum(loop):
+    _, _, result = loop
+    served = [n.served_value for n in result.nights]
+    # Exact values from the generator: the served (epsilon-greedy) policy on the whole population.
+    assert result.logging_value < result.optimal_value
+    assert served[-1] > result.logging_value and served[-1] >= served[0], served
+    assert all(b >= a - 1e-9 for a, b in zip(served, served[1:])), f"a pushed policy was worse in truth: {served}"
+    fraction = result.fraction_of_gap(served[-1])
+    assert fraction >= 0.8, (f"last night's served policy is {fraction:.0%} of the way from the logging policy "
+                             f"({result.logging_value:.4f}) to the optimum ({result.optimal_value:.4f}): {served}")
+
+
+def test_every_logged_decision_carries_the_version_pushed_that_night(loop):
+    cl, config, result = loop
+    serving_dir = os.path.join(config.workdir, "pipeline", "serving")
+    published = cl.serving_versions(serving_dir)
+    for night in result.nights:
+        logged = pd.read_parquet(os.path.join(config.workdir, f"night_{night.night}", "impressions.parquet"))
+        assert len(logged) == DECISIONS and logged[cl.VERSION_COLUMN].notna().all()
+        versions = set(logged[cl.VERSION_COLUMN].unique())
+        if night.night == 0:
+            assert versions == {cl.LOGGING_VERSION}  # the generator's logging policy
+            continue
+        before = result.nights[night.night - 1]
+        # The decisions were made by what served after last night's run: the version it pushed,
+        # or, when it pushed nothing, the one serving before.
+        expected = before.pushed_version if before.pushed_version is not None else before.served_version
+        assert versions == {expected}, (night.night, versions, expected)
+        if expected != cl.LOGGING_VERSION:
+            assert expected in published
+    assert any(n.pushed_version is not None for n in result.nights), "the loop never pushed a policy"
+    # serving_default answers with its own version (not just the directory it was loaded from).
+    assert {n.version_source for n in result.nights if n.served_version != cl.LOGGING_VERSION} == {"signature"}
+
+
+def test_logged_propensities_are_the_served_policys_probabilities(loop):
+    cl, config, result = loop
+    night = next(n for n in result.nights[1:] if n.logged_by_version != cl.LOGGING_VERSION)
+    logged = pd.read_parquet(os.path.join(config.workdir, f"night_{night.night}", "impressions.parquet"))
+    eps, k = config.serving_epsilon, cl.world(config).num_items
+    # epsilon-greedy over all K items: eps / K off the greedy item, 1 - eps + eps / K on it.
+    assert np.isin(np.round(logged["propensity"], 5), np.round([eps / k, 1 - eps + eps / k], 5)).all()
+    assert abs(logged["reward"].mean() - night.logged_value) < 4 * np.sqrt(night.logged_value / len(logged))
+
+
+def test_ope_interval_contains_the_candidates_true_value(loop):
+    _, _, result = loop
+    nights = [n for n in result.nights if n.candidate_covered is not None]  # intervals the Evaluator trusted
+    assert nights, "the Evaluator gave no interval on any night"
+    missed = [(n.night, n.candidate_lower, n.candidate_value, n.candidate_upper) for n in nights
+              if not n.candidate_covered]
+    assert not missed, f"OPE intervals that miss the candidate's exact value: {missed}"
+
+
+def test_epsilon_ceiling_is_the_value_of_the_optimum_served_epsilon_greedy():
+    """The cap the xfail above cites: the optimum's greedy item, explored uniformly with serving_epsilon."""
+    cl = _load_benchmark()
+    config = cl.LoopConfig(seed=0, **LOOP)
+    gen = cl.world(config)
+    eps, k = config.serving_epsilon, gen.num_items
+    served = lambda contexts: (1 - eps) * gen.optimal_policy(contexts) + eps / k
+    logging, optimum = gen.true_value(gen.logging_policy), gen.true_value(gen.optimal_policy)
+    expected = (gen.true_value(served) - logging) / (optimum - logging)
+    assert abs(cl.epsilon_ceiling(config) - expected) < 1e-9
+    assert expected < 0.8  # why 80% cannot be reached at the test's serving epsilon

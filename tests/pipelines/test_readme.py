@@ -1,0 +1,385 @@
+"""Every example in README.md runs, so the README cannot drift from the code.
+
+The test reads README.md's fenced blocks. Each block is either run (YAML loaded with the
+pipeline's or Vertex's loader on small generated data; each CLI line run through `rlops`'s own
+`main`, cloud-bound ones parsed; Python executed) or named in NOT_RUN with the reason. A new
+block that is neither fails `test_every_block_is_run_or_listed`, and so does a listed block that
+no longer exists. Placeholders (gs://my-logs/..., gs://BUCKET, DIR, $IMAGE, versions) are
+replaced by small local data and what the earlier lines produced.
+"""
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import re
+import shlex
+import subprocess
+import time
+
+import numpy as np
+import pytest
+import yaml
+
+from rlops.pipelines import cli
+from rlops.pipelines.config import load_config
+from rlops.pipelines.config_types import load_yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+README = os.path.join(ROOT, "README.md")
+
+# A distinctive line of each block -> how the test runs it.
+RUN = {
+    "make run ": "cli",
+    ".venv/bin/rlops run ppo": "cli",
+    "from rlops.train.on_policy import PPOConfig, train_ppo": "python",
+    'pattern: "gs://my-logs/': "pipeline yaml",
+    'pattern: "logs/*.csv"': "pipeline yaml",
+    "kind: bigquery": "pipeline yaml",
+    "the default: ~90% train": "pipeline yaml",
+    "key: user_feature_3": "pipeline yaml",
+    "time_column: ts": "pipeline yaml",
+    "splits: {splits: [{name: eval}]}": "pipeline yaml",
+    "rlops evaluate --examples pipeline_root": "cli",
+    "rlops serving list gs://BUCKET": "cli",
+    "rlops compile bandit --output bandit.json": "cli",
+    "image: us-central1-docker.pkg.dev/my-proj/rlops/rlops:0.1.0-gpu": "vertex yaml",
+    "custom_job:": "vertex yaml",
+    "rlops submit bandit.json": "cli",
+    "rlops schedule create bandit.json": "cli",
+    "from rlops.components import kfp as rlops_kfp": "python",
+}
+# Blocks not run, with the reason (where they are covered instead).
+NOT_RUN = {
+    "gcloud config set project my-proj": "Google Cloud project setup (gcloud, IAM); no cloud here",
+    "docker build -t $IMAGE": "needs a Docker engine; tests/pipelines/test_docker*.py lint the Dockerfiles",
+    'tf.saved_model.load("pipeline_root/bandit/serving/<version>")':
+        "a fragment with `...` arguments; test_pipelines.py serves a pushed policy from a fresh process",
+}
+# CLI lines of run blocks that are only parsed (argparse), not sent: they talk to Vertex AI.
+# The requests they build are checked against fakes in test_vertex_submit.py.
+PARSE_ONLY = ("submit", "schedule")
+# CLI lines of run blocks that do not pass yet, with the finding that fixes them (the coordinator
+# removes an entry when its fix lands).
+PENDING: dict[str, str] = {}
+# Optional `[...]` arguments left out of the "everything" variant, with the reason.
+OPTIONAL_SKIP = {"--action-minimum 1": "the digits bandit's action ids start at 0"}
+
+SMALL = {"bandit": ["experience_gen.source.num_records=2000", "trainer.train_steps=100", "trainer.steps_per_run=50",
+                    "evaluator.num_bootstrap=50"],
+         "ppo": ["trainer.ppo.total_env_steps=2048", "evaluator.num_episodes=5"]}
+# `make run`'s default bandit run, small but big enough to be blessed and pushed (test_pipelines.py's
+# budget), so the lines after it (lineage, evaluate, serving) have a pushed policy to show.
+DEFAULT_RUN = ["rlops", "run", "bandit", "--set", "experience_gen.source.num_records=6000",
+               "--set", "trainer.train_steps=400", "--set", "evaluator.num_bootstrap=200"]
+IMAGE = "us-central1-docker.pkg.dev/my-proj/rlops/rlops:0.1.0"
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    lang: str
+    text: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"README.md:{self.line} ```{self.lang}: {self.text.splitlines()[0][:70]}"
+
+
+def readme_blocks() -> list[Block]:
+    text = open(README, encoding="utf-8").read()
+    return [Block(m.group(1), m.group(2), text[:m.start()].count("\n") + 1)
+            for m in re.finditer(r"^```(\w*)\n(.*?)^```", text, re.S | re.M)]
+
+
+def block(key: str) -> Block:
+    (found,) = [b for b in readme_blocks() if key in b.text]
+    return found
+
+
+def command_lines(text: str) -> list[list[str]]:
+    """Shell lines as words, continuations joined and comments dropped."""
+    joined = re.sub(r"\\\n\s*", " ", text)
+    return [words for words in (shlex.split(line, comments=True) for line in joined.splitlines()) if words]
+
+
+def variants(words: list[str]) -> list[list[str]]:
+    """`a|b` alternatives expanded; `[--opt x]` groups left out, and all put in (but OPTIONAL_SKIP)."""
+    base, full, group = [], [], None
+    for w in words:
+        if group is None and w.startswith("["):
+            group = []
+        if group is None:
+            base.append(w)
+            full.append(w)
+            continue
+        group.append(w.strip("[]"))
+        if w.endswith("]"):
+            if " ".join(group) not in OPTIONAL_SKIP:
+                full.extend(group)
+            group = None
+    out = []
+    for option in ([base, full] if full != base else [base]):
+        expanded = [option]
+        for i, w in enumerate(option):
+            if re.fullmatch(r"[\w-]+(\|[\w-]+)+", w):
+                expanded = [e[:i] + [alt] + e[i + 1:] for e in expanded for alt in w.split("|")]
+        out.extend(expanded)
+    return out
+
+
+def test_every_block_is_run_or_listed():
+    keys = {**RUN, **NOT_RUN}
+    assert not set(RUN) & set(NOT_RUN)
+    for b in readme_blocks():
+        matched = [k for k in keys if k in b.text]
+        assert len(matched) == 1, f"{b}: add it to RUN (and run it) or to NOT_RUN with the reason; matched {matched}"
+    for key in keys:
+        found = [b for b in readme_blocks() if key in b.text]
+        assert len(found) == 1, f"{key!r} names {len(found)} README blocks; it should name exactly one"
+
+
+def test_pending_and_skipped_lines_exist():
+    lines = [" ".join(words) for key, how in RUN.items() if how == "cli" for words in command_lines(block(key).text)]
+    for listed in (*PENDING, *OPTIONAL_SKIP):
+        assert any(listed in line for line in lines), f"{listed!r} is in no README CLI line: remove it"
+
+
+def test_run_blocks_hold_only_runnable_lines():
+    """Every line of a CLI block is an rlops or make command this test knows how to run."""
+    for key, how in RUN.items():
+        if how != "cli":
+            continue
+        for words in command_lines(block(key).text):
+            assert words[0] in ("rlops", ".venv/bin/rlops", "make"), f"{key}: cannot run {' '.join(words)!r}"
+
+
+# --- YAML blocks ----------------------------------------------------------------------------------
+
+def _column_values(name: str, spec: dict | None, n: int, rng: np.random.Generator) -> list:
+    """Values for a named feature column: strings unless the spec says float/categorical ints."""
+    kind = (spec or {}).get("kind", "auto")
+    if kind == "float" or name in ("price",):
+        return rng.normal(size=n).round(3).tolist()
+    if kind == "categorical":
+        return rng.integers(0, 3, size=n).tolist()
+    return [f"{name}_{v}" for v in rng.integers(0, 20, size=n)]
+
+
+def small_logs(experience_gen: dict, path: str, n: int = 2000) -> str:
+    """A CSV or Parquet file with the columns an experience_gen section maps (generated data)."""
+    import pandas as pd
+    rng = np.random.default_rng(0)
+    cols = experience_gen.get("bandit_columns") or {}
+    spec = experience_gen.get("action_spec") or {}
+    low, high = int(spec.get("minimum", 0)), int(spec.get("maximum", 9))
+    data: dict[str, list] = {}
+    if cols.get("context_prefix"):
+        for i in range(4):
+            data[f"{cols['context_prefix']}{i}"] = rng.normal(size=n).tolist()
+    for c in cols.get("context") or ():
+        data[c] = rng.normal(size=n).tolist()
+    for f in cols.get("features") or ():
+        f = {"name": f} if isinstance(f, str) else f
+        data[f.get("column") or f["name"]] = _column_values(f["name"], f, n, rng)
+    data[cols.get("action", "action")] = rng.integers(low, high + 1, size=n).tolist()
+    data[cols.get("reward", "reward")] = (rng.random(n) < 0.3).astype(int).tolist()
+    data[cols.get("propensity", "propensity")] = [1.0 / (high - low + 1)] * n
+    frame = pd.DataFrame(data)
+    fmt = experience_gen["source"].get("format", "csv")
+    path = f"{path}.{fmt}"
+    if fmt == "parquet":
+        frame.to_parquet(path)
+    else:
+        frame.to_csv(path, index=False)
+    return path
+
+
+def pipeline_yaml(key: str, directory: str) -> str:
+    """The README block as a --config file, its file source pointed at generated data."""
+    os.makedirs(directory, exist_ok=True)
+    raw = load_yaml(block(key).text)
+    source = raw["experience_gen"].get("source") or {}  # none: the default simulation's
+    if source.get("kind") == "file":
+        source["pattern"] = small_logs(raw["experience_gen"], os.path.join(directory, "logs"))
+    path = os.path.join(directory, "my.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(raw, f)
+    return path
+
+
+@pytest.mark.parametrize("key", [k for k, how in RUN.items() if how == "pipeline yaml"])
+def test_pipeline_yaml_blocks_load(key, tmp_path):
+    path = pipeline_yaml(key, str(tmp_path))
+    config = load_config("bandit", path, [f"root={tmp_path}/root"])
+    given = load_yaml(block(key).text)["experience_gen"]
+    source = config.experience_gen.source
+    given_source = given.get("source") or load_config("bandit").raw["experience_gen"]["source"]
+    assert source.kind == given_source["kind"]  # the block's source, not a mix with the default's
+    assert {k for k, v in dataclasses.asdict(source).items() if v != getattr(type(source)(), k, v)} \
+        <= set(given_source) | {"pattern"}
+    if "splits" in given:
+        assert config.experience_gen.splits.names == [s["name"] for s in given["splits"]["splits"]]
+    for name, value in (given.get("bandit_columns") or {}).items():
+        if isinstance(value, str):
+            assert getattr(config.experience_gen.bandit_columns, name) == value
+
+
+@pytest.mark.parametrize("key", [k for k, how in RUN.items() if how == "vertex yaml"])
+def test_vertex_yaml_blocks_load(key, tmp_path):
+    from rlops.pipelines.vertex import load_vertex_config
+    path = tmp_path / "vertex.yaml"
+    path.write_text(block(key).text)
+    config = load_vertex_config(str(path))
+    for name in load_yaml(block(key).text):
+        assert getattr(config, name) is not None
+
+
+# --- Python blocks ----------------------------------------------------------------------------------
+
+def test_kfp_python_block_runs(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    scope: dict = {}
+    exec(compile(block("from rlops.components import kfp as rlops_kfp").text, "README.md", "exec"), scope)
+    assert scope["trainer"].component_spec.implementation.container.image == "rlops:0.1.0"
+
+
+@pytest.mark.slow
+def test_notebook_ppo_block_runs():
+    text = block("from rlops.train.on_policy import PPOConfig, train_ppo").text
+    assert "total_env_steps=100_000" in text
+    scope: dict = {}
+    exec(compile(text.replace("total_env_steps=100_000", "total_env_steps=2_048"), "README.md", "exec"), scope)
+    assert scope["policy"] is scope["result"].agent.policy
+
+
+# --- CLI blocks -----------------------------------------------------------------------------------
+
+class Runner:
+    """Runs README CLI lines in a tmp directory: the pipeline root, small budgets, placeholders
+    replaced by what earlier lines produced."""
+
+    def __init__(self, tmp: str):
+        self.tmp = tmp
+        self.roots = {kind: os.path.join(tmp, "pipeline_root", kind) for kind in ("bandit", "ppo")}
+        self.my_yaml = pipeline_yaml('pattern: "gs://my-logs/', os.path.join(tmp, "my_yaml"))
+
+    def serving(self) -> str:
+        return os.path.join(self.roots["bandit"], "serving")
+
+    def latest_version(self) -> str:
+        versions = sorted((v for v in os.listdir(self.serving()) if v.isdigit()), key=int)
+        assert versions, "no pushed version"
+        return versions[-1]
+
+    def substitute(self, words: list[str]) -> list[str]:
+        out = []
+        for w in words:
+            if w == "my.yaml":
+                w = self.my_yaml
+            elif w == "$IMAGE":
+                w = IMAGE
+            elif w in ("bandit.json", "bandit_kfp.yaml"):
+                w = os.path.join(self.tmp, w)
+            elif w == "gs://BUCKET/serving":
+                w = self.serving()
+            elif w == "1795555600":
+                w = self.latest_version()
+            elif re.fullmatch(r"pipeline_root/bandit/serving/\d+", w):
+                w = os.path.join(self.serving(), self.latest_version())
+            elif w.startswith("pipeline_root/"):
+                pattern = os.path.join(self.tmp, w.replace("...", "**"))
+                found = glob.glob(pattern, recursive=True)
+                assert found, f"README path {w} matches nothing under a run's root"
+                w = found[0]
+            elif w == "DIR":
+                w = glob.glob(os.path.join(self.roots["bandit"], "**", "ExperienceGen", "examples", "*"),
+                              recursive=True)[0]
+            out.append(w)
+        return out
+
+    def argv(self, words: list[str]) -> list[str]:
+        args = self.substitute(words[1:])
+        if args[0] == "evaluate":
+            args += ["--num-bootstrap", "100"]  # a small budget; the README's own flags still apply
+        if args[0] in ("run", "lineage", "config"):
+            kind = args[1]
+            extra = [f"root={self.roots[kind]}"] + (SMALL[kind] if args[0] == "run" else [])
+            if "--config" in args:  # its own file source: the simulation's num_records does not apply
+                extra = [e for e in extra if not e.startswith("experience_gen.source.")]
+            args = args[:2] + [a for e in extra for a in ("--set", e)] + args[2:]  # the line's own --set wins
+        return args
+
+    def run(self, line: list[str]) -> None:
+        for words in variants(line):
+            if words[0] == "make":
+                proc = subprocess.run(["make", "-n", *words[1:]], cwd=ROOT, capture_output=True, text=True)
+                assert proc.returncode == 0, (words, proc.stderr)
+                continue
+            args = self.argv(words)
+            if args[0] in PARSE_ONLY:
+                cli._parser().parse_args(args)  # argparse exits 2 on a bad flag
+                continue
+            code = cli.main(args)
+            assert code == 0, f"README line {' '.join(line)!r} -> rlops {' '.join(args)} exited {code}"
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory):
+    tmp = str(tmp_path_factory.mktemp("readme"))
+    cwd = os.getcwd()
+    os.chdir(tmp)  # anything a command writes into the current directory stays here
+    try:
+        yield Runner(tmp)
+    finally:
+        os.chdir(cwd)
+
+
+def run_block(runner: Runner, key: str) -> None:
+    failures = []
+    for line in command_lines(block(key).text):
+        pending = [reason for cmd, reason in PENDING.items() if cmd in " ".join(line)]
+        start = time.monotonic()
+        try:
+            runner.run(line)
+        except (AssertionError, SystemExit, Exception) as e:  # noqa: B014 - report every line
+            if not pending:
+                failures.append(f"{' '.join(line)}: {type(e).__name__}: {str(e)[:500]}")
+            continue
+        finally:
+            print(f"{time.monotonic() - start:6.1f}s  {' '.join(line)}")  # shown with -s or on failure
+        assert not pending, f"{' '.join(line)!r} passes now: remove it from PENDING ({pending[0]})"
+    assert not failures, "\n".join(failures)
+
+
+def test_make_lines_are_targets(runner):
+    run_block(runner, "make run ")
+
+
+@pytest.mark.slow
+def test_run_lines(runner):
+    # The README's order: `make run` (the default bandit run) first, then the lines below it.
+    runner.run(DEFAULT_RUN)
+    run_block(runner, ".venv/bin/rlops run ppo")
+
+
+@pytest.mark.slow
+def test_evaluate_and_serving_lines(runner):
+    if not os.path.isdir(runner.serving()):
+        runner.run(DEFAULT_RUN)
+    run_block(runner, "rlops evaluate --examples pipeline_root")
+    before = runner.latest_version()
+    run_block(runner, "rlops serving list gs://BUCKET")
+    assert int(runner.latest_version()) > int(before)  # rollback re-published as a new version
+
+
+def test_cloud_lines_compile_and_parse(runner):
+    run_block(runner, "rlops compile bandit --output bandit.json")
+    assert os.path.getsize(os.path.join(runner.tmp, "bandit.json")) > 0
+    run_block(runner, "rlops submit bandit.json")
+    run_block(runner, "rlops schedule create bandit.json")
+
+
+def test_the_block_parsers_themselves():
+    assert command_lines("a \\\n   b  # c\n# d\n\ne 'x # y'\n") == [["a", "b"], ["e", "x # y"]]
+    assert variants(["s", "pause|resume", "X", "[--json]", "[--action-minimum", "1]"]) == [
+        ["s", "pause", "X"], ["s", "resume", "X"], ["s", "pause", "X", "--json"], ["s", "resume", "X", "--json"]]
