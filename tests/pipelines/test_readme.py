@@ -52,7 +52,7 @@ RUN = {
 # Blocks not run, with the reason (where they are covered instead).
 NOT_RUN = {
     "gcloud config set project my-proj": "Google Cloud project setup (gcloud, IAM); no cloud here",
-    "docker build -t $IMAGE": "needs a Docker engine; tests/pipelines/test_docker*.py lint the Dockerfiles",
+    "docker build -t $IMAGE": "needs a Docker engine; tests/pipelines/test_vertex.py checks the Dockerfiles statically",
     'tf.saved_model.load("pipeline_root/bandit/serving/<version>")':
         "a fragment with `...` arguments; test_pipelines.py serves a pushed policy from a fresh process",
 }
