@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -207,12 +208,22 @@ def render_ingest(counts: dict, top: int = 3) -> str:
             + (f" ({why})" if why else ""))
 
 
+def _estimate_text(est: dict, sign: str = "") -> str:
+    """`value [lower, upper]`; an estimate the Evaluator did not trust has no interval, and says so
+    instead of printing `[nan, nan]`."""
+    value = f"{est['value']:{sign}.4f}"
+    bounds = (est.get("lower"), est.get("upper"))
+    if not all(isinstance(b, (int, float)) and math.isfinite(b) for b in bounds):
+        return f"{value} (no interval: not trusted)"
+    return f"{value} [{bounds[0]:{sign}.4f}, {bounds[1]:{sign}.4f}]"
+
+
 def _key_metrics(metrics: dict) -> dict:
     out = {"baseline": metrics.get("baseline")}
     for name, est in metrics.get("candidate", {}).items():
-        out[f"candidate_{name}"] = f"{est['value']:.4f} [{est['lower']:.4f}, {est['upper']:.4f}]"
+        out[f"candidate_{name}"] = _estimate_text(est)
     for name, est in metrics.get("improvement", {}).items():
-        out[f"improvement_{name}"] = f"{est['value']:+.4f} [{est['lower']:+.4f}, {est['upper']:+.4f}]"
+        out[f"improvement_{name}"] = _estimate_text(est, "+")
     return out
 
 

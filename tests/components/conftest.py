@@ -102,3 +102,15 @@ def eg_data():
     """The data helpers and sizes (test modules cannot import conftest by name)."""
     return SimpleNamespace(D=D, K=K, OBS=OBS, bandit_logs=bandit_logs, trajectory_logs=trajectory_logs,
                            write_logs=write_logs)
+
+
+@pytest.fixture(scope="session")
+def digits_examples(tmp_path_factory) -> str:
+    """3,000 simulated digits-bandit records through ExperienceGen (10 actions), once per session:
+    the Trainer and warm-start tests share them."""
+    from rlops.components.experience_gen import ExperienceGenConfig, SimulationSource, SpecConfig, run_experience_gen
+    root = tmp_path_factory.mktemp("digits_gen")
+    config = ExperienceGenConfig(source=SimulationSource(env="digits", num_records=3000),
+                                 action_spec=SpecConfig.discrete(10))
+    run_experience_gen(config, str(root / "examples"), str(root / "quarantine"), ["--runner=DirectRunner"])
+    return str(root / "examples")

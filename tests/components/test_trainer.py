@@ -11,13 +11,8 @@ from rlops.components.trainer.run_fn import CONFIG_KEY, run_fn
 
 
 @pytest.fixture(scope="module")
-def examples_uri(tmp_path_factory):
-    from rlops.components.experience_gen import ExperienceGenConfig, SimulationSource, SpecConfig, run_experience_gen
-    root = tmp_path_factory.mktemp("gen")
-    config = ExperienceGenConfig(source=SimulationSource(env="digits", num_records=3000),
-                                 action_spec=SpecConfig.discrete(10))
-    run_experience_gen(config, str(root / "examples"), str(root / "quarantine"), ["--runner=DirectRunner"])
-    return str(root / "examples")
+def examples_uri(digits_examples):
+    return digits_examples
 
 
 def test_run_fn_trains_like_the_component(examples_uri, tmp_path):

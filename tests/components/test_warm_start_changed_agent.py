@@ -14,13 +14,8 @@ NEURAL = dict(agent="neural_epsilon_greedy", num_actions=10, train_steps=60, ste
 
 
 @pytest.fixture(scope="module")
-def examples_uri(tmp_path_factory):
-    from rlops.components.experience_gen import ExperienceGenConfig, SimulationSource, SpecConfig, run_experience_gen
-    root = tmp_path_factory.mktemp("gen")
-    config = ExperienceGenConfig(source=SimulationSource(env="digits", num_records=1500),
-                                 action_spec=SpecConfig.discrete(10))
-    run_experience_gen(config, str(root / "examples"), str(root / "quarantine"), ["--runner=DirectRunner"])
-    return str(root / "examples")
+def examples_uri(digits_examples):
+    return digits_examples
 
 
 @pytest.fixture(scope="module")

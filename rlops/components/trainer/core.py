@@ -85,12 +85,10 @@ def _base_mismatch(config: TrainerConfig, base_model_uri: str) -> str | None:
         base = json.load(f)
     if base.get("agent", config.agent) != config.agent:
         return f"it is a '{base['agent']}' model and this run trains '{config.agent}'"
+    from rlops.features.fit import action_misfit
     ours = (config.num_actions, config.action_minimum)
-    theirs = (base.get("num_actions", ours[0]), base.get("action_minimum", ours[1]))
-    if theirs != ours:
-        return (f"its actions are {theirs[0]} ids from {theirs[1]}, this run's {ours[0]} ids from {ours[1]} "
-                f"(trainer.num_actions / action_minimum)")
-    return None
+    why = action_misfit((base.get("num_actions", ours[0]), base.get("action_minimum", ours[1])), ours)
+    return None if why is None else f"{why} (trainer.num_actions / action_minimum)"
 
 
 def start_agent(build: Callable[[], tuple[Any, tf.Variable]], config: TrainerConfig,
