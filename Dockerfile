@@ -21,7 +21,7 @@ FROM apache/beam_python3.10_sdk:2.74.0 AS beam
 
 FROM gcr.io/tfx-oss-public/tfx:1.16.0 AS rlops
 
-# rlops/__init__.py explains: TFP 0.24 imports only in Keras 3 mode, and TFX's tensorflow_transform
+# rlops/quiet.py explains: TFP 0.24 imports only in Keras 3 mode, and TFX's tensorflow_transform
 # would flip TensorFlow to legacy Keras unless this is set first.
 ENV TF_USE_LEGACY_KERAS=0 \
     PYTHONUNBUFFERED=1 \
@@ -34,7 +34,7 @@ COPY requirements.txt ./
 RUN sed '/^# test tools/,$d' requirements.txt > /tmp/requirements.txt \
  && python -m pip install -r /tmp/requirements.txt
 
-COPY setup.py ./
+COPY pyproject.toml ./
 COPY rlops ./rlops
 RUN python -m pip install --no-deps . \
  && python -c "import rlops.components.trainer.executor, rlops.components.kfp.entrypoint, rlops.pipelines.cli"

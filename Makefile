@@ -1,32 +1,76 @@
 # One setup command, one test command, one main job (see README).
 PY ?= python3.10
+# The core on current TensorFlow (requirements-core.txt); .python-version lists 3.12 second so
+# pyenv resolves python3.12 inside the checkout.
+PY_CORE ?= python3.12
 VENV := .venv
 BIN := $(VENV)/bin
+CORE_VENV := .venv-core
+CORE_BIN := $(CORE_VENV)/bin
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 export TF_USE_LEGACY_KERAS ?= 0
 export PYTHONWARNINGS ?= ignore::FutureWarning,ignore::DeprecationWarning
 
-.PHONY: setup run test bench golden clean
+# The core's unit and golden tests: the layers that need no TFX / Beam (rlops/agents, envs, train,
+# features' schema). Sized to fit: the learning tests (marked slow) and the heaviest strategy
+# equivalence and resume trials (PPO under Mirrored/TPU strategies, on_policy's resume jobs) run
+# once, in .venv.
+CORE_TESTS := tests/agents tests/golden tests/envs tests/train tests/features/test_feature_schema.py
+CORE_PYTEST := -m "not slow" -k "not (ppo and mirrored) and not tpu_strategy and not resume and not direct_and_learner_paths and not reward_scale"
 
-setup: $(VENV)/.installed
+.PHONY: setup run test test-fast test-core lint bench golden clean
 
-$(VENV)/.installed: requirements.txt setup.py
+setup: $(VENV)/.installed $(CORE_VENV)/.installed
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip wheel
-	$(BIN)/pip install -q -r requirements.txt
+	$(BIN)/pip install -q -r requirements.txt -r requirements-dev.txt
 	$(BIN)/pip install -q --no-deps -e .
+	touch $@
+
+$(CORE_VENV)/.installed: requirements-core.txt pyproject.toml
+	$(PY_CORE) -m venv $(CORE_VENV)
+	$(CORE_BIN)/pip install -q --upgrade pip wheel
+	$(CORE_BIN)/pip install -q -r requirements-core.txt
+	$(CORE_BIN)/pip install -q --no-deps -e .
 	touch $@
 
 # The main job: the local bandit pipeline (ExperienceGen -> Trainer -> Evaluator -> Pusher)
 # with LocalDagRunner and a sqlite ML Metadata store under pipeline_root/bandit.
-run: setup
+run: $(VENV)/.installed
 	mkdir -p out
 	$(BIN)/rlops run bandit --summary-json out/bandit_summary.json
 
-test: setup
-	$(BIN)/python -m pytest -q tests
+# Everything, each part even when an earlier one failed (all failures show), failing if any did:
+# the whole suite on the pinned stack, the core on current TensorFlow, then lint and types.
+# (No recursive $(MAKE) here: `make -n test` must only print, and a line naming $(MAKE) runs.)
+TEST_CMD = $(BIN)/python -m pytest -q --durations=25 tests
+CORE_TEST_CMD = $(CORE_BIN)/python -m pytest -q --durations=10 $(CORE_PYTEST) $(CORE_TESTS)
+LINT_CMDS = $(BIN)/ruff check rlops tests benchmarks || status=1; \
+	$(BIN)/ruff format --check rlops tests benchmarks || status=1; \
+	$(BIN)/mypy || status=1
 
-bench: setup
+test: setup
+	@status=0; \
+	$(TEST_CMD) || status=1; \
+	$(CORE_TEST_CMD) || status=1; \
+	$(LINT_CMDS); \
+	exit $$status
+
+# The inner loop: everything but the learning and end-to-end tests (marked slow).
+test-fast: $(VENV)/.installed
+	$(BIN)/python -m pytest -q -m "not slow" --durations=10 tests
+
+test-core: $(CORE_VENV)/.installed
+	$(CORE_TEST_CMD)
+
+lint: $(VENV)/.installed
+	@status=0; \
+	$(LINT_CMDS); \
+	exit $$status
+
+bench: $(VENV)/.installed
 	@for b in benchmarks/*.py; do case $$b in */_*) continue;; esac; $(BIN)/python $$b; done
 
 # Regenerates the TF-Agents golden fixtures (tests/golden/fixtures) in a separate Python 3.11
@@ -38,4 +82,4 @@ golden:
 	$(GOLDEN_VENV)/bin/python tests/golden/make_fixtures.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(CORE_VENV) .pytest_cache build *.egg-info

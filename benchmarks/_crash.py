@@ -10,6 +10,7 @@ process group is SIGKILLed at a random point inside that component. After every 
 Finally the pipeline is re-run to completion: the served policy answers exactly like v0 (the
 same pushed policy, or v0 still served).
 """
+
 from __future__ import annotations
 
 import json
@@ -44,12 +45,20 @@ def _command(root: str, overrides: list[str]) -> list[str]:
     return [sys.executable, "-m", "rlops.pipelines.cli", "run", "bandit"] + [a for s in sets for a in ("--set", s)]
 
 
-def run_pipeline(root: str, overrides: list[str], kill_in: str | None = None, kill_after: float = 0.0,
-                 timeout: float = 900) -> Run:
+def run_pipeline(
+    root: str, overrides: list[str], kill_in: str | None = None, kill_after: float = 0.0, timeout: float = 900
+) -> Run:
     """One `rlops run bandit`; with kill_in, SIGKILL its process group kill_after seconds into that component."""
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.Popen(_command(root, overrides), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, env=env, cwd=ROOT, start_new_session=True)
+    proc = subprocess.Popen(
+        _command(root, overrides),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        start_new_session=True,
+    )
     run, t0 = Run(None), time.perf_counter()
     entered = threading.Event()
 
@@ -63,6 +72,7 @@ def run_pipeline(root: str, overrides: list[str], kill_in: str | None = None, ki
                     entered.set()
             elif m:
                 run.took[m.group(1)] = float(m.group(3))
+
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     if kill_in is not None:
@@ -85,12 +95,20 @@ def run_pipeline(root: str, overrides: list[str], kill_in: str | None = None, ki
 
 def probe_actions(version_dir: str, observations: np.ndarray) -> np.ndarray:
     import tensorflow as tf
+
     fn = tf.saved_model.load(version_dir).signatures["action"]
     _, specs = fn.structured_input_signature
     n = len(observations)
-    feeds = {name: (tf.constant(observations, spec.dtype) if name == "observation" else
-                    tf.zeros([n], spec.dtype) if name in ("step_type", "reward") else tf.ones([n], spec.dtype))
-             for name, spec in specs.items()}
+    feeds = {
+        name: (
+            tf.constant(observations, spec.dtype)
+            if name == "observation"
+            else tf.zeros([n], spec.dtype)
+            if name in ("step_type", "reward")
+            else tf.ones([n], spec.dtype)
+        )
+        for name, spec in specs.items()
+    }
     return fn(**feeds)["action"].numpy()
 
 
@@ -105,8 +123,10 @@ def mlmd_problems(root: str) -> list[str]:
     from ml_metadata.metadata_store import metadata_store
     from ml_metadata.proto import metadata_store_pb2 as pb
     from tfx.orchestration import metadata
-    store = metadata_store.MetadataStore(metadata.sqlite_metadata_connection_config(os.path.join(root,
-                                                                                               "metadata.sqlite")))
+
+    store = metadata_store.MetadataStore(
+        metadata.sqlite_metadata_connection_config(os.path.join(root, "metadata.sqlite"))
+    )
     executions = {e.id: e for e in store.get_executions()}
     events = store.get_events_by_execution_ids(list(executions))
     producer = {e.artifact_id: e.execution_id for e in events if e.type == pb.Event.OUTPUT}
@@ -121,8 +141,9 @@ def mlmd_problems(root: str) -> list[str]:
     return problems
 
 
-def crash_trials(work_dir: str, trials_per_component: int = 1, seed: int = 0,
-                 overrides: list[str] | None = None, log=print) -> dict:
+def crash_trials(
+    work_dir: str, trials_per_component: int = 1, seed: int = 0, overrides: list[str] | None = None, log=print
+) -> dict:
     # 6000 records: the Evaluator scores the served (epsilon-greedy) policy, whose importance weights
     # need ~600 eval records to reach min_ess; with 2000 the reference run was NOT BLESSED (issue 20).
     overrides = overrides or ["experience_gen.source.num_records=6000", "trainer.train_steps=200"]
@@ -154,7 +175,8 @@ def crash_trials(work_dir: str, trials_per_component: int = 1, seed: int = 0,
                 out["survived"] += 1
     final = run_pipeline(root, overrides)
     problems = ([] if final.rc == 0 else [f"re-run exited {final.rc}: {final.stderr[-3:]}"]) + _check(
-        root, serving, probes, expected)
+        root, serving, probes, expected
+    )
     out["rerun_ok"] = not problems
     out["rerun_problems"] = problems
     out["served_versions"] = len(served_versions(serving))
@@ -171,16 +193,20 @@ def _check(root: str, serving: str, probes: np.ndarray, expected: np.ndarray) ->
             problems.append(f"version {v} does not load: {type(e).__name__}: {str(e)[:200]}")
             continue
         if not np.array_equal(got, expected):
-            problems.append(f"version {v} answers differently from the reference on "
-                            f"{int((got != expected).sum())}/{len(expected)} probes")
+            problems.append(
+                f"version {v} answers differently from the reference on "
+                f"{int((got != expected).sum())}/{len(expected)} probes"
+            )
     return problems + mlmd_problems(root)
 
 
 # --- per-component SIGKILL trials (the test suite's, run and reported here) ----------------------------
 
-COMPONENT_TESTS = {"experience_gen": "test_sigkilled_experience_gen_rerun_writes_the_same_records",
-                   "trainer": "test_sigkilled_trainer_rerun_exports_a_policy_that_answers",
-                   "evaluator": "test_sigkilled_evaluator_rerun_gives_the_same_blessing_and_estimates"}
+COMPONENT_TESTS = {
+    "experience_gen": "test_sigkilled_experience_gen_rerun_writes_the_same_records",
+    "trainer": "test_sigkilled_trainer_rerun_exports_a_policy_that_answers",
+    "evaluator": "test_sigkilled_evaluator_rerun_gives_the_same_blessing_and_estimates",
+}
 
 
 def component_trials(log=print, timeout: float = 900) -> dict:
@@ -190,9 +216,26 @@ def component_trials(log=print, timeout: float = 900) -> dict:
     test passed (every check after the kill and after the re-run held)."""
     test = os.path.join(ROOT, "tests", "faults", "test_faults_crash.py")
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-rA", "-p", "no:cacheprovider", test,
-                           "-k", " or ".join(COMPONENT_TESTS.values())], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=timeout)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-s",
+            "-rA",
+            "-p",
+            "no:cacheprovider",
+            test,
+            "-k",
+            " or ".join(COMPONENT_TESTS.values()),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=timeout,
+    )
     lines = proc.stdout.splitlines()
     stats = {}
     for line in lines:
@@ -206,10 +249,16 @@ def component_trials(log=print, timeout: float = 900) -> dict:
         s = stats.get(component, {"killed": 0, "delays": [], "left": []})
         out["trials"] += s["killed"]
         out["survived"] += s["killed"] if passed else 0
-        out["per_component"][component] = {"killed": s["killed"], "kill_after_s": s["delays"], "left": s["left"],
-                                           "ok": passed}
+        out["per_component"][component] = {
+            "killed": s["killed"],
+            "kill_after_s": s["delays"],
+            "left": s["left"],
+            "ok": passed,
+        }
         if not passed:
             out["failures"].append({"component": component, "output": [ln for ln in lines if ln.startswith("E ")][:5]})
-        log(f"{component}: {s['killed']} SIGKILL(s) at {s['delays']} s -> {'ok' if passed else 'FAILED'}; "
-            f"left {s['left']}")
+        log(
+            f"{component}: {s['killed']} SIGKILL(s) at {s['delays']} s -> {'ok' if passed else 'FAILED'}; "
+            f"left {s['left']}"
+        )
     return out

@@ -14,6 +14,7 @@ up in the signature's own structured_input_signature, so a request may spell per
 is the signature's `policy_version` output when the policy returns one, else the directory name.
 Prints one JSON line: {"version": ..., "version_source": "signature" | "directory", "rlops_imported": bool}.
 """
+
 import json
 import os
 import sys
@@ -26,9 +27,13 @@ BATCH = 4096
 
 def latest_version_dir(serving_dir: str) -> str:
     """The highest numeric version directory holding a complete push (saved_model.pb + marker)."""
-    versions = [int(name) for name in os.listdir(serving_dir) if name.isdigit()
-                and os.path.exists(os.path.join(serving_dir, name, "saved_model.pb"))
-                and os.path.exists(os.path.join(serving_dir, name, MARKER))]
+    versions = [
+        int(name)
+        for name in os.listdir(serving_dir)
+        if name.isdigit()
+        and os.path.exists(os.path.join(serving_dir, name, "saved_model.pb"))
+        and os.path.exists(os.path.join(serving_dir, name, MARKER))
+    ]
     if not versions:
         raise FileNotFoundError(f"no published version under {serving_dir}")
     return os.path.join(serving_dir, str(max(versions)))
@@ -41,6 +46,7 @@ def _sanitized(name: str) -> str:
 def feeds_for(input_specs: dict, request: dict) -> dict:
     """Maps the request's arrays onto the signature's input names (exact, else '/' -> '_')."""
     import tensorflow as tf
+
     by_sanitized = {_sanitized(k): k for k in request}
     feeds = {}
     for name, spec in input_specs.items():
@@ -55,11 +61,12 @@ def feeds_for(input_specs: dict, request: dict) -> dict:
 def serve(signature, request: dict, directory_version: int) -> tuple[dict, str]:
     """Calls the signature in batches; returns the response arrays and where the version came from."""
     import numpy as np
+
     _, input_specs = signature.structured_input_signature
     n = len(next(iter(request.values())))
     parts: dict[str, list] = {}
     for start in range(0, n, BATCH):
-        chunk = {k: v[start:start + BATCH] for k, v in request.items()}
+        chunk = {k: v[start : start + BATCH] for k, v in request.items()}
         out = signature(**feeds_for(input_specs, chunk))
         for key, value in out.items():
             parts.setdefault(key, []).append(value.numpy())
@@ -79,6 +86,7 @@ def serve(signature, request: dict, directory_version: int) -> tuple[dict, str]:
 def main(argv: list[str]) -> dict:
     import numpy as np
     import tensorflow as tf
+
     if len(argv) < 2:
         raise SystemExit(__doc__)
     version_dir = latest_version_dir(argv[0])

@@ -9,6 +9,7 @@ Prints ONE JSON line. `--plot PATH` also writes a cumulative-regret PNG.
 
     .venv/bin/python benchmarks/bandit_digits.py [--plot regret.png]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -128,12 +129,21 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=3, help="timed runs after the first")
     parser.add_argument("--neural-jit", type=int, default=1, help="XLA for the neural loop (measured faster)")
-    parser.add_argument("--linucb-jit", type=int, default=0,
-                        help="XLA for the LinUCB loop (measured slower: XLA's CPU Cholesky is slow)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="TF intra/inter-op threads; 0 = TF default. Tiny ops: 1 was fastest here")
-    parser.add_argument("--reward-output-gain", type=float, default=0.03,
-                        help="initial scale of the reward network's output layer (RewardNetwork's default)")
+    parser.add_argument(
+        "--linucb-jit",
+        type=int,
+        default=0,
+        help="XLA for the LinUCB loop (measured slower: XLA's CPU Cholesky is slow)",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=1, help="TF intra/inter-op threads; 0 = TF default. Tiny ops: 1 was fastest here"
+    )
+    parser.add_argument(
+        "--reward-output-gain",
+        type=float,
+        default=0.03,
+        help="initial scale of the reward network's output layer (RewardNetwork's default)",
+    )
     parser.add_argument("--plot", metavar="PATH", help="write a cumulative-regret PNG")
     args = parser.parse_args()
 
@@ -143,10 +153,12 @@ def main() -> None:
     tf.random.set_seed(args.seed)
 
     env = DigitsBandit(seed=args.seed)
-    net = RewardNetwork(env.observation_spec, env.num_actions, hidden_sizes=(64,),
-                        output_gain=args.reward_output_gain, seed=args.seed)
-    neural = NeuralEpsilonGreedyAgent(env.time_step_spec, env.action_spec, net,
-                                      tf_keras.optimizers.Adam(1e-3), epsilon=args.epsilon)
+    net = RewardNetwork(
+        env.observation_spec, env.num_actions, hidden_sizes=(64,), output_gain=args.reward_output_gain, seed=args.seed
+    )
+    neural = NeuralEpsilonGreedyAgent(
+        env.time_step_spec, env.action_spec, net, tf_keras.optimizers.Adam(1e-3), epsilon=args.epsilon
+    )
     neural_result, neural_curve = run_tf_agent(env, neural, neural.policy, args, bool(args.neural_jit))
 
     env = DigitsBandit(seed=args.seed)
@@ -159,9 +171,12 @@ def main() -> None:
 
     result = {
         "benchmark": "bandit_digits",
-        "steps": args.steps, "batch_size": args.batch_size,
+        "steps": args.steps,
+        "batch_size": args.batch_size,
         "interactions": args.steps * args.batch_size,
-        "epsilon": args.epsilon, "alpha": args.alpha, "seed": args.seed,
+        "epsilon": args.epsilon,
+        "alpha": args.alpha,
+        "seed": args.seed,
         "tf_threads": args.threads or "default",
         "reward_output_gain": args.reward_output_gain,
         "neural_epsilon_greedy": neural_result,
@@ -170,8 +185,11 @@ def main() -> None:
         "linucb_speedup_vs_numpy": linucb_result["interactions_per_s"] / numpy_result["interactions_per_s"],
     }
     if args.plot:
-        plot(args.plot, {"NeuralEpsilonGreedy": neural_curve, "LinUCB": linucb_curve,
-                         "NumPy LinUCB": numpy_curve}, args.batch_size)
+        plot(
+            args.plot,
+            {"NeuralEpsilonGreedy": neural_curve, "LinUCB": linucb_curve, "NumPy LinUCB": numpy_curve},
+            args.batch_size,
+        )
     print(json.dumps(_rounded(result)))
 
 

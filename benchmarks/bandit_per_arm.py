@@ -12,6 +12,7 @@ Prints ONE JSON line.
 
     .venv/bin/python benchmarks/bandit_per_arm.py [--steps 400 --batch-size 16 --seeds 0 1 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,11 +22,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import emit  # noqa: E402
-
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
+from _common import emit  # noqa: E402
 
 from rlops.agents import trajectories  # noqa: E402
 from rlops.agents.bandits import LinUCBAgent, NeuralEpsilonGreedyAgent, PerArmRewardNetwork  # noqa: E402
@@ -41,21 +41,34 @@ def make_agent(kind: str, env: PerArmBandit, per_arm: bool, args, seed: int):
         splitter = lambda o: (o["context"], o["mask"])  # noqa: E731
     context_spec = env.observation_spec["context"] if splitter else env.observation_spec
     if kind == "linucb":
-        return LinUCBAgent(ts_spec, action_spec, alpha=args.alpha, add_bias=True, accepts_per_arm_features=per_arm,
-                           observation_and_action_constraint_splitter=splitter)
+        return LinUCBAgent(
+            ts_spec,
+            action_spec,
+            alpha=args.alpha,
+            add_bias=True,
+            accepts_per_arm_features=per_arm,
+            observation_and_action_constraint_splitter=splitter,
+        )
     if per_arm:
         net = PerArmRewardNetwork(env.observation_spec, common_layers=(64, 32), seed=seed)
     else:
         net = RewardNetwork(context_spec, env.num_actions, hidden_sizes=(64, 32), seed=seed)
-    return NeuralEpsilonGreedyAgent(ts_spec, action_spec, net, tf_keras.optimizers.Adam(args.learning_rate),
-                                    epsilon=args.epsilon, accepts_per_arm_features=per_arm,
-                                    observation_and_action_constraint_splitter=splitter)
+    return NeuralEpsilonGreedyAgent(
+        ts_spec,
+        action_spec,
+        net,
+        tf_keras.optimizers.Adam(args.learning_rate),
+        epsilon=args.epsilon,
+        accepts_per_arm_features=per_arm,
+        observation_and_action_constraint_splitter=splitter,
+    )
 
 
 def run(kind: str, per_arm: bool, seed: int, args) -> dict:
     tf.random.set_seed(seed)
-    env = PerArmBandit(args.global_dim, args.arm_dim, args.num_actions, noise_std=args.noise_std,
-                       observe_arms=per_arm, seed=seed)
+    env = PerArmBandit(
+        args.global_dim, args.arm_dim, args.num_actions, noise_std=args.noise_std, observe_arms=per_arm, seed=seed
+    )
     agent = make_agent(kind, env, per_arm, args, seed)
 
     @tf.function(autograph=False)
@@ -63,19 +76,22 @@ def run(kind: str, per_arm: bool, seed: int, args) -> dict:
         batch = env.sample(args.batch_size)
         policy_step = agent.collect_policy.action(env.time_step(batch))
         reward = env.rewards(batch, policy_step.action)
-        agent.train(trajectories.single_step_trajectory(batch.contexts, policy_step.action, reward,
-                                                        policy_step.info))
-        return (tf.reduce_mean(regret(batch.expected_rewards, policy_step.action)),
-                tf.reduce_mean(PerArmBandit.uniform_regret(batch)))
+        agent.train(trajectories.single_step_trajectory(batch.contexts, policy_step.action, reward, policy_step.info))
+        return (
+            tf.reduce_mean(regret(batch.expected_rewards, policy_step.action)),
+            tf.reduce_mean(PerArmBandit.uniform_regret(batch)),
+        )
 
     start = time.perf_counter()
     out = np.array([[float(v) for v in step()] for _ in range(args.steps)])
     wall = time.perf_counter() - start
-    tail = out[-max(1, args.steps // 4):]
-    return {"final_regret_per_decision": float(tail[:, 0].mean()),
-            "cumulative_regret": float(out[:, 0].sum() * args.batch_size),
-            "random_regret_per_decision": float(tail[:, 1].mean()),
-            "decisions_per_s": args.steps * args.batch_size / wall}
+    tail = out[-max(1, args.steps // 4) :]
+    return {
+        "final_regret_per_decision": float(tail[:, 0].mean()),
+        "cumulative_regret": float(out[:, 0].sum() * args.batch_size),
+        "random_regret_per_decision": float(tail[:, 1].mean()),
+        "decisions_per_s": args.steps * args.batch_size / wall,
+    }
 
 
 def main() -> None:
@@ -104,10 +120,20 @@ def main() -> None:
     for kind in ("neural_epsilon_greedy", "linucb"):
         with_f, without = results[f"{kind}_per_arm"], results[f"{kind}_global_only"]
         results[f"{kind}_regret_reduction_vs_global_only"] = round(
-            1 - with_f["final_regret_per_decision"] / without["final_regret_per_decision"], 3)
-    emit("bandit_per_arm", steps=args.steps, batch_size=args.batch_size, seeds=args.seeds,
-         num_actions=args.num_actions, global_dim=args.global_dim, arm_dim=args.arm_dim,
-         epsilon=args.epsilon, alpha=args.alpha, **results)
+            1 - with_f["final_regret_per_decision"] / without["final_regret_per_decision"], 3
+        )
+    emit(
+        "bandit_per_arm",
+        steps=args.steps,
+        batch_size=args.batch_size,
+        seeds=args.seeds,
+        num_actions=args.num_actions,
+        global_dim=args.global_dim,
+        arm_dim=args.arm_dim,
+        epsilon=args.epsilon,
+        alpha=args.alpha,
+        **results,
+    )
 
 
 if __name__ == "__main__":

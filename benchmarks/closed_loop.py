@@ -31,6 +31,7 @@ Prints one JSON line: per-seed, per-night lists and a summary (how far the last 
 policy got from the logging policy's value to the optimum, OPE interval coverage over nights x
 seeds, whether every logged decision carries the version pushed that night).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,10 +58,11 @@ LOGGING_VERSION = 0  # night 0: decisions of the generator's logging policy, not
 @dataclass
 class LoopConfig:
     """One closed-loop run: the world, the nights, and the pipeline's knobs."""
+
     nights: int = 5
-    decisions: int = 20_000       # decisions served (and logged) per night
-    seed: int = 0                 # the world (LogConfig.seed) and every draw of this run
-    ctr: float = 0.005            # LogConfig.ctr: the uniform policy's click-through rate
+    decisions: int = 20_000  # decisions served (and logged) per night
+    seed: int = 0  # the world (LogConfig.seed) and every draw of this run
+    ctr: float = 0.005  # LogConfig.ctr: the uniform policy's click-through rate
     agent: str = "neural_epsilon_greedy"
     # True: per-arm agent (the item table joined by item_id, item features per candidate). False:
     # one model per arm over the user's features and position (the action is the item's index; the
@@ -69,42 +71,43 @@ class LoopConfig:
     hidden_sizes: tuple[int, ...] = (64,)
     learning_rate: float = 3e-3
     batch_size: int = 128
-    train_steps: int = 600        # per night, warm-started from the last blessed model
+    train_steps: int = 600  # per night, warm-started from the last blessed model
     # True: each night's run ingests every night's logs so far (source pattern night_*/...), each
     # row with the propensity of the policy that logged it; False: tonight's logs only.
     all_nights: bool = False
     serving_epsilon: float = 0.05
-    alpha: float = 0.1            # LinUCB / LinTS exploration width (when agent is linear)
-    eval_share: int = 1           # hash buckets: eval_share of (train_share + eval_share) go to eval
+    alpha: float = 0.1  # LinUCB / LinTS exploration width (when agent is linear)
+    eval_share: int = 1  # hash buckets: eval_share of (train_share + eval_share) go to eval
     train_share: int = 1
     estimator: str = "dr"
     num_bootstrap: int = 200
     # The blessing rule: the improvement over the served policy at the lower end of its interval
     # (the product's default: only confident improvements ship), or its point estimate.
     use_lower_bound: bool = True
-    workdir: str = ""             # "" : a temporary directory, removed afterwards
+    workdir: str = ""  # "" : a temporary directory, removed afterwards
     keep_workdir: bool = False
 
 
 @dataclass
 class Night:
     """What one night produced (see the module docstring)."""
+
     night: int
-    logged_by_version: int        # the version that made this night's decisions (0: logging policy)
-    logged_value: float           # its exact true value
-    online_ctr: float             # clicks / decisions this night
-    versions_ok: bool             # every logged decision carries logged_by_version
+    logged_by_version: int  # the version that made this night's decisions (0: logging policy)
+    logged_value: float  # its exact true value
+    online_ctr: float  # clicks / decisions this night
+    versions_ok: bool  # every logged decision carries logged_by_version
     blessed: bool | None
     reason: str | None
     candidate_estimate: float | None
     candidate_lower: float | None
     candidate_upper: float | None
-    candidate_value: float        # the candidate's exact true value (served policy it would become)
+    candidate_value: float  # the candidate's exact true value (served policy it would become)
     candidate_covered: bool | None
-    pushed_version: int | None    # the version this night's run pushed (None: kept the old one)
-    served_version: int           # what serves after this night's run
-    served_value: float           # its exact true value
-    version_source: str           # 'signature' (serving_default returns it) or 'directory'
+    pushed_version: int | None  # the version this night's run pushed (None: kept the old one)
+    served_version: int  # what serves after this night's run
+    served_value: float  # its exact true value
+    version_source: str  # 'signature' (serving_default returns it) or 'directory'
     run_wall_s: float
 
 
@@ -123,8 +126,10 @@ class SeedResult:
 
 # ---- the world's side: requests, clicks, logs --------------------------------------------------
 
+
 def world(config: LoopConfig):
     from rlops.envs.logged_feedback import LogConfig, LogGenerator
+
     return LogGenerator(LogConfig(logging="thompson", ctr=config.ctr, seed=config.seed))
 
 
@@ -153,8 +158,14 @@ def serve(serving_dir: str, requests: list[dict[str, np.ndarray]], scratch: str)
         pairs.append(f"{req_path}:{resp_path}")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    proc = subprocess.run([sys.executable, str(SERVE_SCRIPT), serving_dir, *pairs], capture_output=True, text=True,
-                          cwd=scratch, env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(SERVE_SCRIPT), serving_dir, *pairs],
+        capture_output=True,
+        text=True,
+        cwd=scratch,
+        env=env,
+        timeout=600,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"serving process exited {proc.returncode}: {proc.stderr[-3000:]}")
     info = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -195,66 +206,123 @@ def click(gen, contexts: dict, actions: np.ndarray, rng: np.random.Generator) ->
     return (rng.random(len(actions)) < ctr).astype(np.int64)
 
 
-def write_night(directory: str, gen, contexts: dict, actions: np.ndarray, propensities: np.ndarray,
-                rewards: np.ndarray, versions: np.ndarray) -> None:
+def write_night(
+    directory: str,
+    gen,
+    contexts: dict,
+    actions: np.ndarray,
+    propensities: np.ndarray,
+    rewards: np.ndarray,
+    versions: np.ndarray,
+) -> None:
     """The night's logs as a server writes them: impressions (context, item, action, propensity,
     reward, policy version) and the item table, Parquet, in the night's own directory."""
     import pandas as pd
+
     os.makedirs(directory, exist_ok=True)
     impressions = {c: np.asarray(contexts[c]) for c in gen.user_columns + gen.float_columns + ("position",)}
-    impressions.update(item_id=gen.items["item_id"][actions], action=actions.astype(np.int64),
-                       propensity=propensities.astype(np.float64), reward=rewards.astype(np.int64),
-                       **{VERSION_COLUMN: versions.astype(np.int64)})
+    impressions.update(
+        item_id=gen.items["item_id"][actions],
+        action=actions.astype(np.int64),
+        propensity=propensities.astype(np.float64),
+        reward=rewards.astype(np.int64),
+        **{VERSION_COLUMN: versions.astype(np.int64)},
+    )
     pd.DataFrame(impressions).to_parquet(os.path.join(directory, "impressions.parquet"), index=False)
     pd.DataFrame(gen.items).to_parquet(os.path.join(directory, "items.parquet"), index=False)
 
 
 def read_versions(directory: str) -> np.ndarray:
     import pandas as pd
-    return pd.read_parquet(os.path.join(directory, "impressions.parquet"), columns=[VERSION_COLUMN])[VERSION_COLUMN].to_numpy()
+
+    return pd.read_parquet(os.path.join(directory, "impressions.parquet"), columns=[VERSION_COLUMN])[
+        VERSION_COLUMN
+    ].to_numpy()
 
 
 # ---- the product's side: one nightly pipeline run ----------------------------------------------
 
+
 def night_yaml(config: LoopConfig, gen, root: str, night_dir: str) -> dict:
     """The nightly config a user would write for these logs (per-arm: the item table joined by id)."""
-    features = [{"name": c} for c in gen.user_columns + gen.float_columns] + [{"name": "position",
-                                                                             "kind": "categorical"}]
+    features = [{"name": c} for c in gen.user_columns + gen.float_columns] + [
+        {"name": "position", "kind": "categorical"}
+    ]
     return {
         "name": "closed-loop",
         "root": root,
         "warm_start": True,
         "experience_gen": {
-            "source": {"kind": "file", "format": "parquet",
-                       "pattern": os.path.join(os.path.dirname(night_dir) if config.all_nights else night_dir,
-                                               "night_*" if config.all_nights else "", "impressions.parquet")},
-            **({"item_source": {"kind": "file", "pattern": os.path.join(night_dir, "items.parquet"),
-                                "format": "parquet"}} if config.per_arm else {}),
+            "source": {
+                "kind": "file",
+                "format": "parquet",
+                "pattern": os.path.join(
+                    os.path.dirname(night_dir) if config.all_nights else night_dir,
+                    "night_*" if config.all_nights else "",
+                    "impressions.parquet",
+                ),
+            },
+            **(
+                {
+                    "item_source": {
+                        "kind": "file",
+                        "pattern": os.path.join(night_dir, "items.parquet"),
+                        "format": "parquet",
+                    }
+                }
+                if config.per_arm
+                else {}
+            ),
             "action_spec": {"shape": [], "dtype": "int32", "minimum": 0, "maximum": gen.num_items - 1},
-            "bandit_columns": {"features": features, **({"item_id": "item_id", "item_features": list(ITEM_FEATURES)}
-                                                        if config.per_arm else {})},
-            "splits": {"splits": [{"name": "train", "hash_buckets": config.train_share},
-                                  {"name": "eval", "hash_buckets": config.eval_share}]},
+            "bandit_columns": {
+                "features": features,
+                **({"item_id": "item_id", "item_features": list(ITEM_FEATURES)} if config.per_arm else {}),
+            },
+            "splits": {
+                "splits": [
+                    {"name": "train", "hash_buckets": config.train_share},
+                    {"name": "eval", "hash_buckets": config.eval_share},
+                ]
+            },
         },
-        "trainer": {"agent": config.agent, "hidden_sizes": list(config.hidden_sizes),
-                    "learning_rate": config.learning_rate, "batch_size": config.batch_size,
-                    "train_steps": config.train_steps, "steps_per_run": 100, "alpha": config.alpha,
-                    "serving_epsilon": config.serving_epsilon, "seed": config.seed},
-        "evaluator": {"kind": "bandit", "estimator": config.estimator, "num_bootstrap": config.num_bootstrap,
-                      "use_lower_bound": config.use_lower_bound, "seed": config.seed},
+        "trainer": {
+            "agent": config.agent,
+            "hidden_sizes": list(config.hidden_sizes),
+            "learning_rate": config.learning_rate,
+            "batch_size": config.batch_size,
+            "train_steps": config.train_steps,
+            "steps_per_run": 100,
+            "alpha": config.alpha,
+            "serving_epsilon": config.serving_epsilon,
+            "seed": config.seed,
+        },
+        "evaluator": {
+            "kind": "bandit",
+            "estimator": config.estimator,
+            "num_bootstrap": config.num_bootstrap,
+            "use_lower_bound": config.use_lower_bound,
+            "seed": config.seed,
+        },
     }
 
 
 def run_pipeline(config: LoopConfig, gen, root: str, night_dir: str) -> dict:
     """`rlops run bandit --config night.yaml` in a subprocess; returns the run summary JSON."""
     import yaml
+
     config_path, summary_path = os.path.join(night_dir, "night.yaml"), os.path.join(night_dir, "summary.json")
     with open(config_path, "w") as f:
         yaml.safe_dump(night_yaml(config, gen, root, night_dir), f, sort_keys=False)
     rlops = os.path.join(os.path.dirname(sys.executable), "rlops")
     command = [rlops, "run", "bandit", "--config", config_path, "--summary-json", summary_path]
-    proc = subprocess.run(command, capture_output=True, text=True, cwd=night_dir, timeout=1800,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    proc = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        cwd=night_dir,
+        timeout=1800,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"rlops run bandit exited {proc.returncode}:\n{proc.stderr[-4000:]}")
     with open(summary_path) as f:
@@ -288,17 +356,24 @@ def candidate_interval(metrics: dict, estimator: str) -> tuple[float | None, flo
 def serving_versions(serving_dir: str) -> list[int]:
     if not os.path.isdir(serving_dir):
         return []
-    return sorted(int(v) for v in os.listdir(serving_dir)
-                  if v.isdigit() and os.path.exists(os.path.join(serving_dir, v, "rlops_version.json")))
+    return sorted(
+        int(v)
+        for v in os.listdir(serving_dir)
+        if v.isdigit() and os.path.exists(os.path.join(serving_dir, v, "rlops_version.json"))
+    )
 
 
 # ---- the loop ------------------------------------------------------------------------------------
 
+
 def run_loop(config: LoopConfig, log=print) -> SeedResult:
     gen = world(config)
-    result = SeedResult(seed=config.seed, logging_value=gen.true_value(gen.logging_policy),
-                        optimal_value=gen.true_value(gen.optimal_policy),
-                        uniform_value=gen.true_value(gen.uniform_policy))
+    result = SeedResult(
+        seed=config.seed,
+        logging_value=gen.true_value(gen.logging_policy),
+        optimal_value=gen.true_value(gen.optimal_policy),
+        uniform_value=gen.true_value(gen.uniform_policy),
+    )
     work = config.workdir or tempfile.mkdtemp(prefix=f"closed_loop_{config.seed}_")
     root = os.path.join(work, "pipeline")
     serving_dir = os.path.join(root, "serving")
@@ -330,28 +405,50 @@ def run_loop(config: LoopConfig, log=print) -> SeedResult:
             # Tomorrow's users meet what serves now; the population gives its exact value.
             next_contexts = gen.sample_contexts(config.decisions, seed=night + 1)
             if versions:
-                (pop, decided), info = serve(serving_dir, [population_request, request(gen, next_contexts)],
-                                             os.path.join(work, f"serve_{night}"))
+                (pop, decided), info = serve(
+                    serving_dir, [population_request, request(gen, next_contexts)], os.path.join(work, f"serve_{night}")
+                )
                 check_propensities(decided, gen.num_items)
                 served_version, served_value = info["version"], exact_value(gen, pop)
                 version_source = info["version_source"]
             else:  # nothing pushed yet: the logging policy keeps serving
                 decided = None
                 served_version, served_value, version_source = LOGGING_VERSION, result.logging_value, "none"
-            candidate_value = served_value if pushed is not None else _candidate_value(gen, root, population_request,
-                                                                                        work, night)
+            candidate_value = (
+                served_value if pushed is not None else _candidate_value(gen, root, population_request, work, night)
+            )
             covered = None if not _finite(lower, upper) else bool(lower <= candidate_value <= upper)
-            result.nights.append(Night(
-                night=night, logged_by_version=version, logged_value=value,
-                online_ctr=float(np.mean(rewards)),
-                versions_ok=bool(len(logged) == len(actions) and (logged == version).all()),
-                blessed=summary.get("blessed"), reason=summary.get("blessing_reason"),
-                candidate_estimate=estimate, candidate_lower=lower, candidate_upper=upper,
-                candidate_value=candidate_value, candidate_covered=covered, pushed_version=pushed,
-                served_version=served_version, served_value=served_value, version_source=version_source,
-                run_wall_s=round(run_wall_s, 1)))
-            log(json.dumps({"seed": config.seed, **_rounded(asdict(result.nights[-1])),
-                            "fraction": round(result.fraction_of_gap(served_value), 3)}), file=sys.stderr)
+            result.nights.append(
+                Night(
+                    night=night,
+                    logged_by_version=version,
+                    logged_value=value,
+                    online_ctr=float(np.mean(rewards)),
+                    versions_ok=bool(len(logged) == len(actions) and (logged == version).all()),
+                    blessed=summary.get("blessed"),
+                    reason=summary.get("blessing_reason"),
+                    candidate_estimate=estimate,
+                    candidate_lower=lower,
+                    candidate_upper=upper,
+                    candidate_value=candidate_value,
+                    candidate_covered=covered,
+                    pushed_version=pushed,
+                    served_version=served_version,
+                    served_value=served_value,
+                    version_source=version_source,
+                    run_wall_s=round(run_wall_s, 1),
+                )
+            )
+            log(
+                json.dumps(
+                    {
+                        "seed": config.seed,
+                        **_rounded(asdict(result.nights[-1])),
+                        "fraction": round(result.fraction_of_gap(served_value), 3),
+                    }
+                ),
+                file=sys.stderr,
+            )
             # Tonight's decisions become tomorrow's logs.
             contexts, value, version = next_contexts, served_value, served_version
             if decided is None:
@@ -397,6 +494,7 @@ def _rounded(d: dict) -> dict:
 
 # ---- a reference learner: what this data budget allows a well-specified model ----------------------
 
+
 def reference_loop(config: LoopConfig) -> list[float]:
     """The same loop without the product: a well-specified learner (one L2-logistic regression per
     item on one-hot user values, floats and position: the click model's logit is additive in those
@@ -405,6 +503,7 @@ def reference_loop(config: LoopConfig) -> list[float]:
     A yardstick, not a strict bound: what a model class that contains the truth reaches with these
     decisions, this exploration and this split."""
     from sklearn.linear_model import LogisticRegression
+
     gen = world(config)
     logging_value, optimal = gen.true_value(gen.logging_policy), gen.true_value(gen.optimal_policy)
     population, _ = gen.population_contexts()
@@ -420,12 +519,13 @@ def reference_loop(config: LoopConfig) -> list[float]:
         xs.append(x[train])
         acts.append(actions[train])
         rs.append(rewards[train])
-        scores = _per_item_logits(LogisticRegression, pop_x, np.concatenate(xs), np.concatenate(acts),
-                                  np.concatenate(rs), gen.num_items)
+        scores = _per_item_logits(
+            LogisticRegression, pop_x, np.concatenate(xs), np.concatenate(acts), np.concatenate(rs), gen.num_items
+        )
         greedy = scores.argmax(1)
         probs = np.full(scores.shape, config.serving_epsilon / gen.num_items)
         probs[np.arange(len(greedy)), greedy] += 1.0 - config.serving_epsilon
-        value = gen.true_value(lambda _: probs)
+        value = gen.true_value(lambda _, probs=probs: probs)
         fractions.append(round((value - logging_value) / (optimal - logging_value), 4))
         contexts = gen.sample_contexts(config.decisions, seed=night + 1)
         rows = np.array([row_of[r.tobytes()] for r in gen.encode(contexts)])
@@ -446,8 +546,9 @@ def epsilon_ceiling(config: LoopConfig) -> float:
     return (value - logging_value) / (optimal - logging_value)
 
 
-def _per_item_logits(model_cls, pop_x: np.ndarray, x: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
-                     num_items: int) -> np.ndarray:
+def _per_item_logits(
+    model_cls, pop_x: np.ndarray, x: np.ndarray, actions: np.ndarray, rewards: np.ndarray, num_items: int
+) -> np.ndarray:
     """[population, items] logits of one logistic model per item (an item never clicked gets its
     smoothed log click rate)."""
     scores = np.zeros((len(pop_x), num_items))
@@ -465,8 +566,9 @@ def summarize(results: list[SeedResult]) -> dict:
     covered = [n.candidate_covered for n in nights if n.candidate_covered is not None]
     return {
         "fraction_of_gap_last_night": [round(r.fraction_of_gap(r.nights[-1].served_value), 4) for r in results],
-        "mean_fraction_of_gap_last_night": round(float(np.mean([r.fraction_of_gap(r.nights[-1].served_value)
-                                                                  for r in results])), 4),
+        "mean_fraction_of_gap_last_night": round(
+            float(np.mean([r.fraction_of_gap(r.nights[-1].served_value) for r in results])), 4
+        ),
         "ope_coverage": round(float(np.mean(covered)), 4) if covered else None,
         "ope_intervals": len(covered),
         "blessed_nights": sum(bool(n.blessed) for n in nights),
@@ -482,50 +584,108 @@ def main() -> None:
     ap.add_argument("--decisions", type=int, default=20_000, help="decisions served per night")
     ap.add_argument("--ctr", type=float, default=LoopConfig.ctr)
     ap.add_argument("--agent", default=LoopConfig.agent)
-    ap.add_argument("--global-features", action="store_true",
-                    help="one model per arm over the user's features (no per-arm item features)")
+    ap.add_argument(
+        "--global-features",
+        action="store_true",
+        help="one model per arm over the user's features (no per-arm item features)",
+    )
     ap.add_argument("--alpha", type=float, default=LoopConfig.alpha, help="LinUCB / LinTS exploration width")
-    ap.add_argument("--train-share", type=int, default=LoopConfig.train_share,
-                    help="hash buckets to train (eval gets 1 per --eval-share)")
+    ap.add_argument(
+        "--train-share",
+        type=int,
+        default=LoopConfig.train_share,
+        help="hash buckets to train (eval gets 1 per --eval-share)",
+    )
     ap.add_argument("--eval-share", type=int, default=LoopConfig.eval_share)
-    ap.add_argument("--all-nights", action="store_true",
-                    help="each night ingests every night's logs so far (else tonight's only)")
+    ap.add_argument(
+        "--all-nights", action="store_true", help="each night ingests every night's logs so far (else tonight's only)"
+    )
     ap.add_argument("--train-steps", type=int, default=LoopConfig.train_steps)
     ap.add_argument("--serving-epsilon", type=float, default=LoopConfig.serving_epsilon)
-    ap.add_argument("--bless-on", choices=["lower_bound", "point_estimate"], default="lower_bound",
-                    help="the Evaluator's blessing rule (evaluator.use_lower_bound)")
+    ap.add_argument(
+        "--bless-on",
+        choices=["lower_bound", "point_estimate"],
+        default="lower_bound",
+        help="the Evaluator's blessing rule (evaluator.use_lower_bound)",
+    )
     ap.add_argument("--workdir", default="", help="keep every night's logs, configs and pipeline root here")
-    ap.add_argument("--reference", action="store_true",
-                    help="run the reference learner (reference_loop) instead of the product, for the same budget")
+    ap.add_argument(
+        "--reference",
+        action="store_true",
+        help="run the reference learner (reference_loop) instead of the product, for the same budget",
+    )
     args = ap.parse_args()
     sys.path.insert(0, str(HERE))
     from _common import emit
+
     t0 = time.perf_counter()
     results = []
-    configs = [LoopConfig(nights=args.nights, decisions=args.decisions, seed=seed, ctr=args.ctr, agent=args.agent,
-                          per_arm=not args.global_features, alpha=args.alpha, train_share=args.train_share,
-                          eval_share=args.eval_share, all_nights=args.all_nights, train_steps=args.train_steps,
-                          serving_epsilon=args.serving_epsilon, use_lower_bound=args.bless_on == "lower_bound",
-                          workdir=os.path.join(args.workdir, f"seed_{seed}") if args.workdir else "")
-               for seed in range(args.seeds)]
+    configs = [
+        LoopConfig(
+            nights=args.nights,
+            decisions=args.decisions,
+            seed=seed,
+            ctr=args.ctr,
+            agent=args.agent,
+            per_arm=not args.global_features,
+            alpha=args.alpha,
+            train_share=args.train_share,
+            eval_share=args.eval_share,
+            all_nights=args.all_nights,
+            train_steps=args.train_steps,
+            serving_epsilon=args.serving_epsilon,
+            use_lower_bound=args.bless_on == "lower_bound",
+            workdir=os.path.join(args.workdir, f"seed_{seed}") if args.workdir else "",
+        )
+        for seed in range(args.seeds)
+    ]
     if args.reference:
-        emit("closed_loop_reference", nights=args.nights, seeds=args.seeds, decisions=args.decisions, ctr=args.ctr,
-             serving_epsilon=args.serving_epsilon, train_share=args.train_share, eval_share=args.eval_share,
-             fraction_per_night=[reference_loop(c) for c in configs],
-             epsilon_ceiling=[round(epsilon_ceiling(c), 4) for c in configs], wall_s=round(time.perf_counter() - t0, 1))
+        emit(
+            "closed_loop_reference",
+            nights=args.nights,
+            seeds=args.seeds,
+            decisions=args.decisions,
+            ctr=args.ctr,
+            serving_epsilon=args.serving_epsilon,
+            train_share=args.train_share,
+            eval_share=args.eval_share,
+            fraction_per_night=[reference_loop(c) for c in configs],
+            epsilon_ceiling=[round(epsilon_ceiling(c), 4) for c in configs],
+            wall_s=round(time.perf_counter() - t0, 1),
+        )
         return
     for cfg in configs:
         results.append(run_loop(cfg))
-    per_seed = [{"seed": r.seed, "logging_value": round(r.logging_value, 6), "optimal_value": round(r.optimal_value, 6),
-                 "uniform_value": round(r.uniform_value, 6),
-                 **{key: [_rounded(asdict(n))[key] for n in r.nights] for key in Night.__dataclass_fields__}}
-                for r in results]
-    emit("closed_loop", nights=args.nights, seeds=args.seeds, decisions=args.decisions, ctr=args.ctr,
-         agent=args.agent, per_arm=not args.global_features, alpha=args.alpha, train_share=args.train_share,
-         eval_share=args.eval_share, all_nights=args.all_nights, train_steps=args.train_steps,
-         serving_epsilon=args.serving_epsilon, bless_on=args.bless_on,
-         per_seed=per_seed, summary=summarize(results),
-         epsilon_ceiling=[round(epsilon_ceiling(c), 4) for c in configs], wall_s=round(time.perf_counter() - t0, 1))
+    per_seed = [
+        {
+            "seed": r.seed,
+            "logging_value": round(r.logging_value, 6),
+            "optimal_value": round(r.optimal_value, 6),
+            "uniform_value": round(r.uniform_value, 6),
+            **{key: [_rounded(asdict(n))[key] for n in r.nights] for key in Night.__dataclass_fields__},
+        }
+        for r in results
+    ]
+    emit(
+        "closed_loop",
+        nights=args.nights,
+        seeds=args.seeds,
+        decisions=args.decisions,
+        ctr=args.ctr,
+        agent=args.agent,
+        per_arm=not args.global_features,
+        alpha=args.alpha,
+        train_share=args.train_share,
+        eval_share=args.eval_share,
+        all_nights=args.all_nights,
+        train_steps=args.train_steps,
+        serving_epsilon=args.serving_epsilon,
+        bless_on=args.bless_on,
+        per_seed=per_seed,
+        summary=summarize(results),
+        epsilon_ceiling=[round(epsilon_ceiling(c), 4) for c in configs],
+        wall_s=round(time.perf_counter() - t0, 1),
+    )
 
 
 if __name__ == "__main__":

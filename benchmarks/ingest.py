@@ -17,6 +17,7 @@ ids 0-99), as Parquet list columns or "|"-separated CSV cells. It prints one JSO
 records_per_s, ceiling_records_per_s, ratio, peak_rss_mb
 (pipeline), ceiling_peak_rss_mb; top-level figures are the worst format's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,6 +32,7 @@ import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "0")  # an entry point that loads TFX: see rlops/quiet.py
 
 NUM_ACTIONS = 10
 
@@ -46,6 +48,7 @@ def _lists(rng, m: int, values, fmt: str):
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
+
     lengths = rng.integers(1, MAX_VALUES + 1, m)
     offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
     flat = values[rng.integers(0, len(values), int(lengths.sum()))]
@@ -64,8 +67,9 @@ def generate(path: str, fmt: str, n: int, features: int, seed: int = 0, case: st
     import pyarrow as pa
 
     rng = np.random.default_rng(seed)
-    vocab = {c: np.array([hashlib.md5(f"{c}{i}".encode()).hexdigest() for i in range(k)], object)
-             for c, k in USERS.items()}
+    vocab = {
+        c: np.array([hashlib.md5(f"{c}{i}".encode()).hexdigest() for i in range(k)], object) for c, k in USERS.items()
+    }
     interests = np.array([hashlib.md5(f"interest{i}".encode()).hexdigest()[:12] for i in range(40)], object)
     chunk = 100_000
     writer = None
@@ -87,11 +91,13 @@ def generate(path: str, fmt: str, n: int, features: int, seed: int = 0, case: st
         table = pa.table(cols)
         if fmt == "csv":
             import pyarrow.csv as pcsv
+
             if writer is None:
                 writer = pcsv.CSVWriter(path, table.schema)
             writer.write_table(table)
         else:
             import pyarrow.parquet as pq
+
             if writer is None:
                 writer = pq.ParquetWriter(path, table.schema)
             writer.write_table(table, row_group_size=chunk)
@@ -99,25 +105,41 @@ def generate(path: str, fmt: str, n: int, features: int, seed: int = 0, case: st
 
 
 def run_pipeline(path: str, fmt: str, out: str, features: int, beam_args: list[str], case: str = "float") -> dict:
-    from rlops.components.experience_gen import (BanditColumns, ExperienceGenConfig, FileSource, SpecConfig,
-                                                 SplitConfig, run_experience_gen)
+    from rlops.components.experience_gen import (
+        BanditColumns,
+        ExperienceGenConfig,
+        FileSource,
+        SpecConfig,
+        SplitConfig,
+        run_experience_gen,
+    )
     from rlops.components.experience_gen.config import FeatureColumn
+
     named = tuple(FeatureColumn(c) for c in CATEGORICAL_FEATURES)
     if case == "multivalent":  # dims inferred (the 99th percentile of the sample's list lengths: 8)
         sep = "|" if fmt == "csv" else None
-        named += (FeatureColumn("interests", kind="categorical", separator=sep),
-                  FeatureColumn("tags", kind="categorical", dtype="int64", separator=sep, multivalent=True))
-    columns = (BanditColumns(features=named) if case != "float"
-               else BanditColumns(context_prefix="x", context_dim=features))
+        named += (
+            FeatureColumn("interests", kind="categorical", separator=sep),
+            FeatureColumn("tags", kind="categorical", dtype="int64", separator=sep, multivalent=True),
+        )
+    columns = (
+        BanditColumns(features=named) if case != "float" else BanditColumns(context_prefix="x", context_dim=features)
+    )
     config = ExperienceGenConfig(
         source=FileSource(pattern=path, format=fmt),
         bandit_columns=columns,
-        action_spec=SpecConfig.discrete(NUM_ACTIONS), splits=SplitConfig(key="user_id"))
+        action_spec=SpecConfig.discrete(NUM_ACTIONS),
+        splits=SplitConfig(key="user_id"),
+    )
     t = time.perf_counter()
     result = run_experience_gen(config, os.path.join(out, "examples"), os.path.join(out, "quarantine"), beam_args)
     seconds = time.perf_counter() - t
-    return {"records": result.records_written, "quarantined": result.records_quarantined, "seconds": seconds,
-            "truncated": sum(result.truncated.values())}
+    return {
+        "records": result.records_written,
+        "quarantined": result.records_quarantined,
+        "seconds": seconds,
+        "truncated": sum(result.truncated.values()),
+    }
 
 
 def run_ceiling(path: str, fmt: str, out: str, features: int, level: int = 1) -> dict:
@@ -134,8 +156,10 @@ def run_ceiling(path: str, fmt: str, out: str, features: int, level: int = 1) ->
         batches = _csv_batches(path, names + ["action", "reward", "propensity"])
     else:
         import pyarrow.parquet as pq
-        batches = pq.ParquetFile(path).iter_batches(batch_size=65536, columns=names + ["action", "reward",
-                                                                                        "propensity"])
+
+        batches = pq.ParquetFile(path).iter_batches(
+            batch_size=65536, columns=names + ["action", "reward", "propensity"]
+        )
     n = 0
     zip_ = gzip_compressor(level)  # the pipeline's compressor (ISA-L if installed, else zlib)
     with open(os.path.join(out, "ceiling.tfrecord.gz"), "wb") as f:
@@ -143,15 +167,21 @@ def run_ceiling(path: str, fmt: str, out: str, features: int, level: int = 1) ->
             m = rb.num_rows
             ctx = np.column_stack([rb.column(c).to_numpy() for c in names]).astype(np.float32, copy=False)
 
-            def lists(v: np.ndarray) -> pa.ListArray:
+            def lists(v: np.ndarray, m: int = m) -> pa.ListArray:
                 w = 1 if v.ndim == 1 else v.shape[1]
-                return pa.ListArray.from_arrays(pa.array(np.arange(0, m * w + 1, w, dtype=np.int32)),
-                                                pa.array(v.reshape(-1)))
+                return pa.ListArray.from_arrays(
+                    pa.array(np.arange(0, m * w + 1, w, dtype=np.int32)), pa.array(v.reshape(-1))
+                )
+
             enc = pa.RecordBatch.from_arrays(
-                [lists(ctx), lists(rb.column("action").to_numpy()),
-                 lists(rb.column("reward").to_numpy().astype(np.float32)),
-                 lists(rb.column("propensity").to_numpy().astype(np.float32))],
-                ["context", "action", "reward", "propensity"])
+                [
+                    lists(ctx),
+                    lists(rb.column("action").to_numpy()),
+                    lists(rb.column("reward").to_numpy().astype(np.float32)),
+                    lists(rb.column("propensity").to_numpy().astype(np.float32)),
+                ],
+                ["context", "action", "reward", "propensity"],
+            )
             f.write(zip_.compress(frame_records(example_coder.RecordBatchToExamples(enc))))
             n += m
         f.write(zip_.flush())
@@ -167,10 +197,13 @@ def _csv_batches(path: str, columns: list[str], block: int = 16 << 20):
 
     with open(path, "rb") as f:
         names = next(csv.reader([f.readline().decode()]))
-        types = {c: (pa.float32() if c.startswith("x") else pa.int64() if c == "action" else pa.float32())
-                 for c in columns}
-        opts = dict(read_options=pcsv.ReadOptions(column_names=names),
-                    convert_options=pcsv.ConvertOptions(column_types=types, include_columns=columns))
+        types = {
+            c: (pa.float32() if c.startswith("x") else pa.int64() if c == "action" else pa.float32()) for c in columns
+        }
+        opts = dict(
+            read_options=pcsv.ReadOptions(column_names=names),
+            convert_options=pcsv.ConvertOptions(column_types=types, include_columns=columns),
+        )
         rest = b""
         while True:
             more = f.read(block)
@@ -196,10 +229,24 @@ def _child(args: argparse.Namespace) -> None:
 
 def _measure(kind: str, data: str, fmt: str, out: str, args: argparse.Namespace) -> dict:
     os.makedirs(out, exist_ok=True)
-    cmd = [sys.executable, __file__, "--child", kind, "--data", data, "--format", fmt, "--out", out,
-           "--features", str(args.features), f"--beam-args={args.beam_args}", "--case", args.case]
-    proc = subprocess.run(cmd, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        kind,
+        "--data",
+        data,
+        "--format",
+        fmt,
+        "--out",
+        out,
+        "--features",
+        str(args.features),
+        f"--beam-args={args.beam_args}",
+        "--case",
+        args.case,
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     if proc.returncode != 0:
         raise RuntimeError(f"{kind} on {fmt} failed:\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -211,8 +258,11 @@ def main() -> None:
     ap.add_argument("--features", type=int, default=64)
     ap.add_argument("--formats", default="csv,parquet")
     ap.add_argument("--case", choices=["float", "categorical", "multivalent"], default="float")
-    ap.add_argument("--beam-args", default="--runner=DirectRunner",
-                    help="Beam pipeline options, space separated; pass as --beam-args='--direct_num_workers=2 ...'")
+    ap.add_argument(
+        "--beam-args",
+        default="--runner=DirectRunner",
+        help="Beam pipeline options, space separated; pass as --beam-args='--direct_num_workers=2 ...'",
+    )
     ap.add_argument("--workdir", default=None, help="keep data and outputs here (default: a temp dir, removed)")
     ap.add_argument("--child", choices=["pipeline", "ceiling"], help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
@@ -225,11 +275,19 @@ def main() -> None:
     work = args.workdir or tempfile.mkdtemp(prefix="rlops-ingest-")
     os.makedirs(work, exist_ok=True)
     from rlops.components.experience_gen import sinks
-    report: dict = {"benchmark": "ingest", "case": args.case, "records": args.records,
-                    "features": args.features if args.case == "float" else CATEGORICAL_FEATURES + (
-                        MULTIVALENT_FEATURES if args.case == "multivalent" else []),
-                    "runner": "DirectRunner", "beam_args": args.beam_args, "cpus": os.cpu_count(),
-                    "gzip": sinks.GZIP_IMPL}
+
+    report: dict = {
+        "benchmark": "ingest",
+        "case": args.case,
+        "records": args.records,
+        "features": args.features
+        if args.case == "float"
+        else CATEGORICAL_FEATURES + (MULTIVALENT_FEATURES if args.case == "multivalent" else []),
+        "runner": "DirectRunner",
+        "beam_args": args.beam_args,
+        "cpus": os.cpu_count(),
+        "gzip": sinks.GZIP_IMPL,
+    }
     try:
         for fmt in args.formats.split(","):
             data = os.path.join(work, f"logs.{fmt}")
@@ -237,21 +295,27 @@ def main() -> None:
             generate(data, fmt, args.records, args.features, case=args.case)
             gen_s = time.perf_counter() - t
             # The ceiling loop encodes the dense float context only; the categorical case has none.
-            ceiling = (_measure("ceiling", data, fmt, os.path.join(work, f"ceiling-{fmt}"), args)
-                       if args.case == "float" else {"records": 0, "seconds": float("nan"), "peak_rss_mb": 0.0})
+            ceiling = (
+                _measure("ceiling", data, fmt, os.path.join(work, f"ceiling-{fmt}"), args)
+                if args.case == "float"
+                else {"records": 0, "seconds": float("nan"), "peak_rss_mb": 0.0}
+            )
             pipe = _measure("pipeline", data, fmt, os.path.join(work, f"pipeline-{fmt}"), args)
             if pipe["quarantined"]:
                 raise RuntimeError(f"{fmt}: {pipe['quarantined']} records quarantined")
             rate = pipe["records"] / pipe["seconds"]
             ceil_rate = ceiling["records"] / ceiling["seconds"] if ceiling["records"] else float("nan")
-            report[fmt] = {"records_per_s": round(rate),
-                           "ceiling_records_per_s": round(ceil_rate) if ceil_rate == ceil_rate else None,
-                           "ratio": round(rate / ceil_rate, 3) if ceil_rate == ceil_rate else None,
-                           "peak_rss_mb": round(pipe["peak_rss_mb"], 1),
-                           "ceiling_peak_rss_mb": round(ceiling["peak_rss_mb"], 1),
-                           "truncated": pipe.get("truncated", 0),
-                           "seconds": round(pipe["seconds"], 2), "input_mb": round(os.path.getsize(data) / 2**20, 1),
-                           "generate_seconds": round(gen_s, 1)}
+            report[fmt] = {
+                "records_per_s": round(rate),
+                "ceiling_records_per_s": round(ceil_rate) if ceil_rate == ceil_rate else None,
+                "ratio": round(rate / ceil_rate, 3) if ceil_rate == ceil_rate else None,
+                "peak_rss_mb": round(pipe["peak_rss_mb"], 1),
+                "ceiling_peak_rss_mb": round(ceiling["peak_rss_mb"], 1),
+                "truncated": pipe.get("truncated", 0),
+                "seconds": round(pipe["seconds"], 2),
+                "input_mb": round(os.path.getsize(data) / 2**20, 1),
+                "generate_seconds": round(gen_s, 1),
+            }
         formats = [f for f in args.formats.split(",")]
         worst = min(formats, key=lambda f: report[f]["records_per_s"])
         report.update({k: report[worst][k] for k in ("records_per_s", "ceiling_records_per_s", "ratio")})

@@ -10,6 +10,7 @@ Prints ONE JSON line: per case and mode, `steps_per_s` (train steps) and `sample
 
     .venv/bin/python benchmarks/learner_throughput.py [--iterations 100] [--repeats 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,14 +41,23 @@ def bandit_case(batch: int):
     obs_spec = specs.TensorSpec([64], tf.float32, "observation")
     action_spec = specs.BoundedTensorSpec((), tf.int32, 0, 9, name="action")
     step = create_train_step_counter()
-    agent = NeuralEpsilonGreedyAgent(time_step_spec(obs_spec), action_spec, RewardNetwork(obs_spec, 10, (64,)),
-                                     tf_keras.optimizers.Adam(1e-3), epsilon=0.1, train_step_counter=step)
+    agent = NeuralEpsilonGreedyAgent(
+        time_step_spec(obs_spec),
+        action_spec,
+        RewardNetwork(obs_spec, 10, (64,)),
+        tf_keras.optimizers.Adam(1e-3),
+        epsilon=0.1,
+        train_step_counter=step,
+    )
     rng = np.random.default_rng(0)
-    experience = single_step_trajectory(tf.constant(rng.normal(size=(batch, 64)), tf.float32),
-                                        tf.constant(rng.integers(0, 10, batch), tf.int32),
-                                        tf.constant(rng.integers(0, 2, batch), tf.float32))
-    info = tf.nest.map_structure(lambda s: tf.ones([batch, 1] + s.shape.as_list(), s.dtype),
-                                 agent.collect_data_spec.policy_info)
+    experience = single_step_trajectory(
+        tf.constant(rng.normal(size=(batch, 64)), tf.float32),
+        tf.constant(rng.integers(0, 10, batch), tf.int32),
+        tf.constant(rng.integers(0, 2, batch), tf.float32),
+    )
+    info = tf.nest.map_structure(
+        lambda s: tf.ones([batch, 1] + s.shape.as_list(), s.dtype), agent.collect_data_spec.policy_info
+    )
     return agent, step, experience._replace(policy_info=info), batch
 
 
@@ -56,27 +66,47 @@ def ppo_case(num_envs: int = 8, num_steps: int = 32, num_epochs: int = 20):
     obs_spec = specs.BoundedTensorSpec([4], tf.float32, -high, high, name="observation")
     action_spec = specs.BoundedTensorSpec((), tf.int32, 0, 1, name="action")
     step = create_train_step_counter()
-    agent = PPOAgent(time_step_spec(obs_spec), action_spec, tf_keras.optimizers.Adam(1e-3, epsilon=1e-5),
-                     importance_ratio_clipping=0.2, num_epochs=num_epochs, use_gae=True, lambda_value=0.8,
-                     discount_factor=0.98, normalize_observations=False, normalize_rewards=False,
-                     initial_adaptive_kl_beta=0.0, kl_cutoff_factor=0.0, train_step_counter=step)
+    agent = PPOAgent(
+        time_step_spec(obs_spec),
+        action_spec,
+        tf_keras.optimizers.Adam(1e-3, epsilon=1e-5),
+        importance_ratio_clipping=0.2,
+        num_epochs=num_epochs,
+        use_gae=True,
+        lambda_value=0.8,
+        discount_factor=0.98,
+        normalize_observations=False,
+        normalize_rewards=False,
+        initial_adaptive_kl_beta=0.0,
+        kl_cutoff_factor=0.0,
+        train_step_counter=step,
+    )
     b, t = num_envs, num_steps + 1
     obs = tf.random.stateless_normal([b * t, 4], [0, 1], stddev=0.1)
     flat_ts = TimeStep(tf.fill([b * t], StepType.MID), tf.zeros([b * t]), tf.ones([b * t]), obs)
     policy_step = agent.collect_policy.action(flat_ts)
     unflat = lambda x: tf.reshape(x, [b, t] + x.shape.as_list()[1:])  # noqa: E731
     experience = Trajectory(
-        step_type=unflat(flat_ts.step_type), observation=unflat(obs), action=unflat(policy_step.action),
-        policy_info=tf.nest.map_structure(unflat, policy_step.info), next_step_type=unflat(flat_ts.step_type),
-        reward=tf.ones([b, t]), discount=tf.ones([b, t]))
+        step_type=unflat(flat_ts.step_type),
+        observation=unflat(obs),
+        action=unflat(policy_step.action),
+        policy_info=tf.nest.map_structure(unflat, policy_step.info),
+        next_step_type=unflat(flat_ts.step_type),
+        reward=tf.ones([b, t]),
+        discount=tf.ones([b, t]),
+    )
     return agent, step, experience, b * num_steps
 
 
-def measure(name: str, agent, step, experience, rows_per_step: int, iterations: int, repeats: int,
-            root: str) -> dict:
-    learner = Learner(os.path.join(root, name), step, agent,
-                      lambda: tf.data.Dataset.from_tensors(experience).repeat(),
-                      checkpoint_interval=-1, summary_interval=1000)
+def measure(name: str, agent, step, experience, rows_per_step: int, iterations: int, repeats: int, root: str) -> dict:
+    learner = Learner(
+        os.path.join(root, name),
+        step,
+        agent,
+        lambda: tf.data.Dataset.from_tensors(experience).repeat(),
+        checkpoint_interval=-1,
+        summary_interval=1000,
+    )
     learner.run(iterations=2)  # trace once; `iterations` is a tensor, so no retrace below
     out = {}
     for mode, calls, per_call in (("run_n", 1, iterations), ("run_1_x_n", iterations, 1)):
@@ -97,20 +127,33 @@ def measure(name: str, agent, step, experience, rows_per_step: int, iterations: 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=100, help="N in run(N) vs N x run(1)")
-    parser.add_argument("--ppo-iterations", type=int, default=None,
-                        help="N for the PPO case (default: --iterations); each PPO step is 20 epochs")
+    parser.add_argument(
+        "--ppo-iterations",
+        type=int,
+        default=None,
+        help="N for the PPO case (default: --iterations); each PPO step is 20 epochs",
+    )
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     tf.random.set_seed(0)
     cases = {}
     with tempfile.TemporaryDirectory() as root:
         for batch in (32, 1024):
-            cases[f"neural_bandit_b{batch}"] = measure(f"bandit_{batch}", *bandit_case(batch), args.iterations,
-                                                       args.repeats, root)
-        cases["ppo_cartpole_update"] = measure("ppo", *ppo_case(), args.ppo_iterations or args.iterations,
-                                               args.repeats, root)
-    emit("learner_throughput", iterations=args.iterations, ppo_iterations=args.ppo_iterations or args.iterations,
-         repeats=args.repeats, strategy="default", cases=cases, load_avg_1m=round(os.getloadavg()[0], 2))
+            cases[f"neural_bandit_b{batch}"] = measure(
+                f"bandit_{batch}", *bandit_case(batch), args.iterations, args.repeats, root
+            )
+        cases["ppo_cartpole_update"] = measure(
+            "ppo", *ppo_case(), args.ppo_iterations or args.iterations, args.repeats, root
+        )
+    emit(
+        "learner_throughput",
+        iterations=args.iterations,
+        ppo_iterations=args.ppo_iterations or args.iterations,
+        repeats=args.repeats,
+        strategy="default",
+        cases=cases,
+        load_avg_1m=round(os.getloadavg()[0], 2),
+    )
 
 
 if __name__ == "__main__":

@@ -25,12 +25,12 @@ DM's interval: the reward model refitted on --dm-refits bootstrap resamples (dra
 --dm-refit-records rows, m-out-of-n), so it carries the model's own error; coverage is reported
 for it (`dm`) and for the old fixed-model bootstrap (`dm_fixed_model`).
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -62,16 +62,27 @@ print(json.dumps({"rows": n, "resamples": resamples, "actions": k, "seconds": ti
 """
 
 
-def accuracy(n: int, seeds: int, num_bootstrap: int, reward_model: str, balance: bool,
-             varying: tuple[int, int] | None = None, exploration: float = 0.1, clip: bool = True,
-             dm_refits: int = 20, dm_refit_records: int = 5_000) -> dict:
+def accuracy(
+    n: int,
+    seeds: int,
+    num_bootstrap: int,
+    reward_model: str,
+    balance: bool,
+    varying: tuple[int, int] | None = None,
+    exploration: float = 0.1,
+    clip: bool = True,
+    dm_refits: int = 20,
+    dm_refit_records: int = 5_000,
+) -> dict:
     """Relative error and 95% coverage of every estimator over `seeds` samples of `n` logs.
     DM's coverage twice: `dm_fixed_model` is the bootstrap with the reward model held fixed
     (what DM's interval was), `dm` the interval with `dm_refits` reward-model refits."""
     from rlops.components.evaluator import ope
     from rlops.envs.logged_feedback import LogConfig, LogGenerator
-    gen = LogGenerator(LogConfig(logging="thompson", seed=0, exploration=exploration,
-                                 candidates=tuple(varying) if varying else None))
+
+    gen = LogGenerator(
+        LogConfig(logging="thompson", seed=0, exploration=exploration, candidates=tuple(varying) if varying else None)
+    )
     truth = gen.true_value(gen.uniform_policy)
     errors: dict[str, list] = {}
     covered: dict[str, int] = {}
@@ -81,16 +92,33 @@ def accuracy(n: int, seeds: int, num_bootstrap: int, reward_model: str, balance:
         logs = gen.sample(n, seed=seed)
         imp = logs.impressions
         ctr.append(imp["reward"].mean())
-        arms = {} if not varying else {"items": logs.candidates, "item_features": gen.item_feature_matrix(),
-                                       "action_mask": (logs.candidates >= 0).astype(float)}
-        data = ope.LoggedFeedback(gen.encode(logs.contexts()), imp["action"], imp["reward"].astype(float),
-                                  imp["propensity"], **arms)
+        arms = (
+            {}
+            if not varying
+            else {
+                "items": logs.candidates,
+                "item_features": gen.item_feature_matrix(),
+                "action_mask": (logs.candidates >= 0).astype(float),
+            }
+        )
+        data = ope.LoggedFeedback(
+            gen.encode(logs.contexts()), imp["action"], imp["reward"].astype(float), imp["propensity"], **arms
+        )
         target = ope.uniform_probs(n, gen.num_slots, data.action_mask)
         max_weight.append(float(ope.importance_weights(data, target).max()))
         q = ope.reward_predictions(reward_model, data, gen.num_slots, seed=seed, balance=balance, clip=clip)
         fixed = ope.estimate(data, target, q, num_bootstrap=num_bootstrap, seed=seed)
-        refits = ope.refit_dm_replicates(data, [target], reward_model, gen.num_slots, replicates=dm_refits,
-                                         max_records=dm_refit_records, seed=seed, balance=balance, clip=clip)
+        refits = ope.refit_dm_replicates(
+            data,
+            [target],
+            reward_model,
+            gen.num_slots,
+            replicates=dm_refits,
+            max_records=dm_refit_records,
+            seed=seed,
+            balance=balance,
+            clip=clip,
+        )
         est = ope.estimate(data, target, q, num_bootstrap=num_bootstrap, seed=seed, dm_refits=refits)
         negative += int(min(e.value for e in est.values()) < 0)
         for name, e in list(est.items()) + [("dm_fixed_model", fixed["dm"])]:
@@ -99,43 +127,65 @@ def accuracy(n: int, seeds: int, num_bootstrap: int, reward_model: str, balance:
             covered[name] = covered.get(name, 0) + int(e.lower <= truth <= e.upper)
     rel = {name: round(float(np.mean(v)), 4) for name, v in errors.items()}
     dr_family = {k: rel[k] for k in ("dr", "sndr", "switch_dr", "dr_os")}
-    return {"n": n, "seeds": seeds, "varying_candidates": list(varying) if varying else None,
-            "exploration": exploration, "max_importance_weight": round(float(np.max(max_weight)), 1),
-            "reward_model": reward_model, "balanced_reward_model": balance, "clipped_reward_model": clip,
-            "dm_refits": dm_refits, "dm_refit_records": dm_refit_records,
-            "true_value": truth, "seeds_with_a_negative_estimate": negative,
-            "logging_ctr": round(float(np.mean(ctr)), 5), "relative_error": rel,
-            "coverage": {name: c / seeds for name, c in covered.items()},
-            "best_dr_family": min(dr_family, key=dr_family.get), "best_dr_family_error": min(dr_family.values()),
-            "seconds": round(time.perf_counter() - t, 1)}
+    return {
+        "n": n,
+        "seeds": seeds,
+        "varying_candidates": list(varying) if varying else None,
+        "exploration": exploration,
+        "max_importance_weight": round(float(np.max(max_weight)), 1),
+        "reward_model": reward_model,
+        "balanced_reward_model": balance,
+        "clipped_reward_model": clip,
+        "dm_refits": dm_refits,
+        "dm_refit_records": dm_refit_records,
+        "true_value": truth,
+        "seeds_with_a_negative_estimate": negative,
+        "logging_ctr": round(float(np.mean(ctr)), 5),
+        "relative_error": rel,
+        "coverage": {name: c / seeds for name, c in covered.items()},
+        "best_dr_family": min(dr_family, key=dr_family.get),
+        "best_dr_family_error": min(dr_family.values()),
+        "seconds": round(time.perf_counter() - t, 1),
+    }
 
 
 # The reward models the default is chosen from (kind, propensity-balanced, clipped); the last
 # row shows what clipping to the observed reward range does to ridge.
-REWARD_MODEL_GRID = (("logistic", True, True), ("logistic", False, True), ("ridge", True, True),
-                     ("ridge", False, True), ("ridge", False, False))
+REWARD_MODEL_GRID = (
+    ("logistic", True, True),
+    ("logistic", False, True),
+    ("ridge", True, True),
+    ("ridge", False, True),
+    ("ridge", False, False),
+)
 
 
-def table(n: int, seeds: int, num_bootstrap: int, explorations: list[float], dm_refits: int,
-          dm_refit_records: int) -> list[dict]:
+def table(
+    n: int, seeds: int, num_bootstrap: int, explorations: list[float], dm_refits: int, dm_refit_records: int
+) -> list[dict]:
     """accuracy() for every reward model of REWARD_MODEL_GRID at every exploration level."""
     rows = []
     for exploration in explorations:
         for kind, balance, clip in REWARD_MODEL_GRID:
-            rows.append(accuracy(n, seeds, num_bootstrap, kind, balance, None, exploration, clip, dm_refits,
-                                 dm_refit_records))
+            rows.append(
+                accuracy(n, seeds, num_bootstrap, kind, balance, None, exploration, clip, dm_refits, dm_refit_records)
+            )
             print(markdown_row(rows[-1]), file=sys.stderr, flush=True)
     return rows
 
 
-MARKDOWN_HEADER = ("| exploration (max w) | n | reward model | IPS | SNIPS | DM | DR | SNDR | Switch-DR | DR-os "
-                   "| coverage DR / DM refit / DM fixed model |\n|---|---|---|---|---|---|---|---|---|---|---|")
+MARKDOWN_HEADER = (
+    "| exploration (max w) | n | reward model | IPS | SNIPS | DM | DR | SNDR | Switch-DR | DR-os "
+    "| coverage DR / DM refit / DM fixed model |\n|---|---|---|---|---|---|---|---|---|---|---|"
+)
 
 
 def markdown_row(row: dict) -> str:
     e, c = row["relative_error"], row["coverage"]
-    model = (f"{row['reward_model']}, {'balanced' if row['balanced_reward_model'] else 'unbalanced'}"
-             f"{'' if row['clipped_reward_model'] else ', not clipped'}")
+    model = (
+        f"{row['reward_model']}, {'balanced' if row['balanced_reward_model'] else 'unbalanced'}"
+        f"{'' if row['clipped_reward_model'] else ', not clipped'}"
+    )
     cells = [f"{row['exploration']:g} ({row['max_importance_weight']:g})", f"{row['n']:,}", model]
     cells += [f"{e[k]:.3f}" for k in ("ips", "snips", "dm", "dr", "sndr", "switch_dr", "dr_os")]
     cells.append(f"{c['dr']:.2f} / {c['dm']:.2f} / {c['dm_fixed_model']:.2f}")
@@ -145,8 +195,9 @@ def markdown_row(row: dict) -> str:
 def memory(rows: int, resamples: int) -> dict:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-c", MEMORY_CHILD, str(rows), str(resamples)], capture_output=True,
-                          text=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", MEMORY_CHILD, str(rows), str(resamples)], capture_output=True, text=True, env=env
+    )
     if proc.returncode != 0:
         raise SystemExit(f"memory child failed: {proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -160,27 +211,53 @@ def main() -> None:
     p.add_argument("--reward-model", default="logistic", choices=["logistic", "ridge"])
     p.add_argument("--no-balance", action="store_true", help="fit the reward model without balancing weights")
     p.add_argument("--no-clip", action="store_true", help="do not clip predictions to the observed reward range")
-    p.add_argument("--exploration", type=float, default=0.1,
-                   help="the Thompson logger's uniform share: propensities >= exploration / 34 (smaller: heavier "
-                        "tails)")
+    p.add_argument(
+        "--exploration",
+        type=float,
+        default=0.1,
+        help="the Thompson logger's uniform share: propensities >= exploration / 34 (smaller: heavier tails)",
+    )
     p.add_argument("--dm-refits", type=int, default=20, help="reward-model refits behind DM's interval")
     p.add_argument("--dm-refit-records", type=int, default=5_000, help="rows each refit draws from")
-    p.add_argument("--table", type=float, nargs="+", metavar="EXPLORATION",
-                   help="every reward model (logistic / ridge, balanced or not) at each of these exploration "
-                        "levels; prints a markdown table on stderr")
-    p.add_argument("--varying-candidates", type=int, nargs=2, metavar=("K_MIN", "K_MAX"), default=None,
-                   help="each decision shows K_MIN..K_MAX items (per-arm OPE over varying candidate sets)")
+    p.add_argument(
+        "--table",
+        type=float,
+        nargs="+",
+        metavar="EXPLORATION",
+        help="every reward model (logistic / ridge, balanced or not) at each of these exploration "
+        "levels; prints a markdown table on stderr",
+    )
+    p.add_argument(
+        "--varying-candidates",
+        type=int,
+        nargs=2,
+        metavar=("K_MIN", "K_MAX"),
+        default=None,
+        help="each decision shows K_MIN..K_MAX items (per-arm OPE over varying candidate sets)",
+    )
     p.add_argument("--memory-rows", type=int, default=1_000_000, help="0 skips the memory measurement")
     p.add_argument("--memory-resamples", type=int, default=1000)
     args = p.parse_args()
     if args.table:
         print(MARKDOWN_HEADER, file=sys.stderr, flush=True)
-        out = {"table": table(args.n, args.seeds, args.num_bootstrap, args.table, args.dm_refits,
-                              args.dm_refit_records)}
+        out = {
+            "table": table(args.n, args.seeds, args.num_bootstrap, args.table, args.dm_refits, args.dm_refit_records)
+        }
     else:
-        out = {"accuracy": accuracy(args.n, args.seeds, args.num_bootstrap, args.reward_model, not args.no_balance,
-                                    args.varying_candidates, args.exploration, not args.no_clip, args.dm_refits,
-                                    args.dm_refit_records)}
+        out = {
+            "accuracy": accuracy(
+                args.n,
+                args.seeds,
+                args.num_bootstrap,
+                args.reward_model,
+                not args.no_balance,
+                args.varying_candidates,
+                args.exploration,
+                not args.no_clip,
+                args.dm_refits,
+                args.dm_refit_records,
+            )
+        }
     out["obp_reference"] = {"dm": 0.157, "ips": 0.311, "dr": 0.292, "switch_dr": 0.258, "dr_os": 0.160}
     if args.memory_rows:
         out["bootstrap_memory"] = memory(args.memory_rows, args.memory_resamples)

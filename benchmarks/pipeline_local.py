@@ -8,11 +8,12 @@ overhead_s: cold wall time minus the time spent inside the components' own work 
             functions every executor calls), i.e. orchestration: TFX launcher, MLMD, Beam
             setup, imports.
 emulated_night_s: the same pipeline compiled for Vertex AI (`rlops compile`) and run as one
-            night by rlops.pipelines.vertex_emulator: every step a subprocess through TFX's v2
+            night by rlops.testing.vertex_emulator: every step a subprocess through TFX's v2
             container launcher, as on Vertex (per-step times in emulated_steps_s). --no-emulated
             skips it.
 Prints one JSON line.
 """
+
 import argparse
 import sys
 import tempfile
@@ -32,6 +33,7 @@ def _timed(module, name: str, bucket: dict) -> None:
             return original(*args, **kwargs)
         finally:
             bucket[name] = bucket.get(name, 0.0) + time.perf_counter() - start
+
     setattr(module, name, wrapper)
 
 
@@ -67,17 +69,26 @@ def main() -> None:
     cached_s = time.perf_counter() - start
     overhead_s = cold_s - sum(cold_work.values())
     emulated = {} if args.no_emulated else emulated_night(args.overrides)
-    emit("pipeline_local", cold_s=round(cold_s, 2), cached_s=round(cached_s, 2), overhead_s=round(overhead_s, 2),
-         overhead_share=round(overhead_s / cold_s, 3), component_work_s={k: round(v, 2) for k, v in cold_work.items()},
-         cached_components={k: v for k, v in cached.components.items()}, blessed=cold.blessed, pushed=cold.pushed,
-         peak_rss_mb=round(peak_rss_mb(), 1), **emulated)
+    emit(
+        "pipeline_local",
+        cold_s=round(cold_s, 2),
+        cached_s=round(cached_s, 2),
+        overhead_s=round(overhead_s, 2),
+        overhead_share=round(overhead_s / cold_s, 3),
+        component_work_s={k: round(v, 2) for k, v in cold_work.items()},
+        cached_components={k: v for k, v in cached.components.items()},
+        blessed=cold.blessed,
+        pushed=cold.pushed,
+        peak_rss_mb=round(peak_rss_mb(), 1),
+        **emulated,
+    )
 
 
 def emulated_night(overrides: list) -> dict:
     """One night of the compiled pipeline on the Vertex emulator (Cloud Storage: a temp dir)."""
     from rlops.pipelines.config import load_config
     from rlops.pipelines.vertex import compile_pipeline, load_vertex_config
-    from rlops.pipelines.vertex_emulator import VertexEmulator
+    from rlops.testing.vertex_emulator import VertexEmulator
 
     config = load_config("bandit", overrides=["root=gs://rlops-bench/bandit", "warm_start=false"] + overrides)
     job = compile_pipeline(config, load_vertex_config())
@@ -86,8 +97,10 @@ def emulated_night(overrides: list) -> dict:
     if run.state != "SUCCEEDED":
         failed = {n: t.error[-500:] for n, t in run.tasks.items() if t.state == "FAILED"}
         raise SystemExit(f"emulated night failed: {failed}")
-    return {"emulated_night_s": round(run.wall_s, 2),
-            "emulated_steps_s": {n: round(t.wall_s, 2) for n, t in run.tasks.items() if t.argv}}
+    return {
+        "emulated_night_s": round(run.wall_s, 2),
+        "emulated_steps_s": {n: round(t.wall_s, 2) for n, t in run.tasks.items() if t.argv},
+    }
 
 
 if __name__ == "__main__":

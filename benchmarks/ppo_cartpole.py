@@ -11,6 +11,7 @@ env_steps_per_s (median over seeds of the whole training loop's wall time, first
 tracing and XLA compilation included), env_steps_per_s_after_compile (without that one-off
 cost), eval_mean_return per seed, peak_rss_mb.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,18 +51,34 @@ def main() -> None:
         first_calls.append(result.first_train_s)
         if args.plot and seed == seeds[0]:
             from rlops.envs.plots import plot_learning_curve
-            plot_learning_curve(result.episode_env_steps, result.episode_returns, args.plot,
-                                title="PPO CartPole-v1", target=475.0)
+
+            plot_learning_curve(
+                result.episode_env_steps, result.episode_returns, args.plot, title="PPO CartPole-v1", target=475.0
+            )
     reached = np.array([s for s in steps if s is not None], float)
-    spread = ({"min": int(reached.min()), "max": int(reached.max()),
-               "iqr": float(np.subtract(*np.percentile(reached, [75, 25])))} if len(reached) else None)
-    emit("ppo_cartpole", seeds=seeds, env_steps=args.env_steps, steps_to_475=steps,
-         steps_to_475_median=_median_with_unsolved(steps),
-         steps_to_475_spread=spread, solved=f"{len(reached)}/{len(steps)}",
-         env_steps_per_s=round(float(np.median(rates)), 1),
-         env_steps_per_s_after_compile=round(float(np.median(rates_compiled)), 1),
-         first_train_call_s=round(float(np.median(first_calls)), 2), eval_mean_return=evals,
-         peak_rss_mb=round(peak_rss_mb(), 1))
+    spread = (
+        {
+            "min": int(reached.min()),
+            "max": int(reached.max()),
+            "iqr": float(np.subtract(*np.percentile(reached, [75, 25]))),
+        }
+        if len(reached)
+        else None
+    )
+    emit(
+        "ppo_cartpole",
+        seeds=seeds,
+        env_steps=args.env_steps,
+        steps_to_475=steps,
+        steps_to_475_median=_median_with_unsolved(steps),
+        steps_to_475_spread=spread,
+        solved=f"{len(reached)}/{len(steps)}",
+        env_steps_per_s=round(float(np.median(rates)), 1),
+        env_steps_per_s_after_compile=round(float(np.median(rates_compiled)), 1),
+        first_train_call_s=round(float(np.median(first_calls)), 2),
+        eval_mean_return=evals,
+        peak_rss_mb=round(peak_rss_mb(), 1),
+    )
 
 
 if __name__ == "__main__":

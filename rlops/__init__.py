@@ -1,11 +1,10 @@
-"""rlops: TFX / Kubeflow Pipelines components and TF2 agents for reinforcement learning."""
-import os
+"""rlops: TFX / Kubeflow Pipelines components and TF2 agents for reinforcement learning.
 
-# Keras mode, chosen deliberately: rlops builds no tf.keras models (networks are tf.Modules,
-# optimizers come from tf_keras), but TensorFlow Probability 0.24 -- the newest that supports
-# TF 2.16 -- only imports in Keras 3 mode, while tensorflow_transform (pulled in by TFX) flips
-# TensorFlow to legacy Keras 2 unless TF_USE_LEGACY_KERAS is already set. Setting it first
-# keeps TFP importable in pipeline processes. The Dockerfile sets the same.
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "0")
+Importing rlops changes nothing in the host process (environment, warning filters, logging).
+Processes that rlops starts (the `rlops` CLI, the KFP and TFX container entry points,
+`python -m rlops.components.experience_gen`) choose their Keras mode and quiet their start-up
+in `rlops.quiet.entry_point_setup`; a script of your own that imports TFX and rlops' agents in
+one process sets `TF_USE_LEGACY_KERAS=0` before importing TFX (see README, "Keras mode").
+"""
 
 __version__ = "0.1.0"

@@ -1,12 +1,21 @@
-"""Start-up quiet for rlops' entry points (the CLI, container entry points): library warnings
-the user cannot act on are filtered there, not on `import rlops` (a library should not change
-its host's warning filters).
+"""Process set-up for rlops' entry points (the CLI, container entry points): the Keras mode and
+the start-up quiet happen there, never on `import rlops` (a library does not change its host's
+environment or warning filters).
 
-Filtered: google-api-core's FutureWarnings that Python 3.10 will lose support (one per Google
-client library imported: api_core, bigquery, bigquery_storage, pubsub), and TensorFlow
+Keras mode, chosen deliberately: rlops builds no tf.keras models (networks are tf.Modules,
+optimizers come from tf_keras), but TensorFlow Probability 0.24 -- the newest that supports
+TF 2.16 -- only imports in Keras 3 mode, while tensorflow_transform (pulled in by TFX) flips
+TensorFlow to legacy Keras 2 unless TF_USE_LEGACY_KERAS is already set. Setting it before TFX
+is imported keeps TFP importable in pipeline processes. The Dockerfiles set the same.
+
+Filtered: google-api-core's FutureWarnings that Python 3.10 is unsupported, past its end of
+life or soon unsupported (one per Google client library imported: api_core, bigquery,
+bigquery_storage, pubsub, aiplatform; rlops' pipelines layer stays on Python 3.10 because TFX
+1.16 requires it), and TensorFlow
 Transform's absl warning that TF_USE_LEGACY_KERAS=0 is set (rlops sets it on purpose, see
-rlops/__init__.py, and uses no tf.Transform Keras code).
+above, and uses no tf.Transform Keras code).
 """
+
 from __future__ import annotations
 
 import logging
@@ -22,12 +31,24 @@ class _DropNoise(logging.Filter):
         return not any(s in msg for s in _ABSL_NOISE)
 
 
+def entry_point_setup() -> None:
+    """What every process rlops starts does first, before TensorFlow or TFX is imported."""
+    use_keras3()
+    quiet_startup()
+
+
+def use_keras3() -> None:
+    """Keras 3 mode for this process (and the processes it starts), unless the user chose one."""
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "0")
+
+
 def quiet_startup() -> None:
     """Install the filters; call before the noisy libraries are imported."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ start-up lines
-    warnings.filterwarnings("ignore", message=r"You are using a non-supported Python version",
-                            category=FutureWarning)
-    warnings.filterwarnings("ignore", message=r".*Python version .* past its end of life", category=FutureWarning)
+    # google-api-core's three wordings: unsupported, past end of life, will stop supporting
+    warnings.filterwarnings(
+        "ignore", message=r"You are using a (non-supported )?Python version", category=FutureWarning
+    )
     logger = logging.getLogger("absl")
     if not any(isinstance(f, _DropNoise) for f in logger.filters):
         logger.addFilter(_DropNoise())

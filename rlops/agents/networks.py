@@ -5,10 +5,11 @@ Mirrored replicas line up without a build step), they export cleanly into SavedM
 avoid choosing between Keras 3 and tf-keras inside the agents layer (optimizers come from
 tf_keras, which trains plain tf.Variables in eager, tf.function and v1-graph code alike).
 """
+
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -42,9 +43,16 @@ class Dense(tf.Module):
 class MLP(tf.Module):
     """Fully connected layers; `output_size=None` returns the last hidden layer."""
 
-    def __init__(self, input_size: int, hidden_sizes: Sequence[int], output_size: int | None,
-                 activation: Activation = tf.nn.tanh, output_gain: float = 1.0, seed: int = 0,
-                 name: str = "mlp"):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_sizes: Sequence[int],
+        output_size: int | None,
+        activation: Activation = tf.nn.tanh,
+        output_gain: float = 1.0,
+        seed: int = 0,
+        name: str = "mlp",
+    ):
         super().__init__(name=name)
         self.activation = activation
         self.layers = []
@@ -52,8 +60,9 @@ class MLP(tf.Module):
         for i, h in enumerate(hidden_sizes):
             self.layers.append(Dense(size, h, math.sqrt(2.0), seed + i, name=f"hidden_{i}"))
             size = h
-        self.output_layer = (Dense(size, output_size, output_gain, seed + 97, name="output")
-                             if output_size is not None else None)
+        self.output_layer = (
+            Dense(size, output_size, output_gain, seed + 97, name="output") if output_size is not None else None
+        )
         self.output_size = output_size if output_size is not None else size
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
@@ -72,7 +81,7 @@ class MLP(tf.Module):
         layers = self.layers + ([self.output_layer] if self.output_layer is not None else [])
         return [layer.kernel for layer in layers]
 
-    def numpy_forward(self) -> Callable[[np.ndarray], np.ndarray]:
+    def numpy_forward(self) -> Callable[[np.ndarray[Any, Any]], np.ndarray[Any, Any]]:
         """A numpy copy of the current weights as a function (for fast host-side acting).
 
         A TF call costs ~100 us of dispatch however small the network; the same forward pass
@@ -86,15 +95,20 @@ class MLP(tf.Module):
         hidden = [(layer.kernel.numpy(), layer.bias.numpy()) for layer in self.layers]
         out = (self.output_layer.kernel.numpy(), self.output_layer.bias.numpy()) if self.output_layer else None
 
-        def forward(x: np.ndarray) -> np.ndarray:
+        def forward(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
             for w, b in hidden:
                 x = act(x @ w + b)
             return x @ out[0] + out[1] if out is not None else x
+
         return forward
 
 
-_NUMPY_ACTIVATIONS: dict = {tf.nn.tanh: np.tanh, tf.tanh: np.tanh, tf.math.tanh: np.tanh,
-                            tf.nn.relu: lambda x: np.maximum(x, 0.0)}
+_NUMPY_ACTIVATIONS: dict[Any, Any] = {
+    tf.nn.tanh: np.tanh,
+    tf.tanh: np.tanh,
+    tf.math.tanh: np.tanh,
+    tf.nn.relu: lambda x: np.maximum(x, 0.0),
+}
 
 
 def flatten_observation(observation: tf.Tensor, observation_spec: tf.TensorSpec) -> tf.Tensor:
@@ -111,9 +125,16 @@ class ActorNetwork(tf.Module):
     such a dict back into a TFP distribution.
     """
 
-    def __init__(self, observation_spec: tf.TensorSpec, action_spec: tf.TensorSpec,
-                 hidden_sizes: Sequence[int] = (64, 64), activation: Activation = tf.nn.tanh,
-                 initial_log_std: float = 0.0, seed: int = 0, name: str = "actor"):
+    def __init__(
+        self,
+        observation_spec: tf.TensorSpec,
+        action_spec: tf.TensorSpec,
+        hidden_sizes: Sequence[int] = (64, 64),
+        activation: Activation = tf.nn.tanh,
+        initial_log_std: float = 0.0,
+        seed: int = 0,
+        name: str = "actor",
+    ):
         super().__init__(name=name)
         self.observation_spec = observation_spec
         self.action_spec = action_spec
@@ -129,7 +150,7 @@ class ActorNetwork(tf.Module):
         if not self.discrete:
             self.log_std = tf.Variable(tf.fill([out], float(initial_log_std)), name="log_std")
 
-    def distribution_params(self, observation: tf.Tensor, mask: tf.Tensor | None = None) -> dict:
+    def distribution_params(self, observation: tf.Tensor, mask: tf.Tensor | None = None) -> dict[str, Any]:
         out = self.mlp(flatten_observation(observation, self.observation_spec))
         if self.discrete:
             if mask is not None:
@@ -139,17 +160,19 @@ class ActorNetwork(tf.Module):
         scale = tf.exp(tf.reshape(self.log_std, self.action_spec.shape)) * tf.ones_like(loc)
         return {"loc": loc, "scale": scale}
 
-    def distribution(self, params: dict) -> tfd.Distribution:
+    def distribution(self, params: dict[str, tf.Tensor]) -> tfp.distributions.Distribution:
         if self.discrete:
             return tfd.Categorical(logits=params["logits"], dtype=self.action_spec.dtype)
         normal = tfd.Normal(params["loc"], params["scale"])
         return tfd.Independent(normal, reinterpreted_batch_ndims=self.action_spec.shape.rank)
 
-    def params_spec(self) -> dict:
+    def params_spec(self) -> dict[str, Any]:
         if self.discrete:
             return {"logits": tf.TensorSpec([specs.num_actions(self.action_spec)], tf.float32, "logits")}
-        return {"loc": tf.TensorSpec(self.action_spec.shape, tf.float32, "loc"),
-                "scale": tf.TensorSpec(self.action_spec.shape, tf.float32, "scale")}
+        return {
+            "loc": tf.TensorSpec(self.action_spec.shape, tf.float32, "loc"),
+            "scale": tf.TensorSpec(self.action_spec.shape, tf.float32, "scale"),
+        }
 
     @property
     def l2_weights(self) -> list[tf.Variable]:
@@ -164,12 +187,19 @@ class ActorNetwork(tf.Module):
 class ValueNetwork(tf.Module):
     """State value V(s): [B, *obs] -> [B]."""
 
-    def __init__(self, observation_spec: tf.TensorSpec, hidden_sizes: Sequence[int] = (64, 64),
-                 activation: Activation = tf.nn.tanh, seed: int = 1, name: str = "value"):
+    def __init__(
+        self,
+        observation_spec: tf.TensorSpec,
+        hidden_sizes: Sequence[int] = (64, 64),
+        activation: Activation = tf.nn.tanh,
+        seed: int = 1,
+        name: str = "value",
+    ):
         super().__init__(name=name)
         self.observation_spec = observation_spec
-        self.mlp = MLP(_flat_size(observation_spec), hidden_sizes, 1, activation, output_gain=1.0,
-                       seed=seed, name="mlp")
+        self.mlp = MLP(
+            _flat_size(observation_spec), hidden_sizes, 1, activation, output_gain=1.0, seed=seed, name="mlp"
+        )
 
     def __call__(self, observation: tf.Tensor) -> tf.Tensor:
         return tf.squeeze(self.mlp(flatten_observation(observation, self.observation_spec)), -1)
@@ -186,17 +216,31 @@ class ValueNetwork(tf.Module):
 class RewardNetwork(tf.Module):
     """Expected reward per action: [B, *context] -> [B, num_actions] (bandits)."""
 
-    def __init__(self, observation_spec: tf.TensorSpec, num_actions: int,
-                 hidden_sizes: Sequence[int] = (64,), activation: Activation = tf.nn.relu,
-                 output_gain: float = 0.03, seed: int = 0, name: str = "reward_network"):
+    def __init__(
+        self,
+        observation_spec: tf.TensorSpec,
+        num_actions: int,
+        hidden_sizes: Sequence[int] = (64,),
+        activation: Activation = tf.nn.relu,
+        output_gain: float = 0.03,
+        seed: int = 0,
+        name: str = "reward_network",
+    ):
         super().__init__(name=name)
         self.observation_spec = observation_spec
         self.num_actions = num_actions
         # Small initial outputs (TF-Agents starts reward layers at +-0.03): early greedy choices
         # are not locked in by random large predictions. Measured on the digits bandit: regret
         # ~10.8k with gain 1.0, ~9.8k with 0.03 (benchmarks/bandit_digits.py).
-        self.mlp = MLP(_flat_size(observation_spec), hidden_sizes, num_actions, activation,
-                       output_gain=output_gain, seed=seed, name="mlp")
+        self.mlp = MLP(
+            _flat_size(observation_spec),
+            hidden_sizes,
+            num_actions,
+            activation,
+            output_gain=output_gain,
+            seed=seed,
+            name="mlp",
+        )
 
     def __call__(self, observation: tf.Tensor) -> tf.Tensor:
         return self.mlp(flatten_observation(observation, self.observation_spec))

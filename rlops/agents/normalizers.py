@@ -8,9 +8,10 @@ the variance is 0, so values are scaled by 1/sqrt(1e-3) (then clipped), as in TF
 Statistics are float64 here (TF-Agents: float32), which only adds precision, except under a
 TPUStrategy: TPUs have no float64, so there they are float32, as in TF-Agents.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import tensorflow as tf
@@ -26,9 +27,15 @@ def statistics_dtype() -> tf.DType:
 
 
 class StreamingNormalizer(tf.Module):
-    def __init__(self, shape: tuple[int, ...] | tf.TensorShape, center_mean: bool = True,
-                 clip_value: float | None = 5.0, epsilon: float = 1e-3, name: str = "normalizer",
-                 dtype: tf.DType | None = None):
+    def __init__(
+        self,
+        shape: tuple[int, ...] | tf.TensorShape,
+        center_mean: bool = True,
+        clip_value: float | None = 5.0,
+        epsilon: float = 1e-3,
+        name: str = "normalizer",
+        dtype: tf.DType | None = None,
+    ):
         super().__init__(name=name)
         self.dtype = dtype or statistics_dtype()
         shape = tf.TensorShape(shape)
@@ -38,8 +45,9 @@ class StreamingNormalizer(tf.Module):
         # Under a multi-replica strategy every replica computes the same all-reduced statistics
         # (update(all_reduce=...)); ONLY_FIRST_REPLICA lets replicas assign inside strategy.run.
         first = tf.VariableAggregation.ONLY_FIRST_REPLICA
-        self.count = tf.Variable(tf.fill([], tf.constant(_INITIAL_COUNT, self.dtype)), trainable=False,
-                                 name="count", aggregation=first)
+        self.count = tf.Variable(
+            tf.fill([], tf.constant(_INITIAL_COUNT, self.dtype)), trainable=False, name="count", aggregation=first
+        )
         self.mean = tf.Variable(tf.zeros(shape, self.dtype), trainable=False, name="mean", aggregation=first)
         self.m2 = tf.Variable(tf.zeros(shape, self.dtype), trainable=False, name="m2", aggregation=first)
 
@@ -47,8 +55,12 @@ class StreamingNormalizer(tf.Module):
     def variance(self) -> tf.Tensor:
         return self.m2 / self.count
 
-    def update(self, values: tf.Tensor, mask: tf.Tensor | None = None,
-               all_reduce: Callable[[tf.Tensor], tf.Tensor] | None = None) -> None:
+    def update(
+        self,
+        values: tf.Tensor,
+        mask: tf.Tensor | None = None,
+        all_reduce: Callable[[tf.Tensor], tf.Tensor] | None = None,
+    ) -> None:
         """Merge `values` [..., *shape] into the statistics; rows with mask 0 are ignored.
 
         `all_reduce` sums a tensor over replicas (inside strategy.run), so that every replica
@@ -57,7 +69,7 @@ class StreamingNormalizer(tf.Module):
         reduce = all_reduce or (lambda x: x)
         x = tf.cast(values, self.dtype)
         inner = self.mean.shape.rank
-        x = tf.reshape(x, tf.concat([[-1], tf.shape(x)[tf.rank(x) - inner:]], 0))
+        x = tf.reshape(x, tf.concat([[-1], tf.shape(x)[tf.rank(x) - inner :]], 0))
         w = tf.ones(tf.shape(x)[:1], self.dtype) if mask is None else tf.reshape(tf.cast(mask, self.dtype), [-1])
         w_b = tf.reshape(w, [-1] + [1] * inner)
         n_b = reduce(tf.reduce_sum(w))
@@ -81,13 +93,14 @@ class StreamingNormalizer(tf.Module):
             x = tf.clip_by_value(x, -self.clip_value, self.clip_value)
         return x
 
-    def numpy_normalize(self):
+    def numpy_normalize(self) -> Callable[[np.ndarray[Any, Any]], np.ndarray[Any, Any]]:
         """Snapshot of `normalize` as a numpy function (see MLP.numpy_forward)."""
         mean = self.mean.numpy() if self.center_mean else 0.0
         std = np.sqrt(self.variance.numpy() + self.epsilon)
         clip = self.clip_value
 
-        def normalize(x: np.ndarray) -> np.ndarray:
+        def normalize(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
             x = (x - mean) / std
             return np.clip(x, -clip, clip) if clip is not None else x
+
         return normalize

@@ -4,6 +4,7 @@ All policies here are stateless (state `()`) and batched. Action masks come from
 `observation_and_action_constraint_splitter(observation) -> (observation, mask)`, where mask is
 [B, num_actions] with 1 for allowed actions; masked actions are never chosen.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -20,9 +21,14 @@ Splitter = Callable[[Any], tuple[Any, tf.Tensor]]
 class Policy(tf.Module):
     """Base class. Subclasses implement `_action` (and `_distribution_params` when they have one)."""
 
-    def __init__(self, time_step_spec: TimeStep, action_spec: tf.TensorSpec, info_spec: Any = (),
-                 observation_and_action_constraint_splitter: Splitter | None = None,
-                 name: str | None = None):
+    def __init__(
+        self,
+        time_step_spec: TimeStep,
+        action_spec: tf.TensorSpec,
+        info_spec: Any = (),
+        observation_and_action_constraint_splitter: Splitter | None = None,
+        name: str | None = None,
+    ):
         super().__init__(name=name)
         # Specs are plain nests, not trackable state: keep tf.Module from wrapping them
         # (its _DictWrapper/_TupleWrapper would leak into saved spec files and comparisons).
@@ -51,12 +57,16 @@ class Policy(tf.Module):
         raise NotImplementedError
 
 
-def sample_masked_uniform(mask: tf.Tensor | None, batch_size: tf.Tensor, num_actions: int,
-                          dtype: tf.DType, seed: Any = None) -> tf.Tensor:
+def sample_masked_uniform(
+    mask: tf.Tensor | None, batch_size: tf.Tensor, num_actions: int, dtype: tf.DType, seed: Any = None
+) -> tf.Tensor:
     """Uniform action among allowed ones (all actions when mask is None)."""
     if mask is None:
-        return tf.random.uniform([batch_size], 0, num_actions, dtype=tf.int32, seed=seed) if seed is None \
+        return (
+            tf.random.uniform([batch_size], 0, num_actions, dtype=tf.int32, seed=seed)
+            if seed is None
             else tf.random.stateless_uniform([batch_size], seed, 0, num_actions, dtype=tf.int32)
+        )
     logits = tf.where(tf.cast(mask, tf.bool), 0.0, tf.float32.min)
     return tf.cast(tf.squeeze(tf.random.categorical(logits, 1, dtype=tf.int32), -1), dtype)
 
@@ -65,9 +75,10 @@ class RandomPolicy(Policy):
     """Uniform over the action spec (over allowed actions under a mask); info holds the
     propensity of the chosen action, so logged data carries what off-policy evaluation needs."""
 
-    def __init__(self, time_step_spec: TimeStep, action_spec: tf.TensorSpec, **kwargs):
-        super().__init__(time_step_spec, action_spec,
-                         info_spec={"propensity": tf.TensorSpec((), tf.float32, "propensity")}, **kwargs)
+    def __init__(self, time_step_spec: TimeStep, action_spec: tf.TensorSpec, **kwargs: Any):
+        super().__init__(
+            time_step_spec, action_spec, info_spec={"propensity": tf.TensorSpec((), tf.float32, "propensity")}, **kwargs
+        )
 
     def _action(self, time_step: TimeStep, seed: Any) -> PolicyStep:
         obs, mask = self._split(time_step.observation)
@@ -77,8 +88,7 @@ class RandomPolicy(Policy):
             n = specs.num_actions(spec)
             action = sample_masked_uniform(mask, batch, n, tf.int32, seed)
             action = tf.cast(action + int(spec.minimum), spec.dtype)
-            allowed = (tf.reduce_sum(tf.cast(mask, tf.float32), -1) if mask is not None
-                       else tf.fill([batch], float(n)))
+            allowed = tf.reduce_sum(tf.cast(mask, tf.float32), -1) if mask is not None else tf.fill([batch], float(n))
             return PolicyStep(action, (), {"propensity": 1.0 / allowed})
         shape = tf.concat([[batch], spec.shape], 0)
         action = tf.random.uniform(shape, spec.minimum, spec.maximum, dtype=spec.dtype)
@@ -92,22 +102,31 @@ class ActorPolicy(Policy):
     learner can rebuild the old distribution (ratios, KL) without re-running the old network.
     """
 
-    def __init__(self, time_step_spec: TimeStep, action_spec: tf.TensorSpec, actor_network,
-                 observation_normalizer=None, clip_actions: bool = True, **kwargs):
-        info_spec = {"dist_params": actor_network.params_spec(),
-                     "log_probability": tf.TensorSpec((), tf.float32, "log_probability")}
+    def __init__(
+        self,
+        time_step_spec: TimeStep,
+        action_spec: tf.TensorSpec,
+        actor_network: Any,
+        observation_normalizer: Any = None,
+        clip_actions: bool = True,
+        **kwargs: Any,
+    ):
+        info_spec = {
+            "dist_params": actor_network.params_spec(),
+            "log_probability": tf.TensorSpec((), tf.float32, "log_probability"),
+        }
         super().__init__(time_step_spec, action_spec, info_spec=info_spec, **kwargs)
         self.actor_network = actor_network
         self.observation_normalizer = observation_normalizer
         self.clip_actions = clip_actions
 
-    def distribution_params(self, time_step: TimeStep) -> dict:
+    def distribution_params(self, time_step: TimeStep) -> dict[str, Any]:
         obs, mask = self._split(time_step.observation)
         if self.observation_normalizer is not None:
             obs = self.observation_normalizer.normalize(obs)
         return self.actor_network.distribution_params(obs, mask)
 
-    def distribution(self, time_step: TimeStep):
+    def distribution(self, time_step: TimeStep) -> Any:
         return self.actor_network.distribution(self.distribution_params(time_step))
 
     def _action(self, time_step: TimeStep, seed: Any) -> PolicyStep:
@@ -115,8 +134,9 @@ class ActorPolicy(Policy):
         dist = self.actor_network.distribution(params)
         index = dist.sample(seed=seed)
         log_prob = dist.log_prob(index)
-        return PolicyStep(self._clip(self.index_to_action(index)), (),
-                          {"dist_params": params, "log_probability": log_prob})
+        return PolicyStep(
+            self._clip(self.index_to_action(index)), (), {"dist_params": params, "log_probability": log_prob}
+        )
 
     def index_to_action(self, index: tf.Tensor) -> tf.Tensor:
         """Discrete distributions are over 0..n-1; the spec's actions start at its minimum
@@ -126,7 +146,9 @@ class ActorPolicy(Policy):
             return index + tf.cast(int(np.min(spec.minimum)), index.dtype)
         return index
 
-    def numpy_sampler(self, seed: int | None = None) -> Callable[[np.ndarray], tuple[np.ndarray, dict]]:
+    def numpy_sampler(
+        self, seed: int | None = None
+    ) -> Callable[[np.ndarray[Any, Any]], tuple[np.ndarray[Any, Any], dict[str, Any]]]:
         """Snapshot of this policy as a numpy function observation -> (action, info), for
         collectors that act thousands of times between weight updates. Same distribution and
         info as `action` (tested against it); no action masks. Raises ValueError where the
@@ -142,7 +164,7 @@ class ActorPolicy(Policy):
             log_std = net.log_std.numpy().reshape(self.action_spec.shape)
             scale = np.exp(log_std).astype(np.float32)
 
-        def sample(observation: np.ndarray) -> tuple[np.ndarray, dict]:
+        def sample(observation: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], dict[str, Any]]:
             x = observation.reshape(observation.shape[0], -1).astype(np.float32)
             if normalize is not None:
                 x = normalize(x).astype(np.float32)
@@ -155,15 +177,18 @@ class ActorPolicy(Policy):
                 log_prob = np.take_along_axis(log_p, action[:, None], -1)[:, 0]
                 return (action + int(self.action_spec.minimum)).astype(action_dtype), {
                     "dist_params": {"logits": out.astype(np.float32)},
-                    "log_probability": log_prob.astype(np.float32)}
+                    "log_probability": log_prob.astype(np.float32),
+                }
             loc = out.reshape((-1,) + tuple(self.action_spec.shape))
             eps = rng.standard_normal(loc.shape)
             action = loc + scale * eps
             axes = tuple(range(1, loc.ndim))
-            log_prob = (-0.5 * eps ** 2 - log_std - 0.5 * np.log(2 * np.pi)).sum(axes)
+            log_prob = (-0.5 * eps**2 - log_std - 0.5 * np.log(2 * np.pi)).sum(axes)
             return action.astype(action_dtype), {
                 "dist_params": {"loc": loc.astype(np.float32), "scale": np.broadcast_to(scale, loc.shape).copy()},
-                "log_probability": log_prob.astype(np.float32)}
+                "log_probability": log_prob.astype(np.float32),
+            }
+
         return sample
 
     def _clip(self, action: tf.Tensor) -> tf.Tensor:
@@ -177,8 +202,9 @@ class GreedyPolicy(Policy):
     """The mode of a wrapped policy's distribution (argmax for discrete, mean for continuous)."""
 
     def __init__(self, policy: ActorPolicy, name: str | None = None):
-        super().__init__(policy.time_step_spec, policy.action_spec, (),
-                         policy.observation_and_action_constraint_splitter, name=name)
+        super().__init__(
+            policy.time_step_spec, policy.action_spec, (), policy.observation_and_action_constraint_splitter, name=name
+        )
         self.wrapped_policy = policy
 
     def _action(self, time_step: TimeStep, seed: Any) -> PolicyStep:
@@ -198,8 +224,13 @@ class EpsilonGreedyPolicy(Policy):
         info_spec = {"propensity": tf.TensorSpec((), tf.float32, "propensity")}
         if tf.nest.flatten(greedy_policy.info_spec):  # e.g. predicted rewards, passed through
             info_spec["greedy_info"] = greedy_policy.info_spec
-        super().__init__(greedy_policy.time_step_spec, greedy_policy.action_spec, info_spec,
-                         greedy_policy.observation_and_action_constraint_splitter, name=name)
+        super().__init__(
+            greedy_policy.time_step_spec,
+            greedy_policy.action_spec,
+            info_spec,
+            greedy_policy.observation_and_action_constraint_splitter,
+            name=name,
+        )
         self.greedy_policy = greedy_policy
         self.epsilon = epsilon
 
@@ -212,8 +243,7 @@ class EpsilonGreedyPolicy(Policy):
         eps = tf.cast(self.epsilon() if callable(self.epsilon) else self.epsilon, tf.float32)
         explore = tf.random.uniform([batch]) < eps
         action = tf.where(explore, random_action, greedy.action)
-        allowed = (tf.reduce_sum(tf.cast(mask, tf.float32), -1) if mask is not None
-                   else tf.fill([batch], float(n)))
+        allowed = tf.reduce_sum(tf.cast(mask, tf.float32), -1) if mask is not None else tf.fill([batch], float(n))
         is_greedy = tf.cast(tf.equal(action, greedy.action), tf.float32)
         propensity = eps / allowed + (1.0 - eps) * is_greedy
         info = {"propensity": propensity}

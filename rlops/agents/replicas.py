@@ -7,17 +7,18 @@ clipping bites, R replicas train differently from one: measured on PPO with grad
 global batch (1.6e-7 without clipping). Here the gradients are summed first, then clipped, and
 the optimizer is told not to sum again.
 """
+
 from __future__ import annotations
 
 import inspect
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 
-GradientTransform = Callable[[list], list]
+GradientTransform = Callable[[list[Any]], list[Any]]
 
 
-def _skip_aggregation_kwargs(optimizer) -> dict:
+def _skip_aggregation_kwargs(optimizer: Any) -> dict[str, Any]:
     """tf_keras' optimizers take `skip_gradients_aggregation`; the legacy OptimizerV2 takes
     `experimental_aggregate_gradients`."""
     params = inspect.signature(optimizer.apply_gradients).parameters
@@ -26,8 +27,12 @@ def _skip_aggregation_kwargs(optimizer) -> dict:
     return {"experimental_aggregate_gradients": False}
 
 
-def apply_global_gradients(optimizer, grads: Sequence[tf.Tensor | None], variables: Sequence[tf.Variable],
-                           transform: GradientTransform | None = None) -> list:
+def apply_global_gradients(
+    optimizer: Any,
+    grads: Sequence[tf.Tensor | None],
+    variables: Sequence[tf.Variable],
+    transform: GradientTransform | None = None,
+) -> list[Any]:
     """Sum `grads` over the replicas in sync (each replica's loss already carries its 1/R share),
     apply `transform` (e.g. clipping) to that global gradient, then apply it. Returns the applied
     gradients, the same on every replica. One replica: transform and apply, nothing else."""

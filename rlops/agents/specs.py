@@ -3,6 +3,7 @@
 `TensorSpec` is TensorFlow's own; `BoundedTensorSpec` is the bounded variant TensorFlow ships
 (the one TF-Agents uses), so specs nest, serialize into SavedModels and compare like TF's.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -15,8 +16,15 @@ from tensorflow.python.util import nest as _nest
 TensorSpec = tf.TensorSpec
 
 __all__ = [
-    "TensorSpec", "BoundedTensorSpec", "is_discrete", "is_bounded", "num_actions",
-    "check_nest_matches_spec", "flatten_with_paths", "spec_to_json", "spec_from_json",
+    "TensorSpec",
+    "BoundedTensorSpec",
+    "is_discrete",
+    "is_bounded",
+    "num_actions",
+    "check_nest_matches_spec",
+    "flatten_with_paths",
+    "spec_to_json",
+    "spec_from_json",
 ]
 
 
@@ -33,8 +41,9 @@ def num_actions(spec: BoundedTensorSpec) -> int:
     return int(np.max(spec.maximum)) - int(np.min(spec.minimum)) + 1
 
 
-def check_nest_matches_spec(value_nest: Any, spec_nest: Any, name: str = "value",
-                            num_outer_dims: int | None = None) -> None:
+def check_nest_matches_spec(
+    value_nest: Any, spec_nest: Any, name: str = "value", num_outer_dims: int | None = None
+) -> None:
     """Raise a ValueError/TypeError naming the field whose structure, dtype or shape is wrong.
 
     `num_outer_dims` (e.g. 2 for [batch, time]) is checked when given; otherwise any outer
@@ -43,9 +52,10 @@ def check_nest_matches_spec(value_nest: Any, spec_nest: Any, name: str = "value"
     try:
         tf.nest.assert_same_structure(value_nest, spec_nest, check_types=False)
     except (ValueError, TypeError) as e:
-        raise ValueError(f"{name}: structure does not match the spec.\n  spec: {spec_nest}\n"
-                         f"  got: {tf.nest.map_structure(lambda v: getattr(v, 'dtype', type(v)), value_nest)}"
-                         ) from e
+        raise ValueError(
+            f"{name}: structure does not match the spec.\n  spec: {spec_nest}\n"
+            f"  got: {tf.nest.map_structure(lambda v: getattr(v, 'dtype', type(v)), value_nest)}"
+        ) from e
     paths = flatten_with_paths(spec_nest)
     values = tf.nest.flatten(value_nest)
     for (path, spec), value in zip(paths, values):
@@ -62,8 +72,9 @@ def check_nest_matches_spec(value_nest: Any, spec_nest: Any, name: str = "value"
         if outer < 0 or not spec.shape.is_compatible_with(shape[outer:]):
             raise ValueError(f"{field}: shape {shape} does not end with spec shape {spec.shape}")
         if num_outer_dims is not None and outer != num_outer_dims:
-            raise ValueError(f"{field}: expected {num_outer_dims} outer dims before spec shape "
-                             f"{spec.shape}, got shape {shape}")
+            raise ValueError(
+                f"{field}: expected {num_outer_dims} outer dims before spec shape {spec.shape}, got shape {shape}"
+            )
 
 
 def flatten_with_paths(structure: Any) -> list[tuple[str, Any]]:
@@ -71,7 +82,7 @@ def flatten_with_paths(structure: Any) -> list[tuple[str, Any]]:
     return list(_nest.flatten_with_joined_string_paths(structure, separator="."))
 
 
-def spec_to_json(spec: tf.TensorSpec) -> dict:
+def spec_to_json(spec: tf.TensorSpec) -> dict[str, Any]:
     out = {"shape": spec.shape.as_list(), "dtype": spec.dtype.name, "name": spec.name}
     if is_bounded(spec):
         out["minimum"] = np.asarray(spec.minimum).tolist()
@@ -79,8 +90,7 @@ def spec_to_json(spec: tf.TensorSpec) -> dict:
     return out
 
 
-def spec_from_json(d: dict) -> tf.TensorSpec:
+def spec_from_json(d: dict[str, Any]) -> tf.TensorSpec:
     if "minimum" in d:
-        return BoundedTensorSpec(d["shape"], tf.as_dtype(d["dtype"]), d["minimum"], d["maximum"],
-                                 name=d.get("name"))
+        return BoundedTensorSpec(d["shape"], tf.as_dtype(d["dtype"]), d["minimum"], d["maximum"], name=d.get("name"))
     return tf.TensorSpec(d["shape"], tf.as_dtype(d["dtype"]), name=d.get("name"))

@@ -5,6 +5,7 @@ The contract follows TF-Agents' `eager_utils.create_train_step` and TF-Slim's
 loss -> gradients -> transform_grads_fn (e.g. clipping) -> optional summaries -> numerics check
 -> optimizer.apply_gradients -> global_step += 1 -> return the loss.
 """
+
 from __future__ import annotations
 
 import logging
@@ -32,17 +33,21 @@ def _total_loss(loss: Any) -> tf.Tensor:
 
 def clip_gradient_norms(max_norm: float) -> Callable[[GradsAndVars], GradsAndVars]:
     """transform_grads_fn clipping each gradient's norm to `max_norm`."""
+
     def _clip(grads_and_vars: GradsAndVars) -> GradsAndVars:
         return [(None if g is None else tf.clip_by_norm(g, max_norm), v) for g, v in grads_and_vars]
+
     return _clip
 
 
 def clip_global_norm(max_norm: float) -> Callable[[GradsAndVars], GradsAndVars]:
     """transform_grads_fn clipping all gradients together by their global norm."""
+
     def _clip(grads_and_vars: GradsAndVars) -> GradsAndVars:
         grads, variables = zip(*grads_and_vars)
         clipped, _ = tf.clip_by_global_norm(list(grads), max_norm)
         return list(zip(clipped, variables))
+
     return _clip
 
 
@@ -71,18 +76,25 @@ def _check_numerics(loss: Any, total: tf.Tensor, step: tf.Variable | None) -> tf
         if value.dtype.is_floating:
             tf.debugging.assert_all_finite(value, f"LossTensor `{path or 'loss'}` is inf or nan{at}")
     if step is not None:
-        tf.debugging.Assert(tf.reduce_all(tf.math.is_finite(total)),
-                            ["LossTensor is inf or nan at train step", step.read_value()])
+        tf.debugging.Assert(
+            tf.reduce_all(tf.math.is_finite(total)), ["LossTensor is inf or nan at train step", step.read_value()]
+        )
     return tf.debugging.check_numerics(total, "LossTensor is inf or nan")
 
 
-def create_train_step(loss: Callable[[], Any], optimizer, global_step: tf.Variable | None | bool = True,
-                      total_loss_fn: Callable[[Any], tf.Tensor] | None = None,
-                      update_ops: Sequence[Any] | None = None,
-                      variables_to_train: Sequence[tf.Variable] | Callable[[], Sequence[tf.Variable]] | None = None,
-                      transform_grads_fn: Callable[[GradsAndVars], GradsAndVars] | None = None,
-                      summarize_gradients: bool = False, gate_gradients: int = GATE_OP,
-                      aggregation_method: Any = None, check_numerics: bool = True) -> Any:
+def create_train_step(
+    loss: Callable[[], Any],
+    optimizer: Any,
+    global_step: tf.Variable | None | bool = True,
+    total_loss_fn: Callable[[Any], tf.Tensor] | None = None,
+    update_ops: Sequence[Any] | None = None,
+    variables_to_train: Sequence[tf.Variable] | Callable[[], Sequence[tf.Variable]] | None = None,
+    transform_grads_fn: Callable[[GradsAndVars], GradsAndVars] | None = None,
+    summarize_gradients: bool = False,
+    gate_gradients: int = GATE_OP,
+    aggregation_method: Any = None,
+    check_numerics: bool = True,
+) -> Any:
     """One optimization step on `loss()` (TF-Agents' eager_utils.create_train_step contract).
 
     Eager / tf.function: returns a callable `train_step()` that runs one step and returns the
@@ -110,24 +122,40 @@ def create_train_step(loss: Callable[[], Any], optimizer, global_step: tf.Variab
       check_numerics: fail with an error naming the loss when any loss is NaN/Inf.
     """
     if not callable(loss):
-        raise ValueError("`loss` must be callable (a function returning the loss); got "
-                         f"{type(loss).__name__}. In eager mode a loss tensor cannot be differentiated "
-                         "after the fact.")
+        raise ValueError(
+            "`loss` must be callable (a function returning the loss); got "
+            f"{type(loss).__name__}. In eager mode a loss tensor cannot be differentiated "
+            "after the fact."
+        )
     if total_loss_fn is None:
         total_loss_fn = _total_loss
     if not callable(total_loss_fn):
         raise ValueError(f"`total_loss_fn` must be a function; got {type(total_loss_fn).__name__}")
     if not tf.compat.v1.executing_eagerly_outside_functions():
-        return _graph_train_step(loss, optimizer, global_step, total_loss_fn, update_ops, variables_to_train,
-                                 transform_grads_fn, summarize_gradients, gate_gradients, aggregation_method,
-                                 check_numerics)
+        return _graph_train_step(
+            loss,
+            optimizer,
+            global_step,
+            total_loss_fn,
+            update_ops,
+            variables_to_train,
+            transform_grads_fn,
+            summarize_gradients,
+            gate_gradients,
+            aggregation_method,
+            check_numerics,
+        )
+    step_var: Any = global_step  # the variable, or None: no increment
     if global_step is True:
-        global_step = tf.compat.v1.train.get_or_create_global_step()
+        step_var = tf.compat.v1.train.get_or_create_global_step()
     elif global_step is False:
-        global_step = None
+        step_var = None
     if aggregation_method is not None:
-        log.warning("create_train_step: aggregation_method=%s has no effect on an eager GradientTape "
-                    "(it applies to tf.compat.v1 graphs).", aggregation_method)
+        log.warning(
+            "create_train_step: aggregation_method=%s has no effect on an eager GradientTape "
+            "(it applies to tf.compat.v1 graphs).",
+            aggregation_method,
+        )
     del gate_gradients  # see GATE_* note above
     v1_optimizer = isinstance(optimizer, tf.compat.v1.train.Optimizer)
 
@@ -152,47 +180,71 @@ def create_train_step(loss: Callable[[], Any], optimizer, global_step: tf.Variab
         if transform_grads_fn is not None:
             grads_and_vars = transform_grads_fn(grads_and_vars)
         if summarize_gradients:
-            step = global_step if global_step is not None else tf.summary.experimental.get_step()
+            step = step_var if step_var is not None else tf.summary.experimental.get_step()
             add_gradients_summaries(grads_and_vars, step)
             add_variables_summaries(grads_and_vars, step)
         if check_numerics:
-            total = _check_numerics(loss_value, total, global_step)
+            total = _check_numerics(loss_value, total, step_var)
         grads_and_vars = [(g, v) for g, v in grads_and_vars if g is not None]
         if v1_optimizer:
-            optimizer.apply_gradients(grads_and_vars, global_step=global_step)
+            optimizer.apply_gradients(grads_and_vars, global_step=step_var)
         else:
             optimizer.apply_gradients(grads_and_vars)
-            if global_step is not None:
-                global_step.assign_add(1)
+            if step_var is not None:
+                step_var.assign_add(1)
         return loss_value
 
     return train_step
 
 
-def _graph_train_step(loss, optimizer, global_step, total_loss_fn, update_ops, variables_to_train,
-                      transform_grads_fn, summarize_gradients, gate_gradients, aggregation_method,
-                      check_numerics) -> Any:
+def _graph_train_step(
+    loss: Callable[[], Any],
+    optimizer: Any,
+    global_step: Any,
+    total_loss_fn: Any,
+    update_ops: Any,
+    variables_to_train: Any,
+    transform_grads_fn: Any,
+    summarize_gradients: bool,
+    gate_gradients: Any,
+    aggregation_method: Any,
+    check_numerics: bool,
+) -> Any:
     """TF-Agents' graph branch: the loss nest, evaluated after the train op."""
     loss_value = loss()
     if callable(variables_to_train):
         variables_to_train = variables_to_train()
     with tf.control_dependencies(tf.nest.flatten(loss_value)):
         loss_value = tf.nest.map_structure(lambda t: tf.identity(t, "loss_pre_train"), loss_value)
-    train_op = create_train_op(total_loss_fn(loss_value), optimizer, global_step=global_step, update_ops=update_ops,
-                               variables_to_train=variables_to_train, transform_grads_fn=transform_grads_fn,
-                               summarize_gradients=summarize_gradients, gate_gradients=gate_gradients,
-                               aggregation_method=aggregation_method, check_numerics=check_numerics)
+    train_op = create_train_op(
+        total_loss_fn(loss_value),
+        optimizer,
+        global_step=global_step,
+        update_ops=update_ops,
+        variables_to_train=variables_to_train,
+        transform_grads_fn=transform_grads_fn,
+        summarize_gradients=summarize_gradients,
+        gate_gradients=gate_gradients,
+        aggregation_method=aggregation_method,
+        check_numerics=check_numerics,
+    )
     with tf.control_dependencies([train_op]):
         return tf.nest.map_structure(lambda t: tf.identity(t, "loss_post_train"), loss_value)
 
 
-def create_train_op(total_loss: tf.Tensor, optimizer, global_step: tf.Variable | None | bool = True,
-                    update_ops: Sequence[tf.Operation] | None = None,
-                    variables_to_train: Sequence[tf.Variable] | None = None,
-                    transform_grads_fn: Callable[[GradsAndVars], GradsAndVars] | None = None,
-                    summarize_gradients: bool = False, gate_gradients: int = GATE_OP,
-                    aggregation_method: Any = None, check_numerics: bool = True,
-                    colocate_gradients_with_ops: bool = False) -> tf.Tensor:
+def create_train_op(
+    total_loss: tf.Tensor,
+    optimizer: Any,
+    global_step: tf.Variable | None | bool = True,
+    update_ops: Sequence[tf.Operation] | None = None,
+    variables_to_train: Sequence[tf.Variable] | None = None,
+    transform_grads_fn: Callable[[GradsAndVars], GradsAndVars] | None = None,
+    summarize_gradients: bool = False,
+    gate_gradients: int = GATE_OP,
+    aggregation_method: Any = None,
+    check_numerics: bool = True,
+    colocate_gradients_with_ops: bool = False,
+) -> tf.Tensor:
     """Graph-mode twin (TF-Slim semantics): returns a tensor that, when evaluated, runs the
     update ops, computes and applies the gradients, increments the global step and yields the
     loss value. Must be called inside a `tf.compat.v1` graph.
@@ -201,13 +253,15 @@ def create_train_op(total_loss: tf.Tensor, optimizer, global_step: tf.Variable |
     missing some of that collection's ops, a warning names the ops that will not run.
     """
     if tf.executing_eagerly():
-        raise RuntimeError("create_train_op builds a tf.compat.v1 graph op; in eager mode use "
-                           "create_train_step(loss_fn, optimizer).")
+        raise RuntimeError(
+            "create_train_op builds a tf.compat.v1 graph op; in eager mode use create_train_step(loss_fn, optimizer)."
+        )
     graph = total_loss.graph
+    step_var: Any = global_step  # the variable, or None: no increment
     if global_step is True:
-        global_step = tf.compat.v1.train.get_or_create_global_step(graph)
+        step_var = tf.compat.v1.train.get_or_create_global_step(graph)
     elif global_step is False:
-        global_step = None
+        step_var = None
 
     global_update_ops = set(graph.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS))
     if update_ops is None:
@@ -215,9 +269,11 @@ def create_train_op(total_loss: tf.Tensor, optimizer, global_step: tf.Variable |
     else:
         missing = global_update_ops - set(update_ops)
         if missing:
-            log.warning("update_ops in create_train_op does not contain all the update_ops in "
-                            "GraphKeys.UPDATE_OPS; these will not run: %s",
-                            sorted(op.name for op in missing))
+            log.warning(
+                "update_ops in create_train_op does not contain all the update_ops in "
+                "GraphKeys.UPDATE_OPS; these will not run: %s",
+                sorted(op.name for op in missing),
+            )
 
     with tf.compat.v1.name_scope("train_op"):
         if update_ops:
@@ -226,9 +282,13 @@ def create_train_op(total_loss: tf.Tensor, optimizer, global_step: tf.Variable |
         if variables_to_train is None:
             variables_to_train = tf.compat.v1.trainable_variables()
         variables_to_train = list(variables_to_train)
-        grads = tf.compat.v1.gradients(total_loss, variables_to_train, gate_gradients=bool(gate_gradients),
-                                       aggregation_method=aggregation_method,
-                                       colocate_gradients_with_ops=colocate_gradients_with_ops)
+        grads = tf.compat.v1.gradients(
+            total_loss,
+            variables_to_train,
+            gate_gradients=bool(gate_gradients),
+            aggregation_method=aggregation_method,
+            colocate_gradients_with_ops=colocate_gradients_with_ops,
+        )
         grads_and_vars = list(zip(grads, variables_to_train))
         if transform_grads_fn is not None:
             grads_and_vars = transform_grads_fn(grads_and_vars)
@@ -240,14 +300,14 @@ def create_train_op(total_loss: tf.Tensor, optimizer, global_step: tf.Variable |
                     tf.compat.v1.summary.scalar(name + "_gradient_norm", tf.linalg.global_norm([grad]))
         grads_and_vars = [(g, v) for g, v in grads_and_vars if g is not None]
         if isinstance(optimizer, tf.compat.v1.train.Optimizer):
-            grad_updates = optimizer.apply_gradients(grads_and_vars, global_step=global_step)
+            grad_updates = optimizer.apply_gradients(grads_and_vars, global_step=step_var)
             increments_step = True
         else:
             grad_updates = optimizer.apply_gradients(grads_and_vars)
             increments_step = False
-        if global_step is not None and not increments_step:
+        if step_var is not None and not increments_step:
             with tf.control_dependencies([grad_updates]):
-                grad_updates = global_step.assign_add(1)
+                grad_updates = step_var.assign_add(1)
         if check_numerics:
             total_loss = tf.debugging.check_numerics(total_loss, "LossTensor is inf or nan")
         with tf.control_dependencies([grad_updates]):

@@ -5,6 +5,7 @@ a Trajectory row t holds the observation at t, the action taken there, the rewar
 received on the transition t -> t+1, and the step types of t and t+1. A LAST step is a
 *boundary*: its action never reached an environment and it is masked out of training.
 """
+
 from __future__ import annotations
 
 from typing import Any, NamedTuple
@@ -27,10 +28,10 @@ class TimeStep(NamedTuple):
     discount: Any
     observation: Any
 
-    def is_first(self):
+    def is_first(self) -> tf.Tensor:
         return tf.equal(self.step_type, StepType.FIRST)
 
-    def is_last(self):
+    def is_last(self) -> tf.Tensor:
         return tf.equal(self.step_type, StepType.LAST)
 
 
@@ -49,10 +50,10 @@ class Trajectory(NamedTuple):
     reward: Any
     discount: Any
 
-    def is_boundary(self):
+    def is_boundary(self) -> tf.Tensor:
         return tf.equal(self.step_type, StepType.LAST)
 
-    def is_last(self):
+    def is_last(self) -> tf.Tensor:
         return tf.equal(self.next_step_type, StepType.LAST)
 
 
@@ -86,8 +87,9 @@ def trajectory_spec(time_step_spec_: TimeStep, action_spec: Any, policy_info_spe
 def restart(observation: Any, batch_size: int | None = None) -> TimeStep:
     """A FIRST time step (reward 0, discount 1) for a batch of observations."""
     shape = () if batch_size is None else (batch_size,)
-    return TimeStep(tf.fill(shape, StepType.FIRST), tf.zeros(shape, tf.float32),
-                    tf.ones(shape, tf.float32), observation)
+    return TimeStep(
+        tf.fill(shape, StepType.FIRST), tf.zeros(shape, tf.float32), tf.ones(shape, tf.float32), observation
+    )
 
 
 def single_step_trajectory(observation: Any, action: Any, reward: Any, policy_info: Any = ()) -> Trajectory:
@@ -98,6 +100,11 @@ def single_step_trajectory(observation: Any, action: Any, reward: Any, policy_in
     last = tf.fill(batch, StepType.LAST)
     add_time = lambda t: tf.nest.map_structure(lambda x: tf.expand_dims(x, 1), t)  # noqa: E731
     return Trajectory(
-        step_type=add_time(first), observation=add_time(observation), action=add_time(action),
-        policy_info=add_time(policy_info), next_step_type=add_time(last), reward=add_time(reward),
-        discount=add_time(tf.zeros(batch, tf.float32)))
+        step_type=add_time(first),
+        observation=add_time(observation),
+        action=add_time(action),
+        policy_info=add_time(policy_info),
+        next_step_type=add_time(last),
+        reward=add_time(reward),
+        discount=add_time(tf.zeros(batch, tf.float32)),
+    )

@@ -9,6 +9,7 @@ A union of dataclasses that each have a `kind` field (e.g. a file, BigQuery or s
 source) is tagged by `kind`: a mapping that names a `kind` is a whole member and replaces the
 one it overlays; a mapping without `kind` edits the current member's fields (`merge_raw`).
 """
+
 from __future__ import annotations
 
 import copy
@@ -34,6 +35,7 @@ class PartialOf:
     """`Annotated[dict[str, Any], PartialOf("module:Class")]`: a mapping of some of that
     dataclass's fields (overrides applied later, e.g. trainer.ppo -> PPOConfig), checked key by
     key against its hints. The class is named, not imported, so loading a config stays light."""
+
     target: str
 
     def resolve(self) -> type:
@@ -57,6 +59,7 @@ def join(key: str, name: str) -> str:
 
 
 # --- type hints -----------------------------------------------------------------------------------
+
 
 def _is_union(tp: Any) -> bool:
     return typing.get_origin(tp) in (Union, types.UnionType)
@@ -130,6 +133,7 @@ def sections(tp: Any) -> dict[str, Any] | None:
 
 # --- overlays: a YAML file on the defaults, `--set key=value` on both -----------------------------
 
+
 def _current_member(tp: Any, raw: Any, default_kind: str | None) -> type | None:
     members = tagged_members(tp) or {}
     kind = raw.get(TAG, default_kind) if isinstance(raw, dict) else default_kind
@@ -189,8 +193,7 @@ def set_path(tp: Any, raw: dict, path: list[str], value: Any) -> None:
         if nxt is None:
             nxt = node[part] = {}
         if not isinstance(nxt, dict):
-            raise ConfigValueError(f"{'.'.join(path[:i + 1])}: is a value, not a section; cannot set "
-                                   f"{'.'.join(path)}")
+            raise ConfigValueError(f"{'.'.join(path[: i + 1])}: is a value, not a section; cannot set {'.'.join(path)}")
         node, node_tp, default_kind = nxt, sub_tp, sub_default
     leaf = path[-1]
     members = tagged_members(node_tp)
@@ -217,6 +220,7 @@ def _child(tp: Any, raw: Any, name: str, default_kind: str | None) -> tuple[Any,
 
 
 # --- building: raw mapping -> dataclass ----------------------------------------------------------
+
 
 def _name(tp: Any) -> str:
     names = {bool: "true or false", int: "an integer", float: "a number", str: "a string", dict: "a mapping"}
@@ -312,8 +316,10 @@ def _convert_plain(tp: Any, v: Any, key: str, make: bool) -> Any:
         fixed = origin is tuple and args and args[-1] is not Ellipsis
         if fixed and len(v) != len(args):
             raise ConfigValueError(f"{key}: expected a list of {len(args)}, got {shown(v)}")
-        items = [convert(args[i] if fixed else (args[0] if args else Any), x, f"{key}[{i}]", make=make)
-                 for i, x in enumerate(v)]
+        items = [
+            convert(args[i] if fixed else (args[0] if args else Any), x, f"{key}[{i}]", make=make)
+            for i, x in enumerate(v)
+        ]
         return tuple(items) if origin is tuple else items
     elif origin is dict or tp is dict:
         if not isinstance(v, dict):
@@ -333,9 +339,16 @@ def build(cls: type, d: Any, key: str, make: bool = True) -> Any:
     for name in d:
         if name not in fields:
             raise unknown_key(key, name, fields)
-    kwargs = {name: convert(fields[name], value, join(key, name),
-                            _field_default_kind(cls, name) if tagged_members(fields[name]) else None, make)
-              for name, value in d.items()}
+    kwargs = {
+        name: convert(
+            fields[name],
+            value,
+            join(key, name),
+            _field_default_kind(cls, name) if tagged_members(fields[name]) else None,
+            make,
+        )
+        for name, value in d.items()
+    }
     return cls(**kwargs) if make else kwargs
 
 

@@ -7,6 +7,7 @@ such number" (e.g. the lower bound of an interval the data cannot support): the 
 out and the reason travels in its own string property. Every component imports this module (it
 sits under rlops/components/, below the components, so no component imports a sibling).
 """
+
 from __future__ import annotations
 
 import math
@@ -29,8 +30,11 @@ def is_finite_number(value: Any) -> bool:
 def finite_properties(properties: Mapping[str, Any]) -> dict[str, Any]:
     """`properties` without its non-finite numbers; nested dicts and lists are cleaned the same
     way (a non-finite number inside one becomes None, so the structure stays JSON)."""
-    return {key: json_safe(value) for key, value in properties.items()
-            if not (isinstance(value, (float, np.floating)) and not is_finite_number(value))}
+    return {
+        key: json_safe(value)
+        for key, value in properties.items()
+        if not (isinstance(value, (float, np.floating)) and not is_finite_number(value))
+    }
 
 
 def json_safe(value: Any) -> Any:

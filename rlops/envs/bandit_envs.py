@@ -12,6 +12,7 @@ same stream eagerly and inside tf.function. Under XLA (jit_compile=True) uniform
 which digits) are the same too, but normal draws are transformed differently: reproducible from
 the seed, yet a different stream than without XLA.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
@@ -25,7 +26,7 @@ from rlops.envs.regret import regret
 
 
 class BanditBatch(NamedTuple):
-    contexts: tf.Tensor          # [B, ...] float32
+    contexts: tf.Tensor  # [B, ...] float32
     expected_rewards: tf.Tensor  # [B, K] float32
 
 
@@ -50,8 +51,12 @@ class BanditEnvironment:
     def time_step(self, batch: BanditBatch) -> TimeStep:
         contexts = batch.contexts
         batch_size = tf.shape(tf.nest.flatten(contexts)[0])[0]
-        return TimeStep(tf.fill([batch_size], trajectories.StepType.FIRST),
-                        tf.zeros([batch_size], tf.float32), tf.ones([batch_size], tf.float32), contexts)
+        return TimeStep(
+            tf.fill([batch_size], trajectories.StepType.FIRST),
+            tf.zeros([batch_size], tf.float32),
+            tf.ones([batch_size], tf.float32),
+            contexts,
+        )
 
 
 def expected_reward_of(batch: BanditBatch, actions: tf.Tensor) -> tf.Tensor:
@@ -61,8 +66,7 @@ def expected_reward_of(batch: BanditBatch, actions: tf.Tensor) -> tf.Tensor:
 class ClassificationBandit(BanditEnvironment):
     """Labelled data as a bandit: a context is a row, arm k pays 1 if k is its label, else 0."""
 
-    def __init__(self, features: np.ndarray, labels: np.ndarray, num_actions: int | None = None,
-                 seed: int = 0):
+    def __init__(self, features: np.ndarray, labels: np.ndarray, num_actions: int | None = None, seed: int = 0):
         features = np.asarray(features, np.float32)
         labels = np.asarray(labels, np.int32)
         num_actions = int(labels.max()) + 1 if num_actions is None else num_actions
@@ -74,8 +78,9 @@ class ClassificationBandit(BanditEnvironment):
     def sample(self, batch_size: int | tf.Tensor) -> BanditBatch:
         # Uniform rows with replacement: an i.i.d. context stream, as a deployed bandit sees.
         idx = self._rng.uniform([batch_size], 0, self.num_examples, dtype=tf.int32)
-        return BanditBatch(tf.gather(self.features, idx),
-                           tf.one_hot(tf.gather(self.labels, idx), self.num_actions, dtype=tf.float32))
+        return BanditBatch(
+            tf.gather(self.features, idx), tf.one_hot(tf.gather(self.labels, idx), self.num_actions, dtype=tf.float32)
+        )
 
     def all_contexts(self) -> BanditBatch:
         """Every row once (for greedy accuracy over the whole data set)."""
@@ -137,9 +142,18 @@ class PerArmBandit(BanditEnvironment):
 
     UNAVAILABLE = -1e6
 
-    def __init__(self, global_dim: int = 4, arm_dim: int = 4, num_actions: int = 8, noise_std: float = 0.1,
-                 interaction: float = 0.5, variable_num_actions: bool = True, min_num_actions: int = 2,
-                 observe_arms: bool = True, seed: int = 0):
+    def __init__(
+        self,
+        global_dim: int = 4,
+        arm_dim: int = 4,
+        num_actions: int = 8,
+        noise_std: float = 0.1,
+        interaction: float = 0.5,
+        variable_num_actions: bool = True,
+        min_num_actions: int = 2,
+        observe_arms: bool = True,
+        seed: int = 0,
+    ):
         if variable_num_actions and not 1 <= min_num_actions <= num_actions:
             raise ValueError(f"min_num_actions must be in [1, {num_actions}], got {min_num_actions}")
         self.global_dim, self.arm_dim = int(global_dim), int(arm_dim)
@@ -157,16 +171,16 @@ class PerArmBandit(BanditEnvironment):
         super().__init__(obs_spec, num_actions, seed)
         rng = np.random.default_rng(seed)
         self.theta_arm = tf.constant(rng.normal(size=arm_dim) / np.sqrt(arm_dim), tf.float32)
-        self.w = tf.constant(interaction * rng.normal(size=(global_dim, arm_dim)) / np.sqrt(global_dim * arm_dim),
-                             tf.float32)
+        self.w = tf.constant(
+            interaction * rng.normal(size=(global_dim, arm_dim)) / np.sqrt(global_dim * arm_dim), tf.float32
+        )
         self.noise_std = float(noise_std)
 
     def sample(self, batch_size: int | tf.Tensor) -> BanditBatch:
         k = self.num_actions
         g = self._rng.normal([batch_size, self.global_dim], dtype=tf.float32)
         arms = self._rng.normal([batch_size, k, self.arm_dim], dtype=tf.float32)
-        expected = (tf.einsum("bkd,d->bk", arms, self.theta_arm)
-                    + tf.einsum("bg,gd,bkd->bk", g, self.w, arms))
+        expected = tf.einsum("bkd,d->bk", arms, self.theta_arm) + tf.einsum("bg,gd,bkd->bk", g, self.w, arms)
         if self.variable_num_actions:
             n = self._rng.uniform([batch_size], self.min_num_actions, k + 1, dtype=tf.int32)
         else:
@@ -192,13 +206,13 @@ class PerArmBandit(BanditEnvironment):
         """[B] expected regret of a uniform choice among the available arms (the random baseline)."""
         expected = batch.expected_rewards
         available = expected > PerArmBandit.UNAVAILABLE / 2
-        mean = (tf.reduce_sum(tf.where(available, expected, 0.0), 1)
-                / tf.reduce_sum(tf.cast(available, tf.float32), 1))
+        mean = tf.reduce_sum(tf.where(available, expected, 0.0), 1) / tf.reduce_sum(tf.cast(available, tf.float32), 1)
         return tf.reduce_max(expected, 1) - mean
 
 
-def make_interaction_loop(env: BanditEnvironment, agent: Any, batch_size: int,
-                          jit_compile: bool = False) -> Callable[[int], tf.Tensor]:
+def make_interaction_loop(
+    env: BanditEnvironment, agent: Any, batch_size: int, jit_compile: bool = False
+) -> Callable[[int], tf.Tensor]:
     """A tf.function `loop(num_steps) -> [num_steps] regret per step (summed over the batch)`.
 
     Each step: sample contexts, act with `agent.collect_policy`, draw rewards, train on the
@@ -210,12 +224,12 @@ def make_interaction_loop(env: BanditEnvironment, agent: Any, batch_size: int,
     is slow under XLA). Under XLA each distinct `num_steps` value compiles once; pass the same
     value (e.g. a tf.constant) to reuse the compiled loop.
     """
+
     def step() -> tf.Tensor:
         batch = env.sample(batch_size)
         policy_step = agent.collect_policy.action(env.time_step(batch))
         reward = env.rewards(batch, policy_step.action)
-        experience = trajectories.single_step_trajectory(batch.contexts, policy_step.action, reward,
-                                                         policy_step.info)
+        experience = trajectories.single_step_trajectory(batch.contexts, policy_step.action, reward, policy_step.info)
         agent.train(experience)
         return tf.reduce_sum(regret(batch.expected_rewards, policy_step.action))
 

@@ -7,6 +7,7 @@ flags False (`info["elapsed_step"] == 0`). So `GymVectorEnv` maps it onto TF-Age
 rows with no special case; this adapter only converts spaces and dtypes and handles seeding.
 EnvPool has its own env ids and RNG: the same seed does not give Gymnasium's trajectories.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -16,8 +17,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-INSTALL_HINT = ("pip install 'rlops[envpool]' (envpool==0.8.4, which needs gym==0.26.2 and dm-env); "
-                "or use vector_env='async' (subprocesses) or 'sync'")
+INSTALL_HINT = (
+    "pip install 'rlops[envpool]' (envpool==0.8.4, which needs gym==0.26.2 and dm-env); "
+    "or use vector_env='async' (subprocesses) or 'sync'"
+)
 
 
 def import_envpool():
@@ -50,8 +53,10 @@ class EnvPoolVectorEnv:
         known = envpool.list_all_envs()
         if env_id not in known:
             family = sorted(e for e in known if e.split("-")[0] == env_id.split("-")[0])
-            raise ValueError(f"vector_env='envpool': envpool {envpool.__version__} has no env {env_id!r}"
-                             f" (same family: {family or 'none'}); use vector_env='async' or 'sync'")
+            raise ValueError(
+                f"vector_env='envpool': envpool {envpool.__version__} has no env {env_id!r}"
+                f" (same family: {family or 'none'}); use vector_env='async' or 'sync'"
+            )
         self._make = lambda s: envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, seed=s, **kwargs)
         self.num_envs = num_envs
         self._pool, self._seed, self._stepped = self._make(seed), seed, False

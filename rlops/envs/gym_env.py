@@ -7,6 +7,7 @@ convention: the step that observes the final observation is a LAST (boundary) ro
 action never acts, and the following row is FIRST. Terminated episodes get discount 0
 (no bootstrap); truncated ones keep discount 1, so learners bootstrap from V(final obs).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -41,14 +42,16 @@ as MuJoCo, on machines with cores to spare). envpool: EnvPool's C++ thread pool,
 sync and async seed sub-env i with seed + i and give identical trajectories."""
 
 
-def make_vector_env(env_id: str, num_envs: int, seed: int = 0, vector_env: str = "auto",
-                    **kwargs: Any) -> gym.vector.VectorEnv:
+def make_vector_env(
+    env_id: str, num_envs: int, seed: int = 0, vector_env: str = "auto", **kwargs: Any
+) -> gym.vector.VectorEnv:
     """A NEXT_STEP-autoreset vector env from the `vector_env` backend (see VECTOR_ENVS)."""
     if vector_env not in VECTOR_ENVS:
         raise ValueError(f"vector_env={vector_env!r}: expected one of {', '.join(VECTOR_ENVS)}")
     next_step = {"autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP}
     if vector_env == "envpool":
         from rlops.envs.envpool_env import EnvPoolVectorEnv
+
         env = EnvPoolVectorEnv(env_id, num_envs, seed, **kwargs)
     elif vector_env == "auto":
         try:
@@ -56,8 +59,7 @@ def make_vector_env(env_id: str, num_envs: int, seed: int = 0, vector_env: str =
         except (gym.error.Error, ValueError, TypeError):
             env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync", vector_kwargs=next_step, **kwargs)
     else:
-        env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=vector_env, vector_kwargs=next_step,
-                           **kwargs)
+        env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=vector_env, vector_kwargs=next_step, **kwargs)
     mode = env.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
     if mode != gym.vector.AutoresetMode.NEXT_STEP:
         env.close()
@@ -70,8 +72,12 @@ def make_vector_env(env_id: str, num_envs: int, seed: int = 0, vector_env: str =
 def backend_name(env: Any) -> str:
     """Which backend a vector env from make_vector_env is (benchmarks report it)."""
     from rlops.envs.envpool_env import EnvPoolVectorEnv
-    for cls, name in ((gym.vector.AsyncVectorEnv, "async"), (gym.vector.SyncVectorEnv, "sync"),
-                      (EnvPoolVectorEnv, "envpool")):
+
+    for cls, name in (
+        (gym.vector.AsyncVectorEnv, "async"),
+        (gym.vector.SyncVectorEnv, "sync"),
+        (EnvPoolVectorEnv, "envpool"),
+    ):
         if isinstance(env, cls):
             return name
     return "vector_entry_point"
@@ -122,6 +128,7 @@ class GymVectorEnv:
 class EpisodeStats:
     """Returns and lengths of episodes finished during collection, with the env step count
     at which each finished (for learning curves)."""
+
     returns: list[float] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
     env_steps: list[int] = field(default_factory=list)
@@ -141,6 +148,7 @@ def _policy_step_fn(policy) -> Callable:
     def act(step_type, reward, discount, observation):
         step = policy.action(TimeStep(step_type, reward, discount, observation))
         return step.action, step.info
+
     return act
 
 
@@ -181,7 +189,7 @@ class ReturnScaler:
         total = self.count + n
         delta = mean - self.mean
         self.mean += delta * n / total
-        self.var = (self.var * self.count + var * n + delta ** 2 * self.count * n / total) / total
+        self.var = (self.var * self.count + var * n + delta**2 * self.count * n / total) / total
         self.count = total
 
 
@@ -190,8 +198,15 @@ class VectorDriver:
     Trajectory (numpy). Row num_steps holds only the current observation and step type: it is
     the bootstrap row PPO needs, and the next call continues from exactly that state."""
 
-    def __init__(self, env: GymVectorEnv, policy, num_steps: int, seed: int = 0, use_numpy_policy: bool = True,
-                 reward_scaler: ReturnScaler | None = None):
+    def __init__(
+        self,
+        env: GymVectorEnv,
+        policy,
+        num_steps: int,
+        seed: int = 0,
+        use_numpy_policy: bool = True,
+        reward_scaler: ReturnScaler | None = None,
+    ):
         self.env = env
         self.reward_scaler = reward_scaler  # stored rewards scaled; episode returns stay raw
         self.policy = policy
@@ -214,7 +229,8 @@ class VectorDriver:
         next_step_type = np.full((B, T + 1), StepType.MID, np.int32)
         reward = np.zeros((B, T + 1), np.float32)
         discount = np.ones((B, T + 1), np.float32)
-        action = info = None
+        action: Any = None  # [B, T + 1, ...] and the info buffers, shaped by the policy's first output
+        info: Any = None
         for t in range(T):
             step_type[:, t], observation[:, t] = env.step_type, env.observation
             a, i = act(env.current_time_step())
@@ -228,8 +244,9 @@ class VectorDriver:
             reward[:, t], discount[:, t], next_step_type[:, t] = env.step(a)
             self._track_episodes(step_type[:, t], reward[:, t], next_step_type[:, t])
             if self.reward_scaler is not None:
-                reward[:, t] = self.reward_scaler(reward[:, t], step_type[:, t] != StepType.LAST,
-                                                  next_step_type[:, t] == StepType.LAST)
+                reward[:, t] = self.reward_scaler(
+                    reward[:, t], step_type[:, t] != StepType.LAST, next_step_type[:, t] == StepType.LAST
+                )
         step_type[:, T], observation[:, T] = env.step_type, env.observation
         # The bootstrap row never acts, but learners evaluate log-probabilities on every row before
         # masking: zeros there are a Normal with scale 0 (NaN log-prob, and NaN * weight 0 is NaN).
@@ -238,8 +255,15 @@ class VectorDriver:
         for buf in info_leaves:
             buf[:, T] = buf[:, T - 1]
         self.total_env_steps += T * B
-        return Trajectory(step_type=step_type, observation=observation, action=action, policy_info=info,
-                          next_step_type=next_step_type, reward=reward, discount=discount)
+        return Trajectory(
+            step_type=step_type,
+            observation=observation,
+            action=action,
+            policy_info=info,
+            next_step_type=next_step_type,
+            reward=reward,
+            discount=discount,
+        )
 
     def _numpy_or_tf_actor(self) -> Callable[[TimeStep], tuple[np.ndarray, Any]]:
         """The policy's numpy snapshot when it has one (one weight copy per run instead of a
@@ -257,6 +281,7 @@ class VectorDriver:
         def tf_act(ts: TimeStep):
             action, info = self._act(ts.step_type, ts.reward, ts.discount, ts.observation)
             return action.numpy(), tf.nest.map_structure(lambda t: t.numpy(), info)
+
         return tf_act
 
     def _track_episodes(self, step_type: np.ndarray, reward: np.ndarray, next_step_type: np.ndarray) -> None:
@@ -272,8 +297,9 @@ class VectorDriver:
             self._episode_length[i] = 0
 
 
-def evaluate_policy(env_id: str, policy, num_episodes: int, seed: int = 10_000, num_envs: int | None = None,
-                    **kwargs: Any) -> np.ndarray:
+def evaluate_policy(
+    env_id: str, policy, num_episodes: int, seed: int = 10_000, num_envs: int | None = None, **kwargs: Any
+) -> np.ndarray:
     """Returns of `num_episodes` complete episodes under `policy` (e.g. the greedy policy),
     each sub-env seeded differently; episodes beyond num_episodes are discarded."""
     num_envs = num_envs or min(num_episodes, 20)

@@ -39,12 +39,13 @@ pi / mu stays <= K / exploration for any pi); impressions carry a `candidates` c
 `num_actions` and `candidate_set` (which list); policy_fns return [N, k_max] probabilities over
 the candidate slots (0 on padding).
 """
+
 from __future__ import annotations
 
 import hashlib
 import os
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -54,7 +55,7 @@ PolicyFn = Callable[[Columns], np.ndarray]
 LOGGING_POLICIES = ("uniform", "thompson")
 FILE_FORMATS = ("csv", "jsonl", "parquet")
 ITEM_CATEGORIES = ("apparel", "shoes", "bags", "accessories", "sport", "home")
-CANDIDATE_SEPARATOR = "|"   # as ExperienceGen's bandit_columns.candidates reads them
+CANDIDATE_SEPARATOR = "|"  # as ExperienceGen's bandit_columns.candidates reads them
 
 
 def hashed_values(prefix: str, n: int) -> np.ndarray:
@@ -68,27 +69,31 @@ class LogConfig:
     num_positions: int = 3
     user_cardinalities: tuple[int, ...] = (5, 11, 23, 47)  # one hashed categorical column each
     num_user_floats: int = 3
-    num_users: int = 2_000       # size of the user population contexts are drawn from
-    ctr: float = 0.005           # mean click rate of the uniform policy (calibrated exactly)
-    logging: str = "thompson"    # "uniform" or "thompson"
-    exploration: float = 0.1     # thompson: mixed-in uniform share, keeps propensities >= exploration / K
+    num_users: int = 2_000  # size of the user population contexts are drawn from
+    ctr: float = 0.005  # mean click rate of the uniform policy (calibrated exactly)
+    logging: str = "thompson"  # "uniform" or "thompson"
+    exploration: float = 0.1  # thompson: mixed-in uniform share, keeps propensities >= exploration / K
     prior_impressions: int = 20_000  # thompson: simulated earlier impressions the posterior is fitted on
     latent_dim: int = 4
-    interaction_scale: float = 0.9   # spread of user x item effects on the logit
+    interaction_scale: float = 0.9  # spread of user x item effects on the logit
     position_bias: tuple[float, ...] = (0.0, -0.35, -0.7)
     seed: int = 0
-    candidates: tuple[int, int] | None = None   # (k_min, k_max) shown items per decision; None: every item
-    num_candidate_sets: int = 64                 # distinct candidate lists decisions draw from
+    candidates: tuple[int, int] | None = None  # (k_min, k_max) shown items per decision; None: every item
+    num_candidate_sets: int = 64  # distinct candidate lists decisions draw from
 
     def __post_init__(self):
         if self.logging not in LOGGING_POLICIES:
-            raise ValueError(f"LogConfig.logging: unknown logging policy '{self.logging}'; "
-                             f"choose one of {', '.join(LOGGING_POLICIES)}")
+            raise ValueError(
+                f"LogConfig.logging: unknown logging policy '{self.logging}'; "
+                f"choose one of {', '.join(LOGGING_POLICIES)}"
+            )
         if self.num_items < 2:
             raise ValueError(f"LogConfig.num_items must be >= 2, got {self.num_items}")
         if self.num_positions < 1 or len(self.position_bias) < self.num_positions:
-            raise ValueError(f"LogConfig.position_bias needs one entry per position "
-                             f"({self.num_positions}), got {len(self.position_bias)}")
+            raise ValueError(
+                f"LogConfig.position_bias needs one entry per position "
+                f"({self.num_positions}), got {len(self.position_bias)}"
+            )
         if not self.user_cardinalities or min(self.user_cardinalities) < 2:
             raise ValueError(f"LogConfig.user_cardinalities must be >= 2 each, got {self.user_cardinalities}")
         if not 0.0 < self.ctr < 0.5:
@@ -100,8 +105,10 @@ class LogConfig:
         if self.candidates is not None:
             lo, hi = self.candidates
             if not 1 <= lo <= hi <= self.num_items:
-                raise ValueError(f"LogConfig.candidates must be (k_min, k_max) with 1 <= k_min <= k_max <= "
-                                 f"num_items ({self.num_items}), got {self.candidates}")
+                raise ValueError(
+                    f"LogConfig.candidates must be (k_min, k_max) with 1 <= k_min <= k_max <= "
+                    f"num_items ({self.num_items}), got {self.candidates}"
+                )
             if self.num_candidate_sets < 1:
                 raise ValueError(f"LogConfig.num_candidate_sets must be >= 1, got {self.num_candidate_sets}")
 
@@ -112,6 +119,7 @@ class LoggedBandit:
 
     `expected_ctr` [N, K] and `logging_probs` [N, K] are the ground truth behind each row (not
     columns a production log would have; tests and benchmarks use them)."""
+
     impressions: Columns
     items: Columns
     user_columns: tuple[str, ...]
@@ -121,7 +129,7 @@ class LoggedBandit:
     # Varying candidates: [N, k_max] item indices (-1 = padding); expected_ctr and logging_probs
     # are then over each record's candidate slots.
     candidates: np.ndarray | None = field(default=None, repr=False)
-    candidate_set: np.ndarray | None = field(default=None, repr=False)   # [N] which candidate list
+    candidate_set: np.ndarray | None = field(default=None, repr=False)  # [N] which candidate list
 
     def __len__(self) -> int:
         return len(self.impressions["action"])
@@ -135,12 +143,17 @@ class LoggedBandit:
         when they vary)."""
         out = {k: self.impressions[k] for k in self.context_columns}
         if self.candidates is not None:
-            out.update(candidates=self.candidates, num_actions=(self.candidates >= 0).sum(1).astype(np.int64),
-                       candidate_set=self.candidate_set)
+            varying: dict[str, Any] = {
+                "candidates": self.candidates,
+                "candidate_set": self.candidate_set,
+                "num_actions": (self.candidates >= 0).sum(1).astype(np.int64),
+            }
+            out.update(varying)
         return out
 
     def to_pandas(self):
         import pandas as pd
+
         return pd.DataFrame(self.impressions), pd.DataFrame(self.items)
 
     def to_files(self, directory: str, format: str = "csv") -> dict[str, str]:
@@ -171,16 +184,18 @@ class LogGenerator:
         self.num_items, self.num_positions = k, c.num_positions
         self.user_columns = tuple(f"user_feature_{j}" for j in range(len(c.user_cardinalities)))
         self.float_columns = tuple(f"user_float_{j}" for j in range(c.num_user_floats))
-        self.vocabularies = {col: hashed_values(f"{c.seed}:{col}", n)
-                             for col, n in zip(self.user_columns, c.user_cardinalities)}
+        self.vocabularies = {
+            col: hashed_values(f"{c.seed}:{col}", n) for col, n in zip(self.user_columns, c.user_cardinalities)
+        }
         self._index_of = {col: {v: i for i, v in enumerate(vocab)} for col, vocab in self.vocabularies.items()}
 
         # User population: skewed category frequencies (a few dominant segments, a long tail).
-        self.user_codes = np.stack([rng.choice(n, c.num_users, p=rng.dirichlet(np.full(n, 0.7)))
-                                    for n in c.user_cardinalities], 1)                 # [U, C]
+        self.user_codes = np.stack(
+            [rng.choice(n, c.num_users, p=rng.dirichlet(np.full(n, 0.7))) for n in c.user_cardinalities], 1
+        )  # [U, C]
         # Rounded as written to files, so a context read back gives exactly the same click probabilities.
         self.user_floats = np.round(rng.normal(size=(c.num_users, c.num_user_floats)), 6)  # [U, F]
-        self.user_weights = rng.dirichlet(np.full(c.num_users, 2.0))                   # P(user)
+        self.user_weights = rng.dirichlet(np.full(c.num_users, 2.0))  # P(user)
 
         # Items: mixed numeric and categorical features; latent vector driven by them.
         category = rng.integers(0, len(ITEM_CATEGORIES), k)
@@ -204,24 +219,31 @@ class LogGenerator:
         # User side of the interaction: category embeddings + a linear map of the floats.
         self._cat_emb = [rng.normal(size=(n, d)) / np.sqrt(len(c.user_cardinalities)) for n in c.user_cardinalities]
         self._float_map = rng.normal(size=(c.num_user_floats, d)) * 0.4
-        self._pos_bias = np.asarray(c.position_bias[:c.num_positions], float)
+        self._pos_bias = np.asarray(c.position_bias[: c.num_positions], float)
         self._b0 = 0.0
         self._b0 = self._calibrate_intercept(c.ctr)
-        self.logging_table = self._logging_table(rng)                                 # [P, K]
-        self.candidate_sets = self._candidate_sets() if c.candidates else None        # [S, k_max], -1 = pad
+        self.logging_table = self._logging_table(rng)  # [P, K]
+        self.candidate_sets = self._candidate_sets() if c.candidates else None  # [S, k_max], -1 = pad
 
     @property
     def varying(self) -> bool:
         return self.candidate_sets is not None
 
     @property
+    def _sets(self) -> np.ndarray:
+        """candidate_sets, where they vary (every caller checks `varying` first)."""
+        assert self.candidate_sets is not None, "fixed candidates: no candidate sets"
+        return self.candidate_sets
+
+    @property
     def num_slots(self) -> int:
         """Width of a policy's probabilities: k_max candidate slots, or every item."""
-        return self.candidate_sets.shape[1] if self.varying else self.num_items
+        return self._sets.shape[1] if self.varying else self.num_items
 
     def _candidate_sets(self) -> np.ndarray:
         c = self.config
         rng = np.random.default_rng([c.seed, 7])  # its own stream: the fixed-candidate world is unchanged
+        assert c.candidates is not None  # called only when candidates vary
         lo, hi = c.candidates
         sets = np.full((c.num_candidate_sets, hi), -1, np.int64)
         for j in range(c.num_candidate_sets):
@@ -234,18 +256,17 @@ class LogGenerator:
             if c.logging == "uniform":
                 probs = np.full((self.num_positions, len(shown)), 1.0 / len(shown))
             else:
-                draws = self._posterior_draws[:, :, shown]                          # [D, P, k]
-                wins = (draws.argmax(2)[..., None] == np.arange(len(shown))).mean(0)   # [P, k]
+                draws = self._posterior_draws[:, :, shown]  # [D, P, k]
+                wins = (draws.argmax(2)[..., None] == np.arange(len(shown))).mean(0)  # [P, k]
                 probs = (1.0 - c.exploration) * wins + c.exploration / len(shown)
-            self.set_logging[j, :, :len(shown)] = probs
+            self.set_logging[j, :, : len(shown)] = probs
         return sets
 
     # ---- click model -------------------------------------------------------------------------
     def _logits(self, codes: np.ndarray, floats: np.ndarray, positions: np.ndarray) -> np.ndarray:
         u = sum(emb[codes[:, j]] for j, emb in enumerate(self._cat_emb)) + floats @ self._float_map  # [N, d]
         scale = self.config.interaction_scale / np.sqrt(self.config.latent_dim)
-        return (self._b0 + self._pos_bias[positions][:, None] + self.item_bias[None, :]
-                + scale * u @ self.item_latent.T)
+        return self._b0 + self._pos_bias[positions][:, None] + self.item_bias[None, :] + scale * u @ self.item_latent.T
 
     def _population_ctr(self) -> np.ndarray:
         """[U * P, K] click probabilities of every (user, position) context."""
@@ -259,9 +280,11 @@ class LogGenerator:
     def _calibrate_intercept(self, target: float) -> float:
         lo, hi = -20.0, 5.0
         self._b0 = 0.0
-        base = self._logits(np.repeat(self.user_codes, self.num_positions, 0),
-                            np.repeat(self.user_floats, self.num_positions, 0),
-                            np.tile(np.arange(self.num_positions), self.config.num_users))
+        base = self._logits(
+            np.repeat(self.user_codes, self.num_positions, 0),
+            np.repeat(self.user_floats, self.num_positions, 0),
+            np.tile(np.arange(self.num_positions), self.config.num_users),
+        )
         w = self._population_weights()
         for _ in range(60):  # bisection on the uniform policy's CTR, monotone in b0
             mid = (lo + hi) / 2
@@ -272,12 +295,16 @@ class LogGenerator:
     def expected_ctr(self, contexts: Columns) -> np.ndarray:
         """[N, K] click probabilities for context columns (hashed strings are looked up)."""
         codes = np.stack([self._codes(contexts, col) for col in self.user_columns], 1)
-        floats = np.stack([np.asarray(self._column(contexts, col), float) for col in self.float_columns], 1) \
-            if self.float_columns else np.zeros((len(codes), 0))
+        floats = (
+            np.stack([np.asarray(self._column(contexts, col), float) for col in self.float_columns], 1)
+            if self.float_columns
+            else np.zeros((len(codes), 0))
+        )
         positions = np.asarray(self._column(contexts, "position")).astype(int)
         if positions.size and (positions.min() < 0 or positions.max() >= self.num_positions):
-            raise ValueError(f"contexts['position'] must be in [0, {self.num_positions}); "
-                             f"got {positions.min()}..{positions.max()}")
+            raise ValueError(
+                f"contexts['position'] must be in [0, {self.num_positions}); got {positions.min()}..{positions.max()}"
+            )
         return 1.0 / (1.0 + np.exp(-self._logits(codes, floats, positions)))
 
     @staticmethod
@@ -344,8 +371,11 @@ class LogGenerator:
     def arm_columns(self, contexts: Columns) -> Columns:
         """per_arm/<item feature> [N, k_max] of each record's candidates (padding: '' or 0) and
         num_actions [N]: the per-arm inputs of an exported per-arm policy."""
-        cand = np.asarray(self._column(contexts, "candidates")) if self.varying else \
-            np.broadcast_to(np.arange(self.num_items), (len(self._column(contexts, "position")), self.num_items))
+        cand = (
+            np.asarray(self._column(contexts, "candidates"))
+            if self.varying
+            else np.broadcast_to(np.arange(self.num_items), (len(self._column(contexts, "position")), self.num_items))
+        )
         pad = cand < 0
         out = {}
         for name, v in self.items.items():
@@ -364,7 +394,7 @@ class LogGenerator:
         users = np.repeat(np.arange(u), p)
         if not self.varying:
             return self._context_columns(users, np.tile(np.arange(p), u)), self._population_weights()
-        s = len(self.candidate_sets)
+        s = len(self._sets)
         sets = np.tile(np.arange(s), u * p)
         ctx = self._context_columns(np.repeat(users, s), np.repeat(np.tile(np.arange(p), u), s), sets)
         return ctx, np.repeat(self._population_weights(), s) / s
@@ -376,7 +406,7 @@ class LogGenerator:
         probs = check_probs(policy_fn(contexts), len(weights), self.num_slots, "policy_fn")
         if not self.varying:
             return float(weights @ (probs * self._population_ctr()).sum(1))
-        s = len(self.candidate_sets)
+        s = len(self._sets)
         ctr = np.repeat(self._population_ctr(), s, 0)
         cand = contexts["candidates"]
         if (probs * (cand < 0)).sum() > 1e-9:
@@ -385,14 +415,15 @@ class LogGenerator:
 
     # ---- sampling ----------------------------------------------------------------------------
     def _context_columns(self, users: np.ndarray, positions: np.ndarray, sets: np.ndarray | None = None) -> Columns:
-        cols: Columns = {col: self.vocabularies[col][self.user_codes[users, j]]
-                         for j, col in enumerate(self.user_columns)}
+        cols: Columns = {
+            col: self.vocabularies[col][self.user_codes[users, j]] for j, col in enumerate(self.user_columns)
+        }
         for j, col in enumerate(self.float_columns):
             cols[col] = self.user_floats[users, j]
         cols["position"] = positions.astype(np.int64)
         if sets is not None:
             cols["candidate_set"] = sets.astype(np.int64)
-            cols["candidates"] = self.candidate_sets[sets]
+            cols["candidates"] = self._sets[sets]
             cols["num_actions"] = (cols["candidates"] >= 0).sum(1).astype(np.int64)
         return cols
 
@@ -405,7 +436,7 @@ class LogGenerator:
         positions = rng.integers(0, self.num_positions, n)
         if self.varying:
             return self._sample_varying(rng, users, positions)
-        probs = self.logging_table[positions]                                          # [N, K]
+        probs = self.logging_table[positions]  # [N, K]
         cdf = np.cumsum(self.logging_table, 1)
         cdf[:, -1] = 1.0
         actions = np.minimum((rng.random(n)[:, None] > cdf[positions]).sum(1), self.num_items - 1)
@@ -413,15 +444,19 @@ class LogGenerator:
         ctr = 1.0 / (1.0 + np.exp(-self._logits(self.user_codes[users], self.user_floats[users], positions)))
         rewards = (rng.random(n) < ctr[np.arange(n), actions]).astype(np.int64)
         impressions = dict(contexts)
-        impressions.update(item_id=self.items["item_id"][actions], action=actions.astype(np.int64),
-                           reward=rewards, propensity=probs[np.arange(n), actions])
+        impressions.update(
+            item_id=self.items["item_id"][actions],
+            action=actions.astype(np.int64),
+            reward=rewards,
+            propensity=probs[np.arange(n), actions],
+        )
         return LoggedBandit(impressions, dict(self.items), self.user_columns, self.float_columns, ctr, probs)
 
     def _sample_varying(self, rng: np.random.Generator, users: np.ndarray, positions: np.ndarray) -> LoggedBandit:
         n = len(users)
-        sets = rng.integers(0, len(self.candidate_sets), n)
+        sets = rng.integers(0, len(self._sets), n)
         contexts = self._context_columns(users, positions, sets)
-        probs = self.logging_policy(contexts)                                          # [N, k_max]
+        probs = self.logging_policy(contexts)  # [N, k_max]
         cdf = np.cumsum(probs, 1)
         last = contexts["num_actions"] - 1
         actions = np.minimum((rng.random(n)[:, None] > cdf).sum(1), last)
@@ -430,13 +465,23 @@ class LogGenerator:
         rewards = (rng.random(n) < ctr[np.arange(n), item]).astype(np.int64)
         impressions = {k: v for k, v in contexts.items() if k not in ("candidates", "num_actions", "candidate_set")}
         ids = self.items["item_id"]
-        impressions.update(item_id=ids[item], action=actions.astype(np.int64), reward=rewards,
-                           propensity=probs[np.arange(n), actions],
-                           candidates=np.array([CANDIDATE_SEPARATOR.join(ids[c[c >= 0]]) for c in
-                                                self.candidate_sets])[sets])
-        return LoggedBandit(impressions, dict(self.items), self.user_columns, self.float_columns,
-                            self._slot_values(ctr, contexts), probs, candidates=contexts["candidates"],
-                            candidate_set=sets)
+        impressions.update(
+            item_id=ids[item],
+            action=actions.astype(np.int64),
+            reward=rewards,
+            propensity=probs[np.arange(n), actions],
+            candidates=np.array([CANDIDATE_SEPARATOR.join(ids[c[c >= 0]]) for c in self._sets])[sets],
+        )
+        return LoggedBandit(
+            impressions,
+            dict(self.items),
+            self.user_columns,
+            self.float_columns,
+            self._slot_values(ctr, contexts),
+            probs,
+            candidates=contexts["candidates"],
+            candidate_set=sets,
+        )
 
     def sample_contexts(self, n: int, seed: int = 0) -> Columns:
         """n contexts from the population (no logging policy): for online simulation and regret,
@@ -444,7 +489,7 @@ class LogGenerator:
         rng = np.random.default_rng([self.config.seed, seed, 1])
         users = rng.choice(self.config.num_users, n, p=self.user_weights)
         positions = rng.integers(0, self.num_positions, n)
-        sets = rng.integers(0, len(self.candidate_sets), n) if self.varying else None
+        sets = rng.integers(0, len(self._sets), n) if self.varying else None
         return self._context_columns(users, positions, sets)
 
     # ---- features for reward models -----------------------------------------------------------
@@ -452,8 +497,10 @@ class LogGenerator:
         """Dense [K, F] per-arm features from the item table: one-hot category and brand,
         standardized log price, popularity."""
         items = self.items
-        parts = [(items[col][:, None] == np.unique(items[col])[None, :]).astype(float)
-                 for col in ("item_category", "item_brand")]
+        parts = [
+            (items[col][:, None] == np.unique(items[col])[None, :]).astype(float)
+            for col in ("item_category", "item_brand")
+        ]
         log_price = np.log(items["item_price"])
         parts.append(((log_price - log_price.mean()) / max(log_price.std(), 1e-9))[:, None])
         parts.append(items["item_popularity"][:, None].astype(float))

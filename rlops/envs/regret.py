@@ -2,6 +2,7 @@
 
 regret_b = max_k expected_rewards[b, k] - expected_rewards[b, action_b]
 """
+
 from __future__ import annotations
 
 import numpy as np

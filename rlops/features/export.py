@@ -11,6 +11,7 @@ bottom layer does not import the agents.
 epsilon-greedy exploring policy and its propensity (so tomorrow's logs can be evaluated
 off-policy), honouring an action mask when given.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -52,8 +53,9 @@ def _unbatched(spec: tf.TensorSpec) -> tf.TensorSpec:
     return tf.TensorSpec(spec.shape[1:], spec.dtype, spec.name)
 
 
-def epsilon_greedy_head(greedy: tf.Tensor, num_actions: int, epsilon: tf.Tensor, minimum: int = 0,
-                        action_mask: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
+def epsilon_greedy_head(
+    greedy: tf.Tensor, num_actions: int, epsilon: tf.Tensor, minimum: int = 0, action_mask: tf.Tensor | None = None
+) -> dict[str, tf.Tensor]:
     """{action, propensity, greedy_action}: with probability epsilon a uniform allowed action,
     else the greedy one. propensity = P(action) under that policy:
         (1 - eps) * [action == greedy] + eps / n_allowed     (greedy allowed)

@@ -8,6 +8,7 @@ are fine: a model ignores them.
 
 Each check returns why it does not fit, in words a user can act on, or None when it fits.
 """
+
 from __future__ import annotations
 
 from rlops.features.schema import FeatureSchema, FeatureSpec
@@ -19,27 +20,35 @@ def _names(names: list[str]) -> str:
     return ", ".join(names[:MAX_NAMED]) + (", ..." if len(names) > MAX_NAMED else "")
 
 
-def _missing_and_retyped(model: tuple[FeatureSpec, ...], data: tuple[FeatureSpec, ...],
-                         prefix: str = "") -> tuple[list[str], list[str]]:
+def _missing_and_retyped(
+    model: tuple[FeatureSpec, ...], data: tuple[FeatureSpec, ...], prefix: str = ""
+) -> tuple[list[str], list[str]]:
     ours = {f.name: f for f in data}
     missing = [prefix + f.name for f in model if f.name not in ours]
-    retyped = [f"{prefix}{f.name} ({f.describe()} in the model, {ours[f.name].describe()} here)"
-               for f in model if f.name in ours and f.signature != ours[f.name].signature]
+    retyped = [
+        f"{prefix}{f.name} ({f.describe()} in the model, {ours[f.name].describe()} here)"
+        for f in model
+        if f.name in ours and f.signature != ours[f.name].signature
+    ]
     return missing, retyped
 
 
 def schema_misfit(model: FeatureSchema, data: FeatureSchema) -> str | None:
     """Why a model built on `model`'s features cannot score records of `data`'s, else None."""
     if bool(model.per_arm) != bool(data.per_arm):
-        return ("it is a per-arm model and these records have no per-arm features" if model.per_arm
-                else "it has no per-arm features and these records are per-arm")
+        return (
+            "it is a per-arm model and these records have no per-arm features"
+            if model.per_arm
+            else "it has no per-arm features and these records are per-arm"
+        )
     missing, retyped = _missing_and_retyped(model.features, data.features)
     arm_missing, arm_retyped = _missing_and_retyped(model.per_arm, data.per_arm, prefix="per_arm/")
     missing, retyped = missing + arm_missing, retyped + arm_retyped
     if not (missing or retyped):
         return None
     parts = ([f"missing: {_names(missing)}"] if missing else []) + (
-        [f"typed differently: {_names(retyped)}"] if retyped else [])
+        [f"typed differently: {_names(retyped)}"] if retyped else []
+    )
     return f"it was trained on other features ({'; '.join(parts)})"
 
 

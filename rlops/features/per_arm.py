@@ -7,6 +7,7 @@ serving_names.py), and this module accepts either. The global part goes through 
 Preprocessor; every candidate's item features go through a second Preprocessor over
 `schema.per_arm` (one row per arm), giving [B, K, Da].
 """
+
 from __future__ import annotations
 
 from typing import Mapping
@@ -53,8 +54,12 @@ class PerArmPreprocessor(tf.Module):
     def raw_specs(self, batch_size: int | None = None) -> dict[str, tf.TensorSpec]:
         """The raw inputs, batched, keyed by serving input name."""
         out = {serving_input_name(f.name): input_spec(f, batch_size) for f in self.schema.features}
-        out.update({serving_input_name(f.name, per_arm=True): arm_input_spec(f, self.num_arms, batch_size)
-                    for f in self.schema.per_arm})
+        out.update(
+            {
+                serving_input_name(f.name, per_arm=True): arm_input_spec(f, self.num_arms, batch_size)
+                for f in self.schema.per_arm
+            }
+        )
         out[NUM_ACTIONS] = tf.TensorSpec([batch_size], tf.int64, name=NUM_ACTIONS)
         return out
 

@@ -16,6 +16,7 @@ width W: value order does not matter (multi-hot); values come first, and only th
 columns are read (the same rule as ingestion, which keeps a record's first `dim` values), so a
 longer list is truncated, never an error. A RaggedTensor (parsed Examples) is padded first.
 """
+
 from __future__ import annotations
 
 import logging
@@ -53,9 +54,11 @@ class Preprocessor(tf.Module):
         self.input_names = serving_inputs(schema.names)  # {serving input: feature}; collisions raise
         self._tables = {}
         for f in schema.features:
-            if f.kind == CATEGORICAL and not f.hash_buckets and f.vocabulary:
-                key_dtype = tf.string if f.dtype == "string" else tf.int64
-                keys = tf.constant(list(f.vocabulary), key_dtype)
+            # String vocabularies: a StaticHashTable (TFLite's builtin HASHTABLE ops take string keys).
+            # int64 ones are matched against the vocabulary instead (_int_lookup): TFLite has no
+            # int64 -> int64 table, and one such table stops the converter legalizing any table.
+            if f.kind == CATEGORICAL and not f.hash_buckets and f.vocabulary and f.dtype == "string":
+                keys = tf.constant(list(f.vocabulary), tf.string)
                 init = tf.lookup.KeyValueTensorInitializer(keys, tf.range(len(f.vocabulary), dtype=tf.int64))
                 self._tables[f.name] = tf.lookup.StaticHashTable(init, default_value=-1)
         # tf.Module tracks tables held in a dict attribute: they travel into the SavedModel.
@@ -78,15 +81,20 @@ class Preprocessor(tf.Module):
         """Missing or retyped features raise (naming them); extras are logged and ignored."""
         for f in self.schema.features:
             if f.name not in features:
-                raise FeatureSchemaError(f"feature '{f.name}' ({f.describe()}) is missing from the inputs; "
-                                         f"got {sorted(features)}")
+                raise FeatureSchemaError(
+                    f"feature '{f.name}' ({f.describe()}) is missing from the inputs; got {sorted(features)}"
+                )
             want = input_spec(f).dtype
             got = tf.as_dtype(getattr(features[f.name], "dtype", want))
-            compatible = got == want or (want.is_floating and (got.is_floating or got.is_integer)) \
+            compatible = (
+                got == want
+                or (want.is_floating and (got.is_floating or got.is_integer))
                 or (want == tf.int64 and got.is_integer)
+            )
             if not compatible:
-                raise FeatureSchemaError(f"feature '{f.name}' is {f.describe()} ({want.name}) in the model but "
-                                         f"arrives as {got.name}")
+                raise FeatureSchemaError(
+                    f"feature '{f.name}' is {f.describe()} ({want.name}) in the model but arrives as {got.name}"
+                )
         extra = sorted(set(features) - set(self.schema.names))
         if extra:
             log.info("preprocessor: ignoring input column(s) not in the feature schema: %s", extra)
@@ -112,25 +120,58 @@ class Preprocessor(tf.Module):
         if f.dtype == INT64:
             x = tf.cast(x, tf.int64)
         ids = self._ids(f, x)  # [B] or [B, dim]; -1: no slot (padding, or OOV without buckets)
-        hot = tf.one_hot(ids, f.output_dim, dtype=tf.float32)  # -1 -> all zeros
+        hot = one_hot(ids, f.output_dim)  # -1 -> all zeros
         if f.multivalent:
             hot = tf.minimum(tf.reduce_sum(hot, axis=-2), 1.0)
         return tf.reshape(hot, [-1, f.output_dim])
 
     def _ids(self, f: FeatureSpec, x: tf.Tensor) -> tf.Tensor:
-        text = x if f.dtype == "string" else tf.strings.as_string(x)
         pad = tf.equal(x, STRING_PAD if f.dtype == "string" else INT_PAD) if f.multivalent else None
         if f.hash_buckets:
-            ids = tf.strings.to_hash_bucket_fast(text, f.hash_buckets)
+            ids = _hash_bucket(x, f.hash_buckets)
         else:
             n = len(f.vocabulary)
-            ids = self._tables[f.name].lookup(x) if n else tf.fill(tf.shape(x), tf.constant(-1, tf.int64))
+            if not n:
+                ids = tf.fill(tf.shape(x), tf.constant(-1, tf.int64))
+            elif f.dtype == "string":
+                ids = self._tables[f.name].lookup(x)
+            else:
+                ids = _int_lookup(x, f.vocabulary)
             if f.num_oov_buckets:
-                oov = n + tf.strings.to_hash_bucket_fast(text, f.num_oov_buckets)
-                ids = tf.where(ids < 0, oov, ids)
+                ids = tf.where(ids < 0, n + _hash_bucket(x, f.num_oov_buckets), ids)
         if pad is not None:
             ids = tf.where(pad, tf.constant(-1, tf.int64), ids)
         return ids
+
+
+GATHER_ONE_HOT_MAX = 128  # widths up to this take rows of a constant identity (<= 64 KB)
+
+
+def one_hot(ids: tf.Tensor, depth: int) -> tf.Tensor:
+    """tf.one_hot(ids, depth) for ids in [-1, depth) (-1: all zeros). Narrow ones gather rows of a
+    [depth + 1, depth] constant instead: the same numbers, and under TFLite a row copy is ~4x
+    faster than its ONE_HOT kernel (34 candidates x 1,024 rows, benchmarks/policy_inference.py)."""
+    if depth > GATHER_ONE_HOT_MAX:
+        return tf.one_hot(ids, depth, dtype=tf.float32)
+    rows = tf.constant(np.eye(depth + 1, dtype=np.float32)[:, 1:])  # row 0: the -1 id
+    return tf.gather(rows, ids + 1)
+
+
+def _int_lookup(x: tf.Tensor, vocabulary: Sequence[int]) -> tf.Tensor:
+    """Each int64 value's index in `vocabulary` (distinct values), -1 where absent."""
+    hits = tf.equal(x[..., None], tf.constant(list(vocabulary), tf.int64))
+    index = tf.argmax(tf.cast(hits, tf.int32), axis=-1, output_type=tf.int64)
+    return tf.where(tf.reduce_any(hits, axis=-1), index, tf.constant(-1, tf.int64))
+
+
+def _hash_bucket(x: tf.Tensor, buckets: int) -> tf.Tensor:
+    """The bucket of each value's text. One bucket needs no hash (every value lands in it): no
+    string op, so a policy with the default single OOV bucket converts to TFLite builtins, which
+    have no op that reads a string's bytes (rlops.train.litert)."""
+    if buckets == 1:
+        return tf.zeros_like(x, tf.int64) if x.dtype != tf.string else tf.zeros(tf.shape(x), tf.int64)
+    text = x if x.dtype == tf.string else tf.strings.as_string(x)
+    return tf.strings.to_hash_bucket_fast(text, buckets)
 
 
 def pad_value(f: FeatureSpec) -> object:
@@ -147,7 +188,7 @@ def multivalent_dense(f: FeatureSpec, x: tf.Tensor | tf.RaggedTensor | tf.Sparse
     x = tf.convert_to_tensor(x)
     if x.shape.rank == 1:  # one value per record
         x = x[:, None]
-    return x[:, :f.dim]
+    return x[:, : f.dim]
 
 
 def numpy_features(schema: FeatureSchema, columns: Mapping[str, np.ndarray]) -> dict[str, tf.Tensor]:
@@ -171,5 +212,5 @@ def pad_lists(lists: Sequence, pad: object, dtype: object) -> np.ndarray:
     width = max([len(v) for v in lists] + [1])
     out = np.full((len(lists), width), pad, dtype)
     for i, v in enumerate(lists):
-        out[i, :len(v)] = list(v)
+        out[i, : len(v)] = list(v)
     return out

@@ -9,6 +9,7 @@ model and the data it meets can be compared feature by feature, by name.
     categorical a string or int64 id (or up to `dim` of them when `multivalent`): a vocabulary
                 (top-k by frequency) plus `num_oov_buckets`, or `hash_buckets` > 0 for hashing
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -59,8 +60,9 @@ class FeatureSpec:
         if not self.name:
             raise FeatureSchemaError("a feature has an empty name")
         if self.name in RESERVED:
-            raise FeatureSchemaError(f"{where}: '{self.name}' is a reserved bandit field ({', '.join(RESERVED)}); "
-                                     f"rename the context feature")
+            raise FeatureSchemaError(
+                f"{where}: '{self.name}' is a reserved bandit field ({', '.join(RESERVED)}); rename the context feature"
+            )
         if self.kind not in KINDS:
             raise FeatureSchemaError(f"{where}: kind must be one of {KINDS}, got {self.kind!r}")
         if self.dim < 1:
@@ -159,8 +161,12 @@ class FeatureSchema:
     def is_legacy(self) -> bool:
         """The dense float `context` of the original record format: the model's observation is
         the feature itself (no preprocessing), and the `action` signature keeps its input."""
-        return (len(self.features) == 1 and self.features[0].name == LEGACY_CONTEXT
-                and self.features[0].kind in (FLOAT, FLOAT_LIST) and self.features[0].mean is None)
+        return (
+            len(self.features) == 1
+            and self.features[0].name == LEGACY_CONTEXT
+            and self.features[0].kind in (FLOAT, FLOAT_LIST)
+            and self.features[0].mean is None
+        )
 
     @classmethod
     def legacy(cls, context_dim: int) -> "FeatureSchema":
@@ -173,30 +179,42 @@ class FeatureSchema:
         for f in self.features:
             if f.name not in other:
                 raise FeatureSchemaError(
-                    f"feature '{f.name}' ({f.describe()}) is missing from the {what}; it has {other.names}")
+                    f"feature '{f.name}' ({f.describe()}) is missing from the {what}; it has {other.names}"
+                )
             g = other[f.name]
             if f.signature != g.signature:
                 raise FeatureSchemaError(
-                    f"feature '{f.name}' is {f.describe()} in the model but {g.describe()} in the {what}")
+                    f"feature '{f.name}' is {f.describe()} in the model but {g.describe()} in the {what}"
+                )
         return [n for n in other.names if n not in self]
 
     # --- JSON -----------------------------------------------------------------------------------
     def to_json(self) -> str:
-        return json.dumps({"format": SCHEMA_FORMAT, "features": [f.to_dict() for f in self.features],
-                           "per_arm": [f.to_dict() for f in self.per_arm]}, indent=1)
+        return json.dumps(
+            {
+                "format": SCHEMA_FORMAT,
+                "features": [f.to_dict() for f in self.features],
+                "per_arm": [f.to_dict() for f in self.per_arm],
+            },
+            indent=1,
+        )
 
     @classmethod
     def from_json(cls, text: str | dict) -> "FeatureSchema":
         d = json.loads(text) if isinstance(text, str) else text
         if d.get("format") != SCHEMA_FORMAT:
-            raise FeatureSchemaError(f"not an rlops feature schema (format {d.get('format')!r}, "
-                                     f"expected {SCHEMA_FORMAT!r})")
-        return cls(tuple(FeatureSpec.from_dict(f) for f in d["features"]),
-                   tuple(FeatureSpec.from_dict(f) for f in d.get("per_arm", ())))
+            raise FeatureSchemaError(
+                f"not an rlops feature schema (format {d.get('format')!r}, expected {SCHEMA_FORMAT!r})"
+            )
+        return cls(
+            tuple(FeatureSpec.from_dict(f) for f in d["features"]),
+            tuple(FeatureSpec.from_dict(f) for f in d.get("per_arm", ())),
+        )
 
     def save(self, directory: str, tfmd: bool = True) -> str:
         """Writes `rlops_feature_schema.json` (and TFX's `schema.pbtxt`) into `directory`."""
         import tensorflow as tf
+
         tf.io.gfile.makedirs(directory)
         path = os.path.join(directory, SCHEMA_FILE)
         with tf.io.gfile.GFile(path, "w") as f:
@@ -212,6 +230,7 @@ class FeatureSchema:
         """TFX's Schema proto (tensorflow_metadata): one Feature per context feature (and per
         `reserved` (name, "float"|"int") record field), string domains holding the vocabularies."""
         from tensorflow_metadata.proto.v0 import schema_pb2
+
         schema = schema_pb2.Schema()
         for f in self.features:
             feat = schema.feature.add(name=f.name)
@@ -230,8 +249,11 @@ class FeatureSchema:
                 feat.presence.min_fraction = 1.0
         for f in self.per_arm:  # per_arm/<name>: one value per candidate arm (count varies with K)
             feat = schema.feature.add(name="per_arm/" + f.name)
-            feat.type = schema_pb2.FLOAT if f.kind != CATEGORICAL else (
-                schema_pb2.BYTES if f.dtype == STRING else schema_pb2.INT)
+            feat.type = (
+                schema_pb2.FLOAT
+                if f.kind != CATEGORICAL
+                else (schema_pb2.BYTES if f.dtype == STRING else schema_pb2.INT)
+            )
             if f.kind == CATEGORICAL and f.dtype == STRING and f.vocabulary:
                 feat.string_domain.value.extend([""] + [str(v) for v in f.vocabulary])  # "": padding
             feat.value_count.min = 1
@@ -246,6 +268,7 @@ class FeatureSchema:
     def to_tfmd_text(self) -> str | None:
         try:
             from google.protobuf import text_format
+
             return text_format.MessageToString(self.to_tfmd_schema())
         except ImportError:  # tensorflow_metadata is optional for the bottom layer
             return None
@@ -258,6 +281,7 @@ def schema_path(directory: str) -> str:
 def load(directory: str) -> FeatureSchema | None:
     """The schema stored in `directory` (an Examples root or a SavedModel dir), or None."""
     import tensorflow as tf
+
     path = schema_path(directory)
     if not tf.io.gfile.exists(path):
         return None

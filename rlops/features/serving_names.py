@@ -18,6 +18,7 @@ Records (tf.Examples, the Evaluator's columns) keep their own keys: the feature 
 `per_arm/<name>` for an item feature (`record_key`); `serving_inputs_from_records` turns record
 columns into serving inputs. The `action` signature prefixes each input with `observation_`.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,8 +26,8 @@ from typing import Iterable, Mapping, TypeVar
 
 from rlops.features.schema import FeatureSchemaError
 
-PER_ARM_PREFIX = "per_arm/"          # an item feature's key in records: per_arm/<name>
-PER_ARM_INPUT_PREFIX = "per_arm_"    # ... and its serving input: per_arm_<name>
+PER_ARM_PREFIX = "per_arm/"  # an item feature's key in records: per_arm/<name>
+PER_ARM_INPUT_PREFIX = "per_arm_"  # ... and its serving input: per_arm_<name>
 NUM_ACTIONS = "num_actions"
 _NOT_ALLOWED = re.compile(r"[^A-Za-z0-9_]")
 
@@ -51,7 +52,7 @@ def record_key(feature: str, per_arm: bool = False) -> str:
 def serving_input_for_record_key(key: str) -> str:
     """`per_arm/<name>` -> `per_arm_<name>`; a global feature's key -> its serving input."""
     if key.startswith(PER_ARM_PREFIX):
-        return serving_input_name(key[len(PER_ARM_PREFIX):], per_arm=True)
+        return serving_input_name(key[len(PER_ARM_PREFIX) :], per_arm=True)
     return serving_input_name(key)
 
 
@@ -65,8 +66,10 @@ def serving_inputs(global_features: Iterable[str], per_arm_features: Iterable[st
     for key in keys:
         name = serving_input_for_record_key(key)
         if name in out:
-            raise FeatureSchemaError(f"features '{out[name]}' and '{key}' would both be served as input '{name}' "
-                             f"(inputs are named by rlops.features.serving_names.serving_input_name); rename one")
+            raise FeatureSchemaError(
+                f"features '{out[name]}' and '{key}' would both be served as input '{name}' "
+                f"(inputs are named by rlops.features.serving_names.serving_input_name); rename one"
+            )
         out[name] = key
     return out
 

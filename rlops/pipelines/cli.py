@@ -14,35 +14,46 @@
 Errors print one line (`rlops: ...`) and exit 2 for bad input (config, data, flags), 1 for
 anything else; `--debug` (anywhere on the command line) shows the Python traceback instead.
 """
+
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
-from rlops.quiet import quiet_startup
+from rlops.quiet import entry_point_setup
 
-quiet_startup()
+entry_point_setup()  # before cli_* import TensorFlow / TFX: Keras mode, quiet start-up
 
-from rlops.pipelines import cli_evaluate  # noqa: E402
-from rlops.pipelines import cli_runs  # noqa: E402
-from rlops.pipelines import cli_serving  # noqa: E402
+from rlops.pipelines import (
+    cli_evaluate,  # noqa: E402
+    cli_runs,  # noqa: E402
+    cli_serving,  # noqa: E402
+)
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlops", description="RL pipelines on TFX / Kubeflow")
-    parser.add_argument("--debug", action="store_true", help="show Python tracebacks (also accepted after the "
-                        "subcommand)")
+    parser.add_argument(
+        "--debug", action="store_true", help="show Python tracebacks (also accepted after the subcommand)"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, help_text in (("run", "run a pipeline locally end to end"),
-                            ("lineage", "show which data and training run produced a pushed policy"),
-                            ("config", "print the resolved, validated config")):
+    for name, help_text in (
+        ("run", "run a pipeline locally end to end"),
+        ("lineage", "show which data and training run produced a pushed policy"),
+        ("config", "print the resolved, validated config"),
+    ):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("kind", choices=["bandit", "ppo"])
         p.add_argument("--config", help="YAML file overlaid on the defaults")
-        p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                       help="override one value, e.g. --set trainer.train_steps=500 (repeatable)")
+        p.add_argument(
+            "--set",
+            dest="overrides",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="override one value, e.g. --set trainer.train_steps=500 (repeatable)",
+        )
         if name == "lineage":
             p.add_argument("--version", type=int, help="pushed version (default: the latest)")
         if name == "run":
@@ -61,12 +72,22 @@ def _add_target_flags(p: argparse.ArgumentParser, job: bool = True) -> None:
     if job:
         p.add_argument("--pipeline-root", help="gs://BUCKET/PATH where runs keep their artifacts")
         p.add_argument("--service-account", help="service account the runs act as")
-        p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                       help="runtime parameter value, e.g. --param data_date=2026-01-31 (repeatable)")
+        p.add_argument(
+            "--param",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="runtime parameter value, e.g. --param data_date=2026-01-31 (repeatable)",
+        )
         p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="job label (repeatable)")
         p.add_argument("--network", help="VPC to peer with: projects/PROJECT_NUMBER/global/networks/NAME")
-        p.add_argument("--reserved-ip-range", dest="reserved_ip_ranges", action="append", default=[],
-                       help="name of a reserved IP range on --network (repeatable)")
+        p.add_argument(
+            "--reserved-ip-range",
+            dest="reserved_ip_ranges",
+            action="append",
+            default=[],
+            help="name of a reserved IP range on --network (repeatable)",
+        )
         p.add_argument("--kms-key", help="CMEK: projects/P/locations/REGION/keyRings/R/cryptoKeys/K")
 
 
@@ -74,13 +95,25 @@ def _add_cloud_commands(sub) -> None:
     p = sub.add_parser("compile", help="compile a pipeline for Vertex AI Pipelines (PipelineJob JSON)")
     p.add_argument("kind", choices=["bandit", "ppo"])
     p.add_argument("--config", help="YAML file overlaid on the defaults")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one pipeline config value (repeatable); root must be gs://...")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one pipeline config value (repeatable); root must be gs://...",
+    )
     p.add_argument("--output", required=True, help="where to write the PipelineJob JSON")
     p.add_argument("--image", help="container image every step runs in (default: the Dockerfile's, rlops:<version>)")
     p.add_argument("--vertex-config", help="YAML of Vertex settings: steps, custom_job, dataflow, caching")
-    p.add_argument("--vertex-set", dest="vertex_overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one Vertex setting, e.g. --vertex-set steps.Trainer.accelerator_count=2")
+    p.add_argument(
+        "--vertex-set",
+        dest="vertex_overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one Vertex setting, e.g. --vertex-set steps.Trainer.accelerator_count=2",
+    )
     p.add_argument("--project", help="project for the custom training job / Dataflow")
     p.add_argument("--region", help="region for the custom training job / Dataflow")
     p.add_argument("--notify-url", help="exit handler: POST a JSON note here when a run does not succeed")
@@ -119,40 +152,62 @@ def _add_cloud_commands(sub) -> None:
 def _compile(args) -> int:
     from rlops.pipelines.config import load_config
     from rlops.pipelines.vertex import compile_pipeline, load_vertex_config, summary
+
     config = load_config(args.kind, args.config, args.overrides)  # ConfigError: one line, see main()
-    vertex = load_vertex_config(args.vertex_config, args.vertex_overrides, image=args.image,
-                                project=args.project, region=args.region, notify_url=args.notify_url)
+    vertex = load_vertex_config(
+        args.vertex_config,
+        args.vertex_overrides,
+        image=args.image,
+        project=args.project,
+        region=args.region,
+        notify_url=args.notify_url,
+    )
     job = compile_pipeline(config, vertex, args.output)
     print("\n".join(summary(job)))
     print(f"wrote {args.output}")
     if "/" not in vertex.image.split(":")[0]:
-        print(f"note: image '{vertex.image}' has no registry; Vertex AI pulls images from a registry: push it "
-              "(see README, Run on Vertex AI) and pass --image REGION-docker.pkg.dev/PROJECT/REPO/rlops:TAG",
-              file=sys.stderr)
+        print(
+            f"note: image '{vertex.image}' has no registry; Vertex AI pulls images from a registry: push it "
+            "(see README, Run on Vertex AI) and pass --image REGION-docker.pkg.dev/PROJECT/REPO/rlops:TAG",
+            file=sys.stderr,
+        )
     return 0
 
 
 def _cloud(args) -> int:
     from rlops.pipelines import submit as vertex_submit
+
     job_command = args.command == "submit" or args.action == "create"
     try:
-        target = vertex_submit.resolve_target(args.project, args.region, getattr(args, "pipeline_root", None),
-                                              getattr(args, "service_account", None), need_root=job_command,
-                                              network=getattr(args, "network", None),
-                                              reserved_ip_ranges=getattr(args, "reserved_ip_ranges", ()),
-                                              kms_key=getattr(args, "kms_key", None))
+        target = vertex_submit.resolve_target(
+            args.project,
+            args.region,
+            getattr(args, "pipeline_root", None),
+            getattr(args, "service_account", None),
+            need_root=job_command,
+            network=getattr(args, "network", None),
+            reserved_ip_ranges=getattr(args, "reserved_ip_ranges", ()),
+            kms_key=getattr(args, "kms_key", None),
+        )
         if args.command == "submit":
             caching = {"on": True, "off": False}.get(args.caching)
-            job = vertex_submit.submit_pipeline(args.template, target, args.param, args.label, caching,
-                                                args.display_name, args.job_id)
+            job = vertex_submit.submit_pipeline(
+                args.template, target, args.param, args.label, caching, args.display_name, args.job_id
+            )
             print(json.dumps({"pipeline_job": job.resource_name, "state": job._gca_resource.state.name}))
             if args.wait:
                 return cli_runs.exit_code(cli_runs.watch(job, args.poll_seconds))
         elif args.action == "create":
-            spec = vertex_submit.ScheduleSpec(cron=args.cron, time_zone=args.time_zone,
-                                              max_concurrent_runs=args.max_concurrent_runs, start_time=args.start_time,
-                                              end_time=args.end_time, max_runs=args.max_runs,
-                                              allow_queueing=args.allow_queueing, display_name=args.display_name)
+            spec = vertex_submit.ScheduleSpec(
+                cron=args.cron,
+                time_zone=args.time_zone,
+                max_concurrent_runs=args.max_concurrent_runs,
+                start_time=args.start_time,
+                end_time=args.end_time,
+                max_runs=args.max_runs,
+                allow_queueing=args.allow_queueing,
+                display_name=args.display_name,
+            )
             schedule = vertex_submit.create_schedule(args.template, target, spec, args.param, args.label)
             print(json.dumps(vertex_submit.describe(schedule)))
         elif args.action == "list":
@@ -172,12 +227,15 @@ def _cloud(args) -> int:
 # rlops: (module, class). Looked up only in modules already imported -- an exception cannot be an
 # instance of a class whose module was never loaded, and importing ExperienceGen's core (Beam,
 # TensorFlow) just to classify an error would cost seconds before the one line is printed.
-USER_ERRORS = (("rlops.pipelines.config", "ConfigError"),
-               ("rlops.components.experience_gen.core", "ExperienceGenError"),
-               ("rlops.components.experience_gen.errors", "InputError"),
-               ("rlops.components.experience_gen.sources.base", "SourceError"),
-               ("rlops.components.trainer.core", "WarmStartError"),
-               ("rlops.components.evaluator.core", "BaselineModelError"))
+USER_ERRORS = (
+    ("rlops.pipelines.config", "ConfigError"),
+    ("rlops.components.experience_gen.core", "ExperienceGenError"),
+    ("rlops.components.experience_gen.errors", "InputError"),
+    ("rlops.components.experience_gen.sources.base", "SourceError"),
+    ("rlops.components.trainer.core", "WarmStartError"),
+    ("rlops.components.evaluator.core", "BaselineModelError"),
+    ("rlops.train.litert", "LiteRTConversionError"),
+)  # a policy needing Flex ops (pusher.litert_allow_flex)
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -206,8 +264,10 @@ def main(argv: list[str] | None = None) -> int:
         kind = "config error" if isinstance(e, config_error) else "error" if user else f"error: {type(e).__name__}"
         print(f"rlops: {kind}: {text}", file=sys.stderr)
         if not user:
-            print("rlops: this looks like a bug in rlops or its environment; re-run with --debug for the traceback",
-                  file=sys.stderr)
+            print(
+                "rlops: this looks like a bug in rlops or its environment; re-run with --debug for the traceback",
+                file=sys.stderr,
+            )
         return 2 if user else 1
 
 
@@ -221,6 +281,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "serving":
         return cli_serving.main(args)
     from rlops.pipelines.config import load_config
+
     if args.command == "run":
         _check_cloud_credentials_first(args)
     config = load_config(args.kind, args.config, args.overrides)
@@ -229,6 +290,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "lineage":
         from rlops.pipelines.local import lineage
+
         try:
             print("\n".join(lineage(config, args.version)))
         except LookupError as e:
@@ -236,8 +298,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             return 1
         return 0
     import warnings
+
     warnings.filterwarnings("ignore")
     from rlops.pipelines.local import run_local
+
     summary = run_local(config)
     print(summary.render())
     if args.summary_json:
@@ -252,6 +316,7 @@ def _check_cloud_credentials_first(args: argparse.Namespace) -> None:
     is wrong with the YAML itself, load_config reports next. ExperienceGen checks again."""
     from rlops.components.experience_gen.cloud import check_credentials
     from rlops.pipelines.config import load_raw
+
     try:
         raw = load_raw(args.kind, args.config, args.overrides)
     except Exception:  # noqa: BLE001 - load_config reports it, in one line

@@ -3,13 +3,15 @@
     rlops evaluate --examples DIR --policy SAVED_MODEL|uniform|logging [--split eval]
                    [--reward-model auto|ridge|logistic|network] [--[no-]reward-model-balance]
                    [--dm-refits 30] [--num-bootstrap 500] [--min-eval-records 100] [--min-ess 30]
-                   [--plot PNG] [--json FILE]
+                   [--engine auto|memory|beam] [--beam-threshold-records N] [--reward-model-sample N]
+                   [--beam-pipeline-arg=--direct_num_workers=2 ...] [--plot PNG] [--json FILE]
 
 Prints every estimator with its interval as a table, then one JSON line; writes a PNG plot only
 when --plot names one. A SavedModel is scored as it is served (serving_default's epsilon-greedy),
 its greedy policy beside it. The work is rlops.components.evaluator.core.evaluate_on_logs (the
 Evaluator's own code).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,34 +19,86 @@ import json
 import math
 import sys
 
-from rlops.components.evaluator.ope import (DEFAULT_BALANCE, DEFAULT_DM_REFITS, DEFAULT_REWARD_MODEL,
-                                            REWARD_MODEL_CHOICES)
+from rlops.components.evaluator.config import DEFAULT_BEAM_THRESHOLD, ENGINES
+from rlops.components.evaluator.reward_models import (
+    DEFAULT_BALANCE,
+    DEFAULT_DM_REFITS,
+    DEFAULT_REWARD_MODEL,
+    DEFAULT_SAMPLE,
+    REWARD_MODEL_CHOICES,
+)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("evaluate", help="off-policy estimates of a policy's value on logged feedback")
     p.add_argument("--examples", required=True, help="Examples directory (Split-<name>/ TFRecord shards)")
-    p.add_argument("--policy", required=True,
-                   help="policy SavedModel (or Model artifact) directory, 'uniform', or 'logging'")
+    p.add_argument(
+        "--policy", required=True, help="policy SavedModel (or Model artifact) directory, 'uniform', or 'logging'"
+    )
     p.add_argument("--split", default="eval", help="split to evaluate on (default: eval)")
     p.add_argument("--num-actions", type=int, help="number of actions (default: the policy's spec, else the data's)")
-    p.add_argument("--action-minimum", type=int,
-                   help="the first action id, e.g. 1 for ids 1..K (default: the policy's spec, else 0)")
-    p.add_argument("--reward-model", default=DEFAULT_REWARD_MODEL, choices=REWARD_MODEL_CHOICES,
-                   help=f"reward model behind DM and the DR family (default {DEFAULT_REWARD_MODEL}; auto: logistic "
-                        "for 0/1 rewards, else ridge)")
-    p.add_argument("--reward-model-balance", action=argparse.BooleanOptionalAction, default=DEFAULT_BALANCE,
-                   help="fit the reward model on 1/propensity-balanced rows (evaluator.reward_model_balance; "
-                        f"default {'on' if DEFAULT_BALANCE else 'off'})")
-    p.add_argument("--dm-refits", type=int, default=DEFAULT_DM_REFITS,
-                   help="reward-model refits behind DM's interval, 0 for none (evaluator.dm_refits; default "
-                        f"{DEFAULT_DM_REFITS})")
+    p.add_argument(
+        "--action-minimum",
+        type=int,
+        help="the first action id, e.g. 1 for ids 1..K (default: the policy's spec, else 0)",
+    )
+    p.add_argument(
+        "--reward-model",
+        default=DEFAULT_REWARD_MODEL,
+        choices=REWARD_MODEL_CHOICES,
+        help=f"reward model behind DM and the DR family (default {DEFAULT_REWARD_MODEL}; auto: logistic "
+        "for 0/1 rewards, else ridge)",
+    )
+    p.add_argument(
+        "--reward-model-balance",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULT_BALANCE,
+        help="fit the reward model on 1/propensity-balanced rows (evaluator.reward_model_balance; "
+        f"default {'on' if DEFAULT_BALANCE else 'off'})",
+    )
+    p.add_argument(
+        "--dm-refits",
+        type=int,
+        default=DEFAULT_DM_REFITS,
+        help=f"reward-model refits behind DM's interval, 0 for none (evaluator.dm_refits; default {DEFAULT_DM_REFITS})",
+    )
     p.add_argument("--num-bootstrap", type=int, default=500, help="bootstrap resamples (default 500)")
     p.add_argument("--confidence", type=float, default=0.95, help="interval confidence (default 0.95)")
     p.add_argument("--min-eval-records", type=int, default=100, help="fewer records: no interval (default 100)")
-    p.add_argument("--min-ess", type=float, default=30.0,
-                   help="smaller effective sample size of the importance weights: no interval (default 30)")
+    p.add_argument(
+        "--min-ess",
+        type=float,
+        default=30.0,
+        help="smaller effective sample size of the importance weights: no interval (default 30)",
+    )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--engine",
+        default="auto",
+        choices=ENGINES,
+        help="in-memory numpy or a Beam pipeline (memory independent of the split's size); auto: Beam "
+        "above --beam-threshold-records",
+    )
+    p.add_argument(
+        "--beam-threshold-records",
+        type=int,
+        default=DEFAULT_BEAM_THRESHOLD,
+        help=f"eval records above which --engine auto runs Beam (default {DEFAULT_BEAM_THRESHOLD})",
+    )
+    p.add_argument(
+        "--reward-model-sample",
+        type=int,
+        default=DEFAULT_SAMPLE,
+        help=f"records the reward model is fitted on (a hash sample; default {DEFAULT_SAMPLE})",
+    )
+    p.add_argument(
+        "--beam-pipeline-arg",
+        action="append",
+        default=[],
+        dest="beam_pipeline_args",
+        metavar="ARG",
+        help="a Beam pipeline option for the Beam engine, e.g. --beam-pipeline-arg=--direct_num_workers=2 (repeatable)",
+    )
     p.add_argument("--plot", metavar="PNG", help="also write a plot of the estimates to this PNG file")
     p.add_argument("--json", dest="json_path", help="also write the JSON result here")
     p.set_defaults(handler=run)
@@ -67,12 +121,16 @@ def render_table(result: dict) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    lines.append(f"records {result['num_records']}, ESS {result['ess']:.1f}, reward model {result['reward_model']}, "
-                 f"logging policy observed {result['observed_mean_reward']:.5f}")
+    lines.append(
+        f"records {result['num_records']} ({result.get('engine', 'memory')} engine), ESS {result['ess']:.1f}, reward model {result['reward_model']}, "
+        f"logging policy observed {result['observed_mean_reward']:.5f}"
+    )
     if result.get("serving_epsilon") is not None:
         greedy = result["greedy_estimates"]
-        lines.append(f"scored as served: epsilon-greedy, epsilon {result['serving_epsilon']:g}; the greedy policy "
-                     f"alone: dr {greedy['dr']['value']:.5f} {_interval(greedy['dr'])}, ESS {result['greedy_ess']:.1f}")
+        lines.append(
+            f"scored as served: epsilon-greedy, epsilon {result['serving_epsilon']:g}; the greedy policy "
+            f"alone: dr {greedy['dr']['value']:.5f} {_interval(greedy['dr'])}, ESS {result['greedy_ess']:.1f}"
+        )
     if not result["trusted"]:
         lines.append(f"no trustworthy interval: {result['reason']}")
     return "\n".join(lines)
@@ -82,18 +140,36 @@ def run(args) -> int:
     from rlops.components.evaluator.config import EvaluatorConfig
     from rlops.components.evaluator.core import evaluate_on_logs, plot_policy_estimates
     from rlops.components.properties import json_safe
+
     try:
-        config = EvaluatorConfig(kind="bandit", reward_model=args.reward_model, num_bootstrap=args.num_bootstrap,
-                                 reward_model_balance=args.reward_model_balance, dm_refits=args.dm_refits,
-                                 confidence=args.confidence, min_eval_records=args.min_eval_records,
-                                 min_ess=args.min_ess, seed=args.seed)
+        config = EvaluatorConfig(
+            kind="bandit",
+            reward_model=args.reward_model,
+            num_bootstrap=args.num_bootstrap,
+            reward_model_balance=args.reward_model_balance,
+            dm_refits=args.dm_refits,
+            confidence=args.confidence,
+            min_eval_records=args.min_eval_records,
+            min_ess=args.min_ess,
+            seed=args.seed,
+            engine=args.engine,
+            beam_threshold_records=args.beam_threshold_records,
+            reward_model_sample=args.reward_model_sample,
+        )
     except ValueError as e:  # name the flag, not the config key
         key = str(e).split(" ", 1)[0].removeprefix("evaluator.").rstrip(":")
         print(f"rlops evaluate: --{key.replace('_', '-')}: {str(e).split(' ', 1)[1]}", file=sys.stderr)
         return 2
     try:
-        result = evaluate_on_logs(config, args.examples, args.policy, args.split, args.num_actions,
-                                  args.action_minimum)
+        result = evaluate_on_logs(
+            config,
+            args.examples,
+            args.policy,
+            args.split,
+            args.num_actions,
+            args.action_minimum,
+            args.beam_pipeline_args,
+        )
     except (ValueError, FileNotFoundError) as e:
         print(f"rlops evaluate: {e}", file=sys.stderr)
         return 2

@@ -11,6 +11,7 @@ change -- so a failed step is seen (with its error) the moment Vertex reports it
 Failure notification by email: compile the KFP pipeline with an exit handler (see README) --
 this module only watches.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,14 @@ def task_states(gca: Any) -> dict[str, tuple[str, str]]:
     return out
 
 
-def watch(job: Any, poll_s: float = 30.0, stream: TextIO | None = None, sleep: Callable[[float], None] = time.sleep,
-          timeout_s: float | None = None, clock: Callable[[], float] = time.monotonic) -> str:
+def watch(
+    job: Any,
+    poll_s: float = 30.0,
+    stream: TextIO | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    timeout_s: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> str:
     """Polls `job` (an aiplatform.PipelineJob) until it ends; prints each task state change and
     the job's end state. Returns the final state (SUCCEEDED, FAILED, CANCELLED, or TIMEOUT)."""
     stream = stream or sys.stdout
@@ -60,8 +67,7 @@ def watch(job: Any, poll_s: float = 30.0, stream: TextIO | None = None, sleep: C
                 print(f"job error: {gca.error.message}", file=stream)
             return _short(job_state)
         if timeout_s is not None and clock() - start >= timeout_s:
-            print(f"stopped watching after {timeout_s:.0f} s; the run goes on: rlops runs wait {gca.name}",
-                  file=stream)
+            print(f"stopped watching after {timeout_s:.0f} s; the run goes on: rlops runs wait {gca.name}", file=stream)
             return "TIMEOUT"
         sleep(poll_s)
 
@@ -74,17 +80,24 @@ def exit_code(state: str) -> int:
 def describe_run(job: Any) -> dict:
     gca = job._gca_resource
     params = dict(gca.runtime_config.parameter_values) if gca.runtime_config else {}
-    return {"name": gca.name, "display_name": gca.display_name, "state": _short(gca.state.name),
-            "create_time": gca.create_time.isoformat() if gca.create_time else None,
-            "end_time": gca.end_time.isoformat() if gca.end_time else None,
-            "parameters": {k: v for k, v in params.items()},
-            "tasks": {name: {"state": state, **({"error": error} if error else {})}
-                      for name, (state, error) in sorted(task_states(gca).items())},
-            **({"error": gca.error.message} if gca.error.message else {})}
+    return {
+        "name": gca.name,
+        "display_name": gca.display_name,
+        "state": _short(gca.state.name),
+        "create_time": gca.create_time.isoformat() if gca.create_time else None,
+        "end_time": gca.end_time.isoformat() if gca.end_time else None,
+        "parameters": {k: v for k, v in params.items()},
+        "tasks": {
+            name: {"state": state, **({"error": error} if error else {})}
+            for name, (state, error) in sorted(task_states(gca).items())
+        },
+        **({"error": gca.error.message} if gca.error.message else {}),
+    }
 
 
 def _job_name(target: Any, job: str) -> str:
     from rlops.pipelines.submit import SubmitError
+
     if job.startswith("projects/"):
         return job
     if not job or "/" in job:
@@ -94,23 +107,38 @@ def _job_name(target: Any, job: str) -> str:
 
 def get_run(target: Any, job: str):
     from google.cloud import aiplatform
-    return aiplatform.PipelineJob.get(_job_name(target, job), project=target.project, location=target.region,
-                                      credentials=target.credentials)
+
+    return aiplatform.PipelineJob.get(
+        _job_name(target, job), project=target.project, location=target.region, credentials=target.credentials
+    )
 
 
 def list_runs(target: Any, filter: str | None = None, limit: int = 20) -> list[dict]:
     from google.cloud import aiplatform
-    jobs = aiplatform.PipelineJob.list(filter=filter, order_by="create_time desc", project=target.project,
-                                       location=target.region, credentials=target.credentials)
+
+    jobs = aiplatform.PipelineJob.list(
+        filter=filter,
+        order_by="create_time desc",
+        project=target.project,
+        location=target.region,
+        credentials=target.credentials,
+    )
     rows = []
     for job in jobs[:limit]:
         gca = job._gca_resource
-        rows.append({"name": gca.name, "display_name": gca.display_name, "state": _short(gca.state.name),
-                     "create_time": gca.create_time.isoformat() if gca.create_time else None})
+        rows.append(
+            {
+                "name": gca.name,
+                "display_name": gca.display_name,
+                "state": _short(gca.state.name),
+                "create_time": gca.create_time.isoformat() if gca.create_time else None,
+            }
+        )
     return rows
 
 
 # --- command line ------------------------------------------------------------------------------
+
 
 def add_wait_flags(p) -> None:
     p.add_argument("--wait", action="store_true", help="stream task states until the run ends; exit 1 on failure")
@@ -120,8 +148,11 @@ def add_wait_flags(p) -> None:
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("runs", help="list, show or wait for Vertex AI pipeline runs")
     actions = p.add_subparsers(dest="action", required=True)
-    for action, help_text in (("list", "recent runs, newest first"), ("show", "one run's state, tasks and errors"),
-                              ("wait", "stream a run's task states until it ends")):
+    for action, help_text in (
+        ("list", "recent runs, newest first"),
+        ("show", "one run's state, tasks and errors"),
+        ("wait", "stream a run's task states until it ends"),
+    ):
         q = actions.add_parser(action, help=help_text)
         if action != "list":
             q.add_argument("job", help="pipeline job id or projects/P/locations/R/pipelineJobs/ID")
@@ -137,6 +168,7 @@ def add_parser(subparsers) -> None:
 
 def handle(args) -> int:
     from rlops.pipelines import submit as vertex_submit
+
     try:
         target = vertex_submit.resolve_target(args.project, args.region, need_root=False)
         if args.action == "list":

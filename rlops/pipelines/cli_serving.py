@@ -1,11 +1,13 @@
 """`rlops serving`: what a serving directory holds, and putting an earlier version back in front.
 
-    rlops serving list SERVING_DIR [--json]          versions, which one is served, their lineage
+    rlops serving list SERVING_DIR [--json]          versions, which one is served, their artifacts
+                                                     (saved_model, litert: policy.tflite), lineage
     rlops serving rollback SERVING_DIR VERSION       re-publish VERSION as the new highest version
 
 SERVING_DIR is a local path or gs://bucket/path (Cloud Storage through google-cloud-storage with
 Application Default Credentials; STORAGE_EMULATOR_HOST points it at an emulator).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,23 +47,44 @@ def describe(serving_dir: str, gcs_client=None) -> list[dict]:
         else:
             state = "incomplete (no saved_model.pb)"
         pushed_at = marker.get("pushed_at")
-        rows.append({"version": v.number, "state": state,
-                     "pushed_at": datetime.datetime.fromtimestamp(pushed_at, datetime.timezone.utc).isoformat(
-                         timespec="seconds") if pushed_at else None,
-                     "lineage": marker.get("lineage", {})})
+        rows.append(
+            {
+                "version": v.number,
+                "state": state,
+                "artifacts": _artifacts(marker.get("files", [])),
+                "pushed_at": datetime.datetime.fromtimestamp(pushed_at, datetime.timezone.utc).isoformat(
+                    timespec="seconds"
+                )
+                if pushed_at
+                else None,
+                "lineage": marker.get("lineage", {}),
+            }
+        )
     return rows
 
 
+def _artifacts(files: list[str]) -> list[str]:
+    """What a version serves from: the SavedModel (TF Serving, Vertex) and its LiteRT twin
+    (in-process, edge, mobile), as the version's marker lists its files."""
+    from rlops.train.litert import LITERT_FILE
+
+    return [name for name, file in (("saved_model", "saved_model.pb"), ("litert", LITERT_FILE)) if file in files]
+
+
 def _table(rows: list[dict]) -> str:
-    lines = [f"{'version':>12}  {'state':<30}  {'pushed (UTC)':<25}  lineage"]
+    lines = [f"{'version':>12}  {'state':<30}  {'artifacts':<19}  {'pushed (UTC)':<25}  lineage"]
     for r in rows:
         lineage = "; ".join(f"{k}={json.dumps(v) if isinstance(v, dict) else v}" for k, v in r["lineage"].items())
-        lines.append(f"{r['version']:>12}  {r['state']:<30}  {r['pushed_at'] or '-':<25}  {lineage or '-'}")
+        artifacts = "+".join(r["artifacts"]) or "-"
+        lines.append(
+            f"{r['version']:>12}  {r['state']:<30}  {artifacts:<19}  {r['pushed_at'] or '-':<25}  {lineage or '-'}"
+        )
     return "\n".join(lines)
 
 
 def main(args: argparse.Namespace, gcs_client=None) -> int:
     from rlops.components.pusher import publish
+
     try:
         if args.action == "list":
             rows = describe(args.serving_dir, gcs_client)

@@ -10,6 +10,7 @@ bigquery or simulation): a mapping that names a `kind` replaces the default's me
 `--set experience_gen.source.kind=x` switches it without keeping the old member's fields. Which
 keys are such unions is read from the config dataclasses' type hints (json_config.tagged_members).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,8 +31,18 @@ if TYPE_CHECKING:
     from rlops.components.trainer.config import TrainerConfig
 
 KINDS = ("bandit", "ppo")
-TOP_LEVEL_KEYS = ("name", "root", "serving_dir", "enable_cache", "warm_start", "beam_args", "experience_gen",
-                  "trainer", "evaluator", "pusher")
+TOP_LEVEL_KEYS = (
+    "name",
+    "root",
+    "serving_dir",
+    "enable_cache",
+    "warm_start",
+    "beam_args",
+    "experience_gen",
+    "trainer",
+    "evaluator",
+    "pusher",
+)
 
 
 class ConfigError(ValueError):
@@ -41,8 +52,10 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class PusherConfig:
     """Where blessed policies go besides `serving_dir`, and how many versions stay there."""
-    keep_last: int = 5                          # newest rlops versions kept in serving_dir (>= 1)
+
+    keep_last: int = 5  # newest rlops versions kept in serving_dir (>= 1)
     vertex_upload: RegistryConfig | None = None  # also register (and deploy) in Vertex AI Model Registry
+    litert_allow_flex: bool = False  # publish a policy.tflite needing Flex ops instead of failing
 
     def __post_init__(self) -> None:
         if self.keep_last < 1:
@@ -51,13 +64,13 @@ class PusherConfig:
 
 @dataclass
 class PipelineConfig:
-    kind: str                                   # bandit | ppo
-    name: str                                   # the pipeline's name (ML Metadata, Vertex)
-    root: str                                   # artifacts + metadata.sqlite
-    serving_dir: str                            # where the Pusher publishes versions
-    enable_cache: bool                          # TFX caching of unchanged steps
-    warm_start: bool                            # retrain from the last blessed model
-    beam_args: list[str]                        # Beam pipeline options, '--flag=value'
+    kind: str  # bandit | ppo
+    name: str  # the pipeline's name (ML Metadata, Vertex)
+    root: str  # artifacts + metadata.sqlite
+    serving_dir: str  # where the Pusher publishes versions
+    enable_cache: bool  # TFX caching of unchanged steps
+    warm_start: bool  # retrain from the last blessed model
+    beam_args: list[str]  # Beam pipeline options, '--flag=value'
     experience_gen: ExperienceGenConfig | None  # the bandit pipeline's ingestion; None for ppo
     trainer: TrainerConfig
     evaluator: EvaluatorConfig
@@ -83,16 +96,25 @@ def schema(kind: str) -> dict[str, Any]:
     from rlops.components.evaluator.config import EvaluatorConfig
     from rlops.components.experience_gen.config import ExperienceGenConfig
     from rlops.components.trainer.config import TrainerConfig
-    return {"name": str | None, "root": str | None, "serving_dir": str | None, "enable_cache": bool,
-            "warm_start": bool, "beam_args": list[str] | None,
-            "experience_gen": ExperienceGenConfig | None if kind == "bandit" else dict | None,
-            "trainer": TrainerConfig | None, "evaluator": EvaluatorConfig | None, "pusher": PusherConfig | None}
+
+    return {
+        "name": str | None,
+        "root": str | None,
+        "serving_dir": str | None,
+        "enable_cache": bool,
+        "warm_start": bool,
+        "beam_args": list[str] | None,
+        "experience_gen": ExperienceGenConfig | None if kind == "bandit" else dict | None,
+        "trainer": TrainerConfig | None,
+        "evaluator": EvaluatorConfig | None,
+        "pusher": PusherConfig | None,
+    }
 
 
 def default_config(kind: str) -> dict:
     if kind not in KINDS:
         raise ConfigError(f"pipeline: unknown kind '{kind}'; choose one of {', '.join(KINDS)}")
-    text = resources.files("rlops.pipelines").joinpath("configs", f"{kind}.yaml").read_text()
+    text = resources.files("rlops.pipelines").joinpath("configs").joinpath(f"{kind}.yaml").read_text()
     return load_yaml(text)
 
 
@@ -160,8 +182,9 @@ def _section(raw: dict, key: str, make) -> Any:
     except (ValueError, TypeError) as e:
         message = str(e)
         prefix = f"{key}."
-        raise ConfigError(message if message.startswith(prefix) or message.startswith(key + ":")
-                          else f"{key}: {message}") from e
+        raise ConfigError(
+            message if message.startswith(prefix) or message.startswith(key + ":") else f"{key}: {message}"
+        ) from e
 
 
 def build_config(kind: str, raw: dict) -> PipelineConfig:
@@ -184,10 +207,12 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
         trainer_raw.setdefault("action_minimum", int(spec.minimum or 0))
     trainer = _section({"trainer": trainer_raw}, "trainer", TrainerConfig.from_dict)
     if experience_gen is not None:
-        experience_gen = _with_split_minimums(experience_gen, trainer.batch_size)
+        experience_gen = _with_split_minimums(experience_gen, 1)  # the Trainer takes a partial last batch
     if kind == "bandit" and not trainer.is_bandit:
-        raise ConfigError(f"trainer.agent: '{trainer.agent}' is not a bandit agent; the bandit pipeline trains "
-                          "one of neural_epsilon_greedy, lin_ucb, lin_ts")
+        raise ConfigError(
+            f"trainer.agent: '{trainer.agent}' is not a bandit agent; the bandit pipeline trains "
+            "one of neural_epsilon_greedy, lin_ucb, lin_ts"
+        )
     if kind == "ppo" and trainer.agent != "ppo":
         raise ConfigError(f"trainer.agent: the ppo pipeline trains 'ppo', got '{trainer.agent}'")
     try:
@@ -203,11 +228,20 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
     beam_args = raw.get("beam_args") or []
     if not all(a.startswith("--") for a in beam_args):
         raise ConfigError(f"beam_args: expected a list of '--flag=value' strings, got {beam_args!r}")
-    return PipelineConfig(kind=kind, name=str(raw.get("name") or f"rlops-{kind}"), root=root,
-                          serving_dir=serving_dir, enable_cache=bool(raw.get("enable_cache", True)),
-                          warm_start=bool(raw.get("warm_start", True)), beam_args=list(beam_args),
-                          experience_gen=experience_gen, trainer=trainer, evaluator=evaluator, pusher=pusher,
-                          raw=raw)
+    return PipelineConfig(
+        kind=kind,
+        name=str(raw.get("name") or f"rlops-{kind}"),
+        root=root,
+        serving_dir=serving_dir,
+        enable_cache=bool(raw.get("enable_cache", True)),
+        warm_start=bool(raw.get("warm_start", True)),
+        beam_args=list(beam_args),
+        experience_gen=experience_gen,
+        trainer=trainer,
+        evaluator=evaluator,
+        pusher=pusher,
+        raw=raw,
+    )
 
 
 def check_types(kind: str, raw: dict) -> None:
@@ -239,8 +273,10 @@ def _experience_gen_config(d: dict) -> ExperienceGenConfig:
     if isinstance(config.source, FileSource):
         cols = config.bandit_columns
         if config.record_kind == "bandit" and not cols.context and not cols.context_prefix and not cols.features:
-            raise ConfigError("experience_gen.bandit_columns.context: no context columns mapped; set `features` "
-                              "(named context features), `context` (column names) or `context_prefix`")
+            raise ConfigError(
+                "experience_gen.bandit_columns.context: no context columns mapped; set `features` "
+                "(named context features), `context` (column names) or `context_prefix`"
+            )
         if "://" not in config.source.pattern and not tf.io.gfile.glob(config.source.pattern):
             raise ConfigError(f"experience_gen.source.pattern: no files match '{config.source.pattern}'")
     return config

@@ -4,6 +4,7 @@ values against the config dataclasses' type hints before any of them is built.
 The walk over the type hints itself is rlops.components.json_config (one loader for the
 pipeline YAML, `--set` and the components' JSON); this module adds the YAML reading.
 """
+
 from __future__ import annotations
 
 import re
@@ -19,13 +20,18 @@ class _Loader(yaml.SafeLoader):
     signed exponent); read them as floats, as YAML 1.2 and JSON do."""
 
 
-_FLOAT = re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+_FLOAT = re.compile(
+    r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
     |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
     |\.[0-9][0-9_]*(?:[eE][-+]?[0-9]+)?
     |[-+]?\.(?:inf|Inf|INF)
-    |\.(?:nan|NaN|NAN))$""", re.X)
-_Loader.yaml_implicit_resolvers = {k: [(t, r) for t, r in v if t != "tag:yaml.org,2002:float"]
-                                   for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    |\.(?:nan|NaN|NAN))$""",
+    re.X,
+)
+_Loader.yaml_implicit_resolvers = {
+    k: [(t, r) for t, r in v if t != "tag:yaml.org,2002:float"]
+    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
 _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456789."))
 
 

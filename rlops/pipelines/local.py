@@ -1,5 +1,6 @@
 """Running pipelines locally: TFX LocalDagRunner with a sqlite ML Metadata store (the embedded
 default), progress while components run, a summary read back from ML Metadata, and lineage."""
+
 from __future__ import annotations
 
 import json
@@ -32,11 +33,11 @@ class ProgressHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         msg = record.getMessage()
         if msg.startswith("Component ") and msg.endswith(" is running."):
-            node = msg[len("Component "):-len(" is running.")]
+            node = msg[len("Component ") : -len(" is running.")]
             self._started[node] = time.perf_counter()
             self._print(f"[{self.done + 1}/{self.total}] {node} ...")
         elif msg.startswith("Component ") and msg.endswith(" is finished."):
-            node = msg[len("Component "):-len(" is finished.")]
+            node = msg[len("Component ") : -len(" is finished.")]
             self.done += 1
             took = time.perf_counter() - self._started.get(node, time.perf_counter())
             self._print(f"[{self.done}/{self.total}] {node} done in {took:.1f}s")
@@ -52,6 +53,7 @@ class ProgressHandler(logging.Handler):
 def _quiet_tfx_logging(handler: logging.Handler) -> list:
     """Route absl/TFX logging to the progress handler only (TFX logs a lot at INFO)."""
     from absl import logging as absl_logging
+
     absl_logging.set_verbosity(absl_logging.INFO)
     touched = []
     for name in ("absl", "rlops"):
@@ -67,7 +69,7 @@ def _quiet_tfx_logging(handler: logging.Handler) -> list:
 class RunSummary:
     pipeline: str
     wall_s: float
-    components: dict[str, str] = field(default_factory=dict)   # node -> COMPLETE / CACHED / ...
+    components: dict[str, str] = field(default_factory=dict)  # node -> COMPLETE / CACHED / ...
     metrics: dict = field(default_factory=dict)
     blessed: bool | None = None
     pushed: bool | None = None
@@ -118,6 +120,7 @@ def run_local(config: PipelineConfig, stream: TextIO | None = None) -> RunSummar
 def _store(config: PipelineConfig):
     from ml_metadata.metadata_store import metadata_store
     from tfx.orchestration import metadata
+
     return metadata_store.MetadataStore(metadata.sqlite_metadata_connection_config(config.metadata_path))
 
 
@@ -130,9 +133,12 @@ def _node_name(store, execution) -> str:
 
 def _outputs(store, execution_ids: list[int]) -> dict[int, list]:
     from ml_metadata.proto import metadata_store_pb2
+
     out: dict[int, list] = {}
     events = store.get_events_by_execution_ids(execution_ids)
-    wanted = [e for e in events if e.type in (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)]
+    wanted = [
+        e for e in events if e.type in (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)
+    ]
     artifacts = {a.id: a for a in store.get_artifacts_by_id(list({e.artifact_id for e in wanted}))}
     for e in wanted:
         out.setdefault(e.execution_id, []).append(artifacts[e.artifact_id])
@@ -182,6 +188,8 @@ def summarize_latest_run(config: PipelineConfig, wall_s: float) -> RunSummary:
                     with tf.io.gfile.GFile(path) as f:
                         train = json.load(f)
                     summary.metrics["train_steps"] = train.get("train_steps")
+                    if "train_records" in train:  # records the Trainer consumed (bandits)
+                        summary.metrics["train_records"] = train["train_records"]
                     summary.metrics["train_steps_per_sec"] = train.get("steps_per_sec")
     return summary
 
@@ -190,8 +198,9 @@ def ingest_counts(examples) -> dict:
     """ExperienceGen's counts from its Examples artifact's properties (IngestResult.properties)."""
     out = {key: _prop(examples, key) for key in ("records_read", "records_written", "records_quarantined")}
     order = {"records_written_train": 0, "records_written_eval": 1}
-    splits = sorted((k for k in examples.custom_properties if k.startswith("records_written_")),
-                    key=lambda k: (order.get(k, 2), k))
+    splits = sorted(
+        (k for k in examples.custom_properties if k.startswith("records_written_")), key=lambda k: (order.get(k, 2), k)
+    )
     out.update({k: _prop(examples, k) for k in splits})
     out["quarantine_reasons"] = json.loads(_prop(examples, "quarantine_reasons") or "{}")
     return out
@@ -200,12 +209,15 @@ def ingest_counts(examples) -> dict:
 def render_ingest(counts: dict, top: int = 3) -> str:
     """'records: read 10000, written 9997 (train 9007, eval 990), quarantined 3 (parse_error 3)'."""
     prefix = "records_written_"
-    per_split = ", ".join(f"{k[len(prefix):]} {v}" for k, v in counts.items() if k.startswith(prefix))
+    per_split = ", ".join(f"{k[len(prefix) :]} {v}" for k, v in counts.items() if k.startswith(prefix))
     reasons = sorted(counts.get("quarantine_reasons", {}).items(), key=lambda kv: (-kv[1], kv[0]))
     why = ", ".join(f"{code} {n}" for code, n in reasons[:top]) + (", ..." if len(reasons) > top else "")
-    return (f"records: read {counts.get('records_read')}, written {counts.get('records_written')}"
-            + (f" ({per_split})" if per_split else "") + f", quarantined {counts.get('records_quarantined')}"
-            + (f" ({why})" if why else ""))
+    return (
+        f"records: read {counts.get('records_read')}, written {counts.get('records_written')}"
+        + (f" ({per_split})" if per_split else "")
+        + f", quarantined {counts.get('records_quarantined')}"
+        + (f" ({why})" if why else "")
+    )
 
 
 def _estimate_text(est: dict, sign: str = "") -> str:
@@ -231,13 +243,15 @@ def lineage(config: PipelineConfig, version: int | None = None) -> list[str]:
     """Which data and training run produced a pushed policy: walks ML Metadata's events from the
     PushedModel back to the Examples and the ExperienceGen run that wrote them."""
     from ml_metadata.proto import metadata_store_pb2
+
     store = _store(config)
     pushed = [a for a in store.get_artifacts_by_type("PushedModel") if _prop(a, "pushed")]
     if version is not None:
         pushed = [a for a in pushed if _prop(a, "pushed_version") == version]
     if not pushed:
-        raise LookupError(f"no pushed model{'' if version is None else f' with version {version}'} in "
-                          f"{config.metadata_path}")
+        raise LookupError(
+            f"no pushed model{'' if version is None else f' with version {version}'} in {config.metadata_path}"
+        )
     target = max(pushed, key=lambda a: a.id)
     lines = [f"pushed policy version {_prop(target, 'pushed_version')} at {_prop(target, 'pushed_destination')}"]
     seen: set[int] = set()
@@ -246,13 +260,16 @@ def lineage(config: PipelineConfig, version: int | None = None) -> list[str]:
         if artifact.id in seen:
             return
         seen.add(artifact.id)
-        events = [e for e in store.get_events_by_artifact_ids([artifact.id]) if e.type == metadata_store_pb2.Event.OUTPUT]
+        events = [
+            e for e in store.get_events_by_artifact_ids([artifact.id]) if e.type == metadata_store_pb2.Event.OUTPUT
+        ]
         for event in events:
             execution = store.get_executions_by_id([event.execution_id])[0]
             node = _node_name(store, execution)
             lines.append(f"{'  ' * depth}<- produced by {node} (execution {execution.id})")
-            in_events = [e for e in store.get_events_by_execution_ids([execution.id])
-                         if e.type == metadata_store_pb2.Event.INPUT]
+            in_events = [
+                e for e in store.get_events_by_execution_ids([execution.id]) if e.type == metadata_store_pb2.Event.INPUT
+            ]
             for in_event in in_events:
                 parent = store.get_artifacts_by_id([in_event.artifact_id])[0]
                 type_name = store.get_artifact_types_by_id([parent.type_id])[0].name

@@ -10,6 +10,7 @@ it POSTs {text, pipeline, job, state, task, error} as JSON to the URL (a Slack /
 Cloud Run webhook). `notify_on_success` also reports succeeded runs.
 (No `from __future__ import annotations`: TFX reads the component function's type hints.)
 """
+
 import json
 import urllib.request
 from typing import Any
@@ -24,6 +25,7 @@ def parse_final_status(final_status: Any) -> dict:
     """Vertex's PipelineTaskFinalStatus (a JSON string, or a protobuf Struct) -> a dict."""
     if not isinstance(final_status, str):
         from google.protobuf import json_format
+
         return json_format.MessageToDict(final_status)
     try:
         status = json.loads(final_status)
@@ -39,23 +41,33 @@ def note_for(status: dict, pipeline_name: str) -> dict:
     error = status.get("error") or {}
     job = status.get("pipelineJobResourceName", "")
     message = error.get("message", "") if isinstance(error, dict) else str(error)
-    return {"text": f"rlops pipeline {pipeline_name}: run {job.rsplit('/', 1)[-1]} {status['state']}"
-                    + (f": {message}" if message else ""),
-            "pipeline": pipeline_name, "job": job, "state": status["state"],
-            "task": status.get("pipelineTaskName", ""), "error": message,
-            "error_code": error.get("code", 0) if isinstance(error, dict) else 0}
+    return {
+        "text": f"rlops pipeline {pipeline_name}: run {job.rsplit('/', 1)[-1]} {status['state']}"
+        + (f": {message}" if message else ""),
+        "pipeline": pipeline_name,
+        "job": job,
+        "state": status["state"],
+        "task": status.get("pipelineTaskName", ""),
+        "error": message,
+        "error_code": error.get("code", 0) if isinstance(error, dict) else 0,
+    }
 
 
 def post_note(url: str, note: dict, timeout_s: float = 30) -> int:
-    request = urllib.request.Request(url, data=json.dumps(note).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url, data=json.dumps(note).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=timeout_s) as response:
         return response.status
 
 
 @exit_handler
-def NotifyOnFailure(final_status: Parameter[str], notify_url: Parameter[str], pipeline_name: Parameter[str],
-                    notify_on_success: Parameter[int] = 0):
+def NotifyOnFailure(
+    final_status: Parameter[str],
+    notify_url: Parameter[str],
+    pipeline_name: Parameter[str],
+    notify_on_success: Parameter[int] = 0,
+):
     """Exit task: POSTs the run's outcome to notify_url unless it SUCCEEDED (or always, with
     notify_on_success=1). A failed POST fails this task, so Vertex shows it."""
     status = parse_final_status(final_status)
@@ -70,5 +82,6 @@ def notify_exit_handler(url: str, pipeline_name: str, on_success: bool = False):
     """The exit-handler node for KubeflowV2DagRunner.set_exit_handler."""
     if not isinstance(url, str) or not url.startswith(("https://", "http://")):
         raise ValueError(f"notify_url: expected an http(s):// webhook URL, got {url!r}")
-    return NotifyOnFailure(final_status=FinalStatusStr(), notify_url=url, pipeline_name=pipeline_name,
-                           notify_on_success=int(on_success)).with_id(EXIT_HANDLER_ID)
+    return NotifyOnFailure(
+        final_status=FinalStatusStr(), notify_url=url, pipeline_name=pipeline_name, notify_on_success=int(on_success)
+    ).with_id(EXIT_HANDLER_ID)

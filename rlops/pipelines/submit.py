@@ -16,6 +16,7 @@ never cached, training only on unchanged inputs; True/False overrides every task
 Schedules always keep the compiled settings, and refuse a template whose ingestion is cached: a
 nightly run would re-serve the first night's data.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -45,20 +46,29 @@ class SubmitError(ValueError):
 @dataclass
 class Target:
     """Where runs go and who sends them."""
+
     project: str
     region: str
     credentials: Any
     pipeline_root: str | None = None
     service_account: str | None = None
-    network: str | None = None                  # VPC the run's pods peer with
-    reserved_ip_ranges: tuple = ()              # named ranges on that network
-    kms_key: str | None = None                  # CMEK for the run's resources
+    network: str | None = None  # VPC the run's pods peer with
+    reserved_ip_ranges: tuple = ()  # named ranges on that network
+    kms_key: str | None = None  # CMEK for the run's resources
 
 
-def resolve_target(project: str | None = None, region: str | None = None, pipeline_root: str | None = None,
-                   service_account: str | None = None, credentials: Any = None, need_root: bool = True,
-                   environ: Mapping[str, str] | None = None, network: str | None = None,
-                   reserved_ip_ranges: Sequence[str] = (), kms_key: str | None = None) -> Target:
+def resolve_target(
+    project: str | None = None,
+    region: str | None = None,
+    pipeline_root: str | None = None,
+    service_account: str | None = None,
+    credentials: Any = None,
+    need_root: bool = True,
+    environ: Mapping[str, str] | None = None,
+    network: str | None = None,
+    reserved_ip_ranges: Sequence[str] = (),
+    kms_key: str | None = None,
+) -> Target:
     """Flags, then the usual environment variables, then Application Default Credentials'
     project. Raises SubmitError naming what is missing or malformed -- before any request."""
     environ = os.environ if environ is None else environ
@@ -70,44 +80,60 @@ def resolve_target(project: str | None = None, region: str | None = None, pipeli
         raise SubmitError(f"--region: '{region}' is not a Google Cloud region (e.g. us-central1)")
     if need_root:
         if not pipeline_root:
-            raise SubmitError("--pipeline-root: no pipeline root; Vertex AI writes run artifacts to a Cloud Storage "
-                              "bucket: pass --pipeline-root gs://BUCKET/PATH")
+            raise SubmitError(
+                "--pipeline-root: no pipeline root; Vertex AI writes run artifacts to a Cloud Storage "
+                "bucket: pass --pipeline-root gs://BUCKET/PATH"
+            )
         if not _BUCKET_URI.fullmatch(pipeline_root):
             raise SubmitError(f"--pipeline-root: expected gs://BUCKET/PATH, got '{pipeline_root}'")
     if service_account and not re.fullmatch(r"[^@\s]+@[^@\s]+\.[a-z]+", service_account):
         raise SubmitError(f"--service-account: '{service_account}' is not a service account email")
     from rlops.pipelines.vertex import VertexConfigError, check_network
+
     try:
         check_network(network, list(reserved_ip_ranges or ()), kms_key, region, where="--")
     except VertexConfigError as e:
-        raise SubmitError(str(e).replace("--reserved_ip_ranges", "--reserved-ip-range").replace(
-            "--kms_key", "--kms-key")) from None
+        raise SubmitError(
+            str(e).replace("--reserved_ip_ranges", "--reserved-ip-range").replace("--kms_key", "--kms-key")
+        ) from None
     if credentials is None:
         import google.auth
         from google.auth.exceptions import DefaultCredentialsError
+
         try:
             credentials, adc_project = google.auth.default(scopes=list(SCOPES))
         except DefaultCredentialsError as e:
-            raise SubmitError("credentials: no Application Default Credentials found; run `gcloud auth "
-                              "application-default login` or point GOOGLE_APPLICATION_CREDENTIALS at a service "
-                              f"account key ({e})") from None
+            raise SubmitError(
+                "credentials: no Application Default Credentials found; run `gcloud auth "
+                "application-default login` or point GOOGLE_APPLICATION_CREDENTIALS at a service "
+                f"account key ({e})"
+            ) from None
         project = project or adc_project
     if not project:
         raise SubmitError("--project: no Google Cloud project; pass --project or set GOOGLE_CLOUD_PROJECT")
     if not _PROJECT.fullmatch(project):
         raise SubmitError(f"--project: '{project}' is not a project id (6-30 lowercase letters, digits, hyphens)")
-    return Target(project=project, region=region, credentials=credentials, pipeline_root=pipeline_root,
-                  service_account=service_account, network=network, reserved_ip_ranges=tuple(reserved_ip_ranges or ()),
-                  kms_key=kms_key)
+    return Target(
+        project=project,
+        region=region,
+        credentials=credentials,
+        pipeline_root=pipeline_root,
+        service_account=service_account,
+        network=network,
+        reserved_ip_ranges=tuple(reserved_ip_ranges or ()),
+        kms_key=kms_key,
+    )
 
 
 # --- the template -------------------------------------------------------------------------------
+
 
 def load_template(path: str) -> dict:
     """The compiled file as a PipelineJob dict ({"pipelineSpec": ..., "runtimeConfig": ...}),
     checked strictly against KFP's protos. Accepts `rlops compile` JSON and KFP-compiled YAML."""
     from google.protobuf import json_format
     from kfp.pipeline_spec import pipeline_spec_pb2
+
     if not os.path.exists(path):
         raise SubmitError(f"TEMPLATE: file not found: {path} (make one with `rlops compile`)")
     with open(path) as f:
@@ -199,14 +225,17 @@ def parse_labels(labels: Mapping[str, str] | Sequence[str] | None) -> dict[str, 
         labels = pairs
     for key, value in labels.items():
         if not _LABEL_KEY.fullmatch(key) or not _LABEL_VALUE.fullmatch(str(value)):
-            raise SubmitError(f"--label {key}={value}: labels are lowercase letters, digits, '_' and '-' (keys "
-                              "start with a letter; at most 63 characters each)")
+            raise SubmitError(
+                f"--label {key}={value}: labels are lowercase letters, digits, '_' and '-' (keys "
+                "start with a letter; at most 63 characters each)"
+            )
     return dict(labels)
 
 
 def _job_labels(job: dict, labels: Mapping[str, str]) -> dict[str, str]:
-    compiled = {k: v for k, v in (job.get("labels") or {}).items()
-                if _LABEL_KEY.fullmatch(k) and _LABEL_VALUE.fullmatch(str(v))}
+    compiled = {
+        k: v for k, v in (job.get("labels") or {}).items() if _LABEL_KEY.fullmatch(k) and _LABEL_VALUE.fullmatch(str(v))
+    }
     return {**compiled, **labels}
 
 
@@ -217,10 +246,16 @@ def cached_ingestion_tasks(job: dict) -> list[str]:
 
 # --- jobs ---------------------------------------------------------------------------------------
 
-def build_pipeline_job(template_path: str, target: Target,
-                       parameter_values: Mapping[str, Any] | Sequence[str] | None = None,
-                       labels: Mapping[str, str] | Sequence[str] | None = None, enable_caching: bool | None = None,
-                       display_name: str | None = None, job_id: str | None = None):
+
+def build_pipeline_job(
+    template_path: str,
+    target: Target,
+    parameter_values: Mapping[str, Any] | Sequence[str] | None = None,
+    labels: Mapping[str, str] | Sequence[str] | None = None,
+    enable_caching: bool | None = None,
+    display_name: str | None = None,
+    job_id: str | None = None,
+):
     """An `aiplatform.PipelineJob`, constructed offline (nothing is sent until `.submit()`)."""
     from google.cloud import aiplatform
 
@@ -231,11 +266,19 @@ def build_pipeline_job(template_path: str, target: Target,
     name = display_name or job.get("displayName") or job["pipelineSpec"]["pipelineInfo"]["name"]
     if job_id is not None and not re.fullmatch(r"[a-z][-a-z0-9]{0,127}", job_id):
         raise SubmitError(f"--job-id: '{job_id}' must be lowercase letters, digits and '-', starting with a letter")
-    return aiplatform.PipelineJob(display_name=name, template_path=template_path, job_id=job_id,
-                                  pipeline_root=target.pipeline_root, parameter_values=values,
-                                  enable_caching=enable_caching, labels=_job_labels(job, parse_labels(labels)),
-                                  credentials=target.credentials, project=target.project, location=target.region,
-                                  encryption_spec_key_name=target.kms_key)
+    return aiplatform.PipelineJob(
+        display_name=name,
+        template_path=template_path,
+        job_id=job_id,
+        pipeline_root=target.pipeline_root,
+        parameter_values=values,
+        enable_caching=enable_caching,
+        labels=_job_labels(job, parse_labels(labels)),
+        credentials=target.credentials,
+        project=target.project,
+        location=target.region,
+        encryption_spec_key_name=target.kms_key,
+    )
 
 
 def with_run_date(job: dict, values: dict[str, Any], today: datetime.date | None = None) -> dict[str, Any]:
@@ -245,37 +288,48 @@ def with_run_date(job: dict, values: dict[str, Any], today: datetime.date | None
     empty: every scheduled run must take its own day, and they refuse cached ingestion.)"""
     if "data_date" not in declared_parameters(job) or values.get("data_date"):
         return values
-    default = job.get("runtimeConfig", {}).get("parameters", {}).get("data_date", {}).get("stringValue") or \
-        job.get("runtimeConfig", {}).get("parameterValues", {}).get("data_date")
+    default = job.get("runtimeConfig", {}).get("parameters", {}).get("data_date", {}).get("stringValue") or job.get(
+        "runtimeConfig", {}
+    ).get("parameterValues", {}).get("data_date")
     if default:
         return values
     today = today or datetime.datetime.now(datetime.timezone.utc).date()
     return {**values, "data_date": (today - datetime.timedelta(days=1)).isoformat()}
 
 
-def submit_pipeline(template_path: str, target: Target, parameter_values: Mapping[str, Any] | Sequence[str] | None = None,
-                    labels: Mapping[str, str] | Sequence[str] | None = None, enable_caching: bool | None = None,
-                    display_name: str | None = None, job_id: str | None = None):
+def submit_pipeline(
+    template_path: str,
+    target: Target,
+    parameter_values: Mapping[str, Any] | Sequence[str] | None = None,
+    labels: Mapping[str, str] | Sequence[str] | None = None,
+    enable_caching: bool | None = None,
+    display_name: str | None = None,
+    job_id: str | None = None,
+):
     """Creates the PipelineJob in Vertex AI (one CreatePipelineJob request); returns the job."""
     template = load_template(template_path)
     values = with_run_date(template, check_parameter_values(template, parameter_values))
     job = build_pipeline_job(template_path, target, values, labels, enable_caching, display_name, job_id)
-    job.submit(service_account=target.service_account, network=target.network,
-               reserved_ip_ranges=list(target.reserved_ip_ranges) or None)
+    job.submit(
+        service_account=target.service_account,
+        network=target.network,
+        reserved_ip_ranges=list(target.reserved_ip_ranges) or None,
+    )
     return job
 
 
 # --- schedules ----------------------------------------------------------------------------------
 
+
 @dataclass
 class ScheduleSpec:
-    cron: str                           # five fields, e.g. "0 3 * * *" (03:00 every day)
-    time_zone: str = "UTC"              # IANA name; the cron is read in this zone
-    max_concurrent_runs: int = 1        # a nightly retrain should not overlap itself
-    start_time: str | None = None       # ISO 8601; default: now
+    cron: str  # five fields, e.g. "0 3 * * *" (03:00 every day)
+    time_zone: str = "UTC"  # IANA name; the cron is read in this zone
+    max_concurrent_runs: int = 1  # a nightly retrain should not overlap itself
+    start_time: str | None = None  # ISO 8601; default: now
     end_time: str | None = None
     max_runs: int | None = None
-    allow_queueing: bool = False        # queue a run that would exceed max_concurrent_runs
+    allow_queueing: bool = False  # queue a run that would exceed max_concurrent_runs
     display_name: str | None = None
 
     def cron_expression(self) -> str:
@@ -294,7 +348,7 @@ class ScheduleSpec:
 
     def times(self) -> tuple[str | None, str | None]:
         """Start and end as RFC 3339 UTC; naive times are read in `time_zone`."""
-        out = []
+        out: list[str | None] = []
         for flag, text in (("--start-time", self.start_time), ("--end-time", self.end_time)):
             if not text:
                 out.append(None)
@@ -320,9 +374,13 @@ class ScheduleSpec:
             raise SubmitError(f"--max-runs: must be >= 1, got {self.max_runs}")
 
 
-def create_schedule(template_path: str, target: Target, spec: ScheduleSpec,
-                    parameter_values: Mapping[str, Any] | Sequence[str] | None = None,
-                    labels: Mapping[str, str] | Sequence[str] | None = None):
+def create_schedule(
+    template_path: str,
+    target: Target,
+    spec: ScheduleSpec,
+    parameter_values: Mapping[str, Any] | Sequence[str] | None = None,
+    labels: Mapping[str, str] | Sequence[str] | None = None,
+):
     """Creates a PipelineJobSchedule (one CreateSchedule request) running the template on `spec`."""
     from google.cloud import aiplatform
 
@@ -330,20 +388,33 @@ def create_schedule(template_path: str, target: Target, spec: ScheduleSpec,
     job_dict = load_template(template_path)
     cached = cached_ingestion_tasks(job_dict)
     if cached:
-        raise SubmitError(f"TEMPLATE: {', '.join(cached)} is served from cache in this pipeline, so every scheduled "
-                          "run would re-ingest the first run's data; recompile with caching."
-                          f"{cached[0]}=false (the default)")
+        raise SubmitError(
+            f"TEMPLATE: {', '.join(cached)} is served from cache in this pipeline, so every scheduled "
+            "run would re-ingest the first run's data; recompile with caching."
+            f"{cached[0]}=false (the default)"
+        )
     job = build_pipeline_job(template_path, target, parameter_values, labels, enable_caching=None)
     if target.reserved_ip_ranges:  # the SDK's create() takes a network only; runs copy this job message
         job._gca_resource.reserved_ip_ranges = list(target.reserved_ip_ranges)
     start, end = spec.times()
     name = spec.display_name or f"{job_dict['pipelineSpec']['pipelineInfo']['name']}-schedule"
-    schedule = aiplatform.PipelineJobSchedule(pipeline_job=job, display_name=name, credentials=target.credentials,
-                                              project=target.project, location=target.region)
-    schedule.create(cron=spec.cron_expression(), start_time=start, end_time=end,
-                    allow_queueing=spec.allow_queueing, max_run_count=spec.max_runs,
-                    max_concurrent_run_count=int(spec.max_concurrent_runs), service_account=target.service_account,
-                    network=target.network)
+    schedule = aiplatform.PipelineJobSchedule(
+        pipeline_job=job,
+        display_name=name,
+        credentials=target.credentials,
+        project=target.project,
+        location=target.region,
+    )
+    schedule.create(
+        cron=spec.cron_expression(),
+        start_time=start,
+        end_time=end,
+        allow_queueing=spec.allow_queueing,
+        max_run_count=spec.max_runs,
+        max_concurrent_run_count=int(spec.max_concurrent_runs),
+        service_account=target.service_account,
+        network=target.network,
+    )
     return schedule
 
 
@@ -362,21 +433,33 @@ def schedule_resource_name(target: Target, schedule: str) -> str:
 
 def _schedule(target: Target, schedule: str):
     from google.cloud import aiplatform
-    return aiplatform.PipelineJobSchedule.get(schedule_resource_name(target, schedule), project=target.project,
-                                              location=target.region, credentials=target.credentials)
+
+    return aiplatform.PipelineJobSchedule.get(
+        schedule_resource_name(target, schedule),
+        project=target.project,
+        location=target.region,
+        credentials=target.credentials,
+    )
 
 
 def describe(schedule) -> dict:
     gca = schedule._gca_resource  # the API's Schedule message, as the SDK holds it
-    return {"name": gca.name, "display_name": gca.display_name, "cron": gca.cron, "state": gca.state.name,
-            "max_concurrent_run_count": gca.max_concurrent_run_count,
-            "started_run_count": gca.started_run_count}
+    return {
+        "name": gca.name,
+        "display_name": gca.display_name,
+        "cron": gca.cron,
+        "state": gca.state.name,
+        "max_concurrent_run_count": gca.max_concurrent_run_count,
+        "started_run_count": gca.started_run_count,
+    }
 
 
 def list_schedules(target: Target, filter: str | None = None) -> list[dict]:
     from google.cloud import aiplatform
-    schedules = aiplatform.PipelineJobSchedule.list(filter=filter, project=target.project, location=target.region,
-                                                    credentials=target.credentials)
+
+    schedules = aiplatform.PipelineJobSchedule.list(
+        filter=filter, project=target.project, location=target.region, credentials=target.credentials
+    )
     return [describe(s) for s in schedules]
 
 

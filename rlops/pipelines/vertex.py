@@ -20,6 +20,7 @@ where and how each step runs:
 Vertex settings live in their own small YAML (`--vertex-config`, `--vertex-set key=value`), apart
 from the pipeline config: one says what to compute, the other where. Errors name the key.
 """
+
 from __future__ import annotations
 
 import copy
@@ -33,8 +34,8 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from rlops import __version__
-from rlops.components.kfp import DEFAULT_IMAGE  # noqa: F401 (re-exported)
 from rlops.components.json_config import ConfigValueError, build, closest
+from rlops.components.kfp import DEFAULT_IMAGE  # noqa: F401 (re-exported)
 from rlops.pipelines.config import ConfigError, PipelineConfig, apply_override, read_yaml_mapping
 
 # DEFAULT_IMAGE is the tag `docker build -t rlops:<version> .` gives (see the Dockerfile). Vertex
@@ -56,44 +57,75 @@ MACHINE_TYPES: dict[str, tuple[int, float, str | None, int]] = {
     **{f"e2-standard-{n}": (n, 4.0 * n, None, 0) for n in (2, 4, 8, 16, 32)},
     **{f"e2-highmem-{n}": (n, 8.0 * n, None, 0) for n in (2, 4, 8, 16)},
     **{f"a2-highgpu-{g}g": (12 * g, 85.0 * g, "NVIDIA_TESLA_A100", g) for g in (1, 2, 4, 8)},
-    "a2-ultragpu-1g": (12, 170.0, "NVIDIA_A100_80GB", 1), "a2-ultragpu-8g": (96, 1360.0, "NVIDIA_A100_80GB", 8),
+    "a2-ultragpu-1g": (12, 170.0, "NVIDIA_A100_80GB", 1),
+    "a2-ultragpu-8g": (96, 1360.0, "NVIDIA_A100_80GB", 8),
     **{f"g2-standard-{n}": (n, 4.0 * n, "NVIDIA_L4", 1) for n in (4, 8, 12, 16, 32)},
-    "g2-standard-24": (24, 96.0, "NVIDIA_L4", 2), "g2-standard-48": (48, 192.0, "NVIDIA_L4", 4),
+    "g2-standard-24": (24, 96.0, "NVIDIA_L4", 2),
+    "g2-standard-48": (48, 192.0, "NVIDIA_L4", 4),
     "a3-highgpu-8g": (208, 1872.0, "NVIDIA_H100_80GB", 8),
 }
-GPU_TYPES = ("NVIDIA_TESLA_K80", "NVIDIA_TESLA_P100", "NVIDIA_TESLA_V100", "NVIDIA_TESLA_P4", "NVIDIA_TESLA_T4",
-             "NVIDIA_TESLA_A100", "NVIDIA_A100_80GB", "NVIDIA_L4", "NVIDIA_H100_80GB", "NVIDIA_H100_MEGA_80GB",
-             "NVIDIA_H200_141GB")
+GPU_TYPES = (
+    "NVIDIA_TESLA_K80",
+    "NVIDIA_TESLA_P100",
+    "NVIDIA_TESLA_V100",
+    "NVIDIA_TESLA_P4",
+    "NVIDIA_TESLA_T4",
+    "NVIDIA_TESLA_A100",
+    "NVIDIA_A100_80GB",
+    "NVIDIA_L4",
+    "NVIDIA_H100_80GB",
+    "NVIDIA_H100_MEGA_80GB",
+    "NVIDIA_H200_141GB",
+)
 GPU_COUNTS = (1, 2, 4, 8, 16)
 # TPU VMs on Vertex training: cloud-tpu with TPU_V2/TPU_V3 x8, or v5e slices (machine type + topology).
-TPU_TYPES = {"cloud-tpu": ("TPU_V2", "TPU_V3"), "ct5lp-hightpu-1t": ("TPU_V5_LITEPOD",),
-             "ct5lp-hightpu-4t": ("TPU_V5_LITEPOD",), "ct5lp-hightpu-8t": ("TPU_V5_LITEPOD",)}
+TPU_TYPES = {
+    "cloud-tpu": ("TPU_V2", "TPU_V3"),
+    "ct5lp-hightpu-1t": ("TPU_V5_LITEPOD",),
+    "ct5lp-hightpu-4t": ("TPU_V5_LITEPOD",),
+    "ct5lp-hightpu-8t": ("TPU_V5_LITEPOD",),
+}
 RUN_FN = "rlops.components.trainer.run_fn.run_fn"
 TPU_IMAGE_SUFFIX = "-tpu"  # `docker build -f Dockerfile.tpu`: TensorFlow's TPU build + libtpu
 _NETWORK = re.compile(r"projects/[^/\s]+/global/networks/[^/\s]+")
 _KMS_KEY = re.compile(r"projects/[^/\s]+/locations/(?P<location>[^/\s]+)/keyRings/[^/\s]+/cryptoKeys/[^/\s]+")
 
 
-def check_network(network: str | None, reserved_ip_ranges: Sequence[str] | None, kms_key: str | None,
-                  region: str | None, where: str = "") -> None:
+def check_network(
+    network: str | None,
+    reserved_ip_ranges: Sequence[str] | None,
+    kms_key: str | None,
+    region: str | None,
+    where: str = "",
+) -> None:
     """VPC peering and CMEK settings as Vertex AI takes them; errors name the setting."""
     if network and not _NETWORK.fullmatch(network):
-        raise VertexConfigError(f"{where}network: expected projects/PROJECT_NUMBER/global/networks/NAME, got {network!r}")
+        raise VertexConfigError(
+            f"{where}network: expected projects/PROJECT_NUMBER/global/networks/NAME, got {network!r}"
+        )
     if reserved_ip_ranges:
         if not network:
-            raise VertexConfigError(f"{where}reserved_ip_ranges: IP ranges are reserved on a peered network; "
-                                    "set network too")
-        bad = [r for r in reserved_ip_ranges if not isinstance(r, str) or not re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", r)]
+            raise VertexConfigError(
+                f"{where}reserved_ip_ranges: IP ranges are reserved on a peered network; set network too"
+            )
+        bad = [
+            r
+            for r in reserved_ip_ranges
+            if not isinstance(r, str) or not re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", r)
+        ]
         if bad:
             raise VertexConfigError(f"{where}reserved_ip_ranges: {bad[0]!r} is not the name of a reserved range")
     if kms_key:
         m = _KMS_KEY.fullmatch(kms_key)
         if not m:
-            raise VertexConfigError(f"{where}kms_key: expected projects/P/locations/L/keyRings/R/cryptoKeys/K, "
-                                    f"got {kms_key!r}")
+            raise VertexConfigError(
+                f"{where}kms_key: expected projects/P/locations/L/keyRings/R/cryptoKeys/K, got {kms_key!r}"
+            )
         if region and m.group("location") != region:
-            raise VertexConfigError(f"{where}kms_key: the key is in '{m.group('location')}'; Vertex AI needs a key in "
-                                    f"the job's region '{region}'")
+            raise VertexConfigError(
+                f"{where}kms_key: the key is in '{m.group('location')}'; Vertex AI needs a key in "
+                f"the job's region '{region}'"
+            )
 
 
 class VertexConfigError(ConfigError):
@@ -101,6 +133,7 @@ class VertexConfigError(ConfigError):
 
 
 # --- settings -----------------------------------------------------------------------------------
+
 
 def _from_dict(cls: type, d: Any, where: str) -> Any:
     """The one config loader (json_config.build): unknown keys with the closest names, wrong
@@ -124,6 +157,7 @@ def _positive(value: Any, where: str, kind: type = float) -> Any:
 @dataclass
 class StepResources:
     """What one pipeline step asks Vertex for: a machine type, or vCPU + memory; optional GPUs."""
+
     cpu: float | None = None
     memory_gb: float | None = None
     machine_type: str | None = None
@@ -135,15 +169,18 @@ class StepResources:
         cpu, memory, gpu, count = self.cpu, self.memory_gb, self.accelerator_type, int(self.accelerator_count or 0)
         if self.machine_type:
             if self.machine_type not in MACHINE_TYPES:
-                raise VertexConfigError(f"{where}.machine_type: unknown machine type '{self.machine_type}'; "
-                                        f"known: {', '.join(sorted(MACHINE_TYPES))}")
+                raise VertexConfigError(
+                    f"{where}.machine_type: unknown machine type '{self.machine_type}'; "
+                    f"known: {', '.join(sorted(MACHINE_TYPES))}"
+                )
             if cpu is not None or memory is not None:
                 raise VertexConfigError(f"{where}: give machine_type or cpu/memory_gb, not both")
             cpu, memory, implied_gpu, implied_count = MACHINE_TYPES[self.machine_type]
             if implied_gpu:
                 if gpu and gpu != implied_gpu:
-                    raise VertexConfigError(f"{where}.accelerator_type: {self.machine_type} comes with "
-                                            f"{implied_gpu}, not {gpu}")
+                    raise VertexConfigError(
+                        f"{where}.accelerator_type: {self.machine_type} comes with {implied_gpu}, not {gpu}"
+                    )
                 gpu, count = implied_gpu, count or implied_count
         default_cpu, default_memory = DEFAULT_STEP_RESOURCES.get(step, LAUNCHER_RESOURCES)
         cpu = _positive(cpu if cpu is not None else default_cpu, f"{where}.cpu")
@@ -151,19 +188,25 @@ class StepResources:
         if gpu or count:
             if gpu not in GPU_TYPES:
                 tpu = " (TPUs run as a custom training job: set custom_job)" if gpu and gpu.startswith("TPU") else ""
-                raise VertexConfigError(f"{where}.accelerator_type: '{gpu}' is not a Vertex AI GPU type{tpu}; "
-                                        f"choose one of {', '.join(GPU_TYPES)}")
+                raise VertexConfigError(
+                    f"{where}.accelerator_type: '{gpu}' is not a Vertex AI GPU type{tpu}; "
+                    f"choose one of {', '.join(GPU_TYPES)}"
+                )
             if count not in GPU_COUNTS:
-                raise VertexConfigError(f"{where}.accelerator_count: {count} {gpu}; Vertex AI attaches "
-                                        f"{', '.join(map(str, GPU_COUNTS))}")
-        return StepResources(cpu=cpu, memory_gb=memory, machine_type=self.machine_type, accelerator_type=gpu,
-                             accelerator_count=count)
+                raise VertexConfigError(
+                    f"{where}.accelerator_count: {count} {gpu}; Vertex AI attaches {', '.join(map(str, GPU_COUNTS))}"
+                )
+        return StepResources(
+            cpu=cpu, memory_gb=memory, machine_type=self.machine_type, accelerator_type=gpu, accelerator_count=count
+        )
 
     def to_proto(self):
         """KFP's ResourceSpec, what TFX's KubeflowV2DagRunner reads from `platform_config`."""
         from kfp.pipeline_spec import pipeline_spec_pb2
+
         spec = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec(
-            cpu_limit=float(self.cpu), memory_limit=float(self.memory_gb))
+            cpu_limit=float(self.cpu), memory_limit=float(self.memory_gb)
+        )
         if self.accelerator_type:
             spec.accelerator.type = self.accelerator_type
             spec.accelerator.count = int(self.accelerator_count)
@@ -173,11 +216,12 @@ class StepResources:
 @dataclass
 class WorkerPool:
     """One worker pool of a Vertex AI custom job (pool 0 is the chief; more pools are workers)."""
+
     machine_type: str = "n1-standard-8"
     replica_count: int = 1
     accelerator_type: str | None = None
     accelerator_count: int = 0
-    tpu_topology: str | None = None      # v5e slices, e.g. "2x2"
+    tpu_topology: str | None = None  # v5e slices, e.g. "2x2"
     boot_disk_gb: int = 100
 
     @property
@@ -194,19 +238,26 @@ class WorkerPool:
                 raise VertexConfigError(
                     f"{where}.machine_type: {self.accelerator_type} runs on "
                     f"{' or '.join(m for m, types in TPU_TYPES.items() if self.accelerator_type in types) or 'no known'}"
-                    f" machines, not '{self.machine_type}'")
+                    f" machines, not '{self.machine_type}'"
+                )
             if self.machine_type.startswith("ct5lp") and not self.tpu_topology:
                 raise VertexConfigError(f"{where}.tpu_topology: {self.machine_type} needs a topology, e.g. 2x2")
         elif self.machine_type in TPU_TYPES:
-            raise VertexConfigError(f"{where}.accelerator_type: {self.machine_type} is a TPU machine; set "
-                                    f"accelerator_type to one of {', '.join(TPU_TYPES[self.machine_type])}")
+            raise VertexConfigError(
+                f"{where}.accelerator_type: {self.machine_type} is a TPU machine; set "
+                f"accelerator_type to one of {', '.join(TPU_TYPES[self.machine_type])}"
+            )
         elif self.accelerator_type or self.accelerator_count:
             if self.accelerator_type not in GPU_TYPES:
-                raise VertexConfigError(f"{where}.accelerator_type: '{self.accelerator_type}' is not a Vertex AI "
-                                        f"accelerator; choose one of {', '.join(GPU_TYPES + ('TPU_V2', 'TPU_V3'))}")
+                raise VertexConfigError(
+                    f"{where}.accelerator_type: '{self.accelerator_type}' is not a Vertex AI "
+                    f"accelerator; choose one of {', '.join(GPU_TYPES + ('TPU_V2', 'TPU_V3'))}"
+                )
             if self.accelerator_count not in GPU_COUNTS:
-                raise VertexConfigError(f"{where}.accelerator_count: {self.accelerator_count}; Vertex AI attaches "
-                                        f"{', '.join(map(str, GPU_COUNTS))} GPUs")
+                raise VertexConfigError(
+                    f"{where}.accelerator_count: {self.accelerator_count}; Vertex AI attaches "
+                    f"{', '.join(map(str, GPU_COUNTS))} GPUs"
+                )
         if self.tpu_topology and not self.is_tpu:
             raise VertexConfigError(f"{where}.tpu_topology: only TPU pools have a topology")
 
@@ -226,9 +277,12 @@ class WorkerPool:
         container: dict[str, Any] = {"image_uri": image}
         if self.is_tpu:  # the Learner's 'auto' strategy picks TPUStrategy on the TPU VM's own chips
             container["env"] = [{"name": "TPU_NAME", "value": "local"}]
-        return {"machine_spec": machine, "replica_count": int(self.replica_count),
-                "disk_spec": {"boot_disk_type": "pd-ssd", "boot_disk_size_gb": int(self.boot_disk_gb)},
-                "container_spec": container}
+        return {
+            "machine_spec": machine,
+            "replica_count": int(self.replica_count),
+            "disk_spec": {"boot_disk_type": "pd-ssd", "boot_disk_size_gb": int(self.boot_disk_gb)},
+            "container_spec": container,
+        }
 
 
 @dataclass
@@ -236,13 +290,16 @@ class CustomJob:
     """Train in a Vertex AI custom job instead of on the pipeline step. More than one replica
     makes Vertex set TF_CONFIG (chief + workers), and the Learner's 'auto' strategy becomes
     MultiWorkerMirroredStrategy; several GPUs on one replica: MirroredStrategy; a TPU: TPUStrategy."""
+
     worker_pools: list = field(default_factory=lambda: [WorkerPool()])
     service_account: str | None = None
-    tpu_image: str | None = None    # TPU pools' image; default <image>-tpu (Dockerfile.tpu)
+    tpu_image: str | None = None  # TPU pools' image; default <image>-tpu (Dockerfile.tpu)
 
     def __post_init__(self):
-        self.worker_pools = [p if isinstance(p, WorkerPool) else _from_dict(WorkerPool, p, f"custom_job.worker_pools[{i}]")
-                             for i, p in enumerate(self.worker_pools or [])]
+        self.worker_pools = [
+            p if isinstance(p, WorkerPool) else _from_dict(WorkerPool, p, f"custom_job.worker_pools[{i}]")
+            for i, p in enumerate(self.worker_pools or [])
+        ]
 
     def validate(self) -> None:
         if not self.worker_pools:
@@ -250,8 +307,10 @@ class CustomJob:
         for i, pool in enumerate(self.worker_pools):
             pool.validate(f"custom_job.worker_pools[{i}]")
         if self.worker_pools[0].replica_count != 1:
-            raise VertexConfigError("custom_job.worker_pools[0].replica_count: pool 0 is the chief and has exactly "
-                                    "one replica; add a second pool for more workers")
+            raise VertexConfigError(
+                "custom_job.worker_pools[0].replica_count: pool 0 is the chief and has exactly "
+                "one replica; add a second pool for more workers"
+            )
         if any(p.is_tpu for p in self.worker_pools) and len(self.worker_pools) > 1:
             raise VertexConfigError("custom_job.worker_pools: a TPU job is one pool (one TPU VM slice)")
 
@@ -269,30 +328,39 @@ class CustomJob:
 class Dataflow:
     """ExperienceGen's Beam pipeline on Dataflow. Workers run the Dockerfile's `dataflow` target
     (rlops installed, Beam's boot entrypoint): `sdk_container_image`, default <image>-dataflow."""
+
     temp_location: str = ""
     machine_type: str = "n1-standard-4"
     max_num_workers: int = 10
     sdk_container_image: str | None = None
     service_account_email: str | None = None
-    subnetwork: str | None = None   # regions/REGION/subnetworks/NAME (or its full URL)
-    network: str | None = None      # default: the name of the Vertex network, when one is set
-    use_public_ips: bool = True     # false: workers get internal IPs only (needs Private Google Access)
-    kms_key: str | None = None      # default: the Vertex config's kms_key
+    subnetwork: str | None = None  # regions/REGION/subnetworks/NAME (or its full URL)
+    network: str | None = None  # default: the name of the Vertex network, when one is set
+    use_public_ips: bool = True  # false: workers get internal IPs only (needs Private Google Access)
+    kms_key: str | None = None  # default: the Vertex config's kms_key
     extra_args: list = field(default_factory=list)
 
-    def beam_args(self, project: str, region: str, image: str, vpc_network: str | None = None,
-                  kms_key: str | None = None) -> list[str]:
+    def beam_args(
+        self, project: str, region: str, image: str, vpc_network: str | None = None, kms_key: str | None = None
+    ) -> list[str]:
         if not str(self.temp_location).startswith("gs://"):
-            raise VertexConfigError(f"dataflow.temp_location: Dataflow stages through Cloud Storage; "
-                                    f"expected gs://BUCKET/PATH, got {self.temp_location!r}")
+            raise VertexConfigError(
+                f"dataflow.temp_location: Dataflow stages through Cloud Storage; "
+                f"expected gs://BUCKET/PATH, got {self.temp_location!r}"
+            )
         _positive(self.max_num_workers, "dataflow.max_num_workers", int)
         if not all(isinstance(a, str) and a.startswith("--") for a in self.extra_args):
             raise VertexConfigError(f"dataflow.extra_args: expected '--flag=value' strings, got {self.extra_args!r}")
-        args = ["--runner=DataflowRunner", f"--project={project}", f"--region={region}",
-                f"--temp_location={self.temp_location}", f"--machine_type={self.machine_type}",
-                f"--max_num_workers={int(self.max_num_workers)}",
-                f"--sdk_container_image={self.sdk_container_image or dataflow_image(image)}",
-                "--experiments=use_runner_v2"]
+        args = [
+            "--runner=DataflowRunner",
+            f"--project={project}",
+            f"--region={region}",
+            f"--temp_location={self.temp_location}",
+            f"--machine_type={self.machine_type}",
+            f"--max_num_workers={int(self.max_num_workers)}",
+            f"--sdk_container_image={self.sdk_container_image or dataflow_image(image)}",
+            "--experiments=use_runner_v2",
+        ]
         if self.service_account_email:
             args.append(f"--service_account_email={self.service_account_email}")
         if self.subnetwork:
@@ -312,18 +380,18 @@ class Dataflow:
 @dataclass
 class VertexConfig:
     image: str = DEFAULT_IMAGE
-    project: str | None = None           # needed by custom_job and dataflow (compile time)
+    project: str | None = None  # needed by custom_job and dataflow (compile time)
     region: str | None = None
-    steps: dict = field(default_factory=dict)            # step id -> StepResources
+    steps: dict = field(default_factory=dict)  # step id -> StepResources
     custom_job: CustomJob | None = None
     dataflow: Dataflow | None = None
     caching: dict = field(default_factory=lambda: dict(DEFAULT_CACHING))
     runtime_parameters: bool = True
     # Private networking and CMEK for the jobs a step starts (custom training job, Dataflow); the
     # pipeline run's own are `rlops submit|schedule create --network/--reserved-ip-range/--kms-key`.
-    network: str | None = None               # projects/PROJECT_NUMBER/global/networks/NAME (VPC peering)
+    network: str | None = None  # projects/PROJECT_NUMBER/global/networks/NAME (VPC peering)
     reserved_ip_ranges: list = field(default_factory=list)
-    kms_key: str | None = None               # projects/P/locations/REGION/keyRings/R/cryptoKeys/K
+    kms_key: str | None = None  # projects/P/locations/REGION/keyRings/R/cryptoKeys/K
     # Failure notification: an exit handler POSTs a JSON note here when a run does not succeed
     # (rlops.pipelines.notify); notify_on_success reports every run.
     notify_url: str | None = None
@@ -339,8 +407,10 @@ class VertexConfig:
         unknown = sorted(set(steps) - set(STEPS))
         if unknown:
             raise VertexConfigError(f"steps.{unknown[0]}: unknown step; {closest(unknown[0], STEPS)}")
-        config.steps = {s: v if isinstance(v, StepResources) else _from_dict(StepResources, v or {}, f"steps.{s}")
-                        for s, v in steps.items()}
+        config.steps = {
+            s: v if isinstance(v, StepResources) else _from_dict(StepResources, v or {}, f"steps.{s}")
+            for s, v in steps.items()
+        }
         if config.custom_job is not None and not isinstance(config.custom_job, CustomJob):
             config.custom_job = _from_dict(CustomJob, config.custom_job, "custom_job")
         if config.dataflow is not None and not isinstance(config.dataflow, Dataflow):
@@ -368,9 +438,11 @@ class VertexConfig:
         launcher = (step == "ExperienceGen" and self.dataflow) or (step == "Trainer" and self.custom_job)
         if launcher:
             if given.accelerator_type or given.accelerator_count:
-                raise VertexConfigError(f"steps.{step}.accelerator_type: this step only launches a "
-                                        f"{'Dataflow job' if step == 'ExperienceGen' else 'custom job'}; "
-                                        "put accelerators in custom_job.worker_pools")
+                raise VertexConfigError(
+                    f"steps.{step}.accelerator_type: this step only launches a "
+                    f"{'Dataflow job' if step == 'ExperienceGen' else 'custom job'}; "
+                    "put accelerators in custom_job.worker_pools"
+                )
             if given == StepResources():
                 given = StepResources(cpu=LAUNCHER_RESOURCES[0], memory_gb=LAUNCHER_RESOURCES[1])
         return given.resolve(step, f"steps.{step}")
@@ -380,8 +452,10 @@ def variant_image(image: str, suffix: str, setting: str) -> str:
     """<repo>:<tag> -> <repo>:<tag><suffix> (another build of the same version). A digest pins one
     build; no other build can be derived from it, so the setting naming it must be given."""
     if "@" in image:
-        raise VertexConfigError(f"{setting}: image '{image}' is pinned by digest, which names only that build; "
-                                f"give the {suffix.lstrip('-')} image explicitly (e.g. its own @sha256:... digest)")
+        raise VertexConfigError(
+            f"{setting}: image '{image}' is pinned by digest, which names only that build; "
+            f"give the {suffix.lstrip('-')} image explicitly (e.g. its own @sha256:... digest)"
+        )
     name, _, tag = image.rpartition(":")
     if not name or "/" in tag:  # no tag (a ':' only in a registry port)
         return f"{image}:latest{suffix}"
@@ -407,6 +481,7 @@ def load_vertex_config(path: str | None = None, overrides: Sequence[str] = (), *
 
 # --- runtime parameters -------------------------------------------------------------------------
 
+
 def runtime_parameters(config: PipelineConfig, vertex: VertexConfig) -> dict:
     """name -> TFX RuntimeParameter for what changes per run, defaulting to the config's values.
 
@@ -419,8 +494,10 @@ def runtime_parameters(config: PipelineConfig, vertex: VertexConfig) -> dict:
     from tfx.orchestration.data_types import RuntimeParameter
 
     from rlops.components.experience_gen.config import BigQuerySource, FileSource, SimulationSource
+
     params: dict[str, Any] = {}
     if config.kind == "bandit":
+        assert config.experience_gen is not None  # a bandit config always has its ExperienceGen
         source = config.experience_gen.source
         if isinstance(source, FileSource):
             params["data_pattern"] = RuntimeParameter("data_pattern", str, source.pattern)
@@ -429,74 +506,94 @@ def runtime_parameters(config: PipelineConfig, vertex: VertexConfig) -> dict:
         if isinstance(source, SimulationSource):
             params["num_records"] = RuntimeParameter("num_records", int, int(source.num_records))
         if vertex.custom_job is None:
-            params["train_steps"] = RuntimeParameter("train_steps", int, int(config.trainer.train_steps))
+            params["train_steps"] = RuntimeParameter("train_steps", int, int(config.trainer.max_train_steps or 0))
     else:
         from rlops.train.on_policy import PPOConfig
-        steps = config.trainer.ppo.get("total_env_steps", PPOConfig.total_env_steps)
+
+        steps: Any = config.trainer.ppo.get("total_env_steps", PPOConfig.total_env_steps)
         params["total_env_steps"] = RuntimeParameter("total_env_steps", int, int(steps))
     return params
 
 
 # --- checks that need the pipeline config -------------------------------------------------------
 
+
 def _check_cloud_paths(config: PipelineConfig) -> None:
     """Everything a cloud step writes or reads must be in Cloud Storage, not on the laptop."""
     if not config.root.startswith("gs://"):
-        raise ConfigError(f"root: Vertex AI runs keep artifacts in Cloud Storage; set root=gs://BUCKET/PATH "
-                          f"(got '{config.root}')")
+        raise ConfigError(
+            f"root: Vertex AI runs keep artifacts in Cloud Storage; set root=gs://BUCKET/PATH (got '{config.root}')"
+        )
     if not config.serving_dir.startswith("gs://"):
-        raise ConfigError(f"serving_dir: the Pusher runs in the cloud; set serving_dir=gs://... "
-                          f"(got '{config.serving_dir}')")
+        raise ConfigError(
+            f"serving_dir: the Pusher runs in the cloud; set serving_dir=gs://... (got '{config.serving_dir}')"
+        )
     source = getattr(config.experience_gen, "source", None)
     pattern = getattr(source, "pattern", None)
     if pattern and "://" not in pattern:
-        raise ConfigError(f"experience_gen.source.pattern: a cloud step cannot read local files; use gs:// "
-                          f"(got '{pattern}')")
+        raise ConfigError(
+            f"experience_gen.source.pattern: a cloud step cannot read local files; use gs:// (got '{pattern}')"
+        )
 
 
 def _check_trainer(config: PipelineConfig, vertex: VertexConfig, trainer: StepResources) -> None:
     strategy = config.trainer.strategy
     if vertex.custom_job is not None:
         if config.kind != "bandit":
-            raise VertexConfigError("custom_job: TFX's Vertex training extension trains from an Examples input; "
-                                    "the ppo pipeline trains online -- give the Trainer step GPUs instead "
-                                    "(steps.Trainer.accelerator_type/accelerator_count)")
+            raise VertexConfigError(
+                "custom_job: TFX's Vertex training extension trains from an Examples input; "
+                "the ppo pipeline trains online -- give the Trainer step GPUs instead "
+                "(steps.Trainer.accelerator_type/accelerator_count)"
+            )
         for key in ("project", "region"):
             if not getattr(vertex, key):
-                raise VertexConfigError(f"{key}: a custom training job is created in a project and region; "
-                                        f"pass --{key}")
+                raise VertexConfigError(
+                    f"{key}: a custom training job is created in a project and region; pass --{key}"
+                )
         vertex.custom_job.validate()
         wanted = vertex.custom_job.strategy
     else:
         wanted = "mirrored" if trainer.accelerator_count > 1 else "default"
     if wanted != "default" and strategy not in ("auto", wanted):
-        raise ConfigError(f"trainer.strategy: '{strategy}' on {wanted} hardware would leave devices idle; "
-                          f"use 'auto' (or '{wanted}')")
+        raise ConfigError(
+            f"trainer.strategy: '{strategy}' on {wanted} hardware would leave devices idle; use 'auto' (or '{wanted}')"
+        )
 
 
 # --- compile ------------------------------------------------------------------------------------
 
+
 def _custom_job_trainer(config: PipelineConfig, vertex: VertexConfig):
     """Trainer factory: TFX's Vertex training extension Trainer running our run_fn in a custom job."""
+
     def factory(pipeline_config: PipelineConfig, examples=None, base_model=None, **runtime_params):
         from tfx.extensions.google_cloud_ai_platform import constants
         from tfx.extensions.google_cloud_ai_platform.trainer import component as vertex_trainer
         from tfx.extensions.google_cloud_ai_platform.trainer.executor import TRAINING_ARGS_KEY
 
         from rlops.components.trainer.run_fn import CONFIG_KEY
+
         job = vertex.custom_job
-        tpu_image = job.tpu_image or (variant_image(vertex.image, TPU_IMAGE_SUFFIX, "custom_job.tpu_image")
-                                      if any(p.is_tpu for p in job.worker_pools) else None)
-        job_spec: dict[str, Any] = {"worker_pool_specs": [p.to_spec(tpu_image if p.is_tpu else vertex.image)
-                                                          for p in job.worker_pools]}
+        assert job is not None  # this branch runs only for a custom job
+        tpu_image = job.tpu_image or (
+            variant_image(vertex.image, TPU_IMAGE_SUFFIX, "custom_job.tpu_image")
+            if any(p.is_tpu for p in job.worker_pools)
+            else None
+        )
+        job_spec: dict[str, Any] = {
+            "worker_pool_specs": [p.to_spec(tpu_image if p.is_tpu else vertex.image) for p in job.worker_pools]
+        }
         if job.service_account:
             job_spec["service_account"] = job.service_account
         if vertex.network:
             job_spec["network"] = vertex.network
         if vertex.reserved_ip_ranges:
             job_spec["reserved_ip_ranges"] = list(vertex.reserved_ip_ranges)
-        training_args: dict[str, Any] = {"project": vertex.project, "job_spec": job_spec,
-                                         "labels": {"rlops_pipeline": _label(pipeline_config.name)}}
+        training_args: dict[str, Any] = {
+            "project": vertex.project,
+            "job_spec": job_spec,
+            "labels": {"rlops_pipeline": _label(pipeline_config.name)},
+        }
         if vertex.kms_key:  # TFX's training client copies it onto the CustomJob
             training_args["encryption_spec"] = {"kms_key_name": vertex.kms_key}
         custom_config = {
@@ -505,8 +602,10 @@ def _custom_job_trainer(config: PipelineConfig, vertex: VertexConfig):
             TRAINING_ARGS_KEY: training_args,
             CONFIG_KEY: dataclasses.asdict(pipeline_config.trainer),
         }
-        return vertex_trainer.Trainer(examples=examples, base_model=base_model, run_fn=RUN_FN,
-                                      custom_config=custom_config)
+        return vertex_trainer.Trainer(
+            examples=examples, base_model=base_model, run_fn=RUN_FN, custom_config=custom_config
+        )
+
     return factory
 
 
@@ -536,7 +635,8 @@ def _wire_exit_group(job: dict) -> None:
     if params:
         spec["components"][EXIT_GROUP].setdefault("inputDefinitions", {})["parameters"] = copy.deepcopy(params)
         spec["root"]["dag"]["tasks"][EXIT_GROUP].setdefault("inputs", {})["parameters"] = {
-            name: {"componentInputParameter": name} for name in params}
+            name: {"componentInputParameter": name} for name in params
+        }
 
 
 def _apply_caching(job: dict, config: PipelineConfig, vertex: VertexConfig) -> None:
@@ -556,14 +656,19 @@ def _custom_type_titles(pipeline) -> dict[str, str]:
     launcher imports a custom artifact class by its schema title, while ours keep short names
     (rlops.ExperienceQuarantine) in local ML Metadata; the compiled titles become import paths."""
     from tfx.orchestration.kubeflow.v2 import compiler_utils
+
     titles = {}
     for component in pipeline.components:
         for channel in list(component.inputs.values()) + list(component.outputs.values()):
             cls = channel.type
             title = yaml.safe_load(compiler_utils.get_artifact_schema(cls)).get("title")
             path = f"{cls.__module__}.{cls.__qualname__}"
-            if title == cls.TYPE_NAME and title not in compiler_utils.TITLE_TO_CLASS_PATH and title != path \
-                    and not title.startswith("system."):  # KFP system titles: see _system_title_launcher
+            if (
+                title == cls.TYPE_NAME
+                and title not in compiler_utils.TITLE_TO_CLASS_PATH
+                and title != path
+                and not title.startswith("system.")
+            ):  # KFP system titles: see _system_title_launcher
                 titles[title] = path
     return titles
 
@@ -588,6 +693,7 @@ def _system_title_launcher(job: dict) -> None:
     the Vertex AI console shows) start through rlops' wrapper of TFX's launcher, which can import
     that type; every other step keeps TFX's launcher."""
     from rlops.components.kfp.tfx_launcher import COMMAND, SYSTEM_TITLES
+
     spec = job["pipelineSpec"]
     for component in spec["components"].values():
         outputs = component.get("outputDefinitions", {}).get("artifacts", {}).values()
@@ -612,19 +718,25 @@ def compile_pipeline(config: PipelineConfig, vertex: VertexConfig, output: str |
         for key in ("project", "region"):
             if not getattr(vertex, key):
                 raise VertexConfigError(f"{key}: Dataflow jobs run in a project and region; pass --{key}")
-        beam_args = vertex.dataflow.beam_args(vertex.project, vertex.region, vertex.image, vertex.network,
-                                              vertex.kms_key)
+        assert vertex.project and vertex.region  # checked just above
+        beam_args = vertex.dataflow.beam_args(
+            vertex.project, vertex.region, vertex.image, vertex.network, vertex.kms_key
+        )
     cloud_config = dataclasses.replace(config, beam_args=beam_args)
     params = runtime_parameters(config, vertex) if vertex.runtime_parameters else {}
-    pipeline = create_pipeline(cloud_config, local=False, runtime_params=params,
-                               trainer_factory=_custom_job_trainer(config, vertex) if vertex.custom_job else None)
+    pipeline = create_pipeline(
+        cloud_config,
+        local=False,
+        runtime_params=params,
+        trainer_factory=_custom_job_trainer(config, vertex) if vertex.custom_job else None,
+    )
     for component in pipeline.components:
         if component.id in resources:
             component.with_platform_config(resources[component.id].to_proto())
-    runner = v2.KubeflowV2DagRunner(v2.KubeflowV2DagRunnerConfig(default_image=vertex.image,
-                                                                 display_name=config.name))
+    runner = v2.KubeflowV2DagRunner(v2.KubeflowV2DagRunnerConfig(default_image=vertex.image, display_name=config.name))
     if vertex.notify_url:  # the steps become one group (tfx-dag); this task runs however it ends
         from rlops.pipelines.notify import notify_exit_handler
+
         runner.set_exit_handler(notify_exit_handler(vertex.notify_url, config.name, vertex.notify_on_success))
     # TFX declares runtime parameters without defaults; the defaults travel in runtimeConfig,
     # where a submit's or a schedule's parameter values override them.
@@ -659,11 +771,13 @@ def summary(job: dict) -> list[str]:
         res = container.get("resources", {})
         gpu = res.get("accelerator", {})
         where = f"{res.get('cpuLimit', '?')} vCPU, {res.get('memoryLimit', '?')} GB" + (
-            f", {gpu.get('count')} x {gpu.get('type')}" if gpu else "")
+            f", {gpu.get('count')} x {gpu.get('type')}" if gpu else ""
+        )
         lines.append(f"  {name:<52} {container['image']}  [{where}]  {cached}")
     params = spec["root"].get("inputDefinitions", {}).get("parameters", {})
     values = job.get("runtimeConfig", {}).get("parameters", {}) or job.get("runtimeConfig", {}).get(
-        "parameterValues", {})
+        "parameterValues", {}
+    )
     for name in sorted(params):
         default = values.get(name, {})
         default = next(iter(default.values()), default) if isinstance(default, dict) else default

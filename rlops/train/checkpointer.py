@@ -6,6 +6,7 @@ instead of failing or silently starting over. In a multi-worker job every worker
 may involve collectives) but only the chief writes into the real directory; the others write
 into a temporary directory and delete it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -54,8 +55,15 @@ class Checkpointer:
       **trackables: objects to save (agent, train_step, ...).
     """
 
-    def __init__(self, ckpt_dir: str, max_to_keep: int = 3, is_chief: bool = True,
-                 worker_id: int | None = None, optional: Collection[str] = (), **trackables):
+    def __init__(
+        self,
+        ckpt_dir: str,
+        max_to_keep: int = 3,
+        is_chief: bool = True,
+        worker_id: int | None = None,
+        optional: Collection[str] = (),
+        **trackables,
+    ):
         self.ckpt_dir = ckpt_dir
         self.is_chief = is_chief
         self._trackables = trackables
@@ -78,9 +86,12 @@ class Checkpointer:
             state = tf.train.get_checkpoint_state(self.ckpt_dir)
             listed = list(state.all_model_checkpoint_paths) if state else []
         except (tf.errors.OpError, ValueError, UnicodeDecodeError) as e:  # text-proto parse errors
-            log.warning("Checkpoint state file in %s is unreadable (%s); using the checkpoint files found there.",
-                        self.ckpt_dir, type(e).__name__)
-        found = [p[:-len(".index")] for p in tf.io.gfile.glob(os.path.join(self.ckpt_dir, "ckpt-*.index"))]
+            log.warning(
+                "Checkpoint state file in %s is unreadable (%s); using the checkpoint files found there.",
+                self.ckpt_dir,
+                type(e).__name__,
+            )
+        found = [p[: -len(".index")] for p in tf.io.gfile.glob(os.path.join(self.ckpt_dir, "ckpt-*.index"))]
         by_prefix = {os.path.join(self.ckpt_dir, os.path.basename(p)): p for p in listed + found}
         return sorted(by_prefix, key=_checkpoint_number)
 
@@ -98,17 +109,22 @@ class Checkpointer:
                 held = verify_checkpoint(prefix)
                 self._restorer(prefix, held).restore(prefix).assert_existing_objects_matched()
             except (tf.errors.OpError, ValueError, AssertionError) as e:
-                log.warning("Checkpoint %s could not be restored (%s: %s); falling back to the previous "
-                            "checkpoint.", prefix, type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+                log.warning(
+                    "Checkpoint %s could not be restored (%s: %s); falling back to the previous checkpoint.",
+                    prefix,
+                    type(e).__name__,
+                    str(e).splitlines()[0] if str(e) else "",
+                )
                 continue
             if i > 0:
-                log.warning("Restored the older checkpoint %s because the %d newer one(s) were unreadable.",
-                            prefix, i)
+                log.warning("Restored the older checkpoint %s because the %d newer one(s) were unreadable.", prefix, i)
             else:
                 log.info("Restored checkpoint %s", prefix)
             return prefix
-        raise RuntimeError(f"None of the {len(candidates)} checkpoints in {self.ckpt_dir} could be "
-                           f"restored ({candidates}); move them away to start from scratch.")
+        raise RuntimeError(
+            f"None of the {len(candidates)} checkpoints in {self.ckpt_dir} could be "
+            f"restored ({candidates}); move them away to start from scratch."
+        )
 
     def _restorer(self, prefix: str, held: set[str]) -> tf.train.Checkpoint:
         """The checkpoint object to restore `prefix` (holding tensors `held`) into: all
@@ -116,8 +132,12 @@ class Checkpointer:
         absent = sorted(self._optional - {name.split("/", 1)[0] for name in held})
         if not absent:
             return self.checkpoint
-        log.warning("Checkpoint %s holds no %s (tracked since it was written): restoring the rest; %s from "
-                    "scratch.", prefix, ", ".join(absent), "it starts" if len(absent) == 1 else "they start")
+        log.warning(
+            "Checkpoint %s holds no %s (tracked since it was written): restoring the rest; %s from scratch.",
+            prefix,
+            ", ".join(absent),
+            "it starts" if len(absent) == 1 else "they start",
+        )
         return tf.train.Checkpoint(**{k: v for k, v in self._trackables.items() if k not in absent})
 
     def save(self, step: int) -> str:

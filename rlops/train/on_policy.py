@@ -4,13 +4,14 @@ environments, train, repeat. One call with an environment id and a config.
 The collect -> train loop stays in Python (the environments are Python); each `agent.train`
 is a single tf.function call that runs all epochs and minibatches in-graph.
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -26,14 +27,15 @@ log = logging.getLogger(__name__)
 @dataclass
 class PPOConfig:
     """Hyperparameters of an on-policy PPO run (defaults: CartPole, CleanRL/TF-Agents-like)."""
+
     env_id: str = "CartPole-v1"
     num_envs: int = 8
-    num_steps: int = 32                 # per env per iteration
+    num_steps: int = 32  # per env per iteration
     total_env_steps: int = 100_000
     num_epochs: int = 20
-    minibatch_size: int | None = None   # None: the full batch of num_envs * num_steps rows
+    minibatch_size: int | None = None  # None: the full batch of num_envs * num_steps rows
     learning_rate: float = 1e-3
-    anneal_lr: bool = True              # linearly to 0 over the run
+    anneal_lr: bool = True  # linearly to 0 over the run
     discount_factor: float = 0.98
     lambda_value: float = 0.8
     importance_ratio_clipping: float = 0.2
@@ -42,20 +44,20 @@ class PPOConfig:
     value_clipping: float | None = None
     gradient_clipping: float | None = 0.5
     normalize_observations: bool = False
-    observation_clip_value: float = 5.0         # normalized observations clipped to +-this (TF-Agents 5, CleanRL 10)
+    observation_clip_value: float = 5.0  # normalized observations clipped to +-this (TF-Agents 5, CleanRL 10)
     observation_variance_epsilon: float = 1e-3  # sqrt(var + this) (TF-Agents 1e-3, CleanRL 1e-8)
-    normalize_advantages: bool | str = True     # True/"batch" (TF-Agents) | "minibatch" (CleanRL) | False
-    normalize_rewards: bool = False     # TF-Agents' normalizer in the agent: rewards / std of rewards
+    normalize_advantages: bool | str = True  # True/"batch" (TF-Agents) | "minibatch" (CleanRL) | False
+    normalize_rewards: bool = False  # TF-Agents' normalizer in the agent: rewards / std of rewards
     scale_rewards_by_return: bool = False  # CleanRL / SB3: rewards / std of the discounted return, at collection
-    adaptive_kl_beta: float = 0.0       # > 0 enables the adaptive KL penalty
+    adaptive_kl_beta: float = 0.0  # > 0 enables the adaptive KL penalty
     kl_cutoff_factor: float = 0.0
     hidden_sizes: Sequence[int] = (64, 64)
     initial_log_std: float = 0.0
     seed: int = 0
     eval_episodes: int = 20
     target_return: float | None = 475.0  # for `steps_to_target` (mean of last 20 train episodes)
-    log_every: int = 10                  # iterations between progress lines; 0 silences them
-    vector_env: str = "auto"             # collection backend: auto | sync | async | envpool (rlops.envs.gym_env)
+    log_every: int = 10  # iterations between progress lines; 0 silences them
+    vector_env: str = "auto"  # collection backend: auto | sync | async | envpool (rlops.envs.gym_env)
 
     @property
     def iterations(self) -> int:
@@ -69,7 +71,7 @@ class PPOResult:
     train_wall_s: float
     eval_returns: np.ndarray
     steps_to_target: int | None
-    first_train_s: float = 0.0          # the first update: tracing + XLA compilation included
+    first_train_s: float = 0.0  # the first update: tracing + XLA compilation included
     episode_returns: list[float] = field(default_factory=list)
     episode_env_steps: list[int] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
@@ -80,11 +82,16 @@ class PPOResult:
         return float(np.mean(self.eval_returns))
 
     def summary(self) -> dict:
-        return {"env_steps": self.env_steps, "train_wall_s": round(self.train_wall_s, 2),
-                "env_steps_per_s": round(self.env_steps / max(self.train_wall_s, 1e-9), 1),
-                "env_steps_per_s_after_compile": round(
-                    self.env_steps / max(self.train_wall_s - self.first_train_s, 1e-9), 1),
-                "steps_to_target": self.steps_to_target, "eval_mean_return": self.eval_mean_return}
+        return {
+            "env_steps": self.env_steps,
+            "train_wall_s": round(self.train_wall_s, 2),
+            "env_steps_per_s": round(self.env_steps / max(self.train_wall_s, 1e-9), 1),
+            "env_steps_per_s_after_compile": round(
+                self.env_steps / max(self.train_wall_s - self.first_train_s, 1e-9), 1
+            ),
+            "steps_to_target": self.steps_to_target,
+            "eval_mean_return": self.eval_mean_return,
+        }
 
 
 class _ReturnScalerState(tf.Module):
@@ -109,9 +116,11 @@ class _ReturnScalerState(tf.Module):
 def _saving_scale_first(train: Callable, scaler: ReturnScaler, state: _ReturnScalerState) -> Callable:
     """`train` that first copies the scaler into its variables: what a checkpoint written by
     that train call holds."""
+
     def train_saving_scale(experience):
         state.save_from(scaler)
         return train(experience)
+
     return train_saving_scale
 
 
@@ -120,24 +129,45 @@ def build_ppo_agent(config: PPOConfig, env: GymVectorEnv) -> PPOAgent:
     lr = config.learning_rate
     if config.anneal_lr:
         lr = tf_keras.optimizers.schedules.PolynomialDecay(
-            config.learning_rate, decay_steps=config.iterations * config.num_epochs * _minibatches(config),
-            end_learning_rate=0.0)
+            config.learning_rate,
+            decay_steps=config.iterations * config.num_epochs * _minibatches(config),
+            end_learning_rate=0.0,
+        )
     optimizer = tf_keras.optimizers.Adam(learning_rate=lr, epsilon=1e-5)
-    actor = ActorNetwork(env.observation_spec, env.action_spec, config.hidden_sizes,
-                         initial_log_std=config.initial_log_std, seed=config.seed)
+    actor = ActorNetwork(
+        env.observation_spec,
+        env.action_spec,
+        config.hidden_sizes,
+        initial_log_std=config.initial_log_std,
+        seed=config.seed,
+    )
     value = ValueNetwork(env.observation_spec, config.hidden_sizes, seed=config.seed + 1)
     return PPOAgent(
-        env.time_step_spec, env.action_spec, optimizer, actor, value,
-        importance_ratio_clipping=config.importance_ratio_clipping, lambda_value=config.lambda_value,
-        discount_factor=config.discount_factor, entropy_regularization=config.entropy_regularization,
-        value_pred_loss_coef=config.value_pred_loss_coef, num_epochs=config.num_epochs,
-        minibatch_size=config.minibatch_size, use_gae=True, use_td_lambda_return=True,  # CleanRL's value target
-        normalize_rewards=config.normalize_rewards, normalize_observations=config.normalize_observations,
+        env.time_step_spec,
+        env.action_spec,
+        optimizer,
+        actor,
+        value,
+        importance_ratio_clipping=config.importance_ratio_clipping,
+        lambda_value=config.lambda_value,
+        discount_factor=config.discount_factor,
+        entropy_regularization=config.entropy_regularization,
+        value_pred_loss_coef=config.value_pred_loss_coef,
+        num_epochs=config.num_epochs,
+        minibatch_size=config.minibatch_size,
+        use_gae=True,
+        use_td_lambda_return=True,  # CleanRL's value target
+        normalize_rewards=config.normalize_rewards,
+        normalize_observations=config.normalize_observations,
         observation_clip_value=config.observation_clip_value,
         observation_variance_epsilon=config.observation_variance_epsilon,
         normalize_advantages=config.normalize_advantages,
-        initial_adaptive_kl_beta=config.adaptive_kl_beta, kl_cutoff_factor=config.kl_cutoff_factor,
-        gradient_clipping=config.gradient_clipping, value_clipping=config.value_clipping, seed=config.seed)
+        initial_adaptive_kl_beta=config.adaptive_kl_beta,
+        kl_cutoff_factor=config.kl_cutoff_factor,
+        gradient_clipping=config.gradient_clipping,
+        value_clipping=config.value_clipping,
+        seed=config.seed,
+    )
 
 
 def _minibatches(config: PPOConfig) -> int:
@@ -150,10 +180,15 @@ def train_steps_per_iteration(config: PPOConfig) -> int:
     return config.num_epochs * _minibatches(config)
 
 
-def train_ppo(config: PPOConfig, agent: PPOAgent | None = None,
-              on_iteration: Callable[[int, PPOAgent, dict], None] | None = None,
-              root_dir: str | None = None, summary_dir: str | None = None,
-              checkpoint_interval: int = 50, triggers: Sequence[Callable[[int], None]] = ()) -> PPOResult:
+def train_ppo(
+    config: PPOConfig,
+    agent: PPOAgent | None = None,
+    on_iteration: Callable[[int, PPOAgent, dict], None] | None = None,
+    root_dir: str | None = None,
+    summary_dir: str | None = None,
+    checkpoint_interval: int = 50,
+    triggers: Sequence[Callable[[int], None]] = (),
+) -> PPOResult:
     """Trains PPO on `config.env_id`; returns the agent, learning curve and greedy evaluation.
 
     Without `root_dir` each iteration calls `agent.train` directly (the fastest path, for
@@ -168,27 +203,37 @@ def train_ppo(config: PPOConfig, agent: PPOAgent | None = None,
     env = GymVectorEnv(config.env_id, config.num_envs, seed=config.seed, vector_env=config.vector_env)
     agent = agent or build_ppo_agent(config, env)
     scaler = ReturnScaler(config.num_envs, config.discount_factor) if config.scale_rewards_by_return else None
-    train, first_iteration = agent.train, 0
+    train: Callable[..., Any] = agent.train
+    first_iteration = 0
     if root_dir is not None:
         from rlops.train.learner import Learner
+
         step_before = int(agent.train_step_counter.numpy())
         # The reward scale is collection state: checkpointed with the agent, or a resumed job
         # would scale rewards from scratch and shift every value target.
         scaler_state = _ReturnScalerState() if scaler is not None else None
-        learner = Learner(root_dir, agent.train_step_counter, agent, triggers=list(triggers),
-                          checkpoint_interval=checkpoint_interval, summary_interval=1,
-                          summary_root_dir=summary_dir,
-                          checkpoint_extras=None if scaler_state is None else {"reward_scaler": scaler_state})
+        learner = Learner(
+            root_dir,
+            agent.train_step_counter,
+            agent,
+            triggers=list(triggers),
+            checkpoint_interval=checkpoint_interval,
+            summary_interval=1,
+            summary_root_dir=summary_dir,
+            checkpoint_extras=None if scaler_state is None else {"reward_scaler": scaler_state},
+        )
         # > 0 after a restart
         first_iteration = (int(learner.train_step_numpy) - step_before) // train_steps_per_iteration(config)
         train = learner.run_on_batch
         if scaler_state is not None:
+            assert scaler is not None  # the state exists only with a scaler
             scaler_state.load_into(scaler)
             train = _saving_scale_first(learner.run_on_batch, scaler, scaler_state)
         if first_iteration:
             log.info("ppo: resumed at iteration %d from %s", first_iteration, root_dir)
-    driver = VectorDriver(env, agent.collect_policy, config.num_steps, seed=config.seed + first_iteration,
-                          reward_scaler=scaler)
+    driver = VectorDriver(
+        env, agent.collect_policy, config.num_steps, seed=config.seed + first_iteration, reward_scaler=scaler
+    )
     driver.total_env_steps = first_iteration * config.num_envs * config.num_steps
     losses, steps_to_target, first_train_s = [], None, 0.0
     start = time.perf_counter()
@@ -200,11 +245,19 @@ def train_ppo(config: PPOConfig, agent: PPOAgent | None = None,
         if it == first_iteration:  # tracing + XLA compilation happen here, once
             first_train_s = time.perf_counter() - train_start
         recent = driver.stats.returns[-20:]
-        if (steps_to_target is None and config.target_return is not None and len(recent) == 20
-                and np.mean(recent) >= config.target_return):
+        if (
+            steps_to_target is None
+            and config.target_return is not None
+            and len(recent) == 20
+            and np.mean(recent) >= config.target_return
+        ):
             steps_to_target = driver.total_env_steps
-        metrics = {"iteration": it + 1, "env_steps": driver.total_env_steps, "loss": losses[-1],
-                   "mean_return_20": float(np.mean(recent)) if recent else float("nan")}
+        metrics = {
+            "iteration": it + 1,
+            "env_steps": driver.total_env_steps,
+            "loss": losses[-1],
+            "mean_return_20": float(np.mean(recent)) if recent else float("nan"),
+        }
         if on_iteration is not None:
             on_iteration(it, agent, metrics)
         if config.log_every and (it + 1) % config.log_every == 0:
@@ -213,13 +266,23 @@ def train_ppo(config: PPOConfig, agent: PPOAgent | None = None,
     if root_dir is not None:
         learner.save_checkpoint()
     env.close()
-    eval_returns = (evaluate_policy(config.env_id, agent.policy, config.eval_episodes, seed=config.seed + 10_000)
-                    if config.eval_episodes else np.array([]))
-    return PPOResult(agent=agent, env_steps=driver.total_env_steps, train_wall_s=train_wall_s,
-                     first_train_s=first_train_s,
-                     eval_returns=eval_returns, steps_to_target=steps_to_target,
-                     episode_returns=list(driver.stats.returns), episode_env_steps=list(driver.stats.env_steps),
-                     losses=losses, reward_scaler=scaler)
+    eval_returns = (
+        evaluate_policy(config.env_id, agent.policy, config.eval_episodes, seed=config.seed + 10_000)
+        if config.eval_episodes
+        else np.array([])
+    )
+    return PPOResult(
+        agent=agent,
+        env_steps=driver.total_env_steps,
+        train_wall_s=train_wall_s,
+        first_train_s=first_train_s,
+        eval_returns=eval_returns,
+        steps_to_target=steps_to_target,
+        episode_returns=list(driver.stats.returns),
+        episode_env_steps=list(driver.stats.env_steps),
+        losses=losses,
+        reward_scaler=scaler,
+    )
 
 
 def config_dict(config: PPOConfig) -> dict:
@@ -245,9 +308,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     result = train_ppo(config)
     os.makedirs(args.out, exist_ok=True)
     from rlops.envs.plots import plot_learning_curve
-    plot = plot_learning_curve(result.episode_env_steps, result.episode_returns,
-                               os.path.join(args.out, "learning_curve.png"), title=f"PPO {config.env_id}",
-                               target=config.target_return)
+
+    plot = plot_learning_curve(
+        result.episode_env_steps,
+        result.episode_returns,
+        os.path.join(args.out, "learning_curve.png"),
+        title=f"PPO {config.env_id}",
+        target=config.target_return,
+    )
     summary = {**result.summary(), "learning_curve": plot, "config": config_dict(config)}
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)

@@ -25,14 +25,18 @@ policy), `greedy_action` and `policy_version` (int64 per row: the version number
 published this SavedModel as, read at load time from the asset `assets/rlops_policy_version.txt`,
 which the Pusher writes; -1 in a SavedModel no Pusher published); plus `serving_masked`, the same
 with an `action_mask` [B, K] input. A policy trained with action masks has `action_mask` in its
-observation (TF-Agents' way): then every signature takes it and `serving_masked` is `serving_default`. The epsilon is `get_metadata()["serving_epsilon"]`. The same functions are
-attributes taking nests: `policy.action(time_step, policy_state)`, `policy.get_initial_state(b)`,
-`policy.get_train_step()`, `policy.get_metadata()`.
+observation (TF-Agents' way): then every signature takes it and `serving_masked` is
+`serving_default`. The epsilon is `get_metadata()["serving_epsilon"]`. The attribute
+`serving_core` is `serving_default` less `policy_version` (no asset table): what
+rlops.train.litert converts into `policy.tflite`. The same functions are attributes taking nests:
+`policy.action(time_step, policy_state)`, `policy.get_initial_state(b)`, `policy.get_train_step()`,
+`policy.get_metadata()`.
 
 Latency: call `signatures["action"]` with tensors; it is a single concrete function with a
 fixed input signature (no retracing or Python in the path). The polymorphic attribute
 `policy.action` does extra Python argument matching and is about twice as slow per call.
 """
+
 from __future__ import annotations
 
 import collections
@@ -50,7 +54,7 @@ from tensorflow.python.util import nest as tf_nest
 from rlops.agents import specs as specs_lib
 from rlops.agents.policies import Policy
 from rlops.agents.trajectories import PolicyStep
-from rlops.features.serving_names import serving_input_name, serving_input_for_record_key
+from rlops.features.serving_names import serving_input_for_record_key, serving_input_name
 
 SPECS_FILE = "policy_specs.json"
 SERVING_EPSILON = "serving_epsilon"
@@ -62,8 +66,19 @@ POLICY_VERSION = "policy_version"
 SPECS_FORMAT = "rlops.policy_specs/1"
 CHECKPOINT_PREFIX = "policy_checkpoint_"
 
-__all__ = ["PolicySaver", "SavedPolicy", "load", "restore_checkpoint", "latest_checkpoint", "load_specs", "SPECS_FILE",
-           "CHECKPOINT_PREFIX", "VERSION_ASSET", "POLICY_VERSION", "UNPUBLISHED_VERSION"]
+__all__ = [
+    "PolicySaver",
+    "SavedPolicy",
+    "load",
+    "restore_checkpoint",
+    "latest_checkpoint",
+    "load_specs",
+    "SPECS_FILE",
+    "CHECKPOINT_PREFIX",
+    "VERSION_ASSET",
+    "POLICY_VERSION",
+    "UNPUBLISHED_VERSION",
+]
 
 
 def _unique(variables: Sequence[tf.Variable]) -> list[tf.Variable]:
@@ -76,8 +91,7 @@ def _unique(variables: Sequence[tf.Variable]) -> list[tf.Variable]:
 
 
 def _batched(spec_nest: Any, batch_size: int | None) -> Any:
-    return tf.nest.map_structure(
-        lambda s: tf.TensorSpec([batch_size] + s.shape.as_list(), s.dtype, s.name), spec_nest)
+    return tf.nest.map_structure(lambda s: tf.TensorSpec([batch_size] + s.shape.as_list(), s.dtype, s.name), spec_nest)
 
 
 def _flat_with_paths(nest: Any, prefix: str) -> list[tuple[str, Any]]:
@@ -102,21 +116,35 @@ class PolicySaver:
         policy) must be given the same list.
     """
 
-    def __init__(self, policy: Any, batch_size: int | None = None, use_nest_path_signatures: bool = True,
-                 seed: int | None = None, train_step: tf.Variable | None = None, input_fn_and_spec: Any = None,
-                 metadata: Mapping[str, Any] | None = None, variables: Sequence[tf.Variable] | None = None,
-                 serving_epsilon: float | None = None):
+    def __init__(
+        self,
+        policy: Any,
+        batch_size: int | None = None,
+        use_nest_path_signatures: bool = True,
+        seed: int | None = None,
+        train_step: tf.Variable | None = None,
+        input_fn_and_spec: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        variables: Sequence[tf.Variable] | None = None,
+        serving_epsilon: float | None = None,
+    ):
         # TF-Agents' arguments, in TF-Agents' order; the unsupported values raise with the reason.
         if not use_nest_path_signatures:
-            raise ValueError("use_nest_path_signatures=False is not supported: rlops signatures always name "
-                             "inputs and outputs by nest path (TF-Agents' default, True), which servers rely on")
+            raise ValueError(
+                "use_nest_path_signatures=False is not supported: rlops signatures always name "
+                "inputs and outputs by nest path (TF-Agents' default, True), which servers rely on"
+            )
         if seed is not None:
-            raise ValueError("seed is not supported: exported rlops policies draw from TensorFlow's random "
-                             "stream (an op-level seed would be baked into the graph); set tf.random.set_seed "
-                             "in the serving process for reproducible draws")
+            raise ValueError(
+                "seed is not supported: exported rlops policies draw from TensorFlow's random "
+                "stream (an op-level seed would be baked into the graph); set tf.random.set_seed "
+                "in the serving process for reproducible draws"
+            )
         if input_fn_and_spec is not None:
-            raise NotImplementedError("input_fn_and_spec is not supported: raw-input serving goes through the "
-                                      "exported preprocessing (the `serving_default` signature of rlops.features)")
+            raise NotImplementedError(
+                "input_fn_and_spec is not supported: raw-input serving goes through the "
+                "exported preprocessing (the `serving_default` signature of rlops.features)"
+            )
         self.policy = policy
         if serving_epsilon is not None:
             if not 0.0 <= serving_epsilon <= 1.0:
@@ -128,8 +156,10 @@ class PolicySaver:
             train_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="train_step")
         if train_step.dtype != tf.int64 or train_step.shape.rank != 0:
             raise TypeError(f"train_step must be a scalar int64 variable, got {train_step!r}")
-        self.metadata = {k: v if isinstance(v, tf.Variable) else tf.Variable(v, trainable=False, name=k)
-                         for k, v in (metadata or {}).items()}
+        self.metadata = {
+            k: v if isinstance(v, tf.Variable) else tf.Variable(v, trainable=False, name=k)
+            for k, v in (metadata or {}).items()
+        }
         model_variables = _unique(variables if variables is not None else policy.variables)
         missing = [v.name for v in policy.variables if id(v) not in {id(m) for m in model_variables}]
         if missing:
@@ -157,8 +187,9 @@ class PolicySaver:
         flat_state = _flat_with_paths(state_spec, "policy_state") if tf.nest.flatten(state_spec) else []
         # Signature inputs are named by nest path with "_" ("observation", "observation_mask",
         # "policy_state_h") through the one naming rule, which TF leaves unchanged (serving_names.py).
-        input_specs = [tf.TensorSpec(s.shape, s.dtype, name=serving_input_name(p.strip("/")))
-                       for p, s in flat_ts + flat_state]
+        input_specs = [
+            tf.TensorSpec(s.shape, s.dtype, name=serving_input_name(p.strip("/"))) for p, s in flat_ts + flat_state
+        ]
         n_ts = len(flat_ts)
         self._action_input_names = [s.name for s in input_specs]
 
@@ -189,18 +220,26 @@ class PolicySaver:
 
         module.get_initial_state = tf.function(get_initial_state, input_signature=[batch_spec], autograph=False)
         initial_state_sig = tf.function(
-            lambda batch_size: dict(_flat_with_paths(policy.get_initial_state(batch_size), "state"))
-            if tf.nest.flatten(self.policy_state_spec) else {},
-            input_signature=[batch_spec], autograph=False)
+            lambda batch_size: (
+                dict(_flat_with_paths(policy.get_initial_state(batch_size), "state"))
+                if tf.nest.flatten(self.policy_state_spec)
+                else {}
+            ),
+            input_signature=[batch_spec],
+            autograph=False,
+        )
 
         module.get_train_step = tf.function(lambda: module.train_step.read_value(), input_signature=[])
         train_step_sig = tf.function(lambda: {"train_step": module.train_step.read_value()}, input_signature=[])
-        module.get_metadata = tf.function(lambda: {k: v.read_value() for k, v in module.metadata.items()},
-                                          input_signature=[])
-        out = {"action": action_sig.get_concrete_function(),
-               "get_initial_state": initial_state_sig.get_concrete_function(),
-               "get_train_step": train_step_sig.get_concrete_function(),
-               "get_metadata": module.get_metadata.get_concrete_function()}
+        module.get_metadata = tf.function(
+            lambda: {k: v.read_value() for k, v in module.metadata.items()}, input_signature=[]
+        )
+        out = {
+            "action": action_sig.get_concrete_function(),
+            "get_initial_state": initial_state_sig.get_concrete_function(),
+            "get_train_step": train_step_sig.get_concrete_function(),
+            "get_metadata": module.get_metadata.get_concrete_function(),
+        }
         if self.serving_epsilon is not None:
             out.update(self._serving_functions(module))
         return out
@@ -208,6 +247,7 @@ class PolicySaver:
     def _serving_functions(self, module: tf.Module) -> dict[str, Any]:
         """serving_default / serving_masked: raw named inputs -> exploring action + propensity."""
         from rlops.features.export import epsilon_greedy_head
+
         policy, spec = self.policy, self.action_spec
         if not specs_lib.is_discrete(spec) or spec.shape.rank != 0 or tf.nest.flatten(self.policy_state_spec):
             raise ValueError("serving_epsilon: serving_default needs a stateless policy with one discrete action")
@@ -215,8 +255,10 @@ class PolicySaver:
         obs_spec = self.time_step_spec.observation
         if isinstance(obs_spec, Mapping):  # inputs named by the one rule (an rlops policy's keys already are)
             key_of = {serving_input_name(k): k for k in obs_spec}
-            inputs = {n: tf.TensorSpec([self.batch_size] + obs_spec[k].shape.as_list(), obs_spec[k].dtype, name=n)
-                      for n, k in key_of.items()}
+            inputs = {
+                n: tf.TensorSpec([self.batch_size] + obs_spec[k].shape.as_list(), obs_spec[k].dtype, name=n)
+                for n, k in key_of.items()
+            }
         else:
             name = serving_input_name(obs_spec.name or "observation")
             inputs = {name: tf.TensorSpec([self.batch_size] + obs_spec.shape.as_list(), obs_spec.dtype, name=name)}
@@ -224,36 +266,56 @@ class PolicySaver:
         version = self._version_table(module)
 
         def head(features: dict, mask: tf.Tensor | None) -> dict:
-            observation = {key_of[n]: v for n, v in features.items()} if isinstance(obs_spec, Mapping) \
+            observation = (
+                {key_of[n]: v for n, v in features.items()}
+                if isinstance(obs_spec, Mapping)
                 else next(iter(features.values()))
+            )
             batch = tf.shape(next(iter(features.values())))[:1]
-            time_step = ts_type(step_type=tf.zeros(batch, self.time_step_spec.step_type.dtype),
-                                reward=tf.zeros(batch, self.time_step_spec.reward.dtype),
-                                discount=tf.ones(batch, self.time_step_spec.discount.dtype), observation=observation)
+            time_step = ts_type(
+                step_type=tf.zeros(batch, self.time_step_spec.step_type.dtype),
+                reward=tf.zeros(batch, self.time_step_spec.reward.dtype),
+                discount=tf.ones(batch, self.time_step_spec.discount.dtype),
+                observation=observation,
+            )
             greedy = policy.action(time_step, ()).action
             eps = module.metadata[SERVING_EPSILON].read_value()
             if mask is None and "action_mask" in features:  # a policy trained with masks: part of its observation
                 mask = features["action_mask"]
             per_arm = "num_actions" in features and any(k.startswith("per_arm") for k in features)
             if per_arm:  # per-arm: explore among the candidates only
-                candidates = tf.range(num_actions)[None, :] < tf.cast(tf.reshape(features["num_actions"], [-1, 1]),
-                                                                      tf.int32)
+                candidates = tf.range(num_actions)[None, :] < tf.cast(
+                    tf.reshape(features["num_actions"], [-1, 1]), tf.int32
+                )
                 mask = candidates if mask is None else tf.logical_and(tf.cast(mask, tf.bool), candidates)
-            out = epsilon_greedy_head(greedy, num_actions, eps, minimum, mask)
-            number = tf.strings.to_number(version.lookup(tf.constant(0, tf.int64)), tf.int64)
-            return {**out, POLICY_VERSION: tf.fill(batch, number)}
+            return epsilon_greedy_head(greedy, num_actions, eps, minimum, mask)
 
-        serving = tf.function(lambda **features: head(features, None), input_signature=None, autograph=False)
+        def with_version(out: dict) -> dict:
+            number = tf.strings.to_number(version.lookup(tf.constant(0, tf.int64)), tf.int64)
+            return {**out, POLICY_VERSION: tf.fill(tf.shape(out["action"])[:1], number)}
+
+        serving = tf.function(
+            lambda **features: with_version(head(features, None)), input_signature=None, autograph=False
+        )
         module.serving_default = serving
+        # serving_default less its version lookup (an asset-initialized table LiteRT cannot load):
+        # what rlops.train.litert converts, baking the published version in as a constant.
+        core = tf.function(lambda **features: head(features, None), input_signature=None, autograph=False)
+        module.serving_core = core
+        core.get_concrete_function(**inputs)
         if "action_mask" in inputs:  # the mask is already an input: serving_masked is serving_default
             module.serving_masked = serving
-            return {"serving_default": serving.get_concrete_function(**inputs),
-                    "serving_masked": serving.get_concrete_function(**inputs)}
+            return {
+                "serving_default": serving.get_concrete_function(**inputs),
+                "serving_masked": serving.get_concrete_function(**inputs),
+            }
         mask_spec = tf.TensorSpec([self.batch_size, num_actions], tf.int64, name="action_mask")
-        masked = tf.function(lambda action_mask, **features: head(features, action_mask), autograph=False)
+        masked = tf.function(lambda action_mask, **features: with_version(head(features, action_mask)), autograph=False)
         module.serving_masked = masked
-        return {"serving_default": serving.get_concrete_function(**inputs),
-                "serving_masked": masked.get_concrete_function(action_mask=mask_spec, **inputs)}
+        return {
+            "serving_default": serving.get_concrete_function(**inputs),
+            "serving_masked": masked.get_concrete_function(action_mask=mask_spec, **inputs),
+        }
 
     def _version_table(self, module: tf.Module) -> tf.lookup.StaticHashTable:
         """{0: the version line} from the asset VERSION_ASSET, read when the SavedModel loads (so a
@@ -264,8 +326,9 @@ class PolicySaver:
         path = os.path.join(tmp, VERSION_ASSET)
         with open(path, "w") as f:
             f.write(f"{UNPUBLISHED_VERSION}\n")
-        init = tf.lookup.TextFileInitializer(path, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER,
-                                             tf.string, tf.lookup.TextFileIndex.WHOLE_LINE)
+        init = tf.lookup.TextFileInitializer(
+            path, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER, tf.string, tf.lookup.TextFileIndex.WHOLE_LINE
+        )
         module.version_table = tf.lookup.StaticHashTable(init, default_value=str(UNPUBLISHED_VERSION))
         return module.version_table
 
@@ -274,8 +337,12 @@ class PolicySaver:
         """Writes the SavedModel and `policy_specs.json` (replacing what was there, atomically
         on local disks)."""
         with _atomic_dir(export_dir) as tmp:
-            tf.saved_model.save(self._module, tmp, signatures=self._signatures,
-                                options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
+            tf.saved_model.save(
+                self._module,
+                tmp,
+                signatures=self._signatures,
+                options=tf.saved_model.SaveOptions(experimental_custom_gradients=False),
+            )
             with tf.io.gfile.GFile(os.path.join(tmp, SPECS_FILE), "w") as f:
                 json.dump(self.specs_json(), f, indent=1)
 
@@ -288,8 +355,12 @@ class PolicySaver:
 
     def specs_json(self) -> dict:
         names = {k: list(v.structured_outputs) for k, v in self._signatures.items()}
-        inputs = {"action": self._action_input_names, "get_initial_state": ["batch_size"],
-                  "get_train_step": [], "get_metadata": []}
+        inputs = {
+            "action": self._action_input_names,
+            "get_initial_state": ["batch_size"],
+            "get_train_step": [],
+            "get_metadata": [],
+        }
         for k in ("serving_default", "serving_masked"):
             if k in self._signatures:
                 inputs[k] = sorted(self._signatures[k].structured_input_signature[1])
@@ -309,8 +380,9 @@ class PolicySaver:
 def _policy_checkpoint(module: Any) -> tf.train.Checkpoint:
     # The same three names on both sides (saver module and loaded SavedModel) make the object
     # graph of a checkpoint-only update match the SavedModel's.
-    return tf.train.Checkpoint(model_variables=module.model_variables, train_step=module.train_step,
-                               metadata=module.metadata)
+    return tf.train.Checkpoint(
+        model_variables=module.model_variables, train_step=module.train_step, metadata=module.metadata
+    )
 
 
 class _atomic_dir:
@@ -399,8 +471,11 @@ class SavedPolicy(Policy):
             return observations
         if action_mask is None:
             from rlops.features.schema import FeatureSchemaError
-            raise FeatureSchemaError(f"feature 'action_mask' is missing: the policy at {self.path} was trained with "
-                                     "action masks and takes them as part of its observation")
+
+            raise FeatureSchemaError(
+                f"feature 'action_mask' is missing: the policy at {self.path} was trained with "
+                "action masks and takes them as part of its observation"
+            )
         if not isinstance(observations, Mapping):
             names = [k for k in spec if k != "action_mask"]
             observations = {names[0]: observations}
@@ -427,35 +502,44 @@ class SavedPolicy(Policy):
         matched by name, extra columns ignored). `action_mask` [N, K]: fed to a policy trained
         with masks (see `observation`), ignored by others."""
         import numpy as np
+
         from rlops.agents.trajectories import restart
+
         observations = self.observation(observations, action_mask)
         if isinstance(observations, Mapping):
             return self._feature_actions(self.by_input(observations), batch_size)
-        out = [self.action(restart(observations[i:i + batch_size], len(observations[i:i + batch_size]))).action.numpy()
-               for i in range(0, len(observations), batch_size)]
+        out = [
+            self.action(restart(observations[i : i + batch_size], len(observations[i : i + batch_size]))).action.numpy()
+            for i in range(0, len(observations), batch_size)
+        ]
         return np.concatenate(out) if out else np.zeros((0,), self.action_spec.dtype.as_numpy_dtype)
 
     def _feature_actions(self, features: Mapping[str, Any], batch_size: int) -> Any:
         import numpy as np
-        from rlops.features.schema import FeatureSchemaError
+
         from rlops.agents.trajectories import restart
+        from rlops.features.schema import FeatureSchemaError
+
         spec = self.time_step_spec.observation
         if not isinstance(spec, Mapping):
             raise ValueError(f"{self.path}: this policy takes one dense observation, not named features")
         missing = sorted(set(spec) - set(features))
         if missing:
-            raise FeatureSchemaError(f"feature '{missing[0]}' is missing: the policy at {self.path} needs "
-                                     f"{sorted(spec)}, got {sorted(features)}")
+            raise FeatureSchemaError(
+                f"feature '{missing[0]}' is missing: the policy at {self.path} needs "
+                f"{sorted(spec)}, got {sorted(features)}"
+            )
         for name, want in spec.items():  # retyped: strings where numbers are expected, or back
             text = np.asarray(features[name]).dtype.kind in "SUO"
             if text != (want.dtype == tf.string):
                 got = "strings" if text else f"{np.asarray(features[name]).dtype} numbers"
-                raise FeatureSchemaError(f"feature '{name}' is {want.dtype.name} in the policy at {self.path} "
-                                         f"but arrives as {got}")
+                raise FeatureSchemaError(
+                    f"feature '{name}' is {want.dtype.name} in the policy at {self.path} but arrives as {got}"
+                )
         n = len(next(iter(features.values())))
         out = []
         for i in range(0, n, batch_size):
-            chunk = {k: features[k][i:i + batch_size] for k in spec}
+            chunk = {k: features[k][i : i + batch_size] for k in spec}
             m = len(next(iter(chunk.values())))
             out.append(self.action(restart(chunk, m)).action.numpy())
         return np.concatenate(out) if out else np.zeros((0,), self.action_spec.dtype.as_numpy_dtype)
@@ -466,9 +550,8 @@ def latest_checkpoint(checkpoints_dir: str) -> str | None:
     if not tf.io.gfile.isdir(checkpoints_dir):
         return None
     names = [n.rstrip("/") for n in tf.io.gfile.listdir(checkpoints_dir)]
-    steps = [n for n in names if n.startswith(CHECKPOINT_PREFIX) and n[len(CHECKPOINT_PREFIX):].isdigit()]
-    return os.path.join(checkpoints_dir, max(steps, key=lambda n: int(n[len(CHECKPOINT_PREFIX):]))) if steps \
-        else None
+    steps = [n for n in names if n.startswith(CHECKPOINT_PREFIX) and n[len(CHECKPOINT_PREFIX) :].isdigit()]
+    return os.path.join(checkpoints_dir, max(steps, key=lambda n: int(n[len(CHECKPOINT_PREFIX) :]))) if steps else None
 
 
 def load_specs(saved_model_dir: str) -> dict:
@@ -514,6 +597,7 @@ def _decode(obj: Any) -> Any:
 
 def _known_namedtuple(name: str, fields: tuple[str, ...]) -> Callable:
     from rlops.agents import trajectories
+
     cls = getattr(trajectories, name, None)
     if cls is not None and getattr(cls, "_fields", None) == fields:
         return cls

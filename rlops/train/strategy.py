@@ -11,6 +11,7 @@ Explicit names ('default', 'one_device', 'mirrored', 'multi_worker', 'tpu') skip
 Detection never initializes the TensorFlow runtime (only physical devices are listed), because
 MultiWorkerMirroredStrategy and logical-device configuration must come first in a process.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,15 @@ log = logging.getLogger(__name__)
 
 STRATEGY_NAMES = ("auto", "default", "one_device", "mirrored", "multi_worker", "tpu")
 
-__all__ = ["STRATEGY_NAMES", "get_strategy", "tpu_strategy", "is_chief", "task_info",
-           "cluster_workers", "tpu_address_from_env"]
+__all__ = [
+    "STRATEGY_NAMES",
+    "get_strategy",
+    "tpu_strategy",
+    "is_chief",
+    "task_info",
+    "cluster_workers",
+    "tpu_address_from_env",
+]
 
 
 def tpu_address_from_env(environ: Mapping[str, str] | None = None) -> str | None:
@@ -47,8 +55,10 @@ def cluster_workers(tf_config: str | Mapping | None = None) -> int:
         raise ValueError(f"TF_CONFIG is not valid JSON: {e}") from e
     cluster = config.get("cluster", {})
     if cluster.get("ps"):
-        raise ValueError("TF_CONFIG has 'ps' tasks: parameter-server training is not supported by the "
-                         "Learner; use 'chief'/'worker' tasks (MultiWorkerMirroredStrategy).")
+        raise ValueError(
+            "TF_CONFIG has 'ps' tasks: parameter-server training is not supported by the "
+            "Learner; use 'chief'/'worker' tasks (MultiWorkerMirroredStrategy)."
+        )
     return len(cluster.get("chief", [])) + len(cluster.get("worker", []))
 
 
@@ -75,9 +85,13 @@ def _local_tpu_present() -> bool:
         return False
 
 
-def get_strategy(name: str | tf.distribute.Strategy | None = "auto", *, tpu: str | None = None,
-                 devices: Sequence[str] | None = None,
-                 communication: str = "auto") -> tf.distribute.Strategy:
+def get_strategy(
+    name: str | tf.distribute.Strategy | None = "auto",
+    *,
+    tpu: str | None = None,
+    devices: Sequence[str] | None = None,
+    communication: str = "auto",
+) -> tf.distribute.Strategy:
     """Returns a strategy by name (see the module docstring); a Strategy instance passes through.
 
     Args:
@@ -104,9 +118,11 @@ def get_strategy(name: str | tf.distribute.Strategy | None = "auto", *, tpu: str
     if name == "mirrored":
         return tf.distribute.MirroredStrategy(devices=list(devices) if devices else None)
     if name == "multi_worker":
-        impl = {"auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
-                "ring": tf.distribute.experimental.CommunicationImplementation.RING,
-                "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL}
+        impl = {
+            "auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
+            "ring": tf.distribute.experimental.CommunicationImplementation.RING,
+            "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL,
+        }
         if communication not in impl:
             raise ValueError(f"communication={communication!r} is not one of {tuple(impl)}")
         options = tf.distribute.experimental.CommunicationOptions(implementation=impl[communication])

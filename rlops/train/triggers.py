@@ -7,6 +7,7 @@
   (`policy_saver.load(dir, policy_saver.latest_checkpoint(...))`).
 - `StepPerSecondLogTrigger`: logs train steps per second every `interval` steps.
 """
+
 from __future__ import annotations
 
 import logging
@@ -26,8 +27,15 @@ COLLECT_POLICY_DIR = "collect_policy"
 GREEDY_POLICY_DIR = "greedy_policy"
 POLICY_CHECKPOINT_DIR = "checkpoints"
 
-__all__ = ["IntervalTrigger", "PolicySavedModelTrigger", "StepPerSecondLogTrigger", "POLICY_DIR",
-           "COLLECT_POLICY_DIR", "GREEDY_POLICY_DIR", "POLICY_CHECKPOINT_DIR"]
+__all__ = [
+    "IntervalTrigger",
+    "PolicySavedModelTrigger",
+    "StepPerSecondLogTrigger",
+    "POLICY_DIR",
+    "COLLECT_POLICY_DIR",
+    "GREEDY_POLICY_DIR",
+    "POLICY_CHECKPOINT_DIR",
+]
 
 
 class IntervalTrigger:
@@ -76,9 +84,17 @@ class PolicySavedModelTrigger(IntervalTrigger):
     Call it on the chief only in multi-worker jobs (`rlops.train.strategy.is_chief`).
     """
 
-    def __init__(self, saved_model_dir: str, agent: Any, train_step: tf.Variable, interval: int,
-                 metadata_metrics: Mapping[str, Any] | Sequence[Any] | None = None, start: int = 0,
-                 batch_size: int | None = None, save_greedy_policy: bool = True):
+    def __init__(
+        self,
+        saved_model_dir: str,
+        agent: Any,
+        train_step: tf.Variable,
+        interval: int,
+        metadata_metrics: Mapping[str, Any] | Sequence[Any] | None = None,
+        start: int = 0,
+        batch_size: int | None = None,
+        save_greedy_policy: bool = True,
+    ):
         if metadata_metrics is None:
             metadata_metrics = {}
         elif not isinstance(metadata_metrics, Mapping):
@@ -88,17 +104,21 @@ class PolicySavedModelTrigger(IntervalTrigger):
         self.saved_model_dir = saved_model_dir
         self.checkpoint_dir = os.path.join(saved_model_dir, POLICY_CHECKPOINT_DIR)
         # float64 holds step/episode counts exactly (float32 loses integers above 2**24).
-        self._metadata = {name: tf.Variable(0.0, dtype=tf.float64, trainable=False, name=name)
-                          for name in self._metrics}
+        self._metadata = {
+            name: tf.Variable(0.0, dtype=tf.float64, trainable=False, name=name) for name in self._metrics
+        }
 
         policies = [(POLICY_DIR, agent.policy), (COLLECT_POLICY_DIR, agent.collect_policy)]
         if save_greedy_policy:
             greedy = GreedyPolicy(agent.policy) if isinstance(agent.policy, ActorPolicy) else agent.policy
             policies.append((GREEDY_POLICY_DIR, greedy))
         shared_variables = [v for _, p in policies for v in p.variables]
-        self._savers = {name: policy_saver_lib.PolicySaver(p, batch_size=batch_size, train_step=train_step,
-                                                           metadata=self._metadata, variables=shared_variables)
-                        for name, p in policies}
+        self._savers = {
+            name: policy_saver_lib.PolicySaver(
+                p, batch_size=batch_size, train_step=train_step, metadata=self._metadata, variables=shared_variables
+            )
+            for name, p in policies
+        }
         self._update_metadata()
         for name, saver in self._savers.items():
             saver.save(os.path.join(saved_model_dir, name))

@@ -6,6 +6,7 @@ several workers (one CPU replica each). Every worker builds the same global batc
 `--seed`; `Learner.run_on_batch` gives each replica its rows. Writes every agent's statistics,
 weights, counters and reported losses to `--out` (.npz).
 """
+
 import argparse
 import os
 import sys
@@ -45,13 +46,20 @@ def global_batches(seed: int, n: int = 3, size: int = 32) -> list:
 
 def make_agents(step_fn) -> dict:
     return {
-        "linucb": LinUCBAgent(trajectories.time_step_spec(OBS_SPEC), ACTION_SPEC, gamma=0.9, add_bias=True,
-                              train_step_counter=step_fn()),
-        "lints": LinearThompsonSamplingAgent(trajectories.time_step_spec(OBS_SPEC), ACTION_SPEC, gamma=0.95,
-                                             train_step_counter=step_fn()),
-        "neural": NeuralEpsilonGreedyAgent(trajectories.time_step_spec(OBS_SPEC), ACTION_SPEC,
-                                           RewardNetwork(OBS_SPEC, K, hidden_sizes=(8,), seed=1),
-                                           tf_keras.optimizers.SGD(0.1), epsilon=0.1, train_step_counter=step_fn()),
+        "linucb": LinUCBAgent(
+            trajectories.time_step_spec(OBS_SPEC), ACTION_SPEC, gamma=0.9, add_bias=True, train_step_counter=step_fn()
+        ),
+        "lints": LinearThompsonSamplingAgent(
+            trajectories.time_step_spec(OBS_SPEC), ACTION_SPEC, gamma=0.95, train_step_counter=step_fn()
+        ),
+        "neural": NeuralEpsilonGreedyAgent(
+            trajectories.time_step_spec(OBS_SPEC),
+            ACTION_SPEC,
+            RewardNetwork(OBS_SPEC, K, hidden_sizes=(8,), seed=1),
+            tf_keras.optimizers.SGD(0.1),
+            epsilon=0.1,
+            train_step_counter=step_fn(),
+        ),
     }
 
 
@@ -61,12 +69,22 @@ def train_all(strategy, root: str, seed: int) -> dict:
         agents = make_agents(create_train_step_counter)
     out = {}
     for name, agent in agents.items():
-        learner = Learner(os.path.join(root, name), agent.train_step_counter, agent, checkpoint_interval=-1,
-                          summary_interval=0, strategy=strategy, use_kwargs_in_agent_train=True)
+        learner = Learner(
+            os.path.join(root, name),
+            agent.train_step_counter,
+            agent,
+            checkpoint_interval=-1,
+            summary_interval=0,
+            strategy=strategy,
+            use_kwargs_in_agent_train=True,
+        )
         losses = []
         for x, a, r, w in global_batches(seed):
-            info = {"propensity": np.ones(len(r), np.float32)} if "propensity" in agent.collect_data_spec.policy_info \
+            info = (
+                {"propensity": np.ones(len(r), np.float32)}
+                if "propensity" in agent.collect_data_spec.policy_info
                 else ()
+            )
             exp = trajectories.single_step_trajectory(x, a, r, info)
             losses.append(float(learner.run_on_batch(dict(experience=exp, weights=w)).loss))
         out[f"{name}_losses"] = np.array(losses)

@@ -1,4 +1,5 @@
 """Bandit agents: numbers vs NumPy references, masks, propensities, specs, and learning on digits."""
+
 import glob
 
 import numpy as np
@@ -7,8 +8,7 @@ import tensorflow as tf
 import tf_keras
 
 from rlops.agents import specs, trajectories
-from rlops.agents.bandits import (LinearThompsonSamplingAgent, LinUCBAgent,
-                                  NeuralEpsilonGreedyAgent)
+from rlops.agents.bandits import LinearThompsonSamplingAgent, LinUCBAgent, NeuralEpsilonGreedyAgent
 from rlops.agents.networks import RewardNetwork
 from rlops.envs.bandit_envs import DigitsBandit, make_interaction_loop
 
@@ -80,6 +80,7 @@ def test_agent_surface():
 
 # --- neural epsilon-greedy --------------------------------------------------------------------
 
+
 def test_neural_loss_matches_numpy_with_weights_and_laplacian():
     lap = _chain_laplacian(K)
     agent = _neural_agent(laplacian_matrix=lap, laplacian_smoothing_weight=0.05)
@@ -95,8 +96,9 @@ def test_neural_loss_matches_numpy_with_weights_and_laplacian():
     # No weights, no Laplacian: plain MSE on the taken actions.
     plain = _neural_agent()
     pred = _numpy_reward_net(plain.reward_network, x)
-    np.testing.assert_allclose(plain.reward_loss(x, a, r).numpy(),
-                               np.mean((r - pred[np.arange(16), a]) ** 2), rtol=1e-5)
+    np.testing.assert_allclose(
+        plain.reward_loss(x, a, r).numpy(), np.mean((r - pred[np.arange(16), a]) ** 2), rtol=1e-5
+    )
 
 
 def test_neural_laplacian_must_be_valid():
@@ -163,8 +165,9 @@ def _masked_setup():
 def test_neural_policies_never_choose_masked_actions_and_train_with_masks():
     tf.random.set_seed(0)
     ts_spec, splitter = _masked_setup()
-    agent = _neural_agent(0.5, ts_spec, observation_and_action_constraint_splitter=splitter,
-                          emit_policy_info=("predicted_rewards_mean",))
+    agent = _neural_agent(
+        0.5, ts_spec, observation_and_action_constraint_splitter=splitter, emit_policy_info=("predicted_rewards_mean",)
+    )
     rng = np.random.default_rng(0)
     n = 2000
     mask = (rng.uniform(size=(n, K)) < 0.5).astype(np.int32)
@@ -221,6 +224,7 @@ def test_neural_summaries_are_written(tmp_path):
 
 # --- linear agents ----------------------------------------------------------------------------
 
+
 class NumpyRidge:
     """Per-arm ridge regression, the textbook way (one row at a time, explicit solves)."""
 
@@ -249,9 +253,15 @@ class NumpyRidge:
 @pytest.mark.parametrize("add_bias", [False, True])
 def test_linucb_update_and_scores_match_numpy(add_bias):
     alpha, lam, gamma = 0.7, 0.5, 0.9
-    agent = LinUCBAgent(TS_SPEC, ACTION_SPEC, alpha=alpha, gamma=gamma, tikhonov_weight=lam,
-                        add_bias=add_bias, emit_policy_info=("predicted_rewards_mean",
-                                                             "predicted_rewards_optimistic"))
+    agent = LinUCBAgent(
+        TS_SPEC,
+        ACTION_SPEC,
+        alpha=alpha,
+        gamma=gamma,
+        tikhonov_weight=lam,
+        add_bias=add_bias,
+        emit_policy_info=("predicted_rewards_mean", "predicted_rewards_optimistic"),
+    )
     ref = NumpyRidge(D + add_bias, K, lam, gamma)
     feats = (lambda x: np.concatenate([x, np.ones((len(x), 1), np.float32)], 1)) if add_bias else (lambda x: x)
     for seed in range(3):
@@ -285,8 +295,9 @@ def test_linucb_update_and_scores_match_numpy(add_bias):
 def test_lints_samples_have_the_ridge_mean_and_std():
     tf.random.set_seed(3)
     alpha = 0.5
-    agent = LinearThompsonSamplingAgent(TS_SPEC, ACTION_SPEC, alpha=alpha,
-                                        emit_policy_info=("predicted_rewards_sampled",))
+    agent = LinearThompsonSamplingAgent(
+        TS_SPEC, ACTION_SPEC, alpha=alpha, emit_policy_info=("predicted_rewards_sampled",)
+    )
     x, a, r, _ = _data(30)
     agent.train(trajectories.single_step_trajectory(x, a, r))
     ref = NumpyRidge(D, K, 1.0, 1.0)
@@ -337,11 +348,16 @@ def test_linear_train_accepts_flat_and_time_major_experience():
 
 # --- learning on the digits bandit -----------------------------------------------------------
 
+
 def test_neural_interaction_loop_compiles_with_xla():
     env = DigitsBandit(seed=0)
-    agent = NeuralEpsilonGreedyAgent(env.time_step_spec, env.action_spec,
-                                     RewardNetwork(env.observation_spec, env.num_actions),
-                                     tf_keras.optimizers.Adam(1e-3), epsilon=0.1)
+    agent = NeuralEpsilonGreedyAgent(
+        env.time_step_spec,
+        env.action_spec,
+        RewardNetwork(env.observation_spec, env.num_actions),
+        tf_keras.optimizers.Adam(1e-3),
+        epsilon=0.1,
+    )
     regret = make_interaction_loop(env, agent, batch_size=8, jit_compile=True)(tf.constant(5))
     assert regret.shape == (5,) and agent.train_step_counter.numpy() == 5
 
@@ -357,8 +373,9 @@ def test_neural_epsilon_greedy_learns_digits():
     tf.random.set_seed(0)
     env = DigitsBandit(seed=0)
     net = RewardNetwork(env.observation_spec, env.num_actions, hidden_sizes=(64,), seed=0)
-    agent = NeuralEpsilonGreedyAgent(env.time_step_spec, env.action_spec, net,
-                                     tf_keras.optimizers.Adam(1e-3), epsilon=0.1)
+    agent = NeuralEpsilonGreedyAgent(
+        env.time_step_spec, env.action_spec, net, tf_keras.optimizers.Adam(1e-3), epsilon=0.1
+    )
     regret = make_interaction_loop(env, agent, batch_size=32)(2000).numpy()
     assert agent.train_step_counter.numpy() == 2000
     assert _greedy_accuracy(env, agent.policy) >= 0.97
@@ -377,6 +394,7 @@ def test_linucb_learns_digits_with_low_regret():
 
 # --- every replica's rows count (MirroredStrategy on 2 logical CPUs) ---------------------------
 
+
 def _mirrored():
     # ReductionToOneDevice: no collective ops, whose per-process instance cache breaks when other
     # tests build MirroredStrategies over other tensor shapes (see tests/train/test_learner.py).
@@ -385,10 +403,17 @@ def _mirrored():
 
 def _learner_run(tmp_path, strategy, make_agent, batches, summaries=False):
     from rlops.train.learner import Learner, create_train_step_counter
+
     with strategy.scope():
         agent = make_agent(create_train_step_counter())
-    learner = Learner(str(tmp_path / f"{type(strategy).__name__}_{id(agent)}"), agent.train_step_counter, agent,
-                      checkpoint_interval=-1, summary_interval=1 if summaries else 0, strategy=strategy)
+    learner = Learner(
+        str(tmp_path / f"{type(strategy).__name__}_{id(agent)}"),
+        agent.train_step_counter,
+        agent,
+        checkpoint_interval=-1,
+        summary_interval=1 if summaries else 0,
+        strategy=strategy,
+    )
     losses = [float(learner.run_on_batch(b).loss) for b in batches]
     return agent, losses, learner
 
@@ -433,21 +458,39 @@ def test_neural_mirrored_equals_one_replica_and_reports_the_unscaled_loss(tmp_pa
     """Two replicas: same weights and loss as one replica on the global batch, and the agent's
     own Losses/loss summary is the global-batch loss, not the replica's 1/R share."""
     x_all, a_all, r_all, w_all = _data(96, seed=4)
-    batches = [dict(experience=trajectories.single_step_trajectory(
-        x_all[i:i + 32], a_all[i:i + 32], r_all[i:i + 32], {"propensity": np.ones(32, np.float32)}),
-        weights=w_all[i:i + 32]) for i in (0, 32, 64)]
+    batches = [
+        dict(
+            experience=trajectories.single_step_trajectory(
+                x_all[i : i + 32], a_all[i : i + 32], r_all[i : i + 32], {"propensity": np.ones(32, np.float32)}
+            ),
+            weights=w_all[i : i + 32],
+        )
+        for i in (0, 32, 64)
+    ]
 
     def make(step):
-        return _neural_agent(optimizer=tf_keras.optimizers.SGD(0.1), train_step_counter=step,
-                             laplacian_matrix=_chain_laplacian(K), laplacian_smoothing_weight=0.1)
+        return _neural_agent(
+            optimizer=tf_keras.optimizers.SGD(0.1),
+            train_step_counter=step,
+            laplacian_matrix=_chain_laplacian(K),
+            laplacian_smoothing_weight=0.1,
+        )
 
     from rlops.train.learner import Learner, create_train_step_counter
+
     results = {}
     for key, strategy in (("one", tf.distribute.get_strategy()), ("two", _mirrored())):
         with strategy.scope():
             agent = make(create_train_step_counter())
-        learner = Learner(str(tmp_path / key), agent.train_step_counter, agent, checkpoint_interval=-1,
-                          summary_interval=1, strategy=strategy, use_kwargs_in_agent_train=True)
+        learner = Learner(
+            str(tmp_path / key),
+            agent.train_step_counter,
+            agent,
+            checkpoint_interval=-1,
+            summary_interval=1,
+            strategy=strategy,
+            use_kwargs_in_agent_train=True,
+        )
         losses = [learner.run_on_batch(b) for b in batches]
         learner.summary_writer.flush()
         results[key] = (agent, losses, _scalars(str(tmp_path / key)))
@@ -457,13 +500,14 @@ def test_neural_mirrored_equals_one_replica_and_reports_the_unscaled_loss(tmp_pa
         np.testing.assert_allclose(l2.extra["laplacian_loss"].numpy(), l1.extra["laplacian_loss"].numpy(), rtol=1e-5)
     for v1, v2 in zip(one.reward_network.trainable_variables, two.reward_network.trainable_variables):
         np.testing.assert_allclose(v2.numpy(), v1.numpy(), rtol=1e-5, atol=1e-6)
-    expected = [float(l.loss) for l in one_losses]
+    expected = [float(loss.loss) for loss in one_losses]
     np.testing.assert_allclose(one_tags["Losses/loss"], expected, rtol=1e-5)
     np.testing.assert_allclose(two_tags["Losses/loss"], expected, rtol=1e-5)  # not expected / 2
     np.testing.assert_allclose(two_tags["Learner/loss"], expected, rtol=1e-5)
 
 
 # --- action specs with minimum != 0, one-element nests -----------------------------------------
+
 
 @pytest.mark.parametrize("make", ["neural", "linucb"])
 def test_action_minimum_offsets_actions_in_training_and_acting(make):
@@ -488,8 +532,9 @@ def test_action_minimum_offsets_actions_in_training_and_acting(make):
         s_shift = p_shift.action(ts)
         assert isinstance(s_shift.action, list) and s_shift.action[0].dtype == tf.int64
         np.testing.assert_array_equal(s_shift.action[0].numpy(), s_base.action.numpy() + 3)
-        np.testing.assert_allclose(s_shift.info["predicted_rewards_mean"].numpy(),
-                                   s_base.info["predicted_rewards_mean"].numpy(), rtol=1e-6)
+        np.testing.assert_allclose(
+            s_shift.info["predicted_rewards_mean"].numpy(), s_base.info["predicted_rewards_mean"].numpy(), rtol=1e-6
+        )
     # Every arm, the last one included, is reachable: no arm is dropped by the offset.
     chosen = shifted.collect_policy.action(trajectories.restart(tf.constant(np.tile(x, (40, 1))), 64 * 40)).action
     if make == "neural":
@@ -498,10 +543,14 @@ def test_action_minimum_offsets_actions_in_training_and_acting(make):
 
 # --- TF-Agents' policy-info names and constructor arguments ------------------------------------
 
+
 def test_neural_emits_tf_agents_info_fields():
     tf.random.set_seed(2)
-    agent = _neural_agent(0.5, emit_policy_info=("predicted_rewards_mean", "log_probability", "bandit_policy_type"),
-                          info_fields_to_inherit_from_greedy=("predicted_rewards_mean",))
+    agent = _neural_agent(
+        0.5,
+        emit_policy_info=("predicted_rewards_mean", "log_probability", "bandit_policy_type"),
+        info_fields_to_inherit_from_greedy=("predicted_rewards_mean",),
+    )
     x, *_ = _data(4000)
     ts = trajectories.restart(tf.constant(x), 4000)
     greedy = agent.policy.action(ts)
@@ -515,8 +564,11 @@ def test_neural_emits_tf_agents_info_fields():
     assert 0.45 < explored.mean() < 0.55 and set(np.unique(info["bandit_policy_type"])) == {1, 2}
     np.testing.assert_array_equal(step.action.numpy()[~explored], greedy.action.numpy()[~explored])
     np.testing.assert_allclose(info["predicted_rewards_mean"], greedy.info["predicted_rewards_mean"].numpy())
-    specs.check_nest_matches_spec(trajectories.single_step_trajectory(x, step.action, x[:, 0], step.info),
-                                  agent.collect_data_spec, num_outer_dims=2)
+    specs.check_nest_matches_spec(
+        trajectories.single_step_trajectory(x, step.action, x[:, 0], step.info),
+        agent.collect_data_spec,
+        num_outer_dims=2,
+    )
     with pytest.raises(ValueError, match="predicted_rewards_sampled"):
         _neural_agent(emit_policy_info=("predicted_rewards_sampled",))
     with pytest.raises(ValueError, match="Unknown emit_policy_info"):
@@ -539,12 +591,13 @@ def test_linear_tf_agents_arguments():
     step = agent.policy.action(trajectories.restart(tf.constant(x), 50))
     np.testing.assert_array_equal(step.info["log_probability"].numpy(), 0.0)  # deterministic: p = 1
     with pytest.raises(AttributeError, match="use_eigendecomp"):
-        LinUCBAgent(TS_SPEC, ACTION_SPEC).eig_vals
+        _ = LinUCBAgent(TS_SPEC, ACTION_SPEC).eig_vals
     with pytest.raises(ValueError, match="no closed-form probability"):
         LinearThompsonSamplingAgent(TS_SPEC, ACTION_SPEC, emit_log_probability=True)
     # variable_collection: a second agent over the same statistics sees the first one's training.
-    twin = LinearThompsonSamplingAgent(TS_SPEC, ACTION_SPEC, variable_collection=agent.variable_collection,
-                                       use_eigendecomp=True)
+    twin = LinearThompsonSamplingAgent(
+        TS_SPEC, ACTION_SPEC, variable_collection=agent.variable_collection, use_eigendecomp=True
+    )
     np.testing.assert_array_equal(twin.theta.numpy(), agent.theta.numpy())
     assert np.abs(twin.theta.numpy()).sum() > 0
     with pytest.raises(ValueError, match="does not fit"):
@@ -555,20 +608,34 @@ def test_linear_tf_agents_arguments():
 
 # --- per-arm features ---------------------------------------------------------------------------
 
+
 def _per_arm_agent(kind, env, seed=0):
     from rlops.agents.bandits import PerArmRewardNetwork
+
     if kind == "linucb":
-        return LinUCBAgent(env.time_step_spec, env.action_spec, add_bias=True, accepts_per_arm_features=True,
-                           emit_policy_info=("predicted_rewards_mean",))
+        return LinUCBAgent(
+            env.time_step_spec,
+            env.action_spec,
+            add_bias=True,
+            accepts_per_arm_features=True,
+            emit_policy_info=("predicted_rewards_mean",),
+        )
     net = PerArmRewardNetwork(env.observation_spec, common_layers=(64, 32), seed=seed)
-    return NeuralEpsilonGreedyAgent(env.time_step_spec, env.action_spec, net, tf_keras.optimizers.Adam(3e-3),
-                                    epsilon=0.05, accepts_per_arm_features=True,
-                                    emit_policy_info=("predicted_rewards_mean",))
+    return NeuralEpsilonGreedyAgent(
+        env.time_step_spec,
+        env.action_spec,
+        net,
+        tf_keras.optimizers.Adam(3e-3),
+        epsilon=0.05,
+        accepts_per_arm_features=True,
+        emit_policy_info=("predicted_rewards_mean",),
+    )
 
 
 @pytest.mark.parametrize("kind", ["neural", "linucb"])
 def test_per_arm_policies_score_each_candidate_and_log_its_features(kind):
     from rlops.envs.bandit_envs import PerArmBandit
+
     env = PerArmBandit(global_dim=3, arm_dim=2, num_actions=5, seed=1)
     agent = _per_arm_agent(kind, env)
     batch = env.sample(400)
@@ -578,8 +645,7 @@ def test_per_arm_policies_score_each_candidate_and_log_its_features(kind):
         step = policy.action(env.time_step(batch))
         actions = step.action.numpy()
         assert (actions < obs["num_actions"]).all()  # arms >= num_actions are not candidates
-        np.testing.assert_array_equal(step.info["chosen_arm_features"].numpy(),
-                                      obs["per_arm"][np.arange(400), actions])
+        np.testing.assert_array_equal(step.info["chosen_arm_features"].numpy(), obs["per_arm"][np.arange(400), actions])
         pred = step.info["predicted_rewards_mean"].numpy()
         allowed = np.arange(5)[None] < obs["num_actions"][:, None]
         if policy is greedy:
@@ -588,8 +654,9 @@ def test_per_arm_policies_score_each_candidate_and_log_its_features(kind):
     perm = np.array([2, 0, 1, 4, 3])
     full = {"global": obs["global"], "per_arm": obs["per_arm"], "num_actions": np.full(400, 5, np.int32)}
     shuffled = dict(full, per_arm=obs["per_arm"][:, perm])
-    scores = [greedy.action(trajectories.restart(o, 400)).info["predicted_rewards_mean"].numpy()
-              for o in (full, shuffled)]
+    scores = [
+        greedy.action(trajectories.restart(o, 400)).info["predicted_rewards_mean"].numpy() for o in (full, shuffled)
+    ]
     np.testing.assert_allclose(scores[1], scores[0][:, perm], rtol=1e-5, atol=1e-6)
     # Training data carries no 'per_arm' (TF-Agents' training_data_spec): the chosen arm's features
     # come from policy_info.
@@ -608,6 +675,7 @@ def test_per_arm_policies_score_each_candidate_and_log_its_features(kind):
 @pytest.mark.parametrize("kind,ratio", [("neural", 0.25), ("linucb", 0.55)])
 def test_per_arm_agents_beat_random_by_a_wide_margin(kind, ratio):
     from rlops.envs.bandit_envs import PerArmBandit
+
     tf.random.set_seed(0)
     env = PerArmBandit(global_dim=4, arm_dim=4, num_actions=8, seed=0)
     agent = _per_arm_agent(kind, env)
@@ -617,12 +685,14 @@ def test_per_arm_agents_beat_random_by_a_wide_margin(kind, ratio):
     batch = env.sample(4000)
     step = agent.collect_policy.action(env.time_step(batch))
     from rlops.envs.regret import regret
+
     ours = float(tf.reduce_mean(regret(batch.expected_rewards, step.action)))
     random = float(tf.reduce_mean(PerArmBandit.uniform_regret(batch)))
     assert ours < ratio * random, (ours, random)
 
 
 # --- MultiWorkerMirroredStrategy: 2 worker processes -------------------------------------------
+
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
@@ -649,12 +719,31 @@ def test_multi_worker_two_processes_equal_one_replica(tmp_path):
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     procs = []
     for i in range(2):
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore", CUDA_VISIBLE_DEVICES="",
-                   PYTHONPATH=os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")]),
-                   TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}))
-        procs.append(subprocess.Popen([sys.executable, os.path.join(here, "bandit_job.py"), "--root",
-                                       str(tmp_path / f"w{i}"), "--out", str(tmp_path / f"w{i}.npz")],
-                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=repo))
+        env = dict(
+            os.environ,
+            TF_CPP_MIN_LOG_LEVEL="3",
+            PYTHONWARNINGS="ignore",
+            CUDA_VISIBLE_DEVICES="",
+            PYTHONPATH=os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")]),
+            TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}),
+        )
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    os.path.join(here, "bandit_job.py"),
+                    "--root",
+                    str(tmp_path / f"w{i}"),
+                    "--out",
+                    str(tmp_path / f"w{i}.npz"),
+                ],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=repo,
+            )
+        )
     try:
         for p in procs:
             out, err = p.communicate(timeout=240)

@@ -1,4 +1,5 @@
 """Policies: masks honoured, propensities right, numpy snapshot equal to the TF policy."""
+
 import numpy as np
 import tensorflow as tf
 
@@ -23,18 +24,26 @@ def masked_batch(n=400, seed=0):
 
 def test_masked_policies_never_choose_masked_actions():
     ts, mask = masked_batch()
-    actor = ActorPolicy(MASKED_TS_SPEC, ACTIONS, ActorNetwork(OBS, ACTIONS, (8,)),
-                        observation_and_action_constraint_splitter=SPLIT)
-    for policy in (actor, GreedyPolicy(actor), EpsilonGreedyPolicy(GreedyPolicy(actor), 0.5),
-                   RandomPolicy(MASKED_TS_SPEC, ACTIONS, observation_and_action_constraint_splitter=SPLIT)):
+    actor = ActorPolicy(
+        MASKED_TS_SPEC, ACTIONS, ActorNetwork(OBS, ACTIONS, (8,)), observation_and_action_constraint_splitter=SPLIT
+    )
+    for policy in (
+        actor,
+        GreedyPolicy(actor),
+        EpsilonGreedyPolicy(GreedyPolicy(actor), 0.5),
+        RandomPolicy(MASKED_TS_SPEC, ACTIONS, observation_and_action_constraint_splitter=SPLIT),
+    ):
         action = policy.action(ts).action.numpy()
         assert np.all(mask[np.arange(len(action)), action] == 1), type(policy).__name__
 
 
 def test_epsilon_greedy_propensity_matches_definition():
     ts, mask = masked_batch(seed=1)
-    greedy = GreedyPolicy(ActorPolicy(MASKED_TS_SPEC, ACTIONS, ActorNetwork(OBS, ACTIONS, (8,)),
-                                      observation_and_action_constraint_splitter=SPLIT))
+    greedy = GreedyPolicy(
+        ActorPolicy(
+            MASKED_TS_SPEC, ACTIONS, ActorNetwork(OBS, ACTIONS, (8,)), observation_and_action_constraint_splitter=SPLIT
+        )
+    )
     step = EpsilonGreedyPolicy(greedy, 0.3).action(ts)
     greedy_action = greedy.action(ts).action.numpy()
     allowed = mask.sum(-1)

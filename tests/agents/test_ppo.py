@@ -1,4 +1,5 @@
 """PPO pieces against plain-numpy references, and the train step's contracts."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -7,8 +8,7 @@ import tf_keras
 from rlops.agents import specs
 from rlops.agents.networks import ActorNetwork, ValueNetwork
 from rlops.agents.normalizers import StreamingNormalizer
-from rlops.agents.ppo import PPOAgent, PPOClipAgent, PPOKLPenaltyAgent
-from rlops.agents.ppo import value_ops
+from rlops.agents.ppo import PPOAgent, PPOClipAgent, PPOKLPenaltyAgent, value_ops
 from rlops.agents.trajectories import StepType, Trajectory, time_step_spec
 
 OBS = tf.TensorSpec((3,), tf.float32, "observation")
@@ -35,8 +35,9 @@ def test_gae_matches_numpy_with_terminations_and_truncations():
     discounts = (rng.uniform(size=(B, T)) > 0.2).astype(np.float64)
     trace = (rng.uniform(size=(B, T)) > 0.3).astype(np.float64)
     expected = numpy_gae(values, next_values, rewards, discounts, trace, 0.97, 0.9)
-    got = value_ops.generalized_advantage_estimation(*(tf.constant(x, tf.float64) for x in
-                                                       (values, next_values, rewards, discounts, trace)), 0.97, 0.9)
+    got = value_ops.generalized_advantage_estimation(
+        *(tf.constant(x, tf.float64) for x in (values, next_values, rewards, discounts, trace)), 0.97, 0.9
+    )
     np.testing.assert_allclose(got.numpy(), expected, rtol=1e-10)
 
 
@@ -55,8 +56,14 @@ def make_agent(action_spec=DISCRETE, **kwargs):
     ts_spec = time_step_spec(OBS)
     kwargs.setdefault("normalize_observations", False)
     kwargs.setdefault("normalize_rewards", False)
-    return PPOAgent(ts_spec, action_spec, tf_keras.optimizers.Adam(1e-3),
-                    ActorNetwork(OBS, action_spec, (8,), seed=1), ValueNetwork(OBS, (8,), seed=2), **kwargs)
+    return PPOAgent(
+        ts_spec,
+        action_spec,
+        tf_keras.optimizers.Adam(1e-3),
+        ActorNetwork(OBS, action_spec, (8,), seed=1),
+        ValueNetwork(OBS, (8,), seed=2),
+        **kwargs,
+    )
 
 
 def make_experience(agent, B=4, T=6, seed=0, boundary_at=None):
@@ -69,16 +76,27 @@ def make_experience(agent, B=4, T=6, seed=0, boundary_at=None):
         step_type[0, boundary_at] = StepType.LAST
         step_type[0, boundary_at + 1] = StepType.FIRST
     from rlops.agents.trajectories import TimeStep
-    flat_ts = TimeStep(step_type.reshape(-1), np.zeros(B * (T + 1), np.float32),
-                       np.ones(B * (T + 1), np.float32), obs.reshape(B * (T + 1), 3))
+
+    flat_ts = TimeStep(
+        step_type.reshape(-1),
+        np.zeros(B * (T + 1), np.float32),
+        np.ones(B * (T + 1), np.float32),
+        obs.reshape(B * (T + 1), 3),
+    )
     step = agent.collect_policy.action(flat_ts)
     unflat = lambda x: tf.reshape(x, tf.concat([[B, T + 1], tf.shape(x)[1:]], 0)).numpy()  # noqa: E731
     next_step_type = np.concatenate([step_type[:, 1:], np.full((B, 1), StepType.MID, np.int32)], 1)
     discount = np.ones((B, T + 1), np.float32)
     discount[1, 2] = 0.0  # a termination
-    return Trajectory(step_type=step_type, observation=obs, action=unflat(step.action),
-                      policy_info=tf.nest.map_structure(unflat, step.info), next_step_type=next_step_type,
-                      reward=rng.normal(size=(B, T + 1)).astype(np.float32), discount=discount)
+    return Trajectory(
+        step_type=step_type,
+        observation=obs,
+        action=unflat(step.action),
+        policy_info=tf.nest.map_structure(unflat, step.info),
+        next_step_type=next_step_type,
+        reward=rng.normal(size=(B, T + 1)).astype(np.float32),
+        discount=discount,
+    )
 
 
 def numpy_mc_returns(next_values, rewards, discounts, trace, gamma):
@@ -106,8 +124,7 @@ def test_advantages_and_value_targets_follow_use_gae_and_td_lambda(use_gae, use_
     np.testing.assert_allclose(adv.numpy(), gae if use_gae else mc - values[:, :-1], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(ret.numpy(), gae + values[:, :-1] if use_gae and use_td else mc, rtol=1e-5, atol=1e-5)
     if use_gae:  # row 2 of env 0 precedes the boundary row 3: a one-step TD error
-        np.testing.assert_allclose(adv.numpy()[0, 2], exp.reward[0, 2] + 0.95 * values[0, 3] - values[0, 2],
-                                   rtol=1e-5)
+        np.testing.assert_allclose(adv.numpy()[0, 2], exp.reward[0, 2] + 0.95 * values[0, 3] - values[0, 2], rtol=1e-5)
 
 
 def test_clipped_surrogate_matches_numpy():
@@ -128,10 +145,19 @@ def test_minibatch_advantage_normalization_matches_numpy():
     each gradient step normalizes by its own rows' moments, padding of a short last minibatch
     excluded. Checked on that padded minibatch: at lr 0 the ratio is 1, so the clipped surrogate
     is the weighted mean of the normalized advantages."""
-    agent = PPOAgent(time_step_spec(OBS), DISCRETE, tf_keras.optimizers.SGD(0.0),
-                     ActorNetwork(OBS, DISCRETE, (8,), seed=1), ValueNetwork(OBS, (8,), seed=2),
-                     importance_ratio_clipping=0.2, use_gae=True, normalize_rewards=False,
-                     normalize_observations=False, minibatch_size=8, normalize_advantages="minibatch")
+    agent = PPOAgent(
+        time_step_spec(OBS),
+        DISCRETE,
+        tf_keras.optimizers.SGD(0.0),
+        ActorNetwork(OBS, DISCRETE, (8,), seed=1),
+        ValueNetwork(OBS, (8,), seed=2),
+        importance_ratio_clipping=0.2,
+        use_gae=True,
+        normalize_rewards=False,
+        normalize_observations=False,
+        minibatch_size=8,
+        normalize_advantages="minibatch",
+    )
     exp = make_experience(agent, boundary_at=3)
     weights = agent._weights(exp, None)
     data = agent._prepare(tf.nest.map_structure(tf.convert_to_tensor, exp), weights)
@@ -188,18 +214,23 @@ def test_entropy_loss_matches_numpy_categorical():
 
 
 def test_kl_penalty_and_adaptive_beta_match_numpy():
-    agent = make_agent(initial_adaptive_kl_beta=0.5, adaptive_kl_target=0.01, adaptive_kl_tolerance=0.3,
-                       kl_cutoff_factor=2.0, kl_cutoff_coef=1000.0)
+    agent = make_agent(
+        initial_adaptive_kl_beta=0.5,
+        adaptive_kl_target=0.01,
+        adaptive_kl_tolerance=0.3,
+        kl_cutoff_factor=2.0,
+        kl_cutoff_coef=1000.0,
+    )
     kl = np.array([0.01, 0.05, 0.02, 0.04])
     got = agent.kl_penalty_loss(tf.constant(kl, tf.float32))
     mean_kl = kl.mean()
     expected = 1000.0 * max(0.0, mean_kl - 0.02) ** 2 + 0.5 * mean_kl
     np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5)
-    agent.update_adaptive_kl_beta(tf.constant(0.02))     # above 0.013: beta * 1.5
+    agent.update_adaptive_kl_beta(tf.constant(0.02))  # above 0.013: beta * 1.5
     np.testing.assert_allclose(agent.adaptive_kl_beta.numpy(), 0.75, rtol=1e-6)
-    agent.update_adaptive_kl_beta(tf.constant(0.01))     # inside the band: unchanged
+    agent.update_adaptive_kl_beta(tf.constant(0.01))  # inside the band: unchanged
     np.testing.assert_allclose(agent.adaptive_kl_beta.numpy(), 0.75, rtol=1e-6)
-    agent.update_adaptive_kl_beta(tf.constant(0.001))    # below 0.007: beta / 1.5
+    agent.update_adaptive_kl_beta(tf.constant(0.001))  # below 0.007: beta / 1.5
     np.testing.assert_allclose(agent.adaptive_kl_beta.numpy(), 0.5, rtol=1e-6)
 
 
@@ -228,39 +259,60 @@ def test_streaming_normalizer_matches_numpy_over_masked_batches():
     np.testing.assert_allclose(norm.mean.numpy(), data.mean(0), rtol=1e-5)
     np.testing.assert_allclose(norm.variance.numpy(), data.var(0), rtol=1e-4)
     probe = rng.normal(size=(4, 3)).astype(np.float32)
-    np.testing.assert_allclose(norm.normalize(tf.constant(probe)).numpy(),
-                               (probe - data.mean(0)) / np.sqrt(data.var(0) + 1e-3), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        norm.normalize(tf.constant(probe)).numpy(),
+        (probe - data.mean(0)) / np.sqrt(data.var(0) + 1e-3),
+        rtol=1e-4,
+        atol=1e-5,
+    )
 
 
 def test_normalizer_before_data_and_reward_normalizer_does_not_center():
     """TF-Agents' StreamingTensorNormalizer: variance 0 before data, so x / sqrt(1e-3), clipped."""
     norm = StreamingNormalizer((), center_mean=False, clip_value=10.0)
-    np.testing.assert_allclose(norm.normalize(tf.constant([0.1, -2.0])).numpy(), [0.1 / np.sqrt(1e-3), -10.0],
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        norm.normalize(tf.constant([0.1, -2.0])).numpy(), [0.1 / np.sqrt(1e-3), -10.0], rtol=1e-5
+    )
     norm.update(tf.constant([1.0, 3.0]))  # mean 2, var 1: not centered, so 4 -> 4 / sqrt(1 + 1e-3)
     np.testing.assert_allclose(norm.normalize(tf.constant([4.0])).numpy(), [4.0 / np.sqrt(1.001)], rtol=1e-5)
 
 
 @pytest.mark.parametrize("action_spec", [DISCRETE, CONTINUOUS], ids=["discrete", "continuous"])
 def test_train_returns_loss_info_and_updates_state(action_spec):
-    agent = make_agent(action_spec, importance_ratio_clipping=0.2, use_gae=True, num_epochs=3, minibatch_size=7,
-                       entropy_regularization=0.01, policy_l2_reg=1e-4, value_function_l2_reg=1e-4,
-                       initial_adaptive_kl_beta=1.0, normalize_observations=True, normalize_rewards=True,
-                       gradient_clipping=0.5, value_clipping=0.2)
+    agent = make_agent(
+        action_spec,
+        importance_ratio_clipping=0.2,
+        use_gae=True,
+        num_epochs=3,
+        minibatch_size=7,
+        entropy_regularization=0.01,
+        policy_l2_reg=1e-4,
+        value_function_l2_reg=1e-4,
+        initial_adaptive_kl_beta=1.0,
+        normalize_observations=True,
+        normalize_rewards=True,
+        gradient_clipping=0.5,
+        value_clipping=0.2,
+    )
     exp = make_experience(agent, boundary_at=2)
     before = [v.numpy().copy() for v in agent.trainable_weights]
     info = agent.train(exp)
     assert np.isfinite(info.loss.numpy())
     extra = info.extra._asdict()
-    assert set(extra) == {"policy_gradient_loss", "value_estimation_loss", "l2_regularization_loss",
-                          "entropy_regularization_loss", "kl_penalty_loss", "clip_fraction"}
+    assert set(extra) == {
+        "policy_gradient_loss",
+        "value_estimation_loss",
+        "l2_regularization_loss",
+        "entropy_regularization_loss",
+        "kl_penalty_loss",
+        "clip_fraction",
+    }
     assert extra["l2_regularization_loss"].numpy() > 0 and extra["entropy_regularization_loss"].numpy() < 0
     terms = [v.numpy() for k, v in extra.items() if k != "clip_fraction"]
     np.testing.assert_allclose(info.loss.numpy(), sum(terms), rtol=1e-4)
     # One train step per gradient step (TF-Agents): 3 epochs x ceil(4*7 rows / 7) minibatches.
     assert agent.train_step_counter.numpy() == 3 * 4
-    assert all(not np.allclose(b, v.numpy()) for b, v in zip(before, agent.trainable_weights)
-               if b.ndim == 2)
+    assert all(not np.allclose(b, v.numpy()) for b, v in zip(before, agent.trainable_weights) if b.ndim == 2)
     # Normalizers saw every row of the [4, 7] batch (TF-Agents), on top of the initial 1e-8.
     np.testing.assert_allclose(agent.observation_normalizer.count.numpy(), 4 * 7, rtol=1e-9)
     np.testing.assert_allclose(agent.reward_normalizer.count.numpy(), 4 * 7, rtol=1e-9)
@@ -277,8 +329,8 @@ def test_masked_rows_do_not_influence_training():
         weights[2, 4] = 0.0
         if perturb:
             action = exp.action.copy()
-            action[0, 3] = (action[0, 3] + 1) % 3   # boundary row: its action never acted
-            action[2, 4] = (action[2, 4] + 1) % 3   # weight-0 row
+            action[0, 3] = (action[0, 3] + 1) % 3  # boundary row: its action never acted
+            action[2, 4] = (action[2, 4] + 1) % 3  # weight-0 row
             exp = exp._replace(action=action)
         info = agent.train(exp, weights=weights)
         results.append((info.loss.numpy(), [v.numpy() for v in agent.trainable_weights]))
@@ -308,15 +360,17 @@ def test_aggregate_losses_across_replicas_under_two_replicas(across_replicas):
     """True (TF-Agents' default): each replica divides its weighted sum by its rows x replicas, so
     the replicas' losses (and gradients) sum to the global-batch mean. False: each replica takes
     its own mean, and the sum is R times that (TF-Agents' per-replica averaging)."""
-    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"],
-                                              cross_device_ops=tf.distribute.ReductionToOneDevice())
+    mirrored = tf.distribute.MirroredStrategy(
+        ["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice()
+    )
     with mirrored.scope():
         agent = make_agent(aggregate_losses_across_replicas=across_replicas)
     rows = {0: np.array([1.0, 2.0, 3.0, 4.0], np.float32), 1: np.array([10.0, 20.0, 30.0, 40.0], np.float32)}
     weights = {0: np.array([1.0, 0.0, 1.0, 1.0], np.float32), 1: np.ones(4, np.float32)}
 
     per_replica = lambda values: mirrored.experimental_distribute_values_from_function(  # noqa: E731
-        lambda ctx: tf.constant(values[ctx.replica_id_in_sync_group]))
+        lambda ctx: tf.constant(values[ctx.replica_id_in_sync_group])
+    )
     per_row, w = per_replica(rows), per_replica(weights)
     losses = mirrored.run(tf.function(agent.aggregate), args=(per_row, w))
     total = float(mirrored.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None))
@@ -360,11 +414,17 @@ def test_losses_written_as_tensorboard_scalars(tmp_path):
         agent.train(make_experience(agent))
     writer.flush()
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     acc = EventAccumulator(str(tmp_path))
     acc.Reload()
     tags = set(acc.Tags()["tensors"]) | set(acc.Tags()["scalars"])
-    for tag in ("Losses/policy_gradient_loss", "Losses/value_estimation_loss", "Losses/kl_penalty_loss",
-                "Losses/total_abs_loss", "Metrics/learning_rate"):
+    for tag in (
+        "Losses/policy_gradient_loss",
+        "Losses/value_estimation_loss",
+        "Losses/kl_penalty_loss",
+        "Losses/total_abs_loss",
+        "Metrics/learning_rate",
+    ):
         assert tag in tags, tags
 
 
@@ -400,6 +460,7 @@ def test_discrete_actions_starting_above_zero():
     info = agent.train(exp)
     assert np.isfinite(info.loss.numpy())
     from rlops.agents.trajectories import TimeStep
+
     obs = np.random.default_rng(0).normal(size=(64, 3)).astype(np.float32)
     ts = TimeStep(np.ones(64, np.int32), np.zeros(64, np.float32), np.ones(64, np.float32), obs)
     assert set(agent.policy.action(ts).action.numpy().tolist()) <= {1, 2, 3}
@@ -420,6 +481,7 @@ def test_argument_parity_options():
     cont = make_agent(CONTINUOUS)
     obs = np.zeros((256, 3), np.float32)
     from rlops.agents.trajectories import TimeStep
+
     ts = TimeStep(np.ones(256, np.int32), np.zeros(256, np.float32), np.ones(256, np.float32), obs)
     assert np.abs(cont.collect_policy.action(ts).action.numpy()).max() > 1.0
 
@@ -436,16 +498,26 @@ def test_l2_terms_split_actor_value_and_shared_kernels_as_tf_agents():
 
     value = SharedTorsoValue(OBS, (8,), seed=2)
     sq = lambda ws: sum(float(np.sum(np.square(w.numpy()))) for w in ws)  # noqa: E731
-    agent = PPOAgent(time_step_spec(OBS), DISCRETE, tf_keras.optimizers.Adam(1e-3), actor, value,
-                     normalize_observations=False, policy_l2_reg=4e-4, value_function_l2_reg=2e-4,
-                     shared_vars_l2_reg=1e-4)
-    expected = (4e-4 * sq(actor.mlp.kernels[1:]) + 2e-4 * sq(value.mlp.kernels[1:])
-                + 1e-4 * sq(actor.mlp.kernels[:1]))
+    agent = PPOAgent(
+        time_step_spec(OBS),
+        DISCRETE,
+        tf_keras.optimizers.Adam(1e-3),
+        actor,
+        value,
+        normalize_observations=False,
+        policy_l2_reg=4e-4,
+        value_function_l2_reg=2e-4,
+        shared_vars_l2_reg=1e-4,
+    )
+    expected = 4e-4 * sq(actor.mlp.kernels[1:]) + 2e-4 * sq(value.mlp.kernels[1:]) + 1e-4 * sq(actor.mlp.kernels[:1])
     np.testing.assert_allclose(agent.l2_loss().numpy(), expected, rtol=1e-5)
     # Separate networks share nothing: shared_vars_l2_reg adds 0.
     separate = make_agent(policy_l2_reg=4e-4, value_function_l2_reg=2e-4, shared_vars_l2_reg=1.0)
-    np.testing.assert_allclose(separate.l2_loss().numpy(), 4e-4 * sq(separate.actor_net.l2_weights)
-                               + 2e-4 * sq(separate.value_net.l2_weights), rtol=1e-5)
+    np.testing.assert_allclose(
+        separate.l2_loss().numpy(),
+        4e-4 * sq(separate.actor_net.l2_weights) + 2e-4 * sq(separate.value_net.l2_weights),
+        rtol=1e-5,
+    )
 
 
 @pytest.mark.parametrize("action_spec", [DISCRETE, CONTINUOUS], ids=["discrete", "continuous"])
@@ -453,28 +525,41 @@ def test_values_computed_outside_train_match_values_computed_in_train(action_spe
     """compute_value_and_advantage_in_train=False (TF-Agents): the collect policy stores V(o) and
     preprocess_sequence adds returns/advantages. With values stored by the same network, train
     gives the update of the default mode; with other stored values it uses those."""
-    kwargs = dict(importance_ratio_clipping=0.2, use_gae=True, use_td_lambda_return=True, num_epochs=2,
-                  minibatch_size=9, normalize_observations=True, normalize_rewards=True, value_clipping=0.2)
-    inside, outside = make_agent(action_spec, **kwargs), make_agent(
-        action_spec, compute_value_and_advantage_in_train=False, **kwargs)
+    kwargs = dict(
+        importance_ratio_clipping=0.2,
+        use_gae=True,
+        use_td_lambda_return=True,
+        num_epochs=2,
+        minibatch_size=9,
+        normalize_observations=True,
+        normalize_rewards=True,
+        value_clipping=0.2,
+    )
+    inside, outside = (
+        make_agent(action_spec, **kwargs),
+        make_agent(action_spec, compute_value_and_advantage_in_train=False, **kwargs),
+    )
     for agent in (inside, outside):  # non-trivial normalizer statistics before collection
         agent.observation_normalizer.update(np.random.default_rng(1).normal(1.0, 2.0, (5, 3)))
         agent.reward_normalizer.update(np.random.default_rng(2).normal(0.0, 3.0, (5,)))
     exp = make_experience(outside, boundary_at=2)
     assert "value_prediction" in outside.collect_policy.info_spec
     obs = outside.observation_normalizer.normalize(exp.observation.reshape(-1, 3))
-    np.testing.assert_allclose(exp.policy_info["value_prediction"].reshape(-1), outside.value_net(obs).numpy(),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        exp.policy_info["value_prediction"].reshape(-1), outside.value_net(obs).numpy(), rtol=1e-5, atol=1e-6
+    )
     # The numpy sampler (fast collection) stores the same values.
     _, info = outside.collect_policy.numpy_sampler(seed=0)(exp.observation[:, 0])
-    np.testing.assert_allclose(info["value_prediction"], exp.policy_info["value_prediction"][:, 0], rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        info["value_prediction"], exp.policy_info["value_prediction"][:, 0], rtol=1e-5, atol=1e-6
+    )
     with pytest.raises(ValueError, match="structure"):  # train needs preprocess_sequence's output
         outside.train(exp)
     processed = outside.preprocess_sequence(exp)
     assert inside.preprocess_sequence(exp) is exp
-    info_in = inside.train(exp._replace(policy_info={k: v for k, v in exp.policy_info.items()
-                                                     if k != "value_prediction"}))
+    info_in = inside.train(
+        exp._replace(policy_info={k: v for k, v in exp.policy_info.items() if k != "value_prediction"})
+    )
     info_out = outside.train(processed)
     np.testing.assert_allclose(info_out.loss.numpy(), info_in.loss.numpy(), rtol=1e-5, atol=1e-6)
     for a, b in zip(outside.trainable_weights, inside.trainable_weights):
@@ -493,13 +578,23 @@ def test_values_outside_train_through_gym_collection_and_train_ppo():
     from rlops.envs.gym_env import GymVectorEnv
     from rlops.train.on_policy import PPOConfig, train_ppo
 
-    config = PPOConfig(num_envs=2, num_steps=16, total_env_steps=64, num_epochs=2, eval_episodes=0, log_every=0,
-                       anneal_lr=False)
+    config = PPOConfig(
+        num_envs=2, num_steps=16, total_env_steps=64, num_epochs=2, eval_episodes=0, log_every=0, anneal_lr=False
+    )
     env = GymVectorEnv(config.env_id, 1)
-    agent = PPOAgent(env.time_step_spec, env.action_spec, tf_keras.optimizers.Adam(1e-3),
-                     ActorNetwork(env.observation_spec, env.action_spec, (8,)), ValueNetwork(env.observation_spec, (8,)),
-                     compute_value_and_advantage_in_train=False, use_gae=True, importance_ratio_clipping=0.2,
-                     normalize_observations=True, num_epochs=2, jit_compile=False)
+    agent = PPOAgent(
+        env.time_step_spec,
+        env.action_spec,
+        tf_keras.optimizers.Adam(1e-3),
+        ActorNetwork(env.observation_spec, env.action_spec, (8,)),
+        ValueNetwork(env.observation_spec, (8,)),
+        compute_value_and_advantage_in_train=False,
+        use_gae=True,
+        importance_ratio_clipping=0.2,
+        normalize_observations=True,
+        num_epochs=2,
+        jit_compile=False,
+    )
     env.close()
     result = train_ppo(config, agent=agent)
     assert len(result.losses) == 2 and np.isfinite(result.losses).all()

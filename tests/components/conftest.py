@@ -1,4 +1,5 @@
 """Small logged-experience fixtures for the ExperienceGen tests, written into tmp_path."""
+
 from __future__ import annotations
 
 import json
@@ -18,17 +19,21 @@ D, K, OBS = 6, 4, 3  # context width, arms, observation width
 def bandit_logs(n: int, seed: int = 0) -> dict[str, np.ndarray]:
     """n logged decisions: context [n, D] float32, action, reward, propensity, user_id."""
     rng = np.random.default_rng(seed)
-    return {"context": rng.normal(size=(n, D)).astype(np.float32),
-            "action": rng.integers(0, K, n), "reward": rng.random(n).astype(np.float32),
-            "propensity": rng.choice([0.25, 0.5, 1.0], n).astype(np.float32),
-            "user_id": rng.integers(0, 50, n)}
+    return {
+        "context": rng.normal(size=(n, D)).astype(np.float32),
+        "action": rng.integers(0, K, n),
+        "reward": rng.random(n).astype(np.float32),
+        "propensity": rng.choice([0.25, 0.5, 1.0], n).astype(np.float32),
+        "user_id": rng.integers(0, 50, n),
+    }
 
 
 def trajectory_logs(num_episodes: int, seed: int = 0) -> dict[str, np.ndarray]:
     """Step records of episodes with 1..6 steps; the last step is terminal for even episodes."""
     rng = np.random.default_rng(seed)
-    cols: dict[str, list] = {k: [] for k in ("episode_id", "step", "observation", "action", "reward",
-                                             "terminated", "log_probability")}
+    cols: dict[str, list] = {
+        k: [] for k in ("episode_id", "step", "observation", "action", "reward", "terminated", "log_probability")
+    }
     for e in range(num_episodes):
         length = int(rng.integers(1, 7))
         for t in range(length):
@@ -69,6 +74,7 @@ def write_logs(path: str, fmt: str, cols: dict[str, np.ndarray], vector: str, pr
                 f.write(json.dumps({k: _py(v[i]) for k, v in cols.items()}) + "\n")
     elif fmt == "tfrecord":
         import tensorflow as tf
+
         with tf.io.TFRecordWriter(path) as w:
             for i in range(n):
                 ex = tf.train.Example()
@@ -100,8 +106,9 @@ def eg_uris(tmp_path):
 @pytest.fixture
 def eg_data():
     """The data helpers and sizes (test modules cannot import conftest by name)."""
-    return SimpleNamespace(D=D, K=K, OBS=OBS, bandit_logs=bandit_logs, trajectory_logs=trajectory_logs,
-                           write_logs=write_logs)
+    return SimpleNamespace(
+        D=D, K=K, OBS=OBS, bandit_logs=bandit_logs, trajectory_logs=trajectory_logs, write_logs=write_logs
+    )
 
 
 @pytest.fixture(scope="session")
@@ -109,8 +116,10 @@ def digits_examples(tmp_path_factory) -> str:
     """3,000 simulated digits-bandit records through ExperienceGen (10 actions), once per session:
     the Trainer and warm-start tests share them."""
     from rlops.components.experience_gen import ExperienceGenConfig, SimulationSource, SpecConfig, run_experience_gen
+
     root = tmp_path_factory.mktemp("digits_gen")
-    config = ExperienceGenConfig(source=SimulationSource(env="digits", num_records=3000),
-                                 action_spec=SpecConfig.discrete(10))
+    config = ExperienceGenConfig(
+        source=SimulationSource(env="digits", num_records=3000), action_spec=SpecConfig.discrete(10)
+    )
     run_experience_gen(config, str(root / "examples"), str(root / "quarantine"), ["--runner=DirectRunner"])
     return str(root / "examples")

@@ -3,6 +3,7 @@ comparing with it (issue 20, finding 8: after the default digits run, a file-sou
 features died in the baseline's MatMul, exit 1 labelled a bug). A baseline trained on other
 features or actions is one note and a comparison with the logging policy; a compatible baseline is
 still the baseline; a baseline that cannot be loaded is an error naming it."""
+
 from __future__ import annotations
 
 import json
@@ -14,10 +15,20 @@ import pandas as pd
 import pytest
 
 from rlops.components.evaluator.config import EvaluatorConfig
-from rlops.components.evaluator.core import (BLESSED_FILE, LOGGING_BASELINE, NOT_BLESSED_FILE, BaselineModelError,
-                                             run_evaluator)
-from rlops.components.experience_gen import (BanditColumns, ExperienceGenConfig, FileSource, SpecConfig,
-                                             run_experience_gen)
+from rlops.components.evaluator.core import (
+    BLESSED_FILE,
+    LOGGING_BASELINE,
+    NOT_BLESSED_FILE,
+    BaselineModelError,
+    run_evaluator,
+)
+from rlops.components.experience_gen import (
+    BanditColumns,
+    ExperienceGenConfig,
+    FileSource,
+    SpecConfig,
+    run_experience_gen,
+)
 from rlops.components.experience_gen.config import FeatureColumn
 from rlops.components.trainer.config import TrainerConfig
 from rlops.components.trainer.core import run_trainer
@@ -36,16 +47,20 @@ def _examples(root, names: list[str], seed: int) -> str:
     x = rng.normal(size=(n, len(names)))
     action = rng.integers(0, K, size=n)
     reward = (action == (x[:, 0] > 0).astype(int)).astype(float)
-    frame = pd.DataFrame({**{name: x[:, i] for i, name in enumerate(names)}, "action": action, "reward": reward,
-                          "propensity": 1.0 / K})
+    frame = pd.DataFrame(
+        {**{name: x[:, i] for i, name in enumerate(names)}, "action": action, "reward": reward, "propensity": 1.0 / K}
+    )
     os.makedirs(root, exist_ok=True)
     frame.to_csv(os.path.join(root, "logs.csv"), index=False)
     columns = BanditColumns(features=tuple(FeatureColumn(n, kind="float") for n in names))
-    config = ExperienceGenConfig(source=FileSource(pattern=os.path.join(root, "logs.csv"), format="csv"),
-                                 bandit_columns=columns,
-                                 action_spec=SpecConfig.discrete(K))
-    run_experience_gen(config, os.path.join(root, "examples"), os.path.join(root, "quarantine"),
-                       ["--runner=DirectRunner"])
+    config = ExperienceGenConfig(
+        source=FileSource(pattern=os.path.join(root, "logs.csv"), format="csv"),
+        bandit_columns=columns,
+        action_spec=SpecConfig.discrete(K),
+    )
+    run_experience_gen(
+        config, os.path.join(root, "examples"), os.path.join(root, "quarantine"), ["--runner=DirectRunner"]
+    )
     return os.path.join(root, "examples")
 
 
@@ -61,22 +76,34 @@ def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fit")
     old = _examples(str(tmp / "old"), ["user_feature_0", "user_feature_1", "user_feature_2"], seed=0)
     new = _examples(str(tmp / "new"), ["f_a", "f_b"], seed=1)
-    return {"old_model": _model(old, str(tmp / "old")), "new_examples": new,
-            "candidate": _model(new, str(tmp / "new")), "same_features": _model(new, str(tmp / "same")),
-            "tmp": tmp}
+    return {
+        "old_model": _model(old, str(tmp / "old")),
+        "new_examples": new,
+        "candidate": _model(new, str(tmp / "new")),
+        "same_features": _model(new, str(tmp / "same")),
+        "tmp": tmp,
+    }
 
 
 def _evaluate(runs, baseline: str | None, name: str):
     out = runs["tmp"] / name
-    return run_evaluator(CONFIG, runs["candidate"], str(out / "evaluation"), str(out / "blessing"),
-                         examples_uri=runs["new_examples"], baseline_model_uri=baseline, num_actions=K), out
+    return run_evaluator(
+        CONFIG,
+        runs["candidate"],
+        str(out / "evaluation"),
+        str(out / "blessing"),
+        examples_uri=runs["new_examples"],
+        baseline_model_uri=baseline,
+        num_actions=K,
+    ), out
 
 
 def test_a_baseline_on_other_features_is_a_note_and_a_logging_policy_comparison(runs, caplog):
     with caplog.at_level(logging.INFO):
         result, out = _evaluate(runs, runs["old_model"], "other")
-    notes = [r.getMessage() for r in caplog.records
-             if r.levelno == logging.WARNING and "does not fit" in r.getMessage()]
+    notes = [
+        r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "does not fit" in r.getMessage()
+    ]
     assert len(notes) == 1 and "\n" not in notes[0]
     assert runs["old_model"] in notes[0] and "missing: user_feature_0, user_feature_1, user_feature_2" in notes[0]
     assert "comparing against the logging policy" in notes[0]
@@ -108,6 +135,7 @@ def test_a_compatible_baseline_is_still_the_baseline(runs):
 
 def test_a_baseline_that_cannot_be_loaded_is_an_error_naming_it(runs, tmp_path):
     from rlops.pipelines import cli
+
     broken = tmp_path / "broken"
     (broken / "Format-Serving").mkdir(parents=True)
     (broken / "Format-Serving" / "saved_model.pb").write_bytes(b"not a model")
@@ -118,13 +146,14 @@ def test_a_baseline_that_cannot_be_loaded_is_an_error_naming_it(runs, tmp_path):
 
 def test_schema_misfit_names_what_differs():
     def schema(*names, per_arm=()):
-        return FeatureSchema(tuple(FeatureSpec(n, FLOAT) for n in names), tuple(FeatureSpec(n, FLOAT)
-                                                                               for n in per_arm))
+        return FeatureSchema(tuple(FeatureSpec(n, FLOAT) for n in names), tuple(FeatureSpec(n, FLOAT) for n in per_arm))
+
     assert schema_misfit(schema("a", "b"), schema("a", "b", "c")) is None  # extra features are ignored
     assert schema_misfit(schema("a", "b"), schema("a")) == "it was trained on other features (missing: b)"
     assert "missing: per_arm/price" in schema_misfit(schema("a", per_arm=("price",)), schema("a", per_arm=("x",)))
     assert schema_misfit(schema("a", per_arm=("p",)), schema("a")) == (
-        "it is a per-arm model and these records have no per-arm features")
+        "it is a per-arm model and these records have no per-arm features"
+    )
     legacy = schema_misfit(FeatureSchema.legacy(64), FeatureSchema.legacy(4))
     assert "typed differently: context" in legacy and "64" in legacy and "4" in legacy
     assert action_misfit((10, 0), (10, 0)) is None

@@ -1,5 +1,6 @@
 """Round trip: what goes in, per source format and record kind, reads back through the agents'
 specs unchanged (in a TFX-layout Examples directory with both splits)."""
+
 from __future__ import annotations
 
 import glob
@@ -11,8 +12,15 @@ import tensorflow as tf
 
 from rlops.agents import specs
 from rlops.agents.trajectories import StepType
-from rlops.components.experience_gen import (BanditColumns, ExperienceGenConfig, FileSource, SpecConfig,
-                                             TrajectoryColumns, records, run_experience_gen)
+from rlops.components.experience_gen import (
+    BanditColumns,
+    ExperienceGenConfig,
+    FileSource,
+    SpecConfig,
+    TrajectoryColumns,
+    records,
+    run_experience_gen,
+)
 
 D, K, OBS = 6, 4, 3  # as in conftest.py
 
@@ -30,8 +38,11 @@ def test_bandit_round_trip(tmp_path, eg_uris, eg_data, fmt):
     logs = eg_data.bandit_logs(60, seed=1)
     path = eg_data.write_logs(str(tmp_path / f"logs/part.{fmt}"), fmt, logs, "context", "x")
     cols = BanditColumns(context_prefix="x") if fmt == "csv" else BanditColumns(context=("context",))
-    config = ExperienceGenConfig(source=FileSource(pattern=path, format=fmt), bandit_columns=cols,
-                                 action_spec=SpecConfig.from_tensor_spec(ACTION_SPEC))
+    config = ExperienceGenConfig(
+        source=FileSource(pattern=path, format=fmt),
+        bandit_columns=cols,
+        action_spec=SpecConfig.from_tensor_spec(ACTION_SPEC),
+    )
     result = run_experience_gen(config, *eg_uris)
 
     assert (result.records_read, result.records_written, result.records_quarantined) == (60, 60, 0)
@@ -48,8 +59,7 @@ def test_bandit_round_trip(tmp_path, eg_uris, eg_data, fmt):
     np.testing.assert_array_equal(traj.observation.numpy()[got_order, 0], logs["context"][want_order])
     np.testing.assert_array_equal(traj.action.numpy()[got_order, 0], logs["action"][want_order])
     np.testing.assert_array_equal(traj.reward.numpy()[got_order, 0], logs["reward"][want_order])
-    np.testing.assert_array_equal(traj.policy_info["propensity"].numpy()[got_order, 0],
-                                  logs["propensity"][want_order])
+    np.testing.assert_array_equal(traj.policy_info["propensity"].numpy()[got_order, 0], logs["propensity"][want_order])
     assert result.written_per_split["train"] + result.written_per_split["eval"] == 60
 
 
@@ -57,12 +67,20 @@ def test_bandit_round_trip(tmp_path, eg_uris, eg_data, fmt):
 def test_trajectory_round_trip(tmp_path, eg_uris, eg_data, fmt):
     logs = eg_data.trajectory_logs(12, seed=2)
     perm = np.random.default_rng(3).permutation(len(logs["step"]))  # steps arrive out of order
-    path = eg_data.write_logs(str(tmp_path / f"logs/steps.{fmt}"), fmt, {k: v[perm] for k, v in logs.items()},
-                      "observation", "obs_")
-    cols = (TrajectoryColumns(observation_prefix="obs_", log_probability="log_probability") if fmt == "csv"
-            else TrajectoryColumns(log_probability="log_probability"))
-    config = ExperienceGenConfig(record_kind="trajectory", source=FileSource(pattern=path, format=fmt),
-                                 trajectory_columns=cols, action_spec=SpecConfig.discrete(K))
+    path = eg_data.write_logs(
+        str(tmp_path / f"logs/steps.{fmt}"), fmt, {k: v[perm] for k, v in logs.items()}, "observation", "obs_"
+    )
+    cols = (
+        TrajectoryColumns(observation_prefix="obs_", log_probability="log_probability")
+        if fmt == "csv"
+        else TrajectoryColumns(log_probability="log_probability")
+    )
+    config = ExperienceGenConfig(
+        record_kind="trajectory",
+        source=FileSource(pattern=path, format=fmt),
+        trajectory_columns=cols,
+        action_spec=SpecConfig.discrete(K),
+    )
     result = run_experience_gen(config, *eg_uris)
 
     n = len(logs["step"])

@@ -1,4 +1,5 @@
 """Simulated logs (bandit environments, Gymnasium) go through the same path as real logs."""
+
 from __future__ import annotations
 
 import glob
@@ -20,8 +21,10 @@ def _examples(uri: str) -> dict[str, np.ndarray]:
 
 
 def test_uniform_random_digits_bandit_is_logged_and_reproducible(tmp_path):
-    config = ExperienceGenConfig(source=SimulationSource(env="digits", num_records=300, num_shards=2,
-                                                         batch_size=64, seed=3), max_bad_record_ratio=0.0)
+    config = ExperienceGenConfig(
+        source=SimulationSource(env="digits", num_records=300, num_shards=2, batch_size=64, seed=3),
+        max_bad_record_ratio=0.0,
+    )
     runs = []
     for name in ("a", "b"):
         result = run_experience_gen(config, str(tmp_path / name / "ex"), str(tmp_path / name / "q"))
@@ -46,17 +49,21 @@ def _constant_policy(action: int):
         def _action(self, time_step, seed):
             return PolicyStep(tf.fill(tf.shape(time_step.step_type), action), (), ())
 
-    return Constant(time_step_spec(tf.TensorSpec([64], tf.float32, "observation")),
-                    specs.BoundedTensorSpec((), tf.int32, 0, 9, name="action"))
+    return Constant(
+        time_step_spec(tf.TensorSpec([64], tf.float32, "observation")),
+        specs.BoundedTensorSpec((), tf.int32, 0, 9, name="action"),
+    )
 
 
 def test_epsilon_greedy_around_a_saved_policy_logs_its_propensities(tmp_path):
     path = str(tmp_path / "policy")
     from rlops.train.policy_saver import PolicySaver
+
     PolicySaver(_constant_policy(3)).save(path)
-    config = ExperienceGenConfig(source=SimulationSource(env="digits", num_records=400, policy="epsilon_greedy",
-                                                         policy_path=path, epsilon=0.2),
-                                 max_bad_record_ratio=0.0)
+    config = ExperienceGenConfig(
+        source=SimulationSource(env="digits", num_records=400, policy="epsilon_greedy", policy_path=path, epsilon=0.2),
+        max_bad_record_ratio=0.0,
+    )
     run_experience_gen(config, str(tmp_path / "ex"), str(tmp_path / "q"))
     got = _examples(str(tmp_path / "ex"))
     greedy = got["action"] == 3
@@ -66,15 +73,19 @@ def test_epsilon_greedy_around_a_saved_policy_logs_its_propensities(tmp_path):
 
 
 def test_gym_cartpole_trajectories(tmp_path):
-    config = ExperienceGenConfig(record_kind="trajectory", max_bad_record_ratio=0.0,
-                                 source=SimulationSource(env="gym:CartPole-v1", num_episodes=6, num_shards=2, seed=1))
+    config = ExperienceGenConfig(
+        record_kind="trajectory",
+        max_bad_record_ratio=0.0,
+        source=SimulationSource(env="gym:CartPole-v1", num_episodes=6, num_shards=2, seed=1),
+    )
     result = run_experience_gen(config, str(tmp_path / "ex"), str(tmp_path / "q"))
     assert sum(result.outputs_per_split.values()) == 6
     obs_spec = tf.TensorSpec([4], tf.float32)
     action_spec = specs.BoundedTensorSpec((), tf.int32, 0, 1)
     info_spec = {"log_probability": tf.TensorSpec((), tf.float32)}
-    episodes = list(records.episode_dataset(os.path.join(str(tmp_path / "ex"), "Split-*", "*.gz"), obs_spec,
-                                            action_spec, info_spec))
+    episodes = list(
+        records.episode_dataset(os.path.join(str(tmp_path / "ex"), "Split-*", "*.gz"), obs_spec, action_spec, info_spec)
+    )
     assert len(episodes) == 6 and sum(int(e.reward.shape[0]) for e in episodes) == result.records_written
     for e in episodes:
         n = int(e.reward.shape[0])

@@ -1,4 +1,5 @@
 """Splits are a function of each record alone: identical across re-runs, input order and sharding."""
+
 from __future__ import annotations
 
 import glob
@@ -8,9 +9,17 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from rlops.components.experience_gen import (BanditColumns, ExperienceGenConfig, FileSource, SpecConfig, Split,
-                                             SplitConfig, TrajectoryColumns, run_experience_gen)
-from rlops.components.experience_gen import splits
+from rlops.components.experience_gen import (
+    BanditColumns,
+    ExperienceGenConfig,
+    FileSource,
+    SpecConfig,
+    Split,
+    SplitConfig,
+    TrajectoryColumns,
+    run_experience_gen,
+    splits,
+)
 
 
 def split_contents(examples_uri: str, proto: type = tf.train.Example) -> dict[str, list[bytes]]:
@@ -19,30 +28,39 @@ def split_contents(examples_uri: str, proto: type = tf.train.Example) -> dict[st
     out = {}
     for d in sorted(glob.glob(os.path.join(examples_uri, "Split-*"))):
         files = sorted(glob.glob(os.path.join(d, "*.gz")))
-        out[os.path.basename(d)[len("Split-"):]] = sorted(
+        out[os.path.basename(d)[len("Split-") :]] = sorted(
             proto.FromString(r.numpy()).SerializeToString(deterministic=True)
-            for r in tf.data.TFRecordDataset(files, compression_type="GZIP"))
+            for r in tf.data.TFRecordDataset(files, compression_type="GZIP")
+        )
     return out
 
 
-def _ingest(tmp_path, name: str, logs: dict, eg_data, fmt: str, parts: int, splits_config: SplitConfig,
-            kind: str = "bandit") -> dict[str, list[bytes]]:
+def _ingest(
+    tmp_path, name: str, logs: dict, eg_data, fmt: str, parts: int, splits_config: SplitConfig, kind: str = "bandit"
+) -> dict[str, list[bytes]]:
     n = len(next(iter(logs.values())))
     chunks = np.array_split(np.arange(n), parts)
     vector, prefix = ("context", "x") if kind == "bandit" else ("observation", "o")
     for i, idx in enumerate(chunks):
-        eg_data.write_logs(str(tmp_path / name / f"part-{i}.{fmt}"), fmt, {k: v[idx] for k, v in logs.items()},
-                        vector, prefix)
+        eg_data.write_logs(
+            str(tmp_path / name / f"part-{i}.{fmt}"), fmt, {k: v[idx] for k, v in logs.items()}, vector, prefix
+        )
     src = FileSource(pattern=str(tmp_path / name / f"*.{fmt}"), format=fmt)
     flat = fmt == "csv"  # CSV holds vectors as prefixed columns, the other formats as lists
     if kind == "bandit":
         cols = BanditColumns(context_prefix="x") if flat else BanditColumns(context=("context",))
-        config = ExperienceGenConfig(source=src, bandit_columns=cols, action_spec=SpecConfig.discrete(eg_data.K),
-                                     splits=splits_config)
+        config = ExperienceGenConfig(
+            source=src, bandit_columns=cols, action_spec=SpecConfig.discrete(eg_data.K), splits=splits_config
+        )
     else:
         cols = TrajectoryColumns(observation_prefix="o") if flat else TrajectoryColumns()
-        config = ExperienceGenConfig(record_kind="trajectory", source=src, action_spec=SpecConfig.discrete(eg_data.K),
-                                     trajectory_columns=cols, splits=splits_config)
+        config = ExperienceGenConfig(
+            record_kind="trajectory",
+            source=src,
+            action_spec=SpecConfig.discrete(eg_data.K),
+            trajectory_columns=cols,
+            splits=splits_config,
+        )
     out = str(tmp_path / name / "examples")
     result = run_experience_gen(config, out, str(tmp_path / name / "quarantine"))
     assert result.records_quarantined == 0
@@ -79,8 +97,9 @@ def test_same_key_same_split(tmp_path, eg_data):
 def test_time_split(tmp_path, eg_data):
     logs = eg_data.bandit_logs(200, seed=7)
     logs["ts"] = np.arange(200) * 10
-    cfg = SplitConfig(splits=(Split("train"), Split("eval"), Split("test")), time_column="ts",
-                      time_boundaries=(1000, 1500))
+    cfg = SplitConfig(
+        splits=(Split("train"), Split("eval"), Split("test")), time_column="ts", time_boundaries=(1000, 1500)
+    )
     out = _ingest(tmp_path, "t", logs, eg_data, "jsonl", 1, cfg)
     assert [len(out[s]) for s in ("train", "eval", "test")] == [100, 50, 50]
 
@@ -89,8 +108,9 @@ def test_trajectory_splits_by_episode_and_stable(tmp_path, eg_data):
     logs = eg_data.trajectory_logs(30, seed=8)
     perm = np.random.default_rng(2).permutation(len(logs["step"]))
     a = _ingest(tmp_path, "ta", logs, eg_data, "csv", 1, SplitConfig(), kind="trajectory")
-    b = _ingest(tmp_path, "tb", {k: v[perm] for k, v in logs.items()}, eg_data, "csv", 2, SplitConfig(),
-                kind="trajectory")
+    b = _ingest(
+        tmp_path, "tb", {k: v[perm] for k, v in logs.items()}, eg_data, "csv", 2, SplitConfig(), kind="trajectory"
+    )
     assert a == b and sum(len(v) for v in a.values()) == 30
 
 
@@ -100,7 +120,10 @@ def test_hash_functions_are_fixed():
     assert splits.key_hash(keys).tolist() == splits.key_hash(keys.copy()).tolist()
     cols = {"context": np.arange(6, dtype=np.float32).reshape(3, 2), "action": np.array([0, 1, 2])}
     assert splits.content_hash(cols, ["context", "action"]).tolist() == [
-        279672728936466863, 456736380408495078, 774780940786096801]
+        279672728936466863,
+        456736380408495078,
+        774780940786096801,
+    ]
     assert splits.key_hash(keys).tolist() == [12932663740265653707, 1283169591648971085, 10491732025632701279]
     h = np.array([0, 8, 9, 19], np.uint64)
     assert splits.by_hash(h, [Split("train", 9), Split("eval", 1)]).tolist() == [0, 0, 1, 1]

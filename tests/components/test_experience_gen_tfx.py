@@ -1,5 +1,6 @@
 """The TFX face: ExperienceGen in a LocalDagRunner pipeline (sqlite ML Metadata), with TFX's own
 StatisticsGen reading its Examples; plus the KFP entry function and the CLI faces."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,12 @@ def _csv_config(eg_data, tmp_path, bad_rows: int = 0, **kw) -> ExperienceGenConf
         line = ",".join("99" if c == "action" else "0.5" for c in header) + "\n"
         with open(path, "a") as f:
             f.write(line * bad_rows)
-    return ExperienceGenConfig(source=FileSource(pattern=path), bandit_columns=BanditColumns(context_prefix="x"),
-                               action_spec=SpecConfig.discrete(eg_data.K), **kw)
+    return ExperienceGenConfig(
+        source=FileSource(pattern=path),
+        bandit_columns=BanditColumns(context_prefix="x"),
+        action_spec=SpecConfig.discrete(eg_data.K),
+        **kw,
+    )
 
 
 def test_local_dag_runner_with_statistics_gen(tmp_path, eg_data):
@@ -32,9 +37,13 @@ def test_local_dag_runner_with_statistics_gen(tmp_path, eg_data):
     gen = ExperienceGen(config=_csv_config(eg_data, tmp_path, bad_rows=1))
     stats = tfx.components.StatisticsGen(examples=gen.outputs["examples"])
     db = str(tmp_path / "mlmd.sqlite")
-    pipe = tfx.dsl.Pipeline(pipeline_name="ingest", pipeline_root=str(tmp_path / "root"), components=[gen, stats],
-                            metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(db),
-                            beam_pipeline_args=["--runner=DirectRunner"])
+    pipe = tfx.dsl.Pipeline(
+        pipeline_name="ingest",
+        pipeline_root=str(tmp_path / "root"),
+        components=[gen, stats],
+        metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(db),
+        beam_pipeline_args=["--runner=DirectRunner"],
+    )
     tfx.orchestration.LocalDagRunner().run(pipe)
 
     with metadata.Metadata(metadata.sqlite_metadata_connection_config(db)) as m:
@@ -50,11 +59,13 @@ def test_local_dag_runner_with_statistics_gen(tmp_path, eg_data):
     for split in ("train", "eval"):
         path = os.path.join(stats_artifact.uri, f"Split-{split}", "FeatureStats.pb")
         assert os.path.getsize(path) > 0
-    from tensorflow_metadata.proto.v0 import statistics_pb2
     import tensorflow as tf
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+
     s = statistics_pb2.DatasetFeatureStatisticsList()
-    s.ParseFromString(tf.io.gfile.GFile(os.path.join(stats_artifact.uri, "Split-train", "FeatureStats.pb"),
-                                        "rb").read())
+    s.ParseFromString(
+        tf.io.gfile.GFile(os.path.join(stats_artifact.uri, "Split-train", "FeatureStats.pb"), "rb").read()
+    )
     assert {f.path.step[0] for f in s.datasets[0].features} == {"context", "action", "reward", "propensity"}
 
 
@@ -67,7 +78,12 @@ def test_kfp_entry_records_counts_in_artifact_metadata(tmp_path, eg_data):
     assert examples.metadata["records_written"] == 200 and examples.metadata["split_names"] == ["train", "eval"]
     assert examples.metadata["payload_format"] == "FORMAT_TF_EXAMPLE"
     assert quarantine.metadata["records_quarantined"] == 0
-    assert sorted(os.listdir(examples.uri)) == ["Split-eval", "Split-train", "rlops_feature_schema.json", "schema.pbtxt"]
+    assert sorted(os.listdir(examples.uri)) == [
+        "Split-eval",
+        "Split-train",
+        "rlops_feature_schema.json",
+        "schema.pbtxt",
+    ]
 
 
 def test_cli(tmp_path, eg_data, capsys):
@@ -75,8 +91,17 @@ def test_cli(tmp_path, eg_data, capsys):
 
     config = tmp_path / "config.json"
     config.write_text(_csv_config(eg_data, tmp_path, bad_rows=50, max_bad_record_ratio=0.1).to_json())
-    code = main(["--config", str(config), "--examples-uri", str(tmp_path / "ex"), "--quarantine-uri",
-                 str(tmp_path / "q"), "--runner=DirectRunner"])
+    code = main(
+        [
+            "--config",
+            str(config),
+            "--examples-uri",
+            str(tmp_path / "ex"),
+            "--quarantine-uri",
+            str(tmp_path / "q"),
+            "--runner=DirectRunner",
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 1 and json.loads(out)["records_quarantined"] == 50
     assert "action_out_of_range: 50" in err and "max_bad_record_ratio" in err
@@ -84,5 +109,6 @@ def test_cli(tmp_path, eg_data, capsys):
 
 def test_component_rejects_bad_config_at_definition():
     from rlops.components.experience_gen import ExperienceGen
+
     with pytest.raises(ValueError, match="action_spec is required"):
         ExperienceGen(config=json.dumps({"source": {"kind": "file", "pattern": "x.csv"}}))

@@ -6,6 +6,7 @@ empty, header-only and wrongly mapped inputs fail in one line naming the file or
 closest columns); a failed run keeps its quarantine; cloud inputs without credentials fail in
 seconds; a file replaced in place is ingested again; the README's split settings do what it says.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,6 @@ import os
 import re
 import time
 
-import numpy as np
 import pytest
 import yaml
 
@@ -26,12 +26,17 @@ N = 2_000
 USERS = ["user_feature_0", "user_feature_1", "user_feature_2", "user_feature_3"]
 FLOATS = ["user_float_0", "user_float_1", "user_float_2"]
 ITEM_FEATURES = ["item_category", "item_brand", "item_price", "item_popularity"]
-EXPLICIT = ([{"name": c, "kind": "categorical", "dtype": "string"} for c in USERS]
-            + [{"name": c, "kind": "float"} for c in FLOATS]
-            + [{"name": "position", "kind": "categorical", "dtype": "int64"}])
-EXPLICIT_ITEMS = [{"name": "item_category", "kind": "categorical", "dtype": "string"},
-                  {"name": "item_brand", "kind": "categorical", "dtype": "string"},
-                  {"name": "item_price", "kind": "float"}, {"name": "item_popularity", "kind": "float"}]
+EXPLICIT = (
+    [{"name": c, "kind": "categorical", "dtype": "string"} for c in USERS]
+    + [{"name": c, "kind": "float"} for c in FLOATS]
+    + [{"name": "position", "kind": "categorical", "dtype": "int64"}]
+)
+EXPLICIT_ITEMS = [
+    {"name": "item_category", "kind": "categorical", "dtype": "string"},
+    {"name": "item_brand", "kind": "categorical", "dtype": "string"},
+    {"name": "item_price", "kind": "float"},
+    {"name": "item_popularity", "kind": "float"},
+]
 README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
 
 
@@ -43,18 +48,30 @@ def logs(tmp_path_factory):
     paths = gen.sample(N, seed=1).to_files(str(d), format="csv")
     with open(paths["impressions"]) as f:
         lines = f.read().splitlines()
-    return {"dir": d, "items": paths["items"], "impressions": paths["impressions"], "lines": lines,
-            "num_items": gen.num_items}
+    return {
+        "dir": d,
+        "items": paths["items"],
+        "impressions": paths["impressions"],
+        "lines": lines,
+        "num_items": gen.num_items,
+    }
 
 
 def config(logs: dict, impressions: str, explicit: bool = False, **columns) -> ExperienceGenConfig:
-    cols = {"features": EXPLICIT if explicit else USERS + FLOATS + [{"name": "position", "kind": "categorical"}],
-            "item_id": "item_id", "item_features": EXPLICIT_ITEMS if explicit else ITEM_FEATURES, **columns}
-    return ExperienceGenConfig.from_json({
-        "source": {"kind": "file", "pattern": impressions, "format": "csv"},
-        "item_source": {"kind": "file", "pattern": logs["items"], "format": "csv"},
-        "bandit_columns": cols,
-        "action_spec": {"shape": [], "dtype": "int32", "minimum": 0, "maximum": logs["num_items"] - 1}})
+    cols = {
+        "features": EXPLICIT if explicit else USERS + FLOATS + [{"name": "position", "kind": "categorical"}],
+        "item_id": "item_id",
+        "item_features": EXPLICIT_ITEMS if explicit else ITEM_FEATURES,
+        **columns,
+    }
+    return ExperienceGenConfig.from_json(
+        {
+            "source": {"kind": "file", "pattern": impressions, "format": "csv"},
+            "item_source": {"kind": "file", "pattern": logs["items"], "format": "csv"},
+            "bandit_columns": cols,
+            "action_spec": {"shape": [], "dtype": "int32", "minimum": 0, "maximum": logs["num_items"] - 1},
+        }
+    )
 
 
 def write(path, lines: list[str]) -> str:
@@ -63,6 +80,7 @@ def write(path, lines: list[str]) -> str:
 
 
 # --- finding 5: ragged rows anywhere; explicit kinds; empty and header-only inputs ---------------
+
 
 @pytest.mark.parametrize("explicit", [False, True], ids=["inferred-kinds", "explicit-kinds"])
 def test_ragged_rows_at_start_middle_and_end_are_quarantined_with_file_and_line(logs, tmp_path, explicit):
@@ -104,36 +122,50 @@ def test_an_empty_first_file_is_passed_over_for_kind_inference(logs, tmp_path):
 
 # --- finding 6: wrong names say which, and what is close ------------------------------------------
 
+
 def test_wrong_reward_column_names_the_key_the_column_and_the_closest(logs, tmp_path):
-    with pytest.raises(InputError, match=r"^experience_gen\.bandit_columns\.reward: column 'rewards' is not in "
-                                         rf"{re.escape(logs['impressions'])}; closest: 'reward'"):
-        run_experience_gen(config(logs, logs["impressions"], reward="rewards"), str(tmp_path / "ex"),
-                           str(tmp_path / "q"))
+    with pytest.raises(
+        InputError,
+        match=r"^experience_gen\.bandit_columns\.reward: column 'rewards' is not in "
+        rf"{re.escape(logs['impressions'])}; closest: 'reward'",
+    ):
+        run_experience_gen(
+            config(logs, logs["impressions"], reward="rewards"), str(tmp_path / "ex"), str(tmp_path / "q")
+        )
 
 
 @pytest.mark.parametrize("explicit", [False, True], ids=["inferred-kinds", "explicit-kinds"])
 def test_missing_feature_column_names_the_closest_columns(logs, tmp_path, explicit):
     features = list(EXPLICIT) if explicit else USERS + FLOATS
     features[1] = {**features[1], "name": "user_featur_1"} if explicit else "user_featur_1"
-    with pytest.raises(InputError, match=r"features\['user_featur_1'\]: column 'user_featur_1' is not in .*"
-                                         r"closest: 'user_feature_1'"):
-        run_experience_gen(config(logs, logs["impressions"], explicit, features=features), str(tmp_path / "ex"),
-                           str(tmp_path / "q"))
+    with pytest.raises(
+        InputError,
+        match=r"features\['user_featur_1'\]: column 'user_featur_1' is not in .*"
+        r"closest: 'user_feature_1'",
+    ):
+        run_experience_gen(
+            config(logs, logs["impressions"], explicit, features=features), str(tmp_path / "ex"), str(tmp_path / "q")
+        )
 
 
 def test_records_missing_a_column_fail_with_an_example_naming_it(logs, tmp_path):
     """JSON Lines have no header to check up front: the failure shows one record's message."""
     import pandas as pd
+
     path = str(tmp_path / "impressions.jsonl")
     pd.read_csv(logs["impressions"]).to_json(path, orient="records", lines=True)
     cfg = json_dict(config(logs, path, reward="clicked"))
     cfg["source"]["format"] = "jsonl"
-    with pytest.raises(ExperienceGenError, match=r"Top reasons: missing_value: 2000 \(e\.g\. impressions\.jsonl "
-                                                 r"line 1: clicked \(reward\): missing value\)"):
+    with pytest.raises(
+        ExperienceGenError,
+        match=r"Top reasons: missing_value: 2000 \(e\.g\. impressions\.jsonl "
+        r"line 1: clicked \(reward\): missing value\)",
+    ):
         run_experience_gen(ExperienceGenConfig.from_json(cfg), str(tmp_path / "ex"), str(tmp_path / "q"))
 
 
 # --- finding 7: cloud inputs check credentials first ----------------------------------------------
+
 
 @pytest.fixture
 def no_credentials(monkeypatch, tmp_path):
@@ -142,8 +174,14 @@ def no_credentials(monkeypatch, tmp_path):
     monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
 
 
-@pytest.mark.parametrize("source", [{"kind": "file", "pattern": "gs://my-logs/2026-11-20/*.csv", "format": "csv"},
-                                    {"kind": "bigquery", "table": "my-proj:logs.impressions"}], ids=["gcs", "bigquery"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        {"kind": "file", "pattern": "gs://my-logs/2026-11-20/*.csv", "format": "csv"},
+        {"kind": "bigquery", "table": "my-proj:logs.impressions"},
+    ],
+    ids=["gcs", "bigquery"],
+)
 def test_cloud_inputs_without_credentials_fail_in_seconds_with_the_fix(logs, tmp_path, no_credentials, source):
     cfg = config(logs, logs["impressions"], explicit=True)
     cfg = ExperienceGenConfig.from_json({**json_dict(cfg), "source": source})
@@ -159,6 +197,7 @@ def json_dict(cfg: ExperienceGenConfig) -> dict:
 
 # --- finding 9: the README's split settings -----------------------------------------------------
 
+
 def readme_split_blocks() -> list[dict]:
     """The YAML blocks of README's **Splits.** paragraph, in order: default, by key, by time, one split."""
     with open(README) as f:
@@ -170,6 +209,7 @@ def readme_split_blocks() -> list[dict]:
 def test_readme_split_settings_do_what_it_says(logs, tmp_path):
     default, by_key, by_time, one = readme_split_blocks()
     from rlops.components.experience_gen import records
+
     lines = list(logs["lines"])  # a time column: the first 600 records before the boundary
     boundary = by_time["splits"]["time_boundaries"][0]
     lines = [lines[0] + ",ts"] + [f"{line},{boundary - 600 + i}" for i, line in enumerate(lines[1:])]
@@ -177,8 +217,9 @@ def test_readme_split_settings_do_what_it_says(logs, tmp_path):
     base = json_dict(config(logs, path))
 
     def run(splits: dict, name: str):
-        r = run_experience_gen(ExperienceGenConfig.from_json({**base, **splits}), str(tmp_path / name),
-                               str(tmp_path / f"q-{name}"))
+        r = run_experience_gen(
+            ExperienceGenConfig.from_json({**base, **splits}), str(tmp_path / name), str(tmp_path / f"q-{name}")
+        )
         assert sum(r.written_per_split.values()) == r.records_written == N
         return r
 
@@ -186,8 +227,9 @@ def test_readme_split_settings_do_what_it_says(logs, tmp_path):
     assert r.split_names == ["train", "eval"] and abs(r.written_per_split["eval"] / N - 0.1) < 0.03  # 9 : 1
     run(by_key, "key")
     key = by_key["splits"]["key"]
-    users = [set(records.read_logged_bandit(str(tmp_path / "key"), s)[records.FEATURES][key])
-             for s in ("train", "eval")]
+    users = [
+        set(records.read_logged_bandit(str(tmp_path / "key"), s)[records.FEATURES][key]) for s in ("train", "eval")
+    ]
     assert not users[0] & users[1]  # a user's records stay together
     assert 0.05 < len(users[1]) / len(users[0] | users[1]) < 0.4  # 4 : 1 of the users (47 of them)
     assert run(by_time, "time").written_per_split == {"train": 600, "eval": N - 600}
@@ -198,30 +240,53 @@ def test_readme_split_settings_do_what_it_says(logs, tmp_path):
 def test_the_bandit_pipeline_refuses_a_config_without_train_or_eval(logs, tmp_path):
     from rlops.pipelines.config import ConfigError, load_config
     from rlops.pipelines.factories import create_pipeline
-    args = pipeline_args(logs, tmp_path / "root", logs["impressions"], "--set",
-                         "experience_gen.splits={splits: [{name: eval}]}")
+
+    args = pipeline_args(
+        logs, tmp_path / "root", logs["impressions"], "--set", "experience_gen.splits={splits: [{name: eval}]}"
+    )
     config = load_config("bandit", args[3], [a for a in args[4:] if a != "--set"])
-    with pytest.raises(ConfigError, match=r"^experience_gen\.splits: the bandit pipeline trains on split 'train' "
-                                          r"and evaluates on 'eval'; the config has \['eval'\]$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^experience_gen\.splits: the bandit pipeline trains on split 'train' "
+        r"and evaluates on 'eval'; the config has \['eval'\]$",
+    ):
         create_pipeline(config, local=True)
 
 
 # --- finding 4: a file replaced in place is ingested again ------------------------------------
+
 
 def pipeline_args(logs: dict, root, impressions: str, *sets: str) -> list[str]:
     """`rlops run bandit` arguments: a YAML file like the README's, the source set with --set."""
     path = os.path.join(str(root), "my.yaml")
     os.makedirs(str(root), exist_ok=True)
     with open(path, "w") as f:
-        yaml.safe_dump({"root": str(root), "experience_gen": {
-            "item_source": {"kind": "file", "pattern": logs["items"], "format": "csv"},
-            "bandit_columns": {"features": USERS + FLOATS + [{"name": "position", "kind": "categorical"}],
-                               "item_id": "item_id", "item_features": ITEM_FEATURES},
-            "action_spec": {"shape": [], "dtype": "int32", "minimum": 0, "maximum": logs["num_items"] - 1}},
-            "trainer": {"agent": "lin_ucb", "train_steps": 20, "batch_size": 64},
-            "evaluator": {"num_bootstrap": 50}}, f)
-    return ["run", "bandit", "--config", path,
-            "--set", f"experience_gen.source={{kind: file, pattern: '{impressions}', format: csv}}", *sets]
+        yaml.safe_dump(
+            {
+                "root": str(root),
+                "experience_gen": {
+                    "item_source": {"kind": "file", "pattern": logs["items"], "format": "csv"},
+                    "bandit_columns": {
+                        "features": USERS + FLOATS + [{"name": "position", "kind": "categorical"}],
+                        "item_id": "item_id",
+                        "item_features": ITEM_FEATURES,
+                    },
+                    "action_spec": {"shape": [], "dtype": "int32", "minimum": 0, "maximum": logs["num_items"] - 1},
+                },
+                "trainer": {"agent": "lin_ucb", "train_steps": 20, "batch_size": 64},
+                "evaluator": {"num_bootstrap": 50},
+            },
+            f,
+        )
+    return [
+        "run",
+        "bandit",
+        "--config",
+        path,
+        "--set",
+        f"experience_gen.source={{kind: file, pattern: '{impressions}', format: csv}}",
+        *sets,
+    ]
 
 
 def ingest_only(config) -> object:
@@ -232,17 +297,25 @@ def ingest_only(config) -> object:
 
     from rlops.pipelines.factories import create_pipeline
     from rlops.pipelines.local import summarize_latest_run
+
     node = next(c for c in create_pipeline(config, local=True).components if c.id == "ExperienceGen")
     gen = type(node)(config=config.experience_gen, input_fingerprint=node.exec_properties["input_fingerprint"])
-    LocalDagRunner().run(tfx_pipeline.Pipeline(
-        pipeline_name=config.name, pipeline_root=config.pipeline_root, components=[gen], enable_cache=True,
-        metadata_connection_config=metadata.sqlite_metadata_connection_config(config.metadata_path),
-        beam_pipeline_args=config.beam_args))
+    LocalDagRunner().run(
+        tfx_pipeline.Pipeline(
+            pipeline_name=config.name,
+            pipeline_root=config.pipeline_root,
+            components=[gen],
+            enable_cache=True,
+            metadata_connection_config=metadata.sqlite_metadata_connection_config(config.metadata_path),
+            beam_pipeline_args=config.beam_args,
+        )
+    )
     return summarize_latest_run(config, 0.0)
 
 
 def test_a_file_replaced_in_place_is_ingested_again_an_unchanged_one_is_cached(logs, tmp_path):
     from rlops.pipelines.config import load_config
+
     path = write(tmp_path / "impressions.csv", logs["lines"][:1001])
     args = pipeline_args(logs, tmp_path / "root", path)
     config = load_config("bandit", args[3], [a for a in args[4:] if a != "--set"])
@@ -260,6 +333,7 @@ def test_fingerprint_follows_size_mtime_and_the_date_placeholder(logs, tmp_path)
     import datetime
 
     from rlops.components.experience_gen.fingerprint import input_fingerprint
+
     day = datetime.datetime.now(datetime.timezone.utc).date() - datetime.timedelta(days=1)
     (tmp_path / day.isoformat()).mkdir()
     path = write(tmp_path / day.isoformat() / "impressions.csv", logs["lines"][:100])
@@ -274,9 +348,11 @@ def test_fingerprint_follows_size_mtime_and_the_date_placeholder(logs, tmp_path)
 
 # --- every bad input above through `rlops run`: exit 2, one line, no traceback -----------------
 
+
 def run_cli(capsys, args: list[str]) -> tuple[int, list[str], str, str]:
     """Exit status, the `rlops:` error lines, stderr and stdout of one in-process `rlops` call."""
     from rlops.pipelines.cli import main
+
     code = main(args)
     out, err = capsys.readouterr()
     return code, [line for line in err.splitlines() if line.startswith("rlops:")], err, out
@@ -290,13 +366,22 @@ def test_bad_inputs_through_the_cli_exit_2_in_one_line(logs, tmp_path, capsys):
     cases = {
         "header-only": (write(tmp_path / "h.csv", logs["lines"][:1]), [], r"'.*h\.csv' is header-only"),
         "empty": (write(tmp_path / "e.csv", []), [], r"'.*e\.csv' is empty"),
-        "reward": (logs["impressions"], ["--set", "experience_gen.bandit_columns.reward=rewards"],
-                   r"bandit_columns\.reward: column 'rewards' is not in .*impressions\.csv; closest: 'reward'"),
-        "feature": (logs["impressions"], ["--set", "experience_gen.bandit_columns.features=[user_featur_1]"],
-                    r"column 'user_featur_1' is not in the data; closest: 'user_feature_1'"),
-        "ragged": (write(tmp_path / "many.csv", many), [],
-                   r"80 of 2000 records were bad .* parse_error: 80 \(e\.g\. many\.csv line 2: csv: expected 12 "
-                   r"fields, got 10\)\. .* is in (?P<kept>\S+)$"),
+        "reward": (
+            logs["impressions"],
+            ["--set", "experience_gen.bandit_columns.reward=rewards"],
+            r"bandit_columns\.reward: column 'rewards' is not in .*impressions\.csv; closest: 'reward'",
+        ),
+        "feature": (
+            logs["impressions"],
+            ["--set", "experience_gen.bandit_columns.features=[user_featur_1]"],
+            r"column 'user_featur_1' is not in the data; closest: 'user_feature_1'",
+        ),
+        "ragged": (
+            write(tmp_path / "many.csv", many),
+            [],
+            r"80 of 2000 records were bad .* parse_error: 80 \(e\.g\. many\.csv line 2: csv: expected 12 "
+            r"fields, got 10\)\. .* is in (?P<kept>\S+)$",
+        ),
     }
     for name, (path, sets, message) in cases.items():
         code, lines, err, _ = run_cli(capsys, pipeline_args(logs, tmp_path / name, path, *sets))
@@ -308,19 +393,27 @@ def test_bad_inputs_through_the_cli_exit_2_in_one_line(logs, tmp_path, capsys):
             assert len(read_quarantine(m.group("kept"))) == 80
 
 
-@pytest.mark.parametrize("source", ["{kind: file, pattern: 'gs://my-logs/2026-11-20/*.csv', format: csv}",
-                                    "{kind: bigquery, table: 'my-proj:logs.impressions'}"], ids=["gcs", "bigquery"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{kind: file, pattern: 'gs://my-logs/2026-11-20/*.csv', format: csv}",
+        "{kind: bigquery, table: 'my-proj:logs.impressions'}",
+    ],
+    ids=["gcs", "bigquery"],
+)
 def test_cloud_source_without_credentials_exits_2_in_one_line_within_5_s(logs, tmp_path, source):
     """`rlops run` in a fresh process, no credentials in the environment: the check runs before
     TensorFlow or Beam load, so the whole command takes about a second."""
     import subprocess
     import sys
+
     args = pipeline_args(logs, tmp_path / "cloud", "unused")[:4] + ["--set", f"experience_gen.source={source}"]
     env = {k: v for k, v in os.environ.items() if k not in ("GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST")}
     env.update(CLOUDSDK_CONFIG=str(tmp_path / "gcloud"), GOOGLE_APPLICATION_CREDENTIALS=str(tmp_path / "no-key.json"))
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "rlops.pipelines.cli", *args], capture_output=True, text=True,
-                          env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlops.pipelines.cli", *args], capture_output=True, text=True, env=env, timeout=120
+    )
     took = time.perf_counter() - start
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr[-2000:]
     line = proc.stderr.strip()
@@ -337,7 +430,7 @@ def test_run_prints_and_records_the_counts_and_reingests_a_replaced_file(logs, t
     args = pipeline_args(logs, tmp_path / "root", path, "--set", "evaluator.min_ess=1")
     summaries, printed = [], []
     for n in (1000, N):
-        write(tmp_path / "impressions.csv", lines[:n + 1])
+        write(tmp_path / "impressions.csv", lines[: n + 1])
         code, _, err, out = run_cli(capsys, args + ["--summary-json", str(tmp_path / f"s{n}.json")])
         assert code == 0, err[-3000:]
         printed.append(out)
@@ -347,5 +440,7 @@ def test_run_prints_and_records_the_counts_and_reingests_a_replaced_file(logs, t
         assert s["components"]["ExperienceGen"] == "COMPLETE"  # the replaced file is ingested again
         assert s["records_read"] == n and s["records_quarantined"] == 1
         assert s["records_written_train"] + s["records_written_eval"] == n - 1
-        assert (f"records: read {n}, written {n - 1} (train {s['records_written_train']}, eval "
-                f"{s['records_written_eval']}), quarantined 1 (parse_error 1)") in out
+        assert (
+            f"records: read {n}, written {n - 1} (train {s['records_written_train']}, eval "
+            f"{s['records_written_eval']}), quarantined 1 (parse_error 1)"
+        ) in out

@@ -8,6 +8,7 @@ kfp 2.5's local runner refuses input artifacts ("not yet supported for local exe
 in the executor input -- and everything else (placeholder resolution, the subprocess running
 `kfp.dsl.executor_main`, reading outputs back) is kfp.local's own.
 """
+
 import contextlib
 import filecmp
 import json
@@ -19,8 +20,7 @@ import pytest
 import tensorflow as tf
 import yaml
 from google.protobuf import json_format
-from kfp import components as kfp_components
-from kfp import dsl, local
+from kfp import components as kfp_components, dsl, local
 from kfp.local import executor_input_utils, task_dispatcher
 from kfp.pipeline_spec import pipeline_spec_pb2
 
@@ -34,11 +34,13 @@ pytestmark = pytest.mark.slow
 NUM_ACTIONS = 10
 # Budgets come as per-run overrides (num_records, train_steps), in both faces: the configs' own
 # values are never used, so the runs also prove the override path.
-GEN_CONFIG = ExperienceGenConfig(source=SimulationSource(env="digits", num_records=50_000, seed=3),
-                                 action_spec=SpecConfig.discrete(NUM_ACTIONS))
+GEN_CONFIG = ExperienceGenConfig(
+    source=SimulationSource(env="digits", num_records=50_000, seed=3), action_spec=SpecConfig.discrete(NUM_ACTIONS)
+)
 NUM_RECORDS = 3000
-TRAINER_CONFIG = TrainerConfig(agent="neural_epsilon_greedy", num_actions=NUM_ACTIONS, train_steps=5000,
-                               steps_per_run=100, seed=1)
+TRAINER_CONFIG = TrainerConfig(
+    agent="neural_epsilon_greedy", num_actions=NUM_ACTIONS, train_steps=5000, steps_per_run=100, seed=1
+)
 TRAIN_STEPS = 300
 EVALUATOR_CONFIG = EvaluatorConfig(kind="bandit", num_bootstrap=100, use_lower_bound=False)
 BEAM_ARGS = ["--runner=DirectRunner", "--direct_num_workers=1", "--direct_running_mode=in_memory"]
@@ -69,8 +71,9 @@ def input_artifacts(artifacts: dict):
 def run_locally(component, artifacts=None, **parameters) -> dict:
     """What `component(**parameters)` does under kfp.local, plus input artifacts."""
     with input_artifacts(artifacts or {}):
-        return task_dispatcher.run_single_component(pipeline_spec=component.component_spec.to_pipeline_spec(),
-                                                    arguments=parameters)
+        return task_dispatcher.run_single_component(
+            pipeline_spec=component.component_spec.to_pipeline_spec(), arguments=parameters
+        )
 
 
 def tfx_artifact(cls, uri):
@@ -86,8 +89,10 @@ def records(examples_uri: str, split: str) -> list[bytes]:
     assert files, f"no files in {examples_uri}/Split-{split}"
     out = []
     for path in files:
-        out.extend(tf.train.Example.FromString(r.numpy()).SerializeToString(deterministic=True)
-                   for r in tf.data.TFRecordDataset(path, compression_type="GZIP"))
+        out.extend(
+            tf.train.Example.FromString(r.numpy()).SerializeToString(deterministic=True)
+            for r in tf.data.TFRecordDataset(path, compression_type="GZIP")
+        )
     return sorted(out)
 
 
@@ -108,22 +113,29 @@ def runs(tmp_path_factory):
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root / "kfp_root"))
     out = {"root": root}
     # ExperienceGen without its optional `data` input (kfp.local refuses specs declaring input artifacts).
-    out["kfp_gen"] = run_locally(rlops_kfp.load("experience_gen"), {}, config=GEN_CONFIG.to_json(),
-                                 beam_args=BEAM_ARGS, num_records=NUM_RECORDS)
+    out["kfp_gen"] = run_locally(
+        rlops_kfp.load("experience_gen"), {}, config=GEN_CONFIG.to_json(), beam_args=BEAM_ARGS, num_records=NUM_RECORDS
+    )
     tfx_examples = tfx_artifact(standard_artifacts.Examples, str(root / "tfx" / "examples"))
     tfx_quarantine = tfx_artifact(ExperienceQuarantine, str(root / "tfx" / "quarantine"))
     GenExecutor(GenExecutor.Context(beam_pipeline_args=BEAM_ARGS, tmp_dir=str(root / "tmp"))).Do(
-        {}, {"examples": [tfx_examples], "quarantine": [tfx_quarantine]}, {"config": GEN_CONFIG.to_json(), "num_records": NUM_RECORDS})
+        {},
+        {"examples": [tfx_examples], "quarantine": [tfx_quarantine]},
+        {"config": GEN_CONFIG.to_json(), "num_records": NUM_RECORDS},
+    )
     out["tfx_gen"] = {"examples": tfx_examples, "quarantine": tfx_quarantine}
     # Trainer on the KFP examples, both ways.
     examples = out["kfp_gen"]["examples"]
-    out["kfp_train"] = run_locally(rlops_kfp.load("trainer"), {"examples": examples},
-                                   config=TRAINER_CONFIG.to_json(), train_steps=TRAIN_STEPS)
+    out["kfp_train"] = run_locally(
+        rlops_kfp.load("trainer"), {"examples": examples}, config=TRAINER_CONFIG.to_json(), train_steps=TRAIN_STEPS
+    )
     tfx_model = tfx_artifact(standard_artifacts.Model, str(root / "tfx" / "model"))
     tfx_run = tfx_artifact(standard_artifacts.ModelRun, str(root / "tfx" / "model_run"))
-    TrainerExecutor().Do({"examples": [tfx_artifact(standard_artifacts.Examples, examples.uri)]},
-                         {"model": [tfx_model], "model_run": [tfx_run]},
-                         {"config": TRAINER_CONFIG.to_json(), "train_steps": TRAIN_STEPS})
+    TrainerExecutor().Do(
+        {"examples": [tfx_artifact(standard_artifacts.Examples, examples.uri)]},
+        {"model": [tfx_model], "model_run": [tfx_run]},
+        {"config": TRAINER_CONFIG.to_json(), "train_steps": TRAIN_STEPS},
+    )
     out["tfx_train"] = {"model": tfx_model, "model_run": tfx_run}
     return out
 
@@ -136,20 +148,37 @@ def test_specs_load_and_declare_artifacts_by_type():
         for io in (spec.input_definitions.artifacts, spec.output_definitions.artifacts):
             schema[name].update({k: v.artifact_type.schema_title for k, v in io.items()})
         assert component.component_spec.implementation.container.image == rlops_kfp.DEFAULT_IMAGE
-    assert schema["experience_gen"] == {"data": "system.Dataset", "examples": "system.Dataset",
-                                        "quarantine": "system.Artifact"}
-    assert schema["trainer"] == {"examples": "system.Dataset", "base_model": "system.Model", "model": "system.Model",
-                                 "model_run": "system.Artifact"}
-    assert schema["evaluator"] == {"model": "system.Model", "examples": "system.Dataset",
-                                   "baseline_model": "system.Model", "evaluation": "system.Metrics",
-                                   "blessing": "system.Artifact"}
-    assert schema["pusher"] == {"model": "system.Model", "blessing": "system.Artifact", "examples": "system.Dataset",
-                                "pushed_model": "system.Model", "serving_model": "google.UnmanagedContainerModel"}
+    assert schema["experience_gen"] == {
+        "data": "system.Dataset",
+        "examples": "system.Dataset",
+        "quarantine": "system.Artifact",
+    }
+    assert schema["trainer"] == {
+        "examples": "system.Dataset",
+        "base_model": "system.Model",
+        "model": "system.Model",
+        "model_run": "system.Artifact",
+    }
+    assert schema["evaluator"] == {
+        "model": "system.Model",
+        "examples": "system.Dataset",
+        "baseline_model": "system.Model",
+        "evaluation": "system.Metrics",
+        "blessing": "system.Artifact",
+    }
+    assert schema["pusher"] == {
+        "model": "system.Model",
+        "blessing": "system.Artifact",
+        "examples": "system.Dataset",
+        "pushed_model": "system.Model",
+        "serving_model": "google.UnmanagedContainerModel",
+    }
 
 
 def test_image_override_reaches_a_single_components_compiled_spec(tmp_path):
     """Found: kfp 2.5 compiled a loaded component on its own with the spec's original image."""
     from kfp import compiler
+
     for name in rlops_kfp.NAMES:
         component = rlops_kfp.load(name, image="eu.gcr.io/p/rlops:9")
         assert component.component_spec.implementation.container.image == "eu.gcr.io/p/rlops:9"
@@ -166,15 +195,19 @@ def test_run_date_comes_from_the_jobs_schedule_time_not_the_container_clock(tmp_
 
     from rlops.components.experience_gen.config import FileSource
     from rlops.components.kfp import entrypoint
+
     assert entrypoint.run_day("2026-11-24T02:00:00Z") == datetime.date(2026, 11, 24)
     assert entrypoint.run_day("2026-11-24T23:30:00-02:00") == datetime.date(2026, 11, 25)  # UTC
     with pytest.raises(ValueError, match="^run_time"):
         entrypoint.run_day("last night")
     seen = {}
-    with mock.patch("rlops.components.experience_gen.kfp_component.run_for_kfp",
-                    lambda config, *a: seen.update(json.loads(config)["source"])):
-        config = ExperienceGenConfig(source=FileSource(pattern="gs://b/logs/{date}/*.csv"),
-                                     action_spec=SpecConfig.discrete(3)).to_json()
+    with mock.patch(
+        "rlops.components.experience_gen.kfp_component.run_for_kfp",
+        lambda config, *a: seen.update(json.loads(config)["source"]),
+    ):
+        config = ExperienceGenConfig(
+            source=FileSource(pattern="gs://b/logs/{date}/*.csv"), action_spec=SpecConfig.discrete(3)
+        ).to_json()
         entrypoint.experience_gen(config, None, None, run_time="2026-11-24T02:00:00Z")
         assert seen["pattern"] == "gs://b/logs/2026-11-23/*.csv"
         entrypoint.experience_gen(config, None, None, data_date="2026-01-31", run_time="2026-11-24T02:00:00Z")
@@ -189,10 +222,12 @@ def test_run_date_comes_from_the_jobs_schedule_time_not_the_container_clock(tmp_
 
 def test_specs_are_generated_from_components_py(tmp_path):
     from rlops.components.kfp.components import write_specs
+
     for path in write_specs(str(tmp_path)):
-        checked_in = rlops_kfp.spec_path(os.path.basename(path)[:-len(".yaml")])
-        assert filecmp.cmp(path, checked_in, shallow=False), \
+        checked_in = rlops_kfp.spec_path(os.path.basename(path)[: -len(".yaml")])
+        assert filecmp.cmp(path, checked_in, shallow=False), (
             f"{checked_in} is stale: run python -m rlops.components.kfp.components"
+        )
 
 
 def test_experience_gen_spec_matches_the_tfx_component(runs):
@@ -217,11 +252,13 @@ def test_trainer_spec_matches_the_tfx_component(runs):
     with open(os.path.join(runs["tfx_train"]["model_run"].uri, "metrics.json")) as f:
         tfx_metrics = json.load(f)
     assert kfp_metrics.keys() == tfx_metrics.keys()
-    np.testing.assert_allclose([loss for _, loss in kfp_metrics["curve"]], [loss for _, loss in tfx_metrics["curve"]],
-                               rtol=1e-4)
+    np.testing.assert_allclose(
+        [loss for _, loss in kfp_metrics["curve"]], [loss for _, loss in tfx_metrics["curve"]], rtol=1e-4
+    )
     # Same greedy policy: the same action on every eval context.
     from rlops.components.evaluator.core import load_logged_feedback
     from rlops.train.policy_saver import SavedPolicy
+
     contexts = load_logged_feedback(runs["kfp_gen"]["examples"].uri).contexts
     kfp_actions = SavedPolicy(os.path.join(kfp_model.uri, "Format-Serving")).actions(contexts)
     tfx_actions = SavedPolicy(os.path.join(tfx_model.uri, "Format-Serving")).actions(contexts)
@@ -233,16 +270,23 @@ def evaluations(runs):
     from tfx.types import standard_artifacts
 
     from rlops.components.evaluator.executor import Executor as EvalExecutor
+
     root, model, examples = runs["root"], runs["kfp_train"]["model"], runs["kfp_gen"]["examples"]
-    kfp_out = run_locally(rlops_kfp.load("evaluator"), {"model": model, "examples": examples},
-                          config=EVALUATOR_CONFIG.to_json(), num_actions=NUM_ACTIONS)
+    kfp_out = run_locally(
+        rlops_kfp.load("evaluator"),
+        {"model": model, "examples": examples},
+        config=EVALUATOR_CONFIG.to_json(),
+        num_actions=NUM_ACTIONS,
+    )
     tfx_model = tfx_artifact(standard_artifacts.Model, model.uri)
     tfx_model.id = 7
     evaluation = tfx_artifact(standard_artifacts.ModelEvaluation, str(root / "tfx" / "evaluation"))
     blessing = tfx_artifact(standard_artifacts.ModelBlessing, str(root / "tfx" / "blessing"))
-    EvalExecutor().Do({"model": [tfx_model], "examples": [tfx_artifact(standard_artifacts.Examples, examples.uri)]},
-                      {"evaluation": [evaluation], "blessing": [blessing]},
-                      {"config": EVALUATOR_CONFIG.to_json(), "num_actions": NUM_ACTIONS})
+    EvalExecutor().Do(
+        {"model": [tfx_model], "examples": [tfx_artifact(standard_artifacts.Examples, examples.uri)]},
+        {"evaluation": [evaluation], "blessing": [blessing]},
+        {"config": EVALUATOR_CONFIG.to_json(), "num_actions": NUM_ACTIONS},
+    )
     return kfp_out, {"evaluation": evaluation, "blessing": blessing}
 
 
@@ -265,42 +309,59 @@ def test_pusher_spec_matches_the_tfx_component(runs, evaluations, tmp_path):
     from tfx.types import standard_artifacts
 
     from rlops.components.pusher.executor import Executor as PushExecutor
+
     kfp_eval, _ = evaluations
     model, examples = runs["kfp_train"]["model"], runs["kfp_gen"]["examples"]
     blessing = dsl.Artifact(uri=kfp_eval["blessing"].uri, metadata={"blessed": 1})  # push even if not blessed here
-    kfp_out = run_locally(rlops_kfp.load("pusher"), {"model": model, "blessing": blessing, "examples": examples},
-                          push_destination=str(tmp_path / "kfp_serving"))
+    kfp_out = run_locally(
+        rlops_kfp.load("pusher"),
+        {"model": model, "blessing": blessing, "examples": examples},
+        push_destination=str(tmp_path / "kfp_serving"),
+    )
     tfx_blessing = tfx_artifact(standard_artifacts.ModelBlessing, blessing.uri)
     tfx_blessing.set_int_custom_property("blessed", 1)
     pushed = tfx_artifact(standard_artifacts.PushedModel, str(tmp_path / "pushed"))
-    PushExecutor().Do({"model": [tfx_artifact(standard_artifacts.Model, model.uri)], "model_blessing": [tfx_blessing],
-                       "examples": [tfx_artifact(standard_artifacts.Examples, examples.uri)]},
-                      {"pushed_model": [pushed]}, {"push_destination": str(tmp_path / "tfx_serving"), "keep_last": 5})
+    PushExecutor().Do(
+        {
+            "model": [tfx_artifact(standard_artifacts.Model, model.uri)],
+            "model_blessing": [tfx_blessing],
+            "examples": [tfx_artifact(standard_artifacts.Examples, examples.uri)],
+        },
+        {"pushed_model": [pushed]},
+        {"push_destination": str(tmp_path / "tfx_serving"), "keep_last": 5},
+    )
     assert kfp_out["pushed"] is True and kfp_out["pushed_model"].metadata["pushed"] == 1
     assert pushed.get_int_custom_property("pushed") == 1
     kfp_version = kfp_out["pushed_model"].metadata["pushed_destination"]
     tfx_version = pushed.get_string_custom_property("pushed_destination")
     assert os.path.dirname(kfp_version) == str(tmp_path / "kfp_serving")
     assert tree(kfp_version) == tree(tfx_version) and "saved_model.pb" in tree(kfp_version)
-    assert filecmp.cmp(os.path.join(kfp_version, "saved_model.pb"), os.path.join(tfx_version, "saved_model.pb"),
-                       shallow=False)
+    assert filecmp.cmp(
+        os.path.join(kfp_version, "saved_model.pb"), os.path.join(tfx_version, "saved_model.pb"), shallow=False
+    )
     # Not blessed: nothing is pushed, the spec says why.
-    refused = run_locally(rlops_kfp.load("pusher"),
-                          {"model": model, "blessing": dsl.Artifact(uri=blessing.uri, metadata={"blessed": 0})},
-                          push_destination=str(tmp_path / "never"))
+    refused = run_locally(
+        rlops_kfp.load("pusher"),
+        {"model": model, "blessing": dsl.Artifact(uri=blessing.uri, metadata={"blessed": 0})},
+        push_destination=str(tmp_path / "never"),
+    )
     assert refused["pushed"] is False and refused["pushed_model"].metadata["reason"] == "model not blessed"
     assert not os.path.exists(tmp_path / "never")
 
 
 def test_sample_pipeline_compiles_and_wires_by_artifact(tmp_path):
     from rlops.components.kfp.sample_pipeline import compile_sample
+
     path = compile_sample(str(tmp_path / "bandit_kfp.yaml"), image="eu.gcr.io/p/rlops:9", trainer_gpu="NVIDIA_L4:1")
     with open(path) as f:
         spec_dict = yaml.safe_load(f)
     spec = json_format.ParseDict(spec_dict, pipeline_spec_pb2.PipelineSpec())  # strict
     tasks = spec.root.dag.tasks
     assert set(tasks) == {"latest-published", "experience-gen", "trainer", "evaluator", "condition-1"}
-    for task, key, output in (("trainer", "base_model", "base_model"), ("evaluator", "baseline_model", "baseline_model")):
+    for task, key, output in (
+        ("trainer", "base_model", "base_model"),
+        ("evaluator", "baseline_model", "baseline_model"),
+    ):
         resolved = tasks[task].inputs.artifacts[key].task_output_artifact
         assert (resolved.producer_task, resolved.output_artifact_key) == ("latest-published", output)
     assert not tasks["latest-published"].caching_options.enable_cache

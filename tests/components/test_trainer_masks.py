@@ -6,6 +6,7 @@ never picks a masked action. The Evaluator and the Pusher's verification feed th
 The logs: uniform logging over the allowed actions; action 0 is masked wherever x0 > 0.3 (where
 it pays most) and every other action at random in 20% of the rows.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,11 +36,17 @@ def _write(root: str, split: str, n: int, seed: int) -> None:
     probs = mask / mask.sum(1, keepdims=True)
     a = (probs.cumsum(1) > rng.random((n, 1))).argmax(1)
     r = (rng.random(n) < 1 / (1 + np.exp(-(x @ THETA.T)[np.arange(n), a]))).astype(np.float32)
-    cols = {records.CONTEXT: x, records.ACTION: a, records.REWARD: r,
-            records.PROPENSITY: probs[np.arange(n), a].astype(np.float32), records.ACTION_MASK: mask}
+    cols = {
+        records.CONTEXT: x,
+        records.ACTION: a,
+        records.REWARD: r,
+        records.PROPENSITY: probs[np.arange(n), a].astype(np.float32),
+        records.ACTION_MASK: mask,
+    }
     os.makedirs(records.split_dir(root, split), exist_ok=True)
-    with tf.io.TFRecordWriter(os.path.join(records.split_dir(root, split), "data-00000-of-00001.gz"),
-                              options="GZIP") as w:
+    with tf.io.TFRecordWriter(
+        os.path.join(records.split_dir(root, split), "data-00000-of-00001.gz"), options="GZIP"
+    ) as w:
         for ex in records.encode_bandit(cols):
             w.write(ex)
 
@@ -52,8 +59,11 @@ def examples(tmp_path_factory):
     return root
 
 
-CONFIGS = {"neural_epsilon_greedy": dict(train_steps=300, learning_rate=1e-2, hidden_sizes=(16,)),
-           "lin_ucb": dict(train_steps=60), "lin_ts": dict(train_steps=60)}
+CONFIGS = {
+    "neural_epsilon_greedy": dict(train_steps=300, learning_rate=1e-2, hidden_sizes=(16,)),
+    "lin_ucb": dict(train_steps=60),
+    "lin_ts": dict(train_steps=60),
+}
 
 
 @pytest.fixture(scope="module")
@@ -61,17 +71,27 @@ def trained(examples, tmp_path_factory):
     """agent name -> its model trained on the masked logs (each trained once per module)."""
     from rlops.components.trainer.config import TrainerConfig
     from rlops.components.trainer.core import run_trainer
+
     cache: dict[str, str] = {}
 
     def get(agent: str) -> str:
         if agent not in cache:
             root = tmp_path_factory.mktemp(agent)
-            config = TrainerConfig(agent=agent, num_actions=K, batch_size=64, steps_per_run=100, epsilon=EPS,
-                                   serving_epsilon=EPS, seed=0, **CONFIGS[agent])
+            config = TrainerConfig(
+                agent=agent,
+                num_actions=K,
+                batch_size=64,
+                steps_per_run=100,
+                epsilon=EPS,
+                serving_epsilon=EPS,
+                seed=0,
+                **CONFIGS[agent],
+            )
             result = run_trainer(config, str(root / "model"), str(root / "run"), examples_uri=examples)
             assert result.extra["action_mask"] is True
             cache[agent] = str(root / "model")
         return cache[agent]
+
     return get
 
 
@@ -84,8 +104,13 @@ def _probes(n: int = 3000, seed: int = 7) -> tuple[np.ndarray, np.ndarray]:
 def _action_signature(saved_model_dir: str, x: np.ndarray, mask: np.ndarray) -> np.ndarray:
     sig = tf.saved_model.load(saved_model_dir).signatures["action"]
     n = len(x)
-    return sig(step_type=tf.zeros([n], tf.int32), reward=tf.zeros([n]), discount=tf.ones([n]),
-               observation_context=tf.constant(x), observation_action_mask=tf.constant(mask))["action"].numpy()
+    return sig(
+        step_type=tf.zeros([n], tf.int32),
+        reward=tf.zeros([n]),
+        discount=tf.ones([n]),
+        observation_context=tf.constant(x),
+        observation_action_mask=tf.constant(mask),
+    )["action"].numpy()
 
 
 def _masked_picks(actions: np.ndarray, mask: np.ndarray) -> int:
@@ -95,6 +120,7 @@ def _masked_picks(actions: np.ndarray, mask: np.ndarray) -> int:
 @pytest.mark.parametrize("agent", list(CONFIGS))
 def test_every_signature_honours_the_mask_and_the_greedy_policy_learns(trained, agent):
     from rlops.components.trainer.core import COLLECT_POLICY_DIR, serving_dir
+
     uri = trained(agent)
     x, mask = _probes()
     loaded = tf.saved_model.load(serving_dir(uri))
@@ -103,10 +129,15 @@ def test_every_signature_honours_the_mask_and_the_greedy_policy_learns(trained, 
     out = serve(context=tf.constant(x), action_mask=tf.constant(mask))
     greedy, action, propensity = (out[k].numpy() for k in ("greedy_action", "action", "propensity"))
     collect = _action_signature(os.path.join(uri, COLLECT_POLICY_DIR), x, mask)
-    picks = {"greedy_action": greedy, "action": action, "action signature": _action_signature(serving_dir(uri), x, mask),
-             "collect policy": collect,
-             "serving_masked": loaded.signatures["serving_masked"](context=tf.constant(x),
-                                                                   action_mask=tf.constant(mask))["greedy_action"].numpy()}
+    picks = {
+        "greedy_action": greedy,
+        "action": action,
+        "action signature": _action_signature(serving_dir(uri), x, mask),
+        "collect policy": collect,
+        "serving_masked": loaded.signatures["serving_masked"](context=tf.constant(x), action_mask=tf.constant(mask))[
+            "greedy_action"
+        ].numpy(),
+    }
     assert {k: _masked_picks(v, mask) for k, v in picks.items()} == {k: 0 for k in picks}
     np.testing.assert_array_equal(picks["action signature"], greedy)
     np.testing.assert_array_equal(picks["serving_masked"], greedy)
@@ -127,12 +158,14 @@ def test_the_evaluator_and_the_pushers_check_feed_the_logged_mask(trained, examp
     from rlops.components.pusher.executor import verification_inputs
     from rlops.components.pusher.verify import verify
     from rlops.components.trainer.core import serving_dir
+
     uri = trained("neural_epsilon_greedy")
     metrics, improvement = evaluate_bandit(EvaluatorConfig(num_bootstrap=50), examples, uri, K, None)
     data_mask = records.read_logged_bandit(examples, "eval")[records.ACTION_MASK]
     assert metrics["candidate_action_share"][0] < (data_mask[:, 0] == 1).sum()  # only where allowed
     assert np.isfinite(improvement.value)
     import tempfile
+
     with tempfile.TemporaryDirectory() as tmp:
         npz = os.path.join(tmp, "inputs.npz")
         np.savez(npz, **verification_inputs(examples, None))
@@ -144,6 +177,7 @@ def test_mask_errors_name_the_input(trained):
     from rlops.components.trainer.core import serving_dir
     from rlops.features.schema import FeatureSchemaError
     from rlops.train.policy_saver import SavedPolicy
+
     uri = trained("lin_ucb")
     x, mask = _probes(8)
     policy = SavedPolicy(serving_dir(uri))
@@ -160,17 +194,25 @@ def test_mask_errors_name_the_input(trained):
 def test_a_mask_of_the_wrong_width_is_refused_naming_it(examples, tmp_path):
     from rlops.components.trainer.config import TrainerConfig
     from rlops.components.trainer.core import run_trainer
+
     with pytest.raises(ValueError, match="'action_mask' has 4 entries per record, but trainer.num_actions is 5"):
-        run_trainer(TrainerConfig(agent="lin_ucb", num_actions=5, train_steps=1), str(tmp_path / "m"),
-                    str(tmp_path / "r"), examples_uri=examples)
+        run_trainer(
+            TrainerConfig(agent="lin_ucb", num_actions=5, train_steps=1),
+            str(tmp_path / "m"),
+            str(tmp_path / "r"),
+            examples_uri=examples,
+        )
 
 
 class _PerArmInputs(tf.Module):
     """A stand-in for PerArmPreprocessor: dense global [Dg], per_arm [K, Da] and num_actions in."""
 
     def raw_specs(self, batch_size=None):
-        return {"global": tf.TensorSpec([batch_size, 3], tf.float32), "per_arm": tf.TensorSpec([batch_size, 6, 2]),
-                "num_actions": tf.TensorSpec([batch_size], tf.int64)}
+        return {
+            "global": tf.TensorSpec([batch_size, 3], tf.float32),
+            "per_arm": tf.TensorSpec([batch_size, 6, 2]),
+            "num_actions": tf.TensorSpec([batch_size], tf.int64),
+        }
 
     def __call__(self, features):
         return {k: features[k] for k in ("global", "per_arm", "num_actions")}
@@ -185,6 +227,7 @@ def test_per_arm_agents_with_a_mask_train_and_act_among_allowed_candidates(agent
     from rlops.components.trainer.agents import make_bandit_agent, serving_policy
     from rlops.components.trainer.config import TrainerConfig
     from rlops.components.trainer.core import _export_policies, serving_dir
+
     k, n = 6, 600
     config = TrainerConfig(agent=agent, num_actions=k, hidden_sizes=(8,), epsilon=0.5, learning_rate=1e-2)
     step = tf.Variable(0, dtype=tf.int64)
@@ -200,8 +243,9 @@ def test_per_arm_agents_with_a_mask_train_and_act_among_allowed_candidates(agent
     observation = {masks.OBSERVATION: {"global": g, "num_actions": num}, masks.MASK: mask}
     info = {"chosen_arm_features": arms[np.arange(n), taken], "propensity": np.full(n, 0.5, np.float32)}
     experience = trajectories.single_step_trajectory(observation, tf.constant(taken, tf.int32), reward, info)
-    experience = experience._replace(policy_info={k_: v for k_, v in experience.policy_info.items()
-                                                  if k_ in a.training_data_spec.policy_info})
+    experience = experience._replace(
+        policy_info={k_: v for k_, v in experience.policy_info.items() if k_ in a.training_data_spec.policy_info}
+    )
     a.train(experience)
     full = {masks.OBSERVATION: {"global": g, "per_arm": arms, "num_actions": num}, masks.MASK: mask}
     for policy in (serving_policy(a), a.collect_policy):
@@ -210,9 +254,17 @@ def test_per_arm_agents_with_a_mask_train_and_act_among_allowed_candidates(agent
     wrapped = [masks.MaskedFeaturePolicy(p, _PerArmInputs(), k) for p in (serving_policy(a), a.collect_policy)]
     _export_policies(*wrapped, step, str(tmp_path), serving_epsilon=0.5)
     out = tf.saved_model.load(serving_dir(str(tmp_path))).signatures["serving_default"](
-        **{"global": tf.constant(g), "per_arm": tf.constant(arms), "num_actions": tf.constant(num),
-           "action_mask": tf.constant(mask)})
+        **{
+            "global": tf.constant(g),
+            "per_arm": tf.constant(arms),
+            "num_actions": tf.constant(num),
+            "action_mask": tf.constant(mask),
+        }
+    )
     for key in ("action", "greedy_action"):
         assert (allowed[np.arange(n), out[key].numpy()] == 1).all(), key
-    np.testing.assert_allclose(out["propensity"].numpy(), 0.5 / allowed.sum(1) + 0.5 * (
-        out["action"].numpy() == out["greedy_action"].numpy()), rtol=1e-5)
+    np.testing.assert_allclose(
+        out["propensity"].numpy(),
+        0.5 / allowed.sum(1) + 0.5 * (out["action"].numpy() == out["greedy_action"].numpy()),
+        rtol=1e-5,
+    )

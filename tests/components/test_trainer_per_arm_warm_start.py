@@ -6,6 +6,7 @@ feature set differs from the data fails before training with an error naming the
 Found before the fix: a missing, renamed or retyped *arm* feature got past the schema check
 (only global features were compared) and failed inside tf.data with "Graph execution error".
 """
+
 from __future__ import annotations
 
 import json
@@ -27,13 +28,16 @@ AGENTS = ("neural_epsilon_greedy", "lin_ucb")
 
 def _ingest(gen, root, seed: int, edit_items=None) -> str:
     import pandas as pd
+
     logs = gen.sample(1500, seed=seed)
     paths = logs.to_files(str(root), format="parquet")
     if edit_items is not None:
         edit_items(pd.read_parquet(paths["items"])).to_parquet(paths["items"], index=False)
-    cfg = {"source": {"kind": "file", "pattern": paths["impressions"], "format": "parquet"},
-           "item_source": {"kind": "file", "pattern": paths["items"], "format": "parquet"},
-           "bandit_columns": {"features": list(logs.context_columns), "item_id": "item_id", "item_features": ITEMS}}
+    cfg = {
+        "source": {"kind": "file", "pattern": paths["impressions"], "format": "parquet"},
+        "item_source": {"kind": "file", "pattern": paths["items"], "format": "parquet"},
+        "bandit_columns": {"features": list(logs.context_columns), "item_id": "item_id", "item_features": ITEMS},
+    }
     result = run_experience_gen(ExperienceGenConfig.from_json(cfg), str(root / "ex"), str(root / "q"))
     assert result.records_quarantined == 0
     return str(root / "ex")
@@ -41,17 +45,31 @@ def _ingest(gen, root, seed: int, edit_items=None) -> str:
 
 def _config(agent: str, gen, steps: int):
     from rlops.components.trainer.config import TrainerConfig
-    return TrainerConfig(agent=agent, num_actions=gen.num_items, batch_size=64, train_steps=steps, steps_per_run=50,
-                         hidden_sizes=(32,), learning_rate=3e-3, alpha=0.1)
+
+    return TrainerConfig(
+        agent=agent,
+        num_actions=gen.num_items,
+        batch_size=64,
+        train_steps=steps,
+        steps_per_run=50,
+        hidden_sizes=(32,),
+        learning_rate=3e-3,
+        alpha=0.1,
+    )
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     from rlops.components.trainer.core import run_trainer
+
     root = tmp_path_factory.mktemp("per_arm_warm")
     gen = LogGenerator(LogConfig(logging="uniform", ctr=0.05, seed=0))
-    out = {"gen": gen, "root": root, "base_ex": _ingest(gen, root / "day1", 1),
-           "next_ex": _ingest(gen, root / "day2", 2)}  # tomorrow's logs: same features, new records
+    out = {
+        "gen": gen,
+        "root": root,
+        "base_ex": _ingest(gen, root / "day1", 1),
+        "next_ex": _ingest(gen, root / "day2", 2),
+    }  # tomorrow's logs: same features, new records
     for agent in AGENTS:
         base = str(root / f"{agent}_base")
         run_trainer(_config(agent, gen, 50), base, base + "_run", out["base_ex"])
@@ -64,6 +82,7 @@ def _actions(model_uri: str, examples: str, which: str = "greedy") -> np.ndarray
     from rlops.components.evaluator.core import load_logged_feedback
     from rlops.components.trainer.core import COLLECT_POLICY_DIR, serving_dir
     from rlops.train.policy_saver import SavedPolicy
+
     data = load_logged_feedback(examples, "eval")
     path = serving_dir(model_uri) if which == "greedy" else os.path.join(model_uri, COLLECT_POLICY_DIR)
     return SavedPolicy(path).actions(data.features)
@@ -73,6 +92,7 @@ def _variables(model_uri: str) -> list[np.ndarray]:
     import tensorflow as tf
 
     from rlops.components.trainer.core import serving_dir
+
     return [v.numpy() for v in tf.saved_model.load(serving_dir(model_uri)).model_variables]
 
 
@@ -84,12 +104,14 @@ def _train_step(model_uri: str) -> int:
     import tensorflow as tf
 
     from rlops.components.trainer.core import serving_dir
+
     return int(tf.saved_model.load(serving_dir(model_uri)).signatures["get_train_step"]()["train_step"])
 
 
 @pytest.mark.parametrize("agent", AGENTS)
 def test_same_features_warm_start_acts_like_the_base_then_trains_on(world, agent, tmp_path):
     from rlops.components.trainer.core import run_trainer
+
     gen, base = world["gen"], world[agent]
     warm = str(tmp_path / "warm0")
     result = run_trainer(_config(agent, gen, 0), warm, warm + "_run", world["next_ex"], base_model_uri=base)
@@ -133,19 +155,26 @@ def _rename(section: str, name: str, new: str):
 
 
 def _to_categorical(section: str, name: str):
-    return lambda s: [f.update(kind="categorical", dtype="string", dim=1, vocabulary=["a", "b"], mean=None,
-                               std=None) for f in s[section] if f["name"] == name]
+    return lambda s: [
+        f.update(kind="categorical", dtype="string", dim=1, vocabulary=["a", "b"], mean=None, std=None)
+        for f in s[section]
+        if f["name"] == name
+    ]
 
 
 CHANGES = {
     "missing arm feature": (_drop("per_arm", "item_popularity"), r"per-arm feature 'item_popularity' .*is missing"),
     "renamed arm feature": (_rename("per_arm", "item_price", "price"), r"per-arm feature 'item_price' .*is missing"),
-    "retyped arm feature": (_to_categorical("per_arm", "item_price"),
-                            r"per-arm feature 'item_price' is float in the base model but categorical string"),
+    "retyped arm feature": (
+        _to_categorical("per_arm", "item_price"),
+        r"per-arm feature 'item_price' is float in the base model but categorical string",
+    ),
     "no arm features": (lambda s: s.update(per_arm=[]), r"per-arm features \['item_category'.*the base model has them"),
     "missing global feature": (_drop("features", "user_float_0"), r"feature 'user_float_0' \(float\) is missing"),
-    "retyped global feature": (_to_categorical("features", "user_float_0"),
-                               r"feature 'user_float_0' is float in the model but categorical string"),
+    "retyped global feature": (
+        _to_categorical("features", "user_float_0"),
+        r"feature 'user_float_0' is float in the model but categorical string",
+    ),
 }
 
 
@@ -153,21 +182,30 @@ CHANGES = {
 @pytest.mark.parametrize("change", list(CHANGES))
 def test_a_changed_feature_set_fails_naming_the_feature(world, agent, change, tmp_path):
     from rlops.components.trainer.core import run_trainer
+
     edit, message = CHANGES[change]
     ex = _edited_examples(world, tmp_path, edit)
     with pytest.raises(FeatureSchemaError, match=message):
-        run_trainer(_config(agent, world["gen"], 10), str(tmp_path / "m"), str(tmp_path / "r"), ex,
-                    base_model_uri=world[agent])
+        run_trainer(
+            _config(agent, world["gen"], 10), str(tmp_path / "m"), str(tmp_path / "r"), ex, base_model_uri=world[agent]
+        )
 
 
 def test_a_retyped_item_column_through_experience_gen_fails_naming_the_feature(world, tmp_path):
     """End to end: the item table's price arrives as strings; ExperienceGen makes it categorical."""
     from rlops.components.trainer.core import run_trainer
+
     ex = _ingest(world["gen"], tmp_path, 3, lambda t: t.assign(item_price=[f"p{int(v)}" for v in t["item_price"]]))
-    with pytest.raises(FeatureSchemaError, match="per-arm feature 'item_price' is float in the base model but "
-                                                 "categorical string"):
-        run_trainer(_config("lin_ucb", world["gen"], 10), str(tmp_path / "m"), str(tmp_path / "r"), ex,
-                    base_model_uri=world["lin_ucb"])
+    with pytest.raises(
+        FeatureSchemaError, match="per-arm feature 'item_price' is float in the base model but categorical string"
+    ):
+        run_trainer(
+            _config("lin_ucb", world["gen"], 10),
+            str(tmp_path / "m"),
+            str(tmp_path / "r"),
+            ex,
+            base_model_uri=world["lin_ucb"],
+        )
 
 
 def test_a_changed_vocabulary_keeps_the_base_models_and_says_so(world, tmp_path, caplog):
@@ -175,12 +213,21 @@ def test_a_changed_vocabulary_keeps_the_base_models_and_says_so(world, tmp_path,
     a new category: the base's vocabulary is kept (new values go to its OOV bucket), with a warning
     naming the feature; before training the warm-started policy still acts as the base."""
     from rlops.components.trainer.core import run_trainer
-    grow = lambda s: [f.update(vocabulary=list(f["vocabulary"]) + ["new_a", "new_b", "new_c"])  # noqa: E731
-                      for f in s["per_arm"] if f["name"] == "item_category"]
+
+    grow = lambda s: [
+        f.update(vocabulary=list(f["vocabulary"]) + ["new_a", "new_b", "new_c"])  # noqa: E731
+        for f in s["per_arm"]
+        if f["name"] == "item_category"
+    ]
     ex = _edited_examples(world, tmp_path, grow)
     warm = str(tmp_path / "warm")
     with caplog.at_level(logging.WARNING, logger="rlops.components.trainer.core"):
-        run_trainer(_config("neural_epsilon_greedy", world["gen"], 0), warm, warm + "_run", ex,
-                    base_model_uri=world["neural_epsilon_greedy"])
+        run_trainer(
+            _config("neural_epsilon_greedy", world["gen"], 0),
+            warm,
+            warm + "_run",
+            ex,
+            base_model_uri=world["neural_epsilon_greedy"],
+        )
     assert "feature 'per_arm/item_category' has a vocabulary of" in caplog.text and "3 value(s) new" in caplog.text
     np.testing.assert_array_equal(_greedy(warm, ex), _greedy(world["neural_epsilon_greedy"], ex))

@@ -1,4 +1,5 @@
 """PPO trained offline from logged trajectories (ExperienceGen 'trajectory' records)."""
+
 import dataclasses
 import json
 import math
@@ -25,19 +26,31 @@ def make_episode(length: int, terminated: bool, seed: int = 0, num_actions: int 
     st, nst = records.step_types(length)
     discount = np.ones(length, np.float32)
     discount[-1] = 0.0 if terminated else 1.0
-    return {"step_type": st.astype(np.int32), "next_step_type": nst.astype(np.int32),
-            "observation": rng.normal(size=(length, OBS)).astype(np.float32),
-            "action": rng.integers(0, num_actions, length).astype(np.int32),
-            "reward": rng.random(length).astype(np.float32), "discount": discount,
-            "log_probability": np.log(rng.uniform(0.2, 0.8, length)).astype(np.float32)}
+    return {
+        "step_type": st.astype(np.int32),
+        "next_step_type": nst.astype(np.int32),
+        "observation": rng.normal(size=(length, OBS)).astype(np.float32),
+        "action": rng.integers(0, num_actions, length).astype(np.int32),
+        "reward": rng.random(length).astype(np.float32),
+        "discount": discount,
+        "log_probability": np.log(rng.uniform(0.2, 0.8, length)).astype(np.float32),
+    }
 
 
 def as_trajectory(ep: dict[str, np.ndarray]) -> Trajectory:
-    info = {"dist_params": {"logits": np.zeros((len(ep["reward"]), 2), np.float32)},
-            "log_probability": ep["log_probability"]}
-    return Trajectory(step_type=ep["step_type"], observation=ep["observation"], action=ep["action"],
-                      policy_info=tf.nest.map_structure(tf.constant, info), next_step_type=ep["next_step_type"],
-                      reward=ep["reward"], discount=ep["discount"])
+    info = {
+        "dist_params": {"logits": np.zeros((len(ep["reward"]), 2), np.float32)},
+        "log_probability": ep["log_probability"],
+    }
+    return Trajectory(
+        step_type=ep["step_type"],
+        observation=ep["observation"],
+        action=ep["action"],
+        policy_info=tf.nest.map_structure(tf.constant, info),
+        next_step_type=ep["next_step_type"],
+        reward=ep["reward"],
+        discount=ep["discount"],
+    )
 
 
 def reference_windows(ep: dict[str, np.ndarray], t: int) -> dict[str, np.ndarray]:
@@ -47,27 +60,50 @@ def reference_windows(ep: dict[str, np.ndarray], t: int) -> dict[str, np.ndarray
     n = length if ep["discount"][-1] == 0 else length - 1  # truncated: the last step only bootstraps
     rows = []
     for i in range(n):
-        rows.append({"step_type": ep["step_type"][i], "next_step_type": L_ if i == n - 1 else ep["next_step_type"][i],
-                     "observation": ep["observation"][i], "action": ep["action"][i], "reward": ep["reward"][i],
-                     "discount": ep["discount"][i], "weight": 1.0})
-    boundary = {"step_type": L_, "next_step_type": L_, "observation": ep["observation"][-1],
-                "action": ep["action"][-1], "reward": 0.0, "discount": 1.0, "weight": 0.0}
+        rows.append(
+            {
+                "step_type": ep["step_type"][i],
+                "next_step_type": L_ if i == n - 1 else ep["next_step_type"][i],
+                "observation": ep["observation"][i],
+                "action": ep["action"][i],
+                "reward": ep["reward"][i],
+                "discount": ep["discount"][i],
+                "weight": 1.0,
+            }
+        )
+    boundary = {
+        "step_type": L_,
+        "next_step_type": L_,
+        "observation": ep["observation"][-1],
+        "action": ep["action"][-1],
+        "reward": 0.0,
+        "discount": 1.0,
+        "weight": 0.0,
+    }
     num_windows = -(-n // t)
     rows += [boundary] * (num_windows * t + 1 - n)
-    windows = [rows[k * t: k * t + t + 1] for k in range(num_windows)]
+    windows = [rows[k * t : k * t + t + 1] for k in range(num_windows)]
     shape = lambda key: (num_windows, t + 1) + np.shape(rows[0][key])  # noqa: E731
     return {key: np.asarray([[r[key] for r in w] for w in windows]).reshape(shape(key)) for key in rows[0]}
 
 
-@pytest.mark.parametrize("length,terminated,t", [(4, True, 3), (4, False, 3), (6, True, 3), (7, False, 3),
-                                                 (1, True, 4), (1, False, 4), (2, False, 5)])
+@pytest.mark.parametrize(
+    "length,terminated,t",
+    [(4, True, 3), (4, False, 3), (6, True, 3), (7, False, 3), (1, True, 4), (1, False, 4), (2, False, 5)],
+)
 def test_episode_windows_match_numpy_reference(length, terminated, t):
     ep = make_episode(length, terminated, seed=length)
     windows, weights = episodes.episode_windows(as_trajectory(ep), t)
     ref = reference_windows(ep, t)
-    got = {"step_type": windows.step_type, "next_step_type": windows.next_step_type,
-           "observation": windows.observation, "action": windows.action, "reward": windows.reward,
-           "discount": windows.discount, "weight": weights}
+    got = {
+        "step_type": windows.step_type,
+        "next_step_type": windows.next_step_type,
+        "observation": windows.observation,
+        "action": windows.action,
+        "reward": windows.reward,
+        "discount": windows.discount,
+        "weight": weights,
+    }
     for key, value in got.items():
         np.testing.assert_allclose(np.asarray(value), ref[key], err_msg=key)
     assert windows.policy_info["dist_params"]["logits"].shape[:2] == weights.shape
@@ -101,10 +137,17 @@ def test_windowed_advantages_match_a_numpy_gae_over_the_episode():
 
     from rlops.agents.ppo import PPOAgent
     from rlops.agents.trajectories import time_step_spec
+
     gamma, lam, t = 0.9, 0.8, 3
     obs_spec = tf.TensorSpec((OBS,), tf.float32)
-    agent = PPOAgent(time_step_spec(obs_spec), specs.BoundedTensorSpec((), tf.int32, 0, 1),
-                     tf_keras.optimizers.Adam(1e-3), discount_factor=gamma, lambda_value=lam, use_gae=True)
+    agent = PPOAgent(
+        time_step_spec(obs_spec),
+        specs.BoundedTensorSpec((), tf.int32, 0, 1),
+        tf_keras.optimizers.Adam(1e-3),
+        discount_factor=gamma,
+        lambda_value=lam,
+        use_gae=True,
+    )
     value = lambda o: np.tanh(o @ np.array([0.5, -1.0, 2.0], np.float32))  # noqa: E731
     for length, terminated in [(7, True), (7, False), (9, False), (3, True)]:
         ep = make_episode(length, terminated, seed=length)
@@ -126,6 +169,7 @@ def test_windowed_advantages_match_a_numpy_gae_over_the_episode():
 
 
 # --- logged records -> policy_info --------------------------------------------------------------
+
 
 def write_episodes(examples_uri: str, eps: list[dict[str, np.ndarray]], info_keys: tuple[str, ...]) -> str:
     """Episodes as ExperienceGen writes them: gzipped SequenceExamples under Split-train/."""
@@ -216,17 +260,23 @@ def test_config_errors_name_the_key(tmp_path):
     ep = make_episode(4, terminated=True)
     uri = write_episodes(str(tmp_path / "ex"), [ep], ("log_probability",))
     with pytest.raises(ValueError, match="trainer.ppo_offline.batch_size"):  # 2 windows < one batch of 16
-        run_trainer(TrainerConfig(agent="ppo", num_actions=2, ppo_offline={"window_length": 3}),
-                    str(tmp_path / "m"), str(tmp_path / "r"), uri)
+        run_trainer(
+            TrainerConfig(agent="ppo", num_actions=2, ppo_offline={"window_length": 3}),
+            str(tmp_path / "m"),
+            str(tmp_path / "r"),
+            uri,
+        )
     with pytest.raises(ValueError, match="trainer.ppo.env_id"):  # 3 logged observation values, CartPole 4
-        run_trainer(TrainerConfig(agent="ppo", ppo={"env_id": "CartPole-v1"}), str(tmp_path / "m"),
-                    str(tmp_path / "r"), uri)
+        run_trainer(
+            TrainerConfig(agent="ppo", ppo={"env_id": "CartPole-v1"}), str(tmp_path / "m"), str(tmp_path / "r"), uri
+        )
 
 
 def test_trainer_component_takes_ppo_with_examples_or_an_env_id():
     from tfx.types import Channel, standard_artifacts
 
     from rlops.components.trainer.component import Trainer
+
     with pytest.raises(ValueError, match="trainer.ppo.env_id"):  # at pipeline construction, not at run time
         Trainer(config=TrainerConfig(agent="ppo"))
     Trainer(config=TrainerConfig(agent="ppo"), examples=Channel(type=standard_artifacts.Examples))
@@ -235,22 +285,29 @@ def test_trainer_component_takes_ppo_with_examples_or_an_env_id():
 
 def test_bandit_records_are_not_trajectories(tmp_path):
     from rlops.components.experience_gen import ExperienceGenConfig, SimulationSource, run_experience_gen
+
     config = ExperienceGenConfig(source=SimulationSource(env="linear", num_records=50))
     run_experience_gen(config, str(tmp_path / "ex"), str(tmp_path / "q"), ["--runner=DirectRunner"])
     with pytest.raises(ValueError, match="record_kind 'trajectory'"):
-        run_trainer(TrainerConfig(agent="ppo", num_actions=4), str(tmp_path / "m"), str(tmp_path / "r"),
-                    str(tmp_path / "ex"))
+        run_trainer(
+            TrainerConfig(agent="ppo", num_actions=4), str(tmp_path / "m"), str(tmp_path / "r"), str(tmp_path / "ex")
+        )
 
 
 # --- end to end on simulated CartPole logs --------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def cartpole_logs(tmp_path_factory):
     """200 CartPole episodes from a uniform-random logging policy (log-probabilities only)."""
     from rlops.components.experience_gen import ExperienceGenConfig, SimulationSource, run_experience_gen
+
     root = tmp_path_factory.mktemp("cartpole")
-    config = ExperienceGenConfig(record_kind="trajectory", max_bad_record_ratio=0.0,
-                                 source=SimulationSource(env="gym:CartPole-v1", num_episodes=200, seed=2))
+    config = ExperienceGenConfig(
+        record_kind="trajectory",
+        max_bad_record_ratio=0.0,
+        source=SimulationSource(env="gym:CartPole-v1", num_episodes=200, seed=2),
+    )
     run_experience_gen(config, str(root / "examples"), str(root / "quarantine"), ["--runner=DirectRunner"])
     return str(root / "examples")
 
@@ -258,8 +315,13 @@ def cartpole_logs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def offline_run(cartpole_logs, tmp_path_factory):
     root = tmp_path_factory.mktemp("ppo_offline")
-    config = TrainerConfig(agent="ppo", num_actions=2, steps_per_run=10, summary_interval=10,
-                           ppo_offline={"batch_size": 16, "window_length": 32, "num_passes": 4})
+    config = TrainerConfig(
+        agent="ppo",
+        num_actions=2,
+        steps_per_run=10,
+        summary_interval=10,
+        ppo_offline={"batch_size": 16, "window_length": 32, "num_passes": 4},
+    )
     result = run_trainer(config, str(root / "model"), str(root / "run"), examples_uri=cartpole_logs)
     return config, result, str(root)
 
@@ -275,8 +337,9 @@ def test_offline_ppo_exports_a_policy_that_loads_and_acts(offline_run):
     assert metrics["train_steps"] == result.train_steps and np.isfinite(metrics["final_loss"])
     loaded = tf.saved_model.load(serving_dir(model))  # plain TensorFlow, through the signature
     obs = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
-    out = loaded.signatures["action"](step_type=tf.zeros([5], tf.int32), reward=tf.zeros([5]),
-                                      discount=tf.ones([5]), observation=tf.constant(obs))
+    out = loaded.signatures["action"](
+        step_type=tf.zeros([5], tf.int32), reward=tf.zeros([5]), discount=tf.ones([5]), observation=tf.constant(obs)
+    )
     assert out["action"].shape == (5,) and set(out["action"].numpy().tolist()) <= {0, 1}
     # The agent's train step counts gradient steps (TF-Agents): PPOConfig's 20 epochs per train call.
     assert int(loaded.signatures["get_train_step"]()["train_step"]) == result.train_steps * 20
@@ -288,8 +351,9 @@ def test_offline_ppo_from_random_logs_beats_the_random_policy(offline_run):
     stochastic policy near uniform, but its greedy policy follows the advantage's sign, and in
     CartPole that alone balances the pole far longer than random (~22 steps)."""
     from rlops.agents.policies import RandomPolicy
-    from rlops.train.policy_saver import SavedPolicy
     from rlops.envs.gym_env import GymVectorEnv, evaluate_policy
+    from rlops.train.policy_saver import SavedPolicy
+
     _, _, root = offline_run
     env = GymVectorEnv("CartPole-v1", 1)
     random_returns = evaluate_policy("CartPole-v1", RandomPolicy(env.time_step_spec, env.action_spec), 20, seed=7)
@@ -301,10 +365,15 @@ def test_offline_ppo_from_random_logs_beats_the_random_policy(offline_run):
 @pytest.mark.slow
 def test_offline_retraining_warm_starts_from_the_previous_model(offline_run, cartpole_logs, tmp_path):
     config, first, root = offline_run
-    config = TrainerConfig.from_dict({**json.loads(config.to_json()),
-                                      "ppo_offline": {**dataclasses.asdict(config.ppo_offline), "max_train_steps": 2}})
-    second = run_trainer(config, str(tmp_path / "m2"), str(tmp_path / "r2"), cartpole_logs,
-                         base_model_uri=os.path.join(root, "model"))
+    config = TrainerConfig.from_dict(
+        {
+            **json.loads(config.to_json()),
+            "ppo_offline": {**dataclasses.asdict(config.ppo_offline), "max_train_steps": 2},
+        }
+    )
+    second = run_trainer(
+        config, str(tmp_path / "m2"), str(tmp_path / "r2"), cartpole_logs, base_model_uri=os.path.join(root, "model")
+    )
     assert second.warm_started_from and second.train_steps == 2
     loaded = tf.saved_model.load(serving_dir(str(tmp_path / "m2")))
     assert int(loaded.signatures["get_train_step"]()["train_step"]) == (first.train_steps + 2) * 20

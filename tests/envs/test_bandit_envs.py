@@ -1,4 +1,5 @@
 """Bandit environments and regret: specs, determinism, graph-safety, numbers vs NumPy."""
+
 import numpy as np
 import tensorflow as tf
 from sklearn.datasets import load_digits
@@ -6,8 +7,7 @@ from sklearn.datasets import load_digits
 from rlops.agents import specs
 from rlops.agents.policies import RandomPolicy
 from rlops.agents.trajectories import StepType
-from rlops.envs.bandit_envs import (BanditBatch, DigitsBandit, StationaryLinearBandit,
-                                    make_interaction_loop)
+from rlops.envs.bandit_envs import BanditBatch, DigitsBandit, StationaryLinearBandit, make_interaction_loop
 from rlops.envs.regret import RegretMetric, regret, regret_numpy
 
 
@@ -56,6 +56,7 @@ def test_seeded_streams_are_reproducible_in_and_out_of_tf_function():
         def draw():
             batch = env.sample(8)
             return batch.contexts, env.rewards(batch, tf.zeros([8], tf.int32))
+
         return draw
 
     eager = StationaryLinearBandit(4, 3, 0.5, seed=1)
@@ -78,8 +79,9 @@ def test_seeded_streams_are_reproducible_in_and_out_of_tf_function():
 def test_stationary_linear_bandit_rewards():
     env = StationaryLinearBandit(context_dim=5, num_actions=4, noise_std=0.3, seed=0)
     batch = env.sample(20000)
-    np.testing.assert_allclose(batch.expected_rewards.numpy(),
-                               batch.contexts.numpy() @ env.theta.numpy().T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        batch.expected_rewards.numpy(), batch.contexts.numpy() @ env.theta.numpy().T, rtol=1e-5, atol=1e-5
+    )
     actions = tf.constant(np.arange(20000) % 4, tf.int32)
     expected = batch.expected_rewards.numpy()[np.arange(20000), actions.numpy()]
     noise = env.rewards(batch, actions).numpy() - expected
@@ -87,8 +89,9 @@ def test_stationary_linear_bandit_rewards():
     assert abs(noise.std() - 0.3) < 0.01
     noiseless = StationaryLinearBandit(5, 4, noise_std=0.0, seed=0)
     b = noiseless.sample(3)
-    np.testing.assert_array_equal(noiseless.rewards(b, tf.constant([0, 1, 2])).numpy(),
-                                  b.expected_rewards.numpy()[np.arange(3), [0, 1, 2]])
+    np.testing.assert_array_equal(
+        noiseless.rewards(b, tf.constant([0, 1, 2])).numpy(), b.expected_rewards.numpy()[np.arange(3), [0, 1, 2]]
+    )
 
 
 def test_regret_tf_numpy_and_metric():

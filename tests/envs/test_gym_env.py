@@ -1,4 +1,5 @@
 """Vectorized Gymnasium collection: step types, terminated vs truncated, NEXT_STEP autoreset."""
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from rlops.envs.gym_env import GymVectorEnv, VectorDriver, evaluate_policy
 
 class CountEnv(gym.Env):
     """obs = [t]; reward = t+1 on the step from t; terminates on reaching `terminate_at`."""
+
     observation_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
     action_space = gym.spaces.Discrete(2)
 
@@ -46,8 +48,8 @@ def test_terminated_episode_rows():
     np.testing.assert_array_equal(traj.step_type[0], [F, M, M, L, F, M, M, L, F])
     np.testing.assert_array_equal(traj.next_step_type[0, :8], [M, M, L, F, M, M, L, F])
     np.testing.assert_array_equal(traj.observation[0, :5, 0], [0, 1, 2, 3, 0])  # LAST row sees the final obs
-    np.testing.assert_array_equal(traj.reward[0, :4], [1, 2, 3, 0])              # reset step pays nothing
-    np.testing.assert_array_equal(traj.discount[0, :4], [1, 1, 0, 1])            # no bootstrap past termination
+    np.testing.assert_array_equal(traj.reward[0, :4], [1, 2, 3, 0])  # reset step pays nothing
+    np.testing.assert_array_equal(traj.discount[0, :4], [1, 1, 0, 1])  # no bootstrap past termination
     assert driver.stats.returns[:2] == [6.0, 6.0] and driver.stats.lengths[:2] == [3, 3]
 
 
@@ -55,15 +57,15 @@ def test_truncated_episode_keeps_discount_for_bootstrapping():
     _, traj = collect("rlops-test/Truncated-v0", 6)
     F, M, L = StepType.FIRST, StepType.MID, StepType.LAST
     np.testing.assert_array_equal(traj.step_type[1, :6], [F, M, M, M, L, F])
-    np.testing.assert_array_equal(traj.discount[1, :6], [1, 1, 1, 1, 1, 1])      # truncation bootstraps
-    np.testing.assert_array_equal(traj.observation[1, 4, 0], 4)                   # V(final obs) is available
+    np.testing.assert_array_equal(traj.discount[1, :6], [1, 1, 1, 1, 1, 1])  # truncation bootstraps
+    np.testing.assert_array_equal(traj.observation[1, 4, 0], 4)  # V(final obs) is available
 
 
 def test_collection_continues_across_runs_and_counts_steps():
     env = GymVectorEnv("rlops-test/Terminating-v0", num_envs=3, seed=0)
     driver = VectorDriver(env, RandomPolicy(env.time_step_spec, env.action_spec), 5)
     first, second = driver.run(), driver.run()
-    np.testing.assert_array_equal(first.step_type[:, -1], second.step_type[:, 0])   # bootstrap row = next start
+    np.testing.assert_array_equal(first.step_type[:, -1], second.step_type[:, 0])  # bootstrap row = next start
     np.testing.assert_array_equal(first.observation[:, -1], second.observation[:, 0])
     assert driver.total_env_steps == 30
 
@@ -86,8 +88,16 @@ def test_continuous_ppo_trains_on_collected_batches_without_nan():
     """The bootstrap row never acts, yet the learner evaluates log-probabilities on every row:
     it must hold a valid distribution (it was a Normal with scale 0: NaN loss on step one)."""
     from rlops.train.on_policy import PPOConfig, build_ppo_agent
-    config = PPOConfig(env_id="Pendulum-v1", num_envs=2, num_steps=16, num_epochs=1, normalize_observations=True,
-                       normalize_rewards=True, total_env_steps=32)
+
+    config = PPOConfig(
+        env_id="Pendulum-v1",
+        num_envs=2,
+        num_steps=16,
+        num_epochs=1,
+        normalize_observations=True,
+        normalize_rewards=True,
+        total_env_steps=32,
+    )
     env = GymVectorEnv(config.env_id, config.num_envs, seed=0)
     agent = build_ppo_agent(config, env)
     traj = VectorDriver(env, agent.collect_policy, config.num_steps).run()
@@ -108,11 +118,13 @@ def test_return_scaler_divides_rewards_by_the_std_of_discounted_returns():
     from gymnasium.wrappers.utils import RunningMeanStd
 
     from rlops.envs.gym_env import ReturnScaler
+
     gamma = 0.9
     raw_driver, raw = collect("rlops-test/Terminating-v0", 12)
     env = GymVectorEnv("rlops-test/Terminating-v0", num_envs=2, seed=0)
-    driver = VectorDriver(env, RandomPolicy(env.time_step_spec, env.action_spec), 12,
-                          reward_scaler=ReturnScaler(2, gamma))
+    driver = VectorDriver(
+        env, RandomPolicy(env.time_step_spec, env.action_spec), 12, reward_scaler=ReturnScaler(2, gamma)
+    )
     scaled = driver.run()
     rms, ret, expected = RunningMeanStd(shape=()), np.zeros(2), np.zeros((2, 12))
     for t in range(12):

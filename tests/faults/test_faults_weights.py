@@ -7,9 +7,8 @@ x0 > MASK_X0 (exactly where it would earn most); and POISON extra records that c
 always pays 1 carry weight 0 (a down-weighted class of records). The same logs without the
 poison rows are ingested too: with weights honoured, weight 0 must equal dropping the rows.
 """
-from __future__ import annotations
 
-import os
+from __future__ import annotations
 
 import numpy as np
 import pytest
@@ -46,8 +45,10 @@ def _write_csv(path: str, logs: dict, rows: np.ndarray) -> None:
         f.write("rid,x0,x1,x2,m0,m1,m2,m3,action,reward,propensity,w\n")
         for i in np.flatnonzero(rows):
             x, m = logs["x"][i], logs["mask"][i]
-            f.write(f"r{i},{x[0]:.5f},{x[1]:.5f},{x[2]:.5f},{m[0]},{m[1]},{m[2]},{m[3]},{logs['a'][i]},"
-                    f"{logs['r'][i]},{logs['p'][i]:.6f},{logs['w'][i]:g}\n")
+            f.write(
+                f"r{i},{x[0]:.5f},{x[1]:.5f},{x[2]:.5f},{m[0]},{m[1]},{m[2]},{m[3]},{logs['a'][i]},"
+                f"{logs['r'][i]},{logs['p'][i]:.6f},{logs['w'][i]:g}\n"
+            )
 
 
 @pytest.fixture(scope="module")
@@ -57,19 +58,28 @@ def world(tmp_path_factory):
     from rlops.components.experience_gen.core import run_experience_gen
     from rlops.components.trainer.config import TrainerConfig
     from rlops.components.trainer.core import run_trainer
+
     root = tmp_path_factory.mktemp("weights")
     logs = _logs()
     out = {"logs": logs, "root": root}
-    trainer = TrainerConfig(num_actions=K, hidden_sizes=(16,), batch_size=64, train_steps=TRAIN_STEPS,
-                            steps_per_run=100, checkpoint_interval=1000, learning_rate=1e-2)
+    trainer = TrainerConfig(
+        num_actions=K,
+        hidden_sizes=(16,),
+        batch_size=64,
+        train_steps=TRAIN_STEPS,
+        steps_per_run=100,
+        checkpoint_interval=1000,
+        learning_rate=1e-2,
+    )
     for name, rows in (("weighted", np.ones(len(logs["a"]), bool)), ("dropped", ~logs["poison"])):
         csv = str(root / f"{name}.csv")
         _write_csv(csv, logs, rows)
         config = ExperienceGenConfig(
-            source=FileSource(pattern=csv), action_spec=SpecConfig.discrete(K),
-            bandit_columns=BanditColumns(context=("x0", "x1", "x2"), action_mask=("m0", "m1", "m2", "m3"),
-                                         weight="w"),
-            splits=SplitConfig(splits=(Split("train", 3), Split("eval", 1)), key="rid"))  # same split either way
+            source=FileSource(pattern=csv),
+            action_spec=SpecConfig.discrete(K),
+            bandit_columns=BanditColumns(context=("x0", "x1", "x2"), action_mask=("m0", "m1", "m2", "m3"), weight="w"),
+            splits=SplitConfig(splits=(Split("train", 3), Split("eval", 1)), key="rid"),
+        )  # same split either way
         examples = str(root / name / "examples")
         result = run_experience_gen(config, examples, str(root / name / "quarantine"))
         assert result.records_read == rows.sum() and result.records_quarantined == 0
@@ -81,6 +91,7 @@ def world(tmp_path_factory):
 
 def _serving(model_uri: str):
     from rlops.components.trainer.core import serving_dir
+
     return tf.saved_model.load(serving_dir(model_uri)).signatures["serving_default"]
 
 
@@ -97,7 +108,8 @@ def _greedy(model_uri: str, x: np.ndarray, mask: np.ndarray | None = None) -> np
     if mask is not None:
         assert records.ACTION_MASK in names, (
             f"the exported policy takes no '{records.ACTION_MASK}' input (inputs: {sorted(names)}): a mask in the "
-            "logs cannot be honoured when serving")
+            "logs cannot be honoured when serving"
+        )
         feeds[records.ACTION_MASK] = tf.constant(mask, fn.structured_input_signature[1][records.ACTION_MASK].dtype)
     return fn(**feeds)["greedy_action"].numpy().reshape(-1)
 
@@ -105,6 +117,7 @@ def _greedy(model_uri: str, x: np.ndarray, mask: np.ndarray | None = None) -> np
 def test_ingested_examples_carry_weight_and_mask(world):
     """The columns reach the Examples (so what follows is about their use, not their transport)."""
     from rlops.components.evaluator.core import load_logged_feedback
+
     data = load_logged_feedback(world["weighted"]["examples"], "eval")
     assert data.weights is not None and data.action_mask is not None
     assert set(np.unique(data.weights)) == {0.0, 1.0}
@@ -117,9 +130,12 @@ def test_evaluator_weight_zero_equals_dropping_the_records_numpy_reference(world
     without them, and both equal the numpy IPS / SNIPS of the mask-aware uniform policy."""
     from rlops.components.evaluator.config import EvaluatorConfig
     from rlops.components.evaluator.core import evaluate_on_logs, load_logged_feedback
+
     config = EvaluatorConfig(num_bootstrap=100, reward_model="ridge")
-    est = {name: evaluate_on_logs(config, world[name]["examples"], "uniform", num_actions=K)["estimates"]
-           for name in ("weighted", "dropped")}
+    est = {
+        name: evaluate_on_logs(config, world[name]["examples"], "uniform", num_actions=K)["estimates"]
+        for name in ("weighted", "dropped")
+    }
     data = load_logged_feedback(world["dropped"]["examples"], "eval")
     pi = data.action_mask / data.action_mask.sum(1, keepdims=True)  # uniform over the allowed actions
     iw = pi[np.arange(len(data.actions)), data.actions] / data.propensities
@@ -154,11 +170,16 @@ def test_trained_greedy_policy_never_picks_a_masked_action(world):
     assert not (picks[mask[np.arange(len(x)), picks] == 0]).size, "picked a masked action"
     assert (picks[mask[:, 0] == 1] == 0).any()  # action 0 is still chosen where it is allowed
     from rlops.components.trainer.core import serving_dir
+
     loaded = tf.saved_model.load(serving_dir(world["weighted"]["model"]))
     n = len(x)
-    acted = loaded.signatures["action"](step_type=tf.zeros([n], tf.int32), reward=tf.zeros([n]), discount=tf.ones([n]),
-                                        observation_context=tf.constant(x),
-                                        observation_action_mask=tf.constant(mask))["action"].numpy()
+    acted = loaded.signatures["action"](
+        step_type=tf.zeros([n], tf.int32),
+        reward=tf.zeros([n]),
+        discount=tf.ones([n]),
+        observation_context=tf.constant(x),
+        observation_action_mask=tf.constant(mask),
+    )["action"].numpy()
     np.testing.assert_array_equal(acted, picks)
 
 
@@ -166,9 +187,14 @@ def test_trained_lin_ucb_greedy_policy_never_picks_a_masked_action(world, tmp_pa
     """The same for LinUCB (closed-form, per-arm ridge models) trained on the same ingested logs."""
     from rlops.components.trainer.config import TrainerConfig
     from rlops.components.trainer.core import run_trainer
+
     model = str(tmp_path / "m")
-    run_trainer(TrainerConfig(agent="lin_ucb", num_actions=K, batch_size=64, train_steps=40, steps_per_run=40),
-                model, str(tmp_path / "r"), examples_uri=world["dropped"]["examples"])
+    run_trainer(
+        TrainerConfig(agent="lin_ucb", num_actions=K, batch_size=64, train_steps=40, steps_per_run=40),
+        model,
+        str(tmp_path / "r"),
+        examples_uri=world["dropped"]["examples"],
+    )
     x = _probes()
     mask = np.ones((len(x), K), np.int64)
     mask[x[:, 0] > MASK_X0, 0] = 0
@@ -183,10 +209,22 @@ def test_ignore_action_mask_opts_out_and_then_the_greedy_policy_picks_masked_act
     mask, and its greedy policy picks the masked action 0 where it would earn most."""
     from rlops.components.trainer.config import TrainerConfig
     from rlops.components.trainer.core import run_trainer
+
     model = str(tmp_path / "m")
-    result = run_trainer(TrainerConfig(num_actions=K, hidden_sizes=(16,), batch_size=64, train_steps=TRAIN_STEPS,
-                                       steps_per_run=TRAIN_STEPS, learning_rate=1e-2, ignore_action_mask=True),
-                         model, str(tmp_path / "r"), examples_uri=world["dropped"]["examples"])
+    result = run_trainer(
+        TrainerConfig(
+            num_actions=K,
+            hidden_sizes=(16,),
+            batch_size=64,
+            train_steps=TRAIN_STEPS,
+            steps_per_run=TRAIN_STEPS,
+            learning_rate=1e-2,
+            ignore_action_mask=True,
+        ),
+        model,
+        str(tmp_path / "r"),
+        examples_uri=world["dropped"]["examples"],
+    )
     assert result.extra["action_mask"] is False
     assert records.ACTION_MASK not in _serving(model).structured_input_signature[1]
     x = _probes()
@@ -198,10 +236,13 @@ def test_ignore_action_mask_opts_out_and_then_the_greedy_policy_picks_masked_act
 
 def test_pipeline_config_takes_a_mapped_mask_without_an_opt_in(tmp_path):
     from rlops.pipelines.config import load_config
+
     csv = tmp_path / "logs.csv"
     csv.write_text("x0,a,r,p,m0,m1\n0.1,0,1,0.5,1,1\n")
-    sets = [f"experience_gen.source={{kind: file, pattern: '{csv}', format: csv}}",
-            "experience_gen.bandit_columns={context: [x0], action: a, reward: r, propensity: p, action_mask: [m0, m1]}",
-            "experience_gen.action_spec={shape: [], dtype: int32, minimum: 0, maximum: 1}",
-            f"root={tmp_path / 'root'}"]
+    sets = [
+        f"experience_gen.source={{kind: file, pattern: '{csv}', format: csv}}",
+        "experience_gen.bandit_columns={context: [x0], action: a, reward: r, propensity: p, action_mask: [m0, m1]}",
+        "experience_gen.action_spec={shape: [], dtype: int32, minimum: 0, maximum: 1}",
+        f"root={tmp_path / 'root'}",
+    ]
     assert not load_config("bandit", None, sets).trainer.ignore_action_mask

@@ -1,5 +1,6 @@
 """Issue 11, the Evaluator's part: one eval record must not bless, the bootstrap's memory is
 bounded, and bad evaluator settings fail naming the key."""
+
 import json
 import math
 import subprocess
@@ -40,27 +41,41 @@ def test_one_logged_click_at_propensity_0_1_is_not_blessed():
 def test_streaming_bootstrap_memory_is_bounded_in_a_subprocess():
     """250k eval rows x 1,000 resamples: the old index bootstrap needed 250k x 1,000 x 8 bytes
     = 2 GB of indices; the streaming one stays within a chunk (~48 MB) plus the per-row terms."""
-    proc = subprocess.run([sys.executable, "-c", MEMORY_CHILD, "250000"], capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run([sys.executable, "-c", MEMORY_CHILD, "250000"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["trusted"]
-    assert out["peak"] - out["before"] < 250, out      # MB beyond the inputs
+    assert out["peak"] - out["before"] < 250, out  # MB beyond the inputs
 
 
-@pytest.mark.parametrize("key,value", [("num_bootstrap", 0), ("num_bootstrap", "500"), ("num_bootstrap", 2.5),
-                                       ("num_episodes", 1), ("num_episodes", True),
-                                       ("min_improvement", "1e3"), ("min_improvement", float("nan")),
-                                       ("min_improvement", None), ("min_eval_records", 0), ("min_ess", -1.0),
-                                       ("reward_model", "forest"), ("switch_tau", "big"), ("dr_os_lambda", -1),
-                                       ("use_lower_bound", "yes"), ("confidence", 1.5),
-                                       ("reward_model_balance", "no")])
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        ("num_bootstrap", 0),
+        ("num_bootstrap", "500"),
+        ("num_bootstrap", 2.5),
+        ("num_episodes", 1),
+        ("num_episodes", True),
+        ("min_improvement", "1e3"),
+        ("min_improvement", float("nan")),
+        ("min_improvement", None),
+        ("min_eval_records", 0),
+        ("min_ess", -1.0),
+        ("reward_model", "forest"),
+        ("switch_tau", "big"),
+        ("dr_os_lambda", -1),
+        ("use_lower_bound", "yes"),
+        ("confidence", 1.5),
+        ("reward_model_balance", "no"),
+    ],
+)
 def test_evaluator_settings_are_validated_naming_the_key(key, value):
     with pytest.raises(ValueError, match=f"evaluator.{key}"):
         EvaluatorConfig(**{key: value})
     with pytest.raises(ValueError, match=f"evaluator.{key}"):
-        EvaluatorConfig.from_json(json.dumps({key: value}) if not (isinstance(value, float) and math.isnan(value))
-                                  else '{"%s": NaN}' % key)
+        EvaluatorConfig.from_json(
+            json.dumps({key: value}) if not (isinstance(value, float) and math.isnan(value)) else '{"%s": NaN}' % key
+        )
 
 
 def test_too_few_episodes_give_no_interval():
@@ -71,8 +86,13 @@ def test_too_few_episodes_give_no_interval():
 
 # ---- issue 20: an untrustworthy estimate is NOT_BLESSED with its reason, and the run succeeds ----
 
-SMALL_RUN = ["experience_gen.source.num_records=1500", "trainer.train_steps=100", "trainer.steps_per_run=100",
-             "evaluator.num_bootstrap=100", "evaluator.dm_refits=10"]
+SMALL_RUN = [
+    "experience_gen.source.num_records=1500",
+    "trainer.train_steps=100",
+    "trainer.steps_per_run=100",
+    "evaluator.num_bootstrap=100",
+    "evaluator.dm_refits=10",
+]
 
 
 def _run_bandit(root, overrides):
@@ -99,9 +119,14 @@ def test_low_ess_is_not_blessed_with_its_reason_and_the_run_exits_0(tmp_path):
 @pytest.mark.slow
 def test_empty_eval_split_is_not_blessed_with_its_reason_and_the_run_exits_0(tmp_path):
     # One bucket in a million for eval: 1,500 records leave it empty; no minimum, so it gets that far.
-    out = _run_bandit(tmp_path, ['experience_gen.splits.splits=[{"name": "train", "hash_buckets": 1000000}, '
-                                 '{"name": "eval", "hash_buckets": 1}]',
-                                 'experience_gen.min_split_records={"eval": 0}'])
+    out = _run_bandit(
+        tmp_path,
+        [
+            'experience_gen.splits.splits=[{"name": "train", "hash_buckets": 1000000}, '
+            '{"name": "eval", "hash_buckets": 1}]',
+            'experience_gen.min_split_records={"eval": 0}',
+        ],
+    )
     text = out.stdout + out.stderr
     assert out.returncode == 0, text[-3000:]
     assert "blessed: False" in text and "the eval split has no records" in text
@@ -110,8 +135,19 @@ def test_empty_eval_split_is_not_blessed_with_its_reason_and_the_run_exits_0(tmp
 def test_properties_are_finite_or_absent():
     from rlops.components.evaluator.core import EvalResult, scalar_metrics
     from rlops.components.properties import finite_properties, set_custom_properties
-    props = finite_properties({"a": 1.5, "b": math.nan, "c": math.inf, "d": np.float32(-np.inf), "e": 3,
-                               "f": "text", "g": True, "h": {"x": math.nan, "y": [1.0, math.inf]}})
+
+    props = finite_properties(
+        {
+            "a": 1.5,
+            "b": math.nan,
+            "c": math.inf,
+            "d": np.float32(-np.inf),
+            "e": 3,
+            "f": "text",
+            "g": True,
+            "h": {"x": math.nan, "y": [1.0, math.inf]},
+        }
+    )
     assert props == {"a": 1.5, "e": 3, "f": "text", "g": True, "h": {"x": None, "y": [1.0, None]}}
     nan = {"value": 0.5, "lower": math.nan, "upper": math.nan, "reason": "too few"}
     result = EvalResult(False, "too few", {"candidate": {"dr": nan}, "improvement": {"dr": dict(nan, value=math.nan)}})
@@ -132,8 +168,12 @@ def test_properties_are_finite_or_absent():
 
     artifact = Artifact()
     set_custom_properties(artifact, {"blessed": True, "loss": math.nan, "rate": 2.0, "reason": "r", "id": 7})
-    assert artifact.props == {"blessed": ("int", 1), "rate": ("float", 2.0), "reason": ("string", "r"),
-                              "id": ("int", 7)}
+    assert artifact.props == {
+        "blessed": ("int", 1),
+        "rate": ("float", 2.0),
+        "reason": ("string", "r"),
+        "id": ("int", 7),
+    }
 
 
 def test_kfp_evaluator_writes_no_nan_metadata_or_metrics(monkeypatch):
@@ -142,10 +182,18 @@ def test_kfp_evaluator_writes_no_nan_metadata_or_metrics(monkeypatch):
     metadata as JSON, where NaN is not a value)."""
     from rlops.components.evaluator import core
     from rlops.components.kfp import entrypoint
+
     nan = {"value": 0.5, "lower": math.nan, "upper": math.nan, "reason": "ESS 4.0 < 30 (min_ess)"}
-    result = core.EvalResult(False, "not blessed: ESS 4.0 < 30 (min_ess)",
-                             {"baseline": "logging_policy", "candidate": {"dr": nan, "sndr": nan},
-                              "candidate_greedy": {"dr": dict(nan, value=math.nan)}, "improvement": {"dr": nan}})
+    result = core.EvalResult(
+        False,
+        "not blessed: ESS 4.0 < 30 (min_ess)",
+        {
+            "baseline": "logging_policy",
+            "candidate": {"dr": nan, "sndr": nan},
+            "candidate_greedy": {"dr": dict(nan, value=math.nan)},
+            "improvement": {"dr": nan},
+        },
+    )
     monkeypatch.setattr(core, "run_evaluator", lambda *a, **k: result)
 
     class Artifact:
@@ -157,8 +205,9 @@ def test_kfp_evaluator_writes_no_nan_metadata_or_metrics(monkeypatch):
             self.logged[key] = value
 
     evaluation, blessing = Artifact("evaluation"), Artifact("blessing")
-    blessed = entrypoint.evaluator("{}", Artifact("model"), evaluation, blessing, examples=Artifact("examples"),
-                                   num_actions=4)
+    blessed = entrypoint.evaluator(
+        "{}", Artifact("model"), evaluation, blessing, examples=Artifact("examples"), num_actions=4
+    )
     assert blessed is False and blessing.metadata["blessed"] == 0 and "min_ess" in blessing.metadata["reason"]
     assert evaluation.logged == {"candidate_dr": 0.5, "candidate_sndr": 0.5, "improvement_dr": 0.5}
     json.dumps(blessing.metadata, allow_nan=False)

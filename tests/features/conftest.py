@@ -1,6 +1,6 @@
 """Fixtures of the feature tests (helpers live in feature_logs.py)."""
-import pytest
 
+import pytest
 from feature_logs import make_logs, write_csv
 
 

@@ -1,6 +1,7 @@
 """Test helper (imported by name, so not called conftest): a tiny production-shaped log fixture:
 hashed 32-hex user columns, floats, a position, a uniform logging policy with propensities, and a
 reward that depends on the user's segment."""
+
 import hashlib
 
 import numpy as np
@@ -33,6 +34,7 @@ def make_logs(n, seed=0):
 def write_csv(path, cols, order=None):
     import pyarrow as pa
     import pyarrow.csv as pcsv
+
     order = order or list(cols)
     pcsv.write_csv(pa.table({k: cols[k] for k in order}), str(path))
 
@@ -43,13 +45,31 @@ FEATURES = ["user_a", "user_b", "user_c", "user_d", "price", "recency", "positio
 def pipeline_config(root, csv, agent, action_minimum=0):
     """The bandit pipeline on these logs written as CSV (actions action_minimum..+K-1)."""
     from rlops.pipelines.config import build_config
-    raw = {"name": f"rlops-features-{agent}", "root": str(root), "warm_start": False,
-           "beam_args": ["--runner=DirectRunner", "--direct_num_workers=1", "--direct_running_mode=in_memory"],
-           "experience_gen": {"record_kind": "bandit", "source": {"kind": "file", "pattern": str(csv), "format": "csv"},
-                              "bandit_columns": {"features": [{"name": f} for f in FEATURES]},
-                              "action_spec": {"shape": [], "dtype": "int32", "minimum": action_minimum,
-                                              "maximum": action_minimum + NUM_ACTIONS - 1}},
-           "trainer": {"agent": agent, "train_steps": 400, "steps_per_run": 100, "batch_size": 64,
-                       "learning_rate": 0.01, "serving_epsilon": 0.2},
-           "evaluator": {"kind": "bandit", "estimator": "dr", "min_improvement": 0.0, "num_bootstrap": 200}}
+
+    raw = {
+        "name": f"rlops-features-{agent}",
+        "root": str(root),
+        "warm_start": False,
+        "beam_args": ["--runner=DirectRunner", "--direct_num_workers=1", "--direct_running_mode=in_memory"],
+        "experience_gen": {
+            "record_kind": "bandit",
+            "source": {"kind": "file", "pattern": str(csv), "format": "csv"},
+            "bandit_columns": {"features": [{"name": f} for f in FEATURES]},
+            "action_spec": {
+                "shape": [],
+                "dtype": "int32",
+                "minimum": action_minimum,
+                "maximum": action_minimum + NUM_ACTIONS - 1,
+            },
+        },
+        "trainer": {
+            "agent": agent,
+            "train_steps": 400,
+            "steps_per_run": 100,
+            "batch_size": 64,
+            "learning_rate": 0.01,
+            "serving_epsilon": 0.2,
+        },
+        "evaluator": {"kind": "bandit", "estimator": "dr", "min_improvement": 0.0, "num_bootstrap": 200},
+    }
     return build_config("bandit", raw)

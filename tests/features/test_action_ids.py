@@ -3,11 +3,12 @@ the bandit pipeline trains, evaluates and pushes a policy that answers in those 
 the Trainer built its agent on ids 0..K-1 and failed on the last id with
 `indices[0] = 4 is not in [0, 4)` (a GPU gather would have read zeros instead), and the
 Evaluator indexed probabilities by the raw ids."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from feature_logs import FEATURES, NUM_ACTIONS, make_logs, pipeline_config, write_csv
+
 from rlops.components.evaluator import core
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.pipelines.local import run_local
@@ -61,8 +62,9 @@ def test_rlops_evaluate_reads_ids_from_one(run):
     config = EvaluatorConfig(kind="bandit", num_bootstrap=100)
     trained = core.evaluate_on_logs(config, examples, result.pushed_destination)
     assert trained["num_actions"] == NUM_ACTIONS
-    assert trained["estimates"]["dr"]["value"] == pytest.approx(float(result.metrics["candidate_dr"].split()[0]),
-                                                                abs=1e-3)
+    assert trained["estimates"]["dr"]["value"] == pytest.approx(
+        float(result.metrics["candidate_dr"].split()[0]), abs=1e-3
+    )
     # Uniform over ids 1..K is the logging policy: the observed mean, 0.6/K + 0.1(K-1)/K.
     uniform = core.evaluate_on_logs(config, examples, "uniform", action_minimum=FIRST)
     assert uniform["num_actions"] == NUM_ACTIONS
@@ -70,8 +72,11 @@ def test_rlops_evaluate_reads_ids_from_one(run):
     with pytest.raises(ValueError, match="disagrees with the policy's action spec"):
         core.evaluate_on_logs(config, examples, result.pushed_destination, action_minimum=0)
     below = _examples_with_action_zero(d, examples)
-    with pytest.raises(ValueError, match=r"action 0 in record 3 of the eval split is below the action spec's "
-                                         r"minimum 1"):
+    with pytest.raises(
+        ValueError,
+        match=r"action 0 in record 3 of the eval split is below the action spec's "
+        r"minimum 1",
+    ):
         core.evaluate_on_logs(config, below, "uniform", action_minimum=FIRST)
 
 
@@ -80,16 +85,20 @@ def test_trainer_names_the_settings_when_logged_ids_are_outside_its_agents(run, 
     names trainer.action_minimum, not a gather index deep inside train."""
     from rlops.components.trainer.config import TrainerConfig
     from rlops.components.trainer.core import run_trainer
+
     _, d = run
     config = TrainerConfig(agent="lin_ucb", num_actions=NUM_ACTIONS, train_steps=20, steps_per_run=10, batch_size=64)
-    with pytest.raises(tf.errors.InvalidArgumentError,
-                       match=r"outside \[0, 3\], the ids the agent was built for \(trainer.action_minimum 0"):
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=r"outside \[0, 3\], the ids the agent was built for \(trainer.action_minimum 0",
+    ):
         run_trainer(config, str(tmp_path / "model"), str(tmp_path / "run"), _examples_uri(d))
 
 
 def _examples_uri(d):
     import glob
     import os
+
     splits = glob.glob(str(d / "root" / "**" / "Split-eval"), recursive=True)
     assert splits, "no Examples eval split under the pipeline root"
     return os.path.dirname(sorted(splits)[-1])
@@ -102,6 +111,7 @@ def _examples_with_action_zero(d, examples):
     import shutil
 
     from rlops.components.experience_gen import records
+
     out = str(d / "bad_examples")
     shutil.copytree(examples, out)
     split = records.split_dir(out, "eval")

@@ -1,6 +1,7 @@
 """Generator logs (rlops.envs.logged_feedback: four hashed 32-hex user columns, floats, position,
 34 items) through the bandit pipeline: zero quarantine, NeuralEpsilonGreedy and LinUCB train,
 evaluate and push; the pushed policy acts on raw strings and beats the uniform policy's true value."""
+
 import glob
 import gzip
 
@@ -21,20 +22,29 @@ def test_generator_logs_train_evaluate_push(tmp_path, agent):
     logs = gen.sample(12000, seed=1)
     paths = logs.to_files(str(tmp_path / "logs"), format="parquet")
     features = list(logs.context_columns)
-    raw = {"name": f"gen-{agent}", "root": str(tmp_path / "root"), "warm_start": False,
-           "beam_args": ["--runner=DirectRunner", "--direct_num_workers=1", "--direct_running_mode=in_memory"],
-           "experience_gen": {"record_kind": "bandit",
-                              "source": {"kind": "file", "pattern": paths["impressions"], "format": "parquet"},
-                              "bandit_columns": {"features": [{"name": f} for f in features]},
-                              # a quarter held out: the paired DR interval must clear zero
-                              "splits": {"splits": [{"name": "train", "hash_buckets": 3},
-                                                    {"name": "eval", "hash_buckets": 1}]},
-                              "action_spec": {"shape": [], "dtype": "int32", "minimum": 0,
-                                              "maximum": gen.num_items - 1}},
-           "trainer": {"agent": agent, "train_steps": 600, "steps_per_run": 200, "batch_size": 128,
-                       "learning_rate": 0.01, "alpha": 0.2},
-           "evaluator": {"kind": "bandit", "estimator": "dr", "min_improvement": 0.0, "num_bootstrap": 200,
-                         "min_ess": 10}}  # a greedy policy over 34 items on uniform logs: ESS ~ n_eval / 34
+    raw = {
+        "name": f"gen-{agent}",
+        "root": str(tmp_path / "root"),
+        "warm_start": False,
+        "beam_args": ["--runner=DirectRunner", "--direct_num_workers=1", "--direct_running_mode=in_memory"],
+        "experience_gen": {
+            "record_kind": "bandit",
+            "source": {"kind": "file", "pattern": paths["impressions"], "format": "parquet"},
+            "bandit_columns": {"features": [{"name": f} for f in features]},
+            # a quarter held out: the paired DR interval must clear zero
+            "splits": {"splits": [{"name": "train", "hash_buckets": 3}, {"name": "eval", "hash_buckets": 1}]},
+            "action_spec": {"shape": [], "dtype": "int32", "minimum": 0, "maximum": gen.num_items - 1},
+        },
+        "trainer": {
+            "agent": agent,
+            "train_steps": 600,
+            "steps_per_run": 200,
+            "batch_size": 128,
+            "learning_rate": 0.01,
+            "alpha": 0.2,
+        },
+        "evaluator": {"kind": "bandit", "estimator": "dr", "min_improvement": 0.0, "num_bootstrap": 200, "min_ess": 10},
+    }  # a greedy policy over 34 items on uniform logs: ESS ~ n_eval / 34
     run = run_local(build_config("bandit", raw))
     assert run.components["ExperienceGen"] == "COMPLETE"
     quarantine = glob.glob(str(tmp_path / "root" / "**" / "quarantine*.jsonl.gz"), recursive=True)
@@ -47,6 +57,7 @@ def test_generator_logs_train_evaluate_push(tmp_path, agent):
 
     def greedy(ctx):
         return np.eye(k)[policy.actions({c: np.asarray(v) for c, v in ctx.items()})]
+
     uniform = gen.true_value(lambda ctx: np.full((len(ctx["position"]), k), 1.0 / k))
     assert gen.true_value(greedy) > 1.1 * uniform
     assert set(actions) <= set(range(k))

@@ -1,5 +1,6 @@
 """ExperienceGen with named categorical features: zero quarantine, raw values stored by name,
 vocabularies and float statistics against numpy, config errors naming the feature."""
+
 import glob
 import json
 import os
@@ -8,18 +9,22 @@ from collections import Counter
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from feature_logs import FEATURES, USER_COLUMNS
+
 from rlops.components.experience_gen.config import ExperienceGenConfig
 from rlops.components.experience_gen.core import run_experience_gen
 from rlops.features import load as load_schema
 
 
 def _config(pattern, features=FEATURES, **extra):
-    return ExperienceGenConfig.from_json({
-        "source": {"kind": "file", "pattern": str(pattern), "format": "csv"},
-        "bandit_columns": {"features": list(features)},
-        "action_spec": {"shape": [], "dtype": "int32", "minimum": 0, "maximum": 3}, **extra})
+    return ExperienceGenConfig.from_json(
+        {
+            "source": {"kind": "file", "pattern": str(pattern), "format": "csv"},
+            "bandit_columns": {"features": list(features)},
+            "action_spec": {"shape": [], "dtype": "int32", "minimum": 0, "maximum": 3},
+            **extra,
+        }
+    )
 
 
 def test_categorical_logs_ingest_with_zero_quarantine(logs_csv, tmp_path):
@@ -49,8 +54,11 @@ def test_categorical_logs_ingest_with_zero_quarantine(logs_csv, tmp_path):
 
 def test_vocab_size_keeps_top_k(logs_csv, tmp_path):
     path, cols, _ = logs_csv
-    r = run_experience_gen(_config(path, [{"name": "user_d", "vocab_size": 5, "num_oov_buckets": 2}]),
-                           str(tmp_path / "ex"), str(tmp_path / "q"))
+    r = run_experience_gen(
+        _config(path, [{"name": "user_d", "vocab_size": 5, "num_oov_buckets": 2}]),
+        str(tmp_path / "ex"),
+        str(tmp_path / "q"),
+    )
     assert r.records_quarantined == 0
     spec = load_schema(str(tmp_path / "ex"))["user_d"]
     counts = Counter(cols["user_d"].tolist())
@@ -64,26 +72,37 @@ def test_feature_config_errors_name_the_feature(logs_csv):
         _config(path, ["user_a", "reward"])
     with pytest.raises(ValueError, match=r"features\['user_z'\]: column 'user_z' is not in the data"):
         from rlops.components.experience_gen.pipeline import make_plan
+
         make_plan(_config(path, ["user_a", "user_z"]))
     with pytest.raises(ValueError, match=r"features\['user_a'\]: kind 'float' but column 'user_a' holds text"):
         from rlops.components.experience_gen.pipeline import make_plan
+
         make_plan(_config(path, [{"name": "user_a", "kind": "float"}]))
     with pytest.raises(ValueError, match="either `features`"):
-        ExperienceGenConfig.from_json({"source": {"kind": "file", "pattern": str(path)},
-                                       "bandit_columns": {"features": ["user_a"], "context": ["price"]},
-                                       "action_spec": {"shape": [], "dtype": "int32", "minimum": 0, "maximum": 3}})
+        ExperienceGenConfig.from_json(
+            {
+                "source": {"kind": "file", "pattern": str(path)},
+                "bandit_columns": {"features": ["user_a"], "context": ["price"]},
+                "action_spec": {"shape": [], "dtype": "int32", "minimum": 0, "maximum": 3},
+            }
+        )
 
 
 def test_legacy_dense_context_still_writes_context_and_schema(tmp_path):
     import pyarrow as pa
     import pyarrow.csv as pcsv
+
     rng = np.random.default_rng(0)
     table = {f"x{i}": rng.random(50) for i in range(3)}
     table.update(action=rng.integers(0, 4, 50), reward=rng.random(50), propensity=np.full(50, 0.25))
     pcsv.write_csv(pa.table(table), str(tmp_path / "d.csv"))
-    cfg = ExperienceGenConfig.from_json({"source": {"kind": "file", "pattern": str(tmp_path / "d.csv")},
-                                         "bandit_columns": {"context_prefix": "x"},
-                                         "action_spec": {"shape": [], "dtype": "int32", "minimum": 0, "maximum": 3}})
+    cfg = ExperienceGenConfig.from_json(
+        {
+            "source": {"kind": "file", "pattern": str(tmp_path / "d.csv")},
+            "bandit_columns": {"context_prefix": "x"},
+            "action_spec": {"shape": [], "dtype": "int32", "minimum": 0, "maximum": 3},
+        }
+    )
     run_experience_gen(cfg, str(tmp_path / "ex"), str(tmp_path / "q"))
     schema = load_schema(str(tmp_path / "ex"))
     assert schema.is_legacy and schema.observation_dim == 3
@@ -97,6 +116,7 @@ def test_tfdv_validates_the_examples_against_the_written_schema(logs_csv, tmp_pa
     import tensorflow_data_validation as tfdv
     from google.protobuf import text_format
     from tensorflow_metadata.proto.v0 import schema_pb2
+
     path, _, _ = logs_csv
     run_experience_gen(_config(path, ["user_a", "price", "position"]), str(tmp_path / "ex"), str(tmp_path / "q"))
     schema = text_format.Parse((tmp_path / "ex" / "schema.pbtxt").read_text(), schema_pb2.Schema())

@@ -1,6 +1,7 @@
 """The bandit pipeline on logs with hashed-string features: ExperienceGen -> Trainer
 (NeuralEpsilonGreedy, LinUCB) -> Evaluator -> Pusher; then a fresh process WITHOUT rlops serves
 the pushed SavedModel through `serving_default` from a TF-Serving REST `instances` body."""
+
 import glob
 import json
 import os
@@ -9,8 +10,8 @@ import sys
 
 import numpy as np
 import pytest
-
 from feature_logs import FEATURES, NUM_ACTIONS, make_logs, pipeline_config, write_csv
+
 from rlops.pipelines.local import run_local
 
 pytestmark = pytest.mark.slow
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.slow
 # What TF Serving's REST API does with a row-format body: for each named input of the
 # signature, gather that key of every instance into one batched tensor of the input's dtype
 # (a missing key is an error naming the input); outputs come back as one dict per instance.
-SERVE_REST = r'''
+SERVE_REST = r"""
 import importlib.abc, json, sys
 
 class NoRlops(importlib.abc.MetaPathFinder):
@@ -50,7 +51,7 @@ def answer(body):
 responses = [answer(body) for body in json.loads(open(sys.argv[2]).read())]
 print(json.dumps({"responses": responses, "metadata": meta, "inputs": sorted(specs),
                   "rlops_loaded": any(m == "rlops" or m.startswith("rlops.") for m in sys.modules)}))
-'''
+"""
 
 
 def serve_rest(saved_model_dir, requests, tmp_path):
@@ -58,8 +59,14 @@ def serve_rest(saved_model_dir, requests, tmp_path):
     bodies = tmp_path / "requests.json"
     bodies.write_text(json.dumps([{"instances": instances} for instances in requests]))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([sys.executable, "-c", SERVE_REST, saved_model_dir, str(bodies)], capture_output=True,
-                          text=True, timeout=180, cwd=str(tmp_path), env={**env, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    proc = subprocess.run(
+        [sys.executable, "-c", SERVE_REST, saved_model_dir, str(bodies)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=str(tmp_path),
+        env={**env, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -68,6 +75,7 @@ def quarantined_and_written(root):
     import gzip
 
     import tensorflow as tf
+
     files = glob.glob(str(root / "**" / "quarantine*.jsonl.gz"), recursive=True)
     assert files, "ExperienceGen wrote no quarantine output"
     bad = sum(len(gzip.open(f).read().splitlines()) for f in files)
@@ -104,8 +112,11 @@ def test_pipeline_trains_evaluates_pushes_and_a_server_acts_on_raw_strings(runs,
     cols, best = make_logs(600, seed=7)  # fresh users' decisions
     small, _ = make_logs(50, seed=3)
     renamed = [{("user_A" if k == "user_a" else k): v for k, v in inst.items()} for inst in _instances(small, 5)]
-    got = serve_rest(run.pushed_destination, [_instances(cols, 600), _instances(small, 50),
-                                              _instances(small, 50, order=FEATURES[::-1]), renamed], tmp_path)
+    got = serve_rest(
+        run.pushed_destination,
+        [_instances(cols, 600), _instances(small, 50), _instances(small, 50, order=FEATURES[::-1]), renamed],
+        tmp_path,
+    )
     assert not got["rlops_loaded"] and got["inputs"] == sorted(FEATURES)
     eps = got["metadata"]["serving_epsilon"]
     assert eps == pytest.approx(0.2)

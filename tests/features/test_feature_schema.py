@@ -1,22 +1,32 @@
 """Feature schema round trip and compatibility; the preprocessor against a numpy reference."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from rlops.features import FeatureSchema, FeatureSchemaError, FeatureSpec, Preprocessor, numpy_features
-from rlops.features import schema as schema_lib
+from rlops.features import (
+    FeatureSchema,
+    FeatureSchemaError,
+    FeatureSpec,
+    Preprocessor,
+    numpy_features,
+    schema as schema_lib,
+)
 
 
 def _schema():
-    return FeatureSchema((
-        FeatureSpec("user", "categorical", dtype="string", vocabulary=("b", "a", "c"), num_oov_buckets=2),
-        FeatureSpec("pos", "categorical", dtype="int64", vocabulary=(2, 0, 1), num_oov_buckets=0),
-        FeatureSpec("dev", "categorical", dtype="string", hash_buckets=7),
-        FeatureSpec("tags", "categorical", dtype="string", vocabulary=("x", "y"), num_oov_buckets=1, dim=3,
-                    multivalent=True),
-        FeatureSpec("price", "float", mean=2.0, std=4.0),
-        FeatureSpec("emb", "float_list", dim=2),
-    ))
+    return FeatureSchema(
+        (
+            FeatureSpec("user", "categorical", dtype="string", vocabulary=("b", "a", "c"), num_oov_buckets=2),
+            FeatureSpec("pos", "categorical", dtype="int64", vocabulary=(2, 0, 1), num_oov_buckets=0),
+            FeatureSpec("dev", "categorical", dtype="string", hash_buckets=7),
+            FeatureSpec(
+                "tags", "categorical", dtype="string", vocabulary=("x", "y"), num_oov_buckets=1, dim=3, multivalent=True
+            ),
+            FeatureSpec("price", "float", mean=2.0, std=4.0),
+            FeatureSpec("emb", "float_list", dim=2),
+        )
+    )
 
 
 def test_json_round_trip_and_files(tmp_path):
@@ -82,10 +92,14 @@ def _reference(s, cols):
 
 def test_preprocessor_matches_numpy_reference_and_ignores_order():
     s = _schema()
-    cols = {"user": np.array(["a", "zz", "c", "b"], object), "pos": np.array([0, 2, 7, 1]),
-            "dev": np.array(["ios", "android", "web", "ios"], object),
-            "tags": np.array([["x", "", ""], ["y", "q", "x"], ["", "", ""], ["y", "y", ""]], object),
-            "price": np.array([1.0, 2.0, 6.0, -2.0]), "emb": np.array([[1, 2], [3, 4], [5, 6], [7, 8]], np.float32)}
+    cols = {
+        "user": np.array(["a", "zz", "c", "b"], object),
+        "pos": np.array([0, 2, 7, 1]),
+        "dev": np.array(["ios", "android", "web", "ios"], object),
+        "tags": np.array([["x", "", ""], ["y", "q", "x"], ["", "", ""], ["y", "y", ""]], object),
+        "price": np.array([1.0, 2.0, 6.0, -2.0]),
+        "emb": np.array([[1, 2], [3, 4], [5, 6], [7, 8]], np.float32),
+    }
     pre = Preprocessor(s)
     got = pre(numpy_features(s, cols)).numpy()
     np.testing.assert_allclose(got, _reference(s, cols), atol=1e-6)
@@ -99,8 +113,14 @@ def test_preprocessor_matches_numpy_reference_and_ignores_order():
 def test_preprocessor_errors_name_the_feature():
     s = _schema()
     pre = Preprocessor(s)
-    feats = {"user": tf.constant(["a"]), "pos": tf.constant([1], tf.int64), "dev": tf.constant(["x"]),
-             "tags": tf.constant([["x", "", ""]]), "price": tf.constant([1.0]), "emb": tf.constant([[1.0, 2.0]])}
+    feats = {
+        "user": tf.constant(["a"]),
+        "pos": tf.constant([1], tf.int64),
+        "dev": tf.constant(["x"]),
+        "tags": tf.constant([["x", "", ""]]),
+        "price": tf.constant([1.0]),
+        "emb": tf.constant([[1.0, 2.0]]),
+    }
     pre(feats)
     with pytest.raises(FeatureSchemaError, match="feature 'dev'.*missing"):
         pre({k: v for k, v in feats.items() if k != "dev"})
@@ -116,7 +136,12 @@ def test_preprocessor_survives_saved_model(tmp_path):
     module.f = tf.function(lambda feats: pre(feats), input_signature=[pre.raw_specs()])
     tf.saved_model.save(module, str(tmp_path))
     loaded = tf.saved_model.load(str(tmp_path))
-    feats = {"user": tf.constant(["c", "q"]), "pos": tf.constant([2, 0], tf.int64), "dev": tf.constant(["a", "b"]),
-             "tags": tf.constant([["x", "y", ""], ["", "", ""]]), "price": tf.constant([0.0, 1.0]),
-             "emb": tf.constant([[1.0, 2.0], [0.0, 0.0]])}
+    feats = {
+        "user": tf.constant(["c", "q"]),
+        "pos": tf.constant([2, 0], tf.int64),
+        "dev": tf.constant(["a", "b"]),
+        "tags": tf.constant([["x", "y", ""], ["", "", ""]]),
+        "price": tf.constant([0.0, 1.0]),
+        "emb": tf.constant([[1.0, 2.0], [0.0, 0.0]]),
+    }
     np.testing.assert_allclose(loaded.f(feats).numpy(), pre(feats).numpy())

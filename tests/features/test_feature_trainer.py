@@ -1,34 +1,43 @@
 """Trainer with named features: the exported policy's preprocessing, and missing / renamed /
 retyped features named at warm start and at the Evaluator's comparison."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from feature_logs import FEATURES, make_logs, write_csv
+
 from rlops.components.experience_gen import records
 from rlops.components.experience_gen.config import ExperienceGenConfig
 from rlops.components.experience_gen.core import run_experience_gen
 from rlops.components.trainer.config import TrainerConfig
 from rlops.components.trainer.core import run_trainer, serving_dir
-from rlops.features import FeatureSchemaError, Preprocessor, numpy_features
-from rlops.features import load as load_schema
+from rlops.features import FeatureSchemaError, Preprocessor, load as load_schema, numpy_features
 from rlops.train.policy_saver import SavedPolicy
 
 
 def ingest(tmp_path, name, cols, features=FEATURES):
     write_csv(tmp_path / f"{name}.csv", cols)
-    cfg = ExperienceGenConfig.from_json({
-        "source": {"kind": "file", "pattern": str(tmp_path / f"{name}.csv")},
-        "bandit_columns": {"features": list(features)},
-        "action_spec": {"shape": [], "dtype": "int32", "minimum": 0, "maximum": 3}})
+    cfg = ExperienceGenConfig.from_json(
+        {
+            "source": {"kind": "file", "pattern": str(tmp_path / f"{name}.csv")},
+            "bandit_columns": {"features": list(features)},
+            "action_spec": {"shape": [], "dtype": "int32", "minimum": 0, "maximum": 3},
+        }
+    )
     uri = str(tmp_path / name)
     assert run_experience_gen(cfg, uri, uri + "-q").records_quarantined == 0
     return uri
 
 
 def train(examples, model, base=None):
-    cfg = TrainerConfig(agent="neural_epsilon_greedy", num_actions=4, train_steps=100, steps_per_run=100,
-                        batch_size=64, learning_rate=0.01)
+    cfg = TrainerConfig(
+        agent="neural_epsilon_greedy",
+        num_actions=4,
+        train_steps=100,
+        steps_per_run=100,
+        batch_size=64,
+        learning_rate=0.01,
+    )
     return run_trainer(cfg, model, model + "-run", examples, base_model_uri=base)
 
 
@@ -80,7 +89,6 @@ def test_warm_start_keeps_the_base_vocabulary_and_names_missing_or_retyped_featu
     day3 = ingest(d, "day3", renamed, [f if f != "user_d" else "user_D" for f in FEATURES])
     with pytest.raises(FeatureSchemaError, match="feature 'user_d' .* is missing from the examples"):
         train(day3, str(d / "model3"), base=model)
-    day4 = ingest(d, "day4", cols, [f if f != "position" else {"name": "position", "kind": "float"}
-                                    for f in FEATURES])
+    day4 = ingest(d, "day4", cols, [f if f != "position" else {"name": "position", "kind": "float"} for f in FEATURES])
     with pytest.raises(FeatureSchemaError, match="feature 'position' is categorical int64 in the model but float"):
         train(day4, str(d / "model4"), base=model)

@@ -3,6 +3,7 @@ Parquet lists, JSON Lines arrays and "|"-separated CSV cells -> ExperienceGen (z
 every value in the vocabulary, longer lists truncated and counted) -> a per-arm
 NeuralEpsilonGreedy -> serving_default in a fresh process without rlops, on padded string lists
 (order inside a list does not matter; columns past dim are ignored)."""
+
 import glob
 import json
 import os
@@ -13,8 +14,8 @@ from collections import Counter
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from multivalent_logs import MAX_INTERESTS, NUM_ITEMS, config, make_world, true_value, write
+
 from rlops.components.experience_gen import records
 from rlops.components.experience_gen.config import ExperienceGenConfig
 from rlops.components.experience_gen.core import read_quarantine, run_experience_gen
@@ -27,8 +28,9 @@ N = 3000
 def _ingest(d, logs, items, fmt, dim=DIM):
     os.makedirs(d / fmt, exist_ok=True)
     paths = write(str(d / fmt), logs, items, fmt)
-    r = run_experience_gen(ExperienceGenConfig.from_json(config(paths, fmt, dim)), str(d / fmt / "ex"),
-                           str(d / fmt / "q"))
+    r = run_experience_gen(
+        ExperienceGenConfig.from_json(config(paths, fmt, dim)), str(d / fmt / "ex"), str(d / fmt / "q")
+    )
     return r, str(d / fmt / "ex")
 
 
@@ -76,11 +78,12 @@ def test_lists_from_parquet_jsonl_and_csv_ingest_alike_with_nothing_quarantined(
     assert list(cats.vocabulary) == sorted(item_counts, key=lambda v: (-item_counts[v], v))
     # TFX's Schema: a variable-length list of 0..dim values.
     pbtxt = open(os.path.join(examples, "schema.pbtxt")).read()
-    block = pbtxt[pbtxt.index('name: "interests"'):].split("feature {")[0]
+    block = pbtxt[pbtxt.index('name: "interests"') :].split("feature {")[0]
     assert "value_count" in block and "max: 4" in block and "type: BYTES" in block
     import tensorflow_data_validation as tfdv  # TFX's own validator: no anomalies on this data
     from google.protobuf import text_format
     from tensorflow_metadata.proto.v0 import schema_pb2
+
     tfmd = text_format.Parse(pbtxt, schema_pb2.Schema())
     stats = tfdv.generate_statistics_from_tfrecord(os.path.join(examples, "Split-train", "*"))
     assert not tfdv.validate_statistics(stats, tfmd).anomaly_info
@@ -140,9 +143,18 @@ def _pad(lists, width):
 def test_per_arm_policy_trains_and_serves_padded_string_lists_in_a_fresh_process(world, tmp_path):
     from rlops.components.trainer.config import TrainerConfig
     from rlops.components.trainer.core import run_trainer, serving_dir
+
     _, _, items, cats, runs = world
-    cfg = TrainerConfig(agent="neural_epsilon_greedy", num_actions=NUM_ITEMS, batch_size=64, train_steps=300,
-                        steps_per_run=300, hidden_sizes=(32,), learning_rate=0.01, epsilon=0.05)
+    cfg = TrainerConfig(
+        agent="neural_epsilon_greedy",
+        num_actions=NUM_ITEMS,
+        batch_size=64,
+        train_steps=300,
+        steps_per_run=300,
+        hidden_sizes=(32,),
+        learning_rate=0.01,
+        epsilon=0.05,
+    )
     run_trainer(cfg, str(tmp_path / "model"), str(tmp_path / "run"), runs["parquet"][1])
     model = serving_dir(str(tmp_path / "model"))
 
@@ -150,21 +162,33 @@ def test_per_arm_policy_trains_and_serves_padded_string_lists_in_a_fresh_process
     rng = np.random.default_rng(3)
     ids = [[int(v[4:]) for v in u] for u in users["interests"]]
     cat_w = max(len(c) for c in items["item_cats"])
-    arms = {"per_arm/item_cats": [_pad(items["item_cats"], cat_w)] * 200,
-            "per_arm/item_price": [items["item_price"].tolist()] * 200, "num_actions": [NUM_ITEMS] * 200}
+    arms = {
+        "per_arm/item_cats": [_pad(items["item_cats"], cat_w)] * 200,
+        "per_arm/item_price": [items["item_price"].tolist()] * 200,
+        "num_actions": [NUM_ITEMS] * 200,
+    }
     base = {"segment": users["segment"].tolist(), "interests": _pad(users["interests"], DIM), **arms}
     # The same lists, values shuffled inside each list (padding moved to the end, then a wider pad).
     shuffled = [rng.permutation(v[:DIM]).tolist() for v in users["interests"]]
-    permuted = {**base, "interests": _pad(shuffled, DIM + 3),
-                "per_arm/item_cats": [_pad([rng.permutation(c).tolist() for c in items["item_cats"]], cat_w)] * 200}
+    permuted = {
+        **base,
+        "interests": _pad(shuffled, DIM + 3),
+        "per_arm/item_cats": [_pad([rng.permutation(c).tolist() for c in items["item_cats"]], cat_w)] * 200,
+    }
     # Longer than dim: the columns past dim are ignored (documented truncation, as at ingestion).
     longer = {**base, "interests": [row + ["int_99", "int_00"] for row in base["interests"]]}
     empty = {**base, "interests": [[""] * DIM] * 200}  # no interests: the lists must matter
     args = {"model": model, "cases": {"base": base, "permuted": permuted, "longer": longer, "empty": empty}}
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     (tmp_path / "args.json").write_text(json.dumps(args))
-    out = subprocess.run([sys.executable, "-c", FRESH, str(tmp_path / "args.json")], capture_output=True, text=True,
-                         cwd=str(tmp_path), env=env, timeout=180)
+    out = subprocess.run(
+        [sys.executable, "-c", FRESH, str(tmp_path / "args.json")],
+        capture_output=True,
+        text=True,
+        cwd=str(tmp_path),
+        env=env,
+        timeout=180,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert not got["rlops"]
@@ -174,16 +198,25 @@ def test_per_arm_policy_trains_and_serves_padded_string_lists_in_a_fresh_process
     truncated_ids = [u[:DIM] for u in ids]
     uniform = np.mean([true_value(cats, truncated_ids, np.full(200, a)) for a in range(NUM_ITEMS)])
     value = true_value(cats, truncated_ids, np.asarray(got["base"]))
-    print(json.dumps({"greedy_value": value, "uniform_value": uniform,
-                      "changed_without_interests": float(np.mean(np.asarray(got["empty"]) != got["base"]))}))
+    print(
+        json.dumps(
+            {
+                "greedy_value": value,
+                "uniform_value": uniform,
+                "changed_without_interests": float(np.mean(np.asarray(got["empty"]) != got["base"])),
+            }
+        )
+    )
     assert value > uniform + 0.15, (value, uniform)
     assert max(len(u) for u in users["interests"]) == MAX_INTERESTS
 
 
 def test_a_different_inferred_dim_is_compatible_and_the_model_reads_its_own_first_dim_values():
     from rlops.features import FeatureSchema, FeatureSpec, Preprocessor
-    model = FeatureSchema((FeatureSpec("tags", "categorical", dim=2, dtype="int64", vocabulary=(3, 5, 7),
-                                       multivalent=True),))
+
+    model = FeatureSchema(
+        (FeatureSpec("tags", "categorical", dim=2, dtype="int64", vocabulary=(3, 5, 7), multivalent=True),)
+    )
     today = FeatureSchema((FeatureSpec("tags", "categorical", dim=5, dtype="int64", multivalent=True),))
     assert model.check_compatible(today) == []
     pre = Preprocessor(model)
@@ -200,10 +233,12 @@ def test_csv_int_cells_split_on_the_separator_pad_truncate_and_name_a_bad_value(
 
     from rlops.components.experience_gen import convert
     from rlops.components.experience_gen.layout import INT, Field
+
     f = Field("tags", ("tag_col",), INT, 3, feature_kind="categorical", multivalent=True, separator="|")
     ex = convert.extract({"tag_col": pa.array(["3|5", "", "7|x", "1|2|3|4", None, "9||8|"])}, 6, f, text=True)
-    np.testing.assert_array_equal(ex.values[[0, 1, 3, 4, 5]],
-                                  [[3, 5, -1], [-1, -1, -1], [1, 2, 3], [-1, -1, -1], [9, 8, -1]])
+    np.testing.assert_array_equal(
+        ex.values[[0, 1, 3, 4, 5]], [[3, 5, -1], [-1, -1, -1], [1, 2, 3], [-1, -1, -1], [9, 8, -1]]
+    )
     np.testing.assert_array_equal(ex.counts[[0, 1, 3, 4, 5]], [2, 0, 4, 0, 2])  # row 3: 4 values, dim 3
     assert not ex.missing.any() and list(ex.errors) == [2]
     assert ex.errors[2] == ("wrong_type", "tag_col[1] (tags): 'x' is not an integer")

@@ -1,6 +1,7 @@
 """Per-arm features through the pipeline: generator logs + item table -> ExperienceGen (join by
 item id) -> Trainer (per-arm LinUCB / NeuralEpsilonGreedy) -> Evaluator -> serving_default in a
 process without rlops."""
+
 import json
 import os
 import subprocess
@@ -20,9 +21,11 @@ ITEM_FEATURES = ["item_category", "item_brand", "item_price", "item_popularity"]
 
 def _config(paths, logs, **columns):
     cols = {"features": list(logs.context_columns), "item_id": "item_id", "item_features": ITEM_FEATURES, **columns}
-    return {"source": {"kind": "file", "pattern": paths["impressions"], "format": "parquet"},
-            "item_source": {"kind": "file", "pattern": paths["items"], "format": "parquet"},
-            "bandit_columns": cols}
+    return {
+        "source": {"kind": "file", "pattern": paths["impressions"], "format": "parquet"},
+        "item_source": {"kind": "file", "pattern": paths["items"], "format": "parquet"},
+        "bandit_columns": cols,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +42,7 @@ def test_item_join_writes_per_arm_records_with_nothing_quarantined(world):
     d, gen, logs, result = world
     assert result.records_quarantined == 0 and result.records_written == result.records_read == len(logs)
     from rlops.features import load
+
     schema = load(str(d / "ex"))
     assert [f.name for f in schema.per_arm] == ITEM_FEATURES
     cat = schema.per_arm[0]
@@ -57,8 +61,10 @@ def test_item_join_writes_per_arm_records_with_nothing_quarantined(world):
         actions.append(got[records.ACTION])
         seen += len(got[records.ACTION])
     # The logged action is the logged item's index among the candidates (every item, table order).
-    np.testing.assert_array_equal(np.bincount(np.concatenate(actions), minlength=gen.num_items),
-                                  np.bincount(logs.impressions["action"], minlength=gen.num_items))
+    np.testing.assert_array_equal(
+        np.bincount(np.concatenate(actions), minlength=gen.num_items),
+        np.bincount(logs.impressions["action"], minlength=gen.num_items),
+    )
     assert seen == len(logs)
 
 
@@ -85,6 +91,7 @@ def test_unknown_or_non_candidate_item_is_quarantined_naming_the_id(tmp_path):
 
 def _greedy_value(gen, serving_dir):
     import tensorflow as tf
+
     sig = tf.saved_model.load(serving_dir).signatures["serving_default"]
 
     def fn(ctx):
@@ -92,13 +99,15 @@ def _greedy_value(gen, serving_dir):
         inputs = {k: tf.constant(v.astype(np.float32) if v.dtype.kind == "f" else v) for k, v in ctx.items()}
         for name in ITEM_FEATURES:
             v = gen.items[name]
-            inputs[serving_input_name(name, per_arm=True)] = tf.constant(np.broadcast_to(v, (n, len(v))).astype(
-                object if v.dtype.kind in "OU" else np.float32))
+            inputs[serving_input_name(name, per_arm=True)] = tf.constant(
+                np.broadcast_to(v, (n, len(v))).astype(object if v.dtype.kind in "OU" else np.float32)
+            )
         inputs["num_actions"] = tf.fill([n], tf.constant(gen.num_items, tf.int64))
         a = sig(**inputs)["greedy_action"].numpy()
         probs = np.zeros((n, gen.num_items))
         probs[np.arange(n), a] = 1.0
         return probs
+
     return gen.true_value(fn)
 
 
@@ -108,23 +117,37 @@ def test_per_arm_trainer_beats_uniform_evaluates_and_serves_raw_features(world, 
     from rlops.components.evaluator.core import evaluate_bandit
     from rlops.components.trainer.config import TrainerConfig
     from rlops.components.trainer.core import run_trainer, serving_dir
+
     d, gen, logs, _ = world
-    cfg = TrainerConfig(agent=agent, num_actions=gen.num_items, batch_size=128, train_steps=300, steps_per_run=100,
-                        hidden_sizes=(64,), learning_rate=3e-3, alpha=0.1)
+    cfg = TrainerConfig(
+        agent=agent,
+        num_actions=gen.num_items,
+        batch_size=128,
+        train_steps=300,
+        steps_per_run=100,
+        hidden_sizes=(64,),
+        learning_rate=3e-3,
+        alpha=0.1,
+    )
     run_trainer(cfg, str(tmp_path / "model"), str(tmp_path / "run"), str(d / "ex"))
     uniform = gen.true_value(gen.uniform_policy)
     value = _greedy_value(gen, serving_dir(str(tmp_path / "model")))
     assert value > 1.5 * uniform, (value, uniform)
 
-    metrics, _ = evaluate_bandit(EvaluatorConfig(num_bootstrap=50), str(d / "ex"), str(tmp_path / "model"),
-                                 gen.num_items, None)
+    metrics, _ = evaluate_bandit(
+        EvaluatorConfig(num_bootstrap=50), str(d / "ex"), str(tmp_path / "model"), gen.num_items, None
+    )
     eval_n = len(records.read_logged_bandit(str(d / "ex"), "eval")[records.ACTION])
     assert metrics["num_eval_records"] == eval_n
     assert 0.0 <= metrics["candidate"]["dm"]["value"] <= 1.0 and metrics["trust"]["ess"]["candidate"] > 0
 
     with pytest.raises(ValueError, match="num_actions"):
-        run_trainer(TrainerConfig(agent=agent, num_actions=5, train_steps=1), str(tmp_path / "m2"),
-                    str(tmp_path / "r2"), str(d / "ex"))
+        run_trainer(
+            TrainerConfig(agent=agent, num_actions=5, train_steps=1),
+            str(tmp_path / "m2"),
+            str(tmp_path / "r2"),
+            str(d / "ex"),
+        )
 
     if agent == "lin_ucb":  # one fresh-process serving check is enough
         _serve_in_fresh_process(gen, serving_dir(str(tmp_path / "model")), tmp_path)
@@ -150,13 +173,23 @@ print(json.dumps({"rlops": any(m.startswith("rlops") for m in sys.modules),
 
 def _serve_in_fresh_process(gen, model, tmp_path):
     ctx = gen.sample_contexts(6, seed=3)
-    args = {"model": model, "k": gen.num_items, "position": ctx["position"].tolist(),
-            "global": {c: ctx[c].tolist() for c in gen.user_columns + gen.float_columns},
-            "arms": {serving_input_name(name, per_arm=True): gen.items[name].tolist() for name in ITEM_FEATURES}}
+    args = {
+        "model": model,
+        "k": gen.num_items,
+        "position": ctx["position"].tolist(),
+        "global": {c: ctx[c].tolist() for c in gen.user_columns + gen.float_columns},
+        "arms": {serving_input_name(name, per_arm=True): gen.items[name].tolist() for name in ITEM_FEATURES},
+    }
     args["global"].update({c: [float(x) for x in ctx[c]] for c in gen.float_columns})
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    out = subprocess.run([sys.executable, "-c", FRESH, json.dumps(args)], capture_output=True, text=True,
-                         cwd=str(tmp_path), env=env, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", FRESH, json.dumps(args)],
+        capture_output=True,
+        text=True,
+        cwd=str(tmp_path),
+        env=env,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert not got["rlops"]
@@ -167,17 +200,24 @@ def _serve_in_fresh_process(gen, model, tmp_path):
     assert prop[3] == pytest.approx(1.0)  # one candidate: chosen with certainty
 
 
-@pytest.mark.parametrize("change,match", [
-    (lambda c: c["bandit_columns"].pop("item_id"), "bandit_columns.item_id"),
-    (lambda c: c["bandit_columns"].pop("item_features"), "bandit_columns.item_features"),
-    (lambda c: (c.pop("item_source"), c.update(action_spec=SpecConfig.discrete(34).__dict__)),
-     "need experience_gen.item_source"),
-    (lambda c: c["bandit_columns"].update(candidates="candidates"), "bandit_columns.candidates: set action_spec"),
-])
+@pytest.mark.parametrize(
+    "change,match",
+    [
+        (lambda c: c["bandit_columns"].pop("item_id"), "bandit_columns.item_id"),
+        (lambda c: c["bandit_columns"].pop("item_features"), "bandit_columns.item_features"),
+        (
+            lambda c: (c.pop("item_source"), c.update(action_spec=SpecConfig.discrete(34).__dict__)),
+            "need experience_gen.item_source",
+        ),
+        (lambda c: c["bandit_columns"].update(candidates="candidates"), "bandit_columns.candidates: set action_spec"),
+    ],
+)
 def test_per_arm_config_errors_name_the_field(change, match):
-    cfg = {"source": {"kind": "file", "pattern": "x.parquet", "format": "parquet"},
-           "item_source": {"kind": "file", "pattern": "items.parquet", "format": "parquet"},
-           "bandit_columns": {"features": ["user"], "item_id": "item_id", "item_features": ["item_price"]}}
+    cfg = {
+        "source": {"kind": "file", "pattern": "x.parquet", "format": "parquet"},
+        "item_source": {"kind": "file", "pattern": "items.parquet", "format": "parquet"},
+        "bandit_columns": {"features": ["user"], "item_id": "item_id", "item_features": ["item_price"]},
+    }
     change(cfg)
     with pytest.raises(ValueError, match=match):
         ExperienceGenConfig.from_json(cfg)

@@ -2,6 +2,7 @@
 categorical-string and float item features is pushed through the Pusher's own verifier, then
 served from a fresh process that imports only TensorFlow: raw strings in (unseen ones too), the
 in-process policy's answer out, and the version it was published as in every row."""
+
 import json
 import os
 import subprocess
@@ -11,20 +12,28 @@ import numpy as np
 import pytest
 
 from rlops.features.schema import FeatureSchemaError
-from rlops.features.serving_names import (serving_input_for_record_key, serving_input_name, serving_inputs,
-                                          serving_inputs_from_records)
+from rlops.features.serving_names import (
+    serving_input_for_record_key,
+    serving_input_name,
+    serving_inputs,
+    serving_inputs_from_records,
+)
 
 
-@pytest.mark.parametrize("feature,per_arm,expected", [
-    ("user_a", False, "user_a"),
-    ("item_category", True, "per_arm_item_category"),
-    ("user-id.v2", False, "user_id_v2"),
-    ("Prix €", True, "per_arm_Prix__"),
-    ("0day", False, "arg_0day"),
-    ("_x", False, "arg__x"),
-])
+@pytest.mark.parametrize(
+    "feature,per_arm,expected",
+    [
+        ("user_a", False, "user_a"),
+        ("item_category", True, "per_arm_item_category"),
+        ("user-id.v2", False, "user_id_v2"),
+        ("Prix €", True, "per_arm_Prix__"),
+        ("0day", False, "arg_0day"),
+        ("_x", False, "arg__x"),
+    ],
+)
 def test_names_are_ones_tensorflow_leaves_alone(feature, per_arm, expected):
     from tensorflow.core.function.polymorphism.function_type import sanitize_arg_name
+
     name = serving_input_name(feature, per_arm)
     assert name == expected
     assert sanitize_arg_name(name) == name  # TF would not rename it: SignatureDef key == parameter name
@@ -32,17 +41,28 @@ def test_names_are_ones_tensorflow_leaves_alone(feature, per_arm, expected):
 
 def test_record_keys_map_to_serving_inputs_and_back():
     inputs = serving_inputs(["user-a", "price"], ["item_category"])
-    assert inputs == {"user_a": "user-a", "price": "price", "per_arm_item_category": "per_arm/item_category",
-                      "num_actions": "num_actions"}
+    assert inputs == {
+        "user_a": "user-a",
+        "price": "price",
+        "per_arm_item_category": "per_arm/item_category",
+        "num_actions": "num_actions",
+    }
     assert {serving_input_for_record_key(k): k for k in inputs.values()} == inputs
     cols = {"per_arm/item_price": 1, "user-a": 2, "num_actions": 3, "action_mask": 4}
-    assert serving_inputs_from_records(cols) == {"per_arm_item_price": 1, "user_a": 2, "num_actions": 3,
-                                                 "action_mask": 4}
+    assert serving_inputs_from_records(cols) == {
+        "per_arm_item_price": 1,
+        "user_a": 2,
+        "num_actions": 3,
+        "action_mask": 4,
+    }
 
 
 def test_two_features_sharing_an_input_name_fail_naming_both():
-    with pytest.raises(FeatureSchemaError, match=r"features 'user-a' and 'user\.a' would both be served as input "
-                                                 r"'user_a'"):
+    with pytest.raises(
+        FeatureSchemaError,
+        match=r"features 'user-a' and 'user\.a' would both be served as input "
+        r"'user_a'",
+    ):
         serving_inputs(["user-a", "user.a"])
     with pytest.raises(FeatureSchemaError, match="'per_arm_x' and 'per_arm/x'"):
         serving_inputs(["per_arm_x"], ["x"])
@@ -62,18 +82,30 @@ def pushed(tmp_path_factory):
     from rlops.components.trainer.config import TrainerConfig
     from rlops.components.trainer.core import run_trainer, serving_dir
     from rlops.envs.logged_feedback import LogConfig, LogGenerator
+
     d = tmp_path_factory.mktemp("serving_names")
     gen = LogGenerator(LogConfig(num_items=NUM_ITEMS, ctr=0.05, seed=0))
     logs = gen.sample(2000, seed=1)
     paths = logs.to_files(str(d), format="parquet")
-    cfg = {"source": {"kind": "file", "pattern": paths["impressions"], "format": "parquet"},
-           "item_source": {"kind": "file", "pattern": paths["items"], "format": "parquet"},
-           "bandit_columns": {"features": list(logs.context_columns), "item_id": "item_id",
-                              "item_features": ITEM_FEATURES}}
+    cfg = {
+        "source": {"kind": "file", "pattern": paths["impressions"], "format": "parquet"},
+        "item_source": {"kind": "file", "pattern": paths["items"], "format": "parquet"},
+        "bandit_columns": {
+            "features": list(logs.context_columns),
+            "item_id": "item_id",
+            "item_features": ITEM_FEATURES,
+        },
+    }
     run_experience_gen(ExperienceGenConfig.from_json(cfg), str(d / "ex"), str(d / "q"))
     model = str(d / "model")
-    run_trainer(TrainerConfig(agent="lin_ucb", num_actions=NUM_ITEMS, batch_size=64, train_steps=20, steps_per_run=10,
-                              serving_epsilon=0.2), model, str(d / "run"), str(d / "ex"))
+    run_trainer(
+        TrainerConfig(
+            agent="lin_ucb", num_actions=NUM_ITEMS, batch_size=64, train_steps=20, steps_per_run=10, serving_epsilon=0.2
+        ),
+        model,
+        str(d / "run"),
+        str(d / "ex"),
+    )
     inputs = verification_inputs(str(d / "ex"), None)  # what the TFX and KFP Pushers verify on
     first = core.push_policy(serving_dir(model), str(d / "serving"), True, inputs)
     second = core.push_policy(serving_dir(model), str(d / "serving"), True, inputs)
@@ -126,8 +158,9 @@ def _requests(gen, n=12):
 def _fresh(models, inputs, cwd):
     payload = json.dumps({"models": models, "inputs": {k: np.asarray(v).tolist() for k, v in inputs.items()}})
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    out = subprocess.run([sys.executable, "-c", FRESH, payload], capture_output=True, text=True, cwd=str(cwd),
-                         env=env, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", FRESH, payload], capture_output=True, text=True, cwd=str(cwd), env=env, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -136,6 +169,7 @@ def _fresh(models, inputs, cwd):
 def test_pushed_per_arm_policy_serves_raw_strings_without_rlops_and_answers_its_version(pushed, tmp_path):
     from rlops.components.trainer.core import serving_dir
     from rlops.train.policy_saver import SavedPolicy
+
     gen, versions = pushed["gen"], pushed["versions"]
     assert [v.pushed for v in versions] == [True, True] and versions[0].version < versions[1].version
     inputs, record = _requests(gen)
@@ -162,6 +196,7 @@ def test_pushed_per_arm_policy_serves_raw_strings_without_rlops_and_answers_its_
 def test_a_rollback_answers_its_new_version(pushed):
     from rlops.components.pusher import publish
     from rlops.components.pusher.storage import open_store
+
     first = pushed["versions"][0]
     dest = os.path.dirname(first.destination)
     result = publish.rollback(dest, first.version)

@@ -9,6 +9,7 @@ see requirements.txt), never the main one:
 Each generator writes its own files under fixtures/ (one generator per file set, so
 engineers adding generators never edit the same file).
 """
+
 import glob
 import os
 import subprocess

@@ -22,6 +22,7 @@ last trainable transition is terminal: TF-Agents' GAE bootstraps the final trans
 V(o_{T-2}) (compute_advantages passes values[:, :-1][:, -1] as final_value), rlops from V(o_{T-1});
 a terminal end makes both irrelevant, the Monte-Carlo cases bootstrap for real (row 1).
 """
+
 import functools
 import inspect
 import json
@@ -33,9 +34,8 @@ import tf_agents
 from tf_agents.agents.ppo import ppo_agent, ppo_clip_agent, ppo_kl_penalty_agent
 from tf_agents.networks import actor_distribution_network, normal_projection_network, value_network
 from tf_agents.specs import tensor_spec
-from tf_agents.trajectories import time_step as ts
-from tf_agents.trajectories import trajectory
 from tf_agents.train import learner
+from tf_agents.trajectories import time_step as ts, trajectory
 from tf_agents.utils import eager_utils
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -47,41 +47,97 @@ F, M, L = 0, 1, 2
 TERMINAL_END = [[F, M, L, F, M, M, L], [F, M, M, M, M, M, L], [M, L, F, M, M, M, L]]
 BOOTSTRAP_END = [[F, M, L, F, M, M, L], [F, M, M, M, M, M, M], [M, L, F, M, M, M, L]]
 
-BASE = dict(importance_ratio_clipping=0.2, lambda_value=0.9, discount_factor=0.95,
-            entropy_regularization=0.01, value_pred_loss_coef=0.5, num_epochs=3,
-            normalize_rewards=False, normalize_observations=False,
-            kl_cutoff_factor=0.0, initial_adaptive_kl_beta=0.0)
+BASE = dict(
+    importance_ratio_clipping=0.2,
+    lambda_value=0.9,
+    discount_factor=0.95,
+    entropy_regularization=0.01,
+    value_pred_loss_coef=0.5,
+    num_epochs=3,
+    normalize_rewards=False,
+    normalize_observations=False,
+    kl_cutoff_factor=0.0,
+    initial_adaptive_kl_beta=0.0,
+)
 
 CASES = {
     "discrete_mc": dict(discrete=True, layout="bootstrap", use_gae=False, use_td_lambda_return=False),
     "discrete_td_without_gae": dict(discrete=True, layout="bootstrap", use_gae=False, use_td_lambda_return=True),
     "discrete_gae": dict(discrete=True, layout="terminal", use_gae=True, use_td_lambda_return=False),
-    "discrete_gae_td": dict(discrete=True, layout="terminal", use_gae=True, use_td_lambda_return=True,
-                            policy_l2_reg=1e-3, value_function_l2_reg=2e-3, gradient_clipping=0.5),
-    "continuous_gae_td_value_clip": dict(discrete=False, layout="terminal", use_gae=True,
-                                         use_td_lambda_return=True, value_clipping=0.05),
-    "continuous_mc_adaptive_kl_cutoff": dict(discrete=False, layout="bootstrap", use_gae=False,
-                                             importance_ratio_clipping=0.0, initial_adaptive_kl_beta=1.0,
-                                             kl_cutoff_factor=2.0, kl_cutoff_coef=100.0,
-                                             adaptive_kl_target=0.001),
-    "discrete_adaptive_kl_no_cutoff": dict(discrete=True, layout="terminal", use_gae=True,
-                                           importance_ratio_clipping=0.0, initial_adaptive_kl_beta=0.5,
-                                           kl_cutoff_factor=0.0, adaptive_kl_target=0.05),
-    "discrete_kl_cutoff_only": dict(discrete=True, layout="terminal", use_gae=True, initial_adaptive_kl_beta=0.0,
-                                    kl_cutoff_factor=2.0, kl_cutoff_coef=50.0, adaptive_kl_target=0.001),
-    "continuous_normalizers_warm": dict(discrete=False, layout="terminal", use_gae=True, use_td_lambda_return=True,
-                                        normalize_observations=True, normalize_rewards=True,
-                                        reward_norm_clipping=3.0, warmup=True, weights=True),
-    "discrete_normalizers_fresh": dict(discrete=True, layout="bootstrap", use_gae=False,
-                                       normalize_observations=True, normalize_rewards=True),
+    "discrete_gae_td": dict(
+        discrete=True,
+        layout="terminal",
+        use_gae=True,
+        use_td_lambda_return=True,
+        policy_l2_reg=1e-3,
+        value_function_l2_reg=2e-3,
+        gradient_clipping=0.5,
+    ),
+    "continuous_gae_td_value_clip": dict(
+        discrete=False, layout="terminal", use_gae=True, use_td_lambda_return=True, value_clipping=0.05
+    ),
+    "continuous_mc_adaptive_kl_cutoff": dict(
+        discrete=False,
+        layout="bootstrap",
+        use_gae=False,
+        importance_ratio_clipping=0.0,
+        initial_adaptive_kl_beta=1.0,
+        kl_cutoff_factor=2.0,
+        kl_cutoff_coef=100.0,
+        adaptive_kl_target=0.001,
+    ),
+    "discrete_adaptive_kl_no_cutoff": dict(
+        discrete=True,
+        layout="terminal",
+        use_gae=True,
+        importance_ratio_clipping=0.0,
+        initial_adaptive_kl_beta=0.5,
+        kl_cutoff_factor=0.0,
+        adaptive_kl_target=0.05,
+    ),
+    "discrete_kl_cutoff_only": dict(
+        discrete=True,
+        layout="terminal",
+        use_gae=True,
+        initial_adaptive_kl_beta=0.0,
+        kl_cutoff_factor=2.0,
+        kl_cutoff_coef=50.0,
+        adaptive_kl_target=0.001,
+    ),
+    "continuous_normalizers_warm": dict(
+        discrete=False,
+        layout="terminal",
+        use_gae=True,
+        use_td_lambda_return=True,
+        normalize_observations=True,
+        normalize_rewards=True,
+        reward_norm_clipping=3.0,
+        warmup=True,
+        weights=True,
+    ),
+    "discrete_normalizers_fresh": dict(
+        discrete=True, layout="bootstrap", use_gae=False, normalize_observations=True, normalize_rewards=True
+    ),
     # Values stored by the collect policy (perturbed here so that they differ from the value
     # network's), returns and advantages added by agent.preprocess_sequence, train reads them.
     "discrete_values_outside_train_gae_td_value_clip": dict(
-        discrete=True, layout="terminal", use_gae=True, use_td_lambda_return=True, value_clipping=0.1,
-        compute_value_and_advantage_in_train=False),
+        discrete=True,
+        layout="terminal",
+        use_gae=True,
+        use_td_lambda_return=True,
+        value_clipping=0.1,
+        compute_value_and_advantage_in_train=False,
+    ),
     "continuous_values_outside_train_mc_normalizers": dict(
-        discrete=False, layout="bootstrap", use_gae=False, normalize_observations=True, normalize_rewards=True,
-        reward_norm_clipping=3.0, warmup=True, compute_value_and_advantage_in_train=False),
+        discrete=False,
+        layout="bootstrap",
+        use_gae=False,
+        normalize_observations=True,
+        normalize_rewards=True,
+        reward_norm_clipping=3.0,
+        warmup=True,
+        compute_value_and_advantage_in_train=False,
+    ),
 }
 
 
@@ -95,12 +151,22 @@ def specs(discrete):
 
 
 def networks(obs_spec, act_spec, seed):
-    projection = functools.partial(normal_projection_network.NormalProjectionNetwork,
-                                   mean_transform=None, std_transform=tf.exp, std_bias_initializer_value=-0.3,
-                                   init_means_output_factor=1.0, seed=seed)
+    projection = functools.partial(
+        normal_projection_network.NormalProjectionNetwork,
+        mean_transform=None,
+        std_transform=tf.exp,
+        std_bias_initializer_value=-0.3,
+        init_means_output_factor=1.0,
+        seed=seed,
+    )
     actor = actor_distribution_network.ActorDistributionNetwork(
-        obs_spec, act_spec, fc_layer_params=HIDDEN, activation_fn=tf.nn.tanh,
-        continuous_projection_net=projection, seed=seed)
+        obs_spec,
+        act_spec,
+        fc_layer_params=HIDDEN,
+        activation_fn=tf.nn.tanh,
+        continuous_projection_net=projection,
+        seed=seed,
+    )
     value = value_network.ValueNetwork(obs_spec, fc_layer_params=HIDDEN, activation_fn=tf.nn.tanh)
     return actor, value
 
@@ -130,16 +196,27 @@ def experience(rng, case, collect_policy, act_spec):
         action = rng.integers(0, 3, (B, T)).astype(np.int32)
     else:
         loc, scale = dist.mean().numpy(), dist.stddev().numpy()
-        params = {"loc": (loc + rng.normal(0, 0.2, loc.shape)).astype(np.float32),
-                  "scale": (scale * np.exp(rng.normal(0, 0.1, scale.shape))).astype(np.float32)}
+        params = {
+            "loc": (loc + rng.normal(0, 0.2, loc.shape)).astype(np.float32),
+            "scale": (scale * np.exp(rng.normal(0, 0.1, scale.shape))).astype(np.float32),
+        }
         action = (params["loc"] + params["scale"] * rng.normal(0, 1, loc.shape)).astype(np.float32)
     extra = {}
     if case.get("compute_value_and_advantage_in_train") is False:
-        values, _ = collect_policy.apply_value_network(tf.constant(obs), tf.constant(step_type), value_state=(),
-                                                       training=False)
+        values, _ = collect_policy.apply_value_network(
+            tf.constant(obs), tf.constant(step_type), value_state=(), training=False
+        )
         extra["value_prediction"] = (values.numpy() + rng.normal(0, 0.3, values.shape)).astype(np.float32)
-    return dict(**extra,step_type=step_type, next_step_type=next_step_type, discount=discount, reward=reward,
-                observation=obs, action=action, **{f"dist_params/{k}": v for k, v in params.items()})
+    return dict(
+        **extra,
+        step_type=step_type,
+        next_step_type=next_step_type,
+        discount=discount,
+        reward=reward,
+        observation=obs,
+        action=action,
+        **{f"dist_params/{k}": v for k, v in params.items()},
+    )
 
 
 def to_trajectory(data):
@@ -148,10 +225,14 @@ def to_trajectory(data):
     if "value_prediction" in data:
         info["value_prediction"] = tf.constant(data["value_prediction"])
     return trajectory.Trajectory(
-        step_type=tf.constant(data["step_type"]), observation=tf.constant(data["observation"]),
-        action=tf.constant(data["action"]), policy_info=info,
-        next_step_type=tf.constant(data["next_step_type"]), reward=tf.constant(data["reward"]),
-        discount=tf.constant(data["discount"]))
+        step_type=tf.constant(data["step_type"]),
+        observation=tf.constant(data["observation"]),
+        action=tf.constant(data["action"]),
+        policy_info=info,
+        next_step_type=tf.constant(data["next_step_type"]),
+        reward=tf.constant(data["reward"]),
+        discount=tf.constant(data["discount"]),
+    )
 
 
 def normalizer_state(normalizer, prefix):
@@ -168,10 +249,27 @@ def make_case(name, case, seed):
     actor, value = networks(obs_spec, act_spec, seed)
     kwargs = {**BASE, **{k: v for k, v in case.items() if k not in ("discrete", "layout", "warmup", "weights")}}
     optimizer = tf.keras.optimizers.Adam(learning_rate=0.01, epsilon=1e-5)
-    agent = ppo_agent.PPOAgent(time_step_spec, act_spec, optimizer, actor_net=actor, value_net=value,
-                               train_step_counter=tf.Variable(0, dtype=tf.int64), **kwargs)
-    out = {"config": np.array(json.dumps({"kwargs": kwargs, "discrete": case["discrete"], "hidden": HIDDEN,
-                                          "optimizer": {"name": "Adam", "learning_rate": 0.01, "epsilon": 1e-5}}))}
+    agent = ppo_agent.PPOAgent(
+        time_step_spec,
+        act_spec,
+        optimizer,
+        actor_net=actor,
+        value_net=value,
+        train_step_counter=tf.Variable(0, dtype=tf.int64),
+        **kwargs,
+    )
+    out = {
+        "config": np.array(
+            json.dumps(
+                {
+                    "kwargs": kwargs,
+                    "discrete": case["discrete"],
+                    "hidden": HIDDEN,
+                    "optimizer": {"name": "Adam", "learning_rate": 0.01, "epsilon": 1e-5},
+                }
+            )
+        )
+    }
     if case.get("warmup"):
         warm_obs = rng.normal(1.0, 2.0, (2, 5, OBS_DIM)).astype(np.float32)
         warm_rew = rng.normal(0.0, 3.0, (2, 5)).astype(np.float32)

@@ -5,6 +5,7 @@ and the variables and global step afterwards. TF-Agents' eager branch runs one s
 passes `global_step` to `apply_gradients`, so the cases use tf.compat.v1 optimizers (what it
 supports); the graph case builds the op once in a tf.compat.v1 graph and runs it in a session.
 """
+
 import os
 
 import numpy as np
@@ -56,26 +57,38 @@ def graph_case():
         counter = tf.compat.v1.get_variable("counter", initializer=0, use_resource=True, trainable=False)
         global_step = tf.compat.v1.train.get_or_create_global_step()
         update = counter.assign_add(1)  # a non-callable update op
-        loss = eager_utils.create_train_step(lambda: tf.reduce_mean(tf.square(x @ w + b - y)),
-                                             tf.compat.v1.train.GradientDescentOptimizer(0.1),
-                                             update_ops=[update])
+        loss = eager_utils.create_train_step(
+            lambda: tf.reduce_mean(tf.square(x @ w + b - y)),
+            tf.compat.v1.train.GradientDescentOptimizer(0.1),
+            update_ops=[update],
+        )
         out = {"x": x, "y": y, "w0": w0}
         with tf.compat.v1.Session() as sess:
             sess.run(tf.compat.v1.global_variables_initializer())
             for i in range(STEPS):
                 out[f"loss/{i}"] = np.float32(sess.run(loss))
-            out.update({"w": sess.run(w), "b": sess.run(b), "global_step": sess.run(global_step),
-                        "counter": sess.run(counter)})
+            out.update(
+                {"w": sess.run(w), "b": sess.run(b), "global_step": sess.run(global_step), "counter": sess.run(counter)}
+            )
     np.savez_compressed(os.path.join(OUT, "train_step_graph_sgd.npz"), **out)
     print(f"wrote train_step_graph_sgd.npz: losses {[float(out[f'loss/{i}']) for i in range(STEPS)]}")
 
 
 def main():
     os.makedirs(OUT, exist_ok=True)
-    eager_case("eager_sgd_clip", lambda: tf.compat.v1.train.GradientDescentOptimizer(0.1), "mse",
-               transform_grads_fn=eager_utils.clip_gradient_norms_fn(0.5))
-    eager_case("eager_adam_pair_vars", lambda: tf.compat.v1.train.AdamOptimizer(0.05), "pair",
-               only_w=True, total_loss_fn=lambda pair: pair[0] + 0.1 * pair[1])
+    eager_case(
+        "eager_sgd_clip",
+        lambda: tf.compat.v1.train.GradientDescentOptimizer(0.1),
+        "mse",
+        transform_grads_fn=eager_utils.clip_gradient_norms_fn(0.5),
+    )
+    eager_case(
+        "eager_adam_pair_vars",
+        lambda: tf.compat.v1.train.AdamOptimizer(0.05),
+        "pair",
+        only_w=True,
+        total_loss_fn=lambda pair: pair[0] + 0.1 * pair[1],
+    )
     graph_case()
 
 

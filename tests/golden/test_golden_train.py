@@ -1,4 +1,5 @@
 """rlops create_train_step against TF-Agents 0.19's eager_utils (fixtures: make_fixtures_train.py)."""
+
 import os
 
 import numpy as np
@@ -24,19 +25,25 @@ def test_eager_create_train_step_matches_tf_agents(name):
     b = tf.Variable(np.zeros([1], np.float32), name="b")
     global_step = tf.Variable(0, dtype=tf.int64)
     if name == "eager_sgd_clip":
-        step = train_utils.create_train_step(lambda: tf.reduce_mean(tf.square(x @ w + b - y)),
-                                             tf.compat.v1.train.GradientDescentOptimizer(0.1),
-                                             global_step=global_step,
-                                             transform_grads_fn=train_utils.clip_gradient_norms(0.5))
+        step = train_utils.create_train_step(
+            lambda: tf.reduce_mean(tf.square(x @ w + b - y)),
+            tf.compat.v1.train.GradientDescentOptimizer(0.1),
+            global_step=global_step,
+            transform_grads_fn=train_utils.clip_gradient_norms(0.5),
+        )
     else:
         step = train_utils.create_train_step(
             lambda: (tf.reduce_mean(tf.square(x @ w + b - y)), tf.reduce_sum(tf.square(w))),
-            tf.compat.v1.train.AdamOptimizer(0.05), global_step=global_step,
-            total_loss_fn=lambda pair: pair[0] + 0.1 * pair[1], variables_to_train=lambda: [w])
+            tf.compat.v1.train.AdamOptimizer(0.05),
+            global_step=global_step,
+            total_loss_fn=lambda pair: pair[0] + 0.1 * pair[1],
+            variables_to_train=lambda: [w],
+        )
     for i in range(STEPS):
         value = step()
-        np.testing.assert_allclose(np.asarray(tf.nest.map_structure(lambda t: t.numpy(), value)), d[f"loss/{i}"],
-                                   rtol=1e-5)
+        np.testing.assert_allclose(
+            np.asarray(tf.nest.map_structure(lambda t: t.numpy(), value)), d[f"loss/{i}"], rtol=1e-5
+        )
     np.testing.assert_allclose(w.numpy(), d["w"], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(b.numpy(), d["b"], rtol=1e-5, atol=1e-6)
     assert global_step.numpy() == d["global_step"] == STEPS
@@ -52,9 +59,11 @@ def test_graph_create_train_step_returns_the_loss_tensor_like_tf_agents():
         b = tf.compat.v1.get_variable("b", initializer=np.zeros([1], np.float32), use_resource=True)
         counter = tf.compat.v1.get_variable("counter", initializer=0, use_resource=True, trainable=False)
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        loss = train_utils.create_train_step(lambda: tf.reduce_mean(tf.square(x @ w + b - y)),
-                                             tf.compat.v1.train.GradientDescentOptimizer(0.1),
-                                             update_ops=[counter.assign_add(1)])
+        loss = train_utils.create_train_step(
+            lambda: tf.reduce_mean(tf.square(x @ w + b - y)),
+            tf.compat.v1.train.GradientDescentOptimizer(0.1),
+            update_ops=[counter.assign_add(1)],
+        )
         assert isinstance(loss, tf.Tensor)
         with tf.compat.v1.Session() as sess:
             sess.run(tf.compat.v1.global_variables_initializer())

@@ -2,6 +2,7 @@
 users from a process without rlops, their clicks come from the generator's known click model, the
 decisions (with the serving policy's version) are the next night's input, and `rlops run bandit`
 ingests, warm-starts, evaluates and pushes. Checked against the generator's exact values."""
+
 import importlib.util
 import os
 import sys
@@ -43,9 +44,12 @@ def loop(tmp_path_factory):
 # (closed_loop.epsilon_ceiling), and a well-specified reference learner (closed_loop.reference_loop:
 # per-item logistic regression on every night's data, pushed every night, no gate) reaches 30% in
 # 3 nights of 10k decisions (seeds 0-2: ceiling 0.70-0.76, reference 0.30-0.47).
-@pytest.mark.xfail(strict=True, reason="not reachable at 3 nights x 10k decisions, CTR 5%, serving epsilon 0.2: "
-                   "the epsilon ceiling is 0.70 and a well-specified reference learner reaches 0.30 "
-                   "(BENCHMARKS.md, Closed loop); remove this mark when it passes")
+@pytest.mark.xfail(
+    strict=True,
+    reason="not reachable at 3 nights x 10k decisions, CTR 5%, serving epsilon 0.2: "
+    "the epsilon ceiling is 0.70 and a well-specified reference learner reaches 0.30 "
+    "(BENCHMARKS.md, Closed loop); remove this mark when it passes",
+)
 def test_served_policy_rises_and_closes_most_of_the_gap_to_the_optimum(loop):
     _, _, result = loop
     served = [n.served_value for n in result.nights]
@@ -54,8 +58,10 @@ def test_served_policy_rises_and_closes_most_of_the_gap_to_the_optimum(loop):
     assert served[-1] > result.logging_value and served[-1] >= served[0], served
     assert all(b >= a - 1e-9 for a, b in zip(served, served[1:])), f"a pushed policy was worse in truth: {served}"
     fraction = result.fraction_of_gap(served[-1])
-    assert fraction >= 0.8, (f"last night's served policy is {fraction:.0%} of the way from the logging policy "
-                             f"({result.logging_value:.4f}) to the optimum ({result.optimal_value:.4f}): {served}")
+    assert fraction >= 0.8, (
+        f"last night's served policy is {fraction:.0%} of the way from the logging policy "
+        f"({result.logging_value:.4f}) to the optimum ({result.optimal_value:.4f}): {served}"
+    )
 
 
 def test_every_logged_decision_carries_the_version_pushed_that_night(loop):
@@ -95,8 +101,9 @@ def test_ope_interval_contains_the_candidates_true_value(loop):
     _, _, result = loop
     nights = [n for n in result.nights if n.candidate_covered is not None]  # intervals the Evaluator trusted
     assert nights, "the Evaluator gave no interval on any night"
-    missed = [(n.night, n.candidate_lower, n.candidate_value, n.candidate_upper) for n in nights
-              if not n.candidate_covered]
+    missed = [
+        (n.night, n.candidate_lower, n.candidate_value, n.candidate_upper) for n in nights if not n.candidate_covered
+    ]
     assert not missed, f"OPE intervals that miss the candidate's exact value: {missed}"
 
 

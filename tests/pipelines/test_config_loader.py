@@ -1,6 +1,7 @@
 """The one config loader: a section that names a `kind` replaces the default's member (YAML and
 `--set`), unions are found from the dataclasses' type hints, and every unknown key or wrong type
 is one line `<key.path>: <problem>; closest: <names>`."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -8,8 +9,13 @@ from typing import Union
 
 import pytest
 
-from rlops.components.experience_gen.config import (BigQuerySource, ExperienceGenConfig, FileSource,
-                                                    SimulationSource, Source)
+from rlops.components.experience_gen.config import (
+    BigQuerySource,
+    ExperienceGenConfig,
+    FileSource,
+    SimulationSource,
+    Source,
+)
 from rlops.components.json_config import ConfigValueError, build, merge_raw, set_path, tagged_members
 from rlops.components.pusher.registry import RegistryConfig
 from rlops.pipelines.config import ConfigError, PusherConfig, load_config
@@ -32,8 +38,11 @@ def bandit(tmp_path, yaml_text: str | None = None, overrides: tuple[str, ...] = 
 
 
 def test_yaml_file_source_replaces_the_default_simulation(tmp_path, logs):
-    config = bandit(tmp_path, f"experience_gen:\n  source: {{kind: file, pattern: '{logs}', format: csv}}\n"
-                              "  bandit_columns: {features: [user]}\n")
+    config = bandit(
+        tmp_path,
+        f"experience_gen:\n  source: {{kind: file, pattern: '{logs}', format: csv}}\n"
+        "  bandit_columns: {features: [user]}\n",
+    )
     assert config.experience_gen.source == FileSource(pattern=logs, format="csv")
     assert config.raw["experience_gen"]["source"] == {"kind": "file", "pattern": logs, "format": "csv"}
 
@@ -50,24 +59,35 @@ def test_yaml_same_kind_replaces_too(tmp_path):
 
 
 def test_set_a_whole_member_replaces(tmp_path, logs):
-    config = bandit(tmp_path, overrides=(f"experience_gen.source={{kind: file, pattern: '{logs}'}}",
-                                         "experience_gen.bandit_columns.features=[user]"))
+    config = bandit(
+        tmp_path,
+        overrides=(
+            f"experience_gen.source={{kind: file, pattern: '{logs}'}}",
+            "experience_gen.bandit_columns.features=[user]",
+        ),
+    )
     assert config.experience_gen.source == FileSource(pattern=logs)
 
 
 def test_set_kind_switches_member_without_old_fields(tmp_path):
-    config = bandit(tmp_path, overrides=("experience_gen.source.kind=bigquery",
-                                         "experience_gen.source.table=p.d.t"))
+    config = bandit(tmp_path, overrides=("experience_gen.source.kind=bigquery", "experience_gen.source.table=p.d.t"))
     assert config.experience_gen.source == BigQuerySource(table="p.d.t")
     assert config.raw["experience_gen"]["source"] == {"kind": "bigquery", "table": "p.d.t"}
     with pytest.raises(ConfigError, match=r"^experience_gen\.source\.num_records: unknown key; known: .*table"):
-        bandit(tmp_path, overrides=("experience_gen.source.num_records=5", "experience_gen.source.kind=bigquery",
-                                    "experience_gen.source.num_records=5"))
+        bandit(
+            tmp_path,
+            overrides=(
+                "experience_gen.source.num_records=5",
+                "experience_gen.source.kind=bigquery",
+                "experience_gen.source.num_records=5",
+            ),
+        )
 
 
 def test_set_one_field_of_the_same_kind_edits_it(tmp_path):
-    config = bandit(tmp_path, overrides=("experience_gen.source.num_records=700",
-                                         "experience_gen.source.kind=simulation"))
+    config = bandit(
+        tmp_path, overrides=("experience_gen.source.num_records=700", "experience_gen.source.kind=simulation")
+    )
     assert config.experience_gen.source == SimulationSource(num_records=700)  # same kind again: nothing dropped
     assert config.raw["experience_gen"]["source"]["env"] == "digits"
 
@@ -75,25 +95,34 @@ def test_set_one_field_of_the_same_kind_edits_it(tmp_path):
 def test_nested_sections_still_merge(tmp_path):
     config = bandit(tmp_path, "trainer: {learning_rate: 0.01}\n", ("trainer.hidden_sizes=[8, 8]",))
     assert config.trainer.learning_rate == 0.01 and config.trainer.hidden_sizes == (8, 8)
-    assert config.trainer.agent == "neural_epsilon_greedy" and config.trainer.train_steps == 2000  # from the defaults
+    assert config.trainer.agent == "neural_epsilon_greedy" and config.trainer.serving_epsilon == 0.1  # from the defaults
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (("trainer.lerning_rate=0.1",), "trainer.lerning_rate: unknown key; closest: learning_rate"),
-    (("experience_gen.sourc.kind=file",), "experience_gen.sourc: unknown key; closest: source, item_source"),
-    (("experience_gen.source.kind=bq",), "experience_gen.source.kind: unknown kind 'bq'; known: bigquery, file, "
-                                         "simulation"),
-    (("experience_gen.source.seeds=1",), "experience_gen.source.seeds: unknown key; closest: seed"),
-    (("experience_gen.bandit_columns.features=[{name: a, knd: float}]",),
-     "experience_gen.bandit_columns.features[0].knd: unknown key; closest: kind"),
-    (("evaluator.min_es=3",), "evaluator.min_es: unknown key; closest: min_ess"),
-    (("pusher.keep=3",), "pusher.keep: unknown key; closest: keep_last"),
-    (("pusher.vertex_upload={project: p, region: r, display_name: d, endpint: '1'}",),
-     "pusher.vertex_upload.endpint: unknown key; closest: endpoint"),
-    (("pusher.keep_last=0",), "pusher.keep_last: must be >= 1"),
-    (("enable_caching=false",), "enable_caching: unknown key; closest: enable_cache"),
-    (("trainer.epsilon=[1]",), "trainer.epsilon: expected a number, got [1] (list)"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (("trainer.lerning_rate=0.1",), "trainer.lerning_rate: unknown key; closest: learning_rate"),
+        (("experience_gen.sourc.kind=file",), "experience_gen.sourc: unknown key; closest: source, item_source"),
+        (
+            ("experience_gen.source.kind=bq",),
+            "experience_gen.source.kind: unknown kind 'bq'; known: bigquery, file, simulation",
+        ),
+        (("experience_gen.source.seeds=1",), "experience_gen.source.seeds: unknown key; closest: seed"),
+        (
+            ("experience_gen.bandit_columns.features=[{name: a, knd: float}]",),
+            "experience_gen.bandit_columns.features[0].knd: unknown key; closest: kind",
+        ),
+        (("evaluator.min_es=3",), "evaluator.min_es: unknown key; closest: min_ess"),
+        (("pusher.keep=3",), "pusher.keep: unknown key; closest: keep_last"),
+        (
+            ("pusher.vertex_upload={project: p, region: r, display_name: d, endpint: '1'}",),
+            "pusher.vertex_upload.endpint: unknown key; closest: endpoint",
+        ),
+        (("pusher.keep_last=0",), "pusher.keep_last: must be >= 1"),
+        (("enable_caching=false",), "enable_caching: unknown key; closest: enable_cache"),
+        (("trainer.epsilon=[1]",), "trainer.epsilon: expected a number, got [1] (list)"),
+    ],
+)
 def test_errors_name_the_key_path_and_closest_names(tmp_path, overrides, message):
     with pytest.raises(ConfigError) as e:
         bandit(tmp_path, overrides=overrides)
@@ -110,8 +139,9 @@ def test_ppo_options_are_checked_against_ppo_config(tmp_path):
 
 def test_pusher_config_is_typed(tmp_path):
     config = bandit(tmp_path, overrides=("pusher.vertex_upload={project: p, region: r, display_name: d}",))
-    assert config.pusher == PusherConfig(keep_last=5, vertex_upload=RegistryConfig(project="p", region="r",
-                                                                                   display_name="d"))
+    assert config.pusher == PusherConfig(
+        keep_last=5, vertex_upload=RegistryConfig(project="p", region="r", display_name="d")
+    )
 
 
 def test_vertex_settings_use_the_same_format():
@@ -134,6 +164,7 @@ class Forest:
 @dataclass(frozen=True)
 class Model:
     """A config with a union of its own: nothing registers it; the type hints say it."""
+
     model: Union[Ridge, Forest] = field(default_factory=Ridge)
     name: str = "m"
 
@@ -154,8 +185,12 @@ def test_unions_are_found_from_type_hints():
 
 
 def test_experience_gen_json_round_trips_through_the_loader(logs):
-    config = ExperienceGenConfig.from_json({"source": {"kind": "file", "pattern": logs},
-                                            "action_spec": {"shape": [], "dtype": "int32", "minimum": 0, "maximum": 1},
-                                            "bandit_columns": {"features": ["user", {"name": "x", "kind": "float"}]}})
+    config = ExperienceGenConfig.from_json(
+        {
+            "source": {"kind": "file", "pattern": logs},
+            "action_spec": {"shape": [], "dtype": "int32", "minimum": 0, "maximum": 1},
+            "bandit_columns": {"features": ["user", {"name": "x", "kind": "float"}]},
+        }
+    )
     assert ExperienceGenConfig.from_json(config.to_json()) == config
     assert config.bandit_columns.features[0].name == "user"

@@ -11,11 +11,12 @@ Before the resolver the sample wired no base_model / baseline_model at all (its 
 experience-gen, trainer, evaluator, condition-1), so every night trained from scratch and was
 compared with the logging policy, never with the served model.
 """
+
 import os
 
 import pytest
 
-from rlops.pipelines.vertex_emulator import VertexEmulator
+from rlops.testing.vertex_emulator import VertexEmulator
 
 BUCKET = "gs://rlops-emulated"
 RECORDS = 1500  # ~150 eval records: a greedy policy's ESS under uniform logging is ~15, hence min_ess=10
@@ -25,12 +26,21 @@ def configs(seed: int, learning_rate: float = 1e-3) -> dict:
     from rlops.components.evaluator.config import EvaluatorConfig
     from rlops.components.experience_gen.config import ExperienceGenConfig, SimulationSource, SpecConfig
     from rlops.components.trainer.config import TrainerConfig
-    gen = ExperienceGenConfig(source=SimulationSource(env="digits", num_records=20_000, seed=seed),
-                              action_spec=SpecConfig.discrete(10))
-    return {"experience_gen_config": gen.to_json(),
-            "trainer_config": TrainerConfig(agent="neural_epsilon_greedy", num_actions=10, train_steps=200,
-                                            steps_per_run=100, learning_rate=learning_rate).to_json(),
-            "evaluator_config": EvaluatorConfig(kind="bandit", num_bootstrap=100, min_ess=10).to_json()}
+
+    gen = ExperienceGenConfig(
+        source=SimulationSource(env="digits", num_records=20_000, seed=seed), action_spec=SpecConfig.discrete(10)
+    )
+    return {
+        "experience_gen_config": gen.to_json(),
+        "trainer_config": TrainerConfig(
+            agent="neural_epsilon_greedy",
+            num_actions=10,
+            train_steps=200,
+            steps_per_run=100,
+            learning_rate=learning_rate,
+        ).to_json(),
+        "evaluator_config": EvaluatorConfig(kind="bandit", num_bootstrap=100, min_ess=10).to_json(),
+    }
 
 
 def meta(run, task, key):
@@ -44,15 +54,21 @@ def kfp_nights(tmp_path_factory):
     from kfp import compiler
 
     from rlops.components.kfp.sample_pipeline import build
+
     path = tmp_path_factory.mktemp("kfp") / "sample.yaml"
     compiler.Compiler().compile(build(), str(path))
     spec = yaml.safe_load(path.read_text())
     emulator = VertexEmulator(str(tmp_path_factory.mktemp("vertex")))
     runs = []
-    for night, (date, extra) in enumerate([("2026-11-21", {}), ("2026-11-22", {}),
-                                           ("2026-11-23", {"warm_start": False})], start=1):
-        params = {**configs(seed=4 + night, learning_rate=0.0 if extra else 1e-3), **extra,
-                  "push_destination": f"{BUCKET}/kfp/serving", "num_records": RECORDS}
+    for night, (date, extra) in enumerate(
+        [("2026-11-21", {}), ("2026-11-22", {}), ("2026-11-23", {"warm_start": False})], start=1
+    ):
+        params = {
+            **configs(seed=4 + night, learning_rate=0.0 if extra else 1e-3),
+            **extra,
+            "push_destination": f"{BUCKET}/kfp/serving",
+            "num_records": RECORDS,
+        }
         run = emulator.run(spec, params, pipeline_root=f"{BUCKET}/kfp/root", schedule_time=f"{date}T02:00:00Z")
         assert run.state == "SUCCEEDED", (night, {n: t.error for n, t in run.tasks.items() if t.error})
         runs.append(run)
@@ -115,18 +131,30 @@ def test_latest_published_reads_the_newest_rlops_marker(tmp_path):
     from kfp.dsl import Model
 
     from rlops.components.kfp import entrypoint
+
     serving = tmp_path / "serving"
     for number, run in ((1, "/runs/a"), (3, "/runs/b")):
         (serving / str(number)).mkdir(parents=True)
         (serving / str(number) / "saved_model.pb").write_bytes(b"x")
-        (serving / str(number) / "rlops_version.json").write_text(json.dumps(
-            {"format": 1, "version": number, "lineage": {"training_run": run, "evaluation": {"current_model_id": f"m{number}"}}}))
+        (serving / str(number) / "rlops_version.json").write_text(
+            json.dumps(
+                {
+                    "format": 1,
+                    "version": number,
+                    "lineage": {"training_run": run, "evaluation": {"current_model_id": f"m{number}"}},
+                }
+            )
+        )
     (serving / "7").mkdir()  # not rlops': no marker
     (serving / "7" / "saved_model.pb").write_bytes(b"x")
     base, baseline = Model(uri=str(tmp_path / "b")), Model(uri=str(tmp_path / "c"))
     entrypoint.latest_published(str(serving), base, baseline)
     assert (base.uri, baseline.uri, base.metadata["pushed_version"], baseline.metadata["model_id"]) == (
-        "/runs/b", "/runs/b", 3, "m3")
+        "/runs/b",
+        "/runs/b",
+        3,
+        "m3",
+    )
     assert entrypoint.given(base) is base
     empty = Model(uri=str(tmp_path / "e"))
     entrypoint.latest_published(str(tmp_path / "nothing"), empty, Model(uri=str(tmp_path / "f")), warm_start=False)

@@ -1,4 +1,5 @@
 """Local end-to-end pipelines (TFX LocalDagRunner + sqlite ML Metadata), small budgets."""
+
 import json
 import os
 import subprocess
@@ -12,8 +13,12 @@ from rlops.pipelines.local import lineage, run_local
 
 pytestmark = pytest.mark.slow
 
-SMALL_BANDIT = ["experience_gen.source.num_records=6000", "trainer.train_steps=400", "trainer.steps_per_run=100",
-                "evaluator.num_bootstrap=200"]
+SMALL_BANDIT = [
+    "experience_gen.source.num_records=6000",
+    "trainer.train_steps=400",
+    "trainer.steps_per_run=100",
+    "evaluator.num_bootstrap=200",
+]
 
 LOAD_AND_ACT = """
 import json, sys, numpy as np, tensorflow as tf
@@ -28,8 +33,13 @@ print(json.dumps(out["action"].numpy().tolist()))
 
 
 def act_in_fresh_process(saved_model_dir, observations):
-    proc = subprocess.run([sys.executable, "-c", LOAD_AND_ACT, saved_model_dir, json.dumps(observations.tolist())],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    proc = subprocess.run(
+        [sys.executable, "-c", LOAD_AND_ACT, saved_model_dir, json.dumps(observations.tolist())],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return np.asarray(json.loads(proc.stdout.strip().splitlines()[-1]))
 
@@ -46,8 +56,9 @@ def bandit_runs(tmp_path_factory):
     first = run_local(config)
     versions_after_first = serving_versions(config)
     again = run_local(config)
-    worse_config = load_config("bandit", overrides=SMALL_BANDIT + [
-        f"root={root}", "warm_start=false", "trainer.learning_rate=0.0"])  # an untrained policy
+    worse_config = load_config(
+        "bandit", overrides=SMALL_BANDIT + [f"root={root}", "warm_start=false", "trainer.learning_rate=0.0"]
+    )  # an untrained policy
     worse = run_local(worse_config)
     return config, first, versions_after_first, again, worse
 
@@ -62,12 +73,17 @@ def test_bandit_pipeline_trains_evaluates_and_pushes(bandit_runs):
     # The pushed policy loads with plain TensorFlow in a fresh process and picks the true digit
     # for most contexts (the digits bandit pays 1 for the true label).
     from sklearn.datasets import load_digits
+
     digits = load_digits()
     actions = act_in_fresh_process(first.pushed_destination, digits.data[:200] / 16.0)
     assert actions.shape == (200,) and set(actions) <= set(range(10))
     assert np.mean(actions == digits.target[:200]) > 0.6
     with open(os.path.join(first.pushed_destination, "policy_specs.json")) as f:
         assert json.load(f)["signatures"]["action"]["outputs"]
+    # ... and a LiteRT twin beside it, answering the published version (tests/components/test_litert.py).
+    with open(os.path.join(first.pushed_destination, "policy_litert.json")) as f:
+        assert json.load(f)["policy_version"] == versions[0]
+    assert os.path.getsize(os.path.join(first.pushed_destination, "policy.tflite")) > 0
 
 
 def test_unchanged_rerun_hits_the_cache(bandit_runs):
@@ -96,11 +112,13 @@ def test_lineage_traces_the_pushed_policy_to_its_data(bandit_runs):
 def test_retraining_on_new_data_warm_starts_and_pushes_only_if_better(bandit_runs):
     config, first, _, _, _ = bandit_runs
     before = serving_versions(config)
-    retrain = load_config("bandit", overrides=SMALL_BANDIT + [f"root={config.root}",
-                                                              "experience_gen.source.seed=7"])  # new logs
+    retrain = load_config(
+        "bandit", overrides=SMALL_BANDIT + [f"root={config.root}", "experience_gen.source.seed=7"]
+    )  # new logs
     result = run_local(retrain)
     assert result.components["ExperienceGen"] == "COMPLETE"
     from rlops.pipelines.local import _prop, _store
+
     models = sorted(_store(retrain).get_artifacts_by_type("Model"), key=lambda a: a.id)
     assert _prop(models[-1], "warm_started_from"), "the retrained model did not warm-start"
     text = result.metrics["improvement_dr"]  # "v [lower, upper]", or "v (no interval: not trusted)"
@@ -116,8 +134,10 @@ def test_bad_config_fails_before_anything_runs(tmp_path):
         "trainer.agent": ["trainer.agent=dqn"],
         "trainer.colour": ["trainer.colour=blue"],
         "evaluator.estimator": ["evaluator.estimator=magic"],
-        "experience_gen.source.pattern": ["experience_gen.source={kind: file, pattern: /nonexistent/*.csv}",
-                                          "experience_gen.bandit_columns.context_prefix=x_"],
+        "experience_gen.source.pattern": [
+            "experience_gen.source={kind: file, pattern: /nonexistent/*.csv}",
+            "experience_gen.bandit_columns.context_prefix=x_",
+        ],
         "experience_gen.bandit_columns.context": [f"experience_gen.source={{kind: file, pattern: {__file__}}}"],
         "root": [f"root={__file__}/under-a-file"],
     }
@@ -127,13 +147,15 @@ def test_bad_config_fails_before_anything_runs(tmp_path):
         assert str(err.value).startswith(key), (key, str(err.value))
     assert not root.exists()
     from rlops.pipelines.cli import main
+
     assert main(["run", "bandit", "--set", f"root={root}", "--set", "trainer.agent=dqn"]) == 2
     assert not root.exists()
 
 
 def test_ppo_pipeline_end_to_end(tmp_path):
-    config = load_config("ppo", overrides=[f"root={tmp_path}", "trainer.ppo.total_env_steps=30000",
-                                           "evaluator.num_episodes=10"])
+    config = load_config(
+        "ppo", overrides=[f"root={tmp_path}", "trainer.ppo.total_env_steps=30000", "evaluator.num_episodes=10"]
+    )
     result = run_local(config)
     assert result.components["Trainer"] == "COMPLETE"
     assert "candidate_mean_return" in result.metrics
@@ -141,6 +163,7 @@ def test_ppo_pipeline_end_to_end(tmp_path):
     obs = np.random.default_rng(0).normal(scale=0.05, size=(5, 4))
     actions = act_in_fresh_process(result.pushed_destination, obs)
     assert set(actions) <= {0, 1}
+    assert os.path.getsize(os.path.join(result.pushed_destination, "policy.tflite")) > 0  # LiteRT twin
 
 
 def test_ppo_pipeline_without_an_environment_fails_naming_the_key(tmp_path):

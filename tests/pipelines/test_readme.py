@@ -7,6 +7,7 @@ block that is neither fails `test_every_block_is_run_or_listed`, and so does a l
 no longer exists. Placeholders (gs://my-logs/..., gs://BUCKET, DIR, $IMAGE, versions) are
 replaced by small local data and what the earlier lines produced.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -48,13 +49,14 @@ RUN = {
     "rlops submit bandit.json": "cli",
     "rlops schedule create bandit.json": "cli",
     "from rlops.components import kfp as rlops_kfp": "python",
+    "from rlops.testing.vertex_emulator import VertexEmulator": "python",
+    "from ai_edge_litert.interpreter import Interpreter": "python",  # test_litert_client_block_runs
 }
 # Blocks not run, with the reason (where they are covered instead).
 NOT_RUN = {
     "gcloud config set project my-proj": "Google Cloud project setup (gcloud, IAM); no cloud here",
     "docker build -t $IMAGE": "needs a Docker engine; tests/pipelines/test_vertex.py checks the Dockerfiles statically",
-    'tf.saved_model.load("pipeline_root/bandit/serving/<version>")':
-        "a fragment with `...` arguments; test_pipelines.py serves a pushed policy from a fresh process",
+    'tf.saved_model.load("pipeline_root/bandit/serving/<version>")': "a fragment with `...` arguments; test_pipelines.py serves a pushed policy from a fresh process",
 }
 # CLI lines of run blocks that are only parsed (argparse), not sent: they talk to Vertex AI.
 # The requests they build are checked against fakes in test_vertex_submit.py.
@@ -65,13 +67,28 @@ PENDING: dict[str, str] = {}
 # Optional `[...]` arguments left out of the "everything" variant, with the reason.
 OPTIONAL_SKIP = {"--action-minimum 1": "the digits bandit's action ids start at 0"}
 
-SMALL = {"bandit": ["experience_gen.source.num_records=2000", "trainer.train_steps=100", "trainer.steps_per_run=50",
-                    "evaluator.num_bootstrap=50"],
-         "ppo": ["trainer.ppo.total_env_steps=2048", "evaluator.num_episodes=5"]}
+SMALL = {
+    "bandit": [
+        "experience_gen.source.num_records=2000",
+        "trainer.train_steps=100",
+        "trainer.steps_per_run=50",
+        "evaluator.num_bootstrap=50",
+    ],
+    "ppo": ["trainer.ppo.total_env_steps=2048", "evaluator.num_episodes=5"],
+}
 # `make run`'s default bandit run, small but big enough to be blessed and pushed (test_pipelines.py's
 # budget), so the lines after it (lineage, evaluate, serving) have a pushed policy to show.
-DEFAULT_RUN = ["rlops", "run", "bandit", "--set", "experience_gen.source.num_records=6000",
-               "--set", "trainer.train_steps=400", "--set", "evaluator.num_bootstrap=200"]
+DEFAULT_RUN = [
+    "rlops",
+    "run",
+    "bandit",
+    "--set",
+    "experience_gen.source.num_records=6000",
+    "--set",
+    "trainer.train_steps=400",
+    "--set",
+    "evaluator.num_bootstrap=200",
+]
 IMAGE = "us-central1-docker.pkg.dev/my-proj/rlops/rlops:0.1.0"
 
 
@@ -87,8 +104,10 @@ class Block:
 
 def readme_blocks() -> list[Block]:
     text = open(README, encoding="utf-8").read()
-    return [Block(m.group(1), m.group(2), text[:m.start()].count("\n") + 1)
-            for m in re.finditer(r"^```(\w*)\n(.*?)^```", text, re.S | re.M)]
+    return [
+        Block(m.group(1), m.group(2), text[: m.start()].count("\n") + 1)
+        for m in re.finditer(r"^```(\w*)\n(.*?)^```", text, re.S | re.M)
+    ]
 
 
 def block(key: str) -> Block:
@@ -118,11 +137,11 @@ def variants(words: list[str]) -> list[list[str]]:
                 full.extend(group)
             group = None
     out = []
-    for option in ([base, full] if full != base else [base]):
+    for option in [base, full] if full != base else [base]:
         expanded = [option]
         for i, w in enumerate(option):
             if re.fullmatch(r"[\w-]+(\|[\w-]+)+", w):
-                expanded = [e[:i] + [alt] + e[i + 1:] for e in expanded for alt in w.split("|")]
+                expanded = [e[:i] + [alt] + e[i + 1 :] for e in expanded for alt in w.split("|")]
         out.extend(expanded)
     return out
 
@@ -155,6 +174,7 @@ def test_run_blocks_hold_only_runnable_lines():
 
 # --- YAML blocks ----------------------------------------------------------------------------------
 
+
 def _column_values(name: str, spec: dict | None, n: int, rng: np.random.Generator) -> list:
     """Values for a named feature column: strings unless the spec says float/categorical ints."""
     kind = (spec or {}).get("kind", "auto")
@@ -168,6 +188,7 @@ def _column_values(name: str, spec: dict | None, n: int, rng: np.random.Generato
 def small_logs(experience_gen: dict, path: str, n: int = 2000) -> str:
     """A CSV or Parquet file with the columns an experience_gen section maps (generated data)."""
     import pandas as pd
+
     rng = np.random.default_rng(0)
     cols = experience_gen.get("bandit_columns") or {}
     spec = experience_gen.get("action_spec") or {}
@@ -215,8 +236,9 @@ def test_pipeline_yaml_blocks_load(key, tmp_path):
     source = config.experience_gen.source
     given_source = given.get("source") or load_config("bandit").raw["experience_gen"]["source"]
     assert source.kind == given_source["kind"]  # the block's source, not a mix with the default's
-    assert {k for k, v in dataclasses.asdict(source).items() if v != getattr(type(source)(), k, v)} \
-        <= set(given_source) | {"pattern"}
+    assert {k for k, v in dataclasses.asdict(source).items() if v != getattr(type(source)(), k, v)} <= set(
+        given_source
+    ) | {"pattern"}
     if "splits" in given:
         assert config.experience_gen.splits.names == [s["name"] for s in given["splits"]["splits"]]
     for name, value in (given.get("bandit_columns") or {}).items():
@@ -227,6 +249,7 @@ def test_pipeline_yaml_blocks_load(key, tmp_path):
 @pytest.mark.parametrize("key", [k for k, how in RUN.items() if how == "vertex yaml"])
 def test_vertex_yaml_blocks_load(key, tmp_path):
     from rlops.pipelines.vertex import load_vertex_config
+
     path = tmp_path / "vertex.yaml"
     path.write_text(block(key).text)
     config = load_vertex_config(str(path))
@@ -236,11 +259,43 @@ def test_vertex_yaml_blocks_load(key, tmp_path):
 
 # --- Python blocks ----------------------------------------------------------------------------------
 
+
 def test_kfp_python_block_runs(monkeypatch):
     monkeypatch.chdir(ROOT)
     scope: dict = {}
     exec(compile(block("from rlops.components import kfp as rlops_kfp").text, "README.md", "exec"), scope)
     assert scope["trainer"].component_spec.implementation.container.image == "rlops:0.1.0"
+
+
+def test_testing_aids_block_runs(monkeypatch, tmp_path):
+    import runpy
+
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "readme_block.py"  # a file, not exec: kfp's @dsl.component reads the source
+    path.write_text(block("from rlops.testing.vertex_emulator import VertexEmulator").text)
+    scope = runpy.run_path(str(path))
+    assert scope["run"].task("double").output_parameters["Output"] == 42
+    assert scope["store"].mutations == 2 and scope["store"].exists("a.txt")
+
+
+def test_litert_client_block_runs(tmp_path):
+    """The LiteRT client, in a fresh process without TensorFlow, on a digits-shaped pushed policy."""
+    import sys
+
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from policy_inference import export_digits_policy
+
+    from rlops.train import litert
+
+    version_dir = str(tmp_path / "1795555600")
+    export_digits_policy(version_dir)
+    litert.convert_to_dir(version_dir, version=1795555600)
+    text = block("from ai_edge_litert.interpreter import Interpreter").text
+    text = text.replace("pipeline_root/bandit/serving/1795555600", version_dir)
+    text += "\nimport sys; assert 'tensorflow' not in sys.modules\n"
+    proc = subprocess.run([sys.executable, "-c", text], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines()[-1].endswith("[1795555600]")
 
 
 @pytest.mark.slow
@@ -253,6 +308,7 @@ def test_notebook_ppo_block_runs():
 
 
 # --- CLI blocks -----------------------------------------------------------------------------------
+
 
 class Runner:
     """Runs README CLI lines in a tmp directory: the pipeline root, small budgets, placeholders
@@ -292,8 +348,9 @@ class Runner:
                 assert found, f"README path {w} matches nothing under a run's root"
                 w = found[0]
             elif w == "DIR":
-                w = glob.glob(os.path.join(self.roots["bandit"], "**", "ExperienceGen", "examples", "*"),
-                              recursive=True)[0]
+                w = glob.glob(
+                    os.path.join(self.roots["bandit"], "**", "ExperienceGen", "examples", "*"), recursive=True
+                )[0]
             out.append(w)
         return out
 
@@ -382,4 +439,8 @@ def test_cloud_lines_compile_and_parse(runner):
 def test_the_block_parsers_themselves():
     assert command_lines("a \\\n   b  # c\n# d\n\ne 'x # y'\n") == [["a", "b"], ["e", "x # y"]]
     assert variants(["s", "pause|resume", "X", "[--json]", "[--action-minimum", "1]"]) == [
-        ["s", "pause", "X"], ["s", "resume", "X"], ["s", "pause", "X", "--json"], ["s", "resume", "X", "--json"]]
+        ["s", "pause", "X"],
+        ["s", "resume", "X"],
+        ["s", "pause", "X", "--json"],
+        ["s", "resume", "X", "--json"],
+    ]

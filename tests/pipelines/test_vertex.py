@@ -4,6 +4,7 @@ TPUs, Dataflow) are what the config asked for. The compiled steps also run: the 
 launcher runs a compiled ExperienceGen step, and the custom-job request TFX's Vertex training
 extension sends (intercepted at its client) carries a command that trains with our run_fn.
 The Dockerfile is checked statically."""
+
 import copy
 import datetime
 import importlib
@@ -20,16 +21,23 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 from rlops.pipelines.cli import main
 from rlops.pipelines.config import ConfigError, load_config
-from rlops.pipelines.vertex import (DEFAULT_IMAGE, VertexConfigError, compile_pipeline, dataflow_image,
-                                    load_vertex_config)
+from rlops.pipelines.vertex import (
+    DEFAULT_IMAGE,
+    VertexConfigError,
+    compile_pipeline,
+    dataflow_image,
+    load_vertex_config,
+)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IMAGE = "us-central1-docker.pkg.dev/my-proj/rlops/rlops:0.1.0"
 LAUNCHER = ["python", "-m", "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"]
 RESOLVERS = {"latest_blessed_model_resolver-model-blessing-resolver", "latest_blessed_model_resolver-model-resolver"}
-CUSTOM_JOB = ("custom_job={worker_pools: [{machine_type: n1-standard-16, accelerator_type: NVIDIA_TESLA_V100, "
-              "accelerator_count: 2}, {machine_type: n1-standard-16, accelerator_type: NVIDIA_TESLA_V100, "
-              "accelerator_count: 2, replica_count: 3}]}")
+CUSTOM_JOB = (
+    "custom_job={worker_pools: [{machine_type: n1-standard-16, accelerator_type: NVIDIA_TESLA_V100, "
+    "accelerator_count: 2}, {machine_type: n1-standard-16, accelerator_type: NVIDIA_TESLA_V100, "
+    "accelerator_count: 2, replica_count: 3}]}"
+)
 
 
 def compile_job(kind="bandit", overrides=(), vertex=(), **values) -> dict:
@@ -41,8 +49,9 @@ def parse_strictly(job: dict):
     """PipelineJob, PipelineSpec and PipelineDeploymentConfig, unknown fields rejected."""
     parsed = json_format.Parse(json.dumps(job), pipeline_spec_pb2.PipelineJob())
     spec = json_format.ParseDict(job["pipelineSpec"], pipeline_spec_pb2.PipelineSpec())
-    deployment = json_format.ParseDict(job["pipelineSpec"]["deploymentSpec"],
-                                       pipeline_spec_pb2.PipelineDeploymentConfig())
+    deployment = json_format.ParseDict(
+        job["pipelineSpec"]["deploymentSpec"], pipeline_spec_pb2.PipelineDeploymentConfig()
+    )
     return parsed, spec, deployment
 
 
@@ -64,9 +73,27 @@ def runtime_defaults(job) -> dict:
 def bandit_job(tmp_path_factory):
     """The CLI's output for the default bandit pipeline with a GPU Trainer step."""
     path = tmp_path_factory.mktemp("compile") / "pipeline.json"
-    assert main(["compile", "bandit", "--set", "root=gs://my-bucket/rlops/bandit", "--set", "trainer.train_steps=700",
-                 "--output", str(path), "--image", IMAGE, "--vertex-set", "steps.Trainer.accelerator_type=NVIDIA_TESLA_T4",
-                 "--vertex-set", "steps.Trainer.accelerator_count=1"]) == 0
+    assert (
+        main(
+            [
+                "compile",
+                "bandit",
+                "--set",
+                "root=gs://my-bucket/rlops/bandit",
+                "--set",
+                "trainer.train_steps=700",
+                "--output",
+                str(path),
+                "--image",
+                IMAGE,
+                "--vertex-set",
+                "steps.Trainer.accelerator_type=NVIDIA_TESLA_T4",
+                "--vertex-set",
+                "steps.Trainer.accelerator_count=1",
+            ]
+        )
+        == 0
+    )
     with open(path) as f:
         text = f.read()
     return text, json.loads(text)
@@ -85,6 +112,7 @@ def test_compiled_job_parses_strictly_and_keeps_the_pipeline_graph(bandit_job):
     def source(task, key):
         ref = graph[task]["inputs"]["artifacts"][key]["taskOutputArtifact"]
         return ref["producerTask"], ref["outputArtifactKey"]
+
     assert source("Trainer", "examples") == ("ExperienceGen", "examples")
     assert source("Trainer", "base_model") == ("latest_blessed_model_resolver-model-resolver", "model")
     assert source("Evaluator", "model") == ("Trainer", "model")
@@ -92,8 +120,13 @@ def test_compiled_job_parses_strictly_and_keeps_the_pipeline_graph(bandit_job):
     # Every step runs in the image asked for, through the TFX v2 launcher, with our executor (the
     # Evaluator through rlops' wrapper of it, which can import its system.Metrics output type).
     from rlops.components.kfp.tfx_launcher import COMMAND
-    for task, module in (("ExperienceGen", "experience_gen"), ("Trainer", "trainer"), ("Evaluator", "evaluator"),
-                         ("Pusher", "pusher")):
+
+    for task, module in (
+        ("ExperienceGen", "experience_gen"),
+        ("Trainer", "trainer"),
+        ("Evaluator", "evaluator"),
+        ("Pusher", "pusher"),
+    ):
         c = container(job, task)
         assert c["image"] == IMAGE and c["command"] == (COMMAND if task == "Evaluator" else LAUNCHER)
         executor = c["args"][c["args"].index("--executor_class_path") + 1]
@@ -110,26 +143,35 @@ def test_runtime_parameters_default_to_the_config(bandit_job):
     assert runtime_defaults(job) == {"num_records": "20000", "train_steps": "700"}
     assert tasks(job)["Trainer"]["inputs"]["parameters"]["train_steps"] == {"componentInputParameter": "train_steps"}
     assert tasks(job)["ExperienceGen"]["inputs"]["parameters"]["num_records"] == {
-        "componentInputParameter": "num_records"}
+        "componentInputParameter": "num_records"
+    }
     # Logs in files: the data location and date vary per run.
-    files = compile_job(overrides=["experience_gen.source={kind: file, pattern: 'gs://logs/{date}/*.csv', format: csv}",
-                                   "experience_gen.bandit_columns.context_prefix=x_"])
+    files = compile_job(
+        overrides=[
+            "experience_gen.source={kind: file, pattern: 'gs://logs/{date}/*.csv', format: csv}",
+            "experience_gen.bandit_columns.context_prefix=x_",
+        ]
+    )
     assert files["pipelineSpec"]["root"]["inputDefinitions"]["parameters"] == {
-        "data_pattern": {"type": "STRING"}, "data_date": {"type": "STRING"}, "train_steps": {"type": "INT"}}
+        "data_pattern": {"type": "STRING"},
+        "data_date": {"type": "STRING"},
+        "train_steps": {"type": "INT"},
+    }
     assert runtime_defaults(files) == {"data_pattern": "gs://logs/{date}/*.csv", "data_date": "", "train_steps": "2000"}
     ppo = compile_job("ppo", ["trainer.ppo.total_env_steps=50000"])
     assert runtime_defaults(ppo) == {"total_env_steps": "50000"}
     assert "ExperienceGen" not in tasks(ppo)
     assert tasks(ppo)["Trainer"]["inputs"]["parameters"]["total_env_steps"] == {
-        "componentInputParameter": "total_env_steps"}
+        "componentInputParameter": "total_env_steps"
+    }
 
 
 def test_caching_policy_fits_schedules(bandit_job):
     _, job = bandit_job
     caching = {name: task.get("cachingOptions") for name, task in tasks(job).items()}
-    assert caching["ExperienceGen"] == {} and caching["Pusher"] == {}        # never served from cache
+    assert caching["ExperienceGen"] == {} and caching["Pusher"] == {}  # never served from cache
     assert caching["Trainer"] == {"enableCache": True} == caching["Evaluator"]  # only on unchanged inputs
-    assert all(caching[r] == {} for r in RESOLVERS)                          # "latest blessed" is always fresh
+    assert all(caching[r] == {} for r in RESOLVERS)  # "latest blessed" is always fresh
     off = compile_job(overrides=["enable_cache=false"])
     assert all(task["cachingOptions"] == {} for task in tasks(off).values())
     trainer_off = compile_job(vertex=["caching.Trainer=false"])
@@ -143,15 +185,25 @@ def test_step_resources_and_trainer_gpus(bandit_job):
     assert resources["ExperienceGen"] == {"cpuLimit": 4.0, "memoryLimit": 16.0}
     assert resources["Evaluator"] == {"cpuLimit": 4.0, "memoryLimit": 16.0}
     assert resources["Pusher"] == {"cpuLimit": 2.0, "memoryLimit": 8.0}
-    assert resources["Trainer"] == {"cpuLimit": 8.0, "memoryLimit": 32.0,
-                                    "accelerator": {"type": "NVIDIA_TESLA_T4", "count": "1"}}
+    assert resources["Trainer"] == {
+        "cpuLimit": 8.0,
+        "memoryLimit": 32.0,
+        "accelerator": {"type": "NVIDIA_TESLA_T4", "count": "1"},
+    }
     trainer_label = job["pipelineSpec"]["components"]["Trainer"]["executorLabel"]
     assert deployment.executors[trainer_label].container.resources.accelerator.count == 1
-    machine = compile_job(vertex=["steps.Trainer.machine_type=n1-standard-16",
-                                  "steps.Trainer.accelerator_type=NVIDIA_TESLA_V100",
-                                  "steps.Trainer.accelerator_count=2"])
+    machine = compile_job(
+        vertex=[
+            "steps.Trainer.machine_type=n1-standard-16",
+            "steps.Trainer.accelerator_type=NVIDIA_TESLA_V100",
+            "steps.Trainer.accelerator_count=2",
+        ]
+    )
     assert container(machine, "Trainer")["resources"] == {
-        "cpuLimit": 16.0, "memoryLimit": 60.0, "accelerator": {"type": "NVIDIA_TESLA_V100", "count": "2"}}
+        "cpuLimit": 16.0,
+        "memoryLimit": 60.0,
+        "accelerator": {"type": "NVIDIA_TESLA_V100", "count": "2"},
+    }
     l4 = compile_job("ppo", vertex=["steps.Trainer.machine_type=g2-standard-8"])  # the machine implies its GPU
     assert container(l4, "Trainer")["resources"]["accelerator"] == {"type": "NVIDIA_L4", "count": "1"}
 
@@ -162,8 +214,13 @@ def trainer_custom_config(job) -> dict:
 
 
 def test_custom_job_worker_pools_and_the_tpu_variant():
-    job = compile_job(overrides=["trainer.train_steps=700"], vertex=[CUSTOM_JOB], image=IMAGE, project="my-proj",
-                      region="europe-west4")
+    job = compile_job(
+        overrides=["trainer.train_steps=700"],
+        vertex=[CUSTOM_JOB],
+        image=IMAGE,
+        project="my-proj",
+        region="europe-west4",
+    )
     parse_strictly(job)
     c = container(job, "Trainer")
     assert c["args"][1] == "tfx.extensions.google_cloud_ai_platform.trainer.executor.GenericExecutor"
@@ -177,19 +234,32 @@ def test_custom_job_worker_pools_and_the_tpu_variant():
     assert training["project"] == "my-proj"
     pools = training["job_spec"]["worker_pool_specs"]
     assert [p["replica_count"] for p in pools] == [1, 3]
-    assert all(p["machine_spec"] == {"machine_type": "n1-standard-16", "accelerator_type": "NVIDIA_TESLA_V100",
-                                     "accelerator_count": 2} for p in pools)
+    assert all(
+        p["machine_spec"]
+        == {"machine_type": "n1-standard-16", "accelerator_type": "NVIDIA_TESLA_V100", "accelerator_count": 2}
+        for p in pools
+    )
     assert all(p["container_spec"] == {"image_uri": IMAGE} for p in pools)
     assert "train_steps" not in runtime_defaults(job)  # run_fn reads the compiled budget
     # TPU VMs: cloud-tpu with TPU_V3 x8, or a v5e slice with a topology.
-    tpu = compile_job(vertex=["custom_job={worker_pools: [{machine_type: cloud-tpu, accelerator_type: TPU_V3, "
-                              "accelerator_count: 8}]}"], project="my-proj", region="us-central1")
+    tpu = compile_job(
+        vertex=[
+            "custom_job={worker_pools: [{machine_type: cloud-tpu, accelerator_type: TPU_V3, accelerator_count: 8}]}"
+        ],
+        project="my-proj",
+        region="us-central1",
+    )
     (pool,) = trainer_custom_config(tpu)["ai_platform_training_args"]["job_spec"]["worker_pool_specs"]
     assert pool["machine_spec"] == {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V3", "accelerator_count": 8}
     assert pool["container_spec"]["env"] == [{"name": "TPU_NAME", "value": "local"}]  # 'auto' -> TPUStrategy
-    v5e = compile_job(vertex=["custom_job={worker_pools: [{machine_type: ct5lp-hightpu-4t, accelerator_type: "
-                              "TPU_V5_LITEPOD, accelerator_count: 4, tpu_topology: 2x2}]}"],
-                      project="my-proj", region="us-west4")
+    v5e = compile_job(
+        vertex=[
+            "custom_job={worker_pools: [{machine_type: ct5lp-hightpu-4t, accelerator_type: "
+            "TPU_V5_LITEPOD, accelerator_count: 4, tpu_topology: 2x2}]}"
+        ],
+        project="my-proj",
+        region="us-west4",
+    )
     (pool,) = trainer_custom_config(v5e)["ai_platform_training_args"]["job_spec"]["worker_pool_specs"]
     assert pool["machine_spec"]["tpu_topology"] == "2x2"
 
@@ -208,10 +278,18 @@ def test_custom_job_request_trains_with_our_run_fn(tmp_path, monkeypatch):
     from rlops.components.experience_gen.core import run_experience_gen
 
     key = "projects/my-proj/locations/europe-west4/keyRings/ml/cryptoKeys/rlops"
-    job = compile_job(overrides=["trainer.train_steps=200", "trainer.steps_per_run=100"],
-                      vertex=[CUSTOM_JOB, "network=projects/123456789/global/networks/ml-vpc",
-                              "reserved_ip_ranges=[training-range]", f"kms_key={key}"],
-                      image=IMAGE, project="my-proj", region="europe-west4")
+    job = compile_job(
+        overrides=["trainer.train_steps=200", "trainer.steps_per_run=100"],
+        vertex=[
+            CUSTOM_JOB,
+            "network=projects/123456789/global/networks/ml-vpc",
+            "reserved_ip_ranges=[training-range]",
+            f"kms_key={key}",
+        ],
+        image=IMAGE,
+        project="my-proj",
+        region="europe-west4",
+    )
     sent = []
     real_client = training_clients.gapic.JobServiceClient
 
@@ -231,12 +309,18 @@ def test_custom_job_request_trains_with_our_run_fn(tmp_path, monkeypatch):
     examples = standard_artifacts.Examples()
     examples.uri = str(tmp_path / "examples")
     examples.split_names = '["train", "eval"]'
-    run_experience_gen(ExperienceGenConfig(source=SimulationSource(num_records=1500), action_spec=SpecConfig.discrete(10)),
-                       examples.uri, str(tmp_path / "quarantine"), ["--runner=DirectRunner"])
+    run_experience_gen(
+        ExperienceGenConfig(source=SimulationSource(num_records=1500), action_spec=SpecConfig.discrete(10)),
+        examples.uri,
+        str(tmp_path / "quarantine"),
+        ["--runner=DirectRunner"],
+    )
     model, model_run = standard_artifacts.Model(), standard_artifacts.ModelRun()
     model.uri, model_run.uri = str(tmp_path / "model"), str(tmp_path / "model_run")
-    exec_properties = {k: v["runtimeValue"]["constantValue"]["stringValue"]
-                       for k, v in tasks(job)["Trainer"]["inputs"]["parameters"].items()}
+    exec_properties = {
+        k: v["runtimeValue"]["constantValue"]["stringValue"]
+        for k, v in tasks(job)["Trainer"]["inputs"]["parameters"].items()
+    }
     GenericExecutor().Do({"examples": [examples]}, {"model": [model], "model_run": [model_run]}, exec_properties)
 
     ((parent, request),) = sent
@@ -252,8 +336,13 @@ def test_custom_job_request_trains_with_our_run_fn(tmp_path, monkeypatch):
     assert custom_job.encryption_spec.kms_key_name == key
     command = list(pools[0].container_spec.command)
     assert command[:3] == ["python", "-m", "tfx.scripts.run_executor"]
-    proc = subprocess.run([sys.executable] + command[1:], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    proc = subprocess.run(
+        [sys.executable] + command[1:],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert os.path.exists(tmp_path / "model" / "Format-Serving" / "saved_model.pb")
     with open(tmp_path / "model_run" / "metrics.json") as f:
@@ -261,9 +350,15 @@ def test_custom_job_request_trains_with_our_run_fn(tmp_path, monkeypatch):
 
 
 def test_dataflow_ingestion_beam_args():
-    job = compile_job(vertex=["dataflow={temp_location: gs://my-bucket/tmp, max_num_workers: 20, "
-                              "service_account_email: df@my-proj.iam.gserviceaccount.com}"],
-                      image=IMAGE, project="my-proj", region="us-central1")
+    job = compile_job(
+        vertex=[
+            "dataflow={temp_location: gs://my-bucket/tmp, max_num_workers: 20, "
+            "service_account_email: df@my-proj.iam.gserviceaccount.com}"
+        ],
+        image=IMAGE,
+        project="my-proj",
+        region="us-central1",
+    )
     c = container(job, "ExperienceGen")
     flags = dict(a.split("=", 1) for a in c["args"] if a.startswith("--") and "=" in a)
     assert flags["--runner"] == "DataflowRunner"
@@ -275,33 +370,76 @@ def test_dataflow_ingestion_beam_args():
     assert "--direct_running_mode=in_memory" not in c["args"]
 
 
-@pytest.mark.parametrize("kind,overrides,vertex,values,key", [
-    ("bandit", ["root=pipeline_root/bandit"], [], {}, "root"),
-    ("bandit", ["serving_dir=/srv/models"], [], {}, "serving_dir"),
-    ("bandit", [], ["steps.Trainer.accelerator_type=NVIDIA_TESLA_X9", "steps.Trainer.accelerator_count=1"], {},
-     "steps.Trainer.accelerator_type"),
-    ("bandit", [], ["steps.Trainer.accelerator_type=NVIDIA_TESLA_T4", "steps.Trainer.accelerator_count=3"], {},
-     "steps.Trainer.accelerator_count"),
-    ("bandit", [], ["steps.Trainer.accelerator_type=TPU_V3", "steps.Trainer.accelerator_count=8"], {},
-     "steps.Trainer.accelerator_type"),
-    ("bandit", [], ["steps.Trainer.machine_type=n9-giant-4"], {}, "steps.Trainer.machine_type"),
-    ("bandit", [], ["steps.Trainer.machine_type=n1-standard-8", "steps.Trainer.cpu=3"], {}, "steps.Trainer"),
-    ("bandit", [], ["steps.Trainr.cpu=2"], {}, "steps.Trainr"),
-    ("bandit", [], ["gpus=2"], {}, "vertex.gpus"),
-    ("bandit", ["trainer.strategy=default"], ["steps.Trainer.accelerator_type=NVIDIA_L4",
-                                              "steps.Trainer.accelerator_count=2"], {}, "trainer.strategy"),
-    ("bandit", [], [CUSTOM_JOB], {"region": "us-central1"}, "project"),
-    ("bandit", [], ["custom_job={worker_pools: [{replica_count: 2}]}"], {"project": "my-proj", "region": "us-central1"},
-     "custom_job.worker_pools[0].replica_count"),
-    ("bandit", [], ["custom_job={worker_pools: [{machine_type: n1-standard-8, accelerator_type: TPU_V3}]}"],
-     {"project": "my-proj", "region": "us-central1"}, "custom_job.worker_pools[0].machine_type"),
-    ("bandit", [], ["custom_job={worker_pools: [{machine_type: ct5lp-hightpu-4t, accelerator_type: TPU_V5_LITEPOD}]}"],
-     {"project": "my-proj", "region": "us-central1"}, "custom_job.worker_pools[0].tpu_topology"),
-    ("ppo", [], [CUSTOM_JOB], {"project": "my-proj", "region": "us-central1"}, "custom_job"),
-    ("bandit", [], ["dataflow={temp_location: /tmp}"], {"project": "my-proj", "region": "us-central1"},
-     "dataflow.temp_location"),
-    ("bandit", [], ["caching.Pushr=true"], {}, "caching.Pushr"),
-])
+@pytest.mark.parametrize(
+    "kind,overrides,vertex,values,key",
+    [
+        ("bandit", ["root=pipeline_root/bandit"], [], {}, "root"),
+        ("bandit", ["serving_dir=/srv/models"], [], {}, "serving_dir"),
+        (
+            "bandit",
+            [],
+            ["steps.Trainer.accelerator_type=NVIDIA_TESLA_X9", "steps.Trainer.accelerator_count=1"],
+            {},
+            "steps.Trainer.accelerator_type",
+        ),
+        (
+            "bandit",
+            [],
+            ["steps.Trainer.accelerator_type=NVIDIA_TESLA_T4", "steps.Trainer.accelerator_count=3"],
+            {},
+            "steps.Trainer.accelerator_count",
+        ),
+        (
+            "bandit",
+            [],
+            ["steps.Trainer.accelerator_type=TPU_V3", "steps.Trainer.accelerator_count=8"],
+            {},
+            "steps.Trainer.accelerator_type",
+        ),
+        ("bandit", [], ["steps.Trainer.machine_type=n9-giant-4"], {}, "steps.Trainer.machine_type"),
+        ("bandit", [], ["steps.Trainer.machine_type=n1-standard-8", "steps.Trainer.cpu=3"], {}, "steps.Trainer"),
+        ("bandit", [], ["steps.Trainr.cpu=2"], {}, "steps.Trainr"),
+        ("bandit", [], ["gpus=2"], {}, "vertex.gpus"),
+        (
+            "bandit",
+            ["trainer.strategy=default"],
+            ["steps.Trainer.accelerator_type=NVIDIA_L4", "steps.Trainer.accelerator_count=2"],
+            {},
+            "trainer.strategy",
+        ),
+        ("bandit", [], [CUSTOM_JOB], {"region": "us-central1"}, "project"),
+        (
+            "bandit",
+            [],
+            ["custom_job={worker_pools: [{replica_count: 2}]}"],
+            {"project": "my-proj", "region": "us-central1"},
+            "custom_job.worker_pools[0].replica_count",
+        ),
+        (
+            "bandit",
+            [],
+            ["custom_job={worker_pools: [{machine_type: n1-standard-8, accelerator_type: TPU_V3}]}"],
+            {"project": "my-proj", "region": "us-central1"},
+            "custom_job.worker_pools[0].machine_type",
+        ),
+        (
+            "bandit",
+            [],
+            ["custom_job={worker_pools: [{machine_type: ct5lp-hightpu-4t, accelerator_type: TPU_V5_LITEPOD}]}"],
+            {"project": "my-proj", "region": "us-central1"},
+            "custom_job.worker_pools[0].tpu_topology",
+        ),
+        ("ppo", [], [CUSTOM_JOB], {"project": "my-proj", "region": "us-central1"}, "custom_job"),
+        (
+            "bandit",
+            [],
+            ["dataflow={temp_location: /tmp}"],
+            {"project": "my-proj", "region": "us-central1"},
+            "dataflow.temp_location",
+        ),
+        ("bandit", [], ["caching.Pushr=true"], {}, "caching.Pushr"),
+    ],
+)
 def test_bad_settings_fail_naming_the_key(kind, overrides, vertex, values, key):
     with pytest.raises(ConfigError) as err:
         compile_job(kind, overrides, vertex, **values)
@@ -312,13 +450,28 @@ def test_cli_compile_errors_write_nothing(tmp_path, capsys):
     out = tmp_path / "pipeline.json"
     assert main(["compile", "bandit", "--output", str(out)]) == 2  # local root
     assert "root: Vertex AI runs keep artifacts in Cloud Storage" in capsys.readouterr().err
-    assert main(["compile", "bandit", "--set", "root=gs://b/r", "--output", str(out),
-                 "--vertex-config", str(tmp_path / "missing.yaml")]) == 2
+    assert (
+        main(
+            [
+                "compile",
+                "bandit",
+                "--set",
+                "root=gs://b/r",
+                "--output",
+                str(out),
+                "--vertex-config",
+                str(tmp_path / "missing.yaml"),
+            ]
+        )
+        == 2
+    )
     assert "--vertex-config: file not found" in capsys.readouterr().err
     assert not out.exists()
     settings = tmp_path / "vertex.yaml"
     settings.write_text("image: eu.gcr.io/p/rlops:7\nsteps:\n  Pusher: {cpu: 1, memory_gb: 2}\n")
-    assert main(["compile", "ppo", "--set", "root=gs://b/r", "--output", str(out), "--vertex-config", str(settings)]) == 0
+    assert (
+        main(["compile", "ppo", "--set", "root=gs://b/r", "--output", str(out), "--vertex-config", str(settings)]) == 0
+    )
     job = json.loads(out.read_text())
     assert container(job, "Pusher")["image"] == "eu.gcr.io/p/rlops:7"
     assert container(job, "Pusher")["resources"] == {"cpuLimit": 1.0, "memoryLimit": 2.0}
@@ -327,19 +480,26 @@ def test_cli_compile_errors_write_nothing(tmp_path, capsys):
 
 def test_runtime_values_merge_into_the_configs():
     """What the executors do with the runtime parameters (the KFP components share it)."""
-    from rlops.components.experience_gen.config import (BigQuerySource, ExperienceGenConfig, FileSource,
-                                                        SimulationSource, SpecConfig)
+    from rlops.components.experience_gen.config import (
+        BigQuerySource,
+        ExperienceGenConfig,
+        FileSource,
+        SimulationSource,
+        SpecConfig,
+    )
     from rlops.components.experience_gen.executor import apply_runtime_params as gen_params
     from rlops.components.trainer.config import TrainerConfig
     from rlops.components.trainer.executor import apply_runtime_params as trainer_params
+
     today = datetime.date(2026, 3, 1)
     files = ExperienceGenConfig(source=FileSource("gs://logs/{date}/part-*.csv"), action_spec=SpecConfig.discrete(4))
     assert gen_params(files, today=today).source.pattern == "gs://logs/2026-02-28/part-*.csv"  # yesterday, UTC
     assert gen_params(files, data_date="2026-01-31", today=today).source.pattern == "gs://logs/2026-01-31/part-*.csv"
     moved = gen_params(files, data_pattern="gs://other/{date_nodash}.csv", data_date="today", today=today)
     assert moved.source.pattern == "gs://other/20260301.csv"
-    query = ExperienceGenConfig(source=BigQuerySource(query="SELECT * FROM t WHERE day = '{date}'"),
-                                action_spec=SpecConfig.discrete(4))
+    query = ExperienceGenConfig(
+        source=BigQuerySource(query="SELECT * FROM t WHERE day = '{date}'"), action_spec=SpecConfig.discrete(4)
+    )
     assert gen_params(query, data_date="2026-02-02").source.query.endswith("'2026-02-02'")
     simulated = ExperienceGenConfig(source=SimulationSource(num_records=10), action_spec=SpecConfig.discrete(4))
     assert gen_params(simulated, num_records=77).source.num_records == 77
@@ -368,17 +528,26 @@ def test_tfx_v2_launcher_runs_a_compiled_step(bandit_job, tmp_path):
     config = tasks(job)["ExperienceGen"]["inputs"]["parameters"]["config"]["runtimeValue"]["constantValue"]
     executor_input = {
         "inputs": {"parameters": {"config": config, "num_records": {"intValue": "1200"}}},
-        "outputs": {"artifacts": {name: {"artifacts": [{"name": name, "type": spec["artifactType"],
-                                                        "uri": str(tmp_path / name)}]}
-                                  for name, spec in outputs.items()},
-                    "outputFile": str(tmp_path / "executor_output.json")}}
+        "outputs": {
+            "artifacts": {
+                name: {"artifacts": [{"name": name, "type": spec["artifactType"], "uri": str(tmp_path / name)}]}
+                for name, spec in outputs.items()
+            },
+            "outputFile": str(tmp_path / "executor_output.json"),
+        },
+    }
     json_format.ParseDict(executor_input, pipeline_spec_pb2.ExecutorInput())
     # A custom artifact type's schema title is what the launcher imports.
     quarantine_title = yaml.safe_load(outputs["quarantine"]["artifactType"]["instanceSchema"])["title"]
     assert quarantine_title == "rlops.components.experience_gen.component.ExperienceQuarantine"
     args = [json.dumps(executor_input) if a == "{{$}}" else a for a in c["args"]]
-    proc = subprocess.run([sys.executable] + c["command"][1:] + args, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    proc = subprocess.run(
+        [sys.executable] + c["command"][1:] + args,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(tmp_path / "executor_output.json") as f:
         output = json.load(f)
@@ -389,12 +558,15 @@ def test_tfx_v2_launcher_runs_a_compiled_step(bandit_job, tmp_path):
 
 def test_dockerfile_is_pinned_installs_rlops_and_starts_the_launcher(bandit_job):
     import apache_beam
-    import tensorflow as tf
     import tfx
     from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
+
     with open(os.path.join(REPO, "Dockerfile")) as f:
-        lines = [ln.strip() for ln in f.read().replace("\\\n", " ").splitlines() if ln.strip() and
-                 not ln.lstrip().startswith("#")]
+        lines = [
+            ln.strip()
+            for ln in f.read().replace("\\\n", " ").splitlines()
+            if ln.strip() and not ln.lstrip().startswith("#")
+        ]
     stages = {}
     for ln in lines:  # FROM <image> [AS <name>] starts a stage; instructions go to the current stage
         if ln.startswith("FROM "):
@@ -404,7 +576,9 @@ def test_dockerfile_is_pinned_installs_rlops_and_starts_the_launcher(bandit_job)
         else:
             stages[current]["lines"].append(ln)
     # The base image is TFX's, pinned to exactly the TFX this code is tested with.
-    assert stages["rlops"]["from"] == f"gcr.io/tfx-oss-public/tfx:{tfx.__version__}" == "gcr.io/tfx-oss-public/tfx:1.16.0"
+    assert (
+        stages["rlops"]["from"] == f"gcr.io/tfx-oss-public/tfx:{tfx.__version__}" == "gcr.io/tfx-oss-public/tfx:1.16.0"
+    )
     assert stages["beam"]["from"] == f"apache/beam_python3.10_sdk:{apache_beam.__version__}"
     assert stages["final"]["from"] == "rlops" and stages["dataflow"]["from"] == "rlops"
     body = "\n".join(stages["rlops"]["lines"])
@@ -420,11 +594,11 @@ def test_dockerfile_is_pinned_installs_rlops_and_starts_the_launcher(bandit_job)
     assert "and-cuda" not in body and "ARG GPU" not in body and "nvidia-" not in body
     # The entrypoint is the TFX v2 launcher the compiled steps call.
     entrypoint = [ln for ln in stages["rlops"]["lines"] if ln.startswith("ENTRYPOINT")][-1]
-    assert json.loads(entrypoint[len("ENTRYPOINT"):]) == list(kubeflow_v2_dag_runner.KUBEFLOW_TFX_CMD) == LAUNCHER
+    assert json.loads(entrypoint[len("ENTRYPOINT") :]) == list(kubeflow_v2_dag_runner.KUBEFLOW_TFX_CMD) == LAUNCHER
     assert container(bandit_job[1], "Trainer")["command"] == LAUNCHER
     assert importlib.util.find_spec(LAUNCHER[2]) is not None
     dataflow_entry = [ln for ln in stages["dataflow"]["lines"] if ln.startswith("ENTRYPOINT")][-1]
-    assert json.loads(dataflow_entry[len("ENTRYPOINT"):]) == ["/opt/apache/beam/boot"]
+    assert json.loads(dataflow_entry[len("ENTRYPOINT") :]) == ["/opt/apache/beam/boot"]
     assert any(ln.startswith("COPY --from=beam /opt/apache/beam") for ln in stages["dataflow"]["lines"])
     # The default image tag is the one the Dockerfile's build line gives.
     assert f"docker build -t {DEFAULT_IMAGE} ." in open(os.path.join(REPO, "Dockerfile")).read()
@@ -438,28 +612,36 @@ def hadolint() -> str:
 
 def test_hadolint_is_clean_and_every_exception_is_explained():
     for name in ("Dockerfile", "Dockerfile.tpu"):
-        proc = subprocess.run([hadolint(), "--no-color", os.path.join(REPO, name)], capture_output=True, text=True,
-                              timeout=60)
+        proc = subprocess.run(
+            [hadolint(), "--no-color", os.path.join(REPO, name)], capture_output=True, text=True, timeout=60
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         lines = open(os.path.join(REPO, name)).read().splitlines()
         for i, ln in enumerate(lines):
             if "hadolint ignore=" in ln:  # the line above says why
                 assert lines[i - 1].startswith("#") and "hadolint ignore" not in lines[i - 1], f"{name}:{i + 1}"
     # It does find problems (so a clean run means something).
-    bad = subprocess.run([hadolint(), "--no-color", "-"], input="FROM python\nRUN cd /tmp && pip install x\n",
-                         capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [hadolint(), "--no-color", "-"],
+        input="FROM python\nRUN cd /tmp && pip install x\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode != 0 and "DL3006" in bad.stdout  # untagged base image
 
 
 def test_tpu_dockerfile_follows_vertex_tpu_container_guide():
     import tensorflow as tf
+
     text = open(os.path.join(REPO, "Dockerfile.tpu")).read()
     major_minor = ".".join(tf.__version__.split(".")[:2])
     wheel = re.search(r"ARG TF_TPU_WHEEL=(\S+)", text).group(1)
     assert wheel.startswith("https://storage.googleapis.com/cloud-tpu-tpuvm-artifacts/tensorflow/tf-" + major_minor)
     assert "cp310" in wheel  # the image's Python
-    assert re.search(r"ARG LIBTPU_URL=https://storage.googleapis.com/cloud-tpu-tpuvm-artifacts/libtpu/\S+/libtpu.so",
-                     text)
+    assert re.search(
+        r"ARG LIBTPU_URL=https://storage.googleapis.com/cloud-tpu-tpuvm-artifacts/libtpu/\S+/libtpu.so", text
+    )
     assert re.search(r"^ADD .*\$\{LIBTPU_URL\} /lib/libtpu.so$", text, re.M)
     assert "-e '/^tensorflow==/d'" in text  # PyPI's TensorFlow pin gives way to the TPU build
     assert re.search(r"pip install \"\$\{TF_TPU_WHEEL\}\" -r /tmp/requirements.txt", text)
@@ -478,8 +660,12 @@ def test_tpu_pools_run_the_tpu_image_and_digests_name_their_variants():
         compile_job(vertex=[dataflow], image=digest, project="my-proj", region="us-central1")
     with pytest.raises(VertexConfigError, match="^custom_job.tpu_image"):
         compile_job(vertex=tpu, image=digest, project="my-proj", region="europe-west4")
-    pinned = compile_job(vertex=["dataflow={temp_location: gs://my-bucket/tmp, sdk_container_image: df@sha256:1}"],
-                         image=digest, project="my-proj", region="us-central1")
+    pinned = compile_job(
+        vertex=["dataflow={temp_location: gs://my-bucket/tmp, sdk_container_image: df@sha256:1}"],
+        image=digest,
+        project="my-proj",
+        region="us-central1",
+    )
     assert "--sdk_container_image=df@sha256:1" in container(pinned, "ExperienceGen")["args"]
     assert container(pinned, "Trainer")["image"] == digest
 
@@ -489,10 +675,19 @@ KEY = "projects/my-proj/locations/us-central1/keyRings/ml/cryptoKeys/rlops"
 
 
 def test_network_reserved_ranges_and_cmek_reach_custom_jobs_and_dataflow():
-    job = compile_job(vertex=[CUSTOM_JOB, "dataflow={temp_location: gs://my-bucket/tmp, use_public_ips: false, "
-                                          "subnetwork: regions/us-central1/subnetworks/ml}",
-                              f"network={NETWORK}", "reserved_ip_ranges=[vertex-range]", f"kms_key={KEY}"],
-                      image=IMAGE, project="my-proj", region="us-central1")
+    job = compile_job(
+        vertex=[
+            CUSTOM_JOB,
+            "dataflow={temp_location: gs://my-bucket/tmp, use_public_ips: false, "
+            "subnetwork: regions/us-central1/subnetworks/ml}",
+            f"network={NETWORK}",
+            "reserved_ip_ranges=[vertex-range]",
+            f"kms_key={KEY}",
+        ],
+        image=IMAGE,
+        project="my-proj",
+        region="us-central1",
+    )
     args = trainer_custom_config(job)["ai_platform_training_args"]
     assert args["job_spec"]["network"] == NETWORK and args["job_spec"]["reserved_ip_ranges"] == ["vertex-range"]
     assert args["encryption_spec"] == {"kms_key_name": KEY}
@@ -501,14 +696,19 @@ def test_network_reserved_ranges_and_cmek_reach_custom_jobs_and_dataflow():
     assert f"--dataflow_kms_key={KEY}" in flags and "--subnetwork=regions/us-central1/subnetworks/ml" in flags
 
 
-@pytest.mark.parametrize("vertex,message", [
-    (["network=ml-vpc"], "^network: expected projects/PROJECT_NUMBER/global/networks/NAME"),
-    (["reserved_ip_ranges=[r1]"], "^reserved_ip_ranges: .*set network too"),
-    ([f"network={NETWORK}", "reserved_ip_ranges=[Bad_Range]"], "^reserved_ip_ranges: 'Bad_Range'"),
-    (["kms_key=my-key"], "^kms_key: expected projects/P/locations/L/keyRings/R/cryptoKeys/K"),
-    ([f"kms_key={KEY.replace('us-central1', 'europe-west4')}", "region=us-central1"],
-     "^kms_key: the key is in 'europe-west4'"),
-])
+@pytest.mark.parametrize(
+    "vertex,message",
+    [
+        (["network=ml-vpc"], "^network: expected projects/PROJECT_NUMBER/global/networks/NAME"),
+        (["reserved_ip_ranges=[r1]"], "^reserved_ip_ranges: .*set network too"),
+        ([f"network={NETWORK}", "reserved_ip_ranges=[Bad_Range]"], "^reserved_ip_ranges: 'Bad_Range'"),
+        (["kms_key=my-key"], "^kms_key: expected projects/P/locations/L/keyRings/R/cryptoKeys/K"),
+        (
+            [f"kms_key={KEY.replace('us-central1', 'europe-west4')}", "region=us-central1"],
+            "^kms_key: the key is in 'europe-west4'",
+        ),
+    ],
+)
 def test_bad_network_settings_name_the_key(vertex, message):
     with pytest.raises(VertexConfigError, match=message):
         load_vertex_config(overrides=vertex)

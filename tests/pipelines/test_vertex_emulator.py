@@ -1,5 +1,5 @@
 """The nightly loop on (emulated) Vertex AI: `rlops compile`'s PipelineJob run task by task by
-rlops.pipelines.vertex_emulator -- each step's own command through TFX's v2 launcher, Vertex's
+rlops.testing.vertex_emulator -- each step's own command through TFX's v2 launcher, Vertex's
 artifact names and executor inputs, the latest-blessed-model resolver's queries evaluated
 against the recorded artifacts.
 
@@ -14,6 +14,7 @@ hash, 5.24e18, not the model's resource name), so night 2 neither warm-started n
 against night 1 (baseline: logging_policy) -- warm start and the baseline comparison silently
 never happened on Vertex. The Pusher's pushed_model_id was the same hash.
 """
+
 import json
 import os
 
@@ -22,7 +23,7 @@ import pytest
 
 from rlops.pipelines.config import load_config
 from rlops.pipelines.vertex import compile_pipeline, load_vertex_config
-from rlops.pipelines.vertex_emulator import EmulatorError, MetadataStore, VertexEmulator
+from rlops.testing.vertex_emulator import EmulatorError, MetadataStore, VertexEmulator
 
 BUCKET = "gs://rlops-emulated"
 NIGHTS = ("2026-11-21", "2026-11-22", "2026-11-23")
@@ -30,20 +31,30 @@ RECORDS = 1200
 LAUNCHER = ["python", "-m", "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"]
 TFX_LAUNCHER_WITH_SYSTEM_TITLES = ["python", "-m", "rlops.components.kfp.tfx_launcher"]
 MODEL_RESOLVER = "latest_blessed_model_resolver-model-resolver"
-SMALL = [f"root={BUCKET}/bandit",
-         "experience_gen.source={kind: file, pattern: '%s/logs/{date}/*.csv'}" % BUCKET,
-         "experience_gen.bandit_columns.context_prefix=c",
-         "experience_gen.action_spec={shape: [], dtype: int32, minimum: 0, maximum: 9}",
-         "trainer.train_steps=300", "trainer.steps_per_run=100", "evaluator.num_bootstrap=100",
-         # ~120 eval rows under uniform logging over 10 actions: an importance-weight ESS of ~12,
-         # under the default min_ess (30) that guards full-size nights.
-         "evaluator.min_ess=5", "evaluator.min_eval_records=50"]
+SMALL = [
+    f"root={BUCKET}/bandit",
+    "experience_gen.source={kind: file, pattern: '%s/logs/{date}/*.csv'}" % BUCKET,
+    "experience_gen.bandit_columns.context_prefix=c",
+    "experience_gen.action_spec={shape: [], dtype: int32, minimum: 0, maximum: 9}",
+    "trainer.train_steps=300",
+    "trainer.steps_per_run=100",
+    "evaluator.num_bootstrap=100",
+    # ~120 eval rows under uniform logging over 10 actions: an importance-weight ESS of ~12,
+    # under the default min_ess (30) that guards full-size nights.
+    "evaluator.min_ess=5",
+    "evaluator.min_eval_records=50",
+    # The Beam engine (what a full-size night picks by size) with the pipeline's beam_args.
+    "evaluator.engine=beam",
+    "evaluator.dm_refits=0",
+    "beam_args=['--runner=DirectRunner', '--direct_num_workers=1', '--direct_running_mode=in_memory']",
+]
 
 
 def write_night(path: str, seed: int, n: int = RECORDS) -> None:
     """One night of logged feedback as CSV: digits contexts, a uniform-random logged action
     (propensity 0.1), reward 1 when it is the true digit."""
     from sklearn.datasets import load_digits
+
     digits = load_digits()
     rng = np.random.default_rng(seed)
     idx = rng.choice(len(digits.target), n, replace=False)
@@ -59,8 +70,9 @@ def write_night(path: str, seed: int, n: int = RECORDS) -> None:
 def nights(tmp_path_factory):
     emulator = VertexEmulator(str(tmp_path_factory.mktemp("vertex")))
     job = compile_pipeline(load_config("bandit", overrides=SMALL), load_vertex_config())
-    worse = compile_pipeline(load_config("bandit", overrides=SMALL + ["warm_start=false", "trainer.learning_rate=0.0"]),
-                             load_vertex_config())
+    worse = compile_pipeline(
+        load_config("bandit", overrides=SMALL + ["warm_start=false", "trainer.learning_rate=0.0"]), load_vertex_config()
+    )
     runs = []
     for night, (date, compiled) in enumerate(zip(NIGHTS, (job, job, worse))):
         write_night(emulator.local_path(f"{BUCKET}/logs/{date}/part-0.csv"), seed=night)
@@ -87,17 +99,27 @@ def test_every_step_runs_its_compiled_command_with_vertex_artifacts(nights):
     for step in ("ExperienceGen", "Trainer", "Evaluator", "Pusher"):
         task = first.task(step)
         container = executors[f"{step}_executor"]["container"]
-        assert task.argv[:3] == container["command"] == (TFX_LAUNCHER_WITH_SYSTEM_TITLES if step == "Evaluator"
-                                                         else LAUNCHER)
+        assert (
+            task.argv[:3]
+            == container["command"]
+            == (TFX_LAUNCHER_WITH_SYSTEM_TITLES if step == "Evaluator" else LAUNCHER)
+        )
         assert task.argv[3:] == [json.dumps(task.executor_input) if a == "{{$}}" else a for a in container["args"]]
         for artifact in task.outputs.values():
-            assert artifact[0]["name"].startswith("projects/") and "/metadataStores/default/artifacts/" in artifact[0]["name"]
+            assert (
+                artifact[0]["name"].startswith("projects/")
+                and "/metadataStores/default/artifacts/" in artifact[0]["name"]
+            )
             assert artifact[0]["uri"].startswith(emulator.local_path(f"{BUCKET}/bandit/artifacts/"))
     gen = meta(first, "ExperienceGen", "examples")
     assert gen["records_read"] == RECORDS and gen["examples_train"] + gen["examples_eval"] == RECORDS
     # Night 1: nothing blessed yet -- both resolvers resolve nothing; compared with the logging policy.
     assert first.task(MODEL_RESOLVER).outputs["model"] == []
     assert meta(first, "Trainer", "model")["warm_started_from"] == ""
+    # The Evaluator ran its Beam engine, through the compiled command, on every eval record.
+    evaluation = meta(first, "Evaluator", "evaluation")
+    assert evaluation["engine"] == "beam"
+    assert evaluation["eval_records"] == gen["examples_eval"]
     blessing = meta(first, "Evaluator", "blessing")
     assert blessing["blessed"] == 1 and "logging_policy" in blessing["reason"]
     # Scalars for the Vertex AI console: a system.Metrics artifact with the evaluation's numbers.
@@ -156,34 +178,64 @@ def test_night_three_worse_candidate_is_compared_with_the_latest_blessed_and_not
 
 # --- the emulator's own rules (fast) ---------------------------------------------------------
 
+
 def test_resolver_queries_match_names_metadata_and_take_the_latest(tmp_path):
     store = MetadataStore(str(tmp_path / "m.json"))
     blessing_type = {"instanceSchema": "title: tfx.ModelBlessing\ntype: object\n"}
     model_type = {"instanceSchema": "title: tfx.Model\ntype: object\n"}
     for i, blessed in enumerate((1, 0)):
-        store.record("p", {"name": f"projects/1/locations/l/metadataStores/default/artifacts/m{i}", "type": model_type,
-                           "uri": f"/m{i}", "metadata": {}})
-        store.record("p", {"name": f"b{i}", "type": blessing_type, "uri": f"/b{i}",
-                           "metadata": {"blessed": float(blessed), "current_model_id": f"projects/1/locations/l/"
-                                                                                          f"metadataStores/default/artifacts/m{i}"}})
+        store.record(
+            "p",
+            {
+                "name": f"projects/1/locations/l/metadataStores/default/artifacts/m{i}",
+                "type": model_type,
+                "uri": f"/m{i}",
+                "metadata": {},
+            },
+        )
+        store.record(
+            "p",
+            {
+                "name": f"b{i}",
+                "type": blessing_type,
+                "uri": f"/b{i}",
+                "metadata": {
+                    "blessed": float(blessed),
+                    "current_model_id": f"projects/1/locations/l/metadataStores/default/artifacts/m{i}",
+                },
+            },
+        )
     store.record("other", {"name": "b9", "type": blessing_type, "uri": "/b9", "metadata": {"blessed": 1.0}})
-    hits = store.query("p", [("schema_title", "tfx.ModelBlessing"), ("state", "LIVE"),
-                             ("metadata.blessed.number_value", "1")])
+    hits = store.query(
+        "p", [("schema_title", "tfx.ModelBlessing"), ("state", "LIVE"), ("metadata.blessed.number_value", "1")]
+    )
     assert [h["name"] for h in hits] == ["b0"]  # the newer blessing is not blessed; other pipelines do not count
     assert store.query("p", [("schema_title", "tfx.Model"), ("name", "5.24e+18")]) == []
-    assert [h["uri"] for h in MetadataStore(str(tmp_path / "m.json")).query(
-        "p", [("schema_title", "tfx.Model"), ("name", hits[0]["metadata"]["current_model_id"])])] == ["/m0"]
+    assert [
+        h["uri"]
+        for h in MetadataStore(str(tmp_path / "m.json")).query(
+            "p", [("schema_title", "tfx.Model"), ("name", hits[0]["metadata"]["current_model_id"])]
+        )
+    ] == ["/m0"]
 
 
 def test_conditions_and_unknown_parameters(tmp_path):
-    assert VertexEmulator._condition("inputs.parameter_values['pipelinechannel--e-blessed'] == true",
-                                     {"pipelinechannel--e-blessed": True})
-    assert not VertexEmulator._condition("inputs.parameter_values['x'] == true && inputs.parameter_values['y'] > 2",
-                                         {"x": True, "y": 1})
+    assert VertexEmulator._condition(
+        "inputs.parameter_values['pipelinechannel--e-blessed'] == true", {"pipelinechannel--e-blessed": True}
+    )
+    assert not VertexEmulator._condition(
+        "inputs.parameter_values['x'] == true && inputs.parameter_values['y'] > 2", {"x": True, "y": 1}
+    )
     emulator = VertexEmulator(str(tmp_path))
-    job = {"pipelineSpec": {"pipelineInfo": {"name": "p"}, "root": {"dag": {"tasks": {}}, "inputDefinitions": {
-        "parameters": {"data_date": {"type": "STRING"}}}}, "components": {}, "deploymentSpec": {"executors": {}}},
-        "runtimeConfig": {"gcsOutputDirectory": "gs://b/root"}}
+    job = {
+        "pipelineSpec": {
+            "pipelineInfo": {"name": "p"},
+            "root": {"dag": {"tasks": {}}, "inputDefinitions": {"parameters": {"data_date": {"type": "STRING"}}}},
+            "components": {},
+            "deploymentSpec": {"executors": {}},
+        },
+        "runtimeConfig": {"gcsOutputDirectory": "gs://b/root"},
+    }
     with pytest.raises(EmulatorError, match="^parameter 'date'"):
         emulator.run(job, {"date": "2026-11-24"})
     with pytest.raises(EmulatorError, match="^parameter 'data_date': required"):
@@ -193,22 +245,28 @@ def test_conditions_and_unknown_parameters(tmp_path):
 
 # --- the KFP path: the sample pipeline and a third-party DAG around the four specs ----------------
 
+
 def small_kfp_configs(**gen_overrides):
     from rlops.components.evaluator.config import EvaluatorConfig
     from rlops.components.experience_gen.config import ExperienceGenConfig, SpecConfig
     from rlops.components.trainer.config import TrainerConfig
+
     gen = ExperienceGenConfig(action_spec=SpecConfig.discrete(10), **gen_overrides)
-    return {"experience_gen_config": gen.to_json(),
-            "trainer_config": TrainerConfig(agent="neural_epsilon_greedy", num_actions=10, train_steps=200,
-                                            steps_per_run=100).to_json(),
-            # ~150 eval rows under a uniform logging policy over 10 actions: an importance-weight
-            # ESS of ~11-15, under the default min_ess (30) that guards full-size nights.
-            "evaluator_config": EvaluatorConfig(kind="bandit", num_bootstrap=100, min_ess=5).to_json()}
+    return {
+        "experience_gen_config": gen.to_json(),
+        "trainer_config": TrainerConfig(
+            agent="neural_epsilon_greedy", num_actions=10, train_steps=200, steps_per_run=100
+        ).to_json(),
+        # ~150 eval rows under a uniform logging policy over 10 actions: an importance-weight
+        # ESS of ~11-15, under the default min_ess (30) that guards full-size nights.
+        "evaluator_config": EvaluatorConfig(kind="bandit", num_bootstrap=100, min_ess=5).to_json(),
+    }
 
 
 def compile_kfp(pipeline, path) -> dict:
     import yaml
     from kfp import compiler
+
     compiler.Compiler().compile(pipeline, str(path))
     with open(path) as f:
         return yaml.safe_load(f)
@@ -218,12 +276,17 @@ def compile_kfp(pipeline, path) -> dict:
 def test_kfp_sample_pipeline_runs_on_emulated_vertex(tmp_path):
     from rlops.components.experience_gen.config import SimulationSource
     from rlops.components.kfp.sample_pipeline import build
+
     spec = compile_kfp(build(image="us-docker.pkg.dev/p/r/rlops:9"), tmp_path / "sample.yaml")
     assert {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()} == {
-        "us-docker.pkg.dev/p/r/rlops:9"}
+        "us-docker.pkg.dev/p/r/rlops:9"
+    }
     emulator = VertexEmulator(str(tmp_path / "vertex"))
-    params = {**small_kfp_configs(source=SimulationSource(env="digits", num_records=20_000, seed=5)),
-              "push_destination": f"{BUCKET}/kfp/serving", "num_records": 1500}
+    params = {
+        **small_kfp_configs(source=SimulationSource(env="digits", num_records=20_000, seed=5)),
+        "push_destination": f"{BUCKET}/kfp/serving",
+        "num_records": 1500,
+    }
     run = emulator.run(spec, params, pipeline_root=f"{BUCKET}/kfp/root", schedule_time="2026-11-24T02:00:00Z")
     assert run.state == "SUCCEEDED", {n: t.error for n, t in run.tasks.items() if t.error}
     gen = run.task("experience-gen")
@@ -315,6 +378,7 @@ def test_third_party_pipeline_feeds_and_consumes_rlops_components(tmp_path):
     import importlib.util
 
     from rlops.components.experience_gen.config import BanditColumns, FileSource
+
     module_path = tmp_path / "users_pipeline.py"
     module_path.write_text(USER_PIPELINE)
     loader = importlib.util.spec_from_file_location("users_pipeline", module_path)
@@ -322,9 +386,12 @@ def test_third_party_pipeline_feeds_and_consumes_rlops_components(tmp_path):
     loader.loader.exec_module(users)
     spec = compile_kfp(users.users_pipeline, tmp_path / "users.yaml")
     emulator = VertexEmulator(str(tmp_path / "vertex"))
-    configs = small_kfp_configs(source=FileSource(pattern="(the data input)", format="csv"), bandit_columns=BanditColumns(context_prefix="c"))
-    run = emulator.run(spec, {**configs, "push_destination": f"{BUCKET}/users/serving"},
-                       pipeline_root=f"{BUCKET}/users/root")
+    configs = small_kfp_configs(
+        source=FileSource(pattern="(the data input)", format="csv"), bandit_columns=BanditColumns(context_prefix="c")
+    )
+    run = emulator.run(
+        spec, {**configs, "push_destination": f"{BUCKET}/users/serving"}, pipeline_root=f"{BUCKET}/users/root"
+    )
     assert run.state == "SUCCEEDED", {n: t.error for n, t in run.tasks.items() if t.error}
     logs = run.artifact("export-logs", "logs")
     gen = run.task("experience-gen")
@@ -367,7 +434,9 @@ def test_kfp_type_check_keeps_a_plain_model_out_of_gcpc_model_upload():
         @dsl.pipeline(name="p")
         def p():
             upload(unmanaged_container_model=make_model().outputs["model"])
+
         return p
+
     with pytest.raises(Exception, match="UnmanagedContainerModel"):
         compiler.Compiler().compile(wire(), "/dev/null")
 
@@ -377,6 +446,7 @@ def webhook():
     """A local HTTP endpoint recording the JSON bodies POSTed to it."""
     import http.server
     import threading
+
     received = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -387,6 +457,7 @@ def webhook():
 
         def log_message(self, *args):
             pass
+
     server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -398,12 +469,16 @@ def webhook():
 @pytest.mark.slow
 def test_exit_handler_reports_a_failed_run(tmp_path, webhook):
     from rlops.components.kfp.sample_pipeline import build
+
     url, received = webhook
     spec = compile_kfp(build(notify=True), tmp_path / "notify.yaml")
     emulator = VertexEmulator(str(tmp_path / "vertex"))
     bad_config = json.dumps({"source": {"kind": "warehouse"}})  # ExperienceGen fails on it
-    run = emulator.run(spec, {"push_destination": f"{BUCKET}/n/serving", "notify_url": url,
-                              "experience_gen_config": bad_config}, pipeline_root=f"{BUCKET}/n/root")
+    run = emulator.run(
+        spec,
+        {"push_destination": f"{BUCKET}/n/serving", "notify_url": url, "experience_gen_config": bad_config},
+        pipeline_root=f"{BUCKET}/n/root",
+    )
     assert run.state == "FAILED"
     assert run.task("experience-gen").state == "FAILED" and "warehouse" in run.task("experience-gen").error
     assert run.task("trainer").state == "CANCELLED"
@@ -417,23 +492,36 @@ def test_exit_task_stays_quiet_when_the_run_succeeds(webhook):
     from kfp.dsl import PipelineTaskFinalStatus
 
     from rlops.components.kfp.sample_pipeline import notify_on_failure
+
     url, received = webhook
-    ok = PipelineTaskFinalStatus(state="SUCCEEDED", pipeline_job_resource_name="projects/1/pipelineJobs/j",
-                                 pipeline_task_name="exit-handler-1", error_code=None, error_message=None)
+    ok = PipelineTaskFinalStatus(
+        state="SUCCEEDED",
+        pipeline_job_resource_name="projects/1/pipelineJobs/j",
+        pipeline_task_name="exit-handler-1",
+        error_code=None,
+        error_message=None,
+    )
     assert notify_on_failure(ok, url) == "SUCCEEDED" and received == []
-    failed = PipelineTaskFinalStatus(state="FAILED", pipeline_job_resource_name="projects/1/pipelineJobs/j",
-                                     pipeline_task_name="exit-handler-1", error_code=9, error_message="trainer failed")
+    failed = PipelineTaskFinalStatus(
+        state="FAILED",
+        pipeline_job_resource_name="projects/1/pipelineJobs/j",
+        pipeline_task_name="exit-handler-1",
+        error_code=9,
+        error_message="trainer failed",
+    )
     assert notify_on_failure(failed, "") == "FAILED" and received == []  # no URL: nothing sent
     assert notify_on_failure(failed, url) == "FAILED" and received[0]["error"] == "trainer failed"
 
 
 # --- failure notification on the TFX path: `rlops compile` with notify_url ----------------------
 
+
 def test_compiled_tfx_pipeline_notifies_a_failed_night(tmp_path, webhook):
     """notify_url compiles TFX's exit handler; a night whose ExperienceGen finds no files fails,
     the rest is cancelled, and the exit task POSTs the note to a local webhook."""
     from rlops.pipelines.notify import EXIT_HANDLER_ID
     from rlops.pipelines.vertex import EXIT_GROUP, summary
+
     url, received = webhook
     job = compile_pipeline(load_config("bandit", overrides=SMALL), load_vertex_config(overrides=[f"notify_url={url}"]))
     spec = job["pipelineSpec"]
@@ -466,18 +554,32 @@ def test_compiled_tfx_pipeline_notifies_a_failed_night(tmp_path, webhook):
 
 def test_notify_handler_stays_quiet_on_success_unless_asked(webhook):
     from rlops.pipelines.notify import NotifyOnFailure, note_for, parse_final_status
+
     url, received = webhook
     run = NotifyOnFailure.EXECUTOR_SPEC.executor_class  # the executor the launcher runs
     ok = json.dumps({"state": "SUCCEEDED", "pipelineJobResourceName": "projects/1/locations/l/pipelineJobs/j"})
-    execute = lambda status, on_success: run().Do({}, {}, {"final_status": status, "notify_url": url,  # noqa: E731
-                                                           "pipeline_name": "p", "notify_on_success": on_success})
+    execute = lambda status, on_success: run().Do(
+        {},
+        {},
+        {
+            "final_status": status,
+            "notify_url": url,  # noqa: E731
+            "pipeline_name": "p",
+            "notify_on_success": on_success,
+        },
+    )
     execute(ok, 0)
     assert received == []
     execute(ok, 1)
     assert received[0]["state"] == "SUCCEEDED" and received[0]["job"].endswith("/j")
-    assert note_for(parse_final_status(json.dumps({"state": "FAILED", "error": {"code": 9, "message": "x"}})),
-                    "p")["error"] == "x"
+    assert (
+        note_for(parse_final_status(json.dumps({"state": "FAILED", "error": {"code": 9, "message": "x"}})), "p")[
+            "error"
+        ]
+        == "x"
+    )
     from google.protobuf import struct_pb2
+
     as_struct = struct_pb2.Struct()  # how TFX's launcher hands over a struct-valued parameter
     as_struct.update({"state": "CANCELLED", "pipelineTaskName": "tfx-dag"})
     assert parse_final_status(as_struct) == {"state": "CANCELLED", "pipelineTaskName": "tfx-dag"}
@@ -490,11 +592,27 @@ def test_notify_handler_stays_quiet_on_success_unless_asked(webhook):
 def test_cli_compile_notify_url(tmp_path, capsys):
     from rlops.pipelines.cli import main
     from rlops.pipelines.notify import EXIT_HANDLER_ID
+
     out = tmp_path / "pipeline.json"
-    assert main(["compile", "ppo", "--set", "root=gs://b/r", "--output", str(out), "--notify-url", "hooks.example"]) == 2
+    assert (
+        main(["compile", "ppo", "--set", "root=gs://b/r", "--output", str(out), "--notify-url", "hooks.example"]) == 2
+    )
     assert "notify_url: expected an http(s):// webhook URL" in capsys.readouterr().err and not out.exists()
-    assert main(["compile", "ppo", "--set", "root=gs://b/r", "--output", str(out),
-                 "--notify-url", "https://hooks.example.com/x"]) == 0
+    assert (
+        main(
+            [
+                "compile",
+                "ppo",
+                "--set",
+                "root=gs://b/r",
+                "--output",
+                str(out),
+                "--notify-url",
+                "https://hooks.example.com/x",
+            ]
+        )
+        == 0
+    )
     assert EXIT_HANDLER_ID in capsys.readouterr().out
     job = json.loads(out.read_text())
     notify = job["pipelineSpec"]["root"]["dag"]["tasks"][EXIT_HANDLER_ID]["inputs"]["parameters"]["notify_url"]

@@ -5,6 +5,7 @@ Trains lt.RegressionAgent with the Learner on step-keyed deterministic data unti
 kill it mid-training), then writes the final variables to `--out`. The strategy is
 `get_strategy('auto')`: MultiWorkerMirroredStrategy when TF_CONFIG names several workers.
 """
+
 import argparse
 import json
 import os
@@ -18,11 +19,11 @@ from rlops.train import strategy as strategy_lib  # noqa: E402
 # Multi-worker collectives must be configured before anything else touches the TF runtime.
 STRATEGY = strategy_lib.get_strategy("auto")
 
+import learner_testlib as lt  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
-import learner_testlib as lt  # noqa: E402
 from rlops.train import Learner, create_train_step_counter  # noqa: E402
 
 
@@ -40,11 +41,26 @@ def main() -> None:
     with STRATEGY.scope():
         step = create_train_step_counter()
         agent = lt.RegressionAgent(tf_keras.optimizers.Adam(0.05), step)
-    learner = Learner(args.root, step, agent, lt.step_keyed_dataset_fn(step, args.global_batch),
-                      strategy=STRATEGY, checkpoint_interval=args.checkpoint_interval, summary_interval=5)
+    learner = Learner(
+        args.root,
+        step,
+        agent,
+        lt.step_keyed_dataset_fn(step, args.global_batch),
+        strategy=STRATEGY,
+        checkpoint_interval=args.checkpoint_interval,
+        summary_interval=5,
+    )
     restored = learner.train_step_numpy
-    print(json.dumps({"restored_step": restored, "replicas": STRATEGY.num_replicas_in_sync,
-                      "multi_worker": isinstance(STRATEGY, tf.distribute.MultiWorkerMirroredStrategy)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "restored_step": restored,
+                "replicas": STRATEGY.num_replicas_in_sync,
+                "multi_worker": isinstance(STRATEGY, tf.distribute.MultiWorkerMirroredStrategy),
+            }
+        ),
+        flush=True,
+    )
     while learner.train_step_numpy < args.steps:
         learner.run(iterations=min(args.run_size, args.steps - learner.train_step_numpy))
         print(f"step {learner.train_step_numpy}", flush=True)

@@ -1,5 +1,6 @@
 """Shared helpers for tests/train: a tiny agent with the rlops agent API, deterministic data,
 and subprocess plumbing. Imported by the tests and by the job scripts they start."""
+
 from __future__ import annotations
 
 import os
@@ -42,16 +43,20 @@ class RegressionAgent(tf.Module):
     strategy's (the Learner's strategy contract).
     """
 
-    def __init__(self, optimizer: Any = None, train_step_counter: tf.Variable | None = None,
-                 hidden_sizes: tuple[int, ...] = (8,), name: str = "regression_agent"):
+    def __init__(
+        self,
+        optimizer: Any = None,
+        train_step_counter: tf.Variable | None = None,
+        hidden_sizes: tuple[int, ...] = (8,),
+        name: str = "regression_agent",
+    ):
         super().__init__(name=name)
         obs_spec = specs.TensorSpec([OBS_DIM], tf.float32, "observation")
         self.time_step_spec = trajectories.time_step_spec(obs_spec)
         self.action_spec = specs.BoundedTensorSpec((), tf.int32, 0, NUM_ACTIONS - 1, name="action")
         self.collect_data_spec = trajectories.trajectory_spec(self.time_step_spec, self.action_spec)
         self.train_sequence_length = None
-        self.train_step_counter = train_step_counter if train_step_counter is not None \
-            else create_train_step_counter()
+        self.train_step_counter = train_step_counter if train_step_counter is not None else create_train_step_counter()
         self.network = RewardNetwork(obs_spec, NUM_ACTIONS, hidden_sizes, seed=0)
         self.optimizer = optimizer or tf_keras.optimizers.SGD(0.1)
         self.policy = GreedyRewardPolicy(self.time_step_spec, self.action_spec, self.network)
@@ -92,6 +97,7 @@ def step_keyed_dataset_fn(train_step: tf.Variable, global_batch: int, seed: int 
     """dataset_fn(input_context) whose k-th global batch is make_global_batch(k) for the step
     the (restored) train_step holds when the Learner builds the dataset; split over replicas in
     order, so every strategy trains on the same global batches."""
+
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
         start = int(train_step.numpy())
         per_replica = ctx.get_per_replica_batch_size(global_batch)
@@ -103,6 +109,7 @@ def step_keyed_dataset_fn(train_step: tf.Variable, global_batch: int, seed: int 
 
         ds = tf.data.Dataset.range(start, 2**62).flat_map(chunks)
         return ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+
     return dataset_fn
 
 
@@ -125,15 +132,25 @@ def free_ports(n: int) -> list[int]:
 def subprocess_env(**extra: str) -> dict:
     env = dict(os.environ)
     env.pop("TF_CONFIG", None)
-    env.update(TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore", CUDA_VISIBLE_DEVICES="",
-               PYTHONPATH=os.pathsep.join([HERE, REPO, env.get("PYTHONPATH", "")]))
+    env.update(
+        TF_CPP_MIN_LOG_LEVEL="3",
+        PYTHONWARNINGS="ignore",
+        CUDA_VISIBLE_DEVICES="",
+        PYTHONPATH=os.pathsep.join([HERE, REPO, env.get("PYTHONPATH", "")]),
+    )
     env.update(extra)
     return env
 
 
 def start_python(script: str, args: list[str], **env: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, os.path.join(HERE, script), *args], env=subprocess_env(**env),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    return subprocess.Popen(
+        [sys.executable, os.path.join(HERE, script), *args],
+        env=subprocess_env(**env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
 
 
 def read_scalars(logdir: str, histograms: bool = False) -> dict[str, list[tuple[int, float]]]:
@@ -165,8 +182,12 @@ def cartpole_specs():
 def cartpole_time_step(observation: np.ndarray) -> dict:
     """Signature inputs of the `action` function for a batch of CartPole observations."""
     b = observation.shape[0]
-    return dict(step_type=np.zeros([b], np.int32), reward=np.zeros([b], np.float32),
-                discount=np.ones([b], np.float32), observation=observation.astype(np.float32))
+    return dict(
+        step_type=np.zeros([b], np.int32),
+        reward=np.zeros([b], np.float32),
+        discount=np.ones([b], np.float32),
+        observation=observation.astype(np.float32),
+    )
 
 
 def ppo_experience(agent: Any, num_envs: int = 4, num_steps: int = 8, seed: int = 0) -> trajectories.Trajectory:
@@ -176,27 +197,50 @@ def ppo_experience(agent: Any, num_envs: int = 4, num_steps: int = 8, seed: int 
     obs = tf.random.stateless_normal([b * t, 4], [seed, 1], stddev=0.1)
     step_type = tf.fill([b * t], trajectories.StepType.MID)
     policy_step = agent.collect_policy.action(
-        trajectories.TimeStep(step_type, tf.zeros([b * t]), tf.ones([b * t]), obs), seed=[seed, 2])
+        trajectories.TimeStep(step_type, tf.zeros([b * t]), tf.ones([b * t]), obs), seed=[seed, 2]
+    )
     unflat = lambda x: tf.reshape(x, [b, t] + x.shape.as_list()[1:])  # noqa: E731
     return trajectories.Trajectory(
-        step_type=unflat(step_type), observation=unflat(obs), action=unflat(policy_step.action),
-        policy_info=tf.nest.map_structure(unflat, policy_step.info), next_step_type=unflat(step_type),
-        reward=tf.ones([b, t]), discount=tf.ones([b, t]))
+        step_type=unflat(step_type),
+        observation=unflat(obs),
+        action=unflat(policy_step.action),
+        policy_info=tf.nest.map_structure(unflat, policy_step.info),
+        next_step_type=unflat(step_type),
+        reward=tf.ones([b, t]),
+        discount=tf.ones([b, t]),
+    )
 
 
-PPO_OPTIONS = dict(use_gae=True, use_td_lambda_return=True, importance_ratio_clipping=0.2, entropy_regularization=0.01,
-                   initial_adaptive_kl_beta=0.5, kl_cutoff_factor=1.5, kl_cutoff_coef=100.0, adaptive_kl_target=0.002,
-                   normalize_observations=True, normalize_rewards=True, policy_l2_reg=1e-3,
-                   gradient_clipping=0.05)  # bites: replicas must clip the summed gradient
+PPO_OPTIONS = dict(
+    use_gae=True,
+    use_td_lambda_return=True,
+    importance_ratio_clipping=0.2,
+    entropy_regularization=0.01,
+    initial_adaptive_kl_beta=0.5,
+    kl_cutoff_factor=1.5,
+    kl_cutoff_coef=100.0,
+    adaptive_kl_target=0.002,
+    normalize_observations=True,
+    normalize_rewards=True,
+    policy_l2_reg=1e-3,
+    gradient_clipping=0.05,
+)  # bites: replicas must clip the summed gradient
 
 
 def make_ppo_agent(strategy: Any, **kwargs: Any) -> Any:
     """A CartPole-shaped PPOAgent built under `strategy.scope()` (3 epochs, Adam 3e-3)."""
     from rlops.agents.ppo import PPOAgent
+
     with strategy.scope():
         time_step_spec, action_spec = cartpole_specs()
-        return PPOAgent(time_step_spec, action_spec, tf_keras.optimizers.Adam(3e-3), num_epochs=3,
-                        train_step_counter=create_train_step_counter(), **kwargs)
+        return PPOAgent(
+            time_step_spec,
+            action_spec,
+            tf_keras.optimizers.Adam(3e-3),
+            num_epochs=3,
+            train_step_counter=create_train_step_counter(),
+            **kwargs,
+        )
 
 
 def ppo_mixed_experience(agent: Any, seed: int) -> trajectories.Trajectory:

@@ -4,6 +4,7 @@ Trains lt.make_ppo_agent on `--iterations` deterministic global batches (each bu
 agent's current collect policy, as on-policy collection would) and writes the final weights,
 train step and adaptive beta to `--out`.
 """
+
 import argparse
 import json
 import os
@@ -16,10 +17,10 @@ from rlops.train import strategy as strategy_lib  # noqa: E402
 # Multi-worker collectives must be configured before anything else touches the TF runtime.
 STRATEGY = strategy_lib.get_strategy("auto")
 
+import learner_testlib as lt  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import learner_testlib as lt  # noqa: E402
 from rlops.train import Learner  # noqa: E402
 
 
@@ -30,13 +31,26 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     agent = lt.make_ppo_agent(STRATEGY, **lt.PPO_OPTIONS)
-    learner = Learner(args.root, agent.train_step_counter, agent, strategy=STRATEGY, checkpoint_interval=-1,
-                      summary_interval=0)
-    print(json.dumps({"replicas": STRATEGY.num_replicas_in_sync,
-                      "multi_worker": isinstance(STRATEGY, tf.distribute.MultiWorkerMirroredStrategy)}), flush=True)
+    learner = Learner(
+        args.root, agent.train_step_counter, agent, strategy=STRATEGY, checkpoint_interval=-1, summary_interval=0
+    )
+    print(
+        json.dumps(
+            {
+                "replicas": STRATEGY.num_replicas_in_sync,
+                "multi_worker": isinstance(STRATEGY, tf.distribute.MultiWorkerMirroredStrategy),
+            }
+        ),
+        flush=True,
+    )
     losses = [float(learner.run_on_batch(lt.ppo_mixed_experience(agent, seed)).loss) for seed in range(args.iterations)]
-    np.savez(args.out, *[v.numpy() for v in agent.trainable_weights], step=learner.train_step_numpy,
-             beta=agent.adaptive_kl_beta.numpy(), losses=np.array(losses))
+    np.savez(
+        args.out,
+        *[v.numpy() for v in agent.trainable_weights],
+        step=learner.train_step_numpy,
+        beta=agent.adaptive_kl_beta.numpy(),
+        losses=np.array(losses),
+    )
     print("done", flush=True)
 
 

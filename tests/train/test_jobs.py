@@ -1,17 +1,18 @@
 """Training jobs in subprocesses: SIGKILL preemption + resume, and MultiWorkerMirroredStrategy
 with two worker processes on 127.0.0.1. Each test bounds its own time."""
+
 import json
 import os
 import signal
 import subprocess
 import time
 
+import learner_testlib as lt
 import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
 
-import learner_testlib as lt
 from rlops.train import Learner, create_train_step_counter
 
 JOB = "learner_job.py"
@@ -22,8 +23,14 @@ def reference_weights(tmp_path, steps, global_batch):
     """The same job, uninterrupted, in this process on the default strategy."""
     step = create_train_step_counter()
     agent = lt.RegressionAgent(tf_keras.optimizers.Adam(0.05), step)
-    learner = Learner(str(tmp_path / "reference"), step, agent, lt.step_keyed_dataset_fn(step, global_batch),
-                      checkpoint_interval=-1, summary_interval=0)
+    learner = Learner(
+        str(tmp_path / "reference"),
+        step,
+        agent,
+        lt.step_keyed_dataset_fn(step, global_batch),
+        checkpoint_interval=-1,
+        summary_interval=0,
+    )
     learner.run(iterations=steps)
     return lt.agent_weights(agent)
 
@@ -49,8 +56,7 @@ def finish(proc, timeout):
 def test_sigkill_mid_training_resumes_from_last_checkpoint(tmp_path):
     deadline = time.monotonic() + TIMEOUT_S
     root, out_file = str(tmp_path / "job"), str(tmp_path / "final.npz")
-    args = ["--root", root, "--steps", "40", "--run-size", "5", "--checkpoint-interval", "10",
-            "--out", out_file]
+    args = ["--root", root, "--steps", "40", "--run-size", "5", "--checkpoint-interval", "10", "--out", out_file]
     proc = lt.start_python(JOB, args + ["--sleep", "0.2"])
     lines = []
     try:
@@ -89,8 +95,20 @@ def test_multi_worker_mirrored_two_processes(tmp_path):
     procs = []
     for i in range(2):
         tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})
-        args = ["--root", root, "--steps", "12", "--run-size", "4", "--checkpoint-interval", "8",
-                "--global-batch", "8", "--out", str(tmp_path / f"worker{i}.npz")]
+        args = [
+            "--root",
+            root,
+            "--steps",
+            "12",
+            "--run-size",
+            "4",
+            "--checkpoint-interval",
+            "8",
+            "--global-batch",
+            "8",
+            "--out",
+            str(tmp_path / f"worker{i}.npz"),
+        ]
         procs.append(lt.start_python(JOB, args, TF_CONFIG=tf_config))
     deadline = time.monotonic() + TIMEOUT_S
     try:
@@ -123,9 +141,14 @@ def test_ppo_multi_worker_two_processes_equals_one_replica(tmp_path):
     both workers end bit-identical and equal to one process on the same global batches."""
     ports = lt.free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
-    procs = [lt.start_python("ppo_job.py", ["--root", str(tmp_path / "job"), "--out", str(tmp_path / f"w{i}.npz")],
-                             TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}))
-             for i in range(2)]
+    procs = [
+        lt.start_python(
+            "ppo_job.py",
+            ["--root", str(tmp_path / "job"), "--out", str(tmp_path / f"w{i}.npz")],
+            TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}),
+        )
+        for i in range(2)
+    ]
     deadline = time.monotonic() + TIMEOUT_S
     try:
         outs = [finish(p, max(1, deadline - time.monotonic())) for p in procs]

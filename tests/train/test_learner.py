@@ -1,12 +1,13 @@
 """Learner on the default strategy: the tf.function loop, data, checkpoints, summaries, errors."""
+
 import logging
 import os
 
+import learner_testlib as lt
 import numpy as np
 import pytest
 import tensorflow as tf
 
-import learner_testlib as lt
 from rlops.train import Learner, create_train_step_counter
 
 BATCH = 8
@@ -71,8 +72,14 @@ def test_triggers_after_step_fn_and_kwargs(tmp_path):
         assert set(experience) == {"experience", "weights"} and sample_info is None
         calls.assign_add(1)
 
-    learner, _ = make_learner(tmp_path, agent, experience_dataset_fn=dataset_fn, use_kwargs_in_agent_train=True,
-                              after_train_strategy_step_fn=after_step, triggers=[seen_steps.append])
+    learner, _ = make_learner(
+        tmp_path,
+        agent,
+        experience_dataset_fn=dataset_fn,
+        use_kwargs_in_agent_train=True,
+        after_train_strategy_step_fn=after_step,
+        triggers=[seen_steps.append],
+    )
     before = lt.agent_weights(agent)
     loss = learner.run(iterations=3)
     learner.run(iterations=2)
@@ -91,32 +98,40 @@ def _one_batch_dataset(batch):
 def test_bad_experience_names_the_field(tmp_path):
     good = lt.make_global_batch(0, BATCH)
     bad_dtype = good._replace(reward=tf.cast(good.reward, tf.float64))
-    learner, _ = make_learner(tmp_path / "a", experience_dataset_fn=_one_batch_dataset(bad_dtype),
-                              run_optimizer_variable_init=False)
+    learner, _ = make_learner(
+        tmp_path / "a", experience_dataset_fn=_one_batch_dataset(bad_dtype), run_optimizer_variable_init=False
+    )
     with pytest.raises(TypeError, match=r"experience\.reward: dtype float64"):
         learner.run()
 
     bad_shape = good._replace(observation=tf.zeros([BATCH, 1, lt.OBS_DIM + 1]))
-    learner, _ = make_learner(tmp_path / "b", experience_dataset_fn=_one_batch_dataset(bad_shape),
-                              run_optimizer_variable_init=False)
+    learner, _ = make_learner(
+        tmp_path / "b", experience_dataset_fn=_one_batch_dataset(bad_shape), run_optimizer_variable_init=False
+    )
     with pytest.raises(ValueError, match=r"experience\.observation: shape"):
         learner.run()
 
     missing = {k: v for k, v in good._asdict().items() if k != "discount"}
-    learner, _ = make_learner(tmp_path / "c", experience_dataset_fn=_one_batch_dataset(missing),
-                              run_optimizer_variable_init=False)
+    learner, _ = make_learner(
+        tmp_path / "c", experience_dataset_fn=_one_batch_dataset(missing), run_optimizer_variable_init=False
+    )
     with pytest.raises(ValueError, match=r"experience: structure does not match"):
         learner.run()
 
 
 def test_nan_loss_fails_naming_the_step(tmp_path):
     agent = lt.RegressionAgent()
-    learner, _ = make_learner(tmp_path, agent, checkpoint_interval=1,
-                              experience_dataset_fn=lt.step_keyed_dataset_fn(agent.train_step_counter, BATCH,
-                                                                             nan_at_step=3))
+    learner, _ = make_learner(
+        tmp_path,
+        agent,
+        checkpoint_interval=1,
+        experience_dataset_fn=lt.step_keyed_dataset_fn(agent.train_step_counter, BATCH, nan_at_step=3),
+    )
     learner.run(iterations=2)
-    with pytest.raises(tf.errors.InvalidArgumentError,
-                       match=r"(?s)LossInfo\.loss is NaN or Inf in the train step starting at train_step =.*\[3\]"):
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=r"(?s)LossInfo\.loss is NaN or Inf in the train step starting at train_step =.*\[3\]",
+    ):
         learner.run(iterations=5)
     # Failing inside run means no checkpoint of the poisoned variables was written.
     assert tf.train.latest_checkpoint(os.path.join(tmp_path, "train", "checkpoints")).endswith("ckpt-2")
@@ -155,7 +170,7 @@ def test_checkpoints_restore_and_fallback_from_corrupt_latest(tmp_path, caplog):
     os.remove(state_file)
     assert make_learner(tmp_path, checkpoint_interval=4)[0].train_step_numpy == 8
     with open(state_file, "w") as f:
-        f.write("model_checkpoint_path: \"ckpt-12\"\nall_model_checkpoint_paths {{{ garbage")
+        f.write('model_checkpoint_path: "ckpt-12"\nall_model_checkpoint_paths {{{ garbage')
     assert make_learner(tmp_path, checkpoint_interval=4)[0].train_step_numpy == 8
 
     # With every checkpoint unreadable the job refuses to silently start from scratch.
@@ -194,8 +209,9 @@ def test_argument_errors(tmp_path):
         Learner(str(tmp_path), agent.train_step_counter, agent, checkpoint_interval=0)
     with pytest.raises(TypeError, match="train_step"):
         Learner(str(tmp_path), tf.Variable(0), agent)
-    learner = Learner(str(tmp_path), agent.train_step_counter, agent, checkpoint_interval=-1,
-                      run_optimizer_variable_init=False)
+    learner = Learner(
+        str(tmp_path), agent.train_step_counter, agent, checkpoint_interval=-1, run_optimizer_variable_init=False
+    )
     with pytest.raises(ValueError, match="needs an iterator"):
         learner.run()
     with pytest.raises(ValueError, match="iterations"):
@@ -205,26 +221,34 @@ def test_argument_errors(tmp_path):
 def test_separate_train_step_is_incremented_by_learner(tmp_path):
     agent = lt.RegressionAgent()
     own_step = create_train_step_counter()
-    learner = Learner(str(tmp_path), own_step, agent, lt.step_keyed_dataset_fn(own_step, BATCH),
-                      checkpoint_interval=-1)
+    learner = Learner(str(tmp_path), own_step, agent, lt.step_keyed_dataset_fn(own_step, BATCH), checkpoint_interval=-1)
     learner.run(iterations=4)
     assert learner.train_step_numpy == 4 and agent.train_step_counter.numpy() == 4
 
 
 def test_real_bandit_agent_trains_in_learner(tmp_path):
+    import tf_keras
+
     from rlops.agents.bandits import NeuralEpsilonGreedyAgent
     from rlops.agents.networks import RewardNetwork
-    import tf_keras
 
     proto = lt.RegressionAgent()
     network = RewardNetwork(proto.time_step_spec.observation, lt.NUM_ACTIONS, (16,))
     step = create_train_step_counter()
-    agent = NeuralEpsilonGreedyAgent(proto.time_step_spec, proto.action_spec, network,
-                                     tf_keras.optimizers.Adam(0.05), epsilon=0.1, train_step_counter=step)
+    agent = NeuralEpsilonGreedyAgent(
+        proto.time_step_spec,
+        proto.action_spec,
+        network,
+        tf_keras.optimizers.Adam(0.05),
+        epsilon=0.1,
+        train_step_counter=step,
+    )
+
     def with_propensity(s):  # the epsilon-greedy collect policy logs propensities
         batch = lt.make_global_batch(s, 64)
-        info = tf.nest.map_structure(lambda spec: tf.ones([64, 1] + spec.shape.as_list(), spec.dtype),
-                                     agent.collect_data_spec.policy_info)
+        info = tf.nest.map_structure(
+            lambda spec: tf.ones([64, 1] + spec.shape.as_list(), spec.dtype), agent.collect_data_spec.policy_info
+        )
         return batch._replace(policy_info=info)
 
     data = lambda: tf.data.Dataset.range(10**6).map(with_propensity)  # noqa: E731
@@ -237,15 +261,28 @@ def test_real_bandit_agent_trains_in_learner(tmp_path):
 
 def test_ppo_update_through_learner_matches_agent_train(tmp_path):
     import tf_keras
+
     from rlops.agents.ppo import PPOAgent
+
     def make_agent():
         time_step_spec, action_spec = lt.cartpole_specs()
-        return PPOAgent(time_step_spec, action_spec, tf_keras.optimizers.Adam(1e-3), num_epochs=3,
-                        train_step_counter=create_train_step_counter())
+        return PPOAgent(
+            time_step_spec,
+            action_spec,
+            tf_keras.optimizers.Adam(1e-3),
+            num_epochs=3,
+            train_step_counter=create_train_step_counter(),
+        )
 
     agent, twin = make_agent(), make_agent()
-    learner = Learner(str(tmp_path), agent.train_step_counter, agent, checkpoint_interval=-1, summary_interval=0,
-                      run_optimizer_variable_init=False)  # saves a PPO trace; no checkpoint to restore
+    learner = Learner(
+        str(tmp_path),
+        agent.train_step_counter,
+        agent,
+        checkpoint_interval=-1,
+        summary_interval=0,
+        run_optimizer_variable_init=False,
+    )  # saves a PPO trace; no checkpoint to restore
     for seed in range(2):  # on-policy: a fresh batch per Learner.run
         experience = lt.ppo_experience(agent, seed=seed)
         loss = learner.run_on_batch(experience)
@@ -260,27 +297,44 @@ def test_neural_bandit_mirrored_matches_default_strategy(tmp_path):
     """The real agent's per-replica loss scaling and gradient clipping: 2 replicas (logical CPUs)
     update like one."""
     import tf_keras
+
+    from rlops.agents import specs as specs_lib
     from rlops.agents.bandits import NeuralEpsilonGreedyAgent
     from rlops.agents.networks import RewardNetwork
     from rlops.agents.trajectories import single_step_trajectory, time_step_spec
-    from rlops.agents import specs as specs_lib
 
     obs_spec = tf.TensorSpec([6], tf.float32)
     action_spec = specs_lib.BoundedTensorSpec((), tf.int32, 0, 3)
     rng = np.random.default_rng(0)
-    batches = [single_step_trajectory(tf.constant(rng.normal(size=(64, 6)), tf.float32),
-                                      tf.constant(rng.integers(0, 4, 64), tf.int32),
-                                      tf.constant(rng.normal(size=64), tf.float32),
-                                      {"propensity": tf.fill([64], 0.25)}) for _ in range(3)]
+    batches = [
+        single_step_trajectory(
+            tf.constant(rng.normal(size=(64, 6)), tf.float32),
+            tf.constant(rng.integers(0, 4, 64), tf.int32),
+            tf.constant(rng.normal(size=64), tf.float32),
+            {"propensity": tf.fill([64], 0.25)},
+        )
+        for _ in range(3)
+    ]
 
     def run(strategy):
         with strategy.scope():
-            agent = NeuralEpsilonGreedyAgent(time_step_spec(obs_spec), action_spec, RewardNetwork(obs_spec, 4, (16,)),
-                                             tf_keras.optimizers.SGD(0.1), epsilon=0.1,
-                                             gradient_clipping=0.05,  # bites: clip the replicas' summed gradient
-                                             train_step_counter=create_train_step_counter())
-        learner = Learner(str(tmp_path / type(strategy).__name__), agent.train_step_counter, agent,
-                          checkpoint_interval=-1, summary_interval=0, strategy=strategy)
+            agent = NeuralEpsilonGreedyAgent(
+                time_step_spec(obs_spec),
+                action_spec,
+                RewardNetwork(obs_spec, 4, (16,)),
+                tf_keras.optimizers.SGD(0.1),
+                epsilon=0.1,
+                gradient_clipping=0.05,  # bites: clip the replicas' summed gradient
+                train_step_counter=create_train_step_counter(),
+            )
+        learner = Learner(
+            str(tmp_path / type(strategy).__name__),
+            agent.train_step_counter,
+            agent,
+            checkpoint_interval=-1,
+            summary_interval=0,
+            strategy=strategy,
+        )
         losses = [float(learner.run_on_batch(batch).loss) for batch in batches]
         return losses, [v.numpy() for v in agent.reward_network.trainable_variables]
 
@@ -288,8 +342,9 @@ def test_neural_bandit_mirrored_matches_default_strategy(tmp_path):
     # ReductionToOneDevice: no collective ops. TF's collective executor caches instance
     # parameters per process, so a second MirroredStrategy with other tensor shapes (the other
     # strategy tests) would otherwise hit "Shape mismatch in the collective instance".
-    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"],
-                                              cross_device_ops=tf.distribute.ReductionToOneDevice())
+    mirrored = tf.distribute.MirroredStrategy(
+        ["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice()
+    )
     mirrored_losses, mirrored_vars = run(mirrored)
     np.testing.assert_allclose(mirrored_losses, default_losses, rtol=1e-4, atol=1e-6)
     for a, b in zip(mirrored_vars, default_vars):
@@ -306,12 +361,14 @@ def test_ppo_mirrored_two_replicas_equals_one_replica_on_the_global_batch(tmp_pa
     PPO through the Learner on 2 replicas (logical CPUs) trains exactly like one replica on the
     same global batch: losses, train steps, weights, adaptive beta and normalizers. "minibatch":
     the moments are taken in the gradient step (here one step per epoch, on the whole batch)."""
-    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"],
-                                              cross_device_ops=tf.distribute.ReductionToOneDevice())
+    mirrored = tf.distribute.MirroredStrategy(
+        ["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice()
+    )
     options = dict(PPO_OPTIONS, normalize_advantages=advantages)
     one, two = _ppo(tf.distribute.get_strategy(), **options), _ppo(mirrored, **options)
-    learner = Learner(str(tmp_path), two.train_step_counter, two, checkpoint_interval=-1, summary_interval=0,
-                      strategy=mirrored)
+    learner = Learner(
+        str(tmp_path), two.train_step_counter, two, checkpoint_interval=-1, summary_interval=0, strategy=mirrored
+    )
     for seed in range(2):
         experience = lt.ppo_mixed_experience(one, seed)
         ref, got = one.train(experience), learner.run_on_batch(experience)
@@ -322,8 +379,10 @@ def test_ppo_mirrored_two_replicas_equals_one_replica_on_the_global_batch(tmp_pa
     for a, b in zip(two.trainable_weights, one.trainable_weights):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(two.adaptive_kl_beta.numpy(), one.adaptive_kl_beta.numpy(), rtol=1e-6)
-    for n2, n1 in ((two.observation_normalizer, one.observation_normalizer),
-                   (two.reward_normalizer, one.reward_normalizer)):
+    for n2, n1 in (
+        (two.observation_normalizer, one.observation_normalizer),
+        (two.reward_normalizer, one.reward_normalizer),
+    ):
         np.testing.assert_allclose(n2.count.numpy(), n1.count.numpy(), rtol=1e-9)
         np.testing.assert_allclose(n2.mean.numpy(), n1.mean.numpy(), rtol=1e-6, atol=1e-9)
         np.testing.assert_allclose(n2.m2.numpy(), n1.m2.numpy(), rtol=1e-6, atol=1e-9)
@@ -332,14 +391,21 @@ def test_ppo_mirrored_two_replicas_equals_one_replica_on_the_global_batch(tmp_pa
 def test_ppo_debug_and_gradient_summaries_under_mirrored_equal_one_replica(tmp_path):
     """Debug histograms gather every replica's rows and the gradient summaries are the applied
     (summed) gradients, so 2 replicas write what one replica writes on the same global batch."""
-    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"],
-                                              cross_device_ops=tf.distribute.ReductionToOneDevice())
+    mirrored = tf.distribute.MirroredStrategy(
+        ["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice()
+    )
     options = dict(PPO_OPTIONS, debug_summaries=True, summarize_grads_and_vars=True)
     written = {}
     for name, strategy in (("one", tf.distribute.get_strategy()), ("two", mirrored)):
         agent = _ppo(strategy, **options)
-        learner = Learner(str(tmp_path / name), agent.train_step_counter, agent, checkpoint_interval=-1,
-                          summary_interval=1, strategy=strategy)
+        learner = Learner(
+            str(tmp_path / name),
+            agent.train_step_counter,
+            agent,
+            checkpoint_interval=-1,
+            summary_interval=1,
+            strategy=strategy,
+        )
         learner.run_on_batch(lt.ppo_mixed_experience(agent, 0))
         learner.summary_writer.flush()
         written[name] = lt.read_scalars(str(tmp_path / name / "train"), histograms=True)
@@ -348,15 +414,17 @@ def test_ppo_debug_and_gradient_summaries_under_mirrored_equal_one_replica(tmp_p
     tags = [t for t in one if t.startswith(("Debug/", "Gradients/"))]
     assert "Debug/returns" in tags and any(t.endswith("_gradient_norm") for t in tags)
     for tag in tags:  # histogram value counts (global rows), debug means, gradient norms
-        np.testing.assert_allclose([v for _, v in two[tag]], [v for _, v in one[tag]], rtol=1e-4, atol=1e-6,
-                                   err_msg=tag)
+        np.testing.assert_allclose(
+            [v for _, v in two[tag]], [v for _, v in one[tag]], rtol=1e-4, atol=1e-6, err_msg=tag
+        )
 
 
 def test_ppo_global_batch_and_minibatches_under_mirrored():
     """agent.train(global batch) under strategy.scope() splits the batch over the replicas; with
     minibatches the train step counts every minibatch of every epoch."""
-    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"],
-                                              cross_device_ops=tf.distribute.ReductionToOneDevice())
+    mirrored = tf.distribute.MirroredStrategy(
+        ["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice()
+    )
     agent = _ppo(mirrored, use_gae=True, minibatch_size=12, normalize_observations=False)
     before = [v.numpy().copy() for v in agent.trainable_weights]
     with mirrored.scope():
@@ -370,8 +438,9 @@ def test_ppo_global_batch_and_minibatches_under_mirrored():
 def test_ppo_inside_strategy_run_with_several_replicas_explains_what_to_do():
     """Checked by a direct strategy.run, not through a Learner: the error is raised while tracing,
     before any collective op runs."""
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"],
-                                              cross_device_ops=tf.distribute.ReductionToOneDevice())
+    strategy = tf.distribute.MirroredStrategy(
+        ["/cpu:0", "/cpu:1"], cross_device_ops=tf.distribute.ReductionToOneDevice()
+    )
     agent = _ppo(strategy)
     experience = lt.ppo_experience(agent)
     with pytest.raises(RuntimeError, match="cross-replica context"):
@@ -382,6 +451,7 @@ def test_tf_agents_data_contract_and_arguments(tmp_path):
     """(experience, sample_info) elements; after_train_strategy_step_fn gets both; non-scalar
     loss fields summed over all axes; agent.initialize() called; triggers re-armed on restore;
     TF-Agents' Learner arguments accepted or refused with the reason."""
+
     class Agent(lt.RegressionAgent):
         initialized = 0
 
@@ -401,20 +471,30 @@ def test_tf_agents_data_contract_and_arguments(tmp_path):
 
     dataset_fn = lambda: tf.data.Dataset.from_tensors((batch, tf.constant(7))).repeat()  # noqa: E731
     agent = Agent()
-    learner, _ = make_learner(tmp_path, agent, experience_dataset_fn=dataset_fn, after_train_strategy_step_fn=after,
-                              experience_dataset_options=tf.distribute.InputOptions(),
-                              strategy_run_options=tf.distribute.RunOptions())
+    learner, _ = make_learner(
+        tmp_path,
+        agent,
+        experience_dataset_fn=dataset_fn,
+        after_train_strategy_step_fn=after,
+        experience_dataset_options=tf.distribute.InputOptions(),
+        strategy_run_options=tf.distribute.RunOptions(),
+    )
     loss = learner.run(iterations=2)
     assert Agent.initialized == 1 and seen and all(info is not None for info in seen)  # (at trace time)
     assert loss.extra["per_row"].shape == () and np.isclose(loss.extra["per_row"], batch.reward.numpy().sum())
 
-    direct, _ = make_learner(tmp_path / "direct", Agent(), direct_sampling=True,
-                             experience_dataset_fn=lambda: tf.data.Dataset.from_tensors(batch).repeat())
+    direct, _ = make_learner(
+        tmp_path / "direct",
+        Agent(),
+        direct_sampling=True,
+        experience_dataset_fn=lambda: tf.data.Dataset.from_tensors(batch).repeat(),
+    )
     direct.run(iterations=1)
     with pytest.raises(ValueError, match="Reverb is not part of rlops' stack"):
         make_learner(tmp_path / "reverb", use_reverb_v2=True)
 
     from rlops.train.triggers import IntervalTrigger
+
     calls = []
     ckpt_learner, ckpt_agent = make_learner(tmp_path / "ckpt", checkpoint_interval=3)
     ckpt_learner.run(iterations=3)

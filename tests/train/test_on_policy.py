@@ -1,4 +1,5 @@
 """On-policy PPO through the Learner: checkpoints, resume after a restart, summaries."""
+
 import os
 from dataclasses import replace
 
@@ -11,6 +12,7 @@ from rlops.train.on_policy import PPOConfig, train_ppo
 class PickOneEnv(gym.Env):
     """One-step episodes, actions Discrete(3, start=-1) (ids -1, 0, 1): action 1 pays 1. Any other
     id is an error, so an action handed over without its offset fails the run."""
+
     observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
     action_space = gym.spaces.Discrete(3, start=-1)
     taken: list = []
@@ -30,8 +32,15 @@ gym.register("rlops-test/PickOne-v0", entry_point=PickOneEnv)
 
 
 def small(iterations: int) -> PPOConfig:
-    return PPOConfig(num_envs=4, num_steps=16, total_env_steps=iterations * 64, num_epochs=2, eval_episodes=0,
-                     log_every=0, target_return=None)
+    return PPOConfig(
+        num_envs=4,
+        num_steps=16,
+        total_env_steps=iterations * 64,
+        num_epochs=2,
+        eval_episodes=0,
+        log_every=0,
+        target_return=None,
+    )
 
 
 def test_learner_path_checkpoints_and_resumes(tmp_path):
@@ -44,8 +53,9 @@ def test_learner_path_checkpoints_and_resumes(tmp_path):
     assert int(resumed.agent.train_step_counter.numpy()) == 6 * 2 and len(resumed.losses) == 2
     assert resumed.env_steps == 6 * 64
     restored = [v.numpy() for v in resumed.agent.trainable_weights]
-    assert not all(np.allclose(a, b) for a, b in zip(restored, [v.numpy() for v in
-                                                               train_ppo(small(1)).agent.trainable_weights]))
+    assert not all(
+        np.allclose(a, b) for a, b in zip(restored, [v.numpy() for v in train_ppo(small(1)).agent.trainable_weights])
+    )
     assert any(name.startswith("events") for name in os.listdir(summaries))
 
 
@@ -78,6 +88,7 @@ def test_turning_the_reward_scale_on_resumes_a_job_checkpointed_without_it(tmp_p
     save it): the agent and step restore, the scale starts fresh with a warning; the checkpoint
     is not declared unreadable."""
     import logging
+
     root = str(tmp_path / "root")
     train_ppo(small(4), root_dir=root, checkpoint_interval=4)
     with caplog.at_level(logging.WARNING):
@@ -91,9 +102,19 @@ def test_ppo_acts_and_learns_in_a_discrete_space_that_starts_below_zero():
     """Gymnasium's Discrete(start=-1): the agent's action spec is [-1, 1], collection hands the
     env its own ids (all three explored), and PPO learns that id 1 pays."""
     PickOneEnv.taken.clear()
-    config = PPOConfig(env_id="rlops-test/PickOne-v0", num_envs=4, num_steps=16, total_env_steps=40 * 64,
-                       num_epochs=4, learning_rate=1e-2, hidden_sizes=(16,), eval_episodes=10, log_every=0,
-                       target_return=None, vector_env="sync")
+    config = PPOConfig(
+        env_id="rlops-test/PickOne-v0",
+        num_envs=4,
+        num_steps=16,
+        total_env_steps=40 * 64,
+        num_epochs=4,
+        learning_rate=1e-2,
+        hidden_sizes=(16,),
+        eval_episodes=10,
+        log_every=0,
+        target_return=None,
+        vector_env="sync",
+    )
     result = train_ppo(config)
     spec = result.agent.action_spec
     assert (int(spec.minimum), int(spec.maximum)) == (-1, 1)

@@ -1,5 +1,6 @@
 """Policy export: SavedModel served by plain TensorFlow, checkpoint-only updates, loader, specs,
 and the export / steps-per-second triggers."""
+
 import json
 import logging
 import os
@@ -7,16 +8,24 @@ import subprocess
 import sys
 import textwrap
 
+import learner_testlib as lt
 import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
 
-import learner_testlib as lt
 from rlops.agents.ppo import PPOAgent
 from rlops.agents.trajectories import TimeStep
-from rlops.train import (Learner, PolicySavedModelTrigger, PolicySaver, StepPerSecondLogTrigger,
-                         latest_checkpoint, load, load_specs, restore_checkpoint)
+from rlops.train import (
+    Learner,
+    PolicySavedModelTrigger,
+    PolicySaver,
+    StepPerSecondLogTrigger,
+    latest_checkpoint,
+    load,
+    load_specs,
+    restore_checkpoint,
+)
 
 OBS = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)
 
@@ -78,8 +87,9 @@ def exported(tmp_path_factory):
     shared = list(agent.collect_policy.variables)
     metadata = {"eval_return": tf.Variable(123.5, dtype=tf.float64)}
     saver = PolicySaver(agent.policy, train_step=agent.train_step_counter, metadata=metadata, variables=shared)
-    collect_saver = PolicySaver(agent.collect_policy, train_step=agent.train_step_counter, metadata=metadata,
-                                variables=shared)
+    collect_saver = PolicySaver(
+        agent.collect_policy, train_step=agent.train_step_counter, metadata=metadata, variables=shared
+    )
     saver.save(str(root / "greedy"))
     collect_saver.save(str(root / "collect"))
     before = greedy_actions(agent.policy)
@@ -94,9 +104,21 @@ def exported(tmp_path_factory):
 
 def test_saved_model_serves_with_plain_tensorflow_in_fresh_process(exported):
     root = exported["root"]
-    proc = subprocess.run([sys.executable, "-c", PLAIN_TF_SERVER, str(root / "greedy"), str(root / "collect"),
-                           str(root / "ckpt"), json.dumps(OBS.tolist())],
-                          env=lt.subprocess_env(PYTHONPATH=""), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            PLAIN_TF_SERVER,
+            str(root / "greedy"),
+            str(root / "collect"),
+            str(root / "ckpt"),
+            json.dumps(OBS.tolist()),
+        ],
+        env=lt.subprocess_env(PYTHONPATH=""),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert not out["rlops_imported"]
@@ -115,8 +137,9 @@ def test_saved_model_serves_with_plain_tensorflow_in_fresh_process(exported):
 def test_loader_specs_and_mismatched_checkpoint(exported, tmp_path):
     root = exported["root"]
     policy = load(str(root / "greedy"), str(root / "ckpt"))
-    np.testing.assert_array_equal(policy.signatures["action"](**lt.cartpole_time_step(OBS))["action"].numpy(),
-                                  exported["after"])
+    np.testing.assert_array_equal(
+        policy.signatures["action"](**lt.cartpole_time_step(OBS))["action"].numpy(), exported["after"]
+    )
     assert int(policy.get_train_step()) == 7
     assert float(policy.get_metadata()["eval_return"]) == 200.0
     # The nested attribute function takes a TimeStep, like TF-Agents' saved policies.
@@ -141,12 +164,20 @@ def test_policy_export_trigger_and_steps_per_sec_trigger(tmp_path, caplog):
     agent = lt.RegressionAgent()
     step = agent.train_step_counter
     policies_dir = str(tmp_path / "policies")
-    export = PolicySavedModelTrigger(policies_dir, agent, step, interval=4,
-                                     metadata_metrics={"env_steps": lambda: step * 32})
+    export = PolicySavedModelTrigger(
+        policies_dir, agent, step, interval=4, metadata_metrics={"env_steps": lambda: step * 32}
+    )
     assert sorted(os.listdir(policies_dir)) == ["collect_policy", "greedy_policy", "policy"]
     sps = StepPerSecondLogTrigger(step, interval=4)
-    learner = Learner(str(tmp_path), step, agent, lt.step_keyed_dataset_fn(step, 8), triggers=[export, sps],
-                      checkpoint_interval=-1, summary_interval=0)
+    learner = Learner(
+        str(tmp_path),
+        step,
+        agent,
+        lt.step_keyed_dataset_fn(step, 8),
+        triggers=[export, sps],
+        checkpoint_interval=-1,
+        summary_interval=0,
+    )
     with caplog.at_level(logging.INFO, logger="rlops.train.triggers"):
         for _ in range(4):
             learner.run(iterations=2)
@@ -158,8 +189,12 @@ def test_policy_export_trigger_and_steps_per_sec_trigger(tmp_path, caplog):
     greedy = load(os.path.join(policies_dir, "greedy_policy"), latest)
     assert int(greedy.get_train_step()) == 8 and float(greedy.get_metadata()["env_steps"]) == 256.0
     obs = np.random.default_rng(1).normal(size=(32, lt.OBS_DIM)).astype(np.float32)
-    inputs = dict(step_type=np.zeros([32], np.int32), reward=np.zeros([32], np.float32),
-                  discount=np.ones([32], np.float32), observation=obs)
+    inputs = dict(
+        step_type=np.zeros([32], np.int32),
+        reward=np.zeros([32], np.float32),
+        discount=np.ones([32], np.float32),
+        observation=obs,
+    )
     expected = agent.policy.action(TimeStep(**{k: tf.constant(v) for k, v in inputs.items()})).action
     np.testing.assert_array_equal(greedy.signatures["action"](**inputs)["action"], expected)
     # One checkpoint serves all three exports: they share one variable list.
@@ -175,20 +210,29 @@ def test_nested_observation_with_action_mask(tmp_path):
     from rlops.agents.trajectories import time_step_spec
 
     obs_spec = {"context": tf.TensorSpec([3], tf.float32, "context"), "mask": tf.TensorSpec([4], tf.int32, "mask")}
-    policy = RandomPolicy(time_step_spec(obs_spec), specs_lib.BoundedTensorSpec((), tf.int32, 0, 3, name="action"),
-                          observation_and_action_constraint_splitter=lambda o: (o["context"], o["mask"]))
+    policy = RandomPolicy(
+        time_step_spec(obs_spec),
+        specs_lib.BoundedTensorSpec((), tf.int32, 0, 3, name="action"),
+        observation_and_action_constraint_splitter=lambda o: (o["context"], o["mask"]),
+    )
     PolicySaver(policy).save(str(tmp_path / "p"))
     assert load_specs(str(tmp_path / "p"))["signatures"]["action"] == {
         "inputs": ["step_type", "reward", "discount", "observation_context", "observation_mask"],
-        "outputs": ["action", "info/propensity"]}
+        "outputs": ["action", "info/propensity"],
+    }
     out = tf.saved_model.load(str(tmp_path / "p")).signatures["action"](
-        step_type=np.zeros([50], np.int32), reward=np.zeros([50], np.float32), discount=np.ones([50], np.float32),
-        observation_context=np.zeros([50, 3], np.float32), observation_mask=np.tile([[0, 1, 0, 1]], [50, 1]))
+        step_type=np.zeros([50], np.int32),
+        reward=np.zeros([50], np.float32),
+        discount=np.ones([50], np.float32),
+        observation_context=np.zeros([50, 3], np.float32),
+        observation_mask=np.tile([[0, 1, 0, 1]], [50, 1]),
+    )
     assert set(out["action"].numpy()) <= {1, 3}
     np.testing.assert_allclose(out["info/propensity"].numpy(), 0.5)
 
 
 # --- serving_default: the exploring head a server runs -------------------------------------------
+
 
 class _LinearGreedy(tf.Module):
     """argmax(observation @ W): a stateless discrete policy with a known greedy action."""
@@ -196,6 +240,7 @@ class _LinearGreedy(tf.Module):
     def __init__(self, w):
         from rlops.agents import specs
         from rlops.agents.trajectories import time_step_spec
+
         super().__init__()
         self.w = tf.Variable(w, dtype=tf.float32)
         self.time_step_spec = self._no_dependency(time_step_spec(tf.TensorSpec((w.shape[0],), tf.float32, "context")))
@@ -204,6 +249,7 @@ class _LinearGreedy(tf.Module):
 
     def action(self, time_step, policy_state=(), seed=None):
         from rlops.agents.trajectories import PolicyStep
+
         return PolicyStep(tf.argmax(time_step.observation @ self.w, -1, output_type=tf.int32), (), ())
 
     def get_initial_state(self, batch_size=None):
@@ -237,8 +283,9 @@ def test_serving_default_samples_the_exploring_policy_and_reports_its_propensity
         want[greedy[i]] += 0.7
         np.testing.assert_allclose(freq, want, atol=0.03)
     # The evaluator's `action` signature is unchanged: the greedy action.
-    acted = loaded.signatures["action"](step_type=tf.zeros([5], tf.int32), reward=tf.zeros([5]),
-                                        discount=tf.ones([5]), observation=tf.constant(obs))["action"]
+    acted = loaded.signatures["action"](
+        step_type=tf.zeros([5], tf.int32), reward=tf.zeros([5]), discount=tf.ones([5]), observation=tf.constant(obs)
+    )["action"]
     np.testing.assert_array_equal(acted.numpy(), greedy)
 
 

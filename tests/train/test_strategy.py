@@ -1,13 +1,14 @@
 """Strategy selection (incl. the TPU cluster-resolver path without a TPU) and
 MirroredStrategy over two logical CPUs == the default strategy."""
+
 import json
 
+import learner_testlib as lt
 import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
 
-import learner_testlib as lt
 from rlops.train import Learner, create_train_step_counter, strategy as strategy_lib
 
 
@@ -38,11 +39,14 @@ def test_auto_detection_order(monkeypatch):
     monkeypatch.delenv("TF_CONFIG", raising=False)
     assert strategy_lib._detect(None) == "default"
 
-    gpus = [tf.config.PhysicalDevice("/physical_device:GPU:0", "GPU"),
-            tf.config.PhysicalDevice("/physical_device:GPU:1", "GPU")]
+    gpus = [
+        tf.config.PhysicalDevice("/physical_device:GPU:0", "GPU"),
+        tf.config.PhysicalDevice("/physical_device:GPU:1", "GPU"),
+    ]
     real_list = tf.config.list_physical_devices
-    monkeypatch.setattr(tf.config, "list_physical_devices",
-                        lambda kind=None: gpus if kind == "GPU" else real_list(kind))
+    monkeypatch.setattr(
+        tf.config, "list_physical_devices", lambda kind=None: gpus if kind == "GPU" else real_list(kind)
+    )
     assert strategy_lib._detect(None) == "mirrored"
 
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": _cluster(2), "task": {"type": "worker", "index": 0}}))
@@ -89,8 +93,11 @@ def test_tpu_cluster_resolver_path_without_tpu(monkeypatch):
     # TPU_NAME configures 'auto'; a TPU VM ('local') needs no remote connection.
     calls.clear()
     monkeypatch.setenv("TPU_NAME", "local")
-    monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver",
-                        lambda tpu: calls.append(("resolver", tpu)) or f"resolver({tpu})")
+    monkeypatch.setattr(
+        tf.distribute.cluster_resolver,
+        "TPUClusterResolver",
+        lambda tpu: calls.append(("resolver", tpu)) or f"resolver({tpu})",
+    )
     strategy_lib.get_strategy("auto")
     assert [c[0] for c in calls] == ["resolver", "initialize", "TPUStrategy"]
     assert calls[0][1] == "local"
@@ -99,10 +106,12 @@ def test_tpu_cluster_resolver_path_without_tpu(monkeypatch):
 def test_is_chief(monkeypatch):
     monkeypatch.delenv("TF_CONFIG", raising=False)
     assert strategy_lib.is_chief()
-    for task, chief, expected in [({"type": "worker", "index": 0}, False, True),
-                                  ({"type": "worker", "index": 1}, False, False),
-                                  ({"type": "worker", "index": 0}, True, False),
-                                  ({"type": "chief", "index": 0}, True, True)]:
+    for task, chief, expected in [
+        ({"type": "worker", "index": 0}, False, True),
+        ({"type": "worker", "index": 1}, False, False),
+        ({"type": "worker", "index": 0}, True, False),
+        ({"type": "chief", "index": 0}, True, True),
+    ]:
         monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": _cluster(2, chief=chief), "task": task}))
         assert strategy_lib.is_chief() is expected, (task, chief)
         assert strategy_lib.task_info() == (task["type"], task["index"])
@@ -112,8 +121,15 @@ def _train(strategy, root, runs, global_batch=8, optimizer_fn=lambda: tf_keras.o
     with strategy.scope():
         step = create_train_step_counter()
         agent = lt.RegressionAgent(optimizer_fn(), step)
-    learner = Learner(str(root), step, agent, lt.step_keyed_dataset_fn(step, global_batch),
-                      strategy=strategy, checkpoint_interval=-1, summary_interval=0)
+    learner = Learner(
+        str(root),
+        step,
+        agent,
+        lt.step_keyed_dataset_fn(step, global_batch),
+        strategy=strategy,
+        checkpoint_interval=-1,
+        summary_interval=0,
+    )
     losses = [learner.run(iterations=n).loss.numpy() for n in runs]
     return losses, lt.agent_weights(agent), learner
 
@@ -122,8 +138,9 @@ def _train(strategy, root, runs, global_batch=8, optimizer_fn=lambda: tf_keras.o
 def test_mirrored_two_cpus_matches_default(tmp_path, optimizer):
     opt = {"sgd": lambda: tf_keras.optimizers.SGD(0.1), "adam": lambda: tf_keras.optimizers.Adam(0.05)}[optimizer]
     runs = [1, 4, 3]
-    default_losses, default_weights, _ = _train(tf.distribute.get_strategy(), tmp_path / "default", runs,
-                                                optimizer_fn=opt)
+    default_losses, default_weights, _ = _train(
+        tf.distribute.get_strategy(), tmp_path / "default", runs, optimizer_fn=opt
+    )
     mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     mirrored_losses, mirrored_weights, learner = _train(mirrored, tmp_path / "mirrored", runs, optimizer_fn=opt)
     assert learner.train_step_numpy == sum(runs)
@@ -148,13 +165,16 @@ def test_in_memory_batches_split_over_replicas(tmp_path):
 
     batches = [lt.make_global_batch(s, 8) for s in range(3)]
     results = []
-    for name, strategy in [("default", tf.distribute.get_strategy()),
-                           ("mirrored", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))]:
+    for name, strategy in [
+        ("default", tf.distribute.get_strategy()),
+        ("mirrored", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])),
+    ]:
         with strategy.scope():
             step = create_train_step_counter()
             agent = lt.RegressionAgent(tf_keras.optimizers.SGD(0.1), step)
-        learner = Learner(str(tmp_path / name), step, agent, strategy=strategy, checkpoint_interval=-1,
-                          summary_interval=0)
+        learner = Learner(
+            str(tmp_path / name), step, agent, strategy=strategy, checkpoint_interval=-1, summary_interval=0
+        )
         # A dataset_fn over one batch, then fresh batches handed over directly (on-policy style).
         losses = [learner.run(1, iterator=learner.create_iterator(batch_dataset_fn(batches[0]))).loss.numpy()]
         losses += [learner.run_on_batch(b).loss.numpy() for b in batches[1:]]

@@ -6,6 +6,7 @@ under TPUStrategy. The compiled step must also give the numbers of the uncompile
 no float64: PPO's normalizer statistics are float64 on CPU/GPU and float32 under a TPUStrategy
 (checked here by building the agent as it is built there).
 """
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -26,12 +27,26 @@ ARMS = specs.BoundedTensorSpec((), tf.int32, 0, K - 1, name="action")
 
 
 def ppo_agent(action_spec, jit_compile):
-    return PPOAgent(trajectories.time_step_spec(OBS), action_spec, tf_keras.optimizers.Adam(1e-2),
-                    ActorNetwork(OBS, action_spec, (8,), seed=1), ValueNetwork(OBS, (8,), seed=2),
-                    importance_ratio_clipping=0.2, use_gae=True, use_td_lambda_return=True, num_epochs=2,
-                    minibatch_size=6, entropy_regularization=0.01, initial_adaptive_kl_beta=0.5,
-                    kl_cutoff_factor=2.0, gradient_clipping=0.5, value_clipping=0.2, normalize_observations=True,
-                    normalize_rewards=True, jit_compile=jit_compile)
+    return PPOAgent(
+        trajectories.time_step_spec(OBS),
+        action_spec,
+        tf_keras.optimizers.Adam(1e-2),
+        ActorNetwork(OBS, action_spec, (8,), seed=1),
+        ValueNetwork(OBS, (8,), seed=2),
+        importance_ratio_clipping=0.2,
+        use_gae=True,
+        use_td_lambda_return=True,
+        num_epochs=2,
+        minibatch_size=6,
+        entropy_regularization=0.01,
+        initial_adaptive_kl_beta=0.5,
+        kl_cutoff_factor=2.0,
+        gradient_clipping=0.5,
+        value_clipping=0.2,
+        normalize_observations=True,
+        normalize_rewards=True,
+        jit_compile=jit_compile,
+    )
 
 
 def ppo_experience(agent, B=3, T=5, seed=0):
@@ -41,14 +56,20 @@ def ppo_experience(agent, B=3, T=5, seed=0):
     step_type[:, 0] = StepType.FIRST
     step_type[0, 2], step_type[0, 3] = StepType.LAST, StepType.FIRST
     next_step_type = np.concatenate([step_type[:, 1:], np.full((B, 1), StepType.MID, np.int32)], 1)
-    flat = trajectories.TimeStep(step_type.reshape(-1), np.zeros(B * T, np.float32), np.ones(B * T, np.float32),
-                                 obs.reshape(-1, 3))
+    flat = trajectories.TimeStep(
+        step_type.reshape(-1), np.zeros(B * T, np.float32), np.ones(B * T, np.float32), obs.reshape(-1, 3)
+    )
     step = agent.collect_policy.action(flat, seed=(1, 2))
     unflat = lambda x: tf.reshape(x, tf.concat([[B, T], tf.shape(x)[1:]], 0))  # noqa: E731
-    return Trajectory(step_type=tf.constant(step_type), observation=tf.constant(obs), action=unflat(step.action),
-                      policy_info=tf.nest.map_structure(unflat, step.info), next_step_type=tf.constant(next_step_type),
-                      reward=tf.constant(rng.normal(size=(B, T)).astype(np.float32)),
-                      discount=tf.constant(np.where(next_step_type == StepType.LAST, 0.0, 1.0).astype(np.float32)))
+    return Trajectory(
+        step_type=tf.constant(step_type),
+        observation=tf.constant(obs),
+        action=unflat(step.action),
+        policy_info=tf.nest.map_structure(unflat, step.info),
+        next_step_type=tf.constant(next_step_type),
+        reward=tf.constant(rng.normal(size=(B, T)).astype(np.float32)),
+        discount=tf.constant(np.where(next_step_type == StepType.LAST, 0.0, 1.0).astype(np.float32)),
+    )
 
 
 def graph_dtypes(concrete):
@@ -66,8 +87,13 @@ def test_ppo_update_compiles_with_xla_and_matches_uncompiled(action_spec):
     for _ in range(2):
         a, b = compiled.train(exp), plain.train(exp)
         np.testing.assert_allclose(a.loss.numpy(), b.loss.numpy(), rtol=1e-4, atol=1e-6)
-    state = lambda agt: agt.trainable_weights + [agt.adaptive_kl_beta, agt.train_step_counter] + [  # noqa: E731
-        v for n in (agt.observation_normalizer, agt.reward_normalizer) for v in (n.count, n.mean, n.m2)]
+    state = lambda agt: (
+        agt.trainable_weights
+        + [agt.adaptive_kl_beta, agt.train_step_counter]
+        + [  # noqa: E731
+            v for n in (agt.observation_normalizer, agt.reward_normalizer) for v in (n.count, n.mean, n.m2)
+        ]
+    )
     for x, y in zip(state(compiled), state(plain)):
         np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-4, atol=1e-5, err_msg=x.name)
     # Off TPU the normalizer statistics are float64 (precision over long runs; XLA on CPU/GPU compiles it).
@@ -103,11 +129,14 @@ def bandit_data(seed, n=16):
 
 BANDITS = {
     "neural_epsilon_greedy": lambda: NeuralEpsilonGreedyAgent(
-        trajectories.time_step_spec(CONTEXT), ARMS, RewardNetwork(CONTEXT, K, hidden_sizes=(8,), seed=1),
-        tf_keras.optimizers.Adam(1e-2), 0.1),
+        trajectories.time_step_spec(CONTEXT),
+        ARMS,
+        RewardNetwork(CONTEXT, K, hidden_sizes=(8,), seed=1),
+        tf_keras.optimizers.Adam(1e-2),
+        0.1,
+    ),
     "linucb": lambda: LinUCBAgent(trajectories.time_step_spec(CONTEXT), ARMS, alpha=1.0, gamma=0.9, add_bias=True),
-    "lints": lambda: LinearThompsonSamplingAgent(trajectories.time_step_spec(CONTEXT), ARMS, alpha=1.0,
-                                                 add_bias=True),
+    "lints": lambda: LinearThompsonSamplingAgent(trajectories.time_step_spec(CONTEXT), ARMS, alpha=1.0, add_bias=True),
 }
 
 

@@ -1,4 +1,5 @@
 """What every bandit agent shares: specs, policies, the train-step counter, summary switches."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -17,18 +18,30 @@ class BanditAgent(tf.Module):
     `train_sequence_length` is None (any length of one-step episodes works).
     """
 
-    def __init__(self, time_step_spec: TimeStep, action_spec: tf.TensorSpec, policy: Policy,
-                 collect_policy: Policy, train_step_counter: tf.Variable | None = None,
-                 debug_summaries: bool = False, summarize_grads_and_vars: bool = False,
-                 enable_summaries: bool = True):
+    def __init__(
+        self,
+        time_step_spec: TimeStep,
+        action_spec: tf.TensorSpec,
+        policy: Policy,
+        collect_policy: Policy,
+        train_step_counter: tf.Variable | None = None,
+        debug_summaries: bool = False,
+        summarize_grads_and_vars: bool = False,
+        enable_summaries: bool = True,
+    ):
         self._time_step_spec = time_step_spec
         self._action_spec = action_spec
         self._policy = policy
         self._collect_policy = collect_policy
         if train_step_counter is None:
             # ONLY_FIRST_REPLICA: incremented inside strategy.run without cross-replica conflicts.
-            train_step_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step_counter",
-                                             aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+            train_step_counter = tf.Variable(
+                0,
+                dtype=tf.int64,
+                trainable=False,
+                name="train_step_counter",
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+            )
         self._train_step_counter = train_step_counter
         self._debug_summaries = debug_summaries
         self._summarize_grads_and_vars = summarize_grads_and_vars
@@ -52,8 +65,7 @@ class BanditAgent(tf.Module):
 
     @property
     def collect_data_spec(self) -> Trajectory:
-        return trajectories.trajectory_spec(self._time_step_spec, self._action_spec,
-                                            self._collect_policy.info_spec)
+        return trajectories.trajectory_spec(self._time_step_spec, self._action_spec, self._collect_policy.info_spec)
 
     @property
     def training_data_spec(self) -> Trajectory:

@@ -17,6 +17,7 @@ epsilon-greedy). Documented differences:
   `train` returns per replica is that share (the Learner sums it to the global-batch loss);
   the agent's own summaries report the full global-batch loss.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
@@ -34,12 +35,17 @@ from rlops.agents.trajectories import LossInfo, PolicyStep, TimeStep, Trajectory
 
 LossFn = Callable[..., tf.Tensor]
 
-_GREEDY_INFO_FIELDS = (utils.PREDICTED_REWARDS_MEAN, utils.LOG_PROBABILITY, utils.BANDIT_POLICY_TYPE,
-                       utils.CHOSEN_ARM_FEATURES)
+_GREEDY_INFO_FIELDS = (
+    utils.PREDICTED_REWARDS_MEAN,
+    utils.LOG_PROBABILITY,
+    utils.BANDIT_POLICY_TYPE,
+    utils.CHOSEN_ARM_FEATURES,
+)
 
 
-def mean_squared_error(labels: tf.Tensor, predictions: tf.Tensor, weights: Any = 1.0,
-                       reduction: Any = None) -> tf.Tensor:
+def mean_squared_error(
+    labels: tf.Tensor, predictions: tf.Tensor, weights: Any = 1.0, reduction: Any = None
+) -> tf.Tensor:
     """Elementwise squared error: `tf.compat.v1.losses.mean_squared_error` with reduction NONE.
 
     The agent calls `error_loss_fn(labels, predictions, reduction=NONE)` and reduces itself (as
@@ -56,11 +62,16 @@ class GreedyRewardPredictionPolicy(Policy):
     and arms at index >= observation['num_actions'] (when given) are never chosen.
     """
 
-    def __init__(self, time_step_spec: TimeStep, action_spec: tf.TensorSpec,
-                 reward_network: Callable[[Any], tf.Tensor],
-                 observation_and_action_constraint_splitter: utils.Splitter | None = None,
-                 emit_policy_info: Sequence[str] = (), accepts_per_arm_features: bool = False,
-                 name: str | None = None):
+    def __init__(
+        self,
+        time_step_spec: TimeStep,
+        action_spec: tf.TensorSpec,
+        reward_network: Callable[[Any], tf.Tensor],
+        observation_and_action_constraint_splitter: utils.Splitter | None = None,
+        emit_policy_info: Sequence[str] = (),
+        accepts_per_arm_features: bool = False,
+        name: str | None = None,
+    ):
         info = utils.check_action_spec(action_spec)
         self._num_actions = info.num_actions
         self._action_min = info.minimum
@@ -71,24 +82,23 @@ class GreedyRewardPredictionPolicy(Policy):
             obs_spec, _ = observation_and_action_constraint_splitter(obs_spec)
         if accepts_per_arm_features:
             if not isinstance(obs_spec, dict) or utils.PER_ARM_FEATURE_KEY not in obs_spec:
-                raise ValueError("accepts_per_arm_features=True needs an observation spec dict with "
-                                 f"'{utils.GLOBAL_FEATURE_KEY}' and '{utils.PER_ARM_FEATURE_KEY}'; got {obs_spec}")
+                raise ValueError(
+                    "accepts_per_arm_features=True needs an observation spec dict with "
+                    f"'{utils.GLOBAL_FEATURE_KEY}' and '{utils.PER_ARM_FEATURE_KEY}'; got {obs_spec}"
+                )
             emit = tuple(k for k in emit if k != utils.CHOSEN_ARM_FEATURES) + (utils.CHOSEN_ARM_FEATURES,)
         elif utils.CHOSEN_ARM_FEATURES in emit:
             raise ValueError("emit_policy_info 'chosen_arm_features' needs accepts_per_arm_features=True")
         specs_by_key = {
-            utils.PREDICTED_REWARDS_MEAN: tf.TensorSpec([self._num_actions], tf.float32,
-                                                        utils.PREDICTED_REWARDS_MEAN),
+            utils.PREDICTED_REWARDS_MEAN: tf.TensorSpec([self._num_actions], tf.float32, utils.PREDICTED_REWARDS_MEAN),
             utils.LOG_PROBABILITY: tf.TensorSpec((), tf.float32, utils.LOG_PROBABILITY),
             utils.BANDIT_POLICY_TYPE: tf.TensorSpec((), tf.int32, utils.BANDIT_POLICY_TYPE),
         }
         if accepts_per_arm_features:
             arm = obs_spec[utils.PER_ARM_FEATURE_KEY]
-            specs_by_key[utils.CHOSEN_ARM_FEATURES] = tf.TensorSpec(arm.shape[1:], arm.dtype,
-                                                                    utils.CHOSEN_ARM_FEATURES)
+            specs_by_key[utils.CHOSEN_ARM_FEATURES] = tf.TensorSpec(arm.shape[1:], arm.dtype, utils.CHOSEN_ARM_FEATURES)
         info_spec: Any = {k: specs_by_key[k] for k in emit} or ()
-        super().__init__(time_step_spec, action_spec, info_spec,
-                         observation_and_action_constraint_splitter, name=name)
+        super().__init__(time_step_spec, action_spec, info_spec, observation_and_action_constraint_splitter, name=name)
         self.reward_network = reward_network
         self._emit_policy_info = emit
 
@@ -104,8 +114,14 @@ class GreedyRewardPredictionPolicy(Policy):
             obs = {k: v for k, v in obs.items() if k != utils.NUM_ACTIONS_FEATURE_KEY}
         return self.reward_network(obs), mask
 
-    def info_for(self, time_step: TimeStep, index: tf.Tensor, predicted: tf.Tensor,
-                 policy_type: tf.Tensor, log_probability: tf.Tensor) -> dict[str, tf.Tensor]:
+    def info_for(
+        self,
+        time_step: TimeStep,
+        index: tf.Tensor,
+        predicted: tf.Tensor,
+        policy_type: tf.Tensor,
+        log_probability: tf.Tensor,
+    ) -> dict[str, tf.Tensor]:
         """The emitted info for chosen arm indices (shared with the epsilon-greedy policy)."""
         info: dict[str, tf.Tensor] = {}
         for key in self._emit_policy_info:
@@ -130,8 +146,9 @@ class GreedyRewardPredictionPolicy(Policy):
     def _action(self, time_step: TimeStep, seed: Any) -> PolicyStep:
         index, predicted, _ = self.greedy_index(time_step)
         batch = tf.shape(index)
-        info = self.info_for(time_step, index, predicted,
-                             tf.fill(batch, utils.BANDIT_POLICY_TYPE_GREEDY), tf.zeros(batch, tf.float32))
+        info = self.info_for(
+            time_step, index, predicted, tf.fill(batch, utils.BANDIT_POLICY_TYPE_GREEDY), tf.zeros(batch, tf.float32)
+        )
         return PolicyStep(self.to_action(index), (), info or ())
 
 
@@ -145,17 +162,29 @@ class BanditEpsilonGreedyPolicy(Policy):
     action's value, as in TF-Agents.
     """
 
-    def __init__(self, greedy_policy: GreedyRewardPredictionPolicy, epsilon: float | Callable[[], float],
-                 info_fields_to_inherit_from_greedy: Sequence[str] = (), name: str | None = None):
+    def __init__(
+        self,
+        greedy_policy: GreedyRewardPredictionPolicy,
+        epsilon: float | Callable[[], float],
+        info_fields_to_inherit_from_greedy: Sequence[str] = (),
+        name: str | None = None,
+    ):
         greedy_spec = greedy_policy.info_spec or {}
         inherit = tuple(info_fields_to_inherit_from_greedy or ())
         missing = [f for f in inherit if f not in greedy_spec]
         if missing:
-            raise ValueError(f"info_fields_to_inherit_from_greedy {missing} are not emitted by the greedy policy "
-                             f"(emit_policy_info gives {sorted(greedy_spec)})")
+            raise ValueError(
+                f"info_fields_to_inherit_from_greedy {missing} are not emitted by the greedy policy "
+                f"(emit_policy_info gives {sorted(greedy_spec)})"
+            )
         info_spec = {utils.PROPENSITY: tf.TensorSpec((), tf.float32, utils.PROPENSITY), **greedy_spec}
-        super().__init__(greedy_policy.time_step_spec, greedy_policy.action_spec, info_spec,
-                         greedy_policy.observation_and_action_constraint_splitter, name=name)
+        super().__init__(
+            greedy_policy.time_step_spec,
+            greedy_policy.action_spec,
+            info_spec,
+            greedy_policy.observation_and_action_constraint_splitter,
+            name=name,
+        )
         self.greedy_policy = greedy_policy
         self.epsilon = epsilon
         self.info_fields_to_inherit_from_greedy = inherit
@@ -169,16 +198,19 @@ class BanditEpsilonGreedyPolicy(Policy):
         eps = tf.cast(self.epsilon() if callable(self.epsilon) else self.epsilon, tf.float32)
         explore = tf.random.uniform([batch]) < eps
         index = tf.where(explore, random_index, greedy_index)
-        allowed = (tf.reduce_sum(tf.cast(mask, tf.float32), -1) if mask is not None
-                   else tf.fill([batch], float(n)))
+        allowed = tf.reduce_sum(tf.cast(mask, tf.float32), -1) if mask is not None else tf.fill([batch], float(n))
         is_greedy = tf.cast(tf.equal(index, greedy_index), tf.float32)
         propensity = eps / allowed + (1.0 - eps) * is_greedy
         policy_type = tf.where(explore, utils.BANDIT_POLICY_TYPE_UNIFORM, utils.BANDIT_POLICY_TYPE_GREEDY)
         info = greedy.info_for(time_step, index, predicted, policy_type, tf.math.log(propensity))
         if self.info_fields_to_inherit_from_greedy:
-            greedy_info = greedy.info_for(time_step, greedy_index, predicted,
-                                          tf.fill([batch], utils.BANDIT_POLICY_TYPE_GREEDY),
-                                          tf.zeros([batch], tf.float32))
+            greedy_info = greedy.info_for(
+                time_step,
+                greedy_index,
+                predicted,
+                tf.fill([batch], utils.BANDIT_POLICY_TYPE_GREEDY),
+                tf.zeros([batch], tf.float32),
+            )
             info.update({f: greedy_info[f] for f in self.info_fields_to_inherit_from_greedy})
         info[utils.PROPENSITY] = propensity
         return PolicyStep(greedy.to_action(index), (), info)
@@ -196,24 +228,35 @@ class NeuralEpsilonGreedyAgent(BanditAgent):
     uses the chosen arm's features from policy_info['chosen_arm_features'].
     """
 
-    def __init__(self, time_step_spec: TimeStep, action_spec: tf.TensorSpec,
-                 reward_network: tf.Module, optimizer: Any, epsilon: float | Callable[[], float],
-                 observation_and_action_constraint_splitter: utils.Splitter | None = None,
-                 accepts_per_arm_features: bool = False, constraints: Sequence[Any] = (),
-                 error_loss_fn: LossFn = mean_squared_error,
-                 gradient_clipping: float | None = None,
-                 debug_summaries: bool = False, summarize_grads_and_vars: bool = False,
-                 enable_summaries: bool = True, emit_policy_info: Sequence[str] = (),
-                 train_step_counter: tf.Variable | None = None,
-                 laplacian_matrix: Any = None, laplacian_smoothing_weight: float = 0.001,
-                 info_fields_to_inherit_from_greedy: Sequence[str] = (),
-                 name: str | None = None):
+    def __init__(
+        self,
+        time_step_spec: TimeStep,
+        action_spec: tf.TensorSpec,
+        reward_network: tf.Module,
+        optimizer: Any,
+        epsilon: float | Callable[[], float],
+        observation_and_action_constraint_splitter: utils.Splitter | None = None,
+        accepts_per_arm_features: bool = False,
+        constraints: Sequence[Any] = (),
+        error_loss_fn: LossFn = mean_squared_error,
+        gradient_clipping: float | None = None,
+        debug_summaries: bool = False,
+        summarize_grads_and_vars: bool = False,
+        enable_summaries: bool = True,
+        emit_policy_info: Sequence[str] = (),
+        train_step_counter: tf.Variable | None = None,
+        laplacian_matrix: Any = None,
+        laplacian_smoothing_weight: float = 0.001,
+        info_fields_to_inherit_from_greedy: Sequence[str] = (),
+        name: str | None = None,
+    ):
         tf.Module.__init__(self, name=name)
         if constraints:
             raise NotImplementedError(
                 "constraints: rlops has no constrained bandits yet (TF-Agents' NeuralConstraint trains extra "
                 "networks on a reward nest with a 'constraint' key, which rlops' feedback records do not carry); "
-                "pass constraints=()")
+                "pass constraints=()"
+            )
         action_info = utils.check_action_spec(action_spec)
         self._num_actions = action_info.num_actions
         self._action_min = action_info.minimum
@@ -227,24 +270,41 @@ class NeuralEpsilonGreedyAgent(BanditAgent):
         if laplacian_matrix is not None:
             lap = np.asarray(laplacian_matrix, np.float32)
             if lap.shape != (self._num_actions, self._num_actions):
-                raise ValueError(f"laplacian_matrix must be [{self._num_actions}, {self._num_actions}], "
-                                 f"got {lap.shape}")
+                raise ValueError(
+                    f"laplacian_matrix must be [{self._num_actions}, {self._num_actions}], got {lap.shape}"
+                )
             # A graph Laplacian's rows and columns sum to zero (TF-Agents checks the same).
             if not (np.allclose(lap.sum(0), 0.0, atol=1e-5) and np.allclose(lap.sum(1), 0.0, atol=1e-5)):
                 raise ValueError("laplacian_matrix rows and columns must each sum to 0")
             if accepts_per_arm_features:
-                raise ValueError("laplacian_matrix needs a fixed set of arms; it cannot be used with "
-                                 "accepts_per_arm_features=True")
+                raise ValueError(
+                    "laplacian_matrix needs a fixed set of arms; it cannot be used with accepts_per_arm_features=True"
+                )
             self._laplacian_matrix = tf.constant(lap)
         self._laplacian_smoothing_weight = laplacian_smoothing_weight
 
         greedy = GreedyRewardPredictionPolicy(
-            time_step_spec, action_spec, reward_network, observation_and_action_constraint_splitter,
-            emit_policy_info, accepts_per_arm_features, name="greedy_policy")
-        collect = BanditEpsilonGreedyPolicy(greedy, epsilon, info_fields_to_inherit_from_greedy,
-                                            name="epsilon_greedy_policy")
-        super().__init__(time_step_spec, action_spec, greedy, collect, train_step_counter,
-                         debug_summaries, summarize_grads_and_vars, enable_summaries)
+            time_step_spec,
+            action_spec,
+            reward_network,
+            observation_and_action_constraint_splitter,
+            emit_policy_info,
+            accepts_per_arm_features,
+            name="greedy_policy",
+        )
+        collect = BanditEpsilonGreedyPolicy(
+            greedy, epsilon, info_fields_to_inherit_from_greedy, name="epsilon_greedy_policy"
+        )
+        super().__init__(
+            time_step_spec,
+            action_spec,
+            greedy,
+            collect,
+            train_step_counter,
+            debug_summaries,
+            summarize_grads_and_vars,
+            enable_summaries,
+        )
         # Create optimizer slots now, outside any tf.function/XLA trace, so checkpoints see them.
         if isinstance(optimizer, tf_keras.optimizers.Optimizer):
             optimizer.build(self._variables_to_train())  # returns at once if already built
@@ -268,33 +328,37 @@ class NeuralEpsilonGreedyAgent(BanditAgent):
             observations, _ = self._splitter(observations)
         if self._per_arm:
             arm = utils.chosen_arm_features(experience, outer)
-            observations = {k: v for k, v in observations.items()
-                            if k not in (utils.PER_ARM_FEATURE_KEY, utils.NUM_ACTIONS_FEATURE_KEY)}
+            observations = {
+                k: v
+                for k, v in observations.items()
+                if k not in (utils.PER_ARM_FEATURE_KEY, utils.NUM_ACTIONS_FEATURE_KEY)
+            }
             observations[utils.PER_ARM_FEATURE_KEY] = arm[:, None]
             actions = tf.zeros_like(actions)
         return observations, actions, rewards, outer
 
-    def reward_loss(self, observations: Any, actions: tf.Tensor, rewards: tf.Tensor, weights: Any = None,
-                    training: bool = False) -> tf.Tensor:
+    def reward_loss(
+        self, observations: Any, actions: tf.Tensor, rewards: tf.Tensor, weights: Any = None, training: bool = False
+    ) -> tf.Tensor:
         """TF-Agents' reward_loss: the scalar loss on network inputs (after the splitter), [B]
         action indices (offset by the spec minimum already) and [B] rewards; weights scalar or [B]."""
         return self._loss_terms(observations, actions, rewards, weights, training).loss
 
-    def _loss_terms(self, observations: Any, actions: tf.Tensor, rewards: tf.Tensor, weights: Any,
-                    training: bool) -> LossInfo:
+    def _loss_terms(
+        self, observations: Any, actions: tf.Tensor, rewards: tf.Tensor, weights: Any, training: bool
+    ) -> LossInfo:
         del training  # the reward network has no train/eval modes
         sample_weights = 1.0 if weights is None else tf.cast(weights, tf.float32)
         predicted = self._reward_network(observations)
         taken = utils.index_with_actions(predicted, actions)
-        error = self._error_loss_fn(tf.cast(rewards, tf.float32), taken,
-                                    reduction=tf.compat.v1.losses.Reduction.NONE)
-        error_loss = tf.reduce_mean(error * sample_weights)
+        error = self._error_loss_fn(tf.cast(rewards, tf.float32), taken, reduction=tf.compat.v1.losses.Reduction.NONE)
+        error_loss = _mean(error * sample_weights)
         loss = error_loss
         extra: dict[str, tf.Tensor] = {"error_loss": error_loss}
         if self._laplacian_matrix is not None:
             # diag(R L R^T) per example, computed without forming the [B, B] product.
             smoothness = tf.reduce_sum(tf.matmul(predicted, self._laplacian_matrix) * predicted, -1)
-            lap_loss = self._laplacian_smoothing_weight * tf.reduce_mean(smoothness * sample_weights)
+            lap_loss = self._laplacian_smoothing_weight * _mean(smoothness * sample_weights)
             loss = loss + lap_loss
             extra["laplacian_loss"] = lap_loss
         return LossInfo(loss, extra)
@@ -321,14 +385,16 @@ class NeuralEpsilonGreedyAgent(BanditAgent):
         if self._gradient_clipping is not None:
             # Per-tensor norm clipping, like TF-Agents' eager_utils.clip_gradient_norms (of the
             # replicas' summed gradient: rlops.agents.replicas).
-            clip = lambda gs: [tf.clip_by_norm(g, self._gradient_clipping) if g is not None else None  # noqa: E731
-                               for g in gs]
+            clip = lambda gs: [
+                tf.clip_by_norm(g, self._gradient_clipping) if g is not None else None  # noqa: E731
+                for g in gs
+            ]
         grads = apply_global_gradients(self._optimizer, grads, variables, clip)
         self._write_summaries(share, grads, variables, rewards)
         self._train_step_counter.assign_add(1)
         return share
 
-    def _write_summaries(self, share: LossInfo, grads: list, variables: list, rewards: tf.Tensor) -> None:
+    def _write_summaries(self, share: LossInfo, grads: list[Any], variables: list[Any], rewards: tf.Tensor) -> None:
         # tf.summary ops are no-ops without a default writer; skip building them when disabled.
         if not self.summaries_enabled:
             return
@@ -349,3 +415,9 @@ class NeuralEpsilonGreedyAgent(BanditAgent):
                 tf.summary.histogram(f"Variables/{name}", v, step=step)
                 if g is not None:
                     tf.summary.histogram(f"Gradients/{name}", g, step=step)
+
+
+def _mean(values: tf.Tensor) -> tf.Tensor:
+    """reduce_mean, but 0 for an empty batch: under MultiWorkerMirrored a worker whose file shard
+    ended first steps on empty batches until every shard ends (a NaN there would fail the run)."""
+    return tf.math.divide_no_nan(tf.reduce_sum(values), tf.cast(tf.size(values), values.dtype))

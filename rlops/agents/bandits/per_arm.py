@@ -6,6 +6,7 @@ outputs one scalar per arm. Empty towers pass their input through, so the defaul
 common MLP over concat(global, arm). The number of arms may vary between calls (training
 scores only the chosen arm: K = 1).
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -17,26 +18,38 @@ from rlops.agents.networks import MLP, Activation
 
 
 class PerArmRewardNetwork(tf.Module):
-    def __init__(self, observation_spec: dict, global_layers: Sequence[int] = (),
-                 arm_layers: Sequence[int] = (), common_layers: Sequence[int] = (64,),
-                 activation: Activation = tf.nn.relu, output_gain: float = 0.03, seed: int = 0,
-                 name: str = "per_arm_reward_network"):
+    def __init__(
+        self,
+        observation_spec: dict[str, Any],
+        global_layers: Sequence[int] = (),
+        arm_layers: Sequence[int] = (),
+        common_layers: Sequence[int] = (64,),
+        activation: Activation = tf.nn.relu,
+        output_gain: float = 0.03,
+        seed: int = 0,
+        name: str = "per_arm_reward_network",
+    ):
         super().__init__(name=name)
         g_spec = observation_spec[utils.GLOBAL_FEATURE_KEY]
         a_spec = observation_spec[utils.PER_ARM_FEATURE_KEY]
         if g_spec.shape.rank != 1 or a_spec.shape.rank != 2:
-            raise ValueError(f"per-arm observation spec needs '{utils.GLOBAL_FEATURE_KEY}' [Dg] and "
-                             f"'{utils.PER_ARM_FEATURE_KEY}' [K, Da]; got {g_spec.shape} and {a_spec.shape}")
+            raise ValueError(
+                f"per-arm observation spec needs '{utils.GLOBAL_FEATURE_KEY}' [Dg] and "
+                f"'{utils.PER_ARM_FEATURE_KEY}' [K, Da]; got {g_spec.shape} and {a_spec.shape}"
+            )
         self.observation_spec = observation_spec
         g_dim, a_dim = int(g_spec.shape[0]), int(a_spec.shape[1])
-        self.global_tower = (MLP(g_dim, global_layers, None, activation, seed=seed, name="global_tower")
-                             if global_layers else None)
-        self.arm_tower = (MLP(a_dim, arm_layers, None, activation, seed=seed + 11, name="arm_tower")
-                          if arm_layers else None)
+        self.global_tower = (
+            MLP(g_dim, global_layers, None, activation, seed=seed, name="global_tower") if global_layers else None
+        )
+        self.arm_tower = (
+            MLP(a_dim, arm_layers, None, activation, seed=seed + 11, name="arm_tower") if arm_layers else None
+        )
         g_out = self.global_tower.output_size if self.global_tower else g_dim
         a_out = self.arm_tower.output_size if self.arm_tower else a_dim
-        self.common_tower = MLP(g_out + a_out, common_layers, 1, activation, output_gain=output_gain,
-                                seed=seed + 23, name="common_tower")
+        self.common_tower = MLP(
+            g_out + a_out, common_layers, 1, activation, output_gain=output_gain, seed=seed + 23, name="common_tower"
+        )
 
     def __call__(self, observation: Any) -> tf.Tensor:
         g = tf.cast(observation[utils.GLOBAL_FEATURE_KEY], tf.float32)
@@ -50,4 +63,3 @@ class PerArmRewardNetwork(tf.Module):
         g_rep = tf.repeat(g, shape[1], axis=0)  # [B*K, Dg'] row b*K+k = global of b
         out = self.common_tower(tf.concat([g_rep, flat_arms], axis=-1))  # [B*K, 1]
         return tf.reshape(out, shape[:2])
-

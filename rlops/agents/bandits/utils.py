@@ -3,6 +3,7 @@
 Per-arm observations follow TF-Agents' layout: a dict with 'global' [B, Dg], 'per_arm'
 [B, K, Da] and optionally 'num_actions' [B] (arms at index >= num_actions are not candidates).
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
@@ -23,9 +24,15 @@ PREDICTED_REWARDS_SAMPLED = "predicted_rewards_sampled"
 BANDIT_POLICY_TYPE = "bandit_policy_type"
 CHOSEN_ARM_FEATURES = "chosen_arm_features"
 PROPENSITY = "propensity"  # rlops: probability of the chosen action (what OPE needs)
-ALL_INFO_FIELDS = (LOG_PROBABILITY, PREDICTED_REWARDS_MEAN, MULTIOBJECTIVE_SCALARIZED_PREDICTED_REWARDS_MEAN,
-                   PREDICTED_REWARDS_OPTIMISTIC, PREDICTED_REWARDS_SAMPLED, BANDIT_POLICY_TYPE,
-                   CHOSEN_ARM_FEATURES)
+ALL_INFO_FIELDS = (
+    LOG_PROBABILITY,
+    PREDICTED_REWARDS_MEAN,
+    MULTIOBJECTIVE_SCALARIZED_PREDICTED_REWARDS_MEAN,
+    PREDICTED_REWARDS_OPTIMISTIC,
+    PREDICTED_REWARDS_SAMPLED,
+    BANDIT_POLICY_TYPE,
+    CHOSEN_ARM_FEATURES,
+)
 
 # tf_agents.bandits.policies.policy_utilities.BanditPolicyType values.
 BANDIT_POLICY_TYPE_GREEDY = 1
@@ -39,6 +46,7 @@ NUM_ACTIONS_FEATURE_KEY = "num_actions"
 
 class ActionInfo(NamedTuple):
     """What the agents need to know about a discrete action spec."""
+
     num_actions: int
     minimum: int
     spec: Any  # the single BoundedTensorSpec (unwrapped from a one-element nest)
@@ -77,8 +85,7 @@ def check_emit_policy_info(emit_policy_info: Any, allowed: tuple[str, ...]) -> t
         if key in allowed:
             continue
         if key in ALL_INFO_FIELDS:
-            raise ValueError(f"emit_policy_info {key!r} is not available for this policy "
-                             f"(it emits {list(allowed)})")
+            raise ValueError(f"emit_policy_info {key!r} is not available for this policy (it emits {list(allowed)})")
         raise ValueError(f"Unknown emit_policy_info {key!r}; allowed: {list(allowed)}")
     return emit_policy_info
 
@@ -88,7 +95,7 @@ def flatten_outer(nest: Any, num_outer_dims: int) -> Any:
     if num_outer_dims == 1:
         return nest
 
-    def _flatten(t):
+    def _flatten(t: Any) -> Any:
         t = tf.convert_to_tensor(t)
         inner = t.shape[num_outer_dims:]
         if inner.is_fully_defined():
@@ -98,8 +105,7 @@ def flatten_outer(nest: Any, num_outer_dims: int) -> Any:
     return tf.nest.map_structure(_flatten, nest)
 
 
-def process_experience(experience: Trajectory, action_minimum: int = 0
-                       ) -> tuple[Any, tf.Tensor, tf.Tensor, int]:
+def process_experience(experience: Trajectory, action_minimum: int = 0) -> tuple[Any, tf.Tensor, tf.Tensor, int]:
     """(observations, action indices in [0, K), rewards) with one batch dimension, from a [B] or
     [B, 1] single-step Trajectory (the reward, a scalar per step, tells how many outer dims)."""
     reward = tf.convert_to_tensor(experience.reward)
@@ -127,8 +133,10 @@ def chosen_arm_features(experience: Trajectory, num_outer_dims: int) -> tf.Tenso
     """The chosen arm's features [B, Da] from policy_info (where per-arm policies put them)."""
     info = experience.policy_info
     if not isinstance(info, dict) or CHOSEN_ARM_FEATURES not in info:
-        raise ValueError(f"Per-arm training needs experience.policy_info['{CHOSEN_ARM_FEATURES}'] (the "
-                         f"features of the arm that was chosen); got policy_info {info!r}")
+        raise ValueError(
+            f"Per-arm training needs experience.policy_info['{CHOSEN_ARM_FEATURES}'] (the "
+            f"features of the arm that was chosen); got policy_info {info!r}"
+        )
     return flatten_outer(info[CHOSEN_ARM_FEATURES], num_outer_dims)
 
 
@@ -166,6 +174,7 @@ def gather_arm_features(per_arm: tf.Tensor, indices: tf.Tensor) -> tf.Tensor:
 
 
 # --- replicas -----------------------------------------------------------------------------------
+
 
 def replica_context() -> tf.distribute.ReplicaContext | None:
     """The replica context when several replicas are in sync, else None (one replica: no collectives)."""

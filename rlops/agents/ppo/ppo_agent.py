@@ -28,6 +28,7 @@ The epoch/minibatch loop is a tf.while_loop on the host side whose body is one
 (MirroredStrategy, MultiWorkerMirroredStrategy, TPUStrategy). With one replica the whole update
 is one XLA-compiled function.
 """
+
 from __future__ import annotations
 
 from typing import Any, NamedTuple
@@ -61,7 +62,7 @@ def _replica_context() -> tuple[Any, int]:
     return ctx, (ctx.num_replicas_in_sync if ctx is not None else 1)
 
 
-def _all_gather(tensors: dict) -> dict:
+def _all_gather(tensors: dict[str, Any]) -> dict[str, Any]:
     """Each replica's rows concatenated along axis 0, inside a replica function."""
     ctx = tf.distribute.get_replica_context()
     return {k: ctx.all_gather(v, axis=0) for k, v in tensors.items()}
@@ -95,26 +96,51 @@ class PPOAgent(tf.Module):
 
     train_in_cross_replica_context = True  # see the module docstring and rlops.train.Learner
 
-    def __init__(self, time_step_spec: TimeStep, action_spec: tf.TensorSpec, optimizer=None,
-                 actor_net: ActorNetwork | None = None, value_net: ValueNetwork | None = None,
-                 greedy_eval: bool = True, importance_ratio_clipping: float = 0.0, lambda_value: float = 0.95,
-                 discount_factor: float = 0.99, entropy_regularization: float = 0.0,
-                 policy_l2_reg: float = 0.0, value_function_l2_reg: float = 0.0, shared_vars_l2_reg: float = 0.0,
-                 value_pred_loss_coef: float = 0.5, num_epochs: int = 25,
-                 use_gae: bool = False, use_td_lambda_return: bool = False,
-                 normalize_rewards: bool = True, reward_norm_clipping: float = 10.0,
-                 normalize_observations: bool = True, log_prob_clipping: float = 0.0,
-                 kl_cutoff_factor: float = 2.0, kl_cutoff_coef: float = 1000.0,
-                 initial_adaptive_kl_beta: float = 1.0, adaptive_kl_target: float = 0.01,
-                 adaptive_kl_tolerance: float = 0.3, gradient_clipping: float | None = None,
-                 value_clipping: float | None = None, check_numerics: bool = False,
-                 compute_value_and_advantage_in_train: bool = True,
-                 update_normalizers_in_train: bool = True, aggregate_losses_across_replicas: bool = True,
-                 debug_summaries: bool = False, summarize_grads_and_vars: bool = False,
-                 train_step_counter: tf.Variable | None = None, name: str | None = None,
-                 minibatch_size: int | None = None, normalize_advantages: bool | str = True,
-                 observation_clip_value: float = 5.0, observation_variance_epsilon: float = 1e-3,
-                 seed: int = 0, jit_compile: bool = True):
+    def __init__(
+        self,
+        time_step_spec: TimeStep,
+        action_spec: tf.TensorSpec,
+        optimizer: Any = None,
+        actor_net: ActorNetwork | None = None,
+        value_net: ValueNetwork | None = None,
+        greedy_eval: bool = True,
+        importance_ratio_clipping: float = 0.0,
+        lambda_value: float = 0.95,
+        discount_factor: float = 0.99,
+        entropy_regularization: float = 0.0,
+        policy_l2_reg: float = 0.0,
+        value_function_l2_reg: float = 0.0,
+        shared_vars_l2_reg: float = 0.0,
+        value_pred_loss_coef: float = 0.5,
+        num_epochs: int = 25,
+        use_gae: bool = False,
+        use_td_lambda_return: bool = False,
+        normalize_rewards: bool = True,
+        reward_norm_clipping: float = 10.0,
+        normalize_observations: bool = True,
+        log_prob_clipping: float = 0.0,
+        kl_cutoff_factor: float = 2.0,
+        kl_cutoff_coef: float = 1000.0,
+        initial_adaptive_kl_beta: float = 1.0,
+        adaptive_kl_target: float = 0.01,
+        adaptive_kl_tolerance: float = 0.3,
+        gradient_clipping: float | None = None,
+        value_clipping: float | None = None,
+        check_numerics: bool = False,
+        compute_value_and_advantage_in_train: bool = True,
+        update_normalizers_in_train: bool = True,
+        aggregate_losses_across_replicas: bool = True,
+        debug_summaries: bool = False,
+        summarize_grads_and_vars: bool = False,
+        train_step_counter: tf.Variable | None = None,
+        name: str | None = None,
+        minibatch_size: int | None = None,
+        normalize_advantages: bool | str = True,
+        observation_clip_value: float = 5.0,
+        observation_variance_epsilon: float = 1e-3,
+        seed: int = 0,
+        jit_compile: bool = True,
+    ):
         super().__init__(name=name or "PPOAgent")
         if optimizer is None:
             raise ValueError("PPOAgent needs an optimizer (e.g. tf_keras.optimizers.Adam(3e-4)).")
@@ -125,8 +151,9 @@ class PPOAgent(tf.Module):
         if minibatch_size is not None and minibatch_size < 1:
             raise ValueError(f"minibatch_size must be >= 1 or None, got {minibatch_size}")
         if normalize_advantages not in (True, False, "batch", "minibatch"):
-            raise ValueError(f"normalize_advantages must be True, False, 'batch' or 'minibatch', "
-                             f"got {normalize_advantages!r}")
+            raise ValueError(
+                f"normalize_advantages must be True, False, 'batch' or 'minibatch', got {normalize_advantages!r}"
+            )
         self.time_step_spec = self._no_dependency(time_step_spec)
         self.action_spec = self._no_dependency(action_spec)
         obs_spec = time_step_spec.observation
@@ -165,46 +192,97 @@ class PPOAgent(tf.Module):
         self.seed = seed
         self.reward_norm_clipping = reward_norm_clipping
 
-        self.adaptive_kl_beta = (tf.Variable(initial_adaptive_kl_beta, dtype=tf.float32, trainable=False,
-                                             name="adaptive_kl_beta",
-                                             aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-                                 if initial_adaptive_kl_beta > 0 else None)
+        self.adaptive_kl_beta = (
+            tf.Variable(
+                initial_adaptive_kl_beta,
+                dtype=tf.float32,
+                trainable=False,
+                name="adaptive_kl_beta",
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+            )
+            if initial_adaptive_kl_beta > 0
+            else None
+        )
         # TF-Agents' normalizers: observations clipped at 5, rewards at reward_norm_clipping (not centered).
-        self.observation_normalizer = (StreamingNormalizer(obs_spec.shape, center_mean=True,
-                                                           clip_value=observation_clip_value,
-                                                           epsilon=observation_variance_epsilon,
-                                                           name="observation_normalizer")
-                                       if normalize_observations else None)
-        self.reward_normalizer = (StreamingNormalizer((), center_mean=False, clip_value=reward_norm_clipping,
-                                                      name="reward_normalizer")
-                                  if normalize_rewards else None)
+        self.observation_normalizer = (
+            StreamingNormalizer(
+                obs_spec.shape,
+                center_mean=True,
+                clip_value=observation_clip_value,
+                epsilon=observation_variance_epsilon,
+                name="observation_normalizer",
+            )
+            if normalize_observations
+            else None
+        )
+        self.reward_normalizer = (
+            StreamingNormalizer((), center_mean=False, clip_value=reward_norm_clipping, name="reward_normalizer")
+            if normalize_rewards
+            else None
+        )
         # ONLY_FIRST_REPLICA: incremented inside strategy.run without cross-replica conflicts.
-        self.train_step_counter = (train_step_counter if train_step_counter is not None else
-                                   tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step_counter",
-                                               aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA))
+        self.train_step_counter = (
+            train_step_counter
+            if train_step_counter is not None
+            else tf.Variable(
+                0,
+                dtype=tf.int64,
+                trainable=False,
+                name="train_step_counter",
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+            )
+        )
 
         # TF-Agents' PPO policies do not clip actions (environments clip what they receive).
         if compute_value_and_advantage_in_train:
-            self.collect_policy = ActorPolicy(time_step_spec, action_spec, self.actor_net,
-                                              observation_normalizer=self.observation_normalizer,
-                                              clip_actions=False, name="collect_policy")
+            self.collect_policy = ActorPolicy(
+                time_step_spec,
+                action_spec,
+                self.actor_net,
+                observation_normalizer=self.observation_normalizer,
+                clip_actions=False,
+                name="collect_policy",
+            )
         else:  # values are stored while acting, returns/advantages added by preprocess_sequence
-            self.collect_policy = PPOCollectPolicy(time_step_spec, action_spec, self.actor_net, self.value_net,
-                                                   observation_normalizer=self.observation_normalizer,
-                                                   clip_actions=False, name="collect_policy")
+            self.collect_policy = PPOCollectPolicy(
+                time_step_spec,
+                action_spec,
+                self.actor_net,
+                self.value_net,
+                observation_normalizer=self.observation_normalizer,
+                clip_actions=False,
+                name="collect_policy",
+            )
         self.greedy_eval = greedy_eval
-        self.policy = (GreedyPolicy(self.collect_policy, name="greedy_policy") if greedy_eval
-                       else ActorPolicy(time_step_spec, action_spec, self.actor_net,
-                                        observation_normalizer=self.observation_normalizer,
-                                        clip_actions=False, name="policy"))
+        self.policy = (
+            GreedyPolicy(self.collect_policy, name="greedy_policy")
+            if greedy_eval
+            else ActorPolicy(
+                time_step_spec,
+                action_spec,
+                self.actor_net,
+                observation_normalizer=self.observation_normalizer,
+                clip_actions=False,
+                name="policy",
+            )
+        )
         self.collect_data_spec = self._no_dependency(
-            trajectory_spec(time_step_spec, action_spec, self.collect_policy.info_spec))
+            trajectory_spec(time_step_spec, action_spec, self.collect_policy.info_spec)
+        )
         # TF-Agents: training data carries return and advantage iff preprocess_sequence adds them.
-        self.training_data_spec = None if compute_value_and_advantage_in_train else self._no_dependency(
-            self.collect_data_spec._replace(policy_info={
-                **self.collect_data_spec.policy_info,
-                "return": tf.TensorSpec((), tf.float32, "return"),
-                "advantage": tf.TensorSpec((), tf.float32, "advantage")}))
+        self.training_data_spec = (
+            None
+            if compute_value_and_advantage_in_train
+            else self._no_dependency(
+                self.collect_data_spec._replace(
+                    policy_info={
+                        **self.collect_data_spec.policy_info,
+                        "return": tf.TensorSpec((), tf.float32, "return"),
+                        "advantage": tf.TensorSpec((), tf.float32, "advantage"),
+                    }
+                )
+            )
+        )
         self.train_sequence_length = None  # any T >= 2
         # Deterministic order: actor first, then value network, each in creation order.
         self._trainable = list(self.actor_net.trainable_variables) + list(self.value_net.trainable_variables)
@@ -236,14 +314,14 @@ class PPOAgent(tf.Module):
         """
         ctx, replicas = _replica_context()
         strategy = tf.distribute.get_strategy()
-        if replicas > 1 or (tf.distribute.in_cross_replica_context()
-                            and strategy.num_replicas_in_sync > 1):
+        if replicas > 1 or (tf.distribute.in_cross_replica_context() and strategy.num_replicas_in_sync > 1):
             if not tf.distribute.in_cross_replica_context():
                 raise RuntimeError(
                     f"PPOAgent.train was called inside strategy.run with {replicas} replicas: its epoch loop "
                     "must all-reduce gradients every step, which it does from cross-replica context. Call "
                     "agent.train(experience) under strategy.scope() outside strategy.run (rlops' Learner "
-                    "does this for agents with train_in_cross_replica_context).")
+                    "does this for agents with train_in_cross_replica_context)."
+                )
             return self._train_multi_replica(strategy, experience, weights)
         specs.check_nest_matches_spec(experience, self._train_data_spec, "experience", num_outer_dims=2)
         return self._train_fn(experience, self._weights(experience, weights))
@@ -258,18 +336,24 @@ class PPOAgent(tf.Module):
         return tf.broadcast_to(weights, tf.shape(reward))
 
     # ---- pieces (public so tests can check them against numpy) --------------------------------
-    def compute_advantages_and_returns(self, experience: Trajectory, values: tf.Tensor,
-                                       rewards: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def compute_advantages_and_returns(
+        self, experience: Trajectory, values: tf.Tensor, rewards: tf.Tensor
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         """values, rewards [B, T]; returns (advantages, returns) for rows 0..T-2, [B, T-1]."""
         trace_continues = 1.0 - tf.cast(tf.equal(experience.next_step_type[:, :-1], StepType.LAST), tf.float32)
         discounts = tf.cast(experience.discount[:, :-1], tf.float32)
         rewards = rewards[:, :-1]
-        returns = value_ops.discounted_return(values[:, 1:], rewards, discounts, trace_continues,
-                                              self.discount_factor)
+        returns = value_ops.discounted_return(values[:, 1:], rewards, discounts, trace_continues, self.discount_factor)
         if self.use_gae:
             advantages = value_ops.generalized_advantage_estimation(
-                values[:, :-1], values[:, 1:], rewards, discounts, trace_continues, self.discount_factor,
-                self.lambda_value)
+                values[:, :-1],
+                values[:, 1:],
+                rewards,
+                discounts,
+                trace_continues,
+                self.discount_factor,
+                self.lambda_value,
+            )
             if self.use_td_lambda_return:
                 returns = value_ops.td_lambda_return(values[:, :-1], advantages)
         else:
@@ -298,7 +382,8 @@ class PPOAgent(tf.Module):
     def _preprocess(self, experience: Trajectory) -> Trajectory:
         info = experience.policy_info
         advantages, returns = self._padded_advantages_and_returns(
-            experience, tf.cast(info["value_prediction"], tf.float32))
+            experience, tf.cast(info["value_prediction"], tf.float32)
+        )
         return experience._replace(policy_info={**info, "return": returns, "advantage": advantages})
 
     def aggregate(self, per_row: tf.Tensor, weights: tf.Tensor, rows: tf.Tensor | None = None) -> tf.Tensor:
@@ -312,8 +397,14 @@ class PPOAgent(tf.Module):
             return tf.reduce_sum(weighted) / (rows * replicas)
         return tf.reduce_sum(weighted) / rows
 
-    def policy_gradient_loss(self, log_prob: tf.Tensor, old_log_prob: tf.Tensor, advantages: tf.Tensor,
-                             weights: tf.Tensor, in_range: tf.Tensor | None = None) -> tuple[tf.Tensor, tf.Tensor]:
+    def policy_gradient_loss(
+        self,
+        log_prob: tf.Tensor,
+        old_log_prob: tf.Tensor,
+        advantages: tf.Tensor,
+        weights: tf.Tensor,
+        in_range: tf.Tensor | None = None,
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         """Returns (loss, clip_fraction)."""
         if self.log_prob_clipping > 0:
             log_prob = tf.clip_by_value(log_prob, -self.log_prob_clipping, self.log_prob_clipping)
@@ -332,12 +423,19 @@ class PPOAgent(tf.Module):
         rows = None if in_range is None else tf.reduce_sum(in_range)
         return self.aggregate(-objective, weights, rows), clip_fraction
 
-    def value_estimation_loss(self, value_preds: tf.Tensor, returns: tf.Tensor, old_value_preds: tf.Tensor,
-                              weights: tf.Tensor, rows: tf.Tensor | None = None) -> tf.Tensor:
+    def value_estimation_loss(
+        self,
+        value_preds: tf.Tensor,
+        returns: tf.Tensor,
+        old_value_preds: tf.Tensor,
+        weights: tf.Tensor,
+        rows: tf.Tensor | None = None,
+    ) -> tf.Tensor:
         error = tf.math.squared_difference(returns, value_preds)
         if self.value_clipping > 0:
             clipped_preds = old_value_preds + tf.clip_by_value(
-                value_preds - old_value_preds, -self.value_clipping, self.value_clipping)
+                value_preds - old_value_preds, -self.value_clipping, self.value_clipping
+            )
             error = tf.maximum(error, tf.math.squared_difference(returns, clipped_preds))
         return self.aggregate(error, weights, rows) * self.value_pred_loss_coef
 
@@ -352,9 +450,11 @@ class PPOAgent(tf.Module):
         _, replicas = _replica_context()
         actor, value = self.actor_net.l2_weights, self.value_net.l2_weights
         shared_refs = {w.ref() for w in actor} & {w.ref() for w in value}
-        groups = ((self.policy_l2_reg, [w for w in actor if w.ref() not in shared_refs]),
-                  (self.value_function_l2_reg, [w for w in value if w.ref() not in shared_refs]),
-                  (self.shared_vars_l2_reg, [w for w in actor if w.ref() in shared_refs]))
+        groups = (
+            (self.policy_l2_reg, [w for w in actor if w.ref() not in shared_refs]),
+            (self.value_function_l2_reg, [w for w in value if w.ref() not in shared_refs]),
+            (self.shared_vars_l2_reg, [w for w in actor if w.ref() in shared_refs]),
+        )
         loss = tf.zeros([])
         for coef, weights in groups:
             if coef > 0 and weights:
@@ -394,10 +494,15 @@ class PPOAgent(tf.Module):
 
     # ---- the update, per replica --------------------------------------------------------------
     def _normalized_obs(self, obs: tf.Tensor) -> tf.Tensor:
-        return self.observation_normalizer.normalize(obs) if self.observation_normalizer is not None \
+        return (
+            self.observation_normalizer.normalize(obs)
+            if self.observation_normalizer is not None
             else tf.cast(obs, tf.float32)
+        )
 
-    def _prepare(self, experience: Trajectory, weights: tf.Tensor, debug: dict | None = None) -> dict:
+    def _prepare(
+        self, experience: Trajectory, weights: tf.Tensor, debug: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Values, returns, advantages and masks of a [B, T] batch, flattened to B*T rows.
         `debug`: filled with per-row tensors for debug summaries (kept out of the minibatches)."""
         obs = experience.observation
@@ -411,8 +516,10 @@ class PPOAgent(tf.Module):
             values = tf.cast(info["value_prediction"], tf.float32)
             advantages, returns = tf.cast(info["advantage"], tf.float32), tf.cast(info["return"], tf.float32)
         # TF-Agents' make_trajectory_mask: not a boundary, and a return/advantage exists.
-        valid = tf.logical_and(tf.not_equal(experience.step_type, StepType.LAST),
-                               tf.logical_not(tf.logical_and(tf.equal(returns, 0.0), tf.equal(advantages, 0.0))))
+        valid = tf.logical_and(
+            tf.not_equal(experience.step_type, StepType.LAST),
+            tf.logical_not(tf.logical_and(tf.equal(returns, 0.0), tf.equal(advantages, 0.0))),
+        )
         flat = lambda x: tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0))  # noqa: E731
         data = {
             "obs": norm_obs,
@@ -425,8 +532,13 @@ class PPOAgent(tf.Module):
         }
         if debug is not None:
             rewards = tf.cast(experience.reward, tf.float32)
-            debug.update(advantages=data["advantages"], rewards=flat(rewards), returns=data["returns"],
-                         observations=flat(tf.cast(obs, tf.float32)), actions=data["action"])
+            debug.update(
+                advantages=data["advantages"],
+                rewards=flat(rewards),
+                returns=data["returns"],
+                observations=flat(tf.cast(obs, tf.float32)),
+                actions=data["action"],
+            )
             if self.reward_normalizer is not None:
                 debug["rewards_normalized"] = flat(self.reward_normalizer.normalize(rewards))
         if self.normalize_advantages == "batch":
@@ -440,7 +552,7 @@ class PPOAgent(tf.Module):
         data["old_log_prob"] = self._log_prob(self.actor_net.distribution(data["old_params"]), data["action"])
         return tf.nest.map_structure(tf.stop_gradient, data)
 
-    def _log_prob(self, dist, action: tf.Tensor) -> tf.Tensor:
+    def _log_prob(self, dist: Any, action: tf.Tensor) -> tf.Tensor:
         return tf.cast(dist.log_prob(self._action_index(action)), tf.float32)
 
     def _action_index(self, action: tf.Tensor) -> tf.Tensor:
@@ -459,14 +571,14 @@ class PPOAgent(tf.Module):
             raise ValueError(f"minibatch_size={self.minibatch_size} is not divisible by the {replicas} replicas")
         return self.minibatch_size // replicas
 
-    def _num_steps(self, data: dict) -> tf.Tensor:
+    def _num_steps(self, data: dict[str, Any]) -> tf.Tensor:
         mb_size = self._local_minibatch_size()
         if mb_size is None:
             return tf.constant(self.num_epochs)
         num_rows = tf.shape(data["weights"])[0]
         return self.num_epochs * ((num_rows + mb_size - 1) // mb_size)
 
-    def _orders(self, data: dict, base_step: tf.Tensor) -> tf.Tensor:
+    def _orders(self, data: dict[str, Any], base_step: tf.Tensor) -> tf.Tensor:
         """One row permutation per epoch, [num_epochs, rows], a function of (train step, seed) only:
         any replica or re-run reproduces it, compiled or not. argsort of integer hashes (murmur3's
         finalizer): TF's stateless RNG draws other numbers under XLA than without it (measured:
@@ -481,7 +593,7 @@ class PPOAgent(tf.Module):
         hashes = _fmix32(_fmix32(tf.bitwise.bitwise_xor(key, epochs * u32(0x27D4EB2F))) + rows)
         return tf.argsort(tf.cast(hashes, tf.int64), axis=-1, stable=True)
 
-    def _minibatch(self, data: dict, orders: tf.Tensor, step: tf.Tensor) -> dict:
+    def _minibatch(self, data: dict[str, Any], orders: tf.Tensor, step: tf.Tensor) -> dict[str, Any]:
         """Rows of gradient step `step` (0-based within this train call), always `minibatch_size`
         rows (static shapes for XLA/TPU): the last minibatch of an epoch is padded with weight-0
         rows that do not count in the averages."""
@@ -499,7 +611,7 @@ class PPOAgent(tf.Module):
         mb["in_range"] = in_range
         return mb
 
-    def _gradient_step(self, mb: dict, return_grads: bool = False) -> tf.Tensor | tuple[tf.Tensor, list]:
+    def _gradient_step(self, mb: dict[str, Any], return_grads: bool = False) -> tf.Tensor | tuple[tf.Tensor, list[Any]]:
         """One optimizer step on a minibatch; returns [total, pg, value, l2, entropy, kl, clip_fraction]
         (and the applied gradients when `return_grads`)."""
         with tf.GradientTape() as tape:
@@ -511,10 +623,12 @@ class PPOAgent(tf.Module):
             advantages = mb["advantages"]
             if self.normalize_advantages == "minibatch":
                 advantages = self._minibatch_normalized(advantages, in_range)
-            pg, clip_fraction = self.policy_gradient_loss(log_prob, mb["old_log_prob"], advantages,
-                                                          mb["weights"], in_range)
-            vf = self.value_estimation_loss(self.value_net(mb["obs"]), mb["returns"], mb["old_values"],
-                                            mb["weights"], rows)
+            pg, clip_fraction = self.policy_gradient_loss(
+                log_prob, mb["old_log_prob"], advantages, mb["weights"], in_range
+            )
+            vf = self.value_estimation_loss(
+                self.value_net(mb["obs"]), mb["returns"], mb["old_values"], mb["weights"], rows
+            )
             l2 = self.l2_loss()
             ent = self.entropy_loss(tf.cast(dist.entropy(), tf.float32), mb["weights"], rows)
             kl = tf.zeros([])
@@ -542,7 +656,7 @@ class PPOAgent(tf.Module):
         var = _all_reduce_sum(tf.reduce_sum(tf.square(advantages - mean) * rows)) / n
         return _normalized(advantages, mean, var)
 
-    def _finish(self, experience: Trajectory, data: dict) -> tf.Tensor:
+    def _finish(self, experience: Trajectory, data: dict[str, Any]) -> tf.Tensor:
         """After the epochs: adaptive beta from the KL of the updated policy, then normalizers."""
         _, replicas = _replica_context()
         old = self.actor_net.distribution(data["old_params"])
@@ -558,29 +672,32 @@ class PPOAgent(tf.Module):
         return mean_kl
 
     # ---- one replica: everything in one XLA-compiled function -----------------------------------
-    def _core(self, experience: Trajectory, weights: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, dict, list]:
+    def _core(
+        self, experience: Trajectory, weights: tf.Tensor
+    ) -> tuple[tf.Tensor, tf.Tensor, dict[str, Any], list[Any]]:
         """The whole update, XLA-compiled, free of summary ops: it returns what the summaries need
         (debug tensors over the batch, the last step's gradients) only when they are asked for, so
         the default path carries nothing extra through the loop."""
         base_step = tf.identity(self.train_step_counter)
-        debug = {} if self.debug_summaries else None
+        debug: dict[str, tf.Tensor] | None = {} if self.debug_summaries else None
         data = self._prepare(experience, weights, debug)
         orders = self._orders(data, base_step)
         with_grads = self.summarize_grads_and_vars
 
-        def body(step, _, grads):
+        def body(step: Any, _: Any, grads: Any) -> Any:
             out = self._gradient_step(self._minibatch(data, orders, step), return_grads=with_grads)
             return (step + 1, *out) if with_grads else (step + 1, out, grads)
 
         grads = [tf.zeros_like(v) for v in self._trainable] if with_grads else []
-        _, last, grads = tf.while_loop(lambda step, *_: step < self._num_steps(data), body,
-                                       (tf.constant(0), tf.zeros([_NUM_LOSSES]), grads))
+        _, last, grads = tf.while_loop(
+            lambda step, *_: step < self._num_steps(data), body, (tf.constant(0), tf.zeros([_NUM_LOSSES]), grads)
+        )
         if debug is not None:
             debug.update(self._debug_tensors(data))
         mean_kl = self._finish(experience, data)
         return last, mean_kl, debug or {}, grads
 
-    def _debug_tensors(self, data: dict) -> dict:
+    def _debug_tensors(self, data: dict[str, Any]) -> dict[str, Any]:
         """Per-row quantities of TF-Agents' debug summaries, on the whole batch with the updated
         networks (TF-Agents writes them at the first and last epoch; here once per train call)."""
         dist = self.actor_net.distribution(self.actor_net.distribution_params(data["obs"]))
@@ -588,12 +705,17 @@ class PPOAgent(tf.Module):
         ratio = tf.exp(log_prob - data["old_log_prob"])
         value_preds = self.value_net(data["obs"])
         old_dist = self.actor_net.distribution(data["old_params"])
-        out = {"action_log_prob": log_prob, "action_log_prob_sample": data["old_log_prob"],
-               "importance_ratio": ratio, "per_timestep_objective": ratio * data["advantages"],
-               "policy_entropy": tf.cast(dist.entropy(), tf.float32),
-               "value_preds": value_preds,
-               "value_estimation_error": tf.math.squared_difference(data["returns"], value_preds),
-               "kl_divergence": tf.cast(old_dist.kl_divergence(dist), tf.float32), "weights": data["weights"]}
+        out = {
+            "action_log_prob": log_prob,
+            "action_log_prob_sample": data["old_log_prob"],
+            "importance_ratio": ratio,
+            "per_timestep_objective": ratio * data["advantages"],
+            "policy_entropy": tf.cast(dist.entropy(), tf.float32),
+            "value_preds": value_preds,
+            "value_estimation_error": tf.math.squared_difference(data["returns"], value_preds),
+            "kl_divergence": tf.cast(old_dist.kl_divergence(dist), tf.float32),
+            "weights": data["weights"],
+        }
         if self.normalize_advantages != "minibatch":  # per minibatch there is no one batch-wide value to show
             out["advantages_normalized"] = data["advantages"]
         if self.importance_ratio_clipping > 0:
@@ -626,42 +748,55 @@ class PPOAgent(tf.Module):
         base_step = tf.identity(self.train_step_counter)
         with_debug, with_grads = self.debug_summaries, self.summarize_grads_and_vars
 
-        def prepare(e, w):
-            debug = {} if with_debug else None
+        def prepare(e: Any, w: Any) -> Any:
+            debug: dict[str, tf.Tensor] | None = {} if with_debug else None
             return self._prepare(e, tf.cast(w, tf.float32), debug), debug or {}
+
         data, debug = strategy.run(prepare, args=(experience, weights))
         num_steps = first(strategy.run(self._num_steps, args=(data,)))
         orders = strategy.run(lambda d: self._orders(d, base_step), args=(data,))
         # Loop variables start as per-replica zeros: tracing the gradient step once, in the body.
-        zeros = strategy.run(lambda: (tf.zeros([_NUM_LOSSES]),
-                                      [tf.zeros_like(v) for v in self._trainable] if with_grads else []))
+        zeros = strategy.run(
+            lambda: (tf.zeros([_NUM_LOSSES]), [tf.zeros_like(v) for v in self._trainable] if with_grads else [])
+        )
 
-        def body(step, _, grads):
-            out = strategy.run(lambda d, o: self._gradient_step(self._minibatch(d, o, step), return_grads=with_grads),
-                               args=(data, orders))
+        def body(step: Any, _: Any, grads: Any) -> Any:
+            out = strategy.run(
+                lambda d, o: self._gradient_step(self._minibatch(d, o, step), return_grads=with_grads),
+                args=(data, orders),
+            )
             return (step + 1, *out) if with_grads else (step + 1, out, grads)
 
         _, last, grads = tf.while_loop(lambda step, *_: step < num_steps, body, (tf.constant(0), *zeros))
         if with_debug:  # every replica's rows, gathered: the histograms describe the global batch
-            debug = first(strategy.run(lambda d, extra: _all_gather({**extra, **self._debug_tensors(d)}),
-                                       args=(data, debug)))
+            debug = first(
+                strategy.run(lambda d, extra: _all_gather({**extra, **self._debug_tensors(d)}), args=(data, debug))
+            )
         mean_kl = strategy.run(self._finish, args=(experience, data))
         loss_info = strategy.run(self._loss_info, args=(last,))
-        reduced = tf.nest.map_structure(lambda x: strategy.reduce(tf.distribute.ReduceOp.SUM, x, axis=None),
-                                        loss_info)
+        reduced = tf.nest.map_structure(lambda x: strategy.reduce(tf.distribute.ReduceOp.SUM, x, axis=None), loss_info)
         # The applied gradients are the replicas' sum (rlops.agents.replicas): any replica's copy.
-        self._write_summaries(reduced, first(mean_kl), debug if with_debug else {},
-                              [first(g) for g in grads] if with_grads else [])
+        self._write_summaries(
+            reduced, first(mean_kl), debug if with_debug else {}, [first(g) for g in grads] if with_grads else []
+        )
         return loss_info
 
     # ---- outputs --------------------------------------------------------------------------------
     @staticmethod
     def _loss_info(last: tf.Tensor) -> LossInfo:
-        return LossInfo(loss=last[0], extra=PPOLossInfo(
-            policy_gradient_loss=last[1], value_estimation_loss=last[2], l2_regularization_loss=last[3],
-            entropy_regularization_loss=last[4], kl_penalty_loss=last[5], clip_fraction=last[6]))
+        return LossInfo(
+            loss=last[0],
+            extra=PPOLossInfo(
+                policy_gradient_loss=last[1],
+                value_estimation_loss=last[2],
+                l2_regularization_loss=last[3],
+                entropy_regularization_loss=last[4],
+                kl_penalty_loss=last[5],
+                clip_fraction=last[6],
+            ),
+        )
 
-    def _write_summaries(self, loss_info: LossInfo, kl: tf.Tensor, debug: dict, grads: list) -> None:
+    def _write_summaries(self, loss_info: LossInfo, kl: tf.Tensor, debug: dict[str, Any], grads: list[Any]) -> None:
         """Once per train call, outside the compiled update (TensorBoard ops are host ops).
 
         Loss scalars always; with `debug_summaries` TF-Agents' debug histograms and means over the
@@ -674,8 +809,13 @@ class PPOAgent(tf.Module):
         with tf.name_scope("Losses/"):
             for name, value in extra._asdict().items():
                 tf.summary.scalar(name, value, step=step)
-            terms = [extra.policy_gradient_loss, extra.value_estimation_loss, extra.l2_regularization_loss,
-                     extra.entropy_regularization_loss, extra.kl_penalty_loss]
+            terms = [
+                extra.policy_gradient_loss,
+                extra.value_estimation_loss,
+                extra.l2_regularization_loss,
+                extra.entropy_regularization_loss,
+                extra.kl_penalty_loss,
+            ]
             tf.summary.scalar("total_abs_loss", tf.add_n([tf.abs(v) for v in terms]), step=step)
             tf.summary.scalar("loss", loss_info.loss, step=step)
         tf.summary.scalar("Metrics/policy_kl", kl, step=step)
@@ -697,22 +837,27 @@ class PPOAgent(tf.Module):
                     tf.summary.histogram(name + "_gradient", grad, step=step)
                     tf.summary.scalar(name + "_gradient_norm", tf.norm(grad), step=step)
 
-    def _write_debug_summaries(self, debug: dict, step: tf.Variable) -> None:
+    def _write_debug_summaries(self, debug: dict[str, Any], step: tf.Variable) -> None:
         valid = debug["weights"] > 0  # boundary, bootstrap and weight-0 rows are not data
         rows = {k: tf.boolean_mask(v, valid) for k, v in debug.items() if k != "weights"}
         with tf.name_scope("Debug/"):
             for name, value in rows.items():
                 tf.summary.histogram(name, value, step=step)
-            for name, key in (("rewards_mean", "rewards"), ("rewards_normalized_mean", "rewards_normalized"),
-                              ("value_pred_avg", "value_preds"), ("value_actual_avg", "returns"),
-                              ("importance_ratio_mean", "importance_ratio"),
-                              ("policy_entropy_mean", "policy_entropy"), ("mean_kl_divergence", "kl_divergence")):
+            for name, key in (
+                ("rewards_mean", "rewards"),
+                ("rewards_normalized_mean", "rewards_normalized"),
+                ("value_pred_avg", "value_preds"),
+                ("value_actual_avg", "returns"),
+                ("importance_ratio_mean", "importance_ratio"),
+                ("policy_entropy_mean", "policy_entropy"),
+                ("mean_kl_divergence", "kl_divergence"),
+            ):
                 if key in rows:
                     tf.summary.scalar(name, tf.reduce_mean(rows[key]), step=step)
 
     def _variable_paths(self) -> list[str]:
         """'actor_net/mlp/layers/0/kernel'-style names of the trainable variables, in order."""
-        paths = {}
+        paths: dict[int, str] = {}  # id(variable) -> path
         for attr in ("actor_net", "value_net"):
             module = getattr(self, attr)
             for path, var in module._flatten(predicate=lambda v: isinstance(v, tf.Variable), with_path=True):
@@ -727,7 +872,7 @@ def _fmix32(h: tf.Tensor) -> tf.Tensor:
     return tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, 16))
 
 
-def _valid_params(params: dict) -> dict:
+def _valid_params(params: dict[str, Any]) -> dict[str, Any]:
     """Collection-time distribution parameters with placeholders made harmless: a bootstrap row
     never acted, and drivers may store zeros there (scale 0 gives a -inf log-probability whose
     gradient is NaN even at weight 0). Real parameters pass unchanged."""
@@ -754,7 +899,7 @@ def _split_over_replicas(strategy: tf.distribute.Strategy, nest: Any) -> Any:
 
     def replica_slice(ctx: tf.distribute.ValueContext) -> Any:
         start = ctx.replica_id_in_sync_group * rows
-        return tf.nest.map_structure(lambda x: tf.convert_to_tensor(x)[start:start + rows], nest)
+        return tf.nest.map_structure(lambda x: tf.convert_to_tensor(x)[start : start + rows], nest)
 
     return strategy.experimental_distribute_values_from_function(replica_slice)
 
@@ -766,36 +911,81 @@ class PPOClipAgent(PPOAgent):
     `importance_ratio_clipping=0.2` for the clipped objective of the paper.
     """
 
-    def __init__(self, time_step_spec, action_spec, optimizer=None, actor_net=None, value_net=None,
-                 greedy_eval: bool = True, importance_ratio_clipping: float = 0.0, lambda_value: float = 0.95,
-                 discount_factor: float = 0.99, entropy_regularization: float = 0.0, policy_l2_reg: float = 0.0,
-                 value_function_l2_reg: float = 0.0, shared_vars_l2_reg: float = 0.0,
-                 value_pred_loss_coef: float = 0.5, num_epochs: int = 25, use_gae: bool = False,
-                 use_td_lambda_return: bool = False, normalize_rewards: bool = True,
-                 reward_norm_clipping: float = 10.0, normalize_observations: bool = True,
-                 log_prob_clipping: float = 0.0, gradient_clipping: float | None = None,
-                 value_clipping: float | None = None, check_numerics: bool = False,
-                 compute_value_and_advantage_in_train: bool = True, update_normalizers_in_train: bool = True,
-                 aggregate_losses_across_replicas: bool = True, debug_summaries: bool = False,
-                 summarize_grads_and_vars: bool = False, train_step_counter: tf.Variable | None = None,
-                 name: str | None = "PPOClipAgent", **kwargs):
+    def __init__(
+        self,
+        time_step_spec: Any,
+        action_spec: Any,
+        optimizer: Any = None,
+        actor_net: Any = None,
+        value_net: Any = None,
+        greedy_eval: bool = True,
+        importance_ratio_clipping: float = 0.0,
+        lambda_value: float = 0.95,
+        discount_factor: float = 0.99,
+        entropy_regularization: float = 0.0,
+        policy_l2_reg: float = 0.0,
+        value_function_l2_reg: float = 0.0,
+        shared_vars_l2_reg: float = 0.0,
+        value_pred_loss_coef: float = 0.5,
+        num_epochs: int = 25,
+        use_gae: bool = False,
+        use_td_lambda_return: bool = False,
+        normalize_rewards: bool = True,
+        reward_norm_clipping: float = 10.0,
+        normalize_observations: bool = True,
+        log_prob_clipping: float = 0.0,
+        gradient_clipping: float | None = None,
+        value_clipping: float | None = None,
+        check_numerics: bool = False,
+        compute_value_and_advantage_in_train: bool = True,
+        update_normalizers_in_train: bool = True,
+        aggregate_losses_across_replicas: bool = True,
+        debug_summaries: bool = False,
+        summarize_grads_and_vars: bool = False,
+        train_step_counter: tf.Variable | None = None,
+        name: str | None = "PPOClipAgent",
+        **kwargs: Any,
+    ):
         del log_prob_clipping  # TF-Agents' PPOClipAgent accepts it and passes 0.0
         super().__init__(
-            time_step_spec, action_spec, optimizer, actor_net, value_net, greedy_eval=greedy_eval,
-            importance_ratio_clipping=importance_ratio_clipping, lambda_value=lambda_value,
-            discount_factor=discount_factor, entropy_regularization=entropy_regularization,
-            policy_l2_reg=policy_l2_reg, value_function_l2_reg=value_function_l2_reg,
-            shared_vars_l2_reg=shared_vars_l2_reg, value_pred_loss_coef=value_pred_loss_coef,
-            num_epochs=num_epochs, use_gae=use_gae, use_td_lambda_return=use_td_lambda_return,
-            normalize_rewards=normalize_rewards, reward_norm_clipping=reward_norm_clipping,
-            normalize_observations=normalize_observations, log_prob_clipping=0.0,
-            kl_cutoff_factor=0.0, kl_cutoff_coef=0.0, initial_adaptive_kl_beta=0.0, adaptive_kl_target=0.0,
-            adaptive_kl_tolerance=0.0, gradient_clipping=gradient_clipping, value_clipping=value_clipping,
-            check_numerics=check_numerics, compute_value_and_advantage_in_train=compute_value_and_advantage_in_train,
+            time_step_spec,
+            action_spec,
+            optimizer,
+            actor_net,
+            value_net,
+            greedy_eval=greedy_eval,
+            importance_ratio_clipping=importance_ratio_clipping,
+            lambda_value=lambda_value,
+            discount_factor=discount_factor,
+            entropy_regularization=entropy_regularization,
+            policy_l2_reg=policy_l2_reg,
+            value_function_l2_reg=value_function_l2_reg,
+            shared_vars_l2_reg=shared_vars_l2_reg,
+            value_pred_loss_coef=value_pred_loss_coef,
+            num_epochs=num_epochs,
+            use_gae=use_gae,
+            use_td_lambda_return=use_td_lambda_return,
+            normalize_rewards=normalize_rewards,
+            reward_norm_clipping=reward_norm_clipping,
+            normalize_observations=normalize_observations,
+            log_prob_clipping=0.0,
+            kl_cutoff_factor=0.0,
+            kl_cutoff_coef=0.0,
+            initial_adaptive_kl_beta=0.0,
+            adaptive_kl_target=0.0,
+            adaptive_kl_tolerance=0.0,
+            gradient_clipping=gradient_clipping,
+            value_clipping=value_clipping,
+            check_numerics=check_numerics,
+            compute_value_and_advantage_in_train=compute_value_and_advantage_in_train,
             update_normalizers_in_train=update_normalizers_in_train,
-            aggregate_losses_across_replicas=aggregate_losses_across_replicas, debug_summaries=debug_summaries,
-            summarize_grads_and_vars=summarize_grads_and_vars, train_step_counter=train_step_counter, name=name,
-            **kwargs)
+            aggregate_losses_across_replicas=aggregate_losses_across_replicas,
+            debug_summaries=debug_summaries,
+            summarize_grads_and_vars=summarize_grads_and_vars,
+            train_step_counter=train_step_counter,
+            name=name,
+            **kwargs,
+        )
 
 
 class PPOKLPenaltyAgent(PPOAgent):
@@ -805,36 +995,81 @@ class PPOKLPenaltyAgent(PPOAgent):
     reward_norm_clipping 0.0 (no clipping), kl_cutoff_coef 0.0 and kl_cutoff_factor None (no cutoff).
     """
 
-    def __init__(self, time_step_spec, action_spec, actor_net=None, value_net=None, num_epochs: int = 25,
-                 initial_adaptive_kl_beta: float = 1.0, adaptive_kl_target: float = 0.01,
-                 adaptive_kl_tolerance: float = 0.3, optimizer=None, use_gae: bool = True,
-                 use_td_lambda_return: bool = True, lambda_value: float = 0.95, discount_factor: float = 0.99,
-                 value_pred_loss_coef: float = 0.5, entropy_regularization: float = 0.0,
-                 policy_l2_reg: float = 0.0, value_function_l2_reg: float = 0.0, shared_vars_l2_reg: float = 0.0,
-                 normalize_observations: bool = False, normalize_rewards: bool = True,
-                 reward_norm_clipping: float = 0.0, log_prob_clipping: float = 0.0,
-                 gradient_clipping: float | None = None, value_clipping: float | None = None,
-                 kl_cutoff_coef: float = 0.0, kl_cutoff_factor: float | None = None, check_numerics: bool = False,
-                 debug_summaries: bool = False, compute_value_and_advantage_in_train: bool = True,
-                 update_normalizers_in_train: bool = True, aggregate_losses_across_replicas: bool = True,
-                 summarize_grads_and_vars: bool = False, train_step_counter: tf.Variable | None = None,
-                 name: str | None = "PPOKLPenaltyAgent", **kwargs):
+    def __init__(
+        self,
+        time_step_spec: Any,
+        action_spec: Any,
+        actor_net: Any = None,
+        value_net: Any = None,
+        num_epochs: int = 25,
+        initial_adaptive_kl_beta: float = 1.0,
+        adaptive_kl_target: float = 0.01,
+        adaptive_kl_tolerance: float = 0.3,
+        optimizer: Any = None,
+        use_gae: bool = True,
+        use_td_lambda_return: bool = True,
+        lambda_value: float = 0.95,
+        discount_factor: float = 0.99,
+        value_pred_loss_coef: float = 0.5,
+        entropy_regularization: float = 0.0,
+        policy_l2_reg: float = 0.0,
+        value_function_l2_reg: float = 0.0,
+        shared_vars_l2_reg: float = 0.0,
+        normalize_observations: bool = False,
+        normalize_rewards: bool = True,
+        reward_norm_clipping: float = 0.0,
+        log_prob_clipping: float = 0.0,
+        gradient_clipping: float | None = None,
+        value_clipping: float | None = None,
+        kl_cutoff_coef: float = 0.0,
+        kl_cutoff_factor: float | None = None,
+        check_numerics: bool = False,
+        debug_summaries: bool = False,
+        compute_value_and_advantage_in_train: bool = True,
+        update_normalizers_in_train: bool = True,
+        aggregate_losses_across_replicas: bool = True,
+        summarize_grads_and_vars: bool = False,
+        train_step_counter: tf.Variable | None = None,
+        name: str | None = "PPOKLPenaltyAgent",
+        **kwargs: Any,
+    ):
         if optimizer is None:
             raise ValueError("PPOKLPenaltyAgent needs an optimizer (the 8th positional argument, as in TF-Agents).")
         super().__init__(
-            time_step_spec, action_spec, optimizer, actor_net, value_net, importance_ratio_clipping=0.0,
-            lambda_value=lambda_value, discount_factor=discount_factor,
-            entropy_regularization=entropy_regularization, policy_l2_reg=policy_l2_reg,
-            value_function_l2_reg=value_function_l2_reg, shared_vars_l2_reg=shared_vars_l2_reg,
-            value_pred_loss_coef=value_pred_loss_coef, num_epochs=num_epochs, use_gae=use_gae,
-            use_td_lambda_return=use_td_lambda_return, normalize_rewards=normalize_rewards,
-            reward_norm_clipping=reward_norm_clipping, normalize_observations=normalize_observations,
-            log_prob_clipping=log_prob_clipping, kl_cutoff_factor=kl_cutoff_factor or 0.0,
-            kl_cutoff_coef=kl_cutoff_coef, initial_adaptive_kl_beta=initial_adaptive_kl_beta,
-            adaptive_kl_target=adaptive_kl_target, adaptive_kl_tolerance=adaptive_kl_tolerance,
-            gradient_clipping=gradient_clipping, value_clipping=value_clipping, check_numerics=check_numerics,
+            time_step_spec,
+            action_spec,
+            optimizer,
+            actor_net,
+            value_net,
+            importance_ratio_clipping=0.0,
+            lambda_value=lambda_value,
+            discount_factor=discount_factor,
+            entropy_regularization=entropy_regularization,
+            policy_l2_reg=policy_l2_reg,
+            value_function_l2_reg=value_function_l2_reg,
+            shared_vars_l2_reg=shared_vars_l2_reg,
+            value_pred_loss_coef=value_pred_loss_coef,
+            num_epochs=num_epochs,
+            use_gae=use_gae,
+            use_td_lambda_return=use_td_lambda_return,
+            normalize_rewards=normalize_rewards,
+            reward_norm_clipping=reward_norm_clipping,
+            normalize_observations=normalize_observations,
+            log_prob_clipping=log_prob_clipping,
+            kl_cutoff_factor=kl_cutoff_factor or 0.0,
+            kl_cutoff_coef=kl_cutoff_coef,
+            initial_adaptive_kl_beta=initial_adaptive_kl_beta,
+            adaptive_kl_target=adaptive_kl_target,
+            adaptive_kl_tolerance=adaptive_kl_tolerance,
+            gradient_clipping=gradient_clipping,
+            value_clipping=value_clipping,
+            check_numerics=check_numerics,
             compute_value_and_advantage_in_train=compute_value_and_advantage_in_train,
             update_normalizers_in_train=update_normalizers_in_train,
-            aggregate_losses_across_replicas=aggregate_losses_across_replicas, debug_summaries=debug_summaries,
-            summarize_grads_and_vars=summarize_grads_and_vars, train_step_counter=train_step_counter, name=name,
-            **kwargs)
+            aggregate_losses_across_replicas=aggregate_losses_across_replicas,
+            debug_summaries=debug_summaries,
+            summarize_grads_and_vars=summarize_grads_and_vars,
+            train_step_counter=train_step_counter,
+            name=name,
+            **kwargs,
+        )

@@ -1,18 +1,19 @@
 """Evaluator as a TFX component.
 
-    evaluator = Evaluator(config=EvaluatorConfig(kind="bandit"), model=trainer.outputs["model"],
-                          examples=gen.outputs["examples"], baseline_model=resolver.outputs["model"],
-                          num_actions=10)
-    evaluator.outputs["evaluation"]  # standard ModelEvaluation: metrics.json, estimates.png
-    evaluator.outputs["blessing"]    # standard ModelBlessing (TFX's BLESSED/NOT_BLESSED convention)
-    evaluator.outputs["metrics"]     # VertexMetrics: the scalar estimates as float properties
+evaluator = Evaluator(config=EvaluatorConfig(kind="bandit"), model=trainer.outputs["model"],
+                      examples=gen.outputs["examples"], baseline_model=resolver.outputs["model"],
+                      num_actions=10)
+evaluator.outputs["evaluation"]  # standard ModelEvaluation: metrics.json, estimates.png
+evaluator.outputs["blessing"]    # standard ModelBlessing (TFX's BLESSED/NOT_BLESSED convention)
+evaluator.outputs["metrics"]     # VertexMetrics: the scalar estimates as float properties
 """
+
 from __future__ import annotations
 
 from tfx import types
-from tfx.types.artifact import Artifact
 from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import standard_artifacts
+from tfx.types.artifact import Artifact
 from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 
 from rlops.components.evaluator.config import EvaluatorConfig
@@ -23,18 +24,22 @@ class VertexMetrics(Artifact):
     """Scalar metrics as float custom properties. Its type name is KFP's `system.Metrics`, the
     schema title whose metadata the Vertex AI console shows as a run's metrics; TFX's launcher
     finds this class for that title through rlops.components.kfp.tfx_launcher."""
+
     TYPE_NAME = "system.Metrics"
 
 
 class EvaluatorSpec(types.ComponentSpec):
-    PARAMETERS = {"config": ExecutionParameter(type=str),
-                  "num_actions": ExecutionParameter(type=int, optional=True)}
-    INPUTS = {"model": ChannelParameter(type=standard_artifacts.Model),
-              "examples": ChannelParameter(type=standard_artifacts.Examples, optional=True),
-              "baseline_model": ChannelParameter(type=standard_artifacts.Model, optional=True)}
-    OUTPUTS = {"evaluation": ChannelParameter(type=standard_artifacts.ModelEvaluation),
-               "blessing": ChannelParameter(type=standard_artifacts.ModelBlessing),
-               "metrics": ChannelParameter(type=VertexMetrics)}
+    PARAMETERS = {"config": ExecutionParameter(type=str), "num_actions": ExecutionParameter(type=int, optional=True)}
+    INPUTS = {
+        "model": ChannelParameter(type=standard_artifacts.Model),
+        "examples": ChannelParameter(type=standard_artifacts.Examples, optional=True),
+        "baseline_model": ChannelParameter(type=standard_artifacts.Model, optional=True),
+    }
+    OUTPUTS = {
+        "evaluation": ChannelParameter(type=standard_artifacts.ModelEvaluation),
+        "blessing": ChannelParameter(type=standard_artifacts.ModelBlessing),
+        "metrics": ChannelParameter(type=VertexMetrics),
+    }
 
 
 class Evaluator(base_component.BaseComponent):
@@ -45,15 +50,25 @@ class Evaluator(base_component.BaseComponent):
     # executor; see executor.py for why); it runs no Beam pipeline itself.
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
 
-    def __init__(self, config: EvaluatorConfig | str, model: types.BaseChannel,
-                 examples: types.BaseChannel | None = None, baseline_model: types.BaseChannel | None = None,
-                 num_actions: int | None = None):
+    def __init__(
+        self,
+        config: EvaluatorConfig | str,
+        model: types.BaseChannel,
+        examples: types.BaseChannel | None = None,
+        baseline_model: types.BaseChannel | None = None,
+        num_actions: int | None = None,
+    ):
         config = config if isinstance(config, EvaluatorConfig) else EvaluatorConfig.from_json(config)
         if config.kind == "bandit" and (examples is None or not num_actions):
             raise ValueError("Evaluator: bandit evaluation needs `examples` (with an eval split) and `num_actions`")
-        spec = EvaluatorSpec(config=config.to_json(), num_actions=num_actions, model=model, examples=examples,
-                             baseline_model=baseline_model,
-                             evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
-                             blessing=types.Channel(type=standard_artifacts.ModelBlessing),
-                             metrics=types.Channel(type=VertexMetrics))
+        spec = EvaluatorSpec(
+            config=config.to_json(),
+            num_actions=num_actions,
+            model=model,
+            examples=examples,
+            baseline_model=baseline_model,
+            evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
+            blessing=types.Channel(type=standard_artifacts.ModelBlessing),
+            metrics=types.Channel(type=VertexMetrics),
+        )
         super().__init__(spec=spec)

@@ -1,15 +1,24 @@
 """Evaluator config: how to estimate, what to compare against, when to bless."""
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from rlops.components.evaluator.ope import (DEFAULT_BALANCE, DEFAULT_DM_REFIT_RECORDS, DEFAULT_DM_REFITS,
-                                            DEFAULT_MIN_ESS, DEFAULT_MIN_RECORDS, DEFAULT_REWARD_MODEL, ESTIMATORS,
-                                            REWARD_MODEL_CHOICES)
+from rlops.components.evaluator.estimators import DEFAULT_MIN_ESS, DEFAULT_MIN_RECORDS, ESTIMATORS
+from rlops.components.evaluator.reward_models import (
+    DEFAULT_BALANCE,
+    DEFAULT_DM_REFIT_RECORDS,
+    DEFAULT_DM_REFITS,
+    DEFAULT_REWARD_MODEL,
+    DEFAULT_SAMPLE,
+    REWARD_MODEL_CHOICES,
+)
 from rlops.components.json_config import JsonConfig
 
 KINDS = ("bandit", "ppo")
+ENGINES = ("auto", "memory", "beam")
+DEFAULT_BEAM_THRESHOLD = 500_000
 # REWARD_MODEL_CHOICES (one list, in ope): "auto" is logistic when every reward is 0 or 1, else
 # ridge; "network" the candidate's own reward predictions (policies exported with
 # emit_policy_info=("predicted_rewards_mean",)).
@@ -40,11 +49,19 @@ class EvaluatorConfig(JsonConfig):
     # (None: picked per policy by estimated MSE); minimum data to bless at all.
     # The defaults were chosen by measurement (BENCHMARKS.md, "Off-policy evaluation").
     reward_model: str = DEFAULT_REWARD_MODEL
-    reward_model_balance: bool = DEFAULT_BALANCE   # fit on 1/propensity-balanced rows (ope.balancing_weights)
+    reward_model_balance: bool = DEFAULT_BALANCE  # fit on 1/propensity-balanced rows (ope.balancing_weights)
     # DM's interval includes the reward model's own error: the model is refitted on `dm_refits`
     # bootstrap resamples of at most `dm_refit_records` rows (0: the fixed-model bootstrap).
     dm_refits: int = DEFAULT_DM_REFITS
     dm_refit_records: int = DEFAULT_DM_REFIT_RECORDS
+    # The reward model is fitted on the (at most) `reward_model_sample` records with the smallest
+    # key hashes (a uniform sample, the same in every engine), cross-fitted by hash folds.
+    reward_model_sample: int = DEFAULT_SAMPLE
+    # Which engine runs the estimators: "memory" (numpy in this process), "beam" (a Beam pipeline
+    # over the eval split with the component's beam_pipeline_args; memory independent of its
+    # size) or "auto": beam when the eval split has more than `beam_threshold_records` records.
+    engine: str = "auto"
+    beam_threshold_records: int = DEFAULT_BEAM_THRESHOLD
     switch_tau: float | None = None
     dr_os_lambda: float | None = None
     min_eval_records: int = DEFAULT_MIN_RECORDS
@@ -61,11 +78,14 @@ class EvaluatorConfig(JsonConfig):
         if self.kind not in KINDS:
             raise ValueError(f"evaluator.kind: unknown kind '{self.kind}'; choose one of {', '.join(KINDS)}")
         if self.estimator not in ESTIMATORS:
-            raise ValueError(f"evaluator.estimator: unknown estimator '{self.estimator}'; "
-                             f"choose one of {', '.join(ESTIMATORS)}")
+            raise ValueError(
+                f"evaluator.estimator: unknown estimator '{self.estimator}'; choose one of {', '.join(ESTIMATORS)}"
+            )
         if self.reward_model not in REWARD_MODEL_CHOICES:
-            raise ValueError(f"evaluator.reward_model: unknown reward model '{self.reward_model}'; "
-                             f"choose one of {', '.join(REWARD_MODEL_CHOICES)}")
+            raise ValueError(
+                f"evaluator.reward_model: unknown reward model '{self.reward_model}'; "
+                f"choose one of {', '.join(REWARD_MODEL_CHOICES)}"
+            )
         if not _is_number(self.confidence) or not 0.5 <= self.confidence < 1.0:
             raise bad("confidence", "a number in [0.5, 1)")
         if not _is_number(self.min_improvement):
@@ -79,6 +99,12 @@ class EvaluatorConfig(JsonConfig):
             raise bad("dm_refits", "0 (no refits) or an integer >= 10 (reward-model refits behind DM's interval)")
         if not _is_int(self.dm_refit_records) or self.dm_refit_records < 100:
             raise bad("dm_refit_records", "an integer >= 100 (rows each reward-model refit draws from)")
+        if not _is_int(self.reward_model_sample) or self.reward_model_sample < 100:
+            raise bad("reward_model_sample", "an integer >= 100 (records the reward model is fitted on)")
+        if self.engine not in ENGINES:
+            raise ValueError(f"evaluator.engine: unknown engine '{self.engine}'; choose one of {', '.join(ENGINES)}")
+        if not _is_int(self.beam_threshold_records) or self.beam_threshold_records < 0:
+            raise bad("beam_threshold_records", "an integer >= 0 (eval records above which the Beam engine runs)")
         if not _is_int(self.num_episodes) or self.num_episodes < 5:
             raise bad("num_episodes", "an integer >= 5 (episodes of each policy)")
         if not _is_int(self.min_eval_records) or self.min_eval_records < 1:
@@ -87,8 +113,9 @@ class EvaluatorConfig(JsonConfig):
             raise bad("min_ess", "a number >= 0")
         for key in ("switch_tau", "dr_os_lambda"):
             value = getattr(self, key)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or math.isnan(value) or value < 0):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value < 0
+            ):
                 raise bad(key, "null (tuned) or a number >= 0")
         if not _is_int(self.seed):
             raise bad("seed", "an integer")

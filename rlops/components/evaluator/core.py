@@ -18,6 +18,7 @@ Blessing output follows TFX's Evaluator: a `BLESSED` or `NOT_BLESSED` file in th
 artifact's directory, and custom properties `blessed`, `current_model(_id)`, `baseline_model(_id)`
 (what TFX's LatestBlessedModelStrategy resolves on).
 """
+
 from __future__ import annotations
 
 import json
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from rlops.components.evaluator import ope
+from rlops.components.evaluator import estimators, ope
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.properties import finite_properties
 from rlops.components.trainer.core import serving_dir
@@ -54,12 +55,17 @@ class EvalResult:
         split; the logging policy was the baseline instead), else None."""
         return self.metrics.get("baseline_reason")
 
-    def blessing_properties(self, model_uri: str, model_id: Any, baseline_uri: str | None,
-                            baseline_id: Any) -> dict[str, Any]:
+    def blessing_properties(
+        self, model_uri: str, model_id: Any, baseline_uri: str | None, baseline_id: Any
+    ) -> dict[str, Any]:
         """TFX Evaluator's blessing properties (both faces write these): `baseline_model(_id)` only
         when that model was the baseline, `baseline_reason` when it was given but could not be."""
-        out = {"blessed": int(self.blessed), "current_model": model_uri, "current_model_id": model_id,
-               "reason": self.reason}
+        out = {
+            "blessed": int(self.blessed),
+            "current_model": model_uri,
+            "current_model_id": model_id,
+            "reason": self.reason,
+        }
         if self.baseline_reason:
             out["baseline_reason"] = self.baseline_reason
         elif baseline_uri:
@@ -67,29 +73,74 @@ class EvalResult:
         return out
 
 
-def load_logged_feedback(examples_uri: str, split: str = "eval", max_records: int | None = None,
-                         action_minimum: int | None = 0) -> ope.LoggedFeedback:
+def load_logged_feedback(
+    examples_uri: str, split: str = "eval", max_records: int | None = None, action_minimum: int | None = 0
+) -> ope.LoggedFeedback:
     """The split's logged feedback as numpy (the first `max_records` only, when given), with the
     optional `weight` and `action_mask` columns when the records carry them. Actions become
     indices 0..K-1 (logged id - `action_minimum`, the action spec's first id): OPE indexes
     probabilities and masks by them. None: raw ids, for readers of the inputs only."""
     from rlops.components.experience_gen import records
+
     cat = records.read_logged_bandit(examples_uri, split, max_records)
     if records.PROPENSITY not in cat:
-        raise ValueError(f"examples: the {split} split has no 'propensity' feature; off-policy evaluation needs the "
-                         "logging policy's probability of each logged action")
+        raise ValueError(
+            f"examples: the {split} split has no 'propensity' feature; off-policy evaluation needs the "
+            "logging policy's probability of each logged action"
+        )
     arms = _per_arm_candidates(cat.get(records.FEATURES), examples_uri)
     actions = cat[records.ACTION].astype(int) - int(action_minimum or 0)
     if action_minimum is not None and len(actions) and actions.min() < 0:
         i = int(np.argmax(actions < 0))
-        raise ValueError(f"examples: action {actions[i] + action_minimum} in record {i} of the {split} split is below "
-                         f"the action spec's minimum {action_minimum}")
-    return ope.LoggedFeedback(cat[records.CONTEXT], actions, cat[records.REWARD].astype(float),
-                              cat[records.PROPENSITY].astype(float),
-                              weights=cat[records.WEIGHT].astype(float) if records.WEIGHT in cat else None,
-                              action_mask=arms.get("action_mask", cat.get(records.ACTION_MASK)),
-                              features=cat.get(records.FEATURES), items=arms.get("items"),
-                              item_features=arms.get("item_features"))
+        raise ValueError(
+            f"examples: action {actions[i] + action_minimum} in record {i} of the {split} split is below "
+            f"the action spec's minimum {action_minimum}"
+        )
+    return ope.LoggedFeedback(
+        cat[records.CONTEXT],
+        actions,
+        cat[records.REWARD].astype(float),
+        cat[records.PROPENSITY].astype(float),
+        weights=cat[records.WEIGHT].astype(float) if records.WEIGHT in cat else None,
+        action_mask=arms.get("action_mask", cat.get(records.ACTION_MASK)),
+        features=cat.get(records.FEATURES),
+        items=arms.get("items"),
+        item_features=arms.get("item_features"),
+        keys=split_record_keys(examples_uri, split, len(actions)),
+    )
+
+
+def split_files(examples_uri: str, split: str) -> list[str]:
+    """The split's TFRecord shards in the order every reader takes them (sorted)."""
+    from rlops.components.experience_gen import records
+
+    return sorted(tf.io.gfile.glob(records.split_file_pattern(examples_uri, split)))
+
+
+def split_record_keys(examples_uri: str, split: str, count: int) -> np.ndarray:
+    """Stable keys of the split's first `count` records as read_logged_bandit reads them (files
+    in sorted order, records in file order): ope.file_record_keys of (file basename, index)."""
+    keys, done = [], 0
+    for path in split_files(examples_uri, split):
+        if done >= count:
+            break
+        n = int(
+            tf.data.TFRecordDataset(path, compression_type="GZIP")
+            .take(count - done)
+            .reduce(np.int64(0), lambda c, _: c + 1)
+            .numpy()
+        )
+        keys.append(ope.file_record_keys(os.path.basename(path), 0, n))
+        done += n
+    return np.concatenate(keys) if keys else np.zeros(0, np.uint64)
+
+
+def count_records(examples_uri: str, split: str, limit: int | None = None) -> int:
+    """Records in the split (counting stops after `limit`: enough to pick an engine)."""
+    ds = tf.data.TFRecordDataset(split_files(examples_uri, split), compression_type="GZIP")
+    if limit is not None:
+        ds = ds.take(limit + 1)
+    return int(ds.reduce(np.int64(0), lambda c, _: c + 1).numpy())
 
 
 def _per_arm_candidates(features: dict | None, examples_uri: str) -> dict:
@@ -99,6 +150,7 @@ def _per_arm_candidates(features: dict | None, examples_uri: str) -> dict:
     in the same order, e.g. ExperienceGen's default: every item of the table) keep the per-action
     models -- index a IS one item there -- and give {} (the numbers of before)."""
     from rlops.features.per_arm import NUM_ACTIONS, PER_ARM_PREFIX
+
     if not features or NUM_ACTIONS not in features:
         return {}
     arm_keys = sorted(k for k in features if k.startswith(PER_ARM_PREFIX))
@@ -106,12 +158,14 @@ def _per_arm_candidates(features: dict | None, examples_uri: str) -> dict:
         return {}
     num_actions = np.asarray(features[NUM_ACTIONS]).astype(int)
     n, k = features[arm_keys[0]].shape[:2]
-    candidate = np.arange(k)[None, :] < num_actions[:, None]                     # [N, K]
+    candidate = np.arange(k)[None, :] < num_actions[:, None]  # [N, K]
     bad = (num_actions < 1) | (num_actions > k)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"examples at {examples_uri}: record {i} has num_actions {num_actions[i]}, outside "
-                         f"[1, {k}] (the per-arm features' width)")
+        raise ValueError(
+            f"examples at {examples_uri}: record {i} has num_actions {num_actions[i]}, outside "
+            f"[1, {k}] (the per-arm features' width)"
+        )
     # An item is a distinct combination of arm feature values (records carry features, not ids):
     # per feature a code, then one key per combination (mixed radix while it fits in int64).
     valid = candidate.reshape(-1)
@@ -119,27 +173,36 @@ def _per_arm_candidates(features: dict | None, examples_uri: str) -> dict:
     radix = 1
     for name in arm_keys:
         values = np.asarray(features[name]).reshape(n * k, -1)[valid]
-        uniq, code = (np.unique(values[:, 0], return_inverse=True) if values.shape[1] == 1
-                      else np.unique(values, axis=0, return_inverse=True))
+        uniq, code = (
+            np.unique(values[:, 0], return_inverse=True)
+            if values.shape[1] == 1
+            else np.unique(values, axis=0, return_inverse=True)
+        )
         radix *= len(uniq)
-        if radix >= 2 ** 62:
-            raise ValueError(f"examples at {examples_uri}: too many distinct per-arm feature combinations to "
-                             f"identify items")
+        if radix >= 2**62:
+            raise ValueError(
+                f"examples at {examples_uri}: too many distinct per-arm feature combinations to identify items"
+            )
         key = key * len(uniq) + code.reshape(-1)
     _, first, item = np.unique(key, return_index=True, return_inverse=True)
     items = np.full(n * k, -1, np.int64)
     items[valid] = item.reshape(-1)
-    rows = np.flatnonzero(valid)[first]                                         # one slot per item
-    raw = {key[len(PER_ARM_PREFIX):]: np.asarray(features[key]).reshape(n * k, *features[key].shape[2:])[rows]
-           for key in arm_keys}
-    return {"items": items.reshape(n, k), "item_features": _encode_arms(raw, examples_uri),
-            "action_mask": candidate.astype(np.float32)}
+    rows = np.flatnonzero(valid)[first]  # one slot per item
+    raw = {
+        key[len(PER_ARM_PREFIX) :]: np.asarray(features[key]).reshape(n * k, *features[key].shape[2:])[rows]
+        for key in arm_keys
+    }
+    return {
+        "items": items.reshape(n, k),
+        "item_features": _encode_arms(raw, examples_uri),
+        "action_mask": candidate.astype(np.float32),
+    }
 
 
 def _encode_arms(raw: dict, examples_uri: str) -> np.ndarray:
     """[M, Da] dense arm features through the Examples' own per-arm preprocessing."""
-    from rlops.features import FeatureSchema, Preprocessor
-    from rlops.features import load as load_schema
+    from rlops.features import FeatureSchema, Preprocessor, load as load_schema
+
     schema = load_schema(examples_uri)
     pre = Preprocessor(FeatureSchema(schema.per_arm), name="arm_preprocessor")
     return pre({f.name: raw[f.name] for f in schema.per_arm}).numpy().astype(float)
@@ -153,7 +216,8 @@ def choose_reward_model(config: EvaluatorConfig, data: ope.LoggedFeedback, candi
             raise ValueError("evaluator.reward_model: 'network' needs a candidate SavedModel")
         # Raw features when the records have them: the candidate encodes them its own way.
         return lambda contexts: network_predicted_rewards(
-            candidate, candidate.observation(contexts if data.features is None else data.features, data.action_mask))
+            candidate, candidate.observation(contexts if data.features is None else data.features, data.action_mask)
+        )
     return ope.resolve_reward_model(config.reward_model, data.rewards)
 
 
@@ -162,16 +226,20 @@ def network_predicted_rewards(policy: SavedPolicy, inputs: np.ndarray | dict, ba
     info/predicted_rewards_mean (present when the agent emits that policy info). `inputs`: dense
     contexts [N, D], or {feature name: raw values} for a policy exported with its features."""
     from rlops.agents.trajectories import restart
-    key = next((k for k in policy.loaded.signatures["action"].structured_outputs
-                if k.endswith("predicted_rewards_mean")), None)
+
+    key = next(
+        (k for k in policy.loaded.signatures["action"].structured_outputs if k.endswith("predicted_rewards_mean")), None
+    )
     if key is None:
-        raise ValueError(f"evaluator.reward_model: 'network' needs predicted rewards, and {policy.path} does not "
-                         "emit them; train with emit_policy_info=('predicted_rewards_mean',) or use ridge/logistic")
+        raise ValueError(
+            f"evaluator.reward_model: 'network' needs predicted rewards, and {policy.path} does not "
+            "emit them; train with emit_policy_info=('predicted_rewards_mean',) or use ridge/logistic"
+        )
     named = isinstance(inputs, dict)
     n = len(next(iter(inputs.values()))) if named else len(inputs)
     out = []
     for i in range(0, n, batch_size):
-        chunk = {k: v[i:i + batch_size] for k, v in inputs.items()} if named else inputs[i:i + batch_size]
+        chunk = {k: v[i : i + batch_size] for k, v in inputs.items()} if named else inputs[i : i + batch_size]
         m = min(batch_size, n - i)
         out.append(policy.signature_outputs(restart(chunk, m))[key].numpy())
     return np.concatenate(out).astype(float)
@@ -181,6 +249,7 @@ def network_predicted_rewards(policy: SavedPolicy, inputs: np.ndarray | dict, ba
 class PolicyProbs:
     """A policy's action probabilities on every logged record [N, K]: what it serves
     (serving_default's epsilon-greedy) and its greedy choice."""
+
     served: np.ndarray
     greedy: np.ndarray
     epsilon: float
@@ -190,6 +259,7 @@ def serving_epsilon(policy: SavedPolicy) -> float:
     """serving_default's exploration rate (the SavedModel's metadata); 0 for a policy exported
     without serving_default (it serves its greedy action)."""
     from rlops.train.policy_saver import SERVING_EPSILON
+
     if "serving_default" not in policy.loaded.signatures:
         return 0.0
     meta = policy.loaded.signatures["get_metadata"]()
@@ -200,6 +270,7 @@ def served_allowed(data: ope.LoggedFeedback, num_actions: int) -> np.ndarray:
     """[N, K] the actions serving_default explores among: the record's action mask and, for
     per-arm records, its candidates (slots below num_actions) -- as policy_saver's head does."""
     from rlops.features.per_arm import NUM_ACTIONS
+
     allowed = np.ones((len(data.actions), num_actions), bool)
     if data.action_mask is not None:
         allowed &= np.asarray(data.action_mask) > 0
@@ -217,57 +288,150 @@ def policy_probs(policy: SavedPolicy, data: ope.LoggedFeedback, num_actions: int
     greedy = policy.actions(inputs, action_mask=data.action_mask) - policy_action_minimum(policy)
     epsilon, allowed = serving_epsilon(policy), served_allowed(data, num_actions)
     # greedy: the same head at epsilon 0 (a greedy action the record does not allow is served uniformly)
-    return PolicyProbs(ope.epsilon_greedy_probs(greedy, num_actions, epsilon, allowed),
-                       ope.epsilon_greedy_probs(greedy, num_actions, 0.0, allowed), epsilon)
+    return PolicyProbs(
+        ope.epsilon_greedy_probs(greedy, num_actions, epsilon, allowed),
+        ope.epsilon_greedy_probs(greedy, num_actions, 0.0, allowed),
+        epsilon,
+    )
 
 
-def _dm_refits(config: EvaluatorConfig, data: ope.LoggedFeedback, reward_model, policies: list,
-               num_actions: int) -> tuple[np.ndarray, float] | None:
-    """DM's reward-model refits (ope.refit_dm_replicates) for `policies`; None where there is
-    nothing to refit (the candidate network's own predictions) or refits are switched off."""
+def _dm_refits(
+    config: EvaluatorConfig,
+    data: ope.LoggedFeedback,
+    reward_model,
+    policies: list,
+    num_actions: int,
+    population: int | None = None,
+) -> tuple[np.ndarray, float] | None:
+    """DM's reward-model refits (ope.refit_dm_replicates, on the dm_refit_records records with
+    the smallest sample hashes) for `policies`; None where there is nothing to refit (the
+    candidate network's own predictions) or refits are switched off."""
     if not isinstance(reward_model, str) or config.dm_refits == 0:
         return None
-    return ope.refit_dm_replicates(data, policies, reward_model, num_actions, replicates=config.dm_refits,
-                                   max_records=config.dm_refit_records, seed=config.seed,
-                                   balance=config.reward_model_balance)
+    return ope.refit_dm_replicates(
+        data,
+        policies,
+        reward_model,
+        num_actions,
+        replicates=config.dm_refits,
+        max_records=config.dm_refit_records,
+        seed=config.seed,
+        balance=config.reward_model_balance,
+        population=population,
+    )
 
 
 def _columns(refits: tuple[np.ndarray, float] | None, which: slice) -> tuple[np.ndarray, float] | None:
     return None if refits is None else (refits[0][:, which], refits[1])
 
 
-def _compare(config: EvaluatorConfig, data: ope.LoggedFeedback, candidate, baseline, q: np.ndarray, refits):
-    diagnostics: list = []
-    out = ope.compare(data, candidate, baseline, q, config.num_bootstrap, config.confidence, config.seed,
-                      min_records=config.min_eval_records, min_ess=config.min_ess, switch_tau=config.switch_tau,
-                      dr_os_lambda=config.dr_os_lambda, diagnostics=diagnostics, dm_refits=refits)
-    return out, diagnostics[0]
+def trust_rule(config: EvaluatorConfig) -> estimators.TrustRule:
+    return estimators.TrustRule(
+        config.num_bootstrap,
+        config.confidence,
+        config.min_eval_records,
+        config.min_ess,
+        config.switch_tau,
+        config.dr_os_lambda,
+    )
 
 
-def evaluate_logged(config: EvaluatorConfig, data: ope.LoggedFeedback, candidate: PolicyProbs,
-                    baseline: PolicyProbs | str, baseline_name: str, reward_model) -> tuple[dict, ope.Estimate]:
+def policy_grids(config: EvaluatorConfig) -> estimators.Grids:
+    return estimators.make_grids(estimators.DEFAULT_GRID, config.switch_tau, config.dr_os_lambda)
+
+
+def memory_sums(config: EvaluatorConfig, data: ope.LoggedFeedback, policies: list, q: np.ndarray | None):
+    """The in-memory engine: every policy's sums over the records (the Beam engine's twin)."""
+    return estimators.data_sums(data, policies, q, config.num_bootstrap, config.seed, policy_grids(config))
+
+
+def comparisons(
+    config: EvaluatorConfig, sums: estimators.Sums, logging: list[bool], with_model: bool, refits
+) -> tuple[ope.Comparison, ope.Comparison | None]:
+    """Policy 0 against policy 1 (the blessing comparison) and policy 2 alone (the greedy
+    policy beside the served one), when there is one; refits' columns are in the same order."""
+    rule = trust_rule(config)
+    main = estimators.comparison_from_sums(sums, 0, 1, logging, with_model, rule, _columns(refits, slice(0, 2)))
+    if sums.layout.num_policies < 3:
+        return main, None
+    return main, estimators.comparison_from_sums(
+        sums, 2, None, logging, with_model, rule, _columns(refits, slice(2, 3))
+    )
+
+
+def bandit_metrics(
+    config: EvaluatorConfig,
+    main: ope.Comparison,
+    greedy: ope.Comparison,
+    num_records: int,
+    baseline_name: str,
+    reward_model_name: str,
+    epsilons: tuple,
+    action_share: list,
+    engine: str,
+) -> dict:
+    """The Evaluator's metrics from the two comparisons (both engines)."""
+    assert main.baseline is not None and main.difference is not None
+    diag = main.diagnostics
+    return {
+        "num_eval_records": int(num_records),
+        "eval_records": int(num_records),
+        "engine": engine,
+        "baseline": baseline_name,
+        "reward_model": reward_model_name,
+        "served_policy": {"candidate_epsilon": epsilons[0], "baseline_epsilon": epsilons[1]},
+        "candidate": {k: v.as_dict() for k, v in main.candidate.items()},
+        "candidate_greedy": {k: v.as_dict() for k, v in greedy.candidate.items()},
+        "baseline_estimates": {k: v.as_dict() for k, v in main.baseline.items()},
+        "improvement": {k: v.as_dict() for k, v in main.difference.items()},
+        "trust": diag.as_dict()
+        | {
+            "min_eval_records": config.min_eval_records,
+            "min_ess": config.min_ess,
+            "greedy_ess": greedy.diagnostics.ess["candidate"],
+            "greedy_reason": greedy.diagnostics.reason,
+        },
+        "candidate_action_share": [int(round(v)) for v in action_share],
+    }
+
+
+def evaluate_logged(
+    config: EvaluatorConfig,
+    data: ope.LoggedFeedback,
+    candidate: PolicyProbs,
+    baseline: PolicyProbs | str,
+    baseline_name: str,
+    reward_model,
+) -> tuple[dict, ope.Estimate]:
     """Every estimator for the served candidate, the served baseline and their difference (what
     blesses), the candidate's greedy policy beside them, and the trust diagnostics."""
     num_actions = candidate.served.shape[1]
-    q = ope.reward_predictions(reward_model, data, num_actions, seed=config.seed, balance=config.reward_model_balance)
+    q = ope.reward_predictions(
+        reward_model,
+        data,
+        num_actions,
+        seed=config.seed,
+        balance=config.reward_model_balance,
+        sample_size=config.reward_model_sample,
+    )
     base = baseline if isinstance(baseline, str) else baseline.served
-    refits = _dm_refits(config, data, reward_model, [candidate.served, base, candidate.greedy], num_actions)
-    (cand, base_est, diff), diag = _compare(config, data, candidate.served, base, q, _columns(refits, slice(0, 2)))
-    (greedy, _, _), greedy_diag = _compare(config, data, candidate.greedy, None, q, _columns(refits, slice(2, 3)))
-    metrics = {"num_eval_records": int(len(data.actions)),
-               "baseline": baseline_name,
-               "reward_model": reward_model if isinstance(reward_model, str) else ope.NETWORK,
-               "served_policy": {"candidate_epsilon": candidate.epsilon,
-                                 "baseline_epsilon": None if isinstance(baseline, str) else baseline.epsilon},
-               "candidate": {k: v.as_dict() for k, v in cand.items()},
-               "candidate_greedy": {k: v.as_dict() for k, v in greedy.items()},
-               "baseline_estimates": {k: v.as_dict() for k, v in base_est.items()},
-               "improvement": {k: v.as_dict() for k, v in diff.items()},
-               "trust": diag.as_dict() | {"min_eval_records": config.min_eval_records, "min_ess": config.min_ess,
-                                          "greedy_ess": greedy_diag.ess["candidate"],
-                                          "greedy_reason": greedy_diag.reason},
-               "candidate_action_share": np.bincount(candidate.greedy.argmax(1), minlength=num_actions).tolist()}
-    return metrics, diff[config.estimator]
+    policies = [candidate.served, base, candidate.greedy]
+    refits = _dm_refits(config, data, reward_model, policies, num_actions)
+    sums = memory_sums(config, data, policies, q)
+    main, greedy = comparisons(config, sums, [isinstance(p, str) for p in policies], True, refits)
+    assert greedy is not None and main.difference is not None
+    metrics = bandit_metrics(
+        config,
+        main,
+        greedy,
+        len(data.actions),
+        baseline_name,
+        reward_model if isinstance(reward_model, str) else ope.NETWORK,
+        (candidate.epsilon, None if isinstance(baseline, str) else baseline.epsilon),
+        np.bincount(candidate.greedy.argmax(1), minlength=num_actions).tolist(),
+        "memory",
+    )
+    return metrics, main.difference[config.estimator]
 
 
 def policy_action_minimum(policy: SavedPolicy) -> int:
@@ -277,6 +441,7 @@ def policy_action_minimum(policy: SavedPolicy) -> int:
 def split_is_empty(examples_uri: str, split: str = "eval") -> bool:
     """No record in the split's files (or no files at all)."""
     from rlops.components.experience_gen import records
+
     for path in sorted(tf.io.gfile.glob(records.split_file_pattern(examples_uri, split))):
         for _ in tf.data.TFRecordDataset(path, compression_type="GZIP").take(1):
             return False
@@ -284,8 +449,15 @@ def split_is_empty(examples_uri: str, split: str = "eval") -> bool:
 
 
 def _no_estimate(reason: str, baseline_name: str) -> tuple[dict, ope.Estimate]:
-    metrics = {"num_eval_records": 0, "baseline": baseline_name, "candidate": {}, "candidate_greedy": {},
-               "baseline_estimates": {}, "improvement": {}, "trust": {"trusted": False, "reason": reason}}
+    metrics = {
+        "num_eval_records": 0,
+        "baseline": baseline_name,
+        "candidate": {},
+        "candidate_greedy": {},
+        "baseline_estimates": {},
+        "improvement": {},
+        "trust": {"trusted": False, "reason": reason},
+    }
     return metrics, ope.Estimate(float("nan"), float("nan"), float("nan"), reason)
 
 
@@ -310,17 +482,24 @@ def _spec_actions(policy: SavedPolicy) -> tuple[int, int]:
 
 def _records_schema(examples_uri: str, data: ope.LoggedFeedback):
     """The eval records' feature schema (legacy records without one: their dense context)."""
-    from rlops.features import FeatureSchema
-    from rlops.features import load as load_schema
+    from rlops.features import FeatureSchema, load as load_schema
+
     return load_schema(examples_uri) or FeatureSchema.legacy(int(np.asarray(data.contexts).shape[-1]))
 
 
-def baseline_misfit(baseline: SavedPolicy, baseline_model_uri: str, candidate: SavedPolicy, num_actions: int,
-                    examples_uri: str, data: ope.LoggedFeedback) -> str | None:
+def baseline_misfit(
+    baseline: SavedPolicy,
+    baseline_model_uri: str,
+    candidate: SavedPolicy,
+    num_actions: int,
+    examples_uri: str,
+    data: ope.LoggedFeedback,
+) -> str | None:
     """Why the baseline model cannot score the eval split as the candidate does (rlops.features.fit,
     the Trainer's warm-start notion): other actions, other features, per-arm or not. None: it fits."""
     from rlops.features import load as load_schema
     from rlops.features.fit import action_misfit, schema_misfit
+
     why = action_misfit(_spec_actions(baseline), (num_actions, policy_action_minimum(candidate)))
     if why is not None:
         return why
@@ -330,14 +509,20 @@ def baseline_misfit(baseline: SavedPolicy, baseline_model_uri: str, candidate: S
     # Exported without a schema: its observation spec is the only record of what it scores.
     spec = baseline.time_step_spec.observation
     if hasattr(spec, "shape") and data.features is None and spec.shape[-1:] != np.asarray(data.contexts).shape[-1:]:
-        return (f"it scores {spec.shape[-1]} context values and the eval records have "
-                f"{np.asarray(data.contexts).shape[-1]}")
+        return (
+            f"it scores {spec.shape[-1]} context values and the eval records have {np.asarray(data.contexts).shape[-1]}"
+        )
     return None
 
 
-def _fitting_baseline(baseline: SavedPolicy | None, baseline_model_uri: str | None, candidate: SavedPolicy,
-                      num_actions: int, examples_uri: str,
-                      data: ope.LoggedFeedback) -> tuple[SavedPolicy | None, str | None]:
+def _fitting_baseline(
+    baseline: SavedPolicy | None,
+    baseline_model_uri: str | None,
+    candidate: SavedPolicy,
+    num_actions: int,
+    examples_uri: str,
+    data: ope.LoggedFeedback,
+) -> tuple[SavedPolicy | None, str | None]:
     """(the baseline policy, None), or (None, why) when it cannot score the eval split: the run
     then compares against the logging policy and says so in one line (a config change since the
     baseline was blessed -- other features, actions or per-arm-ness -- is not an error)."""
@@ -351,21 +536,67 @@ def _fitting_baseline(baseline: SavedPolicy | None, baseline_model_uri: str | No
     return None, reason
 
 
-def evaluate_bandit(config: EvaluatorConfig, examples_uri: str, model_uri: str, num_actions: int,
-                    baseline_model_uri: str | None) -> tuple[dict, ope.Estimate]:
+def evaluate_bandit(
+    config: EvaluatorConfig,
+    examples_uri: str,
+    model_uri: str,
+    num_actions: int,
+    baseline_model_uri: str | None,
+    beam_pipeline_args: list[str] | None = None,
+) -> tuple[dict, ope.Estimate]:
     policy = SavedPolicy(serving_dir(model_uri))
     # A corrupt baseline is an error naming it, whatever the split holds; one that does not fit is a note.
     loaded = load_baseline(baseline_model_uri) if baseline_model_uri else None
     if split_is_empty(examples_uri, "eval"):
-        return _no_estimate("the eval split has no records (see experience_gen.splits)",
-                            baseline_model_uri or LOGGING_BASELINE)
+        return _no_estimate(
+            "the eval split has no records (see experience_gen.splits)", baseline_model_uri or LOGGING_BASELINE
+        )
+    if choose_engine(config, examples_uri) == "beam":
+        return _evaluate_bandit_beam(
+            config, examples_uri, policy, model_uri, loaded, baseline_model_uri, num_actions, beam_pipeline_args
+        )
     data = load_logged_feedback(examples_uri, action_minimum=policy_action_minimum(policy))
     baseline_policy, skipped = _fitting_baseline(loaded, baseline_model_uri, policy, num_actions, examples_uri, data)
     candidate = policy_probs(policy, data, num_actions)
     baseline = ope.LOGGING_POLICY if baseline_policy is None else policy_probs(baseline_policy, data, num_actions)
-    metrics, improvement = evaluate_logged(config, data, candidate, baseline,
-                                           baseline_model_uri if baseline_policy is not None else LOGGING_BASELINE,
-                                           choose_reward_model(config, data, policy))
+    metrics, improvement = evaluate_logged(
+        config,
+        data,
+        candidate,
+        baseline,
+        baseline_model_uri if baseline_policy is not None else LOGGING_BASELINE,
+        choose_reward_model(config, data, policy),
+    )
+    if skipped:
+        metrics["baseline_reason"] = skipped
+    return metrics, improvement
+
+
+def _evaluate_bandit_beam(
+    config: EvaluatorConfig,
+    examples_uri: str,
+    policy: SavedPolicy,
+    model_uri: str,
+    loaded: SavedPolicy | None,
+    baseline_model_uri: str | None,
+    num_actions: int,
+    beam_pipeline_args: list[str] | None,
+) -> tuple[dict, ope.Estimate]:
+    """evaluate_bandit on the Beam engine; the baseline's fit is checked on the first records."""
+    from rlops.components.evaluator import beam
+
+    head = load_logged_feedback(examples_uri, max_records=1000, action_minimum=policy_action_minimum(policy))
+    baseline_policy, skipped = _fitting_baseline(loaded, baseline_model_uri, policy, num_actions, examples_uri, head)
+    metrics, improvement = beam.evaluate_bandit(
+        config,
+        examples_uri,
+        policy,
+        model_uri,
+        baseline_policy,
+        baseline_model_uri if baseline_policy is not None else None,
+        num_actions,
+        beam_pipeline_args,
+    )
     if skipped:
         metrics["baseline_reason"] = skipped
     return metrics, improvement
@@ -374,19 +605,38 @@ def evaluate_bandit(config: EvaluatorConfig, examples_uri: str, model_uri: str, 
 def _find_serving_dir(path: str) -> str:
     """A policy SavedModel directory, or a Model artifact directory holding one (Format-Serving)."""
     from rlops.train.policy_saver import SPECS_FILE
+
     for candidate in (path, serving_dir(path)):
         if tf.io.gfile.exists(os.path.join(candidate, SPECS_FILE)):
             return candidate
-    raise FileNotFoundError(f"--policy: {path} is neither a policy SavedModel (no {SPECS_FILE}) nor a Model "
-                            "artifact directory holding one; or pass 'uniform' or 'logging'")
+    raise FileNotFoundError(
+        f"--policy: {path} is neither a policy SavedModel (no {SPECS_FILE}) nor a Model "
+        "artifact directory holding one; or pass 'uniform' or 'logging'"
+    )
 
 
-def evaluate_on_logs(config: EvaluatorConfig, examples_uri: str, policy: str, split: str = "eval",
-                     num_actions: int | None = None, action_minimum: int | None = None) -> dict:
+def choose_engine(config: EvaluatorConfig, examples_uri: str, split: str = "eval") -> str:
+    """ "memory" or "beam": the config's engine, or by the split's size ("auto")."""
+    if config.engine != "auto":
+        return config.engine
+    big = count_records(examples_uri, split, config.beam_threshold_records) > config.beam_threshold_records
+    return "beam" if big else "memory"
+
+
+def evaluate_on_logs(
+    config: EvaluatorConfig,
+    examples_uri: str,
+    policy: str,
+    split: str = "eval",
+    num_actions: int | None = None,
+    action_minimum: int | None = None,
+    beam_pipeline_args: list[str] | None = None,
+) -> dict:
     """What would `policy` (a SavedModel path, 'uniform' or 'logging') have earned on a split's logs?
     Every estimator with its interval, and the improvement over the logging policy (paired). A
     SavedModel is scored as served (serving_default's epsilon-greedy), its greedy value beside.
-    `action_minimum`: the first action id (default: the policy's spec minimum, else 0)."""
+    `action_minimum`: the first action id (default: the policy's spec minimum, else 0). Large
+    splits run on the Beam engine (choose_engine) with `beam_pipeline_args`."""
     saved = None
     if policy not in ("uniform", ope.LOGGING_POLICY):
         saved = SavedPolicy(_find_serving_dir(policy))
@@ -395,18 +645,26 @@ def evaluate_on_logs(config: EvaluatorConfig, examples_uri: str, policy: str, sp
         if num_actions is not None and num_actions != spec_actions:
             raise ValueError(f"--num-actions {num_actions} disagrees with the policy's action spec ({spec_actions})")
         if action_minimum is not None and action_minimum != policy_action_minimum(saved):
-            raise ValueError(f"--action-minimum {action_minimum} disagrees with the policy's action spec (minimum "
-                             f"{policy_action_minimum(saved)})")
+            raise ValueError(
+                f"--action-minimum {action_minimum} disagrees with the policy's action spec (minimum "
+                f"{policy_action_minimum(saved)})"
+            )
         num_actions, action_minimum = spec_actions, policy_action_minimum(saved)
     action_minimum = action_minimum or 0
+    if policy == ope.LOGGING_POLICY and config.reward_model == ope.NETWORK:
+        raise ValueError("--reward-model network needs a SavedModel policy")
+    if choose_engine(config, examples_uri, split) == "beam":
+        from rlops.components.evaluator import beam
+
+        run = beam.evaluate_policy_on_logs(
+            config, examples_uri, split, policy, saved, num_actions, action_minimum, beam_pipeline_args
+        )
+        return logs_result(config, run, policy, examples_uri, split)
     data = load_logged_feedback(examples_uri, split, action_minimum=action_minimum)
     if num_actions is None:
         num_actions = data.action_mask.shape[1] if data.action_mask is not None else _per_arm_width(data)
         num_actions = num_actions or int(data.actions.max()) + 1
-    if int(data.actions.max()) >= num_actions:
-        i = int(np.argmax(data.actions >= num_actions))
-        raise ValueError(f"examples: action {data.actions[i] + action_minimum} in record {i} is outside the "
-                         f"{num_actions} actions starting at {action_minimum}")
+    check_actions(data.actions, num_actions, action_minimum)
     greedy, epsilon = None, None
     if saved is not None:
         probs = policy_probs(saved, data, num_actions)
@@ -415,32 +673,90 @@ def evaluate_on_logs(config: EvaluatorConfig, examples_uri: str, policy: str, sp
         target = ope.uniform_probs(len(data.actions), num_actions, data.action_mask)
     else:
         target = ope.LOGGING_POLICY
-    if isinstance(target, str) and config.reward_model == ope.NETWORK:
-        raise ValueError("--reward-model network needs a SavedModel policy")
     reward_model = choose_reward_model(config, data, saved)
-    q = ope.reward_predictions(reward_model, data, num_actions, seed=config.seed, balance=config.reward_model_balance)
+    q = ope.reward_predictions(
+        reward_model,
+        data,
+        num_actions,
+        seed=config.seed,
+        balance=config.reward_model_balance,
+        sample_size=config.reward_model_sample,
+    )
     policies = [target, ope.LOGGING_POLICY] + ([greedy] if greedy is not None else [])
     refits = _dm_refits(config, data, reward_model, policies, num_actions)
-    (est, _, diff), diag = _compare(config, data, target, ope.LOGGING_POLICY, q, _columns(refits, slice(0, 2)))
-    result = {"policy": policy, "examples": examples_uri, "split": split, "num_actions": num_actions,
-              "num_records": int(len(data.actions)), "reward_model": reward_model if isinstance(reward_model, str)
-              else ope.NETWORK, "reward_model_balance": config.reward_model_balance, "dm_refits": config.dm_refits,
-              "confidence": config.confidence, "trusted": diag.reason is None,
-              "reason": diag.reason, "ess": diag.ess["candidate"], "hyperparameters": diag.hyperparameters["candidate"],
-              "observed_mean_reward": float(np.average(data.rewards, weights=data.record_weights)),
-              "serving_epsilon": epsilon,
-              "estimates": {k: v.as_dict() for k, v in est.items()},
-              "improvement_over_logging": {k: v.as_dict() for k, v in diff.items()}}
-    if greedy is not None:  # the greedy policy beside the served one
-        (g, _, _), g_diag = _compare(config, data, greedy, None, q, _columns(refits, slice(2, 3)))
-        result["greedy_estimates"] = {k: v.as_dict() for k, v in g.items()}
-        result["greedy_ess"] = g_diag.ess["candidate"]
+    sums = memory_sums(config, data, policies, q)
+    main, greedy_cmp = comparisons(config, sums, [isinstance(p, str) for p in policies], True, refits)
+    run = LogsRun(
+        main,
+        greedy_cmp,
+        len(data.actions),
+        num_actions,
+        reward_model if isinstance(reward_model, str) else ope.NETWORK,
+        epsilon,
+        "memory",
+    )
+    return logs_result(config, run, policy, examples_uri, split)
+
+
+def check_actions(actions: np.ndarray, num_actions: int, action_minimum: int, offset: int = 0) -> None:
+    if len(actions) and int(actions.max()) >= num_actions:
+        i = int(np.argmax(actions >= num_actions))
+        raise ValueError(
+            f"examples: action {actions[i] + action_minimum} in record {i + offset} is outside the "
+            f"{num_actions} actions starting at {action_minimum}"
+        )
+
+
+@dataclass(frozen=True)
+class LogsRun:
+    """What either engine hands back for `rlops evaluate`: the policy against the logging policy
+    and its greedy policy alone."""
+
+    main: ope.Comparison
+    greedy: ope.Comparison | None
+    num_records: int
+    num_actions: int
+    reward_model: str
+    epsilon: float | None
+    engine: str
+
+
+def logs_result(config: EvaluatorConfig, run: LogsRun, policy: str, examples_uri: str, split: str) -> dict:
+    assert run.main.baseline is not None and run.main.difference is not None
+    diag = run.main.diagnostics
+    result = {
+        "policy": policy,
+        "examples": examples_uri,
+        "split": split,
+        "num_actions": run.num_actions,
+        "num_records": int(run.num_records),
+        "eval_records": int(run.num_records),
+        "engine": run.engine,
+        "reward_model": run.reward_model,
+        "reward_model_balance": config.reward_model_balance,
+        "dm_refits": config.dm_refits,
+        "reward_model_sample": config.reward_model_sample,
+        "confidence": config.confidence,
+        "trusted": diag.reason is None,
+        "reason": diag.reason,
+        "ess": diag.ess["candidate"],
+        "hyperparameters": diag.hyperparameters["candidate"],
+        # the logging policy's every estimator is its observed (weighted) mean reward
+        "observed_mean_reward": run.main.baseline["ips"].value,
+        "serving_epsilon": run.epsilon,
+        "estimates": {k: v.as_dict() for k, v in run.main.candidate.items()},
+        "improvement_over_logging": {k: v.as_dict() for k, v in run.main.difference.items()},
+    }
+    if run.greedy is not None:  # the greedy policy beside the served one
+        result["greedy_estimates"] = {k: v.as_dict() for k, v in run.greedy.candidate.items()}
+        result["greedy_ess"] = run.greedy.diagnostics.ess["candidate"]
     return result
 
 
 def _per_arm_width(data: ope.LoggedFeedback) -> int | None:
     """K of per-arm records (the per_arm/<name> width), None for plain records."""
     from rlops.features.per_arm import PER_ARM_PREFIX
+
     width = [v.shape[1] for k, v in (data.features or {}).items() if k.startswith(PER_ARM_PREFIX)]
     return width[0] if width else None
 
@@ -448,12 +764,16 @@ def _per_arm_width(data: ope.LoggedFeedback) -> int | None:
 def plot_policy_estimates(result: dict, path: str) -> None:
     """Every estimator's value and interval for one policy, the logging policy's mean as a line."""
     from rlops.envs.plots import _pyplot
+
     plt = _pyplot()
     names = list(result["estimates"])
     est = result["estimates"]
     values = np.array([est[n]["value"] for n in names])
-    err = np.nan_to_num(np.array([[est[n]["value"] - est[n]["lower"] for n in names],
-                                  [est[n]["upper"] - est[n]["value"] for n in names]]))
+    err = np.nan_to_num(
+        np.array(
+            [[est[n]["value"] - est[n]["lower"] for n in names], [est[n]["upper"] - est[n]["value"] for n in names]]
+        )
+    )
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.errorbar(np.arange(len(names)), values, yerr=err, fmt="o", capsize=4, label=f"policy: {result['policy']}"[:50])
     ax.axhline(result["observed_mean_reward"], color="gray", ls="--", label="logging policy (observed)")
@@ -469,6 +789,7 @@ def plot_policy_estimates(result: dict, path: str) -> None:
 
 def _episode_returns(env_id: str, policy, episodes: int, seed: int) -> np.ndarray:
     from rlops.envs.gym_env import evaluate_policy
+
     return evaluate_policy(env_id, policy, episodes, seed=seed)
 
 
@@ -487,23 +808,37 @@ def evaluate_ppo(config: EvaluatorConfig, model_uri: str, baseline_model_uri: st
     cand = ope.mean_confidence_interval(candidate, config.confidence, seed=config.seed)
     base = ope.mean_confidence_interval(baseline, config.confidence, seed=config.seed)
     diff = ope.difference_interval(candidate, baseline, config.confidence, seed=config.seed, min_episodes=5)
-    metrics = {"env_id": config.env_id, "num_episodes": config.num_episodes,
-               "baseline": baseline_model_uri or "random_policy",
-               "candidate": {"mean_return": cand.as_dict()}, "baseline_estimates": {"mean_return": base.as_dict()},
-               "improvement": {"mean_return": diff.as_dict()},
-               "candidate_returns": candidate.tolist(), "baseline_returns": baseline.tolist()}
+    metrics = {
+        "env_id": config.env_id,
+        "num_episodes": config.num_episodes,
+        "baseline": baseline_model_uri or "random_policy",
+        "candidate": {"mean_return": cand.as_dict()},
+        "baseline_estimates": {"mean_return": base.as_dict()},
+        "improvement": {"mean_return": diff.as_dict()},
+        "candidate_returns": candidate.tolist(),
+        "baseline_returns": baseline.tolist(),
+    }
     return metrics, diff
 
 
-def run_evaluator(config: EvaluatorConfig | str, model_uri: str, evaluation_uri: str, blessing_uri: str,
-                  examples_uri: str | None = None, baseline_model_uri: str | None = None,
-                  num_actions: int | None = None) -> EvalResult:
+def run_evaluator(
+    config: EvaluatorConfig | str,
+    model_uri: str,
+    evaluation_uri: str,
+    blessing_uri: str,
+    examples_uri: str | None = None,
+    baseline_model_uri: str | None = None,
+    num_actions: int | None = None,
+    beam_pipeline_args: list[str] | None = None,
+) -> EvalResult:
     if isinstance(config, str):
         config = EvaluatorConfig.from_json(config)
     if config.kind == "bandit":
         if not examples_uri or not num_actions:
             raise ValueError("evaluator: bandit evaluation needs the examples input and num_actions")
-        metrics, improvement = evaluate_bandit(config, examples_uri, model_uri, num_actions, baseline_model_uri)
+        metrics, improvement = evaluate_bandit(
+            config, examples_uri, model_uri, num_actions, baseline_model_uri, beam_pipeline_args
+        )
         measure = config.estimator
     else:
         metrics, improvement = evaluate_ppo(config, model_uri, baseline_model_uri)
@@ -515,12 +850,23 @@ def run_evaluator(config: EvaluatorConfig | str, model_uri: str, evaluation_uri:
         reason = f"not blessed: no trustworthy estimate of the improvement in {measure}: {improvement.reason}"
     else:
         blessed = bool(score > config.min_improvement)
-        reason = (f"improvement in {measure} over {metrics['baseline']}: {which} {score:.4f} "
-                  f"{'>' if blessed else '<='} {config.min_improvement}")
+        reason = (
+            f"improvement in {measure} over {metrics['baseline']}: {which} {score:.4f} "
+            f"{'>' if blessed else '<='} {config.min_improvement}"
+        )
     if metrics.get("baseline_reason"):
         reason += f" ({metrics['baseline_reason']})"
-    metrics.update({"blessed": blessed, "reason": reason, "rule": {
-        "measure": measure, "use_lower_bound": config.use_lower_bound, "min_improvement": config.min_improvement}})
+    metrics.update(
+        {
+            "blessed": blessed,
+            "reason": reason,
+            "rule": {
+                "measure": measure,
+                "use_lower_bound": config.use_lower_bound,
+                "min_improvement": config.min_improvement,
+            },
+        }
+    )
     log.info("evaluator: %s -> %s", reason, "BLESSED" if blessed else "NOT BLESSED")
     for uri in (evaluation_uri, blessing_uri):
         tf.io.gfile.makedirs(uri)
@@ -534,6 +880,16 @@ def run_evaluator(config: EvaluatorConfig | str, model_uri: str, evaluation_uri:
 
 
 SCALAR_GROUPS = ("candidate", "candidate_greedy", "improvement")
+
+
+def evaluation_properties(result: EvalResult) -> dict[str, Any]:
+    """The evaluation artifact's properties (both faces): the improvement per estimator, which
+    engine ran and how many eval records it read (to check against ExperienceGen's counts)."""
+    out: dict[str, Any] = {"improvement": json.dumps(finite_properties(result.metrics).get("improvement", {}))}
+    for key in ("engine", "eval_records"):
+        if result.metrics.get(key) is not None:
+            out[key] = result.metrics[key]
+    return out
 
 
 def scalar_metrics(result) -> dict[str, float]:
@@ -553,15 +909,20 @@ def scalar_metrics(result) -> dict[str, float]:
 def _plot_estimates(metrics: dict, path: str) -> None:
     """Candidate vs baseline per estimator, with confidence intervals."""
     from rlops.envs.plots import _pyplot
+
     plt = _pyplot()
     names = list(metrics["candidate"])
     fig, ax = plt.subplots(figsize=(7, 4))
-    for offset, (label, key) in zip((-0.15, 0.15), (("candidate", "candidate"),
-                                                   (f"baseline ({metrics['baseline']})"[:40], "baseline_estimates"))):
+    for offset, (label, key) in zip(
+        (-0.15, 0.15), (("candidate", "candidate"), (f"baseline ({metrics['baseline']})"[:40], "baseline_estimates"))
+    ):
         est = metrics[key]
         values = np.array([est[n]["value"] for n in names])
-        err = np.nan_to_num(np.array([[est[n]["value"] - est[n]["lower"] for n in names],
-                                      [est[n]["upper"] - est[n]["value"] for n in names]]))  # no interval: a dot
+        err = np.nan_to_num(
+            np.array(
+                [[est[n]["value"] - est[n]["lower"] for n in names], [est[n]["upper"] - est[n]["value"] for n in names]]
+            )
+        )  # no interval: a dot
         ax.errorbar(np.arange(len(names)) + offset, values, yerr=err, fmt="o", capsize=4, label=label)
     ax.set_xticks(np.arange(len(names)), [n.upper() if len(n) <= 5 else n for n in names])
     ax.set_ylabel("estimated value")

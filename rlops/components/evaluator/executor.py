@@ -10,16 +10,16 @@ resolver then matches `name="<current_model_id>"`; with the hash it never matche
 warm start and the baseline comparison silently never happened (see tests/pipelines/
 test_vertex_emulator.py). Locally (LocalDagRunner) ids are ML Metadata's and nothing changes.
 """
+
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from tfx.components.evaluator import executor as tfx_evaluator_executor
 from tfx.types import artifact_utils
 
-from rlops.components.evaluator.core import run_evaluator, scalar_metrics  # noqa: F401 (re-exported)
-from rlops.components.properties import finite_properties, set_custom_properties
+from rlops.components.evaluator.core import evaluation_properties, run_evaluator, scalar_metrics  # noqa: F401 (re-exported)
+from rlops.components.properties import set_custom_properties
 
 
 class Executor(tfx_evaluator_executor.Executor):  # for the launcher's id conversion only (see above)
@@ -29,13 +29,26 @@ class Executor(tfx_evaluator_executor.Executor):  # for the launcher's id conver
         baseline = (input_dict.get("baseline_model") or [None])[0]
         evaluation = artifact_utils.get_single_instance(output_dict["evaluation"])
         blessing = artifact_utils.get_single_instance(output_dict["blessing"])
-        result = run_evaluator(exec_properties["config"], model.uri, evaluation.uri, blessing.uri,
-                               examples_uri=examples[0].uri if examples else None,
-                               baseline_model_uri=baseline.uri if baseline is not None else None,
-                               num_actions=exec_properties.get("num_actions"))
-        set_custom_properties(blessing, result.blessing_properties(
-            model.uri, model.id, baseline.uri if baseline is not None else None,
-            baseline.id if baseline is not None else None))
-        set_custom_properties(evaluation, {"improvement": json.dumps(finite_properties(result.metrics)["improvement"])})
+        result = run_evaluator(
+            exec_properties["config"],
+            model.uri,
+            evaluation.uri,
+            blessing.uri,
+            examples_uri=examples[0].uri if examples else None,
+            baseline_model_uri=baseline.uri if baseline is not None else None,
+            num_actions=exec_properties.get("num_actions"),
+            # the pipeline's beam_pipeline_args (TFX's BaseBeamExecutor), as ExperienceGen's
+            beam_pipeline_args=list(getattr(self, "_beam_pipeline_args", None) or []),
+        )
+        set_custom_properties(
+            blessing,
+            result.blessing_properties(
+                model.uri,
+                model.id,
+                baseline.uri if baseline is not None else None,
+                baseline.id if baseline is not None else None,
+            ),
+        )
+        set_custom_properties(evaluation, evaluation_properties(result))
         for metrics in output_dict.get("metrics") or []:  # scalars the Vertex AI console shows
             set_custom_properties(metrics, scalar_metrics(result))

@@ -12,13 +12,36 @@ The TFX component (`ExperienceGen`), the KFP v2 component (rlops.components.kfp,
 same `run_experience_gen`. `ExperienceGen` and the core are imported lazily: TFX, Beam and
 TensorFlow are slow to import, and reading the config (or checking cloud credentials) needs none.
 """
-from rlops.components.experience_gen.config import (BanditColumns, BigQuerySource, ExperienceGenConfig, FileSource,
-                                                    SimulationSource, SpecConfig, Split, SplitConfig,
-                                                    TrajectoryColumns)
 
-__all__ = ["BanditColumns", "BigQuerySource", "ExperienceGenConfig", "FileSource", "SimulationSource", "SpecConfig",
-           "Split", "SplitConfig", "TrajectoryColumns", "ExperienceGenError", "IngestResult", "read_quarantine",
-           "run_experience_gen", "ExperienceGen", "ExperienceQuarantine"]
+from rlops.components.experience_gen.config import (
+    BanditColumns,
+    BigQuerySource,
+    ExperienceGenConfig,
+    FileSource,
+    SimulationSource,
+    SpecConfig,
+    Split,
+    SplitConfig,
+    TrajectoryColumns,
+)
+
+__all__ = [
+    "BanditColumns",
+    "BigQuerySource",
+    "ExperienceGenConfig",
+    "FileSource",
+    "SimulationSource",
+    "SpecConfig",
+    "Split",
+    "SplitConfig",
+    "TrajectoryColumns",
+    "ExperienceGenError",
+    "IngestResult",
+    "read_quarantine",
+    "run_experience_gen",
+    "ExperienceGen",
+    "ExperienceQuarantine",
+]
 
 
 _CORE = ("ExperienceGenError", "IngestResult", "read_quarantine", "run_experience_gen")
@@ -27,8 +50,10 @@ _CORE = ("ExperienceGenError", "IngestResult", "read_quarantine", "run_experienc
 def __getattr__(name: str):
     if name in ("ExperienceGen", "ExperienceQuarantine"):
         from rlops.components.experience_gen import component
+
         return getattr(component, name)
     if name in _CORE:
         from rlops.components.experience_gen import core
+
         return getattr(core, name)
     raise AttributeError(name)

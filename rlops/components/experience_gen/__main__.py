@@ -4,19 +4,27 @@
 Prints the run's counts as one JSON line; exits 1 (with the reasons) when the run fails its checks,
 2 (one line) when the config does not fit the data or cloud inputs lack credentials.
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import sys
 
-from rlops.components.experience_gen.core import ExperienceGenError, run_experience_gen
-from rlops.components.experience_gen.errors import InputError
+from rlops.quiet import entry_point_setup
+
+entry_point_setup()  # an entry point: Keras mode and quiet start-up before TensorFlow / Beam load
+
+from rlops.components.experience_gen.core import ExperienceGenError, run_experience_gen  # noqa: E402
+from rlops.components.experience_gen.errors import InputError  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rlops.components.experience_gen", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m rlops.components.experience_gen",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--config", required=True, help="ExperienceGenConfig as a JSON file path or a JSON string")
     ap.add_argument("--examples-uri", required=True)
     ap.add_argument("--quarantine-uri", required=True)
@@ -24,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     text = args.config
     if not text.lstrip().startswith("{"):
         from apache_beam.io.filesystems import FileSystems
+
         with FileSystems.open(text) as f:
             text = f.read().decode("utf-8")
     try:

@@ -5,6 +5,7 @@ RetryError and Beam tracebacks) before failing. `check_credentials` asks Applica
 Credentials once, bounded by a timeout (the metadata-server probe of google.auth retries), and
 fails in one line with the fix, as `rlops submit` does.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,10 @@ from rlops.components.experience_gen.errors import CredentialsError
 
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 TIMEOUT_S = 4.0
-FIX = ("run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a service "
-       "account key file (on Google Cloud: run as a service account allowed to read the data)")
+FIX = (
+    "run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a service "
+    "account key file (on Google Cloud: run as a service account allowed to read the data)"
+)
 
 
 def cloud_inputs(config: ExperienceGenConfig) -> list[str]:
@@ -43,8 +46,11 @@ def raw_cloud_inputs(section: dict) -> list[str]:
         if key == "source" and s.get("kind") == "bigquery":
             out.append(f"experience_gen.source (BigQuery {s.get('table') or 'query'})")
         pattern = s.get("pattern")
-        if s.get("kind", "file") == "file" and isinstance(pattern, str) and \
-                any(p.strip().startswith("gs://") for p in pattern.split(",")):
+        if (
+            s.get("kind", "file") == "file"
+            and isinstance(pattern, str)
+            and any(p.strip().startswith("gs://") for p in pattern.split(","))
+        ):
             out.append(f"experience_gen.{key}.pattern '{pattern}'")
     return out
 
@@ -68,6 +74,7 @@ def default_credentials_problem(timeout_s: float = TIMEOUT_S) -> str | None:
     def ask() -> None:
         try:
             import google.auth
+
             outcome["credentials"] = google.auth.default(scopes=list(SCOPES))
         except Exception as e:  # noqa: BLE001 - DefaultCredentialsError, or a broken key file
             outcome["error"] = e

@@ -8,6 +8,7 @@ Beam options come from the pipeline (`beam_pipeline_args`) or `with_beam_pipelin
 `data_pattern`, `data_date` and `num_records` are optional per-run values (e.g. Vertex runtime
 parameters) merged into the config when the executor runs: see executor.apply_runtime_params.
 """
+
 from __future__ import annotations
 
 from tfx import types
@@ -23,20 +24,25 @@ from rlops.components.experience_gen.executor import Executor
 class ExperienceQuarantine(types.Artifact):
     """Records ExperienceGen refused: reason, message, source file, line/offset, original payload
     (gzipped JSON Lines). Its custom properties carry the run's counts."""
+
     TYPE_NAME = "rlops.ExperienceQuarantine"
 
 
 class ExperienceGenSpec(types.ComponentSpec):
-    PARAMETERS = {"config": ExecutionParameter(type=str),
-                  "data_pattern": ExecutionParameter(type=str, optional=True),
-                  "data_date": ExecutionParameter(type=str, optional=True),
-                  "num_records": ExecutionParameter(type=int, optional=True),
-                  # Local runs: the input files' fingerprints (fingerprint.py), so that a file
-                  # replaced in place is ingested again instead of served from cache.
-                  "input_fingerprint": ExecutionParameter(type=str, optional=True)}
+    PARAMETERS = {
+        "config": ExecutionParameter(type=str),
+        "data_pattern": ExecutionParameter(type=str, optional=True),
+        "data_date": ExecutionParameter(type=str, optional=True),
+        "num_records": ExecutionParameter(type=int, optional=True),
+        # Local runs: the input files' fingerprints (fingerprint.py), so that a file
+        # replaced in place is ingested again instead of served from cache.
+        "input_fingerprint": ExecutionParameter(type=str, optional=True),
+    }
     INPUTS = {"policy": ChannelParameter(type=standard_artifacts.Model, optional=True)}
-    OUTPUTS = {"examples": ChannelParameter(type=standard_artifacts.Examples),
-               "quarantine": ChannelParameter(type=ExperienceQuarantine)}
+    OUTPUTS = {
+        "examples": ChannelParameter(type=standard_artifacts.Examples),
+        "quarantine": ChannelParameter(type=ExperienceQuarantine),
+    }
 
 
 class ExperienceGen(base_beam_component.BaseBeamComponent):
@@ -45,11 +51,15 @@ class ExperienceGen(base_beam_component.BaseBeamComponent):
     SPEC_CLASS = ExperienceGenSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
 
-    def __init__(self, config: ExperienceGenConfig | str, policy: types.BaseChannel | None = None,
-                 data_pattern: str | data_types.RuntimeParameter | None = None,
-                 data_date: str | data_types.RuntimeParameter | None = None,
-                 num_records: int | data_types.RuntimeParameter | None = None,
-                 input_fingerprint: str | None = None):
+    def __init__(
+        self,
+        config: ExperienceGenConfig | str,
+        policy: types.BaseChannel | None = None,
+        data_pattern: str | data_types.RuntimeParameter | None = None,
+        data_date: str | data_types.RuntimeParameter | None = None,
+        num_records: int | data_types.RuntimeParameter | None = None,
+        input_fingerprint: str | None = None,
+    ):
         """config: the ExperienceGenConfig (or its JSON). policy: optional Model channel whose
         SavedModel an epsilon-greedy simulation logs with (overrides policy_path). data_pattern,
         data_date, num_records: optional per-run overrides (see executor.apply_runtime_params).
@@ -58,8 +68,14 @@ class ExperienceGen(base_beam_component.BaseBeamComponent):
             config = config.to_json()
         else:
             ExperienceGenConfig.from_json(config)  # fail at pipeline definition, not at run time
-        spec = ExperienceGenSpec(config=config, policy=policy, data_pattern=data_pattern, data_date=data_date,
-                                 num_records=num_records, input_fingerprint=input_fingerprint,
-                                 examples=types.Channel(type=standard_artifacts.Examples),
-                                 quarantine=types.Channel(type=ExperienceQuarantine))
+        spec = ExperienceGenSpec(
+            config=config,
+            policy=policy,
+            data_pattern=data_pattern,
+            data_date=data_date,
+            num_records=num_records,
+            input_fingerprint=input_fingerprint,
+            examples=types.Channel(type=standard_artifacts.Examples),
+            quarantine=types.Channel(type=ExperienceQuarantine),
+        )
         super().__init__(spec=spec)

@@ -3,6 +3,7 @@
 JSON because every face passes the config the same way: the TFX component as an execution
 property string, the KFP v2 component as a string parameter, the CLI as a file.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,6 +23,7 @@ SPLIT_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 @dataclass(frozen=True)
 class SpecConfig:
     """A JSON-friendly (Bounded)TensorSpec: what the action (or observation) must look like."""
+
     shape: tuple[int, ...] = ()
     dtype: str = "int32"
     minimum: float | None = None
@@ -34,12 +36,15 @@ class SpecConfig:
     @classmethod
     def from_tensor_spec(cls, spec: Any) -> "SpecConfig":
         from rlops.agents import specs
+
         d = specs.spec_to_json(spec)
         return cls(tuple(d["shape"]), d["dtype"], _scalar(d.get("minimum")), _scalar(d.get("maximum")))
 
     def to_tensor_spec(self, name: str = "action") -> Any:
         import tensorflow as tf
+
         from rlops.agents import specs
+
         if self.minimum is None and self.maximum is None:
             return tf.TensorSpec(self.shape, tf.as_dtype(self.dtype), name)
         return specs.BoundedTensorSpec(self.shape, tf.as_dtype(self.dtype), self.minimum, self.maximum, name=name)
@@ -85,6 +90,7 @@ class FeatureColumn:
     bias training and OPE), and serving applies the same rule. Empty strings, nulls (and -1, the
     int64 padding) inside a list are padding, not values.
     """
+
     SHORTHAND_FIELD: ClassVar[str] = "name"  # in JSON/YAML, "user_a" means {"name": "user_a"}
     name: str
     column: str | None = None  # source column; default: the feature's name
@@ -118,6 +124,7 @@ class BanditColumns:
     Timestamps: integers are kept as logged (any unit); date-times (ISO 8601 text, Parquet or
     BigQuery TIMESTAMP) become epoch microseconds. Every mapped field is required per record.
     """
+
     context: tuple[str, ...] = ()
     context_prefix: str | None = None
     context_dim: int | None = None
@@ -148,6 +155,7 @@ class TrajectoryColumns:
     The episode ends at its highest step; `terminal` (or `discount`) says whether it ended
     in a terminal state (discount 0) or was cut off (discount 1).
     """
+
     episode_id: str = "episode_id"
     step: str = "step"
     observation: tuple[str, ...] = ("observation",)
@@ -173,6 +181,7 @@ class FileSource:
     JSON Lines: one object per line. TFRecord: tf.Example records. Uncompressed CSV/JSONL files
     are split into `range_bytes` work items; Parquet, TFRecord and compressed files are one each.
     """
+
     pattern: str = ""
     format: str = "csv"  # one of FILE_FORMATS
     compression: str = "auto"  # auto (by extension) | gzip | none
@@ -187,6 +196,7 @@ class FileSource:
 @dataclass(frozen=True)
 class BigQuerySource:
     """A query or a table read through beam.io.ReadFromBigQuery."""
+
     query: str | None = None
     table: str | None = None  # "project:dataset.table" or "project.dataset.table"
     project: str | None = None
@@ -206,6 +216,7 @@ class SimulationSource:
     Same seed, same records, except epsilon-greedy bandit logging: EpsilonGreedyPolicy draws its
     exploration from TF's global RNG.
     """
+
     env: str = "digits"
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     policy: str = "random"
@@ -235,6 +246,7 @@ class SplitConfig:
     """Deterministic split: hash of `key` (None: the record's content; trajectories: the
     episode id) into buckets, or by time when `time_column` is set: split i holds records with
     boundaries[i-1] <= t < boundaries[i] (units as in the data)."""
+
     splits: tuple[Split, ...] = (Split("train", 9), Split("eval", 1))
     key: str | None = None
     time_column: str | None = None
@@ -278,8 +290,10 @@ class ExperienceGenConfig:
         if isinstance(src, SimulationSource):
             gym = src.env.startswith("gym:")
             if gym != (self.record_kind == TRAJECTORY):
-                raise ValueError(f"SimulationSource env {src.env!r} logs "
-                                 f"{'trajectories' if gym else 'bandit feedback'}; set record_kind accordingly")
+                raise ValueError(
+                    f"SimulationSource env {src.env!r} logs "
+                    f"{'trajectories' if gym else 'bandit feedback'}; set record_kind accordingly"
+                )
         elif self.action_spec is None and self.item_source is None:  # a simulation takes it from its env
             raise ValueError("action_spec is required (e.g. SpecConfig.discrete(num_actions))")
         if self.record_kind == BANDIT and self.action_spec is not None and not self.action_spec.is_discrete:
@@ -301,8 +315,9 @@ class ExperienceGenConfig:
         if not 0.0 < self.propensity_floor <= 1.0:
             raise ValueError(f"propensity_floor must be in (0, 1], got {self.propensity_floor}")
         if self.propensity_floor_action not in ("quarantine", "clip"):
-            raise ValueError(f"propensity_floor_action must be 'quarantine' or 'clip', "
-                             f"got {self.propensity_floor_action!r}")
+            raise ValueError(
+                f"propensity_floor_action must be 'quarantine' or 'clip', got {self.propensity_floor_action!r}"
+            )
         if not 0.0 <= self.max_bad_record_ratio <= 1.0:
             raise ValueError(f"max_bad_record_ratio must be in [0, 1], got {self.max_bad_record_ratio}")
         s = self.splits
@@ -310,8 +325,9 @@ class ExperienceGenConfig:
             raise ValueError(f"split names must be non-empty and unique, got {s.names}")
         bad_names = [n for n in s.names if not isinstance(n, str) or not SPLIT_NAME.fullmatch(n)]
         if bad_names:  # split names become directory names (Split-<name>)
-            raise ValueError(f"splits: split name {bad_names[0]!r} must be letters, digits, '_' or '-' "
-                             "(it names a directory)")
+            raise ValueError(
+                f"splits: split name {bad_names[0]!r} must be letters, digits, '_' or '-' (it names a directory)"
+            )
         unknown = sorted(set(self.min_split_records) - set(s.names))
         if unknown:
             raise ValueError(f"min_split_records: {unknown[0]!r} is not a split; splits: {s.names}")
@@ -320,8 +336,10 @@ class ExperienceGenConfig:
         if any(sp.hash_buckets < 1 for sp in s.splits):
             raise ValueError("every split needs hash_buckets >= 1")
         if s.time_column and len(s.time_boundaries) != len(s.splits) - 1:
-            raise ValueError(f"time split over {len(s.splits)} splits needs {len(s.splits) - 1} "
-                             f"time_boundaries, got {list(s.time_boundaries)}")
+            raise ValueError(
+                f"time split over {len(s.splits)} splits needs {len(s.splits) - 1} "
+                f"time_boundaries, got {list(s.time_boundaries)}"
+            )
         if list(s.time_boundaries) != sorted(s.time_boundaries):
             raise ValueError(f"time_boundaries must ascend, got {list(s.time_boundaries)}")
 
@@ -339,15 +357,20 @@ class ExperienceGenConfig:
 
 def _validate_features(c: BanditColumns) -> None:
     from rlops.features.schema import RESERVED
+
     if c.features and (c.context or c.context_prefix):
-        raise ValueError("bandit_columns: give either `features` (named context features) or the dense "
-                         "float `context` / `context_prefix`, not both")
+        raise ValueError(
+            "bandit_columns: give either `features` (named context features) or the dense "
+            "float `context` / `context_prefix`, not both"
+        )
     seen: set[str] = set()
     for f in c.features:
         where = f"bandit_columns.features['{f.name}']"
         if f.name in RESERVED:
-            raise ValueError(f"{where}: '{f.name}' is a reserved bandit field ({', '.join(RESERVED)}); "
-                             f"name the context feature differently (column={f.name!r} keeps the source column)")
+            raise ValueError(
+                f"{where}: '{f.name}' is a reserved bandit field ({', '.join(RESERVED)}); "
+                f"name the context feature differently (column={f.name!r} keeps the source column)"
+            )
         if f.name in seen:
             raise ValueError(f"{where}: the feature is listed twice")
         seen.add(f.name)
@@ -372,8 +395,10 @@ def _validate_items(config: "ExperienceGenConfig") -> None:
     c, src = config.bandit_columns, config.item_source
     if src is None:
         if c.item_id or c.candidates or c.item_features:
-            raise ValueError("bandit_columns.item_id / candidates / item_features need experience_gen.item_source "
-                             "(the item-features table)")
+            raise ValueError(
+                "bandit_columns.item_id / candidates / item_features need experience_gen.item_source "
+                "(the item-features table)"
+            )
         return
     if not isinstance(src, FileSource) or not src.pattern:
         raise ValueError("item_source: needs a file source with a pattern (kind: file)")
@@ -386,9 +411,13 @@ def _validate_items(config: "ExperienceGenConfig") -> None:
     if not c.features:
         raise ValueError("item_source is set: bandit_columns.features must list the named global features")
     if c.action_mask or c.action_mask_prefix:
-        raise ValueError("bandit_columns.action_mask: with per-arm features the candidates say which arms a "
-                         "decision had (bandit_columns.candidates)")
+        raise ValueError(
+            "bandit_columns.action_mask: with per-arm features the candidates say which arms a "
+            "decision had (bandit_columns.candidates)"
+        )
     if c.candidates and config.action_spec is None:
-        raise ValueError("bandit_columns.candidates: set action_spec (SpecConfig.discrete(K), K = the most "
-                         "candidates a decision has)")
+        raise ValueError(
+            "bandit_columns.candidates: set action_spec (SpecConfig.discrete(K), K = the most "
+            "candidates a decision has)"
+        )
     _validate_features(BanditColumns(features=c.item_features))

@@ -6,6 +6,7 @@ NumPy array plus which rows were missing and which had the wrong type or shape, 
 that names the column. Arrow arrays are converted with Arrow/NumPy kernels; only a column whose
 vectorized cast fails falls back to per-value Python, to find the offending rows.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -86,6 +87,7 @@ def _all_missing(num_rows: int, dtype: str, column: str, code: str = MISSING_COL
 
 # --- scalars ----------------------------------------------------------------------------------
 
+
 def _scalar(arr: RawColumn, num_rows: int, dtype: str, column: str, text: bool) -> Extracted:
     if arr is None:
         return _all_missing(num_rows, dtype, column)
@@ -118,8 +120,11 @@ def _scalar(arr: RawColumn, num_rows: int, dtype: str, column: str, text: bool) 
             if pa.types.is_string(t) or pa.types.is_large_string(t):
                 return Extracted(np.asarray(arr.fill_null("").to_numpy(zero_copy_only=False), object), missing, {})
             if pa.types.is_integer(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
-                return Extracted(np.asarray(pc.cast(arr, pa.string()).fill_null("").to_numpy(zero_copy_only=False),
-                                            object), missing, {})
+                return Extracted(
+                    np.asarray(pc.cast(arr, pa.string()).fill_null("").to_numpy(zero_copy_only=False), object),
+                    missing,
+                    {},
+                )
             raise _Bad()
         if (pa.types.is_string(t) or pa.types.is_large_string(t)) and dtype == TIMESTAMP:
             try:  # integers as logged, else date-times as epoch microseconds
@@ -142,7 +147,7 @@ def _scalar(arr: RawColumn, num_rows: int, dtype: str, column: str, text: bool) 
             return Extracted(_numpy(pc.cast(pc.cast(arr, pa.timestamp("us")), pa.int64()), np.int64), missing, {})
         if dtype in (INT, TIMESTAMP) and pa.types.is_floating(t):
             f = _numpy(arr, np.float64)
-            ok = missing | (np.isfinite(f) & (np.floor(f) == f) & (np.abs(f) < 2.0 ** 63))
+            ok = missing | (np.isfinite(f) & (np.floor(f) == f) & (np.abs(f) < 2.0**63))
             values = np.where(ok & ~missing, f, 0).astype(np.int64)
             errors = {int(i): (WRONG_TYPE, f"{column}: {f[i]!r} is not an integer") for i in np.flatnonzero(~ok)}
             return Extracted(values, missing, errors)
@@ -210,10 +215,10 @@ def _py_int(v: Any, text: bool) -> int:
     if isinstance(v, bool):
         raise _Bad()
     if isinstance(v, (int, np.integer)):
-        if not -2 ** 63 <= int(v) < 2 ** 63:
+        if not -(2**63) <= int(v) < 2**63:
             raise _Bad()
         return int(v)
-    if isinstance(v, (float, np.floating)) and math.isfinite(v) and float(v).is_integer() and abs(v) < 2.0 ** 63:
+    if isinstance(v, (float, np.floating)) and math.isfinite(v) and float(v).is_integer() and abs(v) < 2.0**63:
         return int(v)
     if text and isinstance(v, (str, bytes)):
         s = v.decode() if isinstance(v, bytes) else v
@@ -261,11 +266,17 @@ def _py_string(v: Any, text: bool) -> str:
 
 
 _PY = {FLOAT: _py_float, INT: _py_int, BOOL: _py_bool, TIMESTAMP: _py_timestamp, STRING: _py_string}
-_WHAT = {FLOAT: "a number", INT: "an integer", BOOL: "a boolean", TIMESTAMP: "an integer timestamp",
-         STRING: "a string or integer id"}
+_WHAT = {
+    FLOAT: "a number",
+    INT: "an integer",
+    BOOL: "a boolean",
+    TIMESTAMP: "an integer timestamp",
+    STRING: "a string or integer id",
+}
 
 
 # --- vectors from one list-valued column ------------------------------------------------------
+
 
 def _list(arr: RawColumn, num_rows: int, field: Field, text: bool) -> Extracted:
     column, width = field.columns[0], int(field.width)
@@ -331,6 +342,7 @@ def _list_py(values: Sequence[Any], field: Field, text: bool) -> Extracted:
 
 # --- multivalent categoricals: a list of ids per record ----------------------------------------
 
+
 def _pad(field: Field) -> Any:
     return "" if field.dtype == STRING else -1
 
@@ -345,8 +357,12 @@ def _multi(arr: RawColumn, num_rows: int, field: Field, text: bool) -> Extracted
     column = field.columns[0]
     if arr is None:
         e = _all_missing(num_rows, field.dtype, column)
-        return Extracted(np.full((num_rows, field.width), _pad(field), _NP[field.dtype]), e.missing, e.errors,
-                         np.zeros(num_rows, np.int64))
+        return Extracted(
+            np.full((num_rows, field.width), _pad(field), _NP[field.dtype]),
+            e.missing,
+            e.errors,
+            np.zeros(num_rows, np.int64),
+        )
     if isinstance(arr, list):
         return _multi_py(arr, field, text)
     arr = _chunk(arr)
@@ -355,8 +371,9 @@ def _multi(arr: RawColumn, num_rows: int, field: Field, text: bool) -> Extracted
     t = arr.type
     parse = text
     if not _is_list(arr):
-        if field.separator and (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t)
-                                or pa.types.is_integer(t)):
+        if field.separator and (
+            pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t) or pa.types.is_integer(t)
+        ):
             arr = pc.split_pattern(pc.cast(arr, pa.string()), field.separator)
             parse = True  # ids split from text are parsed as text
         else:
@@ -376,8 +393,14 @@ def _multi(arr: RawColumn, num_rows: int, field: Field, text: bool) -> Extracted
     return _packed(inner.values, keep, row_of, num_rows, field, errors)
 
 
-def _packed(values: np.ndarray, keep: np.ndarray, row_of: np.ndarray, num_rows: int, field: Field,
-            errors: dict[int, tuple[str, str]]) -> Extracted:
+def _packed(
+    values: np.ndarray,
+    keep: np.ndarray,
+    row_of: np.ndarray,
+    num_rows: int,
+    field: Field,
+    errors: dict[int, tuple[str, str]],
+) -> Extracted:
     """Flat values with their rows -> [N, width], each row's kept values first (in order)."""
     width = int(field.width)
     rows = row_of[keep]
@@ -401,8 +424,11 @@ def _multi_py(values: Sequence[Any], field: Field, text: bool) -> Extracted:
         if isinstance(v, (str, bytes, int)) and not isinstance(v, bool) and field.separator:
             v = (v.decode() if isinstance(v, bytes) else str(v)).split(field.separator)
         if not isinstance(v, (list, tuple, np.ndarray)):
-            errors[i] = (WRONG_TYPE, f"{column} ({field.name}): {_show(v)} is not a list of {_WHAT[field.dtype]}s"
-                         + ("" if field.separator else " (set `separator` for text cells)"))
+            errors[i] = (
+                WRONG_TYPE,
+                f"{column} ({field.name}): {_show(v)} is not a list of {_WHAT[field.dtype]}s"
+                + ("" if field.separator else " (set `separator` for text cells)"),
+            )
             continue
         got = []
         for j, x in enumerate(v):

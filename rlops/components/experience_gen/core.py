@@ -6,6 +6,7 @@ Beam pipeline, reads back the record counts from Beam's metrics, checks that
 read = written + quarantined, and fails above the configured bad-record ratio with the top
 reasons.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,6 +38,7 @@ class ExperienceGenError(RuntimeError):
 @dataclass
 class IngestResult:
     """What one run did. Counts are in source records (steps, for trajectories)."""
+
     record_kind: str
     split_names: list[str]
     records_read: int
@@ -67,18 +69,25 @@ class IngestResult:
     def properties(self) -> dict[str, int | float | str]:
         """Flat custom properties for the output artifact (TFX) or its metadata (KFP)."""
         out: dict[str, int | float | str] = {
-            "record_kind": self.record_kind, "records_read": self.records_read,
-            "records_written": self.records_written, "records_quarantined": self.records_quarantined,
-            "bad_record_ratio": round(self.bad_record_ratio, 6), "quarantine_reasons": json.dumps(self.reasons,
-                                                                                                  sort_keys=True)}
+            "record_kind": self.record_kind,
+            "records_read": self.records_read,
+            "records_written": self.records_written,
+            "records_quarantined": self.records_quarantined,
+            "bad_record_ratio": round(self.bad_record_ratio, 6),
+            "quarantine_reasons": json.dumps(self.reasons, sort_keys=True),
+        }
         for split in self.split_names:
             out[f"records_written_{split}"] = self.written_per_split.get(split, 0)
             out[f"examples_{split}"] = self.outputs_per_split.get(split, 0)
         return out
 
 
-def run_experience_gen(config: ExperienceGenConfig | str, examples_uri: str, quarantine_uri: str,
-                       beam_pipeline_args: Sequence[str] | None = None) -> IngestResult:
+def run_experience_gen(
+    config: ExperienceGenConfig | str,
+    examples_uri: str,
+    quarantine_uri: str,
+    beam_pipeline_args: Sequence[str] | None = None,
+) -> IngestResult:
     """Ingest the configured source into `examples_uri` (TFX Examples layout) and
     `quarantine_uri`; return the counts, or raise ExperienceGenError (with `.result`)."""
     import apache_beam as beam
@@ -113,6 +122,7 @@ def _clear_outputs(examples_uri: str, quarantine_uri: str) -> None:
     left: shards of the old attempt would be read twice, and Beam's `beam-temp-*` directory inside
     a `Split-*` folder breaks every reader of `Split-<name>/*`. The URIs are this execution's own."""
     import tensorflow as tf
+
     for uri in (examples_uri, quarantine_uri):
         if tf.io.gfile.isdir(uri):
             for name in tf.io.gfile.listdir(uri):
@@ -122,6 +132,7 @@ def _clear_outputs(examples_uri: str, quarantine_uri: str) -> None:
 
 def _counters(beam_result: Any) -> dict[str, int]:
     from apache_beam.metrics.metric import MetricsFilter
+
     query = beam_result.metrics().query(MetricsFilter().with_namespace(sinks.METRICS_NAMESPACE))
     out: dict[str, int] = Counter()
     for c in query["counters"]:
@@ -130,62 +141,95 @@ def _counters(beam_result: Any) -> dict[str, int]:
     return dict(out)
 
 
-def _result(config: ExperienceGenConfig, counters: Mapping[str, int], examples_uri: str,
-            quarantine_uri: str) -> IngestResult:
+def _result(
+    config: ExperienceGenConfig, counters: Mapping[str, int], examples_uri: str, quarantine_uri: str
+) -> IngestResult:
     names = config.splits.names
     units = {s: counters.get(f"{sinks.WRITTEN_UNITS}:{s}", 0) for s in names}
     outputs = {s: counters.get(f"{sinks.WRITTEN_RECORDS}:{s}", 0) for s in names}
     prefix = pipeline.QUARANTINED + ":"
-    reasons = {k[len(prefix):]: v for k, v in counters.items() if k.startswith(prefix)}
+    reasons = {k[len(prefix) :]: v for k, v in counters.items() if k.startswith(prefix)}
     cut = f"{pipeline.TRUNCATED}:"
-    truncated = {k[len(cut):]: v for k, v in counters.items() if k.startswith(cut)}
+    truncated = {k[len(cut) :]: v for k, v in counters.items() if k.startswith(cut)}
     for name, n in truncated.items():
-        log.info("experience_gen: %d record(s) had more values of multivalent feature '%s' than its dim; "
-                 "their first dim values were kept", n, name)
-    return IngestResult(config.record_kind, names, counters.get(pipeline.READ, 0), sum(units.values()),
-                        counters.get(pipeline.QUARANTINED, 0), units, outputs, reasons, examples_uri, quarantine_uri,
-                        truncated=truncated)
+        log.info(
+            "experience_gen: %d record(s) had more values of multivalent feature '%s' than its dim; "
+            "their first dim values were kept",
+            n,
+            name,
+        )
+    return IngestResult(
+        config.record_kind,
+        names,
+        counters.get(pipeline.READ, 0),
+        sum(units.values()),
+        counters.get(pipeline.QUARANTINED, 0),
+        units,
+        outputs,
+        reasons,
+        examples_uri,
+        quarantine_uri,
+        truncated=truncated,
+    )
 
 
-def check(result: IngestResult, max_bad_record_ratio: float,
-          min_split_records: Mapping[str, int] | None = None) -> None:
+def check(
+    result: IngestResult, max_bad_record_ratio: float, min_split_records: Mapping[str, int] | None = None
+) -> None:
     """Every byte was read; every record is written or quarantined; the bad share stays under the
     threshold; and every split got enough records to train or evaluate on."""
     if result.unreadable:
         shown = "; ".join(result.unreadable[:5]) + ("; ..." if len(result.unreadable) > 5 else "")
         raise ExperienceGenError(
             f"{len(result.unreadable)} part(s) of the input could not be read, so their records cannot be "
-            f"counted or quarantined one by one: {shown}", result)
+            f"counted or quarantined one by one: {shown}",
+            result,
+        )
     if result.records_read != result.records_written + result.records_quarantined:
         raise ExperienceGenError(
             f"record accounting does not add up: read {result.records_read} != written "
-            f"{result.records_written} + quarantined {result.records_quarantined}", result)
+            f"{result.records_written} + quarantined {result.records_quarantined}",
+            result,
+        )
     if result.bad_record_ratio > max_bad_record_ratio:
-        top = ", ".join(f"{code}: {n}" + (f" (e.g. {result.examples[code]})" if code in result.examples else "")
-                        for code, n in result.top_reasons())
+        top = ", ".join(
+            f"{code}: {n}" + (f" (e.g. {result.examples[code]})" if code in result.examples else "")
+            for code, n in result.top_reasons()
+        )
         raise ExperienceGenError(
             f"{result.records_quarantined} of {result.records_read} records were bad "
             f"({result.bad_record_ratio:.2%} > max_bad_record_ratio {max_bad_record_ratio:.2%}). "
             f"Top reasons: {top}. Each bad record, with its source file, line and payload, is in "
-            f"{result.quarantine_uri}", result)
+            f"{result.quarantine_uri}",
+            result,
+        )
     if result.records_read == 0:
-        raise ExperienceGenError("the source held no records (files empty or header-only, or a query that "
-                                 "returned no rows): nothing to train or evaluate on", result)
+        raise ExperienceGenError(
+            "the source held no records (files empty or header-only, or a query that "
+            "returned no rows): nothing to train or evaluate on",
+            result,
+        )
     for split, need in sorted((min_split_records or {}).items()):
         got = result.written_per_split.get(split, 0)
         if got < need:
             raise ExperienceGenError(
                 f"split {split!r} got {got} valid record(s) of {result.records_written}, fewer than the "
                 f"{need} it needs (min_split_records; the pipeline sets the train split's to the Trainer's "
-                "batch size): add data or change the split's hash_buckets", result)
+                "batch size): add data or change the split's hash_buckets",
+                result,
+            )
 
 
 def read_unreadable(quarantine_uri: str) -> list[str]:
     """The unreadable byte ranges listed in the quarantine, as 'file bytes [start, end): why'."""
     from rlops.components.experience_gen.sources import Unreadable
+
     entries = _read_quarantine_files(quarantine_uri)
-    return sorted(Unreadable(**{k: e[k] for k in ("source_file", "start", "end", "message")}).describe()
-                  for e in entries if e.get("reason") == Unreadable.REASON)
+    return sorted(
+        Unreadable(**{k: e[k] for k in ("source_file", "start", "end", "message")}).describe()
+        for e in entries
+        if e.get("reason") == Unreadable.REASON
+    )
 
 
 def reason_examples(quarantine_uri: str, codes: Sequence[str]) -> dict[str, str]:
@@ -206,6 +250,7 @@ def reason_examples(quarantine_uri: str, codes: Sequence[str]) -> dict[str, str]
 def read_quarantine(quarantine_uri: str) -> list[dict]:
     """The quarantined records as dicts (reason, message, source_file, line, offset, payload)."""
     from rlops.components.experience_gen.sources import Unreadable
+
     return [e for e in _read_quarantine_files(quarantine_uri) if e.get("reason") != Unreadable.REASON]
 
 
@@ -217,6 +262,7 @@ def _iter_quarantine(quarantine_uri: str) -> Iterator[dict]:
     import gzip
 
     from apache_beam.io.filesystems import FileSystems
+
     pattern = FileSystems.join(quarantine_uri, pipeline.QUARANTINE_PREFIX + "*")
     for m in sorted(FileSystems.match([pattern])[0].metadata_list, key=lambda m: m.path):
         with FileSystems.open(m.path, compression_type="uncompressed") as f:

@@ -1,4 +1,5 @@
 """Errors that mean bad input, not a bug: the CLI prints them in one line and exits 2."""
+
 from __future__ import annotations
 
 import difflib

@@ -5,6 +5,7 @@ arguments and its result onto the artifacts' properties. `apply_runtime_params` 
 per-run values (Vertex runtime parameters here, KFP inputs in rlops.components.kfp) into the
 config at execution time, so one compiled pipeline can ingest a different day every night.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,8 +19,7 @@ from tfx.dsl.components.base import base_beam_executor
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils
 
-from rlops.components.experience_gen.config import (BigQuerySource, ExperienceGenConfig, FileSource,
-                                                    SimulationSource)
+from rlops.components.experience_gen.config import BigQuerySource, ExperienceGenConfig, FileSource, SimulationSource
 from rlops.components.experience_gen.core import ExperienceGenError, IngestResult, run_experience_gen
 
 
@@ -27,14 +27,17 @@ class Executor(base_beam_executor.BaseBeamExecutor):
     """TFX executor: exec_properties['config'] (JSON) -> run_experience_gen -> artifact properties."""
 
     def Do(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any]) -> None:
-        config = apply_runtime_params(ExperienceGenConfig.from_json(exec_properties["config"]),
-                                      data_pattern=exec_properties.get("data_pattern"),
-                                      data_date=exec_properties.get("data_date"),
-                                      num_records=exec_properties.get("num_records"))
+        config = apply_runtime_params(
+            ExperienceGenConfig.from_json(exec_properties["config"]),
+            data_pattern=exec_properties.get("data_pattern"),
+            data_date=exec_properties.get("data_date"),
+            num_records=exec_properties.get("num_records"),
+        )
         policies = input_dict.get("policy") or []
         if policies:  # a Model artifact overrides the simulation's policy_path
-            config = dataclasses.replace(config, source=dataclasses.replace(
-                config.source, policy_path=_policy_dir(policies[0].uri)))
+            config = dataclasses.replace(
+                config, source=dataclasses.replace(config.source, policy_path=_policy_dir(policies[0].uri))
+            )
         examples = artifact_utils.get_single_instance(output_dict["examples"])
         quarantine = artifact_utils.get_single_instance(output_dict["quarantine"])
         try:
@@ -84,16 +87,23 @@ def resolve_date(data_date: str | None, today: datetime.date | None = None) -> d
         raise ValueError(f"data_date: expected YYYY-MM-DD, 'today' or 'yesterday', got {data_date!r}") from None
 
 
-def apply_runtime_params(config: ExperienceGenConfig, data_pattern: str | None = None, data_date: str | None = None,
-                         num_records: int | None = None, today: datetime.date | None = None) -> ExperienceGenConfig:
+def apply_runtime_params(
+    config: ExperienceGenConfig,
+    data_pattern: str | None = None,
+    data_date: str | None = None,
+    num_records: int | None = None,
+    today: datetime.date | None = None,
+) -> ExperienceGenConfig:
     """The config with this run's values: `data_pattern` replaces the file pattern, `num_records`
     the simulation budget, and `{date}` / `{date_nodash}` in the pattern (or BigQuery query/table)
     become `data_date` (default: yesterday, UTC). Empty values change nothing."""
     source = config.source
     if data_pattern:
         if not isinstance(source, FileSource):
-            raise ValueError(f"data_pattern: the source is '{source.kind}', not files; data_pattern only "
-                             "applies to experience_gen.source.kind=file")
+            raise ValueError(
+                f"data_pattern: the source is '{source.kind}', not files; data_pattern only "
+                "applies to experience_gen.source.kind=file"
+            )
         source = dataclasses.replace(source, pattern=data_pattern)
     if num_records:
         if not isinstance(source, SimulationSource):
@@ -111,8 +121,10 @@ def apply_runtime_params(config: ExperienceGenConfig, data_pattern: str | None =
             values[f] = text
         source = dataclasses.replace(source, **values)
     elif data_date:
-        raise ValueError(f"data_date: {data_date!r} given, but the source has no {{date}} placeholder in its "
-                         f"{' or '.join(fields) or 'settings'}")
+        raise ValueError(
+            f"data_date: {data_date!r} given, but the source has no {{date}} placeholder in its "
+            f"{' or '.join(fields) or 'settings'}"
+        )
     return config if source is config.source else dataclasses.replace(config, source=source)
 
 

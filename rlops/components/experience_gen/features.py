@@ -6,6 +6,7 @@ its first megabyte). In the pipeline, each valid batch yields `BatchStats` (valu
 categoricals, sums of floats; vectorized), `MergeStats` combines them, and `write_schema` turns
 the total into the FeatureSchema (top-k vocabularies, mean/std) stored with the Examples.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from rlops.components.experience_gen import json_paths, records
-from rlops.components.experience_gen.config import (BigQuerySource, ExperienceGenConfig, FeatureColumn, FileSource)
+from rlops.components.experience_gen.config import BigQuerySource, ExperienceGenConfig, FeatureColumn, FileSource
 from rlops.components.experience_gen.errors import closest
 from rlops.features.schema import CATEGORICAL, FLOAT, FLOAT_LIST, INT64, STRING, FeatureSchema, FeatureSpec, top_k
 
@@ -27,6 +28,7 @@ SAMPLE_BYTES = 1 << 20
 
 
 # --- kinds: config, else inferred from the data -----------------------------------------------
+
 
 def resolve_features(config: ExperienceGenConfig, files: list[tuple[str, int]]) -> ExperienceGenConfig:
     """The config with every feature's kind, dtype and (float_list) dim made concrete; a file
@@ -38,8 +40,10 @@ def resolve_features(config: ExperienceGenConfig, files: list[tuple[str, int]]) 
     if not isinstance(src, FileSource):
         auto = next(f.name for f in cols.features if not _concrete(f))
         kind = "BigQuery" if isinstance(src, BigQuerySource) else type(src).__name__
-        raise ValueError(f"bandit_columns.features['{auto}']: kind/dtype 'auto' needs a file source to infer "
-                         f"from; with a {kind} source set kind (and dtype/dim) explicitly")
+        raise ValueError(
+            f"bandit_columns.features['{auto}']: kind/dtype 'auto' needs a file source to infer "
+            f"from; with a {kind} source set kind (and dtype/dim) explicitly"
+        )
     if all(_concrete(f) for f in cols.features):  # nothing to infer: the sample only checks kinds
         try:
             types, samples = _sample_types(files, src)
@@ -51,8 +55,10 @@ def resolve_features(config: ExperienceGenConfig, files: list[tuple[str, int]]) 
     for f in cols.features:
         if json_paths.parse(f.source_column):  # inside a JSON payload: the file's sample cannot tell
             if not _concrete(f):
-                raise ValueError(f"bandit_columns.features['{f.name}']: column {f.source_column!r} is a path into a "
-                                 f"payload; set its kind (and dtype/dim) explicitly")
+                raise ValueError(
+                    f"bandit_columns.features['{f.name}']: column {f.source_column!r} is a path into a "
+                    f"payload; set its kind (and dtype/dim) explicitly"
+                )
             out.append(f)
             continue
         out.append(_infer(f, types, samples))
@@ -67,8 +73,11 @@ def _concrete(f: FeatureColumn) -> bool:
     return f.kind == FLOAT or f.dim is not None
 
 
-def _infer(f: FeatureColumn, types: Mapping[str, tuple[pa.DataType, int | None]],
-           samples: Mapping[str, pa.ChunkedArray] | None = None) -> FeatureColumn:
+def _infer(
+    f: FeatureColumn,
+    types: Mapping[str, tuple[pa.DataType, int | None]],
+    samples: Mapping[str, pa.ChunkedArray] | None = None,
+) -> FeatureColumn:
     where = f"bandit_columns.features['{f.name}']"
     col = f.source_column
     if col not in types:
@@ -80,8 +89,12 @@ def _infer(f: FeatureColumn, types: Mapping[str, tuple[pa.DataType, int | None]]
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         inner = t.value_type
         text = pa.types.is_string(inner) or pa.types.is_large_string(inner) or pa.types.is_binary(inner)
-        if pa.types.is_integer(inner) and f.kind != CATEGORICAL and not f.is_multivalent \
-                and f.kind in ("auto", FLOAT_LIST):
+        if (
+            pa.types.is_integer(inner)
+            and f.kind != CATEGORICAL
+            and not f.is_multivalent
+            and f.kind in ("auto", FLOAT_LIST)
+        ):
             return dataclasses.replace(f, kind=FLOAT_LIST, dtype="auto", dim=f.dim or width or 1)
         if pa.types.is_floating(inner) and f.kind in ("auto", FLOAT_LIST) and not f.is_multivalent:
             return dataclasses.replace(f, kind=FLOAT_LIST, dtype="auto", dim=f.dim or width or 1)
@@ -92,20 +105,24 @@ def _infer(f: FeatureColumn, types: Mapping[str, tuple[pa.DataType, int | None]]
             if dtype == INT64 and text:
                 raise ValueError(f"{where}: dtype 'int64' but column {col!r} holds lists of text")
             return _multivalent(f, dtype, sample)
-        raise ValueError(f"{where}: column {col!r} holds lists of {inner}; kind {f.kind!r} does not take them "
-                         f"(lists of strings or integers are multivalent categoricals)")
+        raise ValueError(
+            f"{where}: column {col!r} holds lists of {inner}; kind {f.kind!r} does not take them "
+            f"(lists of strings or integers are multivalent categoricals)"
+        )
     if f.separator:  # text cells holding several values
-        if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)
-                or pa.types.is_null(t)):
+        if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t) or pa.types.is_null(t)):
             raise ValueError(f"{where}: separator {f.separator!r} but column {col!r} holds {t}, not text")
         return _multivalent(f, STRING if f.dtype == "auto" else f.dtype, sample)
     if f.multivalent:
-        raise ValueError(f"{where}: multivalent, but column {col!r} holds single values ({t}); give lists "
-                         f"(Parquet / JSON arrays) or set `separator` for text cells")
+        raise ValueError(
+            f"{where}: multivalent, but column {col!r} holds single values ({t}); give lists "
+            f"(Parquet / JSON arrays) or set `separator` for text cells"
+        )
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t):
         if f.kind not in ("auto", CATEGORICAL):
-            raise ValueError(f"{where}: kind {f.kind!r} but column {col!r} holds text (e.g. hashed ids): "
-                             f"use kind 'categorical'")
+            raise ValueError(
+                f"{where}: kind {f.kind!r} but column {col!r} holds text (e.g. hashed ids): use kind 'categorical'"
+            )
         return dataclasses.replace(f, kind=CATEGORICAL, dtype=STRING if f.dtype == "auto" else f.dtype)
     if pa.types.is_integer(t):
         if f.kind in (FLOAT, FLOAT_LIST):
@@ -115,8 +132,10 @@ def _infer(f: FeatureColumn, types: Mapping[str, tuple[pa.DataType, int | None]]
         if f.kind == CATEGORICAL:
             raise ValueError(f"{where}: kind 'categorical' but column {col!r} holds non-integer numbers")
         return dataclasses.replace(f, kind=FLOAT if f.kind == "auto" else f.kind, dim=f.dim or 1)
-    raise ValueError(f"{where}: cannot infer a kind from column {col!r} of type {t} (e.g. all empty in the "
-                     f"sample); set kind (and dtype) explicitly")
+    raise ValueError(
+        f"{where}: cannot infer a kind from column {col!r} of type {t} (e.g. all empty in the "
+        f"sample); set kind (and dtype) explicitly"
+    )
 
 
 def _multivalent(f: FeatureColumn, dtype: str, sample: pa.ChunkedArray | None) -> FeatureColumn:
@@ -132,6 +151,7 @@ def _multivalent(f: FeatureColumn, dtype: str, sample: pa.ChunkedArray | None) -
 def list_lengths(column: pa.ChunkedArray | pa.Array, separator: str | None) -> np.ndarray:
     """Values per record of a list column (or of text cells split on `separator`), padding excluded."""
     import pyarrow.compute as pc
+
     arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
@@ -149,8 +169,9 @@ def list_lengths(column: pa.ChunkedArray | pa.Array, separator: str | None) -> n
     return np.bincount(row[keep], minlength=len(arr))
 
 
-def _sample_types(files: list[tuple[str, int]], src: FileSource
-                  ) -> tuple[dict[str, tuple[pa.DataType, int | None]], dict[str, pa.ChunkedArray]]:
+def _sample_types(
+    files: list[tuple[str, int]], src: FileSource
+) -> tuple[dict[str, tuple[pa.DataType, int | None]], dict[str, pa.ChunkedArray]]:
     """Column -> (Arrow type, most common list length) from the first file with readable records,
     and the sampled columns themselves (multivalent dims are percentiles of their list lengths).
     Empty and header-only files are passed over; up to 10 unreadable ones are tried."""
@@ -171,26 +192,32 @@ def _sample_types(files: list[tuple[str, int]], src: FileSource
         if table is None or table.num_rows == 0:  # nothing to infer from
             empty.append(path)
             continue
-        return ({name: (table.schema.field(name).type, _width(table.column(name))) for name in table.column_names},
-                {name: table.column(name) for name in table.column_names})
+        return (
+            {name: (table.schema.field(name).type, _width(table.column(name))) for name in table.column_names},
+            {name: table.column(name) for name in table.column_names},
+        )
     if last is None and empty:
         raise ValueError(f"experience_gen.source: no records to read: {emptiness(empty, src)}")
-    raise ValueError(f"bandit_columns.features: could not read a sample of '{tried[0]}' to infer feature kinds "
-                     f"({' '.join(str(last).split())[:300]}); set kind and dtype explicitly")
+    raise ValueError(
+        f"bandit_columns.features: could not read a sample of '{tried[0]}' to infer feature kinds "
+        f"({' '.join(str(last).split())[:300]}); set kind and dtype explicitly"
+    )
 
 
 def _sample_table(path: str, src: FileSource) -> pa.Table | None:
     """The first rows of a Parquet file, or a parse of a text file's first MiB (None: no bytes)."""
     from rlops.components.experience_gen.sources.base import open_file
+
     with open_file(path, src) as fh:
         if src.format == "parquet":
             import pyarrow.parquet as pq
+
             pf = pq.ParquetFile(fh)
             batch = next(pf.iter_batches(batch_size=1000), None)
             return pa.Table.from_batches([batch]) if batch is not None else pf.schema_arrow.empty_table()
         data = fh.read(SAMPLE_BYTES)
     cut = data.rfind(b"\n")
-    data = data[:cut + 1] if cut > 0 and len(data) == SAMPLE_BYTES else data
+    data = data[: cut + 1] if cut > 0 and len(data) == SAMPLE_BYTES else data
     return _parse_text(data, src) if data.strip() else None
 
 
@@ -199,6 +226,7 @@ def emptiness(paths: list[str], src: FileSource) -> str:
     if len(paths) > 1:
         return f"all {len(paths)} files ('{paths[0]}', ...) are empty or header-only"
     from rlops.components.experience_gen.sources.base import open_file
+
     with open_file(paths[0], src) as fh:
         header = src.format == "csv" and bool(fh.read(1 << 16).strip())
     return f"'{paths[0]}' is " + ("header-only (a CSV header, no records)" if header else "empty")
@@ -207,23 +235,28 @@ def emptiness(paths: list[str], src: FileSource) -> str:
 def _parse_text(data: bytes, src: FileSource) -> pa.Table:
     if src.format == "jsonl":
         import pyarrow.json as pjson
+
         try:
             return pjson.read_json(io.BytesIO(data))
         except (pa.ArrowInvalid, pa.ArrowTypeError):  # a few bad rows: infer from the most common shape
             return _tolerant_json(data)
     import pyarrow.csv as pcsv
+
     names = list(src.csv_column_names) or None
     # Ragged rows (a field too many or too few) are left out of the sample; the readers quarantine
     # them with file and line.
-    return pcsv.read_csv(io.BytesIO(data), read_options=pcsv.ReadOptions(column_names=names),
-                         parse_options=pcsv.ParseOptions(delimiter=src.csv_delimiter,
-                                                         invalid_row_handler=lambda row: "skip"))
+    return pcsv.read_csv(
+        io.BytesIO(data),
+        read_options=pcsv.ReadOptions(column_names=names),
+        parse_options=pcsv.ParseOptions(delimiter=src.csv_delimiter, invalid_row_handler=lambda row: "skip"),
+    )
 
 
 def _tolerant_json(data: bytes) -> pa.Table:
     """The sample's rows parsed one by one; each column typed by its most common value shape
     (values of another shape, quarantined later, are left out of the sample)."""
     import json
+
     rows = []
     for line in data.splitlines():
         try:
@@ -257,6 +290,7 @@ def _width(column: pa.ChunkedArray) -> int | None:
     if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)):
         return None
     import pyarrow.compute as pc
+
     lengths = pc.list_value_length(column.combine_chunks()).drop_null().to_numpy(zero_copy_only=False)
     return int(np.bincount(lengths).argmax()) if len(lengths) else None
 
@@ -266,6 +300,7 @@ def _tfrecord_types(path: str, src: FileSource) -> dict[str, tuple[pa.DataType, 
 
     from rlops.components.experience_gen.sources.base import open_file
     from rlops.components.experience_gen.sources.tfrecord import iter_tfrecords
+
     widths: dict[str, Counter] = {}
     kinds: dict[str, str] = {}
     with open_file(path, src) as fh:
@@ -288,9 +323,11 @@ def _tfrecord_types(path: str, src: FileSource) -> dict[str, tuple[pa.DataType, 
 
 # --- statistics ---------------------------------------------------------------------------------
 
+
 @dataclass
 class Stats:
     """Sufficient statistics of the features over some valid records."""
+
     counts: dict[str, Counter] = field(default_factory=dict)  # categorical -> value counts
     sums: dict[str, np.ndarray] = field(default_factory=dict)  # float -> [3, dim]: n, sum, sum of squares
 
@@ -308,6 +345,7 @@ def batch_stats(columns: Mapping[str, np.ndarray], features: tuple[FeatureColumn
         v = columns[f.name]
         if f.kind == CATEGORICAL:
             import pandas as pd  # a hash-based count: np.unique sorts Python strings (slow)
+
             if f.is_multivalent:  # [N, dim] padded: every value counts, padding does not
                 v = np.asarray(v).reshape(-1)
                 v = v[v != ("" if f.dtype == STRING else -1)]
@@ -347,9 +385,18 @@ def feature_schema(features: tuple[FeatureColumn, ...], stats: Stats) -> Feature
                 values = list(c)
                 vocab = top_k(values, [c[v] for v in values], f.vocab_size)
                 vocab = tuple(int(v) for v in vocab) if f.dtype == INT64 else tuple(str(v) for v in vocab)
-            specs.append(FeatureSpec(f.name, CATEGORICAL, dtype=f.dtype, vocabulary=vocab,
-                                     num_oov_buckets=f.num_oov_buckets, hash_buckets=f.hash_buckets,
-                                     multivalent=f.is_multivalent, dim=int(f.dim) if f.is_multivalent else 1))
+            specs.append(
+                FeatureSpec(
+                    f.name,
+                    CATEGORICAL,
+                    dtype=f.dtype,
+                    vocabulary=vocab,
+                    num_oov_buckets=f.num_oov_buckets,
+                    hash_buckets=f.hash_buckets,
+                    multivalent=f.is_multivalent,
+                    dim=int(f.dim) if f.is_multivalent else 1,
+                )
+            )
             continue
         dim = 1 if f.kind == FLOAT else int(f.dim)
         mean = std = None
@@ -357,14 +404,20 @@ def feature_schema(features: tuple[FeatureColumn, ...], stats: Stats) -> Feature
         if f.normalize and s is not None and s[0, 0] > 0:
             n = s[0]
             mean = s[1] / n
-            std = np.sqrt(np.maximum(s[2] / n - mean ** 2, 0.0))
+            std = np.sqrt(np.maximum(s[2] / n - mean**2, 0.0))
             mean, std = tuple(mean.tolist()), tuple(std.tolist())
         specs.append(FeatureSpec(f.name, f.kind, dim=dim, mean=mean, std=std))
     return FeatureSchema(tuple(specs))
 
 
-RESERVED_KINDS = {records.ACTION: "int", records.REWARD: "float", records.PROPENSITY: "float",
-                  records.ACTION_MASK: "int", records.WEIGHT: "float", records.TIMESTAMP: "int"}
+RESERVED_KINDS = {
+    records.ACTION: "int",
+    records.REWARD: "float",
+    records.PROPENSITY: "float",
+    records.ACTION_MASK: "int",
+    records.WEIGHT: "float",
+    records.TIMESTAMP: "int",
+}
 _RESERVED_KINDS = RESERVED_KINDS
 
 
@@ -374,6 +427,7 @@ def write_schema(schema: FeatureSchema, examples_uri: str, reserved: tuple[str, 
     from google.protobuf import text_format
 
     from rlops.features.schema import TFMD_SCHEMA_FILE
+
     path = schema.save(examples_uri, tfmd=False)
     tfmd = schema.to_tfmd_schema([(r, _RESERVED_KINDS[r]) for r in reserved])
     with tf.io.gfile.GFile(f"{examples_uri.rstrip('/')}/{TFMD_SCHEMA_FILE}", "w") as fh:
@@ -382,8 +436,13 @@ def write_schema(schema: FeatureSchema, examples_uri: str, reserved: tuple[str, 
 
 
 class WriteSchemaFn(beam.DoFn):
-    def __init__(self, features: tuple[FeatureColumn, ...], examples_uri: str, reserved: tuple[str, ...],
-                 per_arm: tuple[FeatureSpec, ...] = ()):
+    def __init__(
+        self,
+        features: tuple[FeatureColumn, ...],
+        examples_uri: str,
+        reserved: tuple[str, ...],
+        per_arm: tuple[FeatureSpec, ...] = (),
+    ):
         self.features, self.examples_uri, self.reserved = features, examples_uri, reserved
         self.per_arm = per_arm
 

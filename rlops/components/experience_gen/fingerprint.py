@@ -7,6 +7,7 @@ inode; Cloud Storage: the object's update time, which every new generation chang
 replaced files give a new fingerprint and a new ingestion. BigQuery rows cannot be fingerprinted:
 a fresh nonce each run, so they are never served from cache. Simulations are their config.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,6 +22,7 @@ def input_fingerprint(config: ExperienceGenConfig) -> str | None:
     """A digest of the files the run will read (None: nothing to fingerprint, a simulation)."""
     from rlops.components.experience_gen.cloud import check_credentials
     from rlops.components.experience_gen.executor import apply_runtime_params
+
     if isinstance(config.source, BigQuerySource):
         return f"bigquery-never-cached-{uuid.uuid4().hex}"
     check_credentials(config)  # before listing gs:// files: no minutes of retries
@@ -38,6 +40,7 @@ def input_fingerprint(config: ExperienceGenConfig) -> str | None:
 def file_stamps(pattern: str) -> list[list]:
     """[path, size, modification stamp...] of every file a comma-separated pattern matches."""
     from apache_beam.io.filesystems import FileSystems
+
     parts = [p.strip() for p in pattern.split(",")]
     if not all(parts):
         raise FileNotFoundError(f"source pattern {pattern!r} has an empty part")

@@ -15,6 +15,7 @@ vectorized:
 An impression whose item id is not in the table, or not among its candidates, is quarantined
 with a reason naming the id.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -45,8 +46,8 @@ def per_arm_key(name: str) -> str:
 
 @dataclass
 class ItemTable:
-    ids: np.ndarray                   # [M] str
-    columns: dict[str, np.ndarray]    # item feature name -> [M] or [M, dim]
+    ids: np.ndarray  # [M] str
+    columns: dict[str, np.ndarray]  # item feature name -> [M] or [M, dim]
     features: tuple[FeatureColumn, ...]  # concrete kinds
     source: str
 
@@ -60,18 +61,26 @@ class ItemTable:
 def parse_frame(data: bytes, src: FileSource):
     """One item-table file's bytes -> a pandas frame."""
     import pandas as pd
+
     if src.format == "parquet":
         return pd.read_parquet(io.BytesIO(data))
     if src.format == "jsonl":
         return pd.read_json(io.BytesIO(data), lines=True, dtype=False)
     names = list(src.csv_column_names) or None
-    return pd.read_csv(io.BytesIO(data), sep=src.csv_delimiter, names=names, header=0 if src.csv_header else None,
-                       keep_default_na=False, na_values=[""])
+    return pd.read_csv(
+        io.BytesIO(data),
+        sep=src.csv_delimiter,
+        names=names,
+        header=0 if src.csv_header else None,
+        keep_default_na=False,
+        na_values=[""],
+    )
 
 
 def _read_frames(src: FileSource) -> list:
     from rlops.components.experience_gen import sources
     from rlops.components.experience_gen.sources.base import open_file
+
     frames = []
     for path, _ in sources.match_files(src.pattern):
         with open_file(path, src) as fh:
@@ -79,8 +88,9 @@ def _read_frames(src: FileSource) -> list:
         try:
             frames.append(parse_frame(data, src))
         except Exception as e:  # noqa: BLE001 - the table is small and read whole: every row must parse
-            raise ValueError(f"item_source: cannot read {path} as {src.format} ({' '.join(str(e).split())[:300]})"
-                             ) from e
+            raise ValueError(
+                f"item_source: cannot read {path} as {src.format} ({' '.join(str(e).split())[:300]})"
+            ) from e
     return frames
 
 
@@ -99,6 +109,7 @@ def table_from_frames(frames: list, config: ExperienceGenConfig) -> ItemTable:
     from rlops.components.experience_gen.errors import closest
     from rlops.components.experience_gen.features import _infer
     from rlops.components.experience_gen.layout import INT, STRING, Field
+
     cols, src = config.bandit_columns, config.item_source
     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     id_col = cols.item_table_id or cols.item_id
@@ -118,39 +129,57 @@ def table_from_frames(frames: list, config: ExperienceGenConfig) -> ItemTable:
         where_f = f"bandit_columns.item_features['{f.name}']"
         try:
             # The table is small and read whole: a multivalent dim defaults to its longest list.
-            f = _infer(dataclasses.replace(f, dim_percentile=100.0) if f.dim is None else f, types,
-                       {c: table.column(c) for c in table.column_names})
+            f = _infer(
+                dataclasses.replace(f, dim_percentile=100.0) if f.dim is None else f,
+                types,
+                {c: table.column(c) for c in table.column_names},
+            )
         except ValueError as e:
             raise ValueError(f"{where_f}: {str(e).split(': ', 1)[-1]}") from None
         if f.kind == "float_list":
             raise ValueError(f"{where_f}: float-list item features are not supported yet; give one column per value")
         if f.is_multivalent:  # an item's category list: [M, dim] padded, like a global feature
-            field = Field(f.name, (f.source_column,), STRING if f.dtype == "string" else INT, int(f.dim),
-                          feature_kind=f.kind, multivalent=True, separator=f.separator)
-            ex = convert.extract({f.source_column: table.column(f.source_column)}, len(ids), field,
-                                 src.format == "csv")
+            field = Field(
+                f.name,
+                (f.source_column,),
+                STRING if f.dtype == "string" else INT,
+                int(f.dim),
+                feature_kind=f.kind,
+                multivalent=True,
+                separator=f.separator,
+            )
+            ex = convert.extract({f.source_column: table.column(f.source_column)}, len(ids), field, src.format == "csv")
             if ex.errors:
                 row, (_, message) = min(ex.errors.items())
                 raise ValueError(f"{where}: item {ids[row]!r}: {message}")
             cut = int((ex.counts > f.dim).sum())
             if cut:
-                log.info("%s: %d item(s) have more than dim=%d values of '%s'; their first %d are kept",
-                         where, cut, f.dim, f.name, f.dim)
+                log.info(
+                    "%s: %d item(s) have more than dim=%d values of '%s'; their first %d are kept",
+                    where,
+                    cut,
+                    f.dim,
+                    f.name,
+                    f.dim,
+                )
             features.append(f)
             values[f.name] = ex.values
             continue
         col = frame[f.source_column]
         missing = col.isna().to_numpy()
         if missing.any():
-            raise ValueError(f"{where}: item {ids[np.argmax(missing)]!r} has no value for item feature "
-                             f"'{f.name}' (column {f.source_column!r})")
+            raise ValueError(
+                f"{where}: item {ids[np.argmax(missing)]!r} has no value for item feature "
+                f"'{f.name}' (column {f.source_column!r})"
+            )
         if f.kind == "categorical":
             v = col.astype(str).to_numpy(object) if f.dtype == "string" else col.to_numpy(np.int64)
         else:
             v = col.to_numpy(np.float64)
             if not np.isfinite(v).all():
-                raise ValueError(f"{where}: item {ids[np.argmax(~np.isfinite(v))]!r}: item feature '{f.name}' "
-                                 f"is not finite")
+                raise ValueError(
+                    f"{where}: item {ids[np.argmax(~np.isfinite(v))]!r}: item feature '{f.name}' is not finite"
+                )
         features.append(f)
         values[f.name] = v
     return ItemTable(ids, values, tuple(features), src.pattern)
@@ -162,14 +191,17 @@ def resolve(config: ExperienceGenConfig) -> tuple[ExperienceGenConfig, ItemTable
     if config.item_source is None:
         return config, None
     from rlops.components.experience_gen.config import SpecConfig
+
     table = load_item_table(config)
     cols = dataclasses.replace(config.bandit_columns, item_features=table.features)
     spec = config.action_spec
     if not config.bandit_columns.candidates:
         k = len(table)
         if spec is not None and (spec.maximum is not None and int(spec.maximum) - int(spec.minimum or 0) + 1 != k):
-            raise ValueError(f"action_spec: {int(spec.maximum) - int(spec.minimum or 0) + 1} actions, but every one "
-                             f"of the {k} items of {config.item_source.pattern} is a candidate")
+            raise ValueError(
+                f"action_spec: {int(spec.maximum) - int(spec.minimum or 0) + 1} actions, but every one "
+                f"of the {k} items of {config.item_source.pattern} is a candidate"
+            )
         spec = SpecConfig.discrete(k)
     return dataclasses.replace(config, bandit_columns=cols, action_spec=spec), table
 
@@ -179,8 +211,9 @@ def max_candidates(config: ExperienceGenConfig) -> int:
     return int(spec.maximum) - int(spec.minimum or 0) + 1
 
 
-def join(columns: dict[str, np.ndarray], table: ItemTable, config: ExperienceGenConfig
-         ) -> tuple[dict[str, np.ndarray], np.ndarray, dict[int, tuple[str, str]]]:
+def join(
+    columns: dict[str, np.ndarray], table: ItemTable, config: ExperienceGenConfig
+) -> tuple[dict[str, np.ndarray], np.ndarray, dict[int, tuple[str, str]]]:
     """Valid impression columns -> (joined columns of the kept rows, kept row indices, rejects by row)."""
     cols = config.bandit_columns
     k = max_candidates(config)
@@ -189,8 +222,10 @@ def join(columns: dict[str, np.ndarray], table: ItemTable, config: ExperienceGen
     rejects: dict[int, tuple[str, str]] = {}
     logged = np.array([table.index.get(v, -1) for v in item_ids.tolist()], np.int64)  # row in the table
     for i in np.flatnonzero(logged < 0):
-        rejects[int(i)] = (UNKNOWN_ITEM, f"{cols.item_id}: item id {item_ids[i]!r} is not in the item table "
-                                         f"({table.source})")
+        rejects[int(i)] = (
+            UNKNOWN_ITEM,
+            f"{cols.item_id}: item id {item_ids[i]!r} is not in the item table ({table.source})",
+        )
     if CANDIDATES in columns:
         cand = np.full((n, k), -1, np.int64)
         for i, text in enumerate(np.asarray(columns[CANDIDATES]).astype(str).tolist()):
@@ -200,13 +235,17 @@ def join(columns: dict[str, np.ndarray], table: ItemTable, config: ExperienceGen
             rows = [table.index.get(c, -1) for c in ids]
             if -1 in rows:
                 bad = ids[rows.index(-1)]
-                rejects[i] = (UNKNOWN_ITEM, f"{cols.candidates}: candidate item id {bad!r} is not in the item "
-                                            f"table ({table.source})")
+                rejects[i] = (
+                    UNKNOWN_ITEM,
+                    f"{cols.candidates}: candidate item id {bad!r} is not in the item table ({table.source})",
+                )
             elif len(rows) > k:
-                rejects[i] = (TOO_MANY_CANDIDATES, f"{cols.candidates}: {len(rows)} candidates, more than the "
-                                                   f"action_spec's {k}")
+                rejects[i] = (
+                    TOO_MANY_CANDIDATES,
+                    f"{cols.candidates}: {len(rows)} candidates, more than the action_spec's {k}",
+                )
             else:
-                cand[i, :len(rows)] = rows
+                cand[i, : len(rows)] = rows
     else:
         cand = np.broadcast_to(np.arange(k, dtype=np.int64), (n, k))
     num_actions = (cand >= 0).sum(1)
@@ -214,8 +253,10 @@ def join(columns: dict[str, np.ndarray], table: ItemTable, config: ExperienceGen
     action = np.where(hit.any(1), hit.argmax(1), -1)
     for i in np.flatnonzero(action < 0):
         if int(i) not in rejects:
-            rejects[int(i)] = (NOT_A_CANDIDATE, f"{cols.item_id}: item id {item_ids[i]!r} is not among the "
-                                                f"record's candidates")
+            rejects[int(i)] = (
+                NOT_A_CANDIDATE,
+                f"{cols.item_id}: item id {item_ids[i]!r} is not among the record's candidates",
+            )
     keep = np.array([i for i in range(n) if i not in rejects], np.int64)
     out = {name: v[keep] for name, v in columns.items() if name not in (ITEM_ID, CANDIDATES)}
     out[records.ACTION] = action[keep]

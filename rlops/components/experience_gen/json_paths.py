@@ -7,6 +7,7 @@ strings, or values already parsed by the reader) and walks `[index]` and `.key` 
 columns written as paths pay for JSON parsing; a step that finds nothing leaves the value missing,
 so the record is quarantined with a message naming the path.
 """
+
 from __future__ import annotations
 
 import functools

@@ -4,6 +4,7 @@
 calls inside the rlops image with `dsl.Artifact` objects; anything with `.uri` and `.metadata`
 will do, which keeps it testable without a KFP backend.
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -26,6 +27,7 @@ def run_for_kfp(config: str, beam_pipeline_args: Sequence[str], examples: Any, q
 def _record(result: IngestResult, examples: Any, quarantine: Any) -> None:
     props = result.properties()
     examples.metadata.update(props)
-    examples.metadata.update({"split_names": result.split_names, "payload_format": result.payload_format,
-                              "file_format": "tfrecords_gzip"})
+    examples.metadata.update(
+        {"split_names": result.split_names, "payload_format": result.payload_format, "file_format": "tfrecords_gzip"}
+    )
     quarantine.metadata.update(props)

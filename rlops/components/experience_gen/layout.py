@@ -4,6 +4,7 @@ Resolved once at pipeline construction from the config and a peek at the source'
 (header, Parquet schema, first JSON line or tf.Example), then shipped to every worker, so all
 workers check every file against the same widths.
 """
+
 from __future__ import annotations
 
 import re
@@ -19,6 +20,7 @@ FLOAT, INT, STRING, BOOL, TIMESTAMP = "float", "int", "string", "bool", "timesta
 class Field:
     """One output field. `columns`: one scalar or list-valued column, or several scalars stacked
     into a vector. `width` None means a scalar."""
+
     name: str
     columns: tuple[str, ...]
     dtype: str
@@ -32,6 +34,7 @@ class Field:
 @dataclass(frozen=True)
 class SourceSchema:
     """What a peek at the source showed: column names, and the width of list-valued ones."""
+
     names: tuple[str, ...] = ()
     list_widths: dict[str, int] = field(default_factory=dict)
     text: bool = False  # every value arrives as text (CSV): no list cells
@@ -100,11 +103,14 @@ def _bandit_fields(config: ExperienceGenConfig, schema: SourceSchema) -> list[Fi
     if c.propensity:
         out.append(Field(records.PROPENSITY, (c.propensity,), FLOAT, required=config.require_propensity))
     elif config.require_propensity:
-        raise ValueError("bandit_columns.propensity is None but require_propensity is True: off-policy "
-                         "evaluation needs the logging policy's propensity; map it or set require_propensity=False")
+        raise ValueError(
+            "bandit_columns.propensity is None but require_propensity is True: off-policy "
+            "evaluation needs the logging policy's propensity; map it or set require_propensity=False"
+        )
     if c.action_mask or c.action_mask_prefix:
-        out.append(_vector(records.ACTION_MASK, c.action_mask, c.action_mask_prefix, num_actions, INT, schema,
-                           "action_mask"))
+        out.append(
+            _vector(records.ACTION_MASK, c.action_mask, c.action_mask_prefix, num_actions, INT, schema, "action_mask")
+        )
     if c.weight:
         out.append(Field(records.WEIGHT, (c.weight,), FLOAT))
     if c.timestamp:
@@ -117,8 +123,15 @@ def _feature_field(f, schema: SourceSchema) -> Field:
     col = f.source_column
     if f.kind == "categorical":
         if f.is_multivalent:
-            return Field(f.name, (col,), STRING if f.dtype == "string" else INT, int(f.dim), feature_kind=f.kind,
-                         multivalent=True, separator=f.separator)
+            return Field(
+                f.name,
+                (col,),
+                STRING if f.dtype == "string" else INT,
+                int(f.dim),
+                feature_kind=f.kind,
+                multivalent=True,
+                separator=f.separator,
+            )
         return Field(f.name, (col,), STRING if f.dtype == "string" else INT, feature_kind=f.kind)
     if f.kind == "float":
         return Field(f.name, (col,), FLOAT, feature_kind=f.kind)
@@ -129,14 +142,27 @@ def _feature_field(f, schema: SourceSchema) -> Field:
 def _trajectory_fields(config: ExperienceGenConfig, schema: SourceSchema) -> list[Field]:
     c = config.trajectory_columns
     spec = config.action_spec
-    out = [Field(records.EPISODE_ID, (c.episode_id,), STRING), Field(records.STEP, (c.step,), INT),
-           _vector(records.OBSERVATION, c.observation, c.observation_prefix, c.observation_dim, FLOAT, schema,
-                   "observation")]
+    out = [
+        Field(records.EPISODE_ID, (c.episode_id,), STRING),
+        Field(records.STEP, (c.step,), INT),
+        _vector(
+            records.OBSERVATION, c.observation, c.observation_prefix, c.observation_dim, FLOAT, schema, "observation"
+        ),
+    ]
     if spec.is_discrete and not spec.shape:
         out.append(Field(records.ACTION, (_one(c.action, "action"),), INT))
     else:
-        out.append(_vector(records.ACTION, c.action, c.action_prefix, spec.size, FLOAT if not spec.is_discrete else INT,
-                           schema, "action"))
+        out.append(
+            _vector(
+                records.ACTION,
+                c.action,
+                c.action_prefix,
+                spec.size,
+                FLOAT if not spec.is_discrete else INT,
+                schema,
+                "action",
+            )
+        )
     out.append(Field(records.REWARD, (c.reward,), FLOAT))
     if c.discount:
         out.append(Field(records.DISCOUNT, (c.discount,), FLOAT))
@@ -149,8 +175,17 @@ def _trajectory_fields(config: ExperienceGenConfig, schema: SourceSchema) -> lis
     for name, cols in sorted(c.dist_params.items()):
         names = tuple(x for x in cols.split("|") if x)
         prefix = names[0][:-1] if len(names) == 1 and names[0].endswith("*") else None
-        out.append(_vector(records.DIST_PARAMS_PREFIX + name, () if prefix else names, prefix, None, FLOAT, schema,
-                           f"dist_params[{name}]"))
+        out.append(
+            _vector(
+                records.DIST_PARAMS_PREFIX + name,
+                () if prefix else names,
+                prefix,
+                None,
+                FLOAT,
+                schema,
+                f"dist_params[{name}]",
+            )
+        )
     return out
 
 
@@ -160,8 +195,15 @@ def _one(names: tuple[str, ...], what: str) -> str:
     return names[0]
 
 
-def _vector(name: str, columns: tuple[str, ...], prefix: str | None, width: int | None, dtype: str,
-            schema: SourceSchema, what: str) -> Field:
+def _vector(
+    name: str,
+    columns: tuple[str, ...],
+    prefix: str | None,
+    width: int | None,
+    dtype: str,
+    schema: SourceSchema,
+    what: str,
+) -> Field:
     if prefix:
         columns = prefixed_columns(schema.names, prefix)
         if not columns:
@@ -180,8 +222,10 @@ def _vector(name: str, columns: tuple[str, ...], prefix: str | None, width: int 
         if col in schema.names:
             width = 1  # a single scalar column
         else:
-            raise ValueError(f"{what}: cannot tell the width of column {col!r}; set it in the config "
-                             f"(e.g. context_dim / observation_dim)")
+            raise ValueError(
+                f"{what}: cannot tell the width of column {col!r}; set it in the config "
+                f"(e.g. context_dim / observation_dim)"
+            )
     if schema.text and width != 1:
         raise ValueError(f"{what}: CSV has no list cells; map {what} to one column per value (names or a prefix)")
     return Field(name, (col,), dtype, width)
@@ -190,7 +234,7 @@ def _vector(name: str, columns: tuple[str, ...], prefix: str | None, width: int 
 def prefixed_columns(names: tuple[str, ...] | list[str], prefix: str) -> tuple[str, ...]:
     """Columns starting with `prefix`, ordered by numeric suffix (x_2 before x_10) when all have one."""
     cols = [n for n in names if n.startswith(prefix)]
-    suffixes = [n[len(prefix):] for n in cols]
+    suffixes = [n[len(prefix) :] for n in cols]
     if cols and all(re.fullmatch(r"\d+", s) for s in suffixes):
         cols = [c for _, c in sorted(zip((int(s) for s in suffixes), cols))]
     return tuple(cols)

@@ -10,6 +10,7 @@ the only per-record Beam elements are quarantined records and, for trajectories,
 Per-arm records: Ingest joins each valid batch with the item table, read by ReadItemTable
 (fileio) and passed as a side input (AsSingleton), by item id.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,11 +21,26 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-from rlops.components.experience_gen import features, records, simulation, sinks, sources, splits, validation
-from rlops.components.experience_gen.config import (BANDIT, BanditColumns, BigQuerySource, ExperienceGenConfig,
-                                                    FileSource, SimulationSource, TrajectoryColumns)
-from rlops.components.experience_gen import items as item_table
-from rlops.components.experience_gen import json_paths
+from rlops.components.experience_gen import (
+    features,
+    items as item_table,
+    json_paths,
+    records,
+    simulation,
+    sinks,
+    sources,
+    splits,
+    validation,
+)
+from rlops.components.experience_gen.config import (
+    BANDIT,
+    BanditColumns,
+    BigQuerySource,
+    ExperienceGenConfig,
+    FileSource,
+    SimulationSource,
+    TrajectoryColumns,
+)
 from rlops.components.experience_gen.errors import closest
 from rlops.components.experience_gen.layout import Layout, SourceSchema, resolve_layout
 from rlops.components.experience_gen.sources import Block, Quarantined, SourceError, Unreadable
@@ -41,6 +57,7 @@ EPISODE_HAS_BAD_STEP = "episode_has_bad_step"
 @dataclass(frozen=True)
 class Plan:
     """What construction resolved: the effective config, the layout and the work items."""
+
     config: ExperienceGenConfig
     layout: Layout
     items: tuple = ()
@@ -82,8 +99,9 @@ def check_columns(layout: Layout, schema: SourceSchema, path: str) -> None:
         for column in f.columns:
             base = json_paths.base_column(column) or column
             if base not in schema.names:
-                raise ValueError(f"{_config_key(layout, f)}: column {base!r} is not in {path}; "
-                                 f"{closest(base, schema.names)}")
+                raise ValueError(
+                    f"{_config_key(layout, f)}: column {base!r} is not in {path}; {closest(base, schema.names)}"
+                )
 
 
 def _config_key(layout: Layout, f: Any) -> str:
@@ -126,6 +144,7 @@ def _simulation_config(config: ExperienceGenConfig, src: SimulationSource) -> Ex
 
 # --- ingest: read + validate ------------------------------------------------------------------
 
+
 @dataclass
 class ValidBatch:
     columns: dict[str, np.ndarray]
@@ -141,6 +160,7 @@ class ValidBatch:
 @dataclass(frozen=True)
 class BadStep:
     """Marks an episode one of whose steps was quarantined: the rest of it is not written."""
+
     episode_id: str
     message: str
 
@@ -164,8 +184,9 @@ def read_item(plan: Plan, item: Any) -> Iterator[Block | Quarantined | Unreadabl
 _PLAN_TABLE: Any = object()  # default of `table`: the plan's own (in-process) item table
 
 
-def validate_block(plan: Plan, block: Block, table: item_table.ItemTable | None = _PLAN_TABLE
-                   ) -> Iterator[ValidBatch | BadStep | Quarantined]:
+def validate_block(
+    plan: Plan, block: Block, table: item_table.ItemTable | None = _PLAN_TABLE
+) -> Iterator[ValidBatch | BadStep | Quarantined]:
     """A Block -> its Quarantined rows, one ValidBatch of the rest (if any), and for trajectories
     a BadStep per quarantined step whose episode is known."""
     v = validation.validate(block.columns, block.num_rows, plan.layout, plan.config, block.text)
@@ -189,13 +210,18 @@ def validate_block(plan: Plan, block: Block, table: item_table.ItemTable | None 
         lines, offsets = block.locate(v.rows)
         payloads = np.empty(len(v.rows), object)
         payloads[:] = [block.payload(r) for r in v.rows]
-        provenance = {"file": np.full(len(v.rows), block.source_file, object), "line": lines,
-                      "offset": offsets, "payload": payloads}
+        provenance = {
+            "file": np.full(len(v.rows), block.source_file, object),
+            "line": lines,
+            "offset": offsets,
+            "payload": payloads,
+        }
     yield ValidBatch(v.columns, v.split_key, v.split_time, provenance)
 
 
-def ingest(plan: Plan, item: Any, table: item_table.ItemTable | None = _PLAN_TABLE
-           ) -> Iterator[tuple[int, ValidBatch | Quarantined | Unreadable]]:
+def ingest(
+    plan: Plan, item: Any, table: item_table.ItemTable | None = _PLAN_TABLE
+) -> Iterator[tuple[int, ValidBatch | Quarantined | Unreadable]]:
     """read_item + validate_block, with the number of source records each output accounts for
     (an Unreadable range accounts for none: its records cannot be counted)."""
     for got in read_item(plan, item):
@@ -227,8 +253,9 @@ class IngestFn(beam.DoFn):
             if isinstance(out, ValidBatch):  # multivalent lists cut to their dim: counted per feature
                 for k, v in out.columns.items():
                     if k.endswith(validation.TRUNCATED_SUFFIX) and v.any():
-                        beam.metrics.Metrics.counter(NS, f"{TRUNCATED}:{k[:-len(validation.TRUNCATED_SUFFIX)]}"
-                                                     ).inc(int(v.sum()))
+                        beam.metrics.Metrics.counter(NS, f"{TRUNCATED}:{k[: -len(validation.TRUNCATED_SUFFIX)]}").inc(
+                            int(v.sum())
+                        )
             if isinstance(out, Unreadable):  # listed with the quarantine, fails the run (core.check)
                 self.unreadable.inc()
             if isinstance(out, (Quarantined, Unreadable)):
@@ -247,11 +274,16 @@ class BigQueryRowsFn(beam.DoFn):
 
 # --- bandit: encode + split -------------------------------------------------------------------
 
+
 class EncodeBanditFn(beam.DoFn):
     """Valid batch -> (serialized tf.Examples, count) per split, tagged with the split's name."""
 
-    def __init__(self, config: ExperienceGenConfig, feature_names: tuple[str, ...] = (records.CONTEXT,),
-                 multivalent: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        config: ExperienceGenConfig,
+        feature_names: tuple[str, ...] = (records.CONTEXT,),
+        multivalent: dict[str, Any] | None = None,
+    ):
         self.config = config
         self.feature_names = feature_names
         self.multivalent = multivalent or {}
@@ -267,8 +299,13 @@ class EncodeBanditFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(s.name, ([serialized[j] for j in idx], len(idx)))
 
 
-def assign_splits(config: ExperienceGenConfig, columns: dict[str, np.ndarray], key: np.ndarray | None,
-                  time: np.ndarray | None, feature_names: tuple[str, ...] = (records.CONTEXT,)) -> np.ndarray:
+def assign_splits(
+    config: ExperienceGenConfig,
+    columns: dict[str, np.ndarray],
+    key: np.ndarray | None,
+    time: np.ndarray | None,
+    feature_names: tuple[str, ...] = (records.CONTEXT,),
+) -> np.ndarray:
     s = config.splits
     if time is not None:
         return splits.by_time(time, s.time_boundaries)
@@ -278,6 +315,7 @@ def assign_splits(config: ExperienceGenConfig, columns: dict[str, np.ndarray], k
 
 
 # --- trajectories: group steps into episodes --------------------------------------------------
+
 
 def key_steps(batch: ValidBatch | BadStep) -> Iterator[tuple[str, ValidBatch | BadStep]]:
     """One (episode id, its steps in this batch) per episode present in the batch."""
@@ -289,14 +327,18 @@ def key_steps(batch: ValidBatch | BadStep) -> Iterator[tuple[str, ValidBatch | B
     order = np.argsort(inverse, kind="stable")
     bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
     for k, episode in enumerate(uniq):
-        idx = order[bounds[k]:bounds[k + 1]]
+        idx = order[bounds[k] : bounds[k + 1]]
         yield str(episode), _take(batch, idx)
 
 
 def _take(batch: ValidBatch, idx: np.ndarray) -> ValidBatch:
     pick = lambda d: {k: v[idx] for k, v in d.items()}  # noqa: E731
-    return ValidBatch(pick(batch.columns), None if batch.split_key is None else batch.split_key[idx],
-                      None if batch.split_time is None else batch.split_time[idx], pick(batch.provenance))
+    return ValidBatch(
+        pick(batch.columns),
+        None if batch.split_key is None else batch.split_key[idx],
+        None if batch.split_time is None else batch.split_time[idx],
+        pick(batch.provenance),
+    )
 
 
 def _concat(parts: list[ValidBatch]) -> ValidBatch:
@@ -323,14 +365,20 @@ class AssembleEpisodeFn(beam.DoFn):
         ep = _take(ep, order)
         problem = episode_problem(episode_id, ep.columns)
         if bad:
-            problem = EPISODE_HAS_BAD_STEP, (f"episode {episode_id!r}: {len(bad)} of its steps were quarantined "
-                                             f"(first: {bad[0].message})")
+            problem = (
+                EPISODE_HAS_BAD_STEP,
+                (f"episode {episode_id!r}: {len(bad)} of its steps were quarantined (first: {bad[0].message})"),
+            )
         if problem is not None:
             code, message = problem
             p = ep.provenance
             for i in range(len(ep)):
-                yield beam.pvalue.TaggedOutput(QUARANTINE_PREFIX, Quarantined(
-                    code, message, str(p["file"][i]), int(p["line"][i]), int(p["offset"][i]), p["payload"][i]))
+                yield beam.pvalue.TaggedOutput(
+                    QUARANTINE_PREFIX,
+                    Quarantined(
+                        code, message, str(p["file"][i]), int(p["line"][i]), int(p["offset"][i]), p["payload"][i]
+                    ),
+                )
             return
         serialized = records.encode_episode(episode_id, episode_steps(ep.columns))
         s = self.config.splits
@@ -352,15 +400,19 @@ def episode_problem(episode_id: str, cols: dict[str, np.ndarray]) -> tuple[str, 
         return EPISODE_DUPLICATE_STEP, f"episode {episode_id!r}: step {dup} appears {counts.max()} times"
     if steps[0] != 0 or steps[-1] != n - 1:
         missing = np.setdiff1d(np.arange(n), steps)[:5].tolist()
-        return EPISODE_NOT_CONTIGUOUS, (f"episode {episode_id!r}: steps are not contiguous from 0 "
-                                        f"(have {n} steps up to {int(steps[-1])}, missing {missing})")
+        return EPISODE_NOT_CONTIGUOUS, (
+            f"episode {episode_id!r}: steps are not contiguous from 0 "
+            f"(have {n} steps up to {int(steps[-1])}, missing {missing})"
+        )
     term = cols.get(records.TERMINAL)
     if term is not None:
         present = cols.get(validation.present_key(records.TERMINAL), np.ones(n, bool))
         inside = np.flatnonzero(term[:-1] & present[:-1])
         if len(inside):
-            return EPISODE_TERMINAL_INSIDE, (f"episode {episode_id!r}: terminal at step {int(steps[inside[0]])} "
-                                             f"but the episode goes on to step {int(steps[-1])}")
+            return EPISODE_TERMINAL_INSIDE, (
+                f"episode {episode_id!r}: terminal at step {int(steps[inside[0]])} "
+                f"but the episode goes on to step {int(steps[-1])}"
+            )
     return None
 
 
@@ -383,6 +435,7 @@ def episode_steps(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 # --- quarantine -------------------------------------------------------------------------------
 
+
 class FormatQuarantineFn(beam.DoFn):
     def process(self, q: Quarantined | Unreadable) -> Iterator[str]:
         if isinstance(q, Unreadable):  # bytes, not a record: counted by IngestFn, not as quarantined
@@ -395,15 +448,18 @@ class FormatQuarantineFn(beam.DoFn):
 
 # --- the graph --------------------------------------------------------------------------------
 
+
 def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) -> None:
     cfg = plan.config
     src = cfg.source
     if isinstance(src, BigQuerySource):
         name = f"bigquery:{src.table or 'query'}"
-        items = (p | "ReadBigQuery" >> bigquery_read(src)
-                 | "BatchRows" >> beam.BatchElements(min_batch_size=min(1000, src.batch_size),
-                                                      max_batch_size=src.batch_size)
-                 | "Name" >> beam.ParDo(BigQueryRowsFn(name)))
+        items = (
+            p
+            | "ReadBigQuery" >> bigquery_read(src)
+            | "BatchRows" >> beam.BatchElements(min_batch_size=min(1000, src.batch_size), max_batch_size=src.batch_size)
+            | "Name" >> beam.ParDo(BigQueryRowsFn(name))
+        )
     else:
         items = p | "WorkItems" >> beam.Create(list(plan.items), reshuffle=len(plan.items) > 1)
     side = {}
@@ -421,20 +477,25 @@ def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) 
             feature_names += tuple(item_table.per_arm_key(f.name) for f in plan.item_table.features)
             feature_names += (item_table.NUM_ACTIONS,)
         multivalent = {f.name: ("" if f.dtype == "string" else -1) for f in plan.layout.features if f.multivalent}
-        out = valid | "EncodeSplit" >> beam.ParDo(EncodeBanditFn(cfg, feature_names, multivalent)
-                                                  ).with_outputs(*names)
+        out = valid | "EncodeSplit" >> beam.ParDo(EncodeBanditFn(cfg, feature_names, multivalent)).with_outputs(*names)
         _schema(p, plan, valid, examples_uri)
     else:
-        out = (valid | "KeySteps" >> beam.FlatMap(key_steps)
-               | "GroupEpisodes" >> beam.GroupByKey()
-               | "Assemble" >> beam.ParDo(AssembleEpisodeFn(cfg)).with_outputs(QUARANTINE_PREFIX, *names))
+        out = (
+            valid
+            | "KeySteps" >> beam.FlatMap(key_steps)
+            | "GroupEpisodes" >> beam.GroupByKey()
+            | "Assemble" >> beam.ParDo(AssembleEpisodeFn(cfg)).with_outputs(QUARANTINE_PREFIX, *names)
+        )
         quarantined.append(out[QUARANTINE_PREFIX])
     for name in names:
         sinks.write_split(out[name], examples_uri, name, cfg.compression_level, cfg.num_shards)
-    _ = (quarantined | "AllQuarantined" >> beam.Flatten()
-         | "FormatQuarantine" >> beam.ParDo(FormatQuarantineFn())
-         | "WriteQuarantine" >> beam.io.WriteToText(FileSystems.join(quarantine_uri, QUARANTINE_PREFIX),
-                                                     file_name_suffix=".jsonl.gz"))
+    _ = (
+        quarantined
+        | "AllQuarantined" >> beam.Flatten()
+        | "FormatQuarantine" >> beam.ParDo(FormatQuarantineFn())
+        | "WriteQuarantine"
+        >> beam.io.WriteToText(FileSystems.join(quarantine_uri, QUARANTINE_PREFIX), file_name_suffix=".jsonl.gz")
+    )
 
 
 def _schema(p: beam.Pipeline, plan: Plan, valid: beam.PCollection, examples_uri: str) -> None:
@@ -446,14 +507,21 @@ def _schema(p: beam.Pipeline, plan: Plan, valid: beam.PCollection, examples_uri:
     cols = plan.config.bandit_columns.features
     if not cols:
         from rlops.features.schema import FeatureSchema
+
         width = plan.layout.features[0].width or 1
-        _ = (p | "LegacySchema" >> beam.Create([None])
-             | "WriteLegacySchema" >> beam.Map(lambda _: features.write_schema(FeatureSchema.legacy(width),
-                                                                                examples_uri, reserved)))
+        _ = (
+            p
+            | "LegacySchema" >> beam.Create([None])
+            | "WriteLegacySchema"
+            >> beam.Map(lambda _: features.write_schema(FeatureSchema.legacy(width), examples_uri, reserved))
+        )
         return
-    _ = (valid | "FeatureStats" >> beam.Map(lambda b: features.batch_stats(b.columns, cols))
-         | "MergeStats" >> beam.CombineGlobally(features.MergeStats())
-         | "WriteSchema" >> beam.ParDo(features.WriteSchemaFn(cols, examples_uri, reserved, _per_arm_specs(plan))))
+    _ = (
+        valid
+        | "FeatureStats" >> beam.Map(lambda b: features.batch_stats(b.columns, cols))
+        | "MergeStats" >> beam.CombineGlobally(features.MergeStats())
+        | "WriteSchema" >> beam.ParDo(features.WriteSchemaFn(cols, examples_uri, reserved, _per_arm_specs(plan)))
+    )
 
 
 def _per_arm_specs(plan: Plan) -> tuple:
@@ -468,22 +536,28 @@ def read_item_table(config: ExperienceGenConfig) -> beam.PTransform:
     """The item-features table as one ItemTable element: matched and read with Beam's fileio (any
     filesystem Beam has: local, gs://), checked as at planning (items.table_from_frames)."""
     from apache_beam.io import fileio
+
     src = config.item_source
 
     @beam.ptransform_fn
     def read(pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         patterns = [x.strip() for x in src.pattern.split(",")]
-        return (pbegin | "ItemPatterns" >> beam.Create(patterns)
-                | "MatchItemFiles" >> fileio.MatchAll()
-                | "OpenItemFiles" >> fileio.ReadMatches()
-                | "ParseItemFile" >> beam.Map(_parse_item_file, src)
-                | "AllItemFiles" >> beam.combiners.ToList()
-                | "ItemTable" >> beam.Map(_item_table_of, config))
+        return (
+            pbegin
+            | "ItemPatterns" >> beam.Create(patterns)
+            | "MatchItemFiles" >> fileio.MatchAll()
+            | "OpenItemFiles" >> fileio.ReadMatches()
+            | "ParseItemFile" >> beam.Map(_parse_item_file, src)
+            | "AllItemFiles" >> beam.combiners.ToList()
+            | "ItemTable" >> beam.Map(_item_table_of, config)
+        )
+
     return read()
 
 
 def _parse_item_file(f: Any, src: FileSource) -> tuple[str, Any]:
     from rlops.components.experience_gen.sources.base import _compression
+
     with f.open(compression_type=_compression(f.metadata.path, src)) as fh:
         return f.metadata.path, item_table.parse_frame(fh.read(), src)
 

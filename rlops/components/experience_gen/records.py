@@ -10,6 +10,7 @@ Trajectories: one tf.SequenceExample per episode, steps in order. Context featur
     policy_info/dist_params/logits). Row t follows the Trajectory contract: reward and discount
     are those of the transition t -> t+1.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,6 +50,7 @@ def split_file_pattern(examples_uri: str, split: str) -> str:
 
 # --- bandit: encode ---------------------------------------------------------------------------
 
+
 def _as_list_array(values: np.ndarray, pad: Any = None) -> pa.ListArray:
     """[N], [N, W] or [N, K, W] values -> an Arrow list array of N lists (what RecordBatchToExamples
     takes). `pad` (multivalent [N, W], values first): each list ends at its first padding value."""
@@ -67,8 +69,15 @@ def _as_list_array(values: np.ndarray, pad: Any = None) -> pa.ListArray:
     return pa.ListArray.from_arrays(offsets, inner)
 
 
-_BANDIT_DTYPES = {CONTEXT: np.float32, ACTION: np.int64, REWARD: np.float32, PROPENSITY: np.float32,
-                  ACTION_MASK: np.int64, WEIGHT: np.float32, TIMESTAMP: np.int64}
+_BANDIT_DTYPES = {
+    CONTEXT: np.float32,
+    ACTION: np.int64,
+    REWARD: np.float32,
+    PROPENSITY: np.float32,
+    ACTION_MASK: np.int64,
+    WEIGHT: np.float32,
+    TIMESTAMP: np.int64,
+}
 
 
 def _feature_dtype(values: np.ndarray) -> Any:
@@ -78,8 +87,11 @@ def _feature_dtype(values: np.ndarray) -> Any:
     return np.int64 if values.dtype.kind in "iu" else np.float32
 
 
-def encode_bandit(columns: Mapping[str, np.ndarray], features: Sequence[str] | None = None,
-                  multivalent: Mapping[str, Any] | None = None) -> list[bytes]:
+def encode_bandit(
+    columns: Mapping[str, np.ndarray],
+    features: Sequence[str] | None = None,
+    multivalent: Mapping[str, Any] | None = None,
+) -> list[bytes]:
     """Validated bandit columns (numpy, one row per decision) -> serialized tf.Examples.
 
     `features`: the context features, each stored under its own name (default: the legacy
@@ -94,28 +106,42 @@ def encode_bandit(columns: Mapping[str, np.ndarray], features: Sequence[str] | N
     arrays = []
     for k in names:
         v = np.asarray(columns[k])
-        arrays.append(_as_list_array(np.asarray(v, _BANDIT_DTYPES[k] if k in _BANDIT_DTYPES and k not in features
-                                                else _feature_dtype(v)), multivalent.get(k)))
+        arrays.append(
+            _as_list_array(
+                np.asarray(v, _BANDIT_DTYPES[k] if k in _BANDIT_DTYPES and k not in features else _feature_dtype(v)),
+                multivalent.get(k),
+            )
+        )
     return example_coder.RecordBatchToExamples(pa.RecordBatch.from_arrays(arrays, names))
 
 
 # --- bandit: read back ------------------------------------------------------------------------
 
+
 def first_example(file_pattern: str) -> tf.train.Example:
     """The first bandit record of a split: readers size their feature specs from it."""
     import tensorflow as tf
+
     for path in sorted(tf.io.gfile.glob(file_pattern)):
         for record in tf.data.TFRecordDataset(path, compression_type="GZIP").take(1):
             return tf.train.Example.FromString(record.numpy())
     raise ValueError(f"examples: no records in {file_pattern}; the split is empty")
 
 
-def bandit_feature_spec(context_dim: int, num_actions: int | None = None, propensity: bool = True,
-                        weight: bool = False, timestamp: bool = False) -> dict[str, tf.io.FixedLenFeature]:
+def bandit_feature_spec(
+    context_dim: int,
+    num_actions: int | None = None,
+    propensity: bool = True,
+    weight: bool = False,
+    timestamp: bool = False,
+) -> dict[str, tf.io.FixedLenFeature]:
     import tensorflow as tf
-    spec = {CONTEXT: tf.io.FixedLenFeature([context_dim], tf.float32),
-            ACTION: tf.io.FixedLenFeature([], tf.int64),
-            REWARD: tf.io.FixedLenFeature([], tf.float32)}
+
+    spec = {
+        CONTEXT: tf.io.FixedLenFeature([context_dim], tf.float32),
+        ACTION: tf.io.FixedLenFeature([], tf.int64),
+        REWARD: tf.io.FixedLenFeature([], tf.float32),
+    }
     if propensity:
         spec[PROPENSITY] = tf.io.FixedLenFeature([], tf.float32)
     if num_actions is not None:
@@ -133,6 +159,7 @@ def feature_parse_spec(schema: Any) -> dict[str, Any]:
     import tensorflow as tf
 
     from rlops.features import input_spec
+
     out: dict[str, Any] = {}
     for f in schema.features:
         spec = input_spec(f)
@@ -148,49 +175,65 @@ def per_arm_parse_spec(schema: Any, num_arms: int) -> dict[str, tf.io.FixedLenFe
     import tensorflow as tf
 
     from rlops.features.per_arm import NUM_ACTIONS, arm_input_spec, per_arm_key
-    out = {per_arm_key(f.name): tf.io.FixedLenFeature([num_arms] + ([f.dim] if f.multivalent else []),
-                                                      arm_input_spec(f, num_arms).dtype)
-           for f in schema.per_arm}  # a multivalent item feature: [K, dim] padded
+
+    out = {
+        per_arm_key(f.name): tf.io.FixedLenFeature(
+            [num_arms] + ([f.dim] if f.multivalent else []), arm_input_spec(f, num_arms).dtype
+        )
+        for f in schema.per_arm
+    }  # a multivalent item feature: [K, dim] padded
     out[NUM_ACTIONS] = tf.io.FixedLenFeature([], tf.int64)
     return out
 
 
-def bandit_trajectory(parsed: Mapping[str, tf.Tensor], action_spec: tf.TensorSpec,
-                      observation: tf.Tensor | None = None) -> Trajectory:
+def bandit_trajectory(
+    parsed: Mapping[str, tf.Tensor], action_spec: tf.TensorSpec, observation: tf.Tensor | None = None
+) -> Trajectory:
     """Parsed bandit examples [B] -> the [B, 1] single-step Trajectory bandit agents train on;
     policy_info holds the logged propensity. `observation`: the dense model input (default: the
     legacy `context` feature)."""
     import tensorflow as tf
 
     from rlops.agents import trajectories
+
     info = {"propensity": parsed[PROPENSITY]} if PROPENSITY in parsed else ()
     action = tf.cast(parsed[ACTION], action_spec.dtype)
     observation = parsed[CONTEXT] if observation is None else observation
     return trajectories.single_step_trajectory(observation, action, parsed[REWARD], info)
 
 
-def bandit_dataset(file_pattern: str, feature_spec: Mapping[str, Any], batch_size: int,
-                   shuffle: bool = False, seed: int | None = None) -> tf.data.Dataset:
+def bandit_dataset(
+    file_pattern: str, feature_spec: Mapping[str, Any], batch_size: int, shuffle: bool = False, seed: int | None = None
+) -> tf.data.Dataset:
     """Batches of parsed bandit examples from gzipped TFRecord shards."""
     import tensorflow as tf
+
     files = tf.data.Dataset.list_files(file_pattern, shuffle=shuffle, seed=seed)
     ds = tf.data.TFRecordDataset(files, compression_type="GZIP")
     if shuffle:
         ds = ds.shuffle(10 * batch_size, seed=seed)
+
     def parse(s: tf.Tensor) -> dict:
         parsed = tf.io.parse_example(s, feature_spec)
         # Multivalent lists: [B, longest in the batch] padded with "" / -1 (what serving takes).
-        return {k: v.to_tensor(tf.constant("" if v.dtype == tf.string else -1, v.dtype))
-                if isinstance(v, tf.RaggedTensor) else v for k, v in parsed.items()}
+        return {
+            k: v.to_tensor(tf.constant("" if v.dtype == tf.string else -1, v.dtype))
+            if isinstance(v, tf.RaggedTensor)
+            else v
+            for k, v in parsed.items()
+        }
+
     return ds.batch(batch_size).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
 
 
 # --- trajectories: encode ---------------------------------------------------------------------
 
+
 def step_types(length: int) -> tuple[np.ndarray, np.ndarray]:
     """step_type / next_step_type of an episode's `length` decisions: FIRST then MID, and the
     transition out of the last decision ends the episode (LAST)."""
     from rlops.agents.trajectories import StepType
+
     st = np.full(length, StepType.MID, np.int64)
     st[0] = StepType.FIRST
     nst = np.full(length, StepType.MID, np.int64)
@@ -205,6 +248,7 @@ def encode_episode(episode_id: str, steps: Mapping[str, np.ndarray]) -> bytes:
     step_type and next_step_type are derived from the order.
     """
     import tensorflow as tf
+
     length = len(steps[REWARD])
     st, nst = step_types(length)
     ex = tf.train.SequenceExample()
@@ -228,6 +272,7 @@ def encode_episode(episode_id: str, steps: Mapping[str, np.ndarray]) -> bytes:
 
 # --- trajectories: read back ------------------------------------------------------------------
 
+
 def _flatten_info_spec(info_spec: Any, path: str = "") -> dict[str, tf.TensorSpec]:
     """{"policy_info/<path>": spec} in tf.nest's flattening order (dict keys sorted)."""
     if isinstance(info_spec, dict):
@@ -243,8 +288,9 @@ def _flatten_info_spec(info_spec: Any, path: str = "") -> dict[str, tf.TensorSpe
     return {POLICY_INFO_PREFIX + path.rstrip("/"): info_spec}
 
 
-def parse_episode(serialized: tf.Tensor, observation_spec: tf.TensorSpec, action_spec: tf.TensorSpec,
-                  policy_info_spec: Any = ()) -> Trajectory:
+def parse_episode(
+    serialized: tf.Tensor, observation_spec: tf.TensorSpec, action_spec: tf.TensorSpec, policy_info_spec: Any = ()
+) -> Trajectory:
     """A serialized SequenceExample -> Trajectory with a leading [T] time axis, typed by the specs."""
     import tensorflow as tf
 
@@ -255,28 +301,39 @@ def parse_episode(serialized: tf.Tensor, observation_spec: tf.TensorSpec, action
         return tf.io.FixedLenSequenceFeature(spec.shape, dtype)
 
     info = _flatten_info_spec(policy_info_spec)
-    seq_features = {OBSERVATION: feature(observation_spec), ACTION: feature(action_spec),
-                    REWARD: tf.io.FixedLenSequenceFeature([], tf.float32),
-                    DISCOUNT: tf.io.FixedLenSequenceFeature([], tf.float32),
-                    STEP_TYPE: tf.io.FixedLenSequenceFeature([], tf.int64),
-                    NEXT_STEP_TYPE: tf.io.FixedLenSequenceFeature([], tf.int64)}
+    seq_features = {
+        OBSERVATION: feature(observation_spec),
+        ACTION: feature(action_spec),
+        REWARD: tf.io.FixedLenSequenceFeature([], tf.float32),
+        DISCOUNT: tf.io.FixedLenSequenceFeature([], tf.float32),
+        STEP_TYPE: tf.io.FixedLenSequenceFeature([], tf.int64),
+        NEXT_STEP_TYPE: tf.io.FixedLenSequenceFeature([], tf.int64),
+    }
     seq_features.update({k: feature(s) for k, s in info.items()})
-    _, seq = tf.io.parse_single_sequence_example(serialized, context_features={
-        EPISODE_ID: tf.io.FixedLenFeature([], tf.string)}, sequence_features=seq_features)
+    _, seq = tf.io.parse_single_sequence_example(
+        serialized, context_features={EPISODE_ID: tf.io.FixedLenFeature([], tf.string)}, sequence_features=seq_features
+    )
     policy_info = ()
     if info:
         values = [tf.cast(seq[k], s.dtype) for k, s in info.items()]
         policy_info = tf.nest.pack_sequence_as(policy_info_spec, values)
     return Trajectory(
-        step_type=tf.cast(seq[STEP_TYPE], tf.int32), observation=tf.cast(seq[OBSERVATION], observation_spec.dtype),
-        action=tf.cast(seq[ACTION], action_spec.dtype), policy_info=policy_info,
-        next_step_type=tf.cast(seq[NEXT_STEP_TYPE], tf.int32), reward=seq[REWARD], discount=seq[DISCOUNT])
+        step_type=tf.cast(seq[STEP_TYPE], tf.int32),
+        observation=tf.cast(seq[OBSERVATION], observation_spec.dtype),
+        action=tf.cast(seq[ACTION], action_spec.dtype),
+        policy_info=policy_info,
+        next_step_type=tf.cast(seq[NEXT_STEP_TYPE], tf.int32),
+        reward=seq[REWARD],
+        discount=seq[DISCOUNT],
+    )
 
 
-def episode_dataset(file_pattern: str, observation_spec: tf.TensorSpec, action_spec: tf.TensorSpec,
-                    policy_info_spec: Any = ()) -> tf.data.Dataset:
+def episode_dataset(
+    file_pattern: str, observation_spec: tf.TensorSpec, action_spec: tf.TensorSpec, policy_info_spec: Any = ()
+) -> tf.data.Dataset:
     """One Trajectory per episode, [T, ...] each, from gzipped TFRecord shards."""
     import tensorflow as tf
+
     files = tf.data.Dataset.list_files(file_pattern, shuffle=False)
     ds = tf.data.TFRecordDataset(files, compression_type="GZIP")
     return ds.map(lambda s: parse_episode(s, observation_spec, action_spec, policy_info_spec))
@@ -294,8 +351,8 @@ def read_logged_bandit(examples_uri: str, split: str = "eval", max_records: int 
     (strings as bytes) -- what a policy exported with its preprocessing acts on."""
     import tensorflow as tf
 
-    from rlops.features import FeatureSchema, Preprocessor
-    from rlops.features import load as load_schema
+    from rlops.features import FeatureSchema, Preprocessor, load as load_schema
+
     pattern = split_file_pattern(examples_uri, split)
     if not tf.io.gfile.glob(pattern):
         raise FileNotFoundError(f"examples: no '{split}' split files at {pattern}")
@@ -313,6 +370,7 @@ def read_logged_bandit(examples_uri: str, split: str = "eval", max_records: int 
     per_arm_names: list[str] = []
     if schema.per_arm:  # per_arm/<name> [K] and num_actions travel with the raw features
         from rlops.features.per_arm import per_arm_key
+
         f0 = schema.per_arm[0]
         feat = present[per_arm_key(f0.name)]
         k = len(getattr(feat, feat.WhichOneof("kind")).value) // (f0.dim if f0.multivalent else 1)
@@ -329,8 +387,13 @@ def read_logged_bandit(examples_uri: str, split: str = "eval", max_records: int 
         for k in parts:
             v = b[k].numpy()
             if k in widths:  # pad every batch to the feature's dim: [N, dim]
-                v = np.concatenate([v, np.full((len(v), widths[k] - v.shape[1]), b"" if v.dtype == object else -1,
-                                               v.dtype)], 1) if v.shape[1] < widths[k] else v[:, :widths[k]]
+                v = (
+                    np.concatenate(
+                        [v, np.full((len(v), widths[k] - v.shape[1]), b"" if v.dtype == object else -1, v.dtype)], 1
+                    )
+                    if v.shape[1] < widths[k]
+                    else v[:, : widths[k]]
+                )
             parts[k].append(v)
     cols = {k: np.concatenate(v) for k, v in parts.items()}
     if schema.is_legacy:
@@ -340,7 +403,14 @@ def read_logged_bandit(examples_uri: str, split: str = "eval", max_records: int 
     # Strings as fixed-width bytes ('S'): saved with np.savez and loaded without pickle.
     out[FEATURES] = {k: cols[k].astype(bytes) if cols[k].dtype == object else cols[k] for k in raw_names}
     pre = Preprocessor(schema)
-    out[CONTEXT] = np.concatenate([pre({k: out[FEATURES][k][i:i + 8192] for k in schema.names}).numpy()
-                                   for i in range(0, len(out[ACTION]), 8192)]) if len(out[ACTION]) else \
-        np.zeros((0, schema.observation_dim), np.float32)
+    out[CONTEXT] = (
+        np.concatenate(
+            [
+                pre({k: out[FEATURES][k][i : i + 8192] for k in schema.names}).numpy()
+                for i in range(0, len(out[ACTION]), 8192)
+            ]
+        )
+        if len(out[ACTION])
+        else np.zeros((0, schema.observation_dim), np.float32)
+    )
     return out

@@ -6,6 +6,7 @@ record per step with the action's log-probability under the logging policy. The 
 out as column batches with the default column names, so they pass through the same
 validation, split and write path as real logs.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,6 +25,7 @@ def is_gym(source: SimulationSource) -> bool:
 
 def make_bandit_env(source: SimulationSource, shard: int) -> Any:
     from rlops.envs import bandit_envs
+
     seed = source.seed * 1_000_003 + shard
     kwargs = dict(source.env_kwargs)
     if source.env == "digits":
@@ -32,8 +34,7 @@ def make_bandit_env(source: SimulationSource, shard: int) -> Any:
         kwargs.setdefault("context_dim", 8)
         kwargs.setdefault("num_actions", 4)
         return bandit_envs.StationaryLinearBandit(seed=seed, **kwargs)
-    raise ValueError(f"SimulationSource.env: unknown environment {source.env!r}; use 'digits', 'linear' "
-                     f"or 'gym:<id>'")
+    raise ValueError(f"SimulationSource.env: unknown environment {source.env!r}; use 'digits', 'linear' or 'gym:<id>'")
 
 
 def bandit_shape(source: SimulationSource) -> tuple[int, SpecConfig]:
@@ -49,9 +50,11 @@ def shard_sizes(total: int, num_shards: int) -> list[int]:
 
 # --- logging policies -------------------------------------------------------------------------
 
+
 def make_logging_policy(source: SimulationSource, time_step_spec: Any, action_spec: Any) -> Any:
     from rlops.agents.policies import EpsilonGreedyPolicy, RandomPolicy
     from rlops.train.policy_saver import SavedPolicy
+
     if source.policy == "random":
         return RandomPolicy(time_step_spec, action_spec)
     if source.policy == "epsilon_greedy":
@@ -62,6 +65,7 @@ def make_logging_policy(source: SimulationSource, time_step_spec: Any, action_sp
 
 
 # --- bandits ----------------------------------------------------------------------------------
+
 
 def simulate_bandit(source: SimulationSource, shard: int) -> Iterator[dict[str, np.ndarray]]:
     """Column batches (context [B, D], action, reward, propensity) for one shard."""
@@ -75,15 +79,18 @@ def simulate_bandit(source: SimulationSource, shard: int) -> Iterator[dict[str, 
         # A stateless seed makes the uniform policy's choices reproducible run to run.
         step = policy.action(env.time_step(batch), seed=(source.seed, shard * 1_000_003 + i))
         reward = env.rewards(batch, step.action)
-        yield {"context": batch.contexts.numpy().reshape(b, -1).astype(np.float32),
-               "action": step.action.numpy().astype(np.int64),
-               "reward": reward.numpy().astype(np.float32),
-               "propensity": np.asarray(step.info["propensity"], np.float32).reshape(b)}
+        yield {
+            "context": batch.contexts.numpy().reshape(b, -1).astype(np.float32),
+            "action": step.action.numpy().astype(np.int64),
+            "reward": reward.numpy().astype(np.float32),
+            "propensity": np.asarray(step.info["propensity"], np.float32).reshape(b),
+        }
         left -= b
         i += 1
 
 
 # --- Gymnasium trajectories -------------------------------------------------------------------
+
 
 def gym_spaces(source: SimulationSource) -> tuple[int, SpecConfig]:
     """(observation width, action spec) of the Gymnasium environment."""
@@ -96,11 +103,13 @@ def gym_spaces(source: SimulationSource) -> tuple[int, SpecConfig]:
 
 def _make_gym(source: SimulationSource) -> Any:
     import gymnasium as gym
-    return gym.make(source.env[len(GYM_PREFIX):], **source.env_kwargs)
+
+    return gym.make(source.env[len(GYM_PREFIX) :], **source.env_kwargs)
 
 
 def _action_spec(space: Any) -> SpecConfig:
     import gymnasium as gym
+
     if isinstance(space, gym.spaces.Discrete):
         return SpecConfig((), "int32", int(space.start), int(space.start + space.n - 1))
     if isinstance(space, gym.spaces.Box):
@@ -113,6 +122,7 @@ class _GymPolicy:
 
     def __init__(self, source: SimulationSource, env: Any, rng: np.random.Generator):
         import gymnasium as gym
+
         self.space, self.rng, self.eps = env.action_space, rng, source.epsilon
         self.discrete = isinstance(self.space, gym.spaces.Discrete)
         self.greedy = None
@@ -123,6 +133,7 @@ class _GymPolicy:
 
             from rlops.agents import trajectories
             from rlops.train.policy_saver import SavedPolicy
+
             self.greedy = SavedPolicy(source.policy_path)
             self._ts = lambda o: trajectories.restart(tf.constant(o[None], tf.float32), batch_size=1)
         elif source.policy != "random":
@@ -146,8 +157,9 @@ def simulate_gym(source: SimulationSource, shard: int, rows_per_batch: int = 409
     env = _make_gym(source)
     rng = np.random.default_rng([source.seed, shard])
     policy = _GymPolicy(source, env, rng)
-    rows: dict[str, list] = {k: [] for k in ("episode_id", "step", "observation", "action", "reward",
-                                             "terminated", "log_probability")}
+    rows: dict[str, list] = {
+        k: [] for k in ("episode_id", "step", "observation", "action", "reward", "terminated", "log_probability")
+    }
     try:
         for e in range(shard, source.num_episodes, source.num_shards):
             obs, _ = env.reset(seed=source.seed * 1_000_003 + e)
@@ -155,9 +167,15 @@ def simulate_gym(source: SimulationSource, shard: int, rows_per_batch: int = 409
             while not done:
                 action, log_p = policy(obs)
                 next_obs, reward, terminated, truncated, _ = env.step(action)
-                for k, v in (("episode_id", f"{source.env[len(GYM_PREFIX):]}-{source.seed}-{e}"), ("step", t),
-                             ("observation", np.asarray(obs, np.float32).reshape(-1)), ("action", action),
-                             ("reward", float(reward)), ("terminated", bool(terminated)), ("log_probability", log_p)):
+                for k, v in (
+                    ("episode_id", f"{source.env[len(GYM_PREFIX) :]}-{source.seed}-{e}"),
+                    ("step", t),
+                    ("observation", np.asarray(obs, np.float32).reshape(-1)),
+                    ("action", action),
+                    ("reward", float(reward)),
+                    ("terminated", bool(terminated)),
+                    ("log_probability", log_p),
+                ):
                     rows[k].append(v)
                 obs, t, done = next_obs, t + 1, terminated or truncated
             if len(rows["step"]) >= rows_per_batch:

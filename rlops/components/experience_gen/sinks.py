@@ -6,6 +6,7 @@ Framing (length, masked CRC32C) is vectorized with NumPy; gzip runs in a backgro
 core. With the optional `isal` package installed, compression is ~5x cheaper (same format).
 Beam's FileBasedSink still owns temp files, shard naming and the final rename.
 """
+
 from __future__ import annotations
 
 import queue
@@ -49,7 +50,7 @@ def frame_records(records: Sequence[bytes]) -> bytes:
     data_crc = mask_crc(np.fromiter(map(crc32c, records), np.uint32, n))
     uniq, inverse = np.unique(lengths, return_inverse=True)  # few distinct lengths: crc each once
     len_bytes = uniq.astype("<u8")
-    uniq_crc = mask_crc(np.array([crc32c(len_bytes[i:i + 1].tobytes()) for i in range(len(uniq))], np.uint32))
+    uniq_crc = mask_crc(np.array([crc32c(len_bytes[i : i + 1].tobytes()) for i in range(len(uniq))], np.uint32))
     header = np.empty((n, 12), np.uint8)
     header[:, :8] = lengths.astype("<u8").view(np.uint8).reshape(n, 8)
     header[:, 8:] = uniq_crc[inverse].astype("<u4").view(np.uint8).reshape(n, 4)
@@ -58,13 +59,13 @@ def frame_records(records: Sequence[bytes]) -> bytes:
         size = int(uniq[0])
         out = np.empty((n, 16 + size), np.uint8)
         out[:, :12] = header
-        out[:, 12:12 + size] = np.frombuffer(b"".join(records), np.uint8).reshape(n, size)
-        out[:, 12 + size:] = footer
+        out[:, 12 : 12 + size] = np.frombuffer(b"".join(records), np.uint8).reshape(n, size)
+        out[:, 12 + size :] = footer
         return out.tobytes()
     hb, fb = header.tobytes(), footer.tobytes()
     parts: list[bytes] = []
     for i, r in enumerate(records):
-        parts += (hb[12 * i:12 * i + 12], r, fb[4 * i:4 * i + 4])
+        parts += (hb[12 * i : 12 * i + 12], r, fb[4 * i : 4 * i + 4])
     return b"".join(parts)
 
 
@@ -115,15 +116,22 @@ class TFRecordBatchSink(FileBasedSink):
     """FileBasedSink whose elements are (list of serialized records, units they stand for)."""
 
     def __init__(self, file_path_prefix: str, split: str, compression_level: int = 1, num_shards: int = 0):
-        super().__init__(file_path_prefix, coder=None, file_name_suffix=".gz", num_shards=num_shards,
-                         shard_name_template="-SSSSS-of-NNNNN", mime_type="application/octet-stream",
-                         compression_type=CompressionTypes.UNCOMPRESSED)
+        super().__init__(
+            file_path_prefix,
+            coder=None,
+            file_name_suffix=".gz",
+            num_shards=num_shards,
+            shard_name_template="-SSSSS-of-NNNNN",
+            mime_type="application/octet-stream",
+            compression_type=CompressionTypes.UNCOMPRESSED,
+        )
         self.split = split
         self.compression_level = compression_level
 
     def open(self, temp_path: str) -> GzipWriter:
-        return GzipWriter(FileSystems.create(temp_path, self.mime_type, CompressionTypes.UNCOMPRESSED),
-                          self.compression_level)
+        return GzipWriter(
+            FileSystems.create(temp_path, self.mime_type, CompressionTypes.UNCOMPRESSED), self.compression_level
+        )
 
     def write_record(self, file_handle: GzipWriter, value: tuple[Sequence[bytes], int]) -> None:
         records, units = value
@@ -135,8 +143,8 @@ class TFRecordBatchSink(FileBasedSink):
         file_handle.close()
 
 
-def write_split(pcoll: beam.PCollection, examples_uri: str, split: str, compression_level: int,
-                num_shards: int) -> Any:
+def write_split(pcoll: beam.PCollection, examples_uri: str, split: str, compression_level: int, num_shards: int) -> Any:
     from rlops.components.experience_gen.records import split_dir
+
     prefix = FileSystems.join(split_dir(examples_uri, split), "data_tfrecord")
     return pcoll | f"Write[{split}]" >> beam.io.Write(TFRecordBatchSink(prefix, split, compression_level, num_shards))

@@ -5,6 +5,7 @@ sits in the input, so re-runs and shuffled inputs give identical splits. Hashes 
 functions (FNV-style mixing of the values' bits; pandas' fixed-key SipHash for string keys),
 stable across processes, machines and Python's hash randomization.
 """
+
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -37,6 +38,7 @@ def content_hash(columns: Mapping[str, np.ndarray], order: Sequence[str]) -> np.
             v = np.ascontiguousarray(columns[name])
             if v.dtype == object:  # strings (categorical features): pandas' fixed-key hash per value
                 import pandas as pd
+
                 v = pd.util.hash_array(v.reshape(-1), categorize=False).reshape(n, -1)
             words = v.reshape(n, -1).view(np.uint32) if v.dtype.itemsize >= 4 else v.reshape(n, -1).astype(np.uint32)
             for j in range(words.shape[1]):
@@ -47,6 +49,7 @@ def content_hash(columns: Mapping[str, np.ndarray], order: Sequence[str]) -> np.
 def key_hash(keys: np.ndarray) -> np.ndarray:
     """uint64 per row from string keys (e.g. user or episode ids)."""
     import pandas as pd
+
     keys = np.asarray(keys, dtype=object)
     if len(keys) == 0:
         return np.zeros(0, np.uint64)

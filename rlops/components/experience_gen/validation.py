@@ -4,6 +4,7 @@ Everything is vectorized over a batch; messages are only built for the rows that
 row gets its first failing reason: a code (counted, for the top-reasons summary) and a message
 naming the column and value.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -76,8 +77,9 @@ def truncated_key(name: str) -> str:
     return name + TRUNCATED_SUFFIX
 
 
-def validate(raw: Mapping[str, RawColumn], num_rows: int, layout: Layout, config: ExperienceGenConfig,
-             text: bool) -> Validated:
+def validate(
+    raw: Mapping[str, RawColumn], num_rows: int, layout: Layout, config: ExperienceGenConfig, text: bool
+) -> Validated:
     """Typed extraction of every layout field from `raw` (num_rows rows), then the semantic
     checks of the record kind. `text`: values arrive as strings to parse (CSV)."""
     rej = _Rejects(num_rows)
@@ -109,8 +111,14 @@ def validate(raw: Mapping[str, RawColumn], num_rows: int, layout: Layout, config
     out = {name: pick(v) for name, v in values.items() if not name.startswith("_")}
     for name, mask in present.items():  # optional values: keep "absent" visible to assembly
         out[name if name.endswith(TRUNCATED_SUFFIX) else present_key(name)] = pick(mask)
-    for name in (records.REWARD, records.PROPENSITY, records.WEIGHT, records.DISCOUNT, records.LOG_PROBABILITY,
-                 records.VALUE_PREDICTION):
+    for name in (
+        records.REWARD,
+        records.PROPENSITY,
+        records.WEIGHT,
+        records.DISCOUNT,
+        records.LOG_PROBABILITY,
+        records.VALUE_PREDICTION,
+    ):
         if name in out:
             out[name] = out[name].astype(np.float32)
     key = pick(values["_split_key"]) if "_split_key" in values else None
@@ -126,14 +134,21 @@ def _finite(values: np.ndarray, field: Field, rej: _Rejects, as_float32: bool = 
     v = values.astype(np.float32) if as_float32 and values.dtype != np.float32 else values
     ok = np.isfinite(v)
     if ok.ndim == 1:
-        rej.add(~ok, NOT_FINITE, lambda i: f"{_label(field)}: {values[i]!r} is not finite"
-                + (" as float32" if np.isfinite(values[i]) else ""))
+        rej.add(
+            ~ok,
+            NOT_FINITE,
+            lambda i: (
+                f"{_label(field)}: {values[i]!r} is not finite" + (" as float32" if np.isfinite(values[i]) else "")
+            ),
+        )
     else:
         bad_rows = ~ok.all(axis=1)
         if bad_rows.any():
+
             def msg(i: int) -> str:
                 j = int(np.argmin(ok[i]))
                 return f"{_label(field, j)}: {values[i, j]!r} is not finite"
+
             rej.add(bad_rows, NOT_FINITE, msg)
 
 
@@ -147,8 +162,11 @@ def _check_action(values: dict[str, np.ndarray], layout: Layout, config: Experie
         _finite(a, field, rej)
     inside = (a >= lo) & (a <= hi)
     inside = inside if inside.ndim == 1 else inside.all(axis=1)
-    rej.add(~inside, ACTION_OUT_OF_RANGE,
-            lambda i: f"{_label(field)}: {a[i].tolist()!r} outside the action spec [{spec.minimum}, {spec.maximum}]")
+    rej.add(
+        ~inside,
+        ACTION_OUT_OF_RANGE,
+        lambda i: f"{_label(field)}: {a[i].tolist()!r} outside the action spec [{spec.minimum}, {spec.maximum}]",
+    )
 
 
 def _check_bandit(values: dict[str, np.ndarray], layout: Layout, config: ExperienceGenConfig, rej: _Rejects) -> None:
@@ -169,8 +187,14 @@ def _check_bandit(values: dict[str, np.ndarray], layout: Layout, config: Experie
         if config.propensity_floor_action == "clip":
             values[records.PROPENSITY] = np.where(low, floor, p)
         else:
-            rej.add(low, PROPENSITY_BELOW_FLOOR, lambda i: f"{_label(f(records.PROPENSITY))}: {p[i]!r} is below "
-                    f"propensity_floor {floor} (set propensity_floor_action: clip to raise it to the floor)")
+            rej.add(
+                low,
+                PROPENSITY_BELOW_FLOOR,
+                lambda i: (
+                    f"{_label(f(records.PROPENSITY))}: {p[i]!r} is below "
+                    f"propensity_floor {floor} (set propensity_floor_action: clip to raise it to the floor)"
+                ),
+            )
     if records.ACTION_MASK in values and records.ACTION in values:
         m, field = values[records.ACTION_MASK], f(records.ACTION_MASK)
         binary = ((m == 0) | (m == 1)).all(axis=1)
@@ -180,16 +204,24 @@ def _check_bandit(values: dict[str, np.ndarray], layout: Layout, config: Experie
         lo = int(config.action_spec.minimum or 0)
         idx = np.clip(a - lo, 0, m.shape[1] - 1)
         allowed = m[np.arange(len(a)), idx] == 1
-        rej.add(~allowed, ACTION_NOT_ALLOWED, lambda i: f"{_label(f(records.ACTION))}: {a[i]} is masked out by "
-                f"{_label(field)} {m[i].tolist()}")
+        rej.add(
+            ~allowed,
+            ACTION_NOT_ALLOWED,
+            lambda i: f"{_label(f(records.ACTION))}: {a[i]} is masked out by {_label(field)} {m[i].tolist()}",
+        )
     if records.WEIGHT in values:
         w = values[records.WEIGHT]
         _finite(w, f(records.WEIGHT), rej)
         rej.add(w < 0, OUT_OF_RANGE, lambda i: f"{_label(f(records.WEIGHT))}: {w[i]!r} is negative")
 
 
-def _check_trajectory(values: dict[str, np.ndarray], present: dict[str, np.ndarray], layout: Layout,
-                      config: ExperienceGenConfig, rej: _Rejects) -> None:
+def _check_trajectory(
+    values: dict[str, np.ndarray],
+    present: dict[str, np.ndarray],
+    layout: Layout,
+    config: ExperienceGenConfig,
+    rej: _Rejects,
+) -> None:
     f = layout.field
     ids = values[records.EPISODE_ID]
     rej.add(ids == "", MISSING_VALUE, lambda i: f"{_label(f(records.EPISODE_ID))}: empty episode id")
@@ -207,8 +239,11 @@ def _check_trajectory(values: dict[str, np.ndarray], present: dict[str, np.ndarr
         lp = values[records.LOG_PROBABILITY]
         _finite(lp, f(records.LOG_PROBABILITY), rej)
         if config.action_spec.is_discrete:  # a probability mass is at most 1
-            rej.add(lp > 1e-6, OUT_OF_RANGE,
-                    lambda i: f"{_label(f(records.LOG_PROBABILITY))}: {lp[i]!r} > 0 for a discrete action")
+            rej.add(
+                lp > 1e-6,
+                OUT_OF_RANGE,
+                lambda i: f"{_label(f(records.LOG_PROBABILITY))}: {lp[i]!r} > 0 for a discrete action",
+            )
     if records.VALUE_PREDICTION in values:
         _finite(values[records.VALUE_PREDICTION], f(records.VALUE_PREDICTION), rej)
     for name, v in values.items():

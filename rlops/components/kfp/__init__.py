@@ -27,6 +27,7 @@ date resolved from the container's clock let KFP caching serve day one's ingesti
 The specs are generated from `components.py` (python -m rlops.components.kfp.components); a test
 keeps them in sync.
 """
+
 from __future__ import annotations
 
 import os
@@ -55,6 +56,7 @@ def load(name: str, image: str | None = None):
     component's compiled spec."""
     import yaml
     from kfp import components
+
     with open(spec_path(name)) as f:
         spec = yaml.safe_load(f)
     if image:

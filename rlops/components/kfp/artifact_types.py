@@ -6,6 +6,7 @@ as `google.UnmanagedContainerModel` 0.0.1: uri = the model directory, metadata
 {"containerSpec": {"imageUri": <serving image>}, "predictSchemata": {...} (optional)}. rlops does
 not depend on GCPC; KFP matches artifact types by schema title, so this class is enough.
 """
+
 from kfp import dsl
 
 

@@ -9,6 +9,7 @@ compiler (rlops.pipelines.vertex) gives only steps with such an output this comm
 
     python -m rlops.components.kfp.tfx_launcher --executor_class_path ... --json_serialized_invocation_args ...
 """
+
 from __future__ import annotations
 
 SYSTEM_TITLES = {"system.Metrics": "rlops.components.evaluator.component.VertexMetrics"}
@@ -16,6 +17,9 @@ COMMAND = ["python", "-m", "rlops.components.kfp.tfx_launcher"]
 
 
 def main() -> None:
+    from rlops.quiet import entry_point_setup
+
+    entry_point_setup()  # Keras mode before TFX loads (the image sets it too)
     from absl import app
     from tfx.orchestration.kubeflow.v2 import compiler_utils
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as launcher

@@ -1,9 +1,10 @@
 """Pusher as a TFX component.
 
-    pusher = Pusher(model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
-                    push_destination="serving/", examples=gen.outputs["examples"])
-    pusher.outputs["pushed_model"]   # standard PushedModel; properties pushed, pushed_version, ...
+pusher = Pusher(model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
+                push_destination="serving/", examples=gen.outputs["examples"])
+pusher.outputs["pushed_model"]   # standard PushedModel; properties pushed, pushed_version, ...
 """
+
 from __future__ import annotations
 
 import json
@@ -19,13 +20,18 @@ from rlops.components.pusher.registry import RegistryConfig
 
 
 class PusherSpec(types.ComponentSpec):
-    PARAMETERS = {"push_destination": ExecutionParameter(type=str),
-                  "keep_last": ExecutionParameter(type=int, optional=True),
-                  "verify_env_id": ExecutionParameter(type=str, optional=True),
-                  "vertex_upload": ExecutionParameter(type=str, optional=True)}
-    INPUTS = {"model": ChannelParameter(type=standard_artifacts.Model),
-              "model_blessing": ChannelParameter(type=standard_artifacts.ModelBlessing),
-              "examples": ChannelParameter(type=standard_artifacts.Examples, optional=True)}
+    PARAMETERS = {
+        "push_destination": ExecutionParameter(type=str),
+        "keep_last": ExecutionParameter(type=int, optional=True),
+        "verify_env_id": ExecutionParameter(type=str, optional=True),
+        "vertex_upload": ExecutionParameter(type=str, optional=True),
+        "litert_allow_flex": ExecutionParameter(type=int, optional=True),
+    }
+    INPUTS = {
+        "model": ChannelParameter(type=standard_artifacts.Model),
+        "model_blessing": ChannelParameter(type=standard_artifacts.ModelBlessing),
+        "examples": ChannelParameter(type=standard_artifacts.Examples, optional=True),
+    }
     OUTPUTS = {"pushed_model": ChannelParameter(type=standard_artifacts.PushedModel)}
 
 
@@ -35,21 +41,38 @@ class Pusher(base_component.BaseComponent):
     Verification inputs come from the eval split of `examples` (bandits) or from observations of
     the Gymnasium env `verify_env_id` (PPO). `vertex_upload`: JSON of registry.RegistryConfig's fields,
     to also register the version in Vertex AI Model Registry (alias `champion`) and optionally deploy it.
+    Every version carries policy.tflite beside the SavedModel (TFLite builtin ops only, checked
+    under ai-edge-litert); `litert_allow_flex` publishes one that needs Flex ops instead of failing.
     """
 
     SPEC_CLASS = PusherSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
 
-    def __init__(self, model: types.BaseChannel, model_blessing: types.BaseChannel, push_destination: str,
-                 examples: types.BaseChannel | None = None, keep_last: int = 5, verify_env_id: str | None = None,
-                 vertex_upload: str | None = None):
+    def __init__(
+        self,
+        model: types.BaseChannel,
+        model_blessing: types.BaseChannel,
+        push_destination: str,
+        examples: types.BaseChannel | None = None,
+        keep_last: int = 5,
+        verify_env_id: str | None = None,
+        vertex_upload: str | None = None,
+        litert_allow_flex: bool = False,
+    ):
         if not push_destination:
             raise ValueError("Pusher: push_destination is empty")
         validate_keep_last(keep_last)  # at pipeline definition, not after a night of training
         if vertex_upload:
             RegistryConfig.from_dict(json.loads(vertex_upload))
-        spec = PusherSpec(model=model, model_blessing=model_blessing, examples=examples,
-                          push_destination=push_destination, keep_last=keep_last, verify_env_id=verify_env_id,
-                          vertex_upload=vertex_upload,
-                          pushed_model=types.Channel(type=standard_artifacts.PushedModel))
+        spec = PusherSpec(
+            model=model,
+            model_blessing=model_blessing,
+            examples=examples,
+            push_destination=push_destination,
+            keep_last=keep_last,
+            verify_env_id=verify_env_id,
+            vertex_upload=vertex_upload,
+            litert_allow_flex=int(bool(litert_allow_flex)),
+            pushed_model=types.Channel(type=standard_artifacts.PushedModel),
+        )
         super().__init__(spec=spec)

@@ -32,6 +32,7 @@ Ordering: the number is claimed only after verification, as max(now, every numbe
 with an if-absent create, retried upward on conflict. Claims are linearizable, so a push that claims
 after another finished claiming gets a higher number, and two pushes never share one.
 """
+
 from __future__ import annotations
 
 import json
@@ -63,7 +64,7 @@ MAX_CLAIM_TRIES = 1000
 @dataclass
 class Version:
     number: int
-    marker: dict | None          # rlops' marker, None if the directory has none (not an rlops version)
+    marker: dict | None  # rlops' marker, None if the directory has none (not an rlops version)
     has_saved_model: bool
 
     @property
@@ -102,8 +103,9 @@ def scan(store: Store) -> list[Version]:
     for name in store.children(""):
         if name.isdigit():
             children = store.children(name)
-            out.append(Version(int(name), _read_marker(store, name) if MARKER in children else None,
-                               SAVED_MODEL in children))
+            out.append(
+                Version(int(name), _read_marker(store, name) if MARKER in children else None, SAVED_MODEL in children)
+            )
     return sorted(out, key=lambda v: v.number)
 
 
@@ -139,12 +141,18 @@ def _local_copy(store: Store, prefix: str, tmp: str) -> str:
         return store._p(prefix)
     local = os.path.join(tmp, "staged")
     for key in store.list_files(prefix):
-        store.get_file(key, os.path.join(local, *key[len(prefix) + 1:].split("/")))
+        store.get_file(key, os.path.join(local, *key[len(prefix) + 1 :].split("/")))
     return local
 
 
-def publish(source: str | Store, destination: str | Store, verify: Callable[[str], None] | None,
-            keep_last: int = 5, lineage: dict | None = None, gcs_client=None) -> PublishResult:
+def publish(
+    source: str | Store,
+    destination: str | Store,
+    verify: Callable[[str], None] | None,
+    keep_last: int = 5,
+    lineage: dict | None = None,
+    gcs_client=None,
+) -> PublishResult:
     """Publishes the SavedModel at `source` as a new version of `destination`.
 
     `verify(local_dir)` is called on the staged copy and raises to refuse it (then nothing becomes
@@ -168,12 +176,21 @@ def publish(source: str | Store, destination: str | Store, verify: Callable[[str
         if verify is not None:
             lease.renew(force=True)
             with tempfile.TemporaryDirectory() as tmp:
-                verify(_local_copy(dst, staging, tmp))
+                local = _local_copy(dst, staging, tmp)
+                verify(local)
+                files += _keep_added(dst, staging, local, files)  # e.g. policy.tflite beside the SavedModel
         lease.renew(force=True)
         version = allocate_version(dst, owner)
         _write_version_asset(dst, staging, files, version)
-        marker = {"format": MARKER_FORMAT, "version": version, "pushed_at": time.time(), "source": src.url,
-                  "files": sorted(files), "lineage": dict(lineage or {})}
+        _write_litert_version(dst, staging, files, version)
+        marker = {
+            "format": MARKER_FORMAT,
+            "version": version,
+            "pushed_at": time.time(),
+            "source": src.url,
+            "files": sorted(files),
+            "lineage": dict(lineage or {}),
+        }
         dst.write(dst.join(staging, MARKER), json.dumps(marker, indent=1, default=str).encode())
         dst.move_dir(staging, str(version), last=(SAVED_MODEL, MARKER))
     except BaseException:
@@ -188,6 +205,7 @@ def publish(source: str | Store, destination: str | Store, verify: Callable[[str
 def version_asset_key() -> str:
     """The SavedModel file serving_default reads its `policy_version` from (policy_saver.py)."""
     from rlops.train.policy_saver import VERSION_ASSET
+
     return f"assets/{VERSION_ASSET}"
 
 
@@ -197,6 +215,33 @@ def _write_version_asset(store: Store, staging: str, files: list[str], version: 
     key = version_asset_key()
     if key in files:
         store.write(store.join(staging, key), f"{version}\n".encode())
+
+
+def _keep_added(store: Store, staging: str, local: str, files: list[str]) -> list[str]:
+    """Files the verifier wrote into the staged copy (the LiteRT policy): uploaded into staging when
+    the store is remote (a local store's copy is staging itself); returns their keys."""
+    added = []
+    for root, _, names in os.walk(local):
+        for name in names:
+            key = os.path.relpath(os.path.join(root, name), local).replace(os.sep, "/")
+            if key not in files and key != MARKER:
+                added.append(key)
+                if not isinstance(store, LocalStore):
+                    with open(os.path.join(root, name), "rb") as f:
+                        store.write(store.join(staging, key), f.read())
+    return sorted(added)
+
+
+def _write_litert_version(store: Store, staging: str, files: list[str], version: int) -> None:
+    """The LiteRT policy answers N too: its version constant and its description get the number."""
+    from rlops.train import litert
+
+    if litert.LITERT_FILE not in files or litert.LITERT_SPEC_FILE not in files:
+        return
+    model_key, spec_key = store.join(staging, litert.LITERT_FILE), store.join(staging, litert.LITERT_SPEC_FILE)
+    model, description = litert.published(store.read(model_key), json.loads(store.read(spec_key)), version)
+    store.write(model_key, model)
+    store.write(spec_key, json.dumps(description, indent=1).encode())
 
 
 def _cleanup(store: Store, staging: str, version: int | None) -> None:
@@ -241,8 +286,9 @@ def _lease_time(store: Store, owner: str) -> float | None:
         return None
 
 
-def remove_stale_staging(store: Store, stale_after_s: float = STALE_AFTER_S,
-                         now: Callable[[], float] = time.time) -> tuple[str, ...]:
+def remove_stale_staging(
+    store: Store, stale_after_s: float = STALE_AFTER_S, now: Callable[[], float] = time.time
+) -> tuple[str, ...]:
     """Removes what killed pushes left behind (staging copies, half-removed versions, leases), once
     their lease -- or without a lease their newest file -- is older than `stale_after_s`."""
     if not stale_after_s > 0:
@@ -254,14 +300,14 @@ def remove_stale_staging(store: Store, stale_after_s: float = STALE_AFTER_S,
         prefix = next((p for p in LEFTOVER_PREFIXES if name.startswith(p)), None)
         if prefix is None:
             continue
-        owner = name[len(prefix):]
+        owner = name[len(prefix) :]
         seen = [x for x in (_lease_time(store, owner), store.modified(name)) if x is not None]
         if seen and t - max(seen) < stale_after_s:
             continue  # alive, or died too recently to be sure
         store.delete_prefix(name)
         store.delete(store.join(LEASES, owner))
         removed.append(name)
-    live = {n[len(p):] for n in names for p in LEFTOVER_PREFIXES if n.startswith(p)}
+    live = {n[len(p) :] for n in names for p in LEFTOVER_PREFIXES if n.startswith(p)}
     for owner in store.children(LEASES) - live:  # a push killed after its staging was renamed
         at = _lease_time(store, owner)
         if at is None or t - at >= stale_after_s:
@@ -269,8 +315,9 @@ def remove_stale_staging(store: Store, stale_after_s: float = STALE_AFTER_S,
     return tuple(removed)
 
 
-def prune(store: Store, keep_last: int, protect: tuple[int, ...] = (),
-          stale_after_s: float = STALE_AFTER_S) -> tuple[int, ...]:
+def prune(
+    store: Store, keep_last: int, protect: tuple[int, ...] = (), stale_after_s: float = STALE_AFTER_S
+) -> tuple[int, ...]:
     """Removes rlops versions older than the newest `keep_last`. Never removes the newest rlops
     version, the served one (highest loadable number), anything in `protect`, or any directory
     without rlops' marker (someone else's, or a push in progress). Stale leftovers of killed

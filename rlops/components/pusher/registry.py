@@ -10,6 +10,7 @@ Served by Vertex's prebuilt TensorFlow prediction container (the policy's `servi
 custom image is needed. Vertex keeps an alias on one version at a time: uploading a version with
 `champion` takes it from the previous champion.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,13 +28,13 @@ class RegistryConfig:
     project: str
     region: str
     display_name: str
-    parent_model: str | None = None        # model resource name or id: upload as a new version of it
+    parent_model: str | None = None  # model resource name or id: upload as a new version of it
     alias: str = "champion"
     serving_container_image_uri: str | None = None  # default: prebuilt TF CPU container of `region`
     tf_version: str = DEFAULT_TF_RUNTIME
     labels: dict = field(default_factory=dict)
-    endpoint: str | None = None            # endpoint resource name or id: deploy there
-    traffic_percentage: int = 100          # the new version's share; the rest stays with what is deployed
+    endpoint: str | None = None  # endpoint resource name or id: deploy there
+    traffic_percentage: int = 100  # the new version's share; the rest stays with what is deployed
     machine_type: str = "n1-standard-2"
     min_replica_count: int = 1
     max_replica_count: int = 1
@@ -44,9 +45,14 @@ class RegistryConfig:
             raise ValueError(f"vertex_upload needs {', '.join(missing)}")
         if not _ALIAS.match(self.alias) or self.alias.isdigit():
             raise ValueError(f"vertex_upload.alias {self.alias!r}: Vertex aliases match [a-z][a-zA-Z0-9-]*[a-z0-9-]")
-        if isinstance(self.traffic_percentage, bool) or not isinstance(self.traffic_percentage, int) \
-                or not 0 <= self.traffic_percentage <= 100:
-            raise ValueError(f"vertex_upload.traffic_percentage must be an integer 0..100, got {self.traffic_percentage!r}")
+        if (
+            isinstance(self.traffic_percentage, bool)
+            or not isinstance(self.traffic_percentage, int)
+            or not 0 <= self.traffic_percentage <= 100
+        ):
+            raise ValueError(
+                f"vertex_upload.traffic_percentage must be an integer 0..100, got {self.traffic_percentage!r}"
+            )
         if not 1 <= self.min_replica_count <= self.max_replica_count:
             raise ValueError("vertex_upload: need 1 <= min_replica_count <= max_replica_count")
 
@@ -62,19 +68,30 @@ class RegistryConfig:
 def prebuilt_container_uri(region: str, tf_version: str = DEFAULT_TF_RUNTIME) -> str:
     """Vertex's prebuilt TensorFlow CPU prediction image for `region` (us/europe/asia registry)."""
     from google.cloud.aiplatform import helpers
-    return helpers.get_prebuilt_prediction_container_uri(framework="tensorflow", framework_version=tf_version,
-                                                        region=region, accelerator="cpu")
+
+    return helpers.get_prebuilt_prediction_container_uri(
+        framework="tensorflow", framework_version=tf_version, region=region, accelerator="cpu"
+    )
 
 
 def upload_kwargs(artifact_uri: str, config: RegistryConfig, lineage: dict | None = None) -> dict:
     """Arguments of `aiplatform.Model.upload` (built apart so they can be checked without a cloud)."""
     if not artifact_uri.startswith("gs://"):
-        raise ValueError(f"Vertex AI serves models from Cloud Storage; artifact_uri must be gs://..., got {artifact_uri}")
-    kwargs = {"display_name": config.display_name, "artifact_uri": artifact_uri,
-              "serving_container_image_uri": config.serving_container_image_uri
-              or prebuilt_container_uri(config.region, config.tf_version),
-              "version_aliases": [config.alias], "is_default_version": True,
-              "labels": dict(config.labels), "project": config.project, "location": config.region, "sync": True}
+        raise ValueError(
+            f"Vertex AI serves models from Cloud Storage; artifact_uri must be gs://..., got {artifact_uri}"
+        )
+    kwargs = {
+        "display_name": config.display_name,
+        "artifact_uri": artifact_uri,
+        "serving_container_image_uri": config.serving_container_image_uri
+        or prebuilt_container_uri(config.region, config.tf_version),
+        "version_aliases": [config.alias],
+        "is_default_version": True,
+        "labels": dict(config.labels),
+        "project": config.project,
+        "location": config.region,
+        "sync": True,
+    }
     if lineage:
         kwargs["version_description"] = json.dumps(lineage, default=str)[:2000]
     if config.parent_model:
@@ -82,8 +99,9 @@ def upload_kwargs(artifact_uri: str, config: RegistryConfig, lineage: dict | Non
     return kwargs
 
 
-def upload_version(artifact_uri: str, config: RegistryConfig, lineage: dict | None = None, credentials=None,
-                   aiplatform=None) -> dict:
+def upload_version(
+    artifact_uri: str, config: RegistryConfig, lineage: dict | None = None, credentials=None, aiplatform=None
+) -> dict:
     """Uploads, moves the alias, optionally deploys. Returns resource names and the traffic split."""
     if aiplatform is None:
         from google.cloud import aiplatform
@@ -91,14 +109,24 @@ def upload_version(artifact_uri: str, config: RegistryConfig, lineage: dict | No
     if credentials is not None:
         kwargs["credentials"] = credentials
     model = aiplatform.Model.upload(**kwargs)
-    out = {"model": model.resource_name, "version_id": model.version_id,
-           "versioned_name": f"{model.resource_name}@{model.version_id}", "alias": config.alias}
+    out = {
+        "model": model.resource_name,
+        "version_id": model.version_id,
+        "versioned_name": f"{model.resource_name}@{model.version_id}",
+        "alias": config.alias,
+    }
     if config.endpoint:
-        endpoint = aiplatform.Endpoint(config.endpoint, project=config.project, location=config.region,
-                                       credentials=credentials)
-        model.deploy(endpoint=endpoint, traffic_percentage=config.traffic_percentage,
-                     machine_type=config.machine_type, min_replica_count=config.min_replica_count,
-                     max_replica_count=config.max_replica_count, deployed_model_display_name=config.display_name,
-                     sync=True)
+        endpoint = aiplatform.Endpoint(
+            config.endpoint, project=config.project, location=config.region, credentials=credentials
+        )
+        model.deploy(
+            endpoint=endpoint,
+            traffic_percentage=config.traffic_percentage,
+            machine_type=config.machine_type,
+            min_replica_count=config.min_replica_count,
+            max_replica_count=config.max_replica_count,
+            deployed_model_display_name=config.display_name,
+            sync=True,
+        )
         out.update(endpoint=endpoint.resource_name, traffic_split=dict(endpoint.traffic_split))
     return out

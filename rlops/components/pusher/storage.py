@@ -16,6 +16,7 @@ google-cloud-storage 2.19):
 - tf.io.gfile gs:// with TF_USE_MODULAR_FILESYSTEM=1 (tensorflow-io's plugin, google-cloud-cpp):
   reads CLOUD_STORAGE_EMULATOR_ENDPOINT, but its first gs:// call segfaults (exit 139) with TF 2.16.2.
 """
+
 from __future__ import annotations
 
 import os
@@ -173,11 +174,12 @@ class GCSStore(Store):
     def __init__(self, url: str, client=None):
         if not url.startswith("gs://"):
             raise ValueError(f"not a gs:// URL: {url}")
-        bucket, _, prefix = url[len("gs://"):].partition("/")
+        bucket, _, prefix = url[len("gs://") :].partition("/")
         if not bucket:
             raise ValueError(f"no bucket in {url}")
         if client is None:
             from google.cloud import storage
+
             client = storage.Client()
         self.url, self.client, self.prefix = url.rstrip("/"), client, prefix.strip("/")
         self.bucket = client.bucket(bucket)
@@ -186,19 +188,20 @@ class GCSStore(Store):
         return "/".join(p for p in (self.prefix, key.strip("/")) if p)
 
     def _rel(self, name: str) -> str:
-        return name[len(self.prefix) + 1:] if self.prefix else name
+        return name[len(self.prefix) + 1 :] if self.prefix else name
 
     def list_files(self, prefix: str) -> list[str]:
         base = self._k(prefix) + "/"
-        return sorted(self._rel(b.name) for b in self.client.list_blobs(self.bucket, prefix=base)
-                      if not b.name.endswith("/"))
+        return sorted(
+            self._rel(b.name) for b in self.client.list_blobs(self.bucket, prefix=base) if not b.name.endswith("/")
+        )
 
     def children(self, prefix: str = "") -> set[str]:
         base = self._k(prefix)
         base = base + "/" if base else ""
         it = self.client.list_blobs(self.bucket, prefix=base, delimiter="/")
-        names = {b.name[len(base):] for b in it}
-        names |= {p[len(base):].rstrip("/") for p in it.prefixes}
+        names = {b.name[len(base) :] for b in it}
+        names |= {p[len(base) :].rstrip("/") for p in it.prefixes}
         return {n for n in names if n}
 
     def exists(self, key: str) -> bool:
@@ -212,6 +215,7 @@ class GCSStore(Store):
 
     def create(self, key: str, data: bytes) -> bool:
         from google.api_core import exceptions
+
         try:  # generation 0 = "no live object": the server refuses if anyone created it first
             self.bucket.blob(self._k(key)).upload_from_string(data, if_generation_match=0)
         except exceptions.PreconditionFailed:
@@ -230,6 +234,7 @@ class GCSStore(Store):
 
     def delete(self, key: str) -> None:
         from google.api_core import exceptions
+
         try:
             self.bucket.blob(self._k(key)).delete()
         except exceptions.NotFound:
@@ -248,7 +253,7 @@ class GCSStore(Store):
         # No rename on Cloud Storage: copy object by object, each complete before the next starts
         # (GCS is strongly consistent), with `last` (saved_model.pb, then the rlops marker) at the end.
         files = self.list_files(src_prefix)
-        rel = [k[len(src_prefix.strip("/")) + 1:] for k in files]
+        rel = [k[len(src_prefix.strip("/")) + 1 :] for k in files]
         order = sorted(rel, key=lambda r: (last.index(r) + 1) if r in last else 0)
         for r in order:
             self.copy(self.join(src_prefix, r), self.join(dst_prefix, r))
@@ -262,7 +267,7 @@ class SubStore(Store):
         self.store, self.prefix, self.url = store, prefix, store.full(prefix)
 
     def list_files(self, prefix: str) -> list[str]:
-        return [k[len(self.prefix) + 1:] for k in self.store.list_files(self.store.join(self.prefix, prefix))]
+        return [k[len(self.prefix) + 1 :] for k in self.store.list_files(self.store.join(self.prefix, prefix))]
 
     def children(self, prefix: str = "") -> set[str]:
         return self.store.children(self.store.join(self.prefix, prefix))

@@ -5,6 +5,7 @@ check proves what a server would see: nothing from the training process (rlops o
 registered Python classes, warm caches) is around. It imports TensorFlow, numpy and json only.
 Prints one JSON line: {"ok": bool, "num_actions": n, "error": ...}.
 """
+
 import json
 import os
 import sys
@@ -28,7 +29,7 @@ def verify(saved_model_dir: str, inputs_npz: str) -> dict:
         if name in data:
             feeds[name] = tf.constant(data[name], spec.dtype)
         elif name == "step_type":
-            feeds[name] = tf.zeros([batch], spec.dtype)            # FIRST
+            feeds[name] = tf.zeros([batch], spec.dtype)  # FIRST
         elif name == "discount":
             feeds[name] = tf.ones([batch], spec.dtype)
         elif name == "reward":
@@ -46,8 +47,9 @@ def verify(saved_model_dir: str, inputs_npz: str) -> dict:
         return {"ok": False, "error": f"actions out of spec bounds [{lo}, {hi}] or not finite: {actions[:10]}"}
     result = {"ok": True, "num_actions": int(batch), "actions_head": actions[:5].tolist()}
     if "serving_default" in policy.signatures:
-        error = _check_serving_default(policy.signatures["serving_default"], data, feeds, batch, lo, hi,
-                                       saved_model_dir)
+        error = _check_serving_default(
+            policy.signatures["serving_default"], data, feeds, batch, lo, hi, saved_model_dir
+        )
         if error:
             return {"ok": False, "error": error}
     return result

@@ -8,6 +8,7 @@
 `train_steps` (bandits) and `total_env_steps` (PPO) optionally override the config's budget when
 the executor runs (e.g. from Vertex runtime parameters): see executor.apply_runtime_params.
 """
+
 from __future__ import annotations
 
 from tfx import types
@@ -21,13 +22,19 @@ from rlops.components.trainer.executor import Executor
 
 
 class TrainerSpec(types.ComponentSpec):
-    PARAMETERS = {"config": ExecutionParameter(type=str),
-                  "train_steps": ExecutionParameter(type=int, optional=True),
-                  "total_env_steps": ExecutionParameter(type=int, optional=True)}
-    INPUTS = {"examples": ChannelParameter(type=standard_artifacts.Examples, optional=True),
-              "base_model": ChannelParameter(type=standard_artifacts.Model, optional=True)}
-    OUTPUTS = {"model": ChannelParameter(type=standard_artifacts.Model),
-               "model_run": ChannelParameter(type=standard_artifacts.ModelRun)}
+    PARAMETERS = {
+        "config": ExecutionParameter(type=str),
+        "train_steps": ExecutionParameter(type=int, optional=True),
+        "total_env_steps": ExecutionParameter(type=int, optional=True),
+    }
+    INPUTS = {
+        "examples": ChannelParameter(type=standard_artifacts.Examples, optional=True),
+        "base_model": ChannelParameter(type=standard_artifacts.Model, optional=True),
+    }
+    OUTPUTS = {
+        "model": ChannelParameter(type=standard_artifacts.Model),
+        "model_run": ChannelParameter(type=standard_artifacts.ModelRun),
+    }
 
 
 class Trainer(base_component.BaseComponent):
@@ -36,10 +43,14 @@ class Trainer(base_component.BaseComponent):
     SPEC_CLASS = TrainerSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
 
-    def __init__(self, config: TrainerConfig | str, examples: types.BaseChannel | None = None,
-                 base_model: types.BaseChannel | None = None,
-                 train_steps: int | data_types.RuntimeParameter | None = None,
-                 total_env_steps: int | data_types.RuntimeParameter | None = None):
+    def __init__(
+        self,
+        config: TrainerConfig | str,
+        examples: types.BaseChannel | None = None,
+        base_model: types.BaseChannel | None = None,
+        train_steps: int | data_types.RuntimeParameter | None = None,
+        total_env_steps: int | data_types.RuntimeParameter | None = None,
+    ):
         config = config if isinstance(config, TrainerConfig) else TrainerConfig.from_json(config)
         if train_steps is not None and not config.is_bandit:
             raise ValueError("Trainer: train_steps is the bandit budget; PPO's is total_env_steps")
@@ -48,8 +59,13 @@ class Trainer(base_component.BaseComponent):
         if config.is_bandit and examples is None:
             raise ValueError(f"Trainer: agent '{config.agent}' trains offline from `examples`; none given")
         config.check_inputs(has_examples=examples is not None)  # PPO online: names trainer.ppo.env_id
-        spec = TrainerSpec(config=config.to_json(), examples=examples, base_model=base_model, train_steps=train_steps,
-                           total_env_steps=total_env_steps,
-                           model=types.Channel(type=standard_artifacts.Model),
-                           model_run=types.Channel(type=standard_artifacts.ModelRun))
+        spec = TrainerSpec(
+            config=config.to_json(),
+            examples=examples,
+            base_model=base_model,
+            train_steps=train_steps,
+            total_env_steps=total_env_steps,
+            model=types.Channel(type=standard_artifacts.Model),
+            model_run=types.Channel(type=standard_artifacts.ModelRun),
+        )
         super().__init__(spec=spec)

@@ -4,6 +4,7 @@ A plain dataclass that round-trips through JSON (the TFX component passes it as 
 property string, the KFP component as a string parameter). Unknown keys are errors that name
 the key: a typo in a nightly job's config should fail before anything runs.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -17,6 +18,10 @@ PPOValue = Union[bool, int, float, str, list, dict, None]
 PPOOptions = Annotated[dict[str, PPOValue], PartialOf("rlops.train.on_policy:PPOConfig")]
 
 BANDIT_AGENTS = ("neural_epsilon_greedy", "lin_ucb", "lin_ts")
+LINEAR_AGENTS = ("lin_ucb", "lin_ts")
+LINEAR_BATCH_SIZE = 4096  # default records per train step of lin_ucb / lin_ts
+NEURAL_BATCH_SIZE = 32  # ... and of neural_epsilon_greedy
+NEURAL_TRAIN_STEPS = 2_000  # neural_epsilon_greedy's budget without num_epochs or train_steps
 AGENTS = BANDIT_AGENTS + ("ppo",)
 
 
@@ -24,11 +29,12 @@ AGENTS = BANDIT_AGENTS + ("ppo",)
 class PPOOfflineConfig:
     """How PPO trains from logged trajectories (`trainer.ppo_offline`): episodes are cut into
     windows of `window_length` steps plus a bootstrap row, `batch_size` windows per train step."""
-    batch_size: int = 16            # windows per train step: the [B, T+1] batch
-    window_length: int = 32         # T: training rows per window
-    num_passes: int = 4             # passes over the train split
-    max_train_steps: int = 0        # > 0 caps the train steps (a budget, smoke tests)
-    shuffle_buffer: int = 4096      # windows
+
+    batch_size: int = 16  # windows per train step: the [B, T+1] batch
+    window_length: int = 32  # T: training rows per window
+    num_passes: int = 4  # passes over the train split
+    max_train_steps: int = 0  # > 0 caps the train steps (a budget, smoke tests)
+    shuffle_buffer: int = 4096  # windows
 
     def validate(self) -> None:
         for name in ("batch_size", "window_length", "num_passes", "shuffle_buffer"):
@@ -50,15 +56,27 @@ class TrainerConfig(JsonConfig):
     action_minimum: int = 0
     hidden_sizes: tuple[int, ...] = (64,)
     learning_rate: float = 1e-3
-    epsilon: float = 0.1                 # collect (logging) policy's exploration
+    epsilon: float = 0.1  # collect (logging) policy's exploration
     serving_epsilon: float | None = None  # serving_default's exploration (None: epsilon)
     # Logged action masks (an `action_mask` column) are honoured by default: the agent is built with
     # TF-Agents' observation_and_action_constraint_splitter and the exported policy takes the mask
     # as part of its observation (trainer/masks.py). True trains and exports without the mask.
     ignore_action_mask: bool = False
-    alpha: float = 1.0                   # LinUCB / LinTS exploration width
-    batch_size: int = 32
-    train_steps: int = 2_000             # 0 with a base model: re-export the warm-started model as is
+    alpha: float = 1.0  # LinUCB / LinTS exploration width
+    # LinUCB / LinTS warm start: A = f * A_base + sum x x^T, b = f * b_base + sum r x over the new
+    # split (1.0: the base model's statistics count in full; < 1 discounts older days once per run).
+    forgetting_factor: float = 1.0
+    # Records per train step and replica; None: the agent's default (LINEAR_BATCH_SIZE for lin_ucb
+    # and lin_ts, whose closed-form sums gain from big batches; NEURAL_BATCH_SIZE for the network).
+    # The last batch of a pass may be smaller: every record trains.
+    batch_size: int | None = None
+    # Passes over the train split. None: one pass for lin_ucb / lin_ts (their statistics are sums
+    # over the records: two passes count every record twice); neural_epsilon_greedy repeats the
+    # split for train_steps steps (NEURAL_TRAIN_STEPS when unset), the budget before passes existed.
+    num_epochs: int | None = None
+    # An optional cap on train steps (None: no cap, the passes decide); 0 with a base model:
+    # re-export the warm-started model as is.
+    train_steps: int | None = None
     # PPO: PPOConfig fields, e.g. {"env_id": "CartPole-v1"}. Online (no examples input) it needs
     # env_id; offline (logged trajectories) it takes the hyperparameters, and env_id is optional
     # (it only supplies the specs). num_actions above sizes a discrete action the logs leave open.
@@ -69,7 +87,7 @@ class TrainerConfig(JsonConfig):
     ppo_offline: PPOOfflineConfig = field(default_factory=PPOOfflineConfig)
     # Learner.
     strategy: str = "auto"
-    steps_per_run: int = 100             # train steps per tf.function call
+    steps_per_run: int = 100  # train steps per tf.function call
     checkpoint_interval: int = 500
     summary_interval: int = 100
     max_checkpoints_to_keep: int = 3
@@ -85,14 +103,22 @@ class TrainerConfig(JsonConfig):
         if self.agent not in AGENTS:
             raise ValueError(f"trainer.agent: unknown agent '{self.agent}'; choose one of {', '.join(AGENTS)}")
         if self.agent in BANDIT_AGENTS and (self.num_actions is None or self.num_actions < 2):
-            raise ValueError(f"trainer.num_actions: bandit agent '{self.agent}' needs num_actions >= 2, "
-                             f"got {self.num_actions}")
+            raise ValueError(
+                f"trainer.num_actions: bandit agent '{self.agent}' needs num_actions >= 2, got {self.num_actions}"
+            )
+        if not 0.0 < self.forgetting_factor <= 1.0:
+            raise ValueError(f"trainer.forgetting_factor must be in (0, 1], got {self.forgetting_factor}")
+        if self.forgetting_factor != 1.0 and self.agent not in LINEAR_AGENTS:
+            raise ValueError(
+                f"trainer.forgetting_factor: discounts LinUCB / LinTS statistics at warm start; agent "
+                f"'{self.agent}' has none (leave it at 1.0)"
+            )
         if self.serving_epsilon is not None and not 0.0 <= self.serving_epsilon <= 1.0:
             raise ValueError(f"trainer.serving_epsilon must be in [0, 1], got {self.serving_epsilon}")
-        for name in ("batch_size", "steps_per_run"):
-            if getattr(self, name) < 1:
+        for name in ("batch_size", "num_epochs", "steps_per_run"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"trainer.{name} must be >= 1, got {getattr(self, name)}")
-        if self.train_steps < 0:  # 0: warm start and re-export only (e.g. a new serving_epsilon)
+        if self.train_steps is not None and self.train_steps < 0:  # 0: warm start and re-export only
             raise ValueError(f"trainer.train_steps must be >= 0, got {self.train_steps}")
         if self.agent == "ppo":
             convert(PPOOptions, self.ppo, "trainer.ppo", make=False)  # the Python API skips build()
@@ -105,8 +131,10 @@ class TrainerConfig(JsonConfig):
     def check_inputs(self, has_examples: bool) -> None:
         """PPO trains online without examples: that needs an environment to act in."""
         if self.agent == "ppo" and not has_examples and not self.ppo.get("env_id"):
-            raise ValueError("trainer.ppo.env_id: PPO without an examples input trains online and needs a "
-                             "Gymnasium environment id (or give logged trajectories as examples)")
+            raise ValueError(
+                "trainer.ppo.env_id: PPO without an examples input trains online and needs a "
+                "Gymnasium environment id (or give logged trajectories as examples)"
+            )
         if self.is_bandit and not has_examples:
             raise ValueError(f"trainer: agent '{self.agent}' trains offline and needs an examples input")
 
@@ -122,3 +150,24 @@ class TrainerConfig(JsonConfig):
     @property
     def is_bandit(self) -> bool:
         return self.agent in BANDIT_AGENTS
+
+    @property
+    def train_batch_size(self) -> int:
+        """Records per train step and replica: batch_size, or the agent's default."""
+        if self.batch_size is not None:
+            return self.batch_size
+        return LINEAR_BATCH_SIZE if self.agent in LINEAR_AGENTS else NEURAL_BATCH_SIZE
+
+    @property
+    def epochs(self) -> int | None:
+        """Passes over the train split; None: repeat it (neural_epsilon_greedy without num_epochs)."""
+        if self.num_epochs is not None:
+            return self.num_epochs
+        return None if self.agent == "neural_epsilon_greedy" else 1
+
+    @property
+    def max_train_steps(self) -> int | None:
+        """The cap on train steps: train_steps, else the neural budget when the split repeats."""
+        if self.train_steps is not None:
+            return self.train_steps
+        return NEURAL_TRAIN_STEPS if self.epochs is None else None

@@ -7,10 +7,14 @@ Model artifact layout (TFX conventions where they exist):
     <model>/trainer_config.json
 ModelRun artifact: TensorBoard event files, metrics.json and learning_curve.png.
 
-Modes: bandits train offline from an Examples artifact of feedback; PPO trains offline from an
+Modes: bandits train offline from an Examples artifact of feedback, by passes over its train
+split (trainer.passes: LinUCB / LinTS one pass, so their statistics are the sums over every record;
+NeuralEpsilonGreedy `num_epochs` passes), and report the records consumed (`train_records`);
+PPO trains offline from an
 Examples artifact of logged trajectories when one is given (trainer.episodes turns episodes into
 PPO's [B, T+1] batches), else online against the Gymnasium env trainer.ppo.env_id.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,10 +28,9 @@ import numpy as np
 import tensorflow as tf
 
 from rlops.agents import specs
-from rlops.components.trainer import masks
+from rlops.components.trainer import masks, passes
 from rlops.components.trainer.config import PPOOfflineConfig, TrainerConfig
-from rlops.features import SCHEMA_FILE, FeatureSchema, Preprocessor
-from rlops.features import load as load_feature_schema
+from rlops.features import SCHEMA_FILE, FeatureSchema, Preprocessor, load as load_feature_schema
 from rlops.features.export import FeaturePolicy, PerArmFeaturePolicy
 
 if TYPE_CHECKING:
@@ -52,9 +55,14 @@ class TrainResult:
     extra: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        return {"train_steps": self.train_steps, "final_loss": self.final_loss,
-                "steps_per_sec": round(self.steps_per_sec, 1), "wall_s": round(self.wall_s, 2),
-                "warm_started_from": self.warm_started_from, **self.extra}
+        return {
+            "train_steps": self.train_steps,
+            "final_loss": self.final_loss,
+            "steps_per_sec": round(self.steps_per_sec, 1),
+            "wall_s": round(self.wall_s, 2),
+            "warm_started_from": self.warm_started_from,
+            **self.extra,
+        }
 
 
 def serving_dir(model_uri: str) -> str:
@@ -69,6 +77,7 @@ class WarmStartError(ValueError):
 class Start:
     """The agent a run trains, and where it started: `warm_started_from` (a checkpoint) or, when a
     base model was given but could not seed this agent, `cold_start_reason`."""
+
     agent: Any
     train_step: tf.Variable
     warm_started_from: str | None = None
@@ -86,13 +95,15 @@ def _base_mismatch(config: TrainerConfig, base_model_uri: str) -> str | None:
     if base.get("agent", config.agent) != config.agent:
         return f"it is a '{base['agent']}' model and this run trains '{config.agent}'"
     from rlops.features.fit import action_misfit
+
     ours = (config.num_actions, config.action_minimum)
     why = action_misfit((base.get("num_actions", ours[0]), base.get("action_minimum", ours[1])), ours)
     return None if why is None else f"{why} (trainer.num_actions / action_minimum)"
 
 
-def start_agent(build: Callable[[], tuple[Any, tf.Variable]], config: TrainerConfig,
-                base_model_uri: str | None) -> Start:
+def start_agent(
+    build: Callable[[], tuple[Any, tf.Variable]], config: TrainerConfig, base_model_uri: str | None
+) -> Start:
     """`build()` -> (agent, train step), warm-started from `base_model_uri` when there is one.
 
     A base model of another agent, action spec or network shape (the config changed since it was
@@ -109,8 +120,12 @@ def start_agent(build: Callable[[], tuple[Any, tf.Variable]], config: TrainerCon
         except WarmStartError as e:
             why = f"its checkpoint does not fit {type(agent).__name__} ({e.detail})"
             agent, step = build()  # a failed restore may have assigned some variables: start clean
-    log.warning("trainer: warm_start skipped, training from scratch: the base model %s does not fit this run: "
-                "%s (set warm_start: false to start from scratch without this note)", base_model_uri, why)
+    log.warning(
+        "trainer: warm_start skipped, training from scratch: the base model %s does not fit this run: "
+        "%s (set warm_start: false to start from scratch without this note)",
+        base_model_uri,
+        why,
+    )
     return Start(agent, step, cold_start_reason=why)
 
 
@@ -120,6 +135,7 @@ def _warm_start(agent, train_step: tf.Variable, base_model_uri: str) -> str:
     them, such as optimizer slots not created yet, are fine); a checkpoint of another agent or
     network shape fails here, naming both, instead of reporting a warm start that restored nothing."""
     from rlops.train.learner import CHECKPOINT_DIR, TRAIN_DIR
+
     ckpt_dir = os.path.join(base_model_uri, TRAIN_DIR, CHECKPOINT_DIR)
     latest = tf.train.latest_checkpoint(ckpt_dir)
     if latest is None:
@@ -132,8 +148,10 @@ def _warm_start(agent, train_step: tf.Variable, base_model_uri: str) -> str:
         if status is not None:
             status.expect_partial()  # no "value in checkpoint could not be found" warning per variable
         detail = _mismatch_detail(e)
-        error = WarmStartError(f"base_model: checkpoint {latest} does not match agent '{type(agent).__name__}' "
-                               f"(a different agent or network shape?): {detail}")
+        error = WarmStartError(
+            f"base_model: checkpoint {latest} does not match agent '{type(agent).__name__}' "
+            f"(a different agent or network shape?): {detail}"
+        )
         error.detail = detail
         raise error from None
     status.expect_partial()
@@ -150,16 +168,21 @@ def _mismatch_detail(e: Exception) -> str:
     return text[:200]
 
 
-def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: TrainerConfig,
-                 base_model_uri: str | None = None) -> TrainResult:
+def train_bandit(
+    examples_uri: str, model_uri: str, model_run_uri: str, config: TrainerConfig, base_model_uri: str | None = None
+) -> TrainResult:
     from rlops.components.experience_gen import records
     from rlops.components.trainer.agents import make_bandit_agent, serving_policy
     from rlops.train.learner import Learner, create_train_step_counter
     from rlops.train.strategy import get_strategy
 
     if config.train_steps == 0 and not base_model_uri:
-        raise ValueError("trainer.train_steps: 0 re-exports a warm-started model and needs a base model; "
-                         "without one there is nothing to export")
+        raise ValueError(
+            "trainer.train_steps: 0 re-exports a warm-started model and needs a base model; "
+            "without one there is nothing to export"
+        )
+    # First: MultiWorkerMirroredStrategy configures collectives, which must precede any TF op.
+    strategy = get_strategy(config.strategy)
     pattern = records.split_file_pattern(examples_uri, "train")
     first = records.first_example(pattern)
     has_propensity = records.PROPENSITY in first.features.feature
@@ -182,7 +205,6 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
     if masked:
         feature_spec[records.ACTION_MASK] = _mask_parse_spec(first, config.num_actions)
     tf.random.set_seed(config.seed)
-    strategy = get_strategy(config.strategy)
     per_arm = None if arm_pre is None else (arm_pre.global_dim, arm_pre.num_arms, arm_pre.arm_dim)
 
     def build():
@@ -193,8 +215,13 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
     origin = start_agent(build, config, base_model_uri)
     agent, train_step, warm = origin.agent, origin.train_step, origin.warm_started_from
     if config.train_steps == 0 and warm is None:
-        raise ValueError(f"trainer.train_steps: 0 re-exports the base model, but it cannot seed this run: "
-                         f"{origin.cold_start_reason}; give train_steps > 0 to train from scratch")
+        raise ValueError(
+            f"trainer.train_steps: 0 re-exports the base model, but it cannot seed this run: "
+            f"{origin.cold_start_reason}; unset train_steps (or give > 0) to train from scratch"
+        )
+    if warm and config.forgetting_factor != 1.0:  # LinUCB / LinTS only (the config checks)
+        with strategy.scope():
+            agent.forget(config.forgetting_factor)
     action_spec = agent.action_spec
     info_spec = agent.training_data_spec.policy_info
 
@@ -204,36 +231,60 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
         else:
             observation = p[records.CONTEXT] if preprocessor is None else preprocessor(p)
             experience = records.bandit_trajectory(p, action_spec, observation)
-        experience = experience._replace(policy_info=_fit_info(experience.policy_info, info_spec),
-                                         action=_checked_action(experience.action, action_spec))
+        experience = experience._replace(
+            policy_info=_fit_info(experience.policy_info, info_spec),
+            action=_checked_action(experience.action, action_spec),
+        )
         if masked:  # the agent's observation: {'observation', 'action_mask'}
-            experience = experience._replace(observation={masks.OBSERVATION: experience.observation,
-                                                          masks.MASK: p[records.ACTION_MASK]})
+            experience = experience._replace(
+                observation={masks.OBSERVATION: experience.observation, masks.MASK: p[records.ACTION_MASK]}
+            )
         return {"experience": experience, "weights": p[records.WEIGHT]} if has_weight else experience
 
-    def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
-        per_replica = ctx.get_per_replica_batch_size(config.batch_size * ctx.num_replicas_in_sync)
-        ds = records.bandit_dataset(pattern, feature_spec, per_replica, shuffle=True, seed=config.seed)
-        ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id) if ctx.num_input_pipelines > 1 else ds
-        ds = ds.filter(lambda p: tf.shape(p[records.REWARD])[0] == per_replica)  # full batches only
-        return ds.repeat().map(to_trajectory).prefetch(2)
+    progress = _progress(strategy)
 
-    step_before = int(train_step.numpy())  # after any warm start, before the Learner restores
-    learner = Learner(model_uri, train_step, agent, dataset_fn, checkpoint_interval=config.checkpoint_interval,
-                      summary_interval=config.summary_interval, max_checkpoints_to_keep=config.max_checkpoints_to_keep,
-                      strategy=strategy, summary_root_dir=model_run_uri, use_kwargs_in_agent_train=has_weight)
-    # A preempted run of this job resumes: count the steps its checkpoint already holds (linear
-    # agents' counters grow by the global batch per step, as in TF-Agents).
-    per_step = config.batch_size * strategy.num_replicas_in_sync if getattr(agent, "train_step_counts_examples",
-                                                                            False) else 1
-    resumed = done = (learner.train_step_numpy - step_before) // per_step
+    def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        # Called after the Learner restored its checkpoint: a resumed job skips what it trained on.
+        ds = passes.pass_dataset(
+            pattern,
+            feature_spec,
+            config.train_batch_size,
+            ctx,
+            epochs=config.epochs,
+            shuffle=not linear,
+            seed=config.seed,
+            skip_batches=int(progress.steps.numpy()),
+        )
+        return ds.map(to_trajectory, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
+
+    linear = getattr(agent, "train_step_counts_examples", False)  # order-free sums: no shuffle
+    learner = Learner(
+        model_uri,
+        train_step,
+        agent,
+        dataset_fn,
+        checkpoint_interval=config.checkpoint_interval,
+        summary_interval=config.summary_interval,
+        max_checkpoints_to_keep=config.max_checkpoints_to_keep,
+        strategy=strategy,
+        summary_root_dir=model_run_uri,
+        use_kwargs_in_agent_train=has_weight,
+        after_train_strategy_step_fn=progress.count,
+        checkpoint_extras={"progress": progress},
+    )
+    # A preempted run of this job resumes: its checkpoint holds the steps and records already done.
+    resumed = done = int(progress.steps.numpy())
+    cap = config.max_train_steps
     curve, start = [], time.perf_counter()
-    while done < config.train_steps:
-        n = min(config.steps_per_run, config.train_steps - done)
-        loss = learner.run(iterations=n)
-        done += n
-        curve.append((done, float(loss.loss)))
-        log.info("trainer: %d/%d steps, loss %.4f", done, config.train_steps, curve[-1][1])
+    while cap is None or done < cap:
+        n = config.steps_per_run if cap is None else min(config.steps_per_run, cap - done)
+        loss, ran = learner.run_available(iterations=n)
+        if ran:
+            done += ran
+            curve.append((done, float(loss.loss)))
+            log.info("trainer: %d steps, %d records, loss %.4f", done, int(progress.records.numpy()), curve[-1][1])
+        if ran < n:  # the passes are over
+            break
     wall = time.perf_counter() - start
     learner.save_checkpoint()
     greedy, collect = serving_policy(agent), agent.collect_policy
@@ -244,13 +295,31 @@ def train_bandit(examples_uri: str, model_uri: str, model_run_uri: str, config: 
         greedy, collect = FeaturePolicy(greedy, preprocessor), FeaturePolicy(collect, preprocessor)
     elif arm_pre is not None:  # ... plus per_arm/<name> [K] and num_actions
         greedy, collect = PerArmFeaturePolicy(greedy, arm_pre), PerArmFeaturePolicy(collect, arm_pre)
-    _export_policies(greedy, collect, train_step, model_uri, serving_epsilon=config.exploration_epsilon,
-                     schema=schema)
-    return TrainResult(train_steps=done, final_loss=curve[-1][1] if curve else float("nan"),
-                       steps_per_sec=(done - resumed) / max(wall, 1e-9), wall_s=wall, warm_started_from=warm,
-                       curve=curve, extra={"context_dim": context_dim, "num_actions": config.num_actions,
-                                           "features": schema.names, "resumed_from_step": resumed,
-                                           "action_mask": masked, **_cold(origin)})
+    _export_policies(greedy, collect, train_step, model_uri, serving_epsilon=config.exploration_epsilon, schema=schema)
+    return TrainResult(
+        train_steps=done,
+        final_loss=curve[-1][1] if curve else float("nan"),
+        steps_per_sec=(done - resumed) / max(wall, 1e-9),
+        wall_s=wall,
+        warm_started_from=warm,
+        curve=curve,
+        extra={
+            "train_records": int(progress.records.numpy()),
+            "batch_size": config.train_batch_size,
+            "num_epochs": config.epochs,
+            "context_dim": context_dim,
+            "num_actions": config.num_actions,
+            "features": schema.names,
+            "resumed_from_step": resumed,
+            "action_mask": masked,
+            **_cold(origin),
+        },
+    )
+
+
+def _progress(strategy: tf.distribute.Strategy) -> passes.TrainProgress:
+    with strategy.scope():
+        return passes.TrainProgress()
 
 
 def _cold(start: Start) -> dict:
@@ -271,11 +340,15 @@ def _checked_action(action: tf.Tensor, action_spec) -> tf.Tensor:
     """Logged actions outside the agent's ids fail naming the settings, not as a gather index
     error deep in train (or, on a GPU, a gather that silently reads zeros)."""
     lo, hi = int(action_spec.minimum), int(action_spec.maximum)
-    message = (f"examples: a logged action is outside [{lo}, {hi}], the ids the agent was built for "
-               f"(trainer.action_minimum {lo}, trainer.num_actions {hi - lo + 1}; a pipeline takes both from "
-               f"experience_gen.action_spec)")  # no apostrophes: the Assert op escapes them
-    checks = [tf.debugging.assert_greater_equal(action, tf.cast(lo, action.dtype), message=message),
-              tf.debugging.assert_less_equal(action, tf.cast(hi, action.dtype), message=message)]
+    message = (
+        f"examples: a logged action is outside [{lo}, {hi}], the ids the agent was built for "
+        f"(trainer.action_minimum {lo}, trainer.num_actions {hi - lo + 1}; a pipeline takes both from "
+        f"experience_gen.action_spec)"
+    )  # no apostrophes: the Assert op escapes them
+    checks = [
+        tf.debugging.assert_greater_equal(action, tf.cast(lo, action.dtype), message=message),
+        tf.debugging.assert_less_equal(action, tf.cast(hi, action.dtype), message=message),
+    ]
     with tf.control_dependencies(checks):
         return tf.identity(action)
 
@@ -283,25 +356,31 @@ def _checked_action(action: tf.Tensor, action_spec) -> tf.Tensor:
 def _mask_parse_spec(first: tf.train.Example, num_actions: int) -> tf.io.FixedLenFeature:
     width = len(first.features.feature[masks.MASK].int64_list.value)
     if width != num_actions:
-        raise ValueError(f"examples: '{masks.MASK}' has {width} entries per record, but trainer.num_actions is "
-                         f"{num_actions}; the mask needs one entry per action")
+        raise ValueError(
+            f"examples: '{masks.MASK}' has {width} entries per record, but trainer.num_actions is "
+            f"{num_actions}; the mask needs one entry per action"
+        )
     return tf.io.FixedLenFeature([num_actions], tf.int64)
 
 
 def _per_arm_preprocessor(schema: FeatureSchema, first: tf.train.Example, config: TrainerConfig):
     """K (the candidates per record) from the first record; trainer.num_actions must agree."""
     from rlops.features.per_arm import PerArmPreprocessor, per_arm_key
+
     for f in schema.per_arm:
         if per_arm_key(f.name) not in first.features.feature:
-            raise ValueError(f"examples: the schema has per-arm feature '{f.name}' but the records have no "
-                             f"'{per_arm_key(f.name)}'")
+            raise ValueError(
+                f"examples: the schema has per-arm feature '{f.name}' but the records have no '{per_arm_key(f.name)}'"
+            )
     f = schema.per_arm[0]
     feat = first.features.feature[per_arm_key(f.name)]
     kind = feat.WhichOneof("kind")
     k = len(getattr(feat, kind).value) // (f.dim if f.multivalent else 1)  # a category list: K * dim values
     if config.num_actions != k:
-        raise ValueError(f"trainer.num_actions: {config.num_actions}, but the per-arm records have {k} candidate "
-                         f"arms (K) each; set num_actions to {k}")
+        raise ValueError(
+            f"trainer.num_actions: {config.num_actions}, but the per-arm records have {k} candidate "
+            f"arms (K) each; set num_actions to {k}"
+        )
     return PerArmPreprocessor(schema, k)
 
 
@@ -310,14 +389,16 @@ def per_arm_trajectory(parsed: dict, arm_pre, action_spec):
     {'global', 'num_actions'}, the chosen arm's features in policy_info (TF-Agents' layout)."""
     from rlops.agents import trajectories
     from rlops.components.experience_gen import records
+
     obs = arm_pre(parsed)
     action = tf.cast(parsed[records.ACTION], tf.int32)
     info = {"chosen_arm_features": tf.gather(obs["per_arm"], action, batch_dims=1)}
     if records.PROPENSITY in parsed:
         info["propensity"] = parsed[records.PROPENSITY]
     observation = {"global": obs["global"], "num_actions": obs["num_actions"]}
-    return trajectories.single_step_trajectory(observation, tf.cast(action, action_spec.dtype),
-                                               parsed[records.REWARD], info)
+    return trajectories.single_step_trajectory(
+        observation, tf.cast(action, action_spec.dtype), parsed[records.REWARD], info
+    )
 
 
 def _feature_schema(examples_uri: str, first: tf.train.Example, base_model_uri: str | None) -> FeatureSchema:
@@ -326,6 +407,7 @@ def _feature_schema(examples_uri: str, first: tf.train.Example, base_model_uri: 
     meaning of every input weight -- stay those it was trained with (new values go to OOV
     buckets). A feature the base model needs that the new data lacks or retypes is an error."""
     from rlops.components.experience_gen import records
+
     data = load_feature_schema(examples_uri)
     if data is None:
         if records.CONTEXT not in first.features.feature:
@@ -348,20 +430,26 @@ def _check_per_arm_compatible(base: FeatureSchema, data: FeatureSchema, what: st
     scores must be in the data with the same kind; returns the data's extra arm features. Without
     this a missing, renamed or retyped arm feature failed deep in tf.data parsing."""
     from rlops.features import FeatureSchemaError
+
     if bool(base.per_arm) != bool(data.per_arm):
         has, lacks = ("the base model", f"the {what}") if base.per_arm else (f"the {what}", "the base model")
         names = [f.name for f in (base.per_arm or data.per_arm)]
-        raise FeatureSchemaError(f"per-arm features {names}: {has} has them, {lacks} has none; a per-arm model "
-                                 f"warm-starts only from per-arm data and back")
+        raise FeatureSchemaError(
+            f"per-arm features {names}: {has} has them, {lacks} has none; a per-arm model "
+            f"warm-starts only from per-arm data and back"
+        )
     ours = {f.name: f for f in data.per_arm}
     for f in base.per_arm:
         g = ours.get(f.name)
         if g is None:
-            raise FeatureSchemaError(f"per-arm feature '{f.name}' ({f.describe()}) is missing from the {what}; "
-                                     f"it has per-arm features {sorted(ours)}")
+            raise FeatureSchemaError(
+                f"per-arm feature '{f.name}' ({f.describe()}) is missing from the {what}; "
+                f"it has per-arm features {sorted(ours)}"
+            )
         if f.signature != g.signature:
-            raise FeatureSchemaError(f"per-arm feature '{f.name}' is {f.describe()} in the base model but "
-                                     f"{g.describe()} in the {what}")
+            raise FeatureSchemaError(
+                f"per-arm feature '{f.name}' is {f.describe()} in the base model but {g.describe()} in the {what}"
+            )
     return [n for n in ours if n not in {f.name for f in base.per_arm}]
 
 
@@ -376,13 +464,20 @@ def _log_vocabulary_drift(base: FeatureSchema, data: FeatureSchema) -> None:
             continue
         unseen = len(set(g.vocabulary) - set(f.vocabulary))
         if unseen or len(g.vocabulary) != len(f.vocabulary):
-            log.warning("trainer: feature '%s' has a vocabulary of %d values in the data, %d in the base model; "
-                        "warm start keeps the base model's (%d value(s) new since then go to its %d OOV bucket(s))",
-                        name, len(g.vocabulary), len(f.vocabulary), unseen, f.num_oov_buckets)
+            log.warning(
+                "trainer: feature '%s' has a vocabulary of %d values in the data, %d in the base model; "
+                "warm start keeps the base model's (%d value(s) new since then go to its %d OOV bucket(s))",
+                name,
+                len(g.vocabulary),
+                len(f.vocabulary),
+                unseen,
+                f.num_oov_buckets,
+            )
 
 
-def train_ppo_online(model_uri: str, model_run_uri: str, config: TrainerConfig,
-                     base_model_uri: str | None = None) -> TrainResult:
+def train_ppo_online(
+    model_uri: str, model_run_uri: str, config: TrainerConfig, base_model_uri: str | None = None
+) -> TrainResult:
     import dataclasses
 
     from rlops.envs.gym_env import GymVectorEnv
@@ -406,21 +501,36 @@ def train_ppo_online(model_uri: str, model_run_uri: str, config: TrainerConfig,
 
     # The Learner checkpoints under <model>/train/checkpoints: a preempted Trainer resumes there,
     # and the next scheduled run warm-starts from it.
-    result = train_ppo(ppo_config, agent=agent, on_iteration=on_iteration, root_dir=model_uri,
-                       summary_dir=model_run_uri, checkpoint_interval=config.checkpoint_interval)
+    result = train_ppo(
+        ppo_config,
+        agent=agent,
+        on_iteration=on_iteration,
+        root_dir=model_uri,
+        summary_dir=model_run_uri,
+        checkpoint_interval=config.checkpoint_interval,
+    )
     writer.flush()
     _export_policies(agent.policy, agent.collect_policy, agent.train_step_counter, model_uri)
     curve = list(zip(result.episode_env_steps, result.episode_returns))
-    return TrainResult(train_steps=int(agent.train_step_counter.numpy()),
-                       final_loss=result.losses[-1] if result.losses else float("nan"),
-                       steps_per_sec=result.env_steps / max(result.train_wall_s, 1e-9), wall_s=result.train_wall_s,
-                       warm_started_from=warm, curve=curve,
-                       extra={"env_steps": result.env_steps, "env_id": ppo_config.env_id,
-                              "train_eval_mean_return": result.eval_mean_return, **_cold(origin)})
+    return TrainResult(
+        train_steps=int(agent.train_step_counter.numpy()),
+        final_loss=result.losses[-1] if result.losses else float("nan"),
+        steps_per_sec=result.env_steps / max(result.train_wall_s, 1e-9),
+        wall_s=result.train_wall_s,
+        warm_started_from=warm,
+        curve=curve,
+        extra={
+            "env_steps": result.env_steps,
+            "env_id": ppo_config.env_id,
+            "train_eval_mean_return": result.eval_mean_return,
+            **_cold(origin),
+        },
+    )
 
 
-def train_ppo_offline(examples_uri: str, model_uri: str, model_run_uri: str, config: TrainerConfig,
-                      base_model_uri: str | None = None) -> TrainResult:
+def train_ppo_offline(
+    examples_uri: str, model_uri: str, model_run_uri: str, config: TrainerConfig, base_model_uri: str | None = None
+) -> TrainResult:
     """PPO from logged trajectories: episodes -> [B, T+1] windows (trainer.episodes) -> Learner.
 
     One train step is one PPOAgent.train call on `ppo_offline.batch_size` windows (all its epochs
@@ -445,9 +555,16 @@ def train_ppo_offline(examples_uri: str, model_uri: str, model_run_uri: str, con
     # The batch [B, T+1] is what B envs x T steps are online: the same PPOConfig sizes it (and the
     # learning-rate schedule, when asked for). Annealing is off unless set: a schedule keyed on
     # the optimizer's step count would already be spent in a warm-started retraining run.
-    ppo_config = dataclasses.replace(PPOConfig(seed=config.seed), **{
-        "anneal_lr": False, **config.ppo, "num_envs": offline.batch_size, "num_steps": offline.window_length,
-        "total_env_steps": total * offline.batch_size * offline.window_length})
+    ppo_config = dataclasses.replace(
+        PPOConfig(seed=config.seed),
+        **{
+            "anneal_lr": False,
+            **config.ppo,
+            "num_envs": offline.batch_size,
+            "num_steps": offline.window_length,
+            "total_env_steps": total * offline.batch_size * offline.window_length,
+        },
+    )
     strategy = _single_replica_strategy(config.strategy)
 
     def build():
@@ -459,16 +576,25 @@ def train_ppo_offline(examples_uri: str, model_uri: str, model_run_uri: str, con
     agent, warm = origin.agent, origin.warm_started_from
 
     def dataset_fn() -> tf.data.Dataset:
-        ds = episodes.windows_dataset(pattern, observation_spec, action_spec, info_spec, complete_info,
-                                      offline.window_length)
+        ds = episodes.windows_dataset(
+            pattern, observation_spec, action_spec, info_spec, complete_info, offline.window_length
+        )
         ds = ds.shuffle(offline.shuffle_buffer, seed=config.seed, reshuffle_each_iteration=True)
         return ds.batch(offline.batch_size, drop_remainder=True).repeat().prefetch(2)
 
     step_before = int(agent.train_step_counter.numpy())
-    learner = Learner(model_uri, agent.train_step_counter, agent, dataset_fn, use_kwargs_in_agent_train=True,
-                      checkpoint_interval=config.checkpoint_interval, summary_interval=config.summary_interval,
-                      max_checkpoints_to_keep=config.max_checkpoints_to_keep, strategy=strategy,
-                      summary_root_dir=model_run_uri)
+    learner = Learner(
+        model_uri,
+        agent.train_step_counter,
+        agent,
+        dataset_fn,
+        use_kwargs_in_agent_train=True,
+        checkpoint_interval=config.checkpoint_interval,
+        summary_interval=config.summary_interval,
+        max_checkpoints_to_keep=config.max_checkpoints_to_keep,
+        strategy=strategy,
+        summary_root_dir=model_run_uri,
+    )
     # PPOAgent advances the train step per gradient step (TF-Agents): `done` counts train calls.
     done = (learner.train_step_numpy - step_before) // train_steps_per_iteration(ppo_config)  # > 0 on resume
     curve, start = [], time.perf_counter()
@@ -481,15 +607,28 @@ def train_ppo_offline(examples_uri: str, model_uri: str, model_run_uri: str, con
     wall = time.perf_counter() - start
     learner.save_checkpoint()
     _export_policies(agent.policy, agent.collect_policy, agent.train_step_counter, model_uri)
-    return TrainResult(train_steps=done, final_loss=curve[-1][1] if curve else float("nan"),
-                       steps_per_sec=done / max(wall, 1e-9), wall_s=wall, warm_started_from=warm, curve=curve,
-                       extra={"offline": True, "episodes": num_episodes, "train_rows": train_rows,
-                              "windows": windows, "observation_dim": logged.observation_dim, **_cold(origin)})
+    return TrainResult(
+        train_steps=done,
+        final_loss=curve[-1][1] if curve else float("nan"),
+        steps_per_sec=done / max(wall, 1e-9),
+        wall_s=wall,
+        warm_started_from=warm,
+        curve=curve,
+        extra={
+            "offline": True,
+            "episodes": num_episodes,
+            "train_rows": train_rows,
+            "windows": windows,
+            "observation_dim": logged.observation_dim,
+            **_cold(origin),
+        },
+    )
 
 
 @dataclass(frozen=True)
 class _Specs:
     """What build_ppo_agent reads from an environment, without one."""
+
     observation_spec: tf.TensorSpec
     action_spec: tf.TensorSpec
     time_step_spec: object
@@ -498,41 +637,53 @@ class _Specs:
 def _derives_uniform(logged: LoggedFeatures, action_spec: tf.TensorSpec) -> bool:
     """Only log-probabilities for more than two actions: the logs must show a uniform logger."""
     from rlops.components.trainer import episodes
-    return (specs.is_discrete(action_spec) and episodes.LOGITS not in logged.policy_info
-            and specs.num_actions(action_spec) > 2)
+
+    return (
+        specs.is_discrete(action_spec)
+        and episodes.LOGITS not in logged.policy_info
+        and specs.num_actions(action_spec) > 2
+    )
 
 
 def _offline_specs(logged: LoggedFeatures, config: TrainerConfig) -> tuple[tf.TensorSpec, tf.TensorSpec]:
     """Observation and action specs: from trainer.ppo.env_id when given (checked against the
     logs), else from the logs, with trainer.num_actions where the logs don't say how many."""
     from rlops.components.trainer import episodes
+
     logits = logged.policy_info.get(episodes.LOGITS)
     env_id = config.ppo.get("env_id")
     if env_id:
         observation_spec, action_spec = _env_specs(env_id)
         dim = int(np.prod(observation_spec.shape.as_list()))
         if dim != logged.observation_dim:
-            raise ValueError(f"trainer.ppo.env_id: {env_id} observations have {dim} values, the logged ones "
-                             f"{logged.observation_dim}")
+            raise ValueError(
+                f"trainer.ppo.env_id: {env_id} observations have {dim} values, the logged ones {logged.observation_dim}"
+            )
         if specs.is_discrete(action_spec) != logged.discrete:
             kind = lambda discrete: "discrete" if discrete else "continuous"  # noqa: E731
-            raise ValueError(f"trainer.ppo.env_id: {env_id} has {kind(not logged.discrete)} actions, the logs "
-                             f"{kind(logged.discrete)} ones")
+            raise ValueError(
+                f"trainer.ppo.env_id: {env_id} has {kind(not logged.discrete)} actions, the logs "
+                f"{kind(logged.discrete)} ones"
+            )
         if config.num_actions is not None and logged.discrete and config.num_actions != specs.num_actions(action_spec):
-            raise ValueError(f"trainer.num_actions: {config.num_actions}, but {env_id} has "
-                             f"{specs.num_actions(action_spec)} actions")
+            raise ValueError(
+                f"trainer.num_actions: {config.num_actions}, but {env_id} has {specs.num_actions(action_spec)} actions"
+            )
         return observation_spec, action_spec
     observation_spec = tf.TensorSpec((logged.observation_dim,), tf.float32, "observation")
     if not logged.discrete:
         return observation_spec, tf.TensorSpec((logged.action_dim,), tf.float32, "action")
     if logits is not None and config.num_actions is not None and logits != config.num_actions:
-        raise ValueError(f"trainer.num_actions: {config.num_actions}, but the logged {episodes.LOGITS} have "
-                         f"{logits} values per step")
+        raise ValueError(
+            f"trainer.num_actions: {config.num_actions}, but the logged {episodes.LOGITS} have {logits} values per step"
+        )
     k = logits or config.num_actions
     if k is None:
-        raise ValueError(f"trainer.num_actions: the logged actions are discrete and the logs have no "
-                         f"{episodes.LOGITS} to tell how many there are; set trainer.num_actions (or "
-                         f"trainer.ppo.env_id)")
+        raise ValueError(
+            f"trainer.num_actions: the logged actions are discrete and the logs have no "
+            f"{episodes.LOGITS} to tell how many there are; set trainer.num_actions (or "
+            f"trainer.ppo.env_id)"
+        )
     return observation_spec, specs.BoundedTensorSpec((), tf.int32, 0, k - 1, name="action")
 
 
@@ -540,6 +691,7 @@ def _env_specs(env_id: str) -> tuple[tf.TensorSpec, tf.TensorSpec]:
     import gymnasium as gym
 
     from rlops.envs.gym_env import space_to_spec
+
     env = gym.make(env_id)
     try:
         return space_to_spec(env.observation_space, "observation"), space_to_spec(env.action_space, "action")
@@ -550,9 +702,11 @@ def _env_specs(env_id: str) -> tuple[tf.TensorSpec, tf.TensorSpec]:
 def _offline_budget(offline: PPOOfflineConfig, windows: int, train_rows: int) -> int:
     batches = windows // offline.batch_size
     if batches == 0:
-        raise ValueError(f"trainer.ppo_offline.batch_size: the train split gives {windows} windows "
-                         f"({train_rows} training steps, window_length {offline.window_length}), fewer than one "
-                         f"batch of {offline.batch_size}; lower batch_size or window_length, or log more episodes")
+        raise ValueError(
+            f"trainer.ppo_offline.batch_size: the train split gives {windows} windows "
+            f"({train_rows} training steps, window_length {offline.window_length}), fewer than one "
+            f"batch of {offline.batch_size}; lower batch_size or window_length, or log more episodes"
+        )
     total = offline.num_passes * batches
     return min(total, offline.max_train_steps) if offline.max_train_steps else total
 
@@ -562,21 +716,31 @@ def _single_replica_strategy(name: str) -> tf.distribute.Strategy:
     if name == "auto":
         return tf.distribute.get_strategy()
     from rlops.train.strategy import get_strategy
+
     strategy = get_strategy(name)
     if strategy.num_replicas_in_sync > 1:
-        raise ValueError(f"trainer.strategy: PPO trains on one replica, '{name}' has "
-                         f"{strategy.num_replicas_in_sync}; use 'auto', 'default' or 'one_device'")
+        raise ValueError(
+            f"trainer.strategy: PPO trains on one replica, '{name}' has "
+            f"{strategy.num_replicas_in_sync}; use 'auto', 'default' or 'one_device'"
+        )
     return strategy
 
 
-def _export_policies(serving_policy, collect_policy, train_step: tf.Variable, model_uri: str,
-                     serving_epsilon: float | None = None, schema: FeatureSchema | None = None) -> None:
+def _export_policies(
+    serving_policy,
+    collect_policy,
+    train_step: tf.Variable,
+    model_uri: str,
+    serving_epsilon: float | None = None,
+    schema: FeatureSchema | None = None,
+) -> None:
     """Both SavedModels share one variable list, so a checkpoint-only update of either loads
     into both (rlops.train.policy_saver). With `serving_epsilon`, the serving SavedModel gets
     `serving_default` (both get the same metadata, so their checkpoints stay interchangeable);
     the feature schema goes beside it."""
     from rlops.train.policy_saver import PolicySaver
     from rlops.train.strategy import is_chief, task_info
+
     # Multi-worker: every worker runs the save (it may involve collectives), only the chief's
     # lands in the artifact; the others write into a throw-away directory.
     chief = is_chief()
@@ -584,17 +748,24 @@ def _export_policies(serving_policy, collect_policy, train_step: tf.Variable, mo
     shared = list({id(v): v for v in list(serving_policy.variables) + list(collect_policy.variables)}.values())
     meta = {} if serving_epsilon is None else {"serving_epsilon": float(serving_epsilon)}
     PolicySaver(serving_policy, train_step=train_step, variables=shared, serving_epsilon=serving_epsilon).save(
-        serving_dir(out))
+        serving_dir(out)
+    )
     PolicySaver(collect_policy, train_step=train_step, variables=shared, metadata=meta).save(
-        os.path.join(out, COLLECT_POLICY_DIR))
+        os.path.join(out, COLLECT_POLICY_DIR)
+    )
     if schema is not None:
         schema.save(serving_dir(out))
     if not chief:
         tf.io.gfile.rmtree(out)
 
 
-def run_trainer(config: TrainerConfig | str, model_uri: str, model_run_uri: str, examples_uri: str | None = None,
-                base_model_uri: str | None = None) -> TrainResult:
+def run_trainer(
+    config: TrainerConfig | str,
+    model_uri: str,
+    model_run_uri: str,
+    examples_uri: str | None = None,
+    base_model_uri: str | None = None,
+) -> TrainResult:
     """Trains, exports the policies into `model_uri` and writes metrics into `model_run_uri`."""
     if isinstance(config, str):
         config = TrainerConfig.from_json(config)
@@ -608,6 +779,7 @@ def run_trainer(config: TrainerConfig | str, model_uri: str, model_run_uri: str,
     else:
         result = train_ppo_online(model_uri, model_run_uri, config, base_model_uri)
     from rlops.train.strategy import is_chief
+
     if not is_chief():  # only the chief (or worker 0 without one) writes the artifacts' files
         return result
     with tf.io.gfile.GFile(os.path.join(model_uri, CONFIG_FILE), "w") as f:
@@ -622,10 +794,16 @@ def _plot_curve(result: TrainResult, config: TrainerConfig, model_run_uri: str) 
     if not result.curve or "://" in model_run_uri:
         return
     from rlops.envs.plots import plot_curves, plot_learning_curve
+
     path = os.path.join(model_run_uri, "learning_curve.png")
     if config.is_bandit or result.extra.get("offline"):
-        plot_curves({f"{config.agent} loss": [loss for _, loss in result.curve]}, path,
-                    xlabel=f"x{config.steps_per_run} train steps", ylabel="loss", title="Trainer loss")
+        plot_curves(
+            {f"{config.agent} loss": [loss for _, loss in result.curve]},
+            path,
+            xlabel=f"x{config.steps_per_run} train steps",
+            ylabel="loss",
+            title="Trainer loss",
+        )
     else:
         steps, returns = zip(*result.curve)
         plot_learning_curve(np.asarray(steps), np.asarray(returns), path, title=f"PPO {config.ppo.get('env_id')}")

@@ -17,6 +17,7 @@ logs hold only policy_info/log_probability, the distribution is derived only whe
 determines it: two actions (p and 1 - p), or a uniform logging policy over K actions (every
 logged probability 1/K). Anything else is an error naming the missing feature.
 """
+
 from __future__ import annotations
 
 import math
@@ -40,9 +41,10 @@ _UNIFORM_ATOL = 1e-4  # |log p + log K|: float32 logs of log(1/K)
 @dataclass(frozen=True)
 class LoggedFeatures:
     """What the logged SequenceExamples hold (read from the first record)."""
+
     observation_dim: int
     discrete: bool
-    action_dim: int                                  # values per action (1 for a discrete action)
+    action_dim: int  # values per action (1 for a discrete action)
     policy_info: dict[str, int] = field(default_factory=dict)  # "policy_info/<path>" -> values per step
 
 
@@ -57,16 +59,19 @@ def inspect_logs(file_pattern: str) -> LoggedFeatures:
     lists = first_episode(file_pattern).feature_lists.feature_list
     for name in (records.OBSERVATION, records.ACTION, records.REWARD, records.DISCOUNT, records.STEP_TYPE):
         if name not in lists:
-            raise ValueError(f"examples: the records have no '{name}' feature list; PPO trains on trajectory "
-                             f"records (ExperienceGen record_kind 'trajectory'), got features {sorted(lists)}")
+            raise ValueError(
+                f"examples: the records have no '{name}' feature list; PPO trains on trajectory "
+                f"records (ExperienceGen record_kind 'trajectory'), got features {sorted(lists)}"
+            )
     action = lists[records.ACTION].feature[0]
     discrete = action.WhichOneof("kind") == "int64_list"
-    info = {k: len(v.feature[0].float_list.value) for k, v in lists.items()
-            if k.startswith(records.POLICY_INFO_PREFIX)}
-    return LoggedFeatures(observation_dim=len(lists[records.OBSERVATION].feature[0].float_list.value),
-                          discrete=discrete,
-                          action_dim=len(action.int64_list.value if discrete else action.float_list.value),
-                          policy_info=info)
+    info = {k: len(v.feature[0].float_list.value) for k, v in lists.items() if k.startswith(records.POLICY_INFO_PREFIX)}
+    return LoggedFeatures(
+        observation_dim=len(lists[records.OBSERVATION].feature[0].float_list.value),
+        discrete=discrete,
+        action_dim=len(action.int64_list.value if discrete else action.float_list.value),
+        policy_info=info,
+    )
 
 
 # --- the logging policy's distribution --------------------------------------------------------
@@ -86,7 +91,7 @@ def policy_info_reader(logged: LoggedFeatures, action_spec: tf.TensorSpec) -> tu
 
 
 def _key(feature: str) -> str:
-    return feature[len(records.POLICY_INFO_PREFIX):]
+    return feature[len(records.POLICY_INFO_PREFIX) :]
 
 
 def _log_prob_spec() -> dict:
@@ -102,8 +107,10 @@ def _discrete_reader(info: dict[str, int], k: int) -> tuple[dict, InfoFn]:
             spec.update(_log_prob_spec())
         return spec, _with_log_prob
     if records.LOG_PROBABILITY not in info:
-        raise ValueError(f"{LOGITS}: PPO needs the logging policy's action distribution, and the logs have "
-                         f"neither {LOGITS} nor {records.LOG_PROBABILITY} (policy_info features: {sorted(info)})")
+        raise ValueError(
+            f"{LOGITS}: PPO needs the logging policy's action distribution, and the logs have "
+            f"neither {LOGITS} nor {records.LOG_PROBABILITY} (policy_info features: {sorted(info)})"
+        )
     if k == 2:  # p(other) = 1 - p(taken): the one logged number determines both
         return _log_prob_spec(), _two_action_logits
     return _log_prob_spec(), lambda parsed, action: _uniform_logits(parsed, action, k)
@@ -128,23 +135,26 @@ def _two_action_logits(parsed: dict, action: tf.Tensor) -> dict:
 def _uniform_logits(parsed: dict, action: tf.Tensor, k: int) -> dict:
     log_p = parsed["log_probability"]
     check = tf.debugging.assert_near(
-        log_p, tf.fill(tf.shape(log_p), -math.log(k)), atol=_UNIFORM_ATOL,
-        message=uniform_error(k))
+        log_p, tf.fill(tf.shape(log_p), -math.log(k)), atol=_UNIFORM_ATOL, message=uniform_error(k)
+    )
     with tf.control_dependencies([check]):
         logits = tf.zeros([tf.shape(log_p)[0], k], tf.float32)
     return {"dist_params": {"logits": logits}, "log_probability": tf.identity(log_p)}
 
 
 def uniform_error(k: int) -> str:
-    return (f"{LOGITS}: the logs hold only {records.LOG_PROBABILITY}, which determines a {k}-action "
-            f"distribution only for a uniform logging policy (log 1/{k} = {-math.log(k):.4f} at every step), "
-            f"and these logs are not uniform; log the logging policy's {LOGITS}")
+    return (
+        f"{LOGITS}: the logs hold only {records.LOG_PROBABILITY}, which determines a {k}-action "
+        f"distribution only for a uniform logging policy (log 1/{k} = {-math.log(k):.4f} at every step), "
+        f"and these logs are not uniform; log the logging policy's {LOGITS}"
+    )
 
 
 def check_uniform(file_pattern: str, k: int, max_episodes: int = 8) -> None:
     """Fails early, naming the feature, when the first episodes already rule out uniform logging
     (the input pipeline checks every step again)."""
     import numpy as np
+
     files = sorted(tf.io.gfile.glob(file_pattern))
     for record in tf.data.TFRecordDataset(files, compression_type="GZIP").take(max_episodes):
         steps = tf.train.SequenceExample.FromString(record.numpy()).feature_lists.feature_list
@@ -157,8 +167,10 @@ def _continuous_reader(info: dict[str, int], shape: tuple[int, ...]) -> tuple[di
     missing = [f for f in (LOC, SCALE) if f not in info]
     if missing:
         have = f"only {records.LOG_PROBABILITY}" if records.LOG_PROBABILITY in info else f"{sorted(info) or 'none'}"
-        raise ValueError(f"{missing[0]}: PPO rebuilds the logging policy's Normal(loc, scale) from {LOC} and "
-                         f"{SCALE}; the logs lack {', '.join(missing)} (policy_info features: {have})")
+        raise ValueError(
+            f"{missing[0]}: PPO rebuilds the logging policy's Normal(loc, scale) from {LOC} and "
+            f"{SCALE}; the logs lack {', '.join(missing)} (policy_info features: {have})"
+        )
     size = math.prod(shape)
     for f in (LOC, SCALE):
         if info[f] != size:
@@ -172,8 +184,10 @@ def _continuous_reader(info: dict[str, int], shape: tuple[int, ...]) -> tuple[di
         log_prob = parsed.get("log_probability")
         if log_prob is None:  # log N(a; loc, scale), summed over the action's dimensions
             z = (tf.cast(action, tf.float32) - params["loc"]) / params["scale"]
-            log_prob = tf.reduce_sum(-0.5 * tf.square(z) - tf.math.log(params["scale"]) - 0.5 * math.log(2 * math.pi),
-                                     axis=list(range(1, 1 + len(shape))))
+            log_prob = tf.reduce_sum(
+                -0.5 * tf.square(z) - tf.math.log(params["scale"]) - 0.5 * math.log(2 * math.pi),
+                axis=list(range(1, 1 + len(shape))),
+            )
         return {"dist_params": dict(params), "log_probability": log_prob}
 
     return spec, complete
@@ -181,14 +195,15 @@ def _continuous_reader(info: dict[str, int], shape: tuple[int, ...]) -> tuple[di
 
 # --- episodes -> windows ----------------------------------------------------------------------
 
+
 def episode_windows(episode: Trajectory, window_length: int) -> tuple[Trajectory, tf.Tensor]:
     """One episode [L, ...] -> (windows [W, T+1, ...], weights [W, T+1]); W = 0 when nothing trains."""
     t = window_length
     length = tf.shape(episode.reward)[0]
     truncated = episode.discount[-1] > 0.0
-    n = length - tf.cast(truncated, tf.int32)      # training rows
+    n = length - tf.cast(truncated, tf.int32)  # training rows
     num_windows = (n + t - 1) // t
-    total = num_windows * t + 1                     # rows the windows cover (incl. boundary/padding)
+    total = num_windows * t + 1  # rows the windows cover (incl. boundary/padding)
     pos = tf.range(total)
     # Row i < n is logged row i; the boundary and padding rows copy the last logged row.
     source = tf.minimum(pos, length - 1)
@@ -199,16 +214,24 @@ def episode_windows(episode: Trajectory, window_length: int) -> tuple[Trajectory
         step_type=tf.where(train, rows.step_type, last),
         next_step_type=tf.where(pos < n - 1, rows.next_step_type, last),
         reward=tf.where(train, rows.reward, 0.0),
-        discount=tf.where(train, rows.discount, 1.0))
+        discount=tf.where(train, rows.discount, 1.0),
+    )
     weights = tf.cast(train, tf.float32)
-    index = tf.range(num_windows)[:, None] * t + tf.range(t + 1)[None, :]   # [W, T+1], overlap 1
+    index = tf.range(num_windows)[:, None] * t + tf.range(t + 1)[None, :]  # [W, T+1], overlap 1
     take = lambda x: tf.gather(x, index)  # noqa: E731
     return tf.nest.map_structure(take, rows), take(weights)
 
 
-def windows_dataset(file_pattern: str, observation_spec: tf.TensorSpec, action_spec: tf.TensorSpec,
-                    info_spec: dict, complete_info: InfoFn, window_length: int) -> tf.data.Dataset:
+def windows_dataset(
+    file_pattern: str,
+    observation_spec: tf.TensorSpec,
+    action_spec: tf.TensorSpec,
+    info_spec: dict,
+    complete_info: InfoFn,
+    window_length: int,
+) -> tf.data.Dataset:
     """Unbatched windows: dict(experience=Trajectory [T+1, ...], weights=[T+1])."""
+
     def to_windows(episode: Trajectory) -> tf.data.Dataset:
         episode = episode._replace(policy_info=complete_info(episode.policy_info, episode.action))
         windows, weights = episode_windows(episode, window_length)
@@ -224,7 +247,8 @@ def count_windows(file_pattern: str, window_length: int) -> tuple[int, int, int]
 
     def parse(serialized: tf.Tensor) -> tf.Tensor:
         _, seq = tf.io.parse_single_sequence_example(
-            serialized, sequence_features={records.DISCOUNT: tf.io.FixedLenSequenceFeature([], tf.float32)})
+            serialized, sequence_features={records.DISCOUNT: tf.io.FixedLenSequenceFeature([], tf.float32)}
+        )
         discount = seq[records.DISCOUNT]
         n = tf.shape(discount)[0] - tf.cast(discount[-1] > 0.0, tf.int32)
         return tf.stack([1, n, (n + t - 1) // t])

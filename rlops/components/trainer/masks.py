@@ -10,13 +10,14 @@ it: the raw inputs are the features plus `action_mask`, in every signature (`act
 `serving_default`, `serving_masked`). A model trained with masks must be served with them, so
 forgetting the mask is an error from the signature rather than a masked action served.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 import tensorflow as tf
 
-MASK = "action_mask"        # the records' column and the exported input's name
+MASK = "action_mask"  # the records' column and the exported input's name
 OBSERVATION = "observation"  # what the agent scores, beside the mask
 
 

@@ -9,6 +9,7 @@ Trainer component, so TFX's Vertex AI training extension can run it on GPUs/TPUs
 `fn_args.custom_config["rlops_trainer"]` holds the TrainerConfig as a dict; the policy lands in
 `fn_args.serving_model_dir` (= <model>/Format-Serving) and logs in `fn_args.model_run_dir`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -21,8 +22,11 @@ def _examples_uri(train_files: list[str]) -> str | None:
     """TFX gives split file patterns (<examples>/Split-train/*); we want <examples>."""
     if not train_files:
         return None
-    split_dir = os.path.dirname(train_files[0].rstrip("*").rstrip("/")) if train_files[0].endswith("*") \
+    split_dir = (
+        os.path.dirname(train_files[0].rstrip("*").rstrip("/"))
+        if train_files[0].endswith("*")
         else os.path.dirname(train_files[0])
+    )
     return os.path.dirname(split_dir) if os.path.basename(split_dir).startswith("Split-") else split_dir
 
 
@@ -38,5 +42,10 @@ def run_fn(fn_args) -> None:
         # TFX's own budget (Trainer(train_args=...)) wins, so a runtime parameter can set it.
         config = dataclasses.replace(config, train_steps=int(fn_args.train_steps))
     model_uri = os.path.dirname(fn_args.serving_model_dir.rstrip("/"))
-    run_trainer(config, model_uri, fn_args.model_run_dir, examples_uri=_examples_uri(list(fn_args.train_files or [])),
-                base_model_uri=os.path.dirname(fn_args.base_model.rstrip("/")) if fn_args.base_model else None)
+    run_trainer(
+        config,
+        model_uri,
+        fn_args.model_run_dir,
+        examples_uri=_examples_uri(list(fn_args.train_files or [])),
+        base_model_uri=os.path.dirname(fn_args.base_model.rstrip("/")) if fn_args.base_model else None,
+    )

@@ -7,9 +7,21 @@ cannot be parsed becomes a Quarantined record with its source file, line/offset 
 bytes that cannot be read at all (so their records cannot be counted) become an Unreadable
 range, which fails the run.
 """
-from rlops.components.experience_gen.sources.base import (PARSE_ERROR, TRUNCATED, UNREADABLE, Block, FileRange,
-                                                          Quarantined, SourceError, Unreadable, match_files,
-                                                          numpy_block, plan_ranges, rows_block)
+
+from rlops.components.experience_gen.sources.base import (
+    PARSE_ERROR,
+    TRUNCATED,
+    UNREADABLE,
+    Block,
+    FileRange,
+    Quarantined,
+    SourceError,
+    Unreadable,
+    match_files,
+    numpy_block,
+    plan_ranges,
+    rows_block,
+)
 from rlops.components.experience_gen.sources.parquet import read_parquet
 from rlops.components.experience_gen.sources.peek import peek_schema
 from rlops.components.experience_gen.sources.text import read_csv, read_jsonl
@@ -17,5 +29,19 @@ from rlops.components.experience_gen.sources.tfrecord import read_tfrecord
 
 READERS = {"csv": read_csv, "jsonl": read_jsonl, "parquet": read_parquet, "tfrecord": read_tfrecord}
 
-__all__ = ["PARSE_ERROR", "TRUNCATED", "UNREADABLE", "Block", "FileRange", "Quarantined", "READERS", "SourceError",
-           "Unreadable", "match_files", "numpy_block", "peek_schema", "plan_ranges", "rows_block"]
+__all__ = [
+    "PARSE_ERROR",
+    "TRUNCATED",
+    "UNREADABLE",
+    "Block",
+    "FileRange",
+    "Quarantined",
+    "READERS",
+    "SourceError",
+    "Unreadable",
+    "match_files",
+    "numpy_block",
+    "peek_schema",
+    "plan_ranges",
+    "rows_block",
+]

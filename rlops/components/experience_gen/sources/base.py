@@ -1,4 +1,5 @@
 """Shared pieces of the readers: what a reader yields, work items, and file access."""
+
 from __future__ import annotations
 
 import base64
@@ -19,6 +20,7 @@ PAYLOAD_LIMIT = 1 << 16  # bytes of a bad record kept in the quarantine
 @dataclass
 class Quarantined:
     """A record that will not be written, with why and where it came from."""
+
     code: str
     message: str
     source_file: str
@@ -32,9 +34,18 @@ class Quarantined:
             text, encoding = payload.decode("utf-8"), "utf-8"
         except UnicodeDecodeError:
             text, encoding = base64.b64encode(payload).decode("ascii"), "base64"
-        return json.dumps({"reason": self.code, "message": self.message, "source_file": self.source_file,
-                           "line": self.line, "offset": self.offset, "payload": text,
-                           "payload_encoding": encoding, "payload_truncated": len(self.payload) > PAYLOAD_LIMIT})
+        return json.dumps(
+            {
+                "reason": self.code,
+                "message": self.message,
+                "source_file": self.source_file,
+                "line": self.line,
+                "offset": self.offset,
+                "payload": text,
+                "payload_encoding": encoding,
+                "payload_truncated": len(self.payload) > PAYLOAD_LIMIT,
+            }
+        )
 
 
 @dataclass
@@ -42,6 +53,7 @@ class Unreadable:
     """Bytes [start, end) of a file that could not be read (a torn row group, a corrupt TFRecord
     tail, a gzip stream cut short). How many records they held is unknown, so they cannot be
     quarantined one by one: the run fails and names the file and the byte range."""
+
     source_file: str
     start: int
     end: int  # -1: to the end of the file
@@ -54,8 +66,15 @@ class Unreadable:
     REASON = "unreadable_bytes"  # its entry in the quarantine files (not a record: not counted as one)
 
     def to_json(self) -> str:
-        return json.dumps({"reason": self.REASON, "source_file": self.source_file, "start": self.start,
-                           "end": self.end, "message": self.message})
+        return json.dumps(
+            {
+                "reason": self.REASON,
+                "source_file": self.source_file,
+                "start": self.start,
+                "end": self.end,
+                "message": self.message,
+            }
+        )
 
 
 class SourceError(ValueError):
@@ -67,6 +86,7 @@ class Block:
     """Parsed records from one place in one source. Rows index `columns`; `locate` / `payload`
     recover each row's line, byte offset and original bytes (only asked for bad rows, or for
     trajectory steps, which carry them to episode assembly)."""
+
     columns: dict[str, RawColumn]
     num_rows: int
     source_file: str
@@ -81,6 +101,7 @@ class Block:
 
 # --- work items -------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class FileRange:
     path: str
@@ -92,6 +113,7 @@ def match_files(pattern: str) -> list[tuple[str, int]]:
     """Files of a comma-separated pattern; every part must match something (a typo in one part
     would otherwise drop that data silently)."""
     from apache_beam.io.filesystems import FileSystems
+
     patterns = [p.strip() for p in pattern.split(",")]
     if not all(patterns):
         raise FileNotFoundError(f"source pattern {pattern!r} has an empty part")
@@ -105,6 +127,7 @@ def match_files(pattern: str) -> list[tuple[str, int]]:
 
 def _compression(path: str, source: FileSource) -> str:
     from apache_beam.io.filesystem import CompressionTypes
+
     if source.compression == "gzip":
         return CompressionTypes.GZIP
     if source.compression == "none":
@@ -115,6 +138,7 @@ def _compression(path: str, source: FileSource) -> str:
 def plan_ranges(files: list[tuple[str, int]], source: FileSource) -> list[FileRange]:
     """Uncompressed CSV/JSONL files are cut into `range_bytes` ranges; other files stay whole."""
     from apache_beam.io.filesystem import CompressionTypes
+
     out = []
     for path, size in files:
         plain = _compression(path, source) == CompressionTypes.UNCOMPRESSED
@@ -129,6 +153,7 @@ def plan_ranges(files: list[tuple[str, int]], source: FileSource) -> list[FileRa
 
 def open_file(path: str, source: FileSource) -> Any:
     from apache_beam.io.filesystems import FileSystems
+
     return FileSystems.open(path, compression_type=_compression(path, source))
 
 
@@ -143,13 +168,20 @@ def stream_cut_short(f: Any) -> bool:
 def is_read_error(e: BaseException) -> bool:
     """Errors that mean the bytes cannot be read (torn or corrupt compressed data, I/O)."""
     import zlib
+
     return isinstance(e, (OSError, EOFError, zlib.error))
 
 
 # --- blocks of rows without byte offsets ---------------------------------------------------------
 
-def row_block(columns: dict[str, RawColumn], num_rows: int, source_file: str, row0: int,
-              full: Callable[[], pa.Table] | None = None) -> Block:
+
+def row_block(
+    columns: dict[str, RawColumn],
+    num_rows: int,
+    source_file: str,
+    row0: int,
+    full: Callable[[], pa.Table] | None = None,
+) -> Block:
     """Rows with no byte offsets (Parquet, BigQuery, simulation); the payload is the row as JSON
     (all its columns when `full` can re-read them, once per block)."""
     whole: list[pa.Table] = []

@@ -1,4 +1,5 @@
 """Parquet reader: record batches of a row group at a time, columns read only if mapped."""
+
 from __future__ import annotations
 
 from typing import Iterator
@@ -6,7 +7,6 @@ from typing import Iterator
 from rlops.components.experience_gen.config import FileSource
 from rlops.components.experience_gen.layout import Layout
 from rlops.components.experience_gen.sources.base import Block, FileRange, Unreadable, open_file, row_block
-
 
 PARQUET_BATCH_ROWS = 32_768
 
@@ -49,8 +49,12 @@ def read_parquet(rng: FileRange, source: FileSource, layout: Layout) -> Iterator
                     start += batch.num_rows
             except Exception as e:  # noqa: BLE001 - a corrupt row group: its rows are lost, fail the run
                 lo, hi = _row_group_bytes(pf.metadata, g)
-                yield Unreadable(path, lo, hi, f"parquet: cannot read row group {g} (rows {row0 + start + 1}-"
-                                               f"{row0 + group_rows}): {e}")
+                yield Unreadable(
+                    path,
+                    lo,
+                    hi,
+                    f"parquet: cannot read row group {g} (rows {row0 + start + 1}-{row0 + group_rows}): {e}",
+                )
             row0 += group_rows
     finally:
         f.close()

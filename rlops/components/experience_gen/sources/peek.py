@@ -1,4 +1,5 @@
 """Schema peek at pipeline construction: column names and list widths from a file's start."""
+
 from __future__ import annotations
 
 import json
@@ -20,6 +21,7 @@ def peek_schema(path: str, source: FileSource) -> SourceSchema:
     with open_file(path, source) as f:
         if fmt == "parquet":
             import pyarrow.parquet as pq
+
             pf = pq.ParquetFile(f)
             first = next(pf.iter_batches(batch_size=PEEK_ROWS), None)
             return _schema(tuple(pf.schema_arrow.names), first.to_pylist() if first is not None else [])
@@ -35,14 +37,19 @@ def peek_schema(path: str, source: FileSource) -> SourceSchema:
                     break
         elif fmt == "tfrecord":
             import tensorflow as tf
+
             for _, _, data, problem in iter_tfrecords(f):
                 try:
                     ex = tf.train.Example.FromString(data) if not problem else None
                 except Exception:  # noqa: BLE001 - keep looking for readable records
                     continue
                 if ex is not None:
-                    rows.append({k: list(getattr(v, v.WhichOneof("kind")).value) if v.WhichOneof("kind") else []
-                                 for k, v in ex.features.feature.items()})
+                    rows.append(
+                        {
+                            k: list(getattr(v, v.WhichOneof("kind")).value) if v.WhichOneof("kind") else []
+                            for k, v in ex.features.feature.items()
+                        }
+                    )
                 if len(rows) >= PEEK_ROWS:
                     break
         else:

@@ -5,6 +5,7 @@ small, and those few hundred lines go through Python one by one; so a bad line i
 with its exact line number and byte offset while the rest of its chunk stays on the fast path.
 Uncompressed files are cut into byte ranges; a range owns the lines that start inside it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -21,8 +22,17 @@ from rlops.components.experience_gen import json_paths
 from rlops.components.experience_gen.config import FileSource
 from rlops.components.experience_gen.convert import RawColumn
 from rlops.components.experience_gen.layout import BOOL, FLOAT, INT, STRING, TIMESTAMP, Layout
-from rlops.components.experience_gen.sources.base import (PARSE_ERROR, Block, FileRange, Quarantined, SourceError,
-                                                          Unreadable, is_read_error, open_file, stream_cut_short)
+from rlops.components.experience_gen.sources.base import (
+    PARSE_ERROR,
+    Block,
+    FileRange,
+    Quarantined,
+    SourceError,
+    Unreadable,
+    is_read_error,
+    open_file,
+    stream_cut_short,
+)
 
 HEADER_LIMIT = 1 << 20  # a header line longer than this is not a header (e.g. a CR-only file)
 
@@ -38,19 +48,24 @@ def csv_header(path: str, source: FileSource) -> list[str]:
             raw = f.readline()
     first = raw.rstrip(b"\r\n")
     if b"\r" in first:
-        raise SourceError(f"{path}: the header line contains a bare carriage return: the file uses CR-only "
-                          "(classic Mac) line endings; convert it to LF or CRLF line endings")
+        raise SourceError(
+            f"{path}: the header line contains a bare carriage return: the file uses CR-only "
+            "(classic Mac) line endings; convert it to LF or CRLF line endings"
+        )
     if len(raw) >= HEADER_LIMIT and not raw.endswith(b"\n"):
         raise SourceError(f"{path}: no line break in the first {HEADER_LIMIT} bytes: not a CSV file with a header")
     try:
         text = first.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise SourceError(f"{path}: the header line is not UTF-8 ({e.reason} at byte {e.start}); re-encode the "
-                          "file as UTF-8 or name the columns in csv_column_names") from None
+        raise SourceError(
+            f"{path}: the header line is not UTF-8 ({e.reason} at byte {e.start}); re-encode the "
+            "file as UTF-8 or name the columns in csv_column_names"
+        ) from None
     return next(csv.reader([text], delimiter=source.csv_delimiter), [])
 
 
 # --- text files: line-aligned chunks of a byte range ------------------------------------------
+
 
 @dataclass
 class _Chunk:
@@ -79,11 +94,10 @@ class _Chunk:
         if lo == 0 and hi >= self.num_lines:
             return self.data
         s = self.line_starts
-        return self.data[s[lo]:s[hi] if hi < len(s) else len(self.data)]
+        return self.data[s[lo] : s[hi] if hi < len(s) else len(self.data)]
 
 
-def _text_chunks(path: str, rng: FileRange, source: FileSource,
-                 skip_header: bool) -> Iterator[_Chunk | Unreadable]:
+def _text_chunks(path: str, rng: FileRange, source: FileSource, skip_header: bool) -> Iterator[_Chunk | Unreadable]:
     """Chunks of whole lines; an Unreadable for bytes that cannot be read (then stops)."""
     pos = rng.start
     try:
@@ -94,8 +108,9 @@ def _text_chunks(path: str, rng: FileRange, source: FileSource,
         yield Unreadable(path, pos, rng.end, f"cannot read the file: {type(e).__name__}: {e}")
 
 
-def _text_chunks_unchecked(path: str, rng: FileRange, source: FileSource,
-                           skip_header: bool) -> Iterator[_Chunk | Unreadable]:
+def _text_chunks_unchecked(
+    path: str, rng: FileRange, source: FileSource, skip_header: bool
+) -> Iterator[_Chunk | Unreadable]:
     f = open_file(path, source)
     try:
         pos = 0
@@ -116,14 +131,20 @@ def _text_chunks_unchecked(path: str, rng: FileRange, source: FileSource,
                 if not cache:
                     cache.append(known_lines + 1 if known_lines is not None else _count_lines(path, source, offset) + 1)
                 return cache[0]
+
             return first_line
 
         leftover = b""
         while end is None or pos < end:
             more = f.read(source.block_bytes)
             if not more and stream_cut_short(f):
-                yield Unreadable(path, pos, -1, f"compressed stream cut short: decompressed bytes from {pos} (the "
-                                                "torn line and everything after it) are lost")
+                yield Unreadable(
+                    path,
+                    pos,
+                    -1,
+                    f"compressed stream cut short: decompressed bytes from {pos} (the "
+                    "torn line and everything after it) are lost",
+                )
                 return
             buf = leftover + more
             if not buf:
@@ -139,7 +160,7 @@ def _text_chunks_unchecked(path: str, rng: FileRange, source: FileSource,
             if end is not None and pos + len(data) > end:  # stop at the first line starting >= end
                 k = data.find(b"\n", end - pos - 1)
                 if k != -1:
-                    data = data[:k + 1]
+                    data = data[: k + 1]
             chunk = _Chunk(data, pos, counter(pos, lines_before if known else None))
             if known:
                 lines_before += data.count(b"\n")
@@ -172,6 +193,7 @@ def no_heap_scan() -> Iterator[None]:
     block. It works around a CPython bug (bpo-42248) whose cost is one frame cycle for the
     garbage collector; skip the scan for our calls."""
     import pyarrow.lib
+
     before = getattr(pyarrow.lib, "have_signal_refcycle", None)
     if before:
         pyarrow.lib.have_signal_refcycle = False
@@ -182,8 +204,9 @@ def no_heap_scan() -> Iterator[None]:
             pyarrow.lib.have_signal_refcycle = before
 
 
-def _text_block(chunk: _Chunk, path: str, columns: dict[str, RawColumn], rows_to_lines: np.ndarray | None,
-                num_rows: int, text: bool) -> Block:
+def _text_block(
+    chunk: _Chunk, path: str, columns: dict[str, RawColumn], rows_to_lines: np.ndarray | None, num_rows: int, text: bool
+) -> Block:
     def locate(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         li = rows if rows_to_lines is None else rows_to_lines[rows]
         return chunk.first_line() + li, chunk.offset + chunk.line_starts[li]
@@ -195,8 +218,9 @@ def _text_block(chunk: _Chunk, path: str, columns: dict[str, RawColumn], rows_to
 
 
 def _bad_line(chunk: _Chunk, path: str, i: int, code: str, message: str) -> Quarantined:
-    return Quarantined(code, message, path, chunk.first_line() + i, chunk.offset + int(chunk.line_starts[i]),
-                       chunk.line(i))
+    return Quarantined(
+        code, message, path, chunk.first_line() + i, chunk.offset + int(chunk.line_starts[i]), chunk.line(i)
+    )
 
 
 def _bad_line_or_cr(chunk: _Chunk, path: str, i: int, message: str) -> Quarantined | Unreadable:
@@ -204,9 +228,13 @@ def _bad_line_or_cr(chunk: _Chunk, path: str, i: int, message: str) -> Quarantin
     is many records joined by CR-only line endings, which cannot be counted (so the run fails)."""
     if b"\r" in chunk.line(i):
         start = chunk.offset + int(chunk.line_starts[i])
-        return Unreadable(path, start, start + len(chunk.lines(i, i + 1)),
-                          f"line {chunk.first_line() + i} holds bare carriage returns (CR-only line endings?); "
-                          "convert the file to LF or CRLF line endings")
+        return Unreadable(
+            path,
+            start,
+            start + len(chunk.lines(i, i + 1)),
+            f"line {chunk.first_line() + i} holds bare carriage returns (CR-only line endings?); "
+            "convert the file to LF or CRLF line endings",
+        )
     return _bad_line(chunk, path, i, PARSE_ERROR, message)
 
 
@@ -237,8 +265,9 @@ FastParse = Callable[[bytes], "dict[str, RawColumn] | None"]  # whole lines -> c
 SlowParse = Callable[[_Chunk, int, int], Iterator["Block | Quarantined"]]
 
 
-def _parse_chunk(chunk: _Chunk, path: str, fast: FastParse, slow: SlowParse, text: bool,
-                 lo: int = 0, hi: int | None = None) -> Iterator[Block | Quarantined]:
+def _parse_chunk(
+    chunk: _Chunk, path: str, fast: FastParse, slow: SlowParse, text: bool, lo: int = 0, hi: int | None = None
+) -> Iterator[Block | Quarantined]:
     """Lines [lo, hi) of a chunk: one fast (Arrow) parse when it succeeds; else bisect, so a few bad
     lines cost a few extra fast parses plus Python over a few hundred lines, not the whole chunk."""
     whole = hi is None
@@ -272,10 +301,13 @@ def read_csv(rng: FileRange, source: FileSource, layout: Layout) -> Iterator[Blo
         return
     wanted = [c for c in layout.columns if c in header]
     types = {c: t for c, t in _column_types(layout).items() if c in wanted and t is not None}
-    options = dict(read_options=pcsv.ReadOptions(column_names=header),
-                   parse_options=pcsv.ParseOptions(delimiter=source.csv_delimiter, newlines_in_values=False),
-                   convert_options=pcsv.ConvertOptions(column_types=types, include_columns=wanted,
-                                                       null_values=[""], strings_can_be_null=True))
+    options = dict(
+        read_options=pcsv.ReadOptions(column_names=header),
+        parse_options=pcsv.ParseOptions(delimiter=source.csv_delimiter, newlines_in_values=False),
+        convert_options=pcsv.ConvertOptions(
+            column_types=types, include_columns=wanted, null_values=[""], strings_can_be_null=True
+        ),
+    )
 
     def fast(data: bytes) -> dict[str, RawColumn] | None:
         if not wanted:  # none of the mapped columns in this file: every row is missing them
@@ -298,8 +330,9 @@ def read_csv(rng: FileRange, source: FileSource, layout: Layout) -> Iterator[Blo
             yield from _parse_chunk(chunk, rng.path, fast, slow, text=True)
 
 
-def _csv_slow(chunk: _Chunk, path: str, header: list[str], wanted: list[str], source: FileSource,
-              lo: int, hi: int) -> Iterator[Block | Quarantined | Unreadable]:
+def _csv_slow(
+    chunk: _Chunk, path: str, header: list[str], wanted: list[str], source: FileSource, lo: int, hi: int
+) -> Iterator[Block | Quarantined | Unreadable]:
     """Line by line: each malformed line is quarantined, the rest form one block."""
     index = {c: header.index(c) for c in wanted}
     values: dict[str, list] = {c: [] for c in wanted}
@@ -335,9 +368,11 @@ def read_jsonl(rng: FileRange, source: FileSource, layout: Layout) -> Iterator[B
 
     def fast(data: bytes) -> dict[str, RawColumn] | None:
         try:
-            table = pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(block_size=len(data) + 1),
-                                 parse_options=pj.ParseOptions(explicit_schema=schema,
-                                                               unexpected_field_behavior=behavior))
+            table = pj.read_json(
+                pa.BufferReader(data),
+                read_options=pj.ReadOptions(block_size=len(data) + 1),
+                parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior=behavior),
+            )
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
             return None
         names = set(table.column_names)
@@ -354,12 +389,15 @@ def read_jsonl(rng: FileRange, source: FileSource, layout: Layout) -> Iterator[B
 
 
 def _is_list_field(layout: Layout, column: str) -> bool:
-    return any(len(f.columns) == 1 and f.columns[0] == column and ((f.width or 1) > 1 or f.multivalent)
-               for f in layout.all_fields)
+    return any(
+        len(f.columns) == 1 and f.columns[0] == column and ((f.width or 1) > 1 or f.multivalent)
+        for f in layout.all_fields
+    )
 
 
-def _jsonl_slow(chunk: _Chunk, path: str, wanted: list[str], lo: int,
-                hi: int) -> Iterator[Block | Quarantined | Unreadable]:
+def _jsonl_slow(
+    chunk: _Chunk, path: str, wanted: list[str], lo: int, hi: int
+) -> Iterator[Block | Quarantined | Unreadable]:
     values: dict[str, list] = {c: [] for c in wanted}
     rows_to_lines = []
     for i in range(lo, hi):

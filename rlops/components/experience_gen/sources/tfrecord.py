@@ -1,4 +1,5 @@
 """TFRecord(tf.Example) reader: framing checked record by record, decoding in batches."""
+
 from __future__ import annotations
 
 import struct
@@ -9,8 +10,16 @@ import numpy as np
 from rlops.components.experience_gen.config import FileSource
 from rlops.components.experience_gen.convert import RawColumn
 from rlops.components.experience_gen.layout import Layout
-from rlops.components.experience_gen.sources.base import (PARSE_ERROR, PAYLOAD_LIMIT, Block, FileRange, Quarantined,
-                                                          Unreadable, open_file, stream_cut_short)
+from rlops.components.experience_gen.sources.base import (
+    PARSE_ERROR,
+    PAYLOAD_LIMIT,
+    Block,
+    FileRange,
+    Quarantined,
+    Unreadable,
+    open_file,
+    stream_cut_short,
+)
 
 CHECKSUM_MISMATCH = "data checksum mismatch"  # framing intact: one bad record, the rest still readable
 
@@ -18,6 +27,7 @@ CHECKSUM_MISMATCH = "data checksum mismatch"  # framing intact: one bad record, 
 def iter_tfrecords(f: Any) -> Iterator[tuple[int, int, bytes | None, str]]:
     """(record number, byte offset, data or None, problem) per TFRecord; stops after a framing error."""
     from rlops.components.experience_gen.sinks import crc32c, mask_crc
+
     offset, number = 0, 0
     while True:
         header = f.read(12)
@@ -34,8 +44,12 @@ def iter_tfrecords(f: Any) -> Iterator[tuple[int, int, bytes | None, str]]:
             return
         body = f.read(length + 4)
         if len(body) < length + 4:
-            yield number, offset, header + body, (f"truncated record at offset {offset} "
-                                                  f"({len(body)} of {length + 4} bytes)")
+            yield (
+                number,
+                offset,
+                header + body,
+                (f"truncated record at offset {offset} ({len(body)} of {length + 4} bytes)"),
+            )
             return
         data = body[:length]
         if int(mask_crc(np.array([crc32c(data)], np.uint32))[0]) != struct.unpack("<I", body[length:])[0]:
@@ -45,8 +59,9 @@ def iter_tfrecords(f: Any) -> Iterator[tuple[int, int, bytes | None, str]]:
         offset += 12 + length + 4
 
 
-def read_tfrecord(rng: FileRange, source: FileSource, layout: Layout,
-                  batch_size: int = 4096) -> Iterator[Block | Quarantined | Unreadable]:
+def read_tfrecord(
+    rng: FileRange, source: FileSource, layout: Layout, batch_size: int = 4096
+) -> Iterator[Block | Quarantined | Unreadable]:
     """A record whose framing is intact but whose data is bad is quarantined; torn framing (a cut or
     corrupt tail) hides how many records follow, so those bytes are Unreadable and the run fails."""
     path = rng.path
@@ -72,8 +87,12 @@ def read_tfrecord(rng: FileRange, source: FileSource, layout: Layout,
             next_offset = offset + 16 + len(data or b"")
         else:
             if stream_cut_short(f):
-                yield Unreadable(path, next_offset, -1, f"tfrecord: compressed stream cut short after record "
-                                                        f"{number} (decompressed offset {next_offset})")
+                yield Unreadable(
+                    path,
+                    next_offset,
+                    -1,
+                    f"tfrecord: compressed stream cut short after record {number} (decompressed offset {next_offset})",
+                )
     except Exception as e:  # noqa: BLE001 - e.g. corrupt compressed data
         yield Unreadable(path, next_offset, -1, f"tfrecord: cannot read past record {number}: {e}")
     finally:
@@ -97,8 +116,9 @@ def _example_block(batch: list[tuple[int, int, bytes]], path: str, layout: Layou
     except RuntimeError:  # an unparseable example or a feature whose type varies: go one by one
         columns, keep, bad = _examples_py(payloads, wanted)
         for i, message in bad:
-            yield Quarantined(PARSE_ERROR, f"tf.Example: {message}", path, int(numbers[i]), int(offsets[i]),
-                              payloads[i])
+            yield Quarantined(
+                PARSE_ERROR, f"tf.Example: {message}", path, int(numbers[i]), int(offsets[i]), payloads[i]
+            )
         if not len(keep):
             return
 
@@ -110,6 +130,7 @@ def _example_block(batch: list[tuple[int, int, bytes]], path: str, layout: Layou
 
 def _examples_py(payloads: list[bytes], wanted: list[str]) -> tuple[dict[str, list], np.ndarray, list]:
     import tensorflow as tf
+
     values: dict[str, list] = {c: [] for c in wanted}
     keep, bad = [], []
     for i, data in enumerate(payloads):

@@ -29,6 +29,7 @@ Cloud Storage is a local directory: every `gs://BUCKET/PATH` in the job and in t
 values reads and writes <root>/gcs/BUCKET/PATH (`local_path` maps one). Not emulated: caching
 (every task runs), Vertex's own container (GPU/CPU limits are read, not enforced), ParallelFor.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -47,6 +48,11 @@ TERMINAL = ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELLED")
 _PLACEHOLDER = re.compile(r"\{\{\$(?P<path>[^}]*)\}\}")
 
 
+# What the rlops image's Dockerfile sets with ENV: TFX's own launcher (which steps without a
+# system.Metrics output run) starts no rlops code before TFX, so the image's Keras mode matters.
+IMAGE_ENV = {"TF_USE_LEGACY_KERAS": "0"}
+
+
 class EmulatorError(RuntimeError):
     """The job uses something the emulator (or Vertex) cannot run; the message names the task."""
 
@@ -55,10 +61,10 @@ class EmulatorError(RuntimeError):
 class TaskRun:
     name: str
     state: str = "PENDING"
-    outputs: dict = field(default_factory=dict)             # output key -> [runtime artifact dicts]
-    output_parameters: dict = field(default_factory=dict)   # output key -> value
+    outputs: dict = field(default_factory=dict)  # output key -> [runtime artifact dicts]
+    output_parameters: dict = field(default_factory=dict)  # output key -> value
     executor_input: dict | None = None
-    argv: list = field(default_factory=list)                # the command line it ran
+    argv: list = field(default_factory=list)  # the command line it ran
     log_path: str | None = None
     wall_s: float = 0.0
     error: str = ""
@@ -68,7 +74,7 @@ class TaskRun:
 class PipelineRun:
     job_id: str
     state: str
-    tasks: dict                  # task path ('condition-1/pusher' inside a group) -> TaskRun
+    tasks: dict  # task path ('condition-1/pusher' inside a group) -> TaskRun
     wall_s: float
 
     def task(self, suffix: str) -> TaskRun:
@@ -84,13 +90,14 @@ class PipelineRun:
 
 
 def _hash_id(text: str) -> str:
-    return str(int(hashlib.sha256(text.encode()).hexdigest(), 16) % (10 ** 19))
+    return str(int(hashlib.sha256(text.encode()).hexdigest(), 16) % (10**19))
 
 
 def schema_title(artifact_type: Mapping[str, Any]) -> str:
     if "schemaTitle" in artifact_type:
         return artifact_type["schemaTitle"]
     import yaml
+
     return (yaml.safe_load(artifact_type.get("instanceSchema") or "") or {}).get("title", "system.Artifact")
 
 
@@ -106,7 +113,7 @@ def _typed_value(value: Any, kind: str) -> dict:
 def _plain_value(value: Any) -> Any:
     """A runtimeValue constant / runtimeConfig parameter in either schema -> a Python value."""
     if isinstance(value, dict) and len(value) == 1:
-        (kind, v), = value.items()
+        ((kind, v),) = value.items()
         if kind == "intValue":
             return int(v)
         if kind == "doubleValue":
@@ -131,15 +138,23 @@ class MetadataStore:
             json.dump(self.artifacts, f, indent=1)
 
     def record(self, pipeline: str, artifact: dict) -> dict:
-        entry = {"name": artifact["name"], "pipeline": pipeline, "schema_title": schema_title(artifact["type"]),
-                 "uri": artifact.get("uri", ""), "metadata": artifact.get("metadata", {}), "state": "LIVE",
-                 "create_time": len(self.artifacts), "type": artifact["type"]}
+        entry = {
+            "name": artifact["name"],
+            "pipeline": pipeline,
+            "schema_title": schema_title(artifact["type"]),
+            "uri": artifact.get("uri", ""),
+            "metadata": artifact.get("metadata", {}),
+            "state": "LIVE",
+            "create_time": len(self.artifacts),
+            "type": artifact["type"],
+        }
         self.artifacts.append(entry)
         self.save()
         return entry
 
     def query(self, pipeline: str, clauses: list[tuple[str, str]]) -> list[dict]:
         """Artifacts of `pipeline` matching every (field, value) clause, newest first."""
+
         def matches(a: dict, key: str, value: str) -> bool:
             if key == "schema_title":
                 return a["schema_title"] == value
@@ -156,6 +171,7 @@ class MetadataStore:
             if m.group(2) == "bool_value":
                 return got is (value == "true")
             return got == value
+
         hits = [a for a in self.artifacts if a["pipeline"] == pipeline and all(matches(a, k, v) for k, v in clauses)]
         return sorted(hits, key=lambda a: -a["create_time"])
 
@@ -164,8 +180,13 @@ class VertexEmulator:
     """Executes compiled PipelineJobs (TFX KubeflowV2DagRunner JSON, or kfp 2.x pipeline YAML
     loaded as a dict) with Vertex AI's executor inputs, artifact names and resolver queries."""
 
-    def __init__(self, root: str, env: Mapping[str, str] | None = None, timeout_s: float = 900,
-                 on_state: Callable[[str, str], None] | None = None):
+    def __init__(
+        self,
+        root: str,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float = 900,
+        on_state: Callable[[str, str], None] | None = None,
+    ):
         self.root = os.path.abspath(root)
         os.makedirs(self.root, exist_ok=True)
         self.store = MetadataStore(os.path.join(self.root, "metadata.json"))
@@ -178,7 +199,12 @@ class VertexEmulator:
             with open(path, "w") as f:
                 f.write(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
             os.chmod(path, 0o755)
-        self.env = {**os.environ, **(env or {}), "PATH": self._bin + os.pathsep + os.environ.get("PATH", "")}
+        self.env = {
+            **os.environ,
+            **IMAGE_ENV,
+            **(env or {}),
+            "PATH": self._bin + os.pathsep + os.environ.get("PATH", ""),
+        }
         self._runs = len([d for d in os.listdir(self.root) if d.startswith("logs-")])
 
     # --- Cloud Storage -----------------------------------------------------------------------
@@ -189,31 +215,47 @@ class VertexEmulator:
         return json.loads(json.dumps(obj).replace("gs://", os.path.join(self.root, "gcs") + "/"))
 
     # --- runs ---------------------------------------------------------------------------------
-    def run(self, job: Mapping[str, Any], parameter_values: Mapping[str, Any] | None = None,
-            pipeline_root: str | None = None, job_id: str | None = None,
-            schedule_time: str | None = None) -> PipelineRun:
+    def run(
+        self,
+        job: Mapping[str, Any],
+        parameter_values: Mapping[str, Any] | None = None,
+        pipeline_root: str | None = None,
+        job_id: str | None = None,
+        schedule_time: str | None = None,
+    ) -> PipelineRun:
         """Runs `job` to the end. schedule_time (RFC 3339, e.g. 2026-11-24T02:00:00Z): what a
         schedule's run sees as {{$.pipeline_job_schedule_time_utc}} (default: now, as for a run
         created by hand, whose create time Vertex fills in)."""
         job = self._localize(dict(job))
         spec = job.get("pipelineSpec", job)
         runtime = job.get("runtimeConfig", {})
-        root = self._localize(pipeline_root) if pipeline_root else runtime.get("gcsOutputDirectory") or \
-            spec.get("defaultPipelineRoot")
+        root = (
+            self._localize(pipeline_root)
+            if pipeline_root
+            else runtime.get("gcsOutputDirectory") or spec.get("defaultPipelineRoot")
+        )
         if not root:
             raise EmulatorError("pipeline root: the job has no runtimeConfig.gcsOutputDirectory; pass pipeline_root")
         self._runs += 1
         name = spec["pipelineInfo"]["name"]
         job_id = job_id or f"{name}-{time.strftime('%Y%m%d%H%M%S')}-{self._runs}"
         params = self._pipeline_parameters(spec, runtime, self._localize(dict(parameter_values or {})))
-        ctx = {"spec": spec, "root": root, "job_id": job_id, "pipeline": name,
-               "schema": spec.get("schemaVersion", "2.1.0"), "logs": os.path.join(self.root, f"logs-{job_id}"),
-               "tasks": {}, "time": schedule_time or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        ctx = {
+            "spec": spec,
+            "root": root,
+            "job_id": job_id,
+            "pipeline": name,
+            "schema": spec.get("schemaVersion", "2.1.0"),
+            "logs": os.path.join(self.root, f"logs-{job_id}"),
+            "tasks": {},
+            "time": schedule_time or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
         os.makedirs(ctx["logs"], exist_ok=True)
         start = time.time()
         ok = self._run_dag(ctx, spec["root"], "", params, {})
-        return PipelineRun(job_id=job_id, state="SUCCEEDED" if ok else "FAILED", tasks=ctx["tasks"],
-                           wall_s=time.time() - start)
+        return PipelineRun(
+            job_id=job_id, state="SUCCEEDED" if ok else "FAILED", tasks=ctx["tasks"], wall_s=time.time() - start
+        )
 
     def _pipeline_parameters(self, spec: dict, runtime: dict, given: dict) -> dict:
         defined = spec["root"].get("inputDefinitions", {}).get("parameters", {})
@@ -222,7 +264,9 @@ class VertexEmulator:
         values.update(runtime.get("parameterValues", {}))
         unknown = sorted(set(given) - set(defined))
         if unknown:
-            raise EmulatorError(f"parameter '{unknown[0]}': not a pipeline parameter; known: {', '.join(sorted(defined))}")
+            raise EmulatorError(
+                f"parameter '{unknown[0]}': not a pipeline parameter; known: {', '.join(sorted(defined))}"
+            )
         values.update(given)
         missing = sorted(k for k, d in defined.items() if k not in values and not d.get("isOptional"))
         if missing:
@@ -236,11 +280,14 @@ class VertexEmulator:
             wanted = set(task.get("dependentTasks", []))
             for kind in ("artifacts", "parameters"):
                 for spec in task.get("inputs", {}).get(kind, {}).values():
-                    producer = (spec.get("taskOutputArtifact") or spec.get("taskOutputParameter") or {}).get("producerTask")
+                    producer = (spec.get("taskOutputArtifact") or spec.get("taskOutputParameter") or {}).get(
+                        "producerTask"
+                    )
                     if producer:
                         wanted.add(producer)
             deps[name] = wanted & set(tasks)
-        order, done = [], set()
+        order: list[str] = []
+        done: set[str] = set()
         while len(order) < len(tasks):
             ready = sorted(n for n in tasks if n not in done and deps[n] <= done)
             if not ready:
@@ -301,7 +348,9 @@ class VertexEmulator:
         run.state = state
         self.on_state(run.name, state)
 
-    def _task_inputs(self, ctx: dict, task: dict, params: dict, artifacts: dict, runs: dict, path: str) -> tuple[dict, dict]:
+    def _task_inputs(
+        self, ctx: dict, task: dict, params: dict, artifacts: dict, runs: dict, path: str
+    ) -> tuple[dict, dict]:
         in_params, in_artifacts = {}, {}
         for key, spec in task.get("inputs", {}).get("parameters", {}).items():
             if "runtimeValue" in spec:
@@ -313,12 +362,15 @@ class VertexEmulator:
             elif "taskFinalStatus" in spec:  # an exit task: how the group it guards ended
                 producer = runs[spec["taskFinalStatus"]["producerTask"]]
                 failed = [t for t in ctx["tasks"].values() if t.state == "FAILED" and t.error]
-                in_params[key] = {"state": "SUCCEEDED" if producer.state == "SUCCEEDED" else "FAILED",
-                                  "pipelineJobResourceName": f"projects/{PROJECT_NUMBER}/locations/{LOCATION}/"
-                                                             f"pipelineJobs/{ctx['job_id']}",
-                                  "pipelineTaskName": producer.name,
-                                  "error": {"code": 9, "message": f"task {failed[0].name} failed"} if failed and
-                                  producer.state != "SUCCEEDED" else {}}
+                in_params[key] = {
+                    "state": "SUCCEEDED" if producer.state == "SUCCEEDED" else "FAILED",
+                    "pipelineJobResourceName": f"projects/{PROJECT_NUMBER}/locations/{LOCATION}/"
+                    f"pipelineJobs/{ctx['job_id']}",
+                    "pipelineTaskName": producer.name,
+                    "error": {"code": 9, "message": f"task {failed[0].name} failed"}
+                    if failed and producer.state != "SUCCEEDED"
+                    else {},
+                }
             elif "taskOutputParameter" in spec:
                 src = spec["taskOutputParameter"]
                 producer = runs[src["producerTask"]]
@@ -338,23 +390,26 @@ class VertexEmulator:
                 in_artifacts[key] = found
         for key, value in in_params.items():  # job-level placeholders Vertex fills into parameter values
             if isinstance(value, str) and "{{$.pipeline_job" in value:
-                in_params[key] = value.replace("{{$.pipeline_job_schedule_time_utc}}", ctx["time"]).replace(
-                    "{{$.pipeline_job_create_time_utc}}", ctx["time"]).replace("{{$.pipeline_job_name}}", ctx["job_id"])
+                in_params[key] = (
+                    value.replace("{{$.pipeline_job_schedule_time_utc}}", ctx["time"])
+                    .replace("{{$.pipeline_job_create_time_utc}}", ctx["time"])
+                    .replace("{{$.pipeline_job_name}}", ctx["job_id"])
+                )
         return in_params, in_artifacts
 
     @staticmethod
     def _condition(expression: str, values: dict) -> bool:
         """A kfp trigger condition (CEL: inputs.parameter_values['x'] == true, &&, ||, !)."""
-        text = re.sub(r"inputs\.parameter_values\['([^']+)'\]",
-                      lambda m: repr(values.get(m.group(1))), expression)
+        text = re.sub(r"inputs\.parameter_values\['([^']+)'\]", lambda m: repr(values.get(m.group(1))), expression)
         text = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", text))
         text = text.replace("&&", " and ").replace("||", " or ").replace("!=", "<>").replace("!", " not ")
         text = text.replace("<>", "!=")
         return bool(eval(text, {"__builtins__": {}, "int": int, "float": float, "str": str}))  # noqa: S307
 
     # --- executors ----------------------------------------------------------------------------
-    def _run_executor(self, ctx: dict, task: dict, component: dict, run: TaskRun, params: dict,
-                      artifacts: dict) -> bool:
+    def _run_executor(
+        self, ctx: dict, task: dict, component: dict, run: TaskRun, params: dict, artifacts: dict
+    ) -> bool:
         executor = ctx["spec"]["deploymentSpec"]["executors"][component["executorLabel"]]
         if "resolver" in executor:
             return self._resolve(ctx, executor["resolver"], component, run, artifacts)
@@ -362,17 +417,24 @@ class VertexEmulator:
             return self._import(ctx, executor["importer"], component, run, params)
         if "container" not in executor:
             raise EmulatorError(f"{run.name}: executor kind {sorted(executor)} is not emulated")
-        task_dir = os.path.join(ctx["root"], PROJECT_NUMBER, ctx["job_id"],
-                                f"{task['taskInfo']['name']}_{_hash_id(ctx['job_id'] + run.name)[:10]}")
+        task_dir = os.path.join(
+            ctx["root"],
+            PROJECT_NUMBER,
+            ctx["job_id"],
+            f"{task['taskInfo']['name']}_{_hash_id(ctx['job_id'] + run.name)[:10]}",
+        )
         executor_input = self._executor_input(ctx, component, task_dir, run, params, artifacts)
         run.executor_input = executor_input
         c = executor["container"]
-        argv = run.argv = [self._fill(a, executor_input, ctx, run) for a in list(c.get("command", [])) + list(c.get("args", []))]
+        argv = run.argv = [
+            self._fill(a, executor_input, ctx, run) for a in list(c.get("command", [])) + list(c.get("args", []))
+        ]
         run.log_path = os.path.join(ctx["logs"], run.name.replace("/", "__") + ".log")
         start = time.time()
         with open(run.log_path, "w") as log:
-            proc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=self.root,
-                                  timeout=self.timeout_s)
+            proc = subprocess.run(
+                argv, stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=self.root, timeout=self.timeout_s
+            )
         run.wall_s = time.time() - start
         if proc.returncode != 0:
             with open(run.log_path) as f:
@@ -381,24 +443,38 @@ class VertexEmulator:
         self._collect(ctx, run, executor_input)
         return True
 
-    def _executor_input(self, ctx: dict, component: dict, task_dir: str, run: TaskRun, params: dict,
-                        artifacts: dict) -> dict:
+    def _executor_input(
+        self, ctx: dict, component: dict, task_dir: str, run: TaskRun, params: dict, artifacts: dict
+    ) -> dict:
         defs = component.get("inputDefinitions", {})
         legacy = ctx["schema"].startswith("2.0")
         # Protobuf Values hold doubles; Vertex's JSON writes integral ones as integers (10, not 10.0).
-        inputs: dict[str, Any] = {"parameterValues": {k: int(v) if isinstance(v, float) and v.is_integer() else v
-                                                      for k, v in params.items()}}
+        inputs: dict[str, Any] = {
+            "parameterValues": {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in params.items()}
+        }
         if legacy:  # what TFX's launcher reads when no inputs spec is passed
-            inputs["parameters"] = {k: _typed_value(v, defs.get("parameters", {}).get(k, {}).get("type", "STRING"))
-                                    for k, v in params.items()}
+            inputs["parameters"] = {
+                k: _typed_value(v, defs.get("parameters", {}).get(k, {}).get("type", "STRING"))
+                for k, v in params.items()
+            }
         inputs["artifacts"] = {k: {"artifacts": [self._runtime_artifact(a) for a in v]} for k, v in artifacts.items()}
-        outputs: dict[str, Any] = {"artifacts": {}, "parameters": {},
-                                   "outputFile": os.path.join(task_dir, "executor_output.json")}
+        outputs: dict[str, Any] = {
+            "artifacts": {},
+            "parameters": {},
+            "outputFile": os.path.join(task_dir, "executor_output.json"),
+        }
         for key, d in component.get("outputDefinitions", {}).get("artifacts", {}).items():
             artifact_id = _hash_id(f"{ctx['job_id']}/{run.name}/{key}")
-            outputs["artifacts"][key] = {"artifacts": [{
-                "name": f"projects/{PROJECT_NUMBER}/locations/{LOCATION}/metadataStores/default/artifacts/{artifact_id}",
-                "type": d["artifactType"], "uri": os.path.join(task_dir, key), "metadata": {}}]}
+            outputs["artifacts"][key] = {
+                "artifacts": [
+                    {
+                        "name": f"projects/{PROJECT_NUMBER}/locations/{LOCATION}/metadataStores/default/artifacts/{artifact_id}",
+                        "type": d["artifactType"],
+                        "uri": os.path.join(task_dir, key),
+                        "metadata": {},
+                    }
+                ]
+            }
         for key in component.get("outputDefinitions", {}).get("parameters", {}):
             outputs["parameters"][key] = {"outputFile": os.path.join(task_dir, "parameters", key)}
         return {"inputs": inputs, "outputs": outputs}
@@ -429,6 +505,7 @@ class VertexEmulator:
                 return executor_input["outputs"]["parameters"][key]["outputFile"]
             arts = executor_input[side]["artifacts"].get(key, {}).get("artifacts", [])
             return arts[0].get(attr or "uri", "") if arts else ""
+
         return _PLACEHOLDER.sub(value, arg)
 
     def _collect(self, ctx: dict, run: TaskRun, executor_input: dict) -> None:
@@ -441,8 +518,11 @@ class VertexEmulator:
         for key, listed in executor_input["outputs"]["artifacts"].items():
             declared = listed["artifacts"][0]
             written = (output.get("artifacts", {}).get(key, {}).get("artifacts") or [{}])[0]
-            artifact = {**declared, "uri": written.get("uri") or declared["uri"],
-                        "metadata": {**declared.get("metadata", {}), **written.get("metadata", {})}}
+            artifact = {
+                **declared,
+                "uri": written.get("uri") or declared["uri"],
+                "metadata": {**declared.get("metadata", {}), **written.get("metadata", {})},
+            }
             run.outputs[key] = [self.store.record(ctx["pipeline"], artifact)]
         for key, spec in executor_input["outputs"]["parameters"].items():
             if key in output.get("parameterValues", {}):
@@ -468,8 +548,9 @@ class VertexEmulator:
                 clauses.append((m.group(1), m.group(2)))
             unresolved = any(v == _UNRESOLVED for _, v in clauses)
             hits = [] if unresolved else self.store.query(ctx["pipeline"], clauses)
-            run.outputs[key] = [dict(hits[0], type=component["outputDefinitions"]["artifacts"][key]["artifactType"])] \
-                if hits else []
+            run.outputs[key] = (
+                [dict(hits[0], type=component["outputDefinitions"]["artifacts"][key]["artifactType"])] if hits else []
+            )
         return True
 
     @staticmethod
@@ -485,8 +566,11 @@ class VertexEmulator:
 
     def _import(self, ctx: dict, importer: dict, component: dict, run: TaskRun, params: dict) -> bool:
         uri_spec = importer["artifactUri"]
-        uri = _plain_value(uri_spec["constantValue"]) if "constantValue" in uri_spec else (
-            uri_spec.get("constant") or params.get(uri_spec.get("runtimeParameter", ""), ""))
+        uri = (
+            _plain_value(uri_spec["constantValue"])
+            if "constantValue" in uri_spec
+            else (uri_spec.get("constant") or params.get(uri_spec.get("runtimeParameter", ""), ""))
+        )
         uri = self._localize(uri)
         key = next(iter(component["outputDefinitions"]["artifacts"]))
         known = [a for a in self.store.artifacts if a["uri"] == uri and not importer.get("reimport")]
@@ -494,8 +578,10 @@ class VertexEmulator:
             artifact = known[-1]
         else:
             name = f"projects/{PROJECT_NUMBER}/locations/{LOCATION}/metadataStores/default/artifacts/{_hash_id(uri)}"
-            artifact = self.store.record(ctx["pipeline"], {"name": name, "type": importer["typeSchema"], "uri": uri,
-                                                           "metadata": importer.get("metadata", {})})
+            artifact = self.store.record(
+                ctx["pipeline"],
+                {"name": name, "type": importer["typeSchema"], "uri": uri, "metadata": importer.get("metadata", {})},
+            )
         run.outputs[key] = [artifact]
         return True
 

@@ -1,10 +1,11 @@
 """Test tools for publishing: a fault-injecting store and a local Cloud Storage emulator.
 
-    with gcs_emulator() as endpoint:            # fake-gcs-server on 127.0.0.1, killed on exit
-        client = emulator_client(endpoint)      # google-cloud-storage, pointed at the emulator
+with gcs_emulator() as endpoint:            # fake-gcs-server on 127.0.0.1, killed on exit
+    client = emulator_client(endpoint)      # google-cloud-storage, pointed at the emulator
 
-    store = faulty(LocalStore(path), fail_at=3, observe=check)   # 4th write/copy/delete raises
+store = faulty(LocalStore(path), fail_at=3, observe=check)   # 4th write/copy/delete raises
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -14,7 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from rlops.components.pusher.storage import Store
 
@@ -25,8 +26,9 @@ class InjectedFault(IOError):
     pass
 
 
-def faulty(store: Store, fail_at: int | None, crash: bool = False,
-           observe: Callable[[Store], None] | None = None) -> Store:
+def faulty(
+    store: Store, fail_at: int | None, crash: bool = False, observe: Callable[[Store], None] | None = None
+) -> Store:
     """Turns `store` into one whose mutation number `fail_at` (0-based) raises InjectedFault before
     it happens; with `crash`, every later one too (a dead process cleans nothing up). `observe(store)`
     runs after each mutation that happened: a poller looking at every intermediate state.
@@ -45,11 +47,13 @@ def faulty(store: Store, fail_at: int | None, crash: bool = False,
             if self.observe is not None:
                 self.observe(self)
             return out
+
         return op
 
     cls = type(f"Faulty{base.__name__}", (base,), {name: wrap(name) for name in MUTATIONS})
-    store.__class__ = cls
-    store.mutations, store.fail_at, store.crash, store.observe = 0, fail_at, crash, observe
+    patched: Any = store  # the same object, now with the counters the wrapped methods read
+    patched.__class__ = cls
+    patched.mutations, patched.fail_at, patched.crash, patched.observe = 0, fail_at, crash, observe
     return store
 
 
@@ -59,6 +63,7 @@ def _die_with_parent() -> None:
     try:
         import ctypes
         import signal
+
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError:
         pass
@@ -78,27 +83,47 @@ def gcs_emulator(timeout_s: float = 20.0) -> Iterator[str]:
 
     port = _free_port()
     endpoint = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([str(_get_binary_path()), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
-                             "-port", str(port), "-public-host", f"127.0.0.1:{port}", "-external-url", endpoint,
-                             "-log-level", "error"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+    proc = subprocess.Popen(
+        [
+            str(_get_binary_path()),
+            "-scheme",
+            "http",
+            "-backend",
+            "memory",
+            "-host",
+            "127.0.0.1",
+            "-port",
+            str(port),
+            "-public-host",
+            f"127.0.0.1:{port}",
+            "-external-url",
+            endpoint,
+            "-log-level",
+            "error",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+    )
+    stderr = proc.stderr
+    assert stderr is not None  # stderr=PIPE
     try:
         deadline = time.monotonic() + timeout_s
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"fake-gcs-server exited {proc.returncode}: {proc.stderr.read()[-500:]!r}")
+                raise RuntimeError(f"fake-gcs-server exited {proc.returncode}: {stderr.read()[-500:]!r}")
             try:
                 urllib.request.urlopen(f"{endpoint}/storage/v1/b", timeout=1).read()
                 break
             except OSError:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"fake-gcs-server did not answer on {endpoint} within {timeout_s}s")
+                    raise RuntimeError(f"fake-gcs-server did not answer on {endpoint} within {timeout_s}s") from None
                 time.sleep(0.05)
         yield endpoint
     finally:
         proc.kill()
         proc.wait(timeout=10)
-        proc.stderr.close()
+        stderr.close()
 
 
 def emulator_client(endpoint: str, project: str = "test"):
@@ -106,8 +131,9 @@ def emulator_client(endpoint: str, project: str = "test"):
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage
 
-    return storage.Client(project=project, credentials=AnonymousCredentials(),
-                          client_options={"api_endpoint": endpoint})
+    return storage.Client(
+        project=project, credentials=AnonymousCredentials(), client_options={"api_endpoint": endpoint}
+    )
 
 
 def emulator_env(endpoint: str) -> dict[str, str]:

@@ -1,0 +1,544 @@
+"""The Beam engine: the same estimators (estimators.py) as a Beam pipeline over the eval split's
+TFRecords, with memory independent of the split's size. DirectRunner here, Dataflow in the cloud,
+with the `beam_pipeline_args` ExperienceGen takes.
+
+Two passes over the split:
+  1. the reward-model sample: every record's key hash, the bottom-k records (a bounded CombineFn),
+     and the record count. The driver parses the sample, fits the cross-fitted reward model on it
+     (reward_models.FoldModels) and the DM refits (on its dm_refit_records smallest-hash records).
+  2. the sums: batches of records are parsed and scored on the workers (each SavedModel loaded
+     once per worker in DoFn.setup: one load per process, then batches of 16,384 records through
+     it), every record gets its columns (estimators.record_columns) and `TermsCombineFn` sums
+     them, with the hash-derived Poisson bootstrap's per-replicate sums [B, J].
+The driver turns the sums into the same Comparison the in-memory engine gives (<= 1e-9 apart).
+
+Record keys: (file basename, index within the file), as the in-memory loader numbers them.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+import uuid
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from rlops.components.evaluator import estimators, reward_models
+from rlops.components.evaluator.estimators import LOGGING_POLICY, LoggedFeedback, Sums
+
+BATCH_SIZE = 16384
+ERROR_MARK = "rlops-evaluator-error: "  # worker errors carry it; the driver raises the line after it
+
+
+class WorkerError(ValueError):
+    """A user-facing problem found on a worker (bad record, policy that does not load)."""
+
+
+# ---- reading and parsing records -------------------------------------------------------------------
+
+
+def read_batches(path: str, batch_size: int = BATCH_SIZE):
+    """(file basename, index of the first record, [serialized records]) of one gzipped shard."""
+    import tensorflow as tf
+
+    base, start = os.path.basename(path), 0
+    for batch in tf.data.TFRecordDataset(path, compression_type="GZIP").batch(batch_size).as_numpy_iterator():
+        yield base, start, list(batch)
+        start += len(batch)
+
+
+@dataclass
+class Parser:
+    """Serialized bandit records -> LoggedFeedback (what core.load_logged_feedback gives for the
+    same records, less the per-arm item identities)."""
+
+    examples_uri: str
+    split: str
+    action_minimum: int
+
+    def setup(self) -> None:
+        from rlops.components.experience_gen import records
+        from rlops.features import FeatureSchema, Preprocessor, load as load_schema
+
+        pattern = records.split_file_pattern(self.examples_uri, self.split)
+        first = records.first_example(pattern)
+        present = first.features.feature
+        if records.PROPENSITY not in present:
+            raise ValueError(
+                f"examples: the {self.split} split has no 'propensity' feature; off-policy evaluation "
+                "needs the logging policy's probability of each logged action"
+            )
+        schema = load_schema(self.examples_uri)
+        if schema is None:
+            schema = FeatureSchema.legacy(len(present[records.CONTEXT].float_list.value))
+        mask_width = len(present[records.ACTION_MASK].int64_list.value) if records.ACTION_MASK in present else None
+        spec = records.bandit_feature_spec(1, mask_width, propensity=True, weight=records.WEIGHT in present)
+        del spec[records.CONTEXT]
+        spec.update(records.feature_parse_spec(schema))
+        self.per_arm_names: list[str] = []
+        if schema.per_arm:
+            from rlops.features.per_arm import per_arm_key
+
+            f0 = schema.per_arm[0]
+            feat = present[per_arm_key(f0.name)]
+            k = len(getattr(feat, feat.WhichOneof("kind")).value) // (f0.dim if f0.multivalent else 1)
+            arm_spec = records.per_arm_parse_spec(schema, k)
+            spec.update(arm_spec)
+            self.per_arm_names = list(arm_spec)
+        self.spec, self.schema = spec, schema
+        self.widths = {f.name: f.dim for f in schema.features if f.multivalent}
+        self.pre = None if schema.is_legacy else Preprocessor(schema)
+
+    def parse(self, serialized: Sequence[bytes], keys: np.ndarray) -> LoggedFeedback:
+        import tensorflow as tf
+
+        from rlops.components.experience_gen import records
+
+        parsed = tf.io.parse_example(tf.constant(list(serialized)), self.spec)
+        cols = {}
+        for k, v in parsed.items():
+            if isinstance(v, tf.RaggedTensor):
+                v = v.to_tensor(tf.constant("" if v.dtype == tf.string else -1, v.dtype))
+            v = v.numpy()
+            if k in self.widths:  # pad to the feature's dim, as read_logged_bandit does
+                w = self.widths[k]
+                v = (
+                    np.concatenate([v, np.full((len(v), w - v.shape[1]), b"" if v.dtype == object else -1, v.dtype)], 1)
+                    if v.shape[1] < w
+                    else v[:, :w]
+                )
+            cols[k] = v
+        features = None
+        if self.pre is None:
+            contexts = cols[records.CONTEXT]
+        else:
+            raw = self.schema.names + self.per_arm_names
+            features = {k: cols[k].astype(bytes) if cols[k].dtype == object else cols[k] for k in raw}
+            contexts = self.pre({k: features[k] for k in self.schema.names}).numpy()
+        actions = cols[records.ACTION].astype(int) - self.action_minimum
+        return LoggedFeedback(
+            contexts,
+            actions,
+            cols[records.REWARD].astype(float),
+            cols[records.PROPENSITY].astype(float),
+            weights=cols[records.WEIGHT].astype(float) if records.WEIGHT in cols else None,
+            action_mask=cols.get(records.ACTION_MASK),
+            features=features,
+            keys=keys,
+        )
+
+
+# ---- policies on a batch ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PolicySource:
+    """How a worker gets one policy's probabilities: a SavedModel's served or greedy policy,
+    the uniform policy, or the logging policy."""
+
+    kind: str  # "saved_model" | "uniform" | "logging"
+    path: str | None = None  # the SavedModel (serving) directory
+    uri: str | None = None  # what errors name (the model URI the user gave)
+    greedy: bool = False
+
+
+def load_policies(sources: Sequence[PolicySource]) -> dict[str, Any]:
+    from rlops.train.policy_saver import SavedPolicy
+
+    loaded: dict[str, Any] = {}
+    for src in sources:
+        if src.kind == "saved_model" and str(src.path) not in loaded:
+            try:
+                loaded[str(src.path)] = SavedPolicy(str(src.path))
+            except Exception as e:  # noqa: BLE001 - any load failure is the same user-facing fact
+                detail = " ".join(str(e).split())[:200] or type(e).__name__
+                raise WorkerError(
+                    f"{ERROR_MARK}policy {src.uri or src.path} cannot be loaded on a Beam worker: {detail}"
+                ) from None
+    return loaded
+
+
+def batch_policies(
+    sources: Sequence[PolicySource], loaded: dict, data: LoggedFeedback, num_actions: int
+) -> tuple[list, dict[str, Any]]:
+    """Each source's probabilities on the batch ([n, K] or LOGGING_POLICY), and per SavedModel
+    its PolicyProbs (greedy shares, epsilon)."""
+    from rlops.components.evaluator.core import policy_probs
+
+    probs: dict[str, Any] = {}
+    out: list[Any] = []
+    for src in sources:
+        if src.kind == "logging":
+            out.append(LOGGING_POLICY)
+        elif src.kind == "uniform":
+            out.append(estimators.uniform_probs(len(data.actions), num_actions, data.action_mask))
+        else:
+            path = str(src.path)
+            if path not in probs:
+                probs[path] = policy_probs(loaded[path], data, num_actions)
+            out.append(probs[path].greedy if src.greedy else probs[path].served)
+    return out, probs
+
+
+# ---- the CombineFns -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Partial:
+    """A batch's (or many batches') contribution: the sums, and the greedy shares of policy 0's
+    model (candidate_action_share)."""
+
+    sums: Sums
+    share: np.ndarray
+
+    def merge(self, other: "Partial") -> "Partial":
+        return Partial(self.sums.merge(other.sums), self.share + other.share)
+
+
+def terms_combine_fn():
+    import apache_beam as beam
+
+    class TermsCombineFn(beam.CombineFn):
+        """(columns [n, width], keys [n], share [K]) batches -> Partial: the columns' sums and
+        their hash-derived Poisson bootstrap sums, whatever the batches' order or grouping."""
+
+        def __init__(self, layout: estimators.Layout, num_bootstrap: int, seed: int):
+            self.layout, self.num_bootstrap, self.seed = layout, num_bootstrap, seed
+
+        def create_accumulator(self):
+            return None
+
+        def add_input(self, acc, element):
+            columns, keys, share = element
+            part = Partial(Sums.of(columns, keys, self.layout, self.num_bootstrap, self.seed), share)
+            return part if acc is None else acc.merge(part)
+
+        def merge_accumulators(self, accumulators):
+            out = None
+            for acc in accumulators:
+                if acc is not None:
+                    out = acc if out is None else out.merge(acc)
+            return out
+
+        def extract_output(self, acc):
+            return acc
+
+    return TermsCombineFn
+
+
+def bottom_k_combine_fn():
+    import apache_beam as beam
+
+    class BottomKCombineFn(beam.CombineFn):
+        """(hashes, keys, serialized) batches -> the k records with the smallest hashes (sorted),
+        and the number of records seen."""
+
+        def __init__(self, k: int):
+            self.k = k
+
+        def create_accumulator(self):
+            return (np.zeros(0, np.uint64), np.zeros(0, np.uint64), np.zeros(0, object), 0)
+
+        def _keep(self, h, keys, recs, n):
+            if len(h) > self.k:
+                order = np.argsort(h, kind="stable")[: self.k]
+                h, keys, recs = h[order], keys[order], recs[order]
+            return h, keys, recs, n
+
+        def add_input(self, acc, element):
+            h, keys, recs = element
+            return self._keep(
+                np.concatenate([acc[0], h]),
+                np.concatenate([acc[1], keys]),
+                np.concatenate([acc[2], recs]),
+                acc[3] + len(h),
+            )
+
+        def merge_accumulators(self, accumulators):
+            accs = list(accumulators)
+            return self._keep(
+                np.concatenate([a[0] for a in accs]),
+                np.concatenate([a[1] for a in accs]),
+                np.concatenate([a[2] for a in accs]),
+                sum(a[3] for a in accs),
+            )
+
+        def extract_output(self, acc):
+            order = np.argsort(acc[0], kind="stable")
+            return acc[0][order], acc[1][order], acc[2][order], acc[3]
+
+    return BottomKCombineFn
+
+
+# ---- the pipelines --------------------------------------------------------------------------------------
+
+
+def _worker_error(e: Exception) -> Exception:
+    """The one line a worker meant for the user (ERROR_MARK ...), else `e` itself."""
+    text = str(e)
+    if ERROR_MARK in text:
+        return ValueError(text.split(ERROR_MARK, 1)[1].splitlines()[0].strip().rstrip("'\""))
+    return e
+
+
+def run_pipeline(build, beam_pipeline_args: Sequence[str] | None, out_dir: str) -> Any:
+    """Build a pipeline whose result is written (pickled) under out_dir, run it, read it back."""
+    import apache_beam as beam
+    import tensorflow as tf
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    path = os.path.join(out_dir, f"result-{uuid.uuid4().hex}.pkl")
+
+    def write(value):
+        with tf.io.gfile.GFile(path, "wb") as f:
+            f.write(pickle.dumps(value))
+
+    p = beam.Pipeline(options=PipelineOptions(list(beam_pipeline_args or [])))
+    build(p) | "Write" >> beam.Map(write)
+    try:
+        p.run().wait_until_finish()
+    except Exception as e:  # noqa: BLE001 - a worker's user-facing error becomes one line
+        raise _worker_error(e) from None
+    with tf.io.gfile.GFile(path, "rb") as f:
+        value = pickle.loads(f.read())
+    tf.io.gfile.remove(path)
+    return value
+
+
+def _sample_pass(files: list[str], k: int, seed: int, args, out_dir: str):
+    import apache_beam as beam
+
+    combine = bottom_k_combine_fn()
+
+    def hashed(batch):
+        base, start, recs = batch
+        keys = estimators.file_record_keys(base, start, len(recs))
+        obj = np.empty(len(recs), object)
+        obj[:] = recs
+        return reward_models.sample_hashes(keys, seed), keys, obj
+
+    def build(p):
+        return (
+            p
+            | "Files" >> beam.Create(files)
+            | "Spread" >> beam.Reshuffle()
+            | "Read" >> beam.FlatMap(read_batches)
+            | "Hash" >> beam.Map(hashed)
+            | "BottomK" >> beam.CombineGlobally(combine(k))
+        )
+
+    return run_pipeline(build, args, out_dir)
+
+
+def _sums_pass(
+    files: list[str],
+    parser: Parser,
+    sources: list[PolicySource],
+    num_actions: int,
+    model: reward_models.FoldModels | None,
+    layout: estimators.Layout,
+    num_bootstrap: int,
+    seed: int,
+    args,
+    out_dir: str,
+) -> Partial | None:
+    import apache_beam as beam
+
+    combine = terms_combine_fn()
+
+    class Score(beam.DoFn):
+        """Parse and score a batch: the SavedModels and the parser are set up once per worker."""
+
+        def setup(self):
+            parser.setup()
+            self.loaded = load_policies(sources)
+
+        def process(self, batch):
+            base, start, recs = batch
+            keys = estimators.file_record_keys(base, start, len(recs))
+            try:
+                data = parser.parse(recs, keys)
+                from rlops.components.evaluator.core import check_actions
+
+                check_actions(data.actions, num_actions, parser.action_minimum, start)
+                policies, probs = batch_policies(sources, self.loaded, data, num_actions)
+                policies = [
+                    p if isinstance(p, str) else estimators.prepare_policy(p, data, None, "policy") for p in policies
+                ]
+            except WorkerError:
+                raise
+            except ValueError as e:
+                raise WorkerError(
+                    f"{ERROR_MARK}examples {base}, records {start}..{start + len(recs) - 1}: {e}"
+                ) from None
+            q = None if model is None else model.predict(data.contexts, keys)
+            columns = estimators.record_columns(
+                data.actions, data.rewards, data.propensities, data.record_weights, policies, q, layout.grids
+            )
+            share = np.zeros(num_actions)
+            first = next(iter(probs.values()), None)
+            if first is not None:
+                share = np.bincount(first.greedy.argmax(1), minlength=num_actions).astype(float)
+            yield columns, keys, share
+
+    def build(p):
+        return (
+            p
+            | "Files" >> beam.Create(files)
+            | "Spread" >> beam.Reshuffle()
+            # Read, Score and the combiner's partial sums fuse into one stage: no shuffle of
+            # records (the DirectRunner would hold a shuffled PCollection in memory).
+            | "Read" >> beam.FlatMap(read_batches)
+            | "Score" >> beam.ParDo(Score())
+            | "Sum" >> beam.CombineGlobally(combine(layout, num_bootstrap, seed))
+        )
+
+    return run_pipeline(build, args, out_dir)
+
+
+@dataclass
+class BeamRun:
+    """What the Beam engine hands back: sums over every policy, the refits, the sample."""
+
+    sums: Sums
+    refits: tuple[np.ndarray, float] | None
+    num_records: int
+    action_share: list[float]
+    reward_model: str
+    sample: LoggedFeedback
+
+
+def run_split(
+    config,
+    examples_uri: str,
+    split: str,
+    sources: list[PolicySource],
+    num_actions: int,
+    action_minimum: int,
+    beam_pipeline_args: Sequence[str] | None = None,
+    out_dir: str | None = None,
+) -> BeamRun:
+    """Both passes over the split, and the driver's work between them."""
+    from rlops.components.evaluator.core import _dm_refits, policy_grids, split_files
+
+    files = split_files(examples_uri, split)
+    if not files:
+        raise FileNotFoundError(f"examples: no '{split}' split files under {examples_uri}")
+    if config.reward_model == reward_models.NETWORK:
+        raise ValueError(
+            "evaluator.reward_model: 'network' runs on the in-memory engine only; set "
+            "evaluator.engine: memory, or choose auto, ridge or logistic"
+        )
+    parser = Parser(examples_uri, split, action_minimum)
+    parser.setup()  # here too: a missing propensity column is one line before any pipeline starts
+    out_dir = out_dir or tempfile.mkdtemp(prefix="rlops-evaluator-")
+    k = max(config.reward_model_sample, config.dm_refit_records)
+    _, keys, recs, n = _sample_pass(files, k, config.seed, beam_pipeline_args, out_dir)
+    if n == 0:
+        raise ValueError(f"examples: the {split} split has no records")
+    sample = parser.parse(list(recs), keys)
+    _refuse_varying_candidates(sample, examples_uri)
+    kind = reward_models.resolve_reward_model(config.reward_model, sample.rewards)
+    fit_rows = np.arange(min(config.reward_model_sample, len(keys)))
+    model = reward_models.fit_fold_models(
+        reward_models.subset(sample, fit_rows), num_actions, kind, config.seed, config.reward_model_balance
+    )
+    refits = None
+    if config.dm_refits:  # the refits need every policy on the sample: scored here, in the driver
+        on_sample, _ = batch_policies(sources, load_policies(sources), sample, num_actions)
+        refits = _dm_refits(config, sample, kind, on_sample, num_actions, population=n)
+    layout = estimators.Layout(len(sources), policy_grids(config))
+    fresh = Parser(examples_uri, split, action_minimum)  # set up on each worker (TF state does not pickle)
+    part = _sums_pass(
+        files,
+        fresh,
+        sources,
+        num_actions,
+        model,
+        layout,
+        config.num_bootstrap,
+        config.seed,
+        beam_pipeline_args,
+        out_dir,
+    )
+    assert part is not None  # the sample pass saw n > 0 records
+    return BeamRun(part.sums, refits, n, part.share.tolist(), kind, sample)
+
+
+def _refuse_varying_candidates(sample: LoggedFeedback, examples_uri: str) -> None:
+    from rlops.components.evaluator.core import _per_arm_candidates
+
+    if _per_arm_candidates(sample.features, examples_uri):
+        raise ValueError(
+            "evaluator.engine: per-arm records whose candidate sets vary run on the in-memory engine "
+            "only (their items are identified over the whole split); set evaluator.engine: memory"
+        )
+
+
+# ---- the faces' entry points ----------------------------------------------------------------------------
+
+
+def policy_source(saved, uri: str | None, greedy: bool = False) -> PolicySource:
+    return PolicySource("saved_model", saved.path, uri, greedy)
+
+
+def evaluate_policy_on_logs(
+    config,
+    examples_uri: str,
+    split: str,
+    policy: str,
+    saved,
+    num_actions: int | None,
+    action_minimum: int,
+    beam_pipeline_args: Sequence[str] | None = None,
+):
+    """`rlops evaluate` on the Beam engine: core.LogsRun."""
+    from rlops.components.evaluator import core
+
+    if num_actions is None:
+        raise ValueError(
+            "--num-actions: the Beam engine needs the number of actions for a 'uniform' or 'logging' "
+            "policy (a SavedModel's spec gives it)"
+        )
+    if saved is not None:
+        sources = [policy_source(saved, policy), PolicySource("logging"), policy_source(saved, policy, greedy=True)]
+    else:
+        sources = [PolicySource(policy if policy == "uniform" else "logging"), PolicySource("logging")]
+    run = run_split(config, examples_uri, split, sources, num_actions, action_minimum, beam_pipeline_args)
+    main, greedy = core.comparisons(config, run.sums, [s.kind == "logging" for s in sources], True, run.refits)
+    epsilon = core.serving_epsilon(saved) if saved is not None else None
+    return core.LogsRun(main, greedy, run.num_records, num_actions, run.reward_model, epsilon, "beam")
+
+
+def evaluate_bandit(
+    config,
+    examples_uri: str,
+    candidate,
+    model_uri: str,
+    baseline,
+    baseline_uri: str | None,
+    num_actions: int,
+    beam_pipeline_args: Sequence[str] | None = None,
+):
+    """The Evaluator component on the Beam engine: (metrics, improvement) as core.evaluate_logged
+    gives them. `baseline`: a SavedPolicy, or None for the logging policy."""
+    from rlops.components.evaluator import core
+
+    minimum = core.policy_action_minimum(candidate)
+    sources = [
+        policy_source(candidate, model_uri),
+        PolicySource("logging") if baseline is None else policy_source(baseline, baseline_uri),
+        policy_source(candidate, model_uri, greedy=True),
+    ]
+    run = run_split(config, examples_uri, "eval", sources, num_actions, minimum, beam_pipeline_args)
+    main, greedy = core.comparisons(config, run.sums, [s.kind == "logging" for s in sources], True, run.refits)
+    assert greedy is not None and main.difference is not None
+    epsilons = (core.serving_epsilon(candidate), None if baseline is None else core.serving_epsilon(baseline))
+    name = baseline_uri if baseline is not None and baseline_uri else core.LOGGING_BASELINE
+    metrics = core.bandit_metrics(
+        config, main, greedy, run.num_records, name, run.reward_model, epsilons, run.action_share, "beam"
+    )
+    return metrics, main.difference[config.estimator]

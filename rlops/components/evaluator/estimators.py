@@ -1,0 +1,710 @@
+"""Off-policy estimators as a table: each is (name, the per-record terms it sums, its estimate
+from those sums). One definition, two engines: the in-memory `compare` below and the Beam
+CombineFn (rlops.components.evaluator.beam) both reduce records to `Sums` and call
+`comparison_from_sums`.
+
+Logged data: contexts x_i, actions a_i, rewards r_i, propensities p_i = mu(a_i | x_i) of the
+logging policy mu, optional record weights s_i and action masks. The target policy is given as
+action probabilities pi [N, K] (one-hot for a greedy policy). With importance weights
+w_i = pi(a_i | x_i) / p_i, a reward model q(x, a) and E_s the s-weighted mean over rows:
+
+    IPS       = E_s[w r]                                  unbiased when p > 0 wherever pi > 0
+    SNIPS     = E_s[w r] / E_s[w]                         slightly biased, lower variance
+    DM        = E_s[sum_a pi(a|x) q(x, a)]                biased by q, low variance
+    DR        = DM + E_s[w (r - q(x, a))]                 unbiased if either p or q is right
+    SNDR      = DM + E_s[w (r - q)] / E_s[w]              self-normalized DR (OBP)
+    Switch-DR = DM + E_s[w 1{w <= tau} (r - q)]           Wang et al. 2017 (OBP's form)
+    DR-os     = DM + E_s[w_os (r - q)], w_os = lam w / (w^2 + lam)   Su et al. 2020
+
+Switch-DR and DR-os carry their terms for every value of a grid (OBP's default, plus a value
+the config fixes), with the sums of squares OBP's MSE-based tuning needs ((bias bound)^2 +
+variance / n against DR): tau and lambda are picked from sums, so the tuning runs on any engine.
+ESS = (sum s w)^2 / sum (s w)^2 also comes from sums.
+
+Intervals: the hash-derived Poisson bootstrap (bootstrap.py) sums the same columns per
+replicate; a comparison uses the same multiplicities for every policy, so the interval of a
+difference is paired. Trust: intervals only with at least `min_records` rows of positive weight,
+ESS >= `min_ess` and a valid bootstrap; otherwise every interval is NaN and carries the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from rlops.components.evaluator import bootstrap
+
+LOGGING_POLICY = "logging"
+# OBP's default hyperparameter grid for Switch-DR's tau and DR-os's lambda.
+DEFAULT_GRID = (10.0, 50.0, 100.0, 500.0, 1000.0, 5000.0, 10000.0, math.inf)
+DEFAULT_MIN_RECORDS = 100
+DEFAULT_MIN_ESS = 30.0
+TUNING_DELTA = 0.05  # OBP's confidence for the bias bound
+
+
+# ---- the data --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoggedFeedback:
+    contexts: np.ndarray  # [N, D]
+    actions: np.ndarray  # [N] int
+    rewards: np.ndarray  # [N]
+    propensities: np.ndarray  # [N] in (0, 1]
+    weights: np.ndarray | None = None  # [N] >= 0, per-record weights (None: all 1)
+    action_mask: np.ndarray | None = None  # [N, K] 1 = allowed; the target policy gives masked actions 0
+    features: dict | None = None  # raw named context features (policies exported with preprocessing act on them)
+    # Per-arm records with varying candidates: item index of each candidate slot [N, K] (-1 =
+    # padding) and the items' dense arm features [M, Da] (what the shared reward model fits on).
+    items: np.ndarray | None = None
+    item_features: np.ndarray | None = None
+    # Stable per-record ids [N] uint64 (file_record_keys for records read from files): the
+    # bootstrap's weights, the reward-model sample and its folds are hashes of them. None: the
+    # row index.
+    keys: np.ndarray | None = None
+
+    def __post_init__(self):
+        n = len(self.actions)
+        for name in ("contexts", "rewards", "propensities", "weights", "action_mask", "keys"):
+            value = getattr(self, name)
+            if value is not None and len(value) != n:
+                raise ValueError(f"LoggedFeedback.{name} has {len(value)} rows, actions has {n}")
+        if n == 0:
+            raise ValueError("LoggedFeedback is empty: no eval records to estimate from")
+        _first_bad(
+            "propensity must be in (0, 1]", self.propensities, ~((self.propensities > 0) & (self.propensities <= 1))
+        )
+        _first_bad("reward must be finite", self.rewards, ~np.isfinite(self.rewards))
+        if (self.actions < 0).any():
+            _first_bad("action must be >= 0", self.actions, self.actions < 0)
+        if self.weights is not None:
+            _first_bad(
+                "weight must be finite and >= 0", self.weights, ~(np.isfinite(self.weights) & (self.weights >= 0))
+            )
+            if not (self.weights > 0).any():
+                raise ValueError("weight: every record has weight 0; nothing to estimate from")
+        if self.action_mask is not None:
+            mask = self.action_mask
+            if mask.ndim != 2 or (self.actions >= mask.shape[1]).any():
+                raise ValueError(f"action_mask must be [N, K] covering every logged action; got shape {mask.shape}")
+            _first_bad("action_mask excludes the logged action", self.actions, mask[np.arange(n), self.actions] == 0)
+        if self.items is not None:
+            items, feats = self.items, self.item_features
+            if items.ndim != 2 or len(items) != n or (self.actions >= items.shape[1]).any():
+                raise ValueError(f"items must be [N, K] covering every logged action; got shape {items.shape}")
+            _first_bad(
+                "the logged action is a padding slot (beyond the record's candidates)",
+                self.actions,
+                items[np.arange(n), self.actions] < 0,
+            )
+            if feats is None or feats.ndim != 2 or len(feats) <= items.max():
+                raise ValueError(
+                    f"item_features must be [M, Da] with a row for every item index in items "
+                    f"(max {items.max()}); got {None if feats is None else feats.shape}"
+                )
+            if self.action_mask is not None and ((self.action_mask > 0) != (items >= 0)).any():
+                raise ValueError("action_mask and items disagree on which slots are candidates")
+
+    @property
+    def record_weights(self) -> np.ndarray:
+        return np.ones(len(self.actions)) if self.weights is None else np.asarray(self.weights, float)
+
+    @property
+    def record_keys(self) -> np.ndarray:
+        return np.arange(len(self.actions), dtype=np.uint64) if self.keys is None else np.asarray(self.keys, np.uint64)
+
+
+def file_record_keys(basename: str, start: int, count: int) -> np.ndarray:
+    """Keys of records start..start+count-1 of the file `basename` (their index within it):
+    stable across runs, machines, runners and the order files or bundles are read in."""
+    index = np.arange(start, start + count, dtype=np.uint64)
+    return bootstrap.splitmix64(index + np.uint64(bootstrap.string_key(basename)))
+
+
+def _first_bad(message: str, values: np.ndarray, bad: np.ndarray) -> None:
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{message}; row {i} has {values[i]}")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    value: float
+    lower: float
+    upper: float
+    reason: str | None = None  # why there is no interval (NaN bounds), None when trusted
+
+    @property
+    def trusted(self) -> bool:
+        return self.reason is None and math.isfinite(self.lower) and math.isfinite(self.upper)
+
+    def as_dict(self) -> dict:
+        out: dict[str, float | str] = {"value": self.value, "lower": self.lower, "upper": self.upper}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+@dataclass(frozen=True)
+class Diagnostics:
+    """What the trust decision looked at, reported beside the estimates."""
+
+    num_records: int
+    ess: dict[str, float]  # per policy ("candidate", "baseline")
+    hyperparameters: dict[str, dict[str, float]]  # per policy: switch_tau, dr_os_lambda used
+    valid_resamples: int
+    reason: str | None
+
+    def as_dict(self) -> dict:
+        return {
+            "num_records": self.num_records,
+            "ess": self.ess,
+            "hyperparameters": self.hyperparameters,
+            "valid_resamples": self.valid_resamples,
+            "trusted": self.reason is None,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Estimates of the candidate, of the baseline and of their difference (candidate -
+    baseline, paired), and what the trust decision looked at. Unpacks as (candidate, baseline,
+    difference) for callers written against the old tuple."""
+
+    candidate: dict[str, Estimate]
+    baseline: dict[str, Estimate] | None
+    difference: dict[str, Estimate] | None
+    diagnostics: Diagnostics
+
+    def __iter__(self):
+        return iter((self.candidate, self.baseline, self.difference))
+
+    def __getitem__(self, i: int):
+        return (self.candidate, self.baseline, self.difference)[i]
+
+
+# ---- policies and importance weights -----------------------------------------------------------
+
+
+def greedy_probs(actions: np.ndarray, num_actions: int) -> np.ndarray:
+    """One-hot action probabilities of a deterministic policy."""
+    probs = np.zeros((len(actions), num_actions))
+    probs[np.arange(len(actions)), actions] = 1.0
+    return probs
+
+
+def epsilon_greedy_probs(
+    greedy: np.ndarray, num_actions: int, epsilon: float, allowed: np.ndarray | None = None
+) -> np.ndarray:
+    """The served policy's exact action probabilities [N, K] (rlops.features.export's
+    epsilon_greedy_head, which serving_default reports as `propensity`): epsilon spread uniformly
+    over each record's allowed actions plus 1 - epsilon on the greedy one; a record whose greedy
+    action is not allowed is served uniformly over its allowed actions."""
+    greedy = np.asarray(greedy, int)
+    n = len(greedy)
+    ok = np.ones((n, num_actions), bool) if allowed is None else np.asarray(allowed) > 0
+    n_allowed = ok.sum(1)
+    if (n_allowed == 0).any():
+        _first_bad("a record allows no action", n_allowed, n_allowed == 0)
+    uniform = ok / n_allowed[:, None]
+    inside = (greedy >= 0) & (greedy < num_actions)
+    greedy_ok = inside & ok[np.arange(n), np.clip(greedy, 0, num_actions - 1)]
+    probs = np.where(greedy_ok[:, None], epsilon * uniform, uniform)
+    rows = np.flatnonzero(greedy_ok)
+    probs[rows, greedy[rows]] += 1.0 - epsilon
+    return probs
+
+
+def uniform_probs(num_records: int, num_actions: int, action_mask: np.ndarray | None = None) -> np.ndarray:
+    """The uniform policy (over the allowed actions where there is a mask)."""
+    probs = np.ones((num_records, num_actions)) if action_mask is None else np.asarray(action_mask, float)
+    return probs / probs.sum(1, keepdims=True)
+
+
+def apply_action_mask(probs: np.ndarray, action_mask: np.ndarray | None) -> np.ndarray:
+    """Masked actions get probability 0; the rest is renormalized. A row whose policy puts all of
+    its probability on masked actions is an error naming the row (the policy ignores the mask)."""
+    if action_mask is None:
+        return probs
+    if action_mask.shape != probs.shape:
+        raise ValueError(f"action_mask has shape {action_mask.shape}, policy probabilities {probs.shape}")
+    masked = probs * (action_mask > 0)
+    total = masked.sum(1, keepdims=True)
+    _first_bad(
+        "the target policy puts all its probability on actions that action_mask excludes", total[:, 0], total[:, 0] <= 0
+    )
+    return masked / total
+
+
+def check_probs(probs: np.ndarray, n: int, who: str) -> np.ndarray:
+    probs = np.asarray(probs, float)
+    if probs.ndim != 2 or len(probs) != n:
+        raise ValueError(f"{who} action probabilities have shape {probs.shape}; expected ({n}, num_actions)")
+    if not np.isfinite(probs).all() or (probs < 0).any():
+        raise ValueError(f"{who} action probabilities must be finite and >= 0")
+    _first_bad(f"{who} action probabilities must sum to 1", probs.sum(1), np.abs(probs.sum(1) - 1) > 1e-5)
+    return probs
+
+
+def importance_weights(data: LoggedFeedback, probs: np.ndarray) -> np.ndarray:
+    return probs[np.arange(len(data.actions)), data.actions] / data.propensities
+
+
+def effective_sample_size(importance: np.ndarray, record_weights: np.ndarray | None = None) -> float:
+    """(sum v)^2 / sum v^2 with v = record weight x importance weight (n when all v are equal)."""
+    v = importance if record_weights is None else importance * record_weights
+    denom = float((v**2).sum())
+    return float(v.sum()) ** 2 / denom if denom > 0 else 0.0
+
+
+# ---- the table -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecordTerms:
+    """What every per-record term is built from, for one policy on a batch of records."""
+
+    w: np.ndarray  # importance weight pi(a|x) / p
+    r: np.ndarray  # reward
+    dm: np.ndarray  # sum_a pi(a|x) q(x, a)   (0 without a reward model)
+    res: np.ndarray  # r - q(x, a)             (0 without a reward model)
+
+
+@dataclass(frozen=True)
+class PolicySums:
+    """s-weighted sums of one policy's terms (scalars for the point, [B] per replicate), the grid
+    terms at the chosen tau / lambda."""
+
+    total: np.ndarray
+    w: np.ndarray
+    wr: np.ndarray
+    dm: np.ndarray
+    wres: np.ndarray
+    switch: np.ndarray
+    os: np.ndarray
+
+
+@dataclass(frozen=True)
+class Estimator:
+    name: str
+    terms: tuple[str, ...]  # the sums it reads (PolicySums fields)
+    needs_model: bool
+    from_sums: Callable[[PolicySums], np.ndarray]
+
+
+# Plain terms: name -> per-record value. Grid terms: name -> per-record value at grid value g.
+TERMS: dict[str, Callable[[RecordTerms], np.ndarray]] = {
+    "w": lambda t: t.w,
+    "wr": lambda t: t.w * t.r,
+    "dm": lambda t: t.dm,
+    "wres": lambda t: t.w * t.res,
+}
+
+
+def _os_weight(w: np.ndarray, lam: float) -> np.ndarray:
+    return w if math.isinf(lam) else lam * w / (w**2 + lam)
+
+
+# Shrunk importance weights w_hat(w, g) of the tuned estimators: their term is w_hat * (r - q).
+GRID_TERMS: dict[str, Callable[[np.ndarray, float], np.ndarray]] = {
+    "switch": lambda w, tau: w * (w <= tau),
+    "os": _os_weight,
+}
+HYPERPARAMETER = {"switch": "switch_tau", "os": "dr_os_lambda"}
+
+TABLE: tuple[Estimator, ...] = (
+    Estimator("ips", ("total", "wr"), False, lambda t: t.wr / t.total),
+    Estimator("snips", ("w", "wr"), False, lambda t: t.wr / t.w),
+    Estimator("dm", ("total", "dm"), True, lambda t: t.dm / t.total),
+    Estimator("dr", ("total", "dm", "wres"), True, lambda t: (t.dm + t.wres) / t.total),
+    Estimator("sndr", ("total", "w", "dm", "wres"), True, lambda t: t.dm / t.total + t.wres / t.w),
+    Estimator("switch_dr", ("total", "dm", "switch"), True, lambda t: (t.dm + t.switch) / t.total),
+    Estimator("dr_os", ("total", "dm", "os"), True, lambda t: (t.dm + t.os) / t.total),
+)
+ESTIMATORS = tuple(e.name for e in TABLE)
+MODEL_FREE = tuple(e.name for e in TABLE if not e.needs_model)
+
+
+# ---- per-record columns and their layout -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each sum lives. Columns: [s] + per policy the bootstrapped block (plain terms, then
+    each grid term at every grid value) | per policy the point-only block ((s w)^2 for ESS, then
+    per grid term and value the tuning squares) | [count of records with s > 0]."""
+
+    num_policies: int
+    grids: Grids  # one grid per GRID_TERMS entry
+
+    @property
+    def grid_columns(self) -> int:
+        return sum(len(g) for g in self.grids)
+
+    def grid_offset(self, term: str) -> int:
+        """Position of `term`'s first grid value among the grid columns."""
+        k = list(GRID_TERMS).index(term)
+        return sum(len(g) for g in self.grids[:k])
+
+    @property
+    def boot_block(self) -> int:
+        return len(TERMS) + self.grid_columns
+
+    @property
+    def extra_block(self) -> int:
+        return 1 + 2 * self.grid_columns
+
+    @property
+    def boot_width(self) -> int:
+        return 1 + self.num_policies * self.boot_block
+
+    @property
+    def width(self) -> int:
+        return self.boot_width + self.num_policies * self.extra_block + 1
+
+    def boot_slice(self, p: int) -> slice:
+        start = 1 + p * self.boot_block
+        return slice(start, start + self.boot_block)
+
+    def extra_slice(self, p: int) -> slice:
+        start = self.boot_width + p * self.extra_block
+        return slice(start, start + self.extra_block)
+
+
+Grids = tuple[tuple[float, ...], ...]
+
+
+def make_grids(grid: Sequence[float], switch_tau: float | None = None, dr_os_lambda: float | None = None) -> Grids:
+    """Per grid term the sorted grid with inf (plain DR) and the value the config fixes, if any."""
+
+    def one(fixed):
+        return tuple(sorted(set(map(float, grid)) | {math.inf} | ({float(fixed)} if fixed is not None else set())))
+
+    return one(switch_tau), one(dr_os_lambda)
+
+
+def record_terms(
+    actions: np.ndarray, rewards: np.ndarray, propensities: np.ndarray, policy: np.ndarray | str, q: np.ndarray | None
+) -> RecordTerms:
+    """One policy's RecordTerms. LOGGING_POLICY: the policy that logged the data on its own data
+    (w = 1, no correction: every estimator is the observed mean reward)."""
+    r = np.asarray(rewards, float)
+    zero = np.zeros(len(r))
+    if isinstance(policy, str):
+        return RecordTerms(np.ones(len(r)), r, r if q is not None else zero, zero)
+    rows = np.arange(len(r))
+    w = policy[rows, actions] / propensities
+    if q is None:
+        return RecordTerms(w, r, zero, zero)
+    return RecordTerms(w, r, (policy * q).sum(1), r - q[rows, actions])
+
+
+def policy_columns(t: RecordTerms, s: np.ndarray, grids: Grids) -> tuple[np.ndarray, np.ndarray]:
+    """(s-weighted bootstrapped block [n, boot_block], point-only block [n, extra_block])."""
+    boot = [s * fn(t) for fn in TERMS.values()]
+    extra = [(s * t.w) ** 2]  # sums to ESS's denominator
+    wres = t.w * t.res
+    for shrink, values in zip(GRID_TERMS.values(), grids):
+        for g in values:
+            a = shrink(t.w, g) * t.res
+            boot.append(s * a)
+            extra += [s * (t.dm + a) ** 2, s * (wres - a) ** 2]
+    return np.stack(boot, 1), np.stack(extra, 1)
+
+
+def record_columns(
+    actions: np.ndarray,
+    rewards: np.ndarray,
+    propensities: np.ndarray,
+    weights: np.ndarray,
+    policies: Sequence[np.ndarray | str],
+    q: np.ndarray | None,
+    grids: Grids,
+) -> np.ndarray:
+    """[n, Layout.width] the per-record columns of `policies` (already masked probabilities or
+    LOGGING_POLICY): what both engines sum."""
+    s = np.asarray(weights, float)
+    blocks = [policy_columns(record_terms(actions, rewards, propensities, p, q), s, grids) for p in policies]
+    return np.concatenate(
+        [s[:, None]] + [b for b, _ in blocks] + [e for _, e in blocks] + [(s > 0).astype(float)[:, None]], 1
+    )
+
+
+@dataclass
+class Sums:
+    """The reduced data: point sums [width] and bootstrap sums [B, boot_width] of the columns."""
+
+    layout: Layout
+    point: np.ndarray
+    boot: np.ndarray
+
+    @classmethod
+    def of(cls, columns: np.ndarray, keys: np.ndarray, layout: Layout, num_bootstrap: int, seed: int) -> "Sums":
+        return cls(
+            layout, columns.sum(0), bootstrap.bootstrap_sums(columns[:, : layout.boot_width], keys, num_bootstrap, seed)
+        )
+
+    def merge(self, other: "Sums") -> "Sums":
+        return Sums(self.layout, self.point + other.point, self.boot + other.boot)
+
+
+# ---- from sums to estimates ------------------------------------------------------------------------
+
+
+def tune(point: np.ndarray, layout: Layout, p: int, term: str, delta: float = TUNING_DELTA) -> int:
+    """OBP's MSE-based tuning from sums: for each grid value, (bias bound)^2 + variance / n, where
+    the bias against DR is |E[(w - w_hat)(r - q)]| plus a high-probability bound on its deviation.
+    Returns the index of the best grid value (the smallest on ties)."""
+    values = layout.grids[list(GRID_TERMS).index(term)]
+    offset = layout.grid_offset(term)
+    boot, extra = point[layout.boot_slice(p)], point[layout.extra_slice(p)]
+    names = list(TERMS)
+    n = point[0]
+    sum_dm, sum_wres = boot[names.index("dm")], boot[names.index("wres")]
+    best, best_score = len(values) - 1, math.inf
+    for i in range(len(values)):
+        a = boot[len(TERMS) + offset + i]
+        sq, gap_sq = extra[1 + 2 * (offset + i)], extra[2 + 2 * (offset + i)]
+        mean = (sum_dm + a) / n
+        var = max(sq - n * mean**2, 0.0) / max(n - 1, 1)
+        gap_mean = (sum_wres - a) / n
+        gap_var = max(gap_sq - n * gap_mean**2, 0.0) / max(n - 1, 1)
+        bias = abs(gap_mean) + math.sqrt(2 * math.log(2 / delta) * gap_var / n)
+        score = bias**2 + var / n
+        if score < best_score:
+            best, best_score = i, score
+    return best
+
+
+def _policy_sums(sums: np.ndarray, layout: Layout, p: int, chosen: dict[str, int]) -> PolicySums:
+    """PolicySums of policy p from point sums [width] or bootstrap sums [B, boot_width]."""
+    block = sums[..., layout.boot_slice(p)]
+    plain = {name: block[..., j] for j, name in enumerate(TERMS)}
+    grid = {term: block[..., len(TERMS) + layout.grid_offset(term) + chosen[term]] for term in GRID_TERMS}
+    return PolicySums(total=sums[..., 0], **plain, **grid)
+
+
+def estimates_from_sums(t: PolicySums, with_model: bool) -> dict[str, np.ndarray]:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {e.name: e.from_sums(t) for e in TABLE if with_model or not e.needs_model}
+
+
+@dataclass(frozen=True)
+class PolicyResult:
+    point: dict[str, float]
+    boot: dict[str, np.ndarray]
+    ess: float
+    hyperparameters: dict[str, float]
+
+
+def policy_result(
+    sums: Sums, p: int, with_model: bool, is_logging: bool, fixed: dict[str, float | None]
+) -> PolicyResult:
+    """Point and bootstrap estimates of policy p, its ESS and the tau / lambda used."""
+    layout = sums.layout
+    chosen, hps = {}, {}
+    for (term, key), values in zip(HYPERPARAMETER.items(), layout.grids):
+        if not with_model or is_logging:
+            chosen[term] = len(values) - 1
+        elif (value := fixed.get(key)) is not None:
+            chosen[term] = values.index(float(value))
+        else:
+            chosen[term] = tune(sums.point, layout, p, term)
+        if with_model and not is_logging:
+            hps[key] = float(values[chosen[term]])
+    sum_w = sums.point[layout.boot_slice(p)][list(TERMS).index("w")]
+    sum_w2 = sums.point[layout.extra_slice(p)][0]
+    ess = float(sum_w**2 / sum_w2) if sum_w2 > 0 else 0.0
+    point = {
+        k: float(v) for k, v in estimates_from_sums(_policy_sums(sums.point, layout, p, chosen), with_model).items()
+    }
+    boot = estimates_from_sums(_policy_sums(sums.boot, layout, p, chosen), with_model)
+    return PolicyResult(point, boot, ess, hps)
+
+
+@dataclass(frozen=True)
+class TrustRule:
+    num_bootstrap: int = 500
+    confidence: float = 0.95
+    min_records: int = DEFAULT_MIN_RECORDS
+    min_ess: float = DEFAULT_MIN_ESS
+    switch_tau: float | None = None
+    dr_os_lambda: float | None = None
+
+
+def comparison_from_sums(
+    sums: Sums,
+    candidate: int,
+    baseline: int | None,
+    logging: Sequence[bool],
+    with_model: bool,
+    rule: TrustRule,
+    dm_refits: tuple[np.ndarray, float] | None = None,
+) -> Comparison:
+    """The Comparison of policy `candidate` against policy `baseline` (indices into the policies
+    the sums were taken over; None: the candidate alone). `dm_refits`: refit_dm_replicates'
+    output for (candidate[, baseline]); DM's intervals then come from those."""
+    fixed = {"switch_tau": rule.switch_tau, "dr_os_lambda": rule.dr_os_lambda}
+    who = [("candidate", candidate)] + ([("baseline", baseline)] if baseline is not None else [])
+    results = {name: policy_result(sums, p, with_model, logging[p], fixed) for name, p in who}
+    finite = np.all([np.isfinite(v) for r in results.values() for v in r.boot.values()], axis=0)
+    valid = int(finite.sum())
+    num_records = int(round(sums.point[-1]))
+    ess = {name: r.ess for name, r in results.items()}
+    reason = trust_reason(num_records, ess, valid, rule)
+    diagnostics = Diagnostics(num_records, ess, {name: r.hyperparameters for name, r in results.items()}, valid, reason)
+    alpha = (1.0 - rule.confidence) / 2.0
+    refit_scale = 1.0 if dm_refits is None else dm_refits[1]
+
+    def summarize(point: dict[str, float], boot: dict[str, np.ndarray], refits: np.ndarray | None):
+        if reason is not None:
+            return {name: Estimate(float(point[name]), math.nan, math.nan, reason) for name in point}
+        out = {
+            name: Estimate(
+                float(point[name]),
+                float(np.quantile(boot[name][finite], alpha)),
+                float(np.quantile(boot[name][finite], 1 - alpha)),
+            )
+            for name in point
+        }
+        if refits is not None and "dm" in out:
+            lower, upper = bootstrap.refit_interval(out["dm"].value, refits, refit_scale, rule.confidence)
+            out["dm"] = Estimate(
+                out["dm"].value, lower, upper, None if math.isfinite(lower) else "too few valid reward-model refits"
+            )
+        return out
+
+    refit: list[np.ndarray | None] = [None, None, None] if dm_refits is None else [dm_refits[0][:, 0], None, None]
+    if dm_refits is not None and baseline is not None:
+        refit[1:] = dm_refits[0][:, 1], dm_refits[0][:, 0] - dm_refits[0][:, 1]
+    c = results["candidate"]
+    cand = summarize(c.point, c.boot, refit[0])
+    if baseline is None:
+        return Comparison(cand, None, None, diagnostics)
+    b = results["baseline"]
+    diff_point = {name: c.point[name] - b.point[name] for name in c.point}
+    diff_boot = {name: c.boot[name] - b.boot[name] for name in c.boot}
+    return Comparison(
+        cand, summarize(b.point, b.boot, refit[1]), summarize(diff_point, diff_boot, refit[2]), diagnostics
+    )
+
+
+def trust_reason(num_records: int, ess: dict[str, float], valid: int, rule: TrustRule) -> str | None:
+    """Why the data cannot support an interval, or None."""
+    if num_records < rule.min_records:
+        return (
+            f"only {num_records} eval records (with weight > 0); at least {rule.min_records} are needed "
+            f"for an interval (min_eval_records)"
+        )
+    low = [f"{who} {value:.1f}" for who, value in ess.items() if value < rule.min_ess]
+    if low:
+        return (
+            f"effective sample size of the importance weights too small: {', '.join(low)} "
+            f"< {rule.min_ess:g} (min_ess); the logs rarely took the actions this policy takes"
+        )
+    if valid < 0.99 * rule.num_bootstrap:
+        return f"invalid bootstrap: only {valid} of {rule.num_bootstrap} resamples give finite estimates"
+    return None
+
+
+# ---- the in-memory engine --------------------------------------------------------------------------
+
+
+def prepare_policy(policy: np.ndarray | str, data: LoggedFeedback, q: np.ndarray | None, who: str):
+    """Checked, masked probabilities (or LOGGING_POLICY)."""
+    if isinstance(policy, str):
+        if policy != LOGGING_POLICY:
+            raise ValueError(f"{who} policy must be action probabilities or '{LOGGING_POLICY}', got '{policy}'")
+        return policy
+    probs = apply_action_mask(check_probs(policy, len(data.actions), who), data.action_mask)
+    if q is not None and q.shape != probs.shape:
+        raise ValueError(f"q has shape {q.shape}; {who} action probabilities {probs.shape}")
+    return probs
+
+
+def data_sums(
+    data: LoggedFeedback,
+    policies: Sequence[np.ndarray | str],
+    q: np.ndarray | None,
+    num_bootstrap: int,
+    seed: int,
+    grids: Grids,
+    chunk: int = 65536,
+) -> Sums:
+    """Sums of every policy's columns over `data`, in chunks of records (memory O(chunk))."""
+    n = len(data.actions)
+    if q is not None and (q.ndim != 2 or len(q) != n):
+        raise ValueError(f"q has shape {q.shape}; expected ({n}, num_actions)")
+    names = ("candidate", "baseline") + tuple(f"policy {i}" for i in range(2, len(policies)))
+    prepared = [prepare_policy(p, data, q, names[i]) for i, p in enumerate(policies)]
+    layout = Layout(len(policies), grids)
+    s, keys = data.record_weights, data.record_keys
+    total = None
+    for start in range(0, n, chunk):
+        rows = slice(start, start + chunk)
+        cols = record_columns(
+            data.actions[rows],
+            data.rewards[rows],
+            data.propensities[rows],
+            s[rows],
+            [p if isinstance(p, str) else p[rows] for p in prepared],
+            None if q is None else q[rows],
+            grids,
+        )
+        part = Sums.of(cols, keys[rows], layout, num_bootstrap, seed)
+        total = part if total is None else total.merge(part)
+    assert total is not None  # LoggedFeedback has at least one record
+    return total
+
+
+def compare(
+    data: LoggedFeedback,
+    candidate_probs: np.ndarray | str,
+    baseline_probs: np.ndarray | str | None,
+    q: np.ndarray | None = None,
+    num_bootstrap: int = 500,
+    confidence: float = 0.95,
+    seed: int = 0,
+    min_records: int = DEFAULT_MIN_RECORDS,
+    min_ess: float = DEFAULT_MIN_ESS,
+    switch_tau: float | None = None,
+    dr_os_lambda: float | None = None,
+    grid: tuple[float, ...] = DEFAULT_GRID,
+    dm_refits: tuple[np.ndarray, float] | None = None,
+) -> Comparison:
+    """Estimates of candidate and baseline and of their difference (candidate - baseline), all
+    from the same bootstrap resamples. LOGGING_POLICY as either policy stands for the policy that
+    logged the data (its value is the observed mean reward). Where the data cannot support an
+    interval (too few records, too small an ESS, invalid bootstrap) every interval is NaN and
+    carries the reason (Comparison.diagnostics says what was looked at)."""
+    bootstrap.check_bootstrap_args(num_bootstrap, confidence)
+    policies = [candidate_probs] + ([baseline_probs] if baseline_probs is not None else [])
+    sums = data_sums(data, policies, q, num_bootstrap, seed, make_grids(grid, switch_tau, dr_os_lambda))
+    rule = TrustRule(num_bootstrap, confidence, min_records, min_ess, switch_tau, dr_os_lambda)
+    return comparison_from_sums(
+        sums,
+        0,
+        1 if baseline_probs is not None else None,
+        [isinstance(p, str) for p in policies],
+        q is not None,
+        rule,
+        dm_refits,
+    )
+
+
+def estimate(
+    data: LoggedFeedback,
+    target_probs: np.ndarray | str,
+    q: np.ndarray | None = None,
+    num_bootstrap: int = 500,
+    confidence: float = 0.95,
+    seed: int = 0,
+    **trust,
+) -> dict[str, Estimate]:
+    """Point estimates with bootstrap intervals for every estimator available (all but IPS and
+    SNIPS need the reward model predictions q). `trust`: min_records, min_ess, switch_tau, ..."""
+    return compare(data, target_probs, None, q, num_bootstrap, confidence, seed, **trust).candidate

@@ -1,0 +1,491 @@
+"""Reward models q(x, a) behind DM and the DR family: ridge, logistic, and the shared [global,
+arm] model for per-arm records whose candidate sets vary.
+
+Fitted on a bounded uniform sample of the split -- the `sample_size` records whose key hashes are
+smallest (a bottom-k sample: the same records whatever order or engine reads them) -- and
+cross-fitted by hash folds: record i's prediction comes from the model fitted on the sample's
+records of the other folds, so DM/DR never reuse a record's own reward to predict it. Records
+outside the sample are predicted by their fold's model too (they were fitted on by none).
+`FoldModels` holds the fitted parameters, so the Beam engine predicts batch by batch on its workers.
+By default fitted on 1/propensity-balanced rows (balancing_weights) and clipped to the sample's
+observed reward range.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from rlops.components.evaluator import bootstrap
+from rlops.components.evaluator.estimators import LoggedFeedback, _first_bad
+
+REWARD_MODELS = ("ridge", "logistic")  # the fitted kinds
+# Every name a reward model is chosen by, everywhere (config, CLI, Python API): "auto" is
+# logistic when every reward is 0 or 1, else ridge; "network" is the candidate's own predicted
+# rewards (resolved by the Evaluator, which holds the SavedModel).
+AUTO, NETWORK = "auto", "network"
+REWARD_MODEL_CHOICES = (AUTO,) + REWARD_MODELS + (NETWORK,)
+DEFAULT_REWARD_MODEL = AUTO  # chosen by measurement: BENCHMARKS.md, "Off-policy evaluation"
+DEFAULT_BALANCE = True  # fit the reward model on 1/propensity-balanced rows (see balancing_weights)
+DEFAULT_DM_REFITS = 30  # reward-model refits behind DM's interval (see refit_dm_replicates)
+DEFAULT_DM_REFIT_RECORDS = 20_000
+DEFAULT_SAMPLE = 200_000  # records the reward model is fitted on (evaluator.reward_model_sample)
+DEFAULT_FOLDS = 2
+_FOLD_SALT, _SAMPLE_SALT = 0x5F01D, 0x5A3B1E  # distinct hashes for fold and sample membership
+
+RewardModelFn = Callable[[np.ndarray], np.ndarray]  # contexts [N, D] -> q [N, K]
+
+
+def resolve_reward_model(kind: str, rewards: np.ndarray) -> str:
+    """A fitted kind from any name in REWARD_MODEL_CHOICES but "network" ("auto": logistic for
+    0/1 rewards, else ridge); an unknown name is an error listing every choice."""
+    if kind == AUTO:
+        return "logistic" if np.isin(rewards, (0.0, 1.0)).all() else "ridge"
+    if kind == NETWORK:
+        raise ValueError(
+            "reward_model: 'network' is the candidate SavedModel's own predicted rewards; pass them "
+            "as a callable (the Evaluator does), or choose auto, ridge or logistic"
+        )
+    if kind not in REWARD_MODELS:
+        raise ValueError(
+            f"reward_model: unknown kind '{kind}'; choose one of {', '.join(REWARD_MODEL_CHOICES)} "
+            "(or pass a callable giving q(x, a) for all a)"
+        )
+    return kind
+
+
+def clip_to_observed(q: np.ndarray, rewards: np.ndarray, slots: np.ndarray | None = None) -> np.ndarray:
+    """Predictions clipped to [min, max] of the observed rewards (a ridge fit can predict a
+    negative click rate; no reward outside the observed range is evidence-backed). Padding
+    slots (`slots` False) stay 0."""
+    clipped = np.clip(q, float(np.min(rewards)), float(np.max(rewards)))
+    return clipped if slots is None else np.where(slots, clipped, 0.0)
+
+
+# ---- sample and folds by hash -------------------------------------------------------------------------
+
+
+def hash_folds(keys: np.ndarray, folds: int, seed: int) -> np.ndarray:
+    """[n] fold of each record, from its key: the same in every engine and order."""
+    if folds <= 1:
+        return np.zeros(len(keys), int)
+    return (bootstrap.hash_value(keys, _FOLD_SALT + 7 * seed) % np.uint64(folds)).astype(int)
+
+
+def sample_hashes(keys: np.ndarray, seed: int) -> np.ndarray:
+    return bootstrap.hash_value(keys, _SAMPLE_SALT + 7 * seed)
+
+
+def bottom_k(keys: np.ndarray, size: int | None, seed: int) -> np.ndarray:
+    """Row indices of the (at most) `size` records with the smallest sample hashes, in hash order
+    (a uniform sample without replacement; every engine picks the same records)."""
+    h = sample_hashes(keys, seed)
+    order = np.argsort(h, kind="stable")
+    return order if size is None else order[:size]
+
+
+# ---- fixed candidate sets: one model per action ---------------------------------------------------
+
+
+def _fit_ridge(x, actions, rewards, s, k, l2) -> np.ndarray:
+    d = x.shape[1]
+    x1 = np.concatenate([x, np.ones((len(x), 1))], 1)
+    theta = np.zeros((k, d + 1))
+    for a in range(k):
+        rows = actions == a
+        xa, ra, sa = x1[rows], rewards[rows], s[rows]
+        theta[a] = np.linalg.solve((xa * sa[:, None]).T @ xa + l2 * np.eye(d + 1), (xa * sa[:, None]).T @ ra)
+    return theta
+
+
+def _predict_ridge(theta, x) -> np.ndarray:
+    return np.concatenate([x, np.ones((len(x), 1))], 1) @ theta.T
+
+
+def _newton_logistic(features, r, sw, penalty, offset, theta, iterations: int = 30, tol: float = 1e-7) -> np.ndarray:
+    """Newton's method with backtracking on sum sw * logloss(r, sigmoid(offset + features @ theta))
+    + penalty . theta^2 / 2 (plain Newton can overshoot into separation on sparse one-hot rows)."""
+
+    def loss(t):
+        z = offset + features @ t
+        return float(sw @ (np.logaddexp(0, z) - r * z)) + 0.5 * float(penalty @ (t * t))
+
+    current = loss(theta)
+    for _ in range(iterations):
+        p = 1 / (1 + np.exp(-np.clip(offset + features @ theta, -30, 30)))
+        grad = features.T @ (sw * (p - r)) + penalty * theta
+        hess = (features * (sw * p * (1 - p))[:, None]).T @ features + np.diag(penalty)
+        step = np.linalg.solve(hess, grad)
+        scale = 1.0
+        while scale > 1e-4:
+            candidate = theta - scale * step
+            value = loss(candidate)
+            if value <= current:
+                break
+            scale /= 2
+        else:
+            break  # no descent along the Newton direction: converged as far as floats go
+        theta, current = candidate, value
+        if np.abs(scale * step).max() < tol:
+            break
+    return theta
+
+
+def _fit_logistic(xa, act, r, sw, k, l2, interaction_l2: float = 10.0):
+    """Two stages. (1) logit = b + theta_a + x . beta over all rows (b unpenalized, so a rare
+    click rate is no problem; shared beta, so it fits when clicks are rare). (2) per action, an
+    interaction x . gamma_a on top of (1), shrunk towards 0 by `interaction_l2`: it only moves
+    where an action's own rows carry enough signal."""
+    n, d = xa.shape
+    features = np.concatenate([np.ones((n, 1)), np.eye(k)[act], xa], 1)  # [n, 1 + K + D]
+    penalty = np.full(1 + k + d, l2)
+    penalty[0] = 1e-6
+    prior = min(max(float(r @ sw) / max(float(sw.sum()), 1e-12), 1e-6), 1 - 1e-6)
+    theta = np.zeros(1 + k + d)
+    theta[0] = math.log(prior / (1 - prior))
+    theta = _newton_logistic(features, r, sw, penalty, np.zeros(n), theta)
+    base_train = features @ theta
+    gamma = np.zeros((k, d + 1))
+    for a in range(k):
+        rows = act == a
+        if min(r[rows].sum(), (1 - r[rows]).sum()) < 5:  # too few clicks (or non-clicks) to move: skip
+            continue
+        x_rows = np.concatenate([np.ones((int(rows.sum()), 1)), xa[rows]], 1)  # own intercept and slopes
+        gamma[a] = _newton_logistic(
+            x_rows,
+            r[rows],
+            sw[rows],
+            np.full(d + 1, interaction_l2),
+            base_train[rows],
+            np.zeros(d + 1),
+            iterations=10,
+            tol=1e-4,
+        )
+    return theta, gamma
+
+
+def _predict_logistic(params, x) -> np.ndarray:
+    theta, gamma = params
+    k = len(gamma)
+    logits = (
+        theta[0] + theta[1 : 1 + k][None, :] + (x @ theta[1 + k :])[:, None] + gamma[:, 0][None, :] + x @ gamma[:, 1:].T
+    )
+    return 1 / (1 + np.exp(-np.clip(logits, -30, 30)))
+
+
+# ---- per-arm records whose candidate sets vary: one model shared across arms ---------------------
+
+
+def _arm_design(x: np.ndarray, item: np.ndarray, f: np.ndarray) -> np.ndarray:
+    m = len(f)
+    return np.concatenate([np.ones((len(x), 1)), np.eye(m)[item], x, f[item]], 1)  # [n, 1 + M + D + Da]
+
+
+def _fit_arm_model(x, item, r, sw, f, kind, l2, interaction_l2):
+    m, d = len(f), x.shape[1]
+    features = _arm_design(x, item, f)
+    penalty = np.full(features.shape[1], l2)
+    penalty[0] = 1e-6
+    # Item effects shrunk harder than the shared feature slopes: what the arm features explain
+    # goes to eta (and so carries over to items rarely or never logged), the rest to theta_m.
+    penalty[1 : 1 + m] = interaction_l2
+    gamma = np.zeros((m, d + 1))
+    if kind == "ridge":
+        weighted = features * sw[:, None]
+        theta = np.linalg.solve(weighted.T @ features + np.diag(penalty), weighted.T @ r)
+        res = r - features @ theta
+        for a in np.unique(item):
+            rows = item == a
+            xa = np.concatenate([np.ones((int(rows.sum()), 1)), x[rows]], 1)
+            gamma[a] = np.linalg.solve(
+                (xa * sw[rows, None]).T @ xa + interaction_l2 * np.eye(d + 1), (xa * sw[rows, None]).T @ res[rows]
+            )
+        return theta, gamma
+    prior = min(max(float(r @ sw) / max(float(sw.sum()), 1e-12), 1e-6), 1 - 1e-6)
+    theta = np.zeros(features.shape[1])
+    theta[0] = math.log(prior / (1 - prior))
+    theta = _newton_logistic(features, r, sw, penalty, np.zeros(len(r)), theta)
+    base = features @ theta
+    for a in np.unique(item):
+        rows = item == a
+        if min(r[rows].sum(), (1 - r[rows]).sum()) < 5:  # too few clicks (or non-clicks) to move: skip
+            continue
+        xa = np.concatenate([np.ones((int(rows.sum()), 1)), x[rows]], 1)
+        gamma[a] = _newton_logistic(
+            xa, r[rows], sw[rows], np.full(d + 1, interaction_l2), base[rows], np.zeros(d + 1), iterations=10, tol=1e-4
+        )
+    return theta, gamma
+
+
+def _predict_arm_model(theta, gamma, x, items, f, kind) -> np.ndarray:
+    m, d = len(f), x.shape[1]
+    per_item = theta[1 : 1 + m] + f @ theta[1 + m + d :] + gamma[:, 0]  # [M]
+    row = theta[0] + x @ theta[1 + m : 1 + m + d]  # [n]
+    pad = items < 0
+    it = np.maximum(items, 0)
+    out = np.empty(items.shape)
+    for k in range(items.shape[1]):  # slot by slot: memory O(n x D), whatever M is
+        out[:, k] = row + per_item[it[:, k]] + np.einsum("nd,nd->n", x, gamma[it[:, k], 1:])
+    if kind == "logistic":
+        out = 1 / (1 + np.exp(-np.clip(out, -30, 30)))
+    return np.where(pad, 0.0, out)
+
+
+def balancing_weights(propensities: np.ndarray, cap: float = 50.0) -> np.ndarray:
+    """1 / propensity, scaled to mean 1 and capped: rows reweighted as if every action had been
+    logged equally often. A logging policy that rarely shows an action otherwise lets the reward
+    model fill that action in from the popular ones (selection bias, which DM inherits in full)."""
+    w = 1.0 / np.asarray(propensities, float)
+    w /= w.mean()
+    return np.minimum(w, cap)
+
+
+# ---- the cross-fitted model -------------------------------------------------------------------------
+
+
+@dataclass
+class FoldModels:
+    """A reward model fitted per hash fold on a sample: predict(contexts, keys[, items]) gives each
+    record the prediction of the model fitted without its fold."""
+
+    kind: str
+    num_actions: int
+    folds: int
+    seed: int
+    params: list
+    reward_range: tuple[float, float] | None  # clip predictions to it (None: no clipping)
+    item_features: np.ndarray | None = None  # per-arm: [M, Da] of the sample's items
+
+    def predict(self, contexts: np.ndarray, keys: np.ndarray, items: np.ndarray | None = None) -> np.ndarray:
+        x = np.asarray(contexts, float).reshape(len(keys), -1)
+        fold = hash_folds(keys, self.folds, self.seed)
+        shape = (len(keys), self.num_actions) if items is None else items.shape
+        q = np.zeros(shape)
+        for f, params in enumerate(self.params):
+            rows = fold == f
+            if not rows.any():
+                continue
+            if self.item_features is not None and items is not None:
+                theta, gamma = params
+                q[rows] = _predict_arm_model(theta, gamma, x[rows], items[rows], self.item_features, self.kind)
+            elif self.kind == "ridge":
+                q[rows] = _predict_ridge(params, x[rows])
+            else:
+                q[rows] = _predict_logistic(params, x[rows])
+        if self.reward_range is not None:
+            clipped = np.clip(q, *self.reward_range)
+            q = clipped if items is None else np.where(items >= 0, clipped, 0.0)
+        return q
+
+
+def fit_fold_models(
+    data: LoggedFeedback,
+    num_actions: int,
+    kind: str,
+    seed: int = 0,
+    balance: bool = DEFAULT_BALANCE,
+    clip: bool = True,
+    folds: int = DEFAULT_FOLDS,
+    l2: float = 1.0,
+    interaction_l2: float = 10.0,
+) -> FoldModels:
+    """Fit `kind` on every record of `data` (the sample), once per hash fold leaving that fold out."""
+    kind = resolve_reward_model(kind, data.rewards)
+    if kind == "logistic" and not np.isin(data.rewards, (0.0, 1.0)).all():
+        _first_bad("reward_model 'logistic' needs rewards in {0, 1}", data.rewards, ~np.isin(data.rewards, (0.0, 1.0)))
+    n = len(data.actions)
+    x = np.asarray(data.contexts, float).reshape(n, -1)
+    s = data.record_weights * balancing_weights(data.propensities) if balance else data.record_weights
+    r = np.asarray(data.rewards, float)
+    fold = hash_folds(data.record_keys, folds, seed)
+    params = []
+    for f in range(max(folds, 1)):
+        train = fold != f if folds > 1 else np.ones(n, bool)
+        if data.items is not None:
+            logged = data.items[np.arange(n), data.actions]
+            params.append(
+                _fit_arm_model(
+                    x[train], logged[train], r[train], s[train], data.item_features, kind, l2, interaction_l2
+                )
+            )
+        elif kind == "ridge":
+            params.append(_fit_ridge(x[train], data.actions[train], r[train], s[train], num_actions, l2))
+        else:
+            params.append(
+                _fit_logistic(x[train], data.actions[train], r[train], s[train], num_actions, l2, interaction_l2)
+            )
+    if data.items is not None and data.items.shape[1] != num_actions:
+        raise ValueError(f"items have {data.items.shape[1]} candidate slots; expected {num_actions}")
+    return FoldModels(
+        kind,
+        num_actions,
+        folds,
+        seed,
+        params,
+        (float(r.min()), float(r.max())) if clip else None,
+        None if data.items is None else np.asarray(data.item_features, float),
+    )
+
+
+def fit_reward_model(
+    contexts: np.ndarray,
+    actions: np.ndarray,
+    rewards: np.ndarray,
+    num_actions: int,
+    kind: str = "ridge",
+    weights: np.ndarray | None = None,
+    l2: float = 1.0,
+    folds: int = 2,
+    seed: int = 0,
+    keys: np.ndarray | None = None,
+) -> np.ndarray:
+    """Cross-fitted reward model q(x, a) -> [N, K] predictions (unclipped, unbalanced: `weights`
+    weight the fit). ridge: one ridge regression per action. logistic (rewards in {0, 1}): an
+    L2-regularized logistic regression with an item effect plus a shared context effect, then
+    per-action context interactions shrunk towards it (see _fit_logistic)."""
+    data = LoggedFeedback(
+        np.asarray(contexts, float).reshape(len(actions), -1),
+        np.asarray(actions),
+        np.asarray(rewards, float),
+        np.ones(len(actions)),
+        weights=weights,
+        keys=keys,
+    )
+    model = fit_fold_models(data, num_actions, kind, seed, balance=False, clip=False, folds=folds, l2=l2)
+    return model.predict(data.contexts, data.record_keys)
+
+
+def fit_arm_reward_model(
+    contexts: np.ndarray,
+    items: np.ndarray,
+    actions: np.ndarray,
+    rewards: np.ndarray,
+    item_features: np.ndarray,
+    kind: str = "ridge",
+    weights: np.ndarray | None = None,
+    l2: float = 1.0,
+    folds: int = 2,
+    seed: int = 0,
+    interaction_l2: float = 10.0,
+    keys: np.ndarray | None = None,
+) -> np.ndarray:
+    """Cross-fitted q(x, arm) -> [N, K] for candidate sets that vary (0 on padding slots).
+
+    One model shared across arms, on [global x, the arm's features f(m), an item effect]:
+        link(q) = b + theta_m + x . beta + f(m) . eta  +  (1, x) . gamma_m
+    fitted in two stages as the fixed-candidate models are (see _fit_arm_model). An item never
+    logged in the training folds gets theta_m = gamma_m = 0: its prediction comes from its
+    features. Items are identities, not slots, so slot k of two records may be two items."""
+    n = len(actions)
+    data = LoggedFeedback(
+        np.asarray(contexts, float).reshape(n, -1),
+        np.asarray(actions),
+        np.asarray(rewards, float),
+        np.ones(n),
+        weights=weights,
+        items=items,
+        item_features=np.asarray(item_features, float),
+        keys=keys,
+    )
+    model = fit_fold_models(
+        data, items.shape[1], kind, seed, balance=False, clip=False, folds=folds, l2=l2, interaction_l2=interaction_l2
+    )
+    return model.predict(data.contexts, data.record_keys, items)
+
+
+def subset(data: LoggedFeedback, rows: np.ndarray, weights: np.ndarray | None = None) -> LoggedFeedback:
+    """The records `rows` of `data` (record weights replaced by `weights` when given)."""
+
+    def take(value):
+        return None if value is None else np.asarray(value)[rows]
+
+    return LoggedFeedback(
+        data.contexts[rows],
+        data.actions[rows],
+        data.rewards[rows],
+        data.propensities[rows],
+        weights=take(data.weights) if weights is None else weights,
+        action_mask=take(data.action_mask),
+        features=None if data.features is None else {k: np.asarray(v)[rows] for k, v in data.features.items()},
+        items=take(data.items),
+        item_features=data.item_features,
+        keys=data.record_keys[rows],
+    )
+
+
+def reward_sample(data: LoggedFeedback, sample_size: int | None, seed: int = 0) -> np.ndarray:
+    """Rows of the reward model's sample (all rows, in hash order, when there are no more)."""
+    return bottom_k(data.record_keys, sample_size, seed)
+
+
+def reward_predictions(
+    model: str | RewardModelFn,
+    data: LoggedFeedback,
+    num_actions: int,
+    seed: int = 0,
+    balance: bool = DEFAULT_BALANCE,
+    clip: bool = True,
+    sample_size: int | None = None,
+) -> np.ndarray:
+    """q [N, K] from a reward model name (fitted on the bottom-k hash sample of at most
+    `sample_size` records -- None: all -- cross-fitted by hash folds; record weights times
+    balancing weights when `balance`) or a callable (e.g. the trained network), clipped to the
+    observed reward range (`clip`)."""
+    if callable(model):
+        q = np.asarray(model(data.contexts), float)
+        if q.shape != (len(data.actions), num_actions):
+            raise ValueError(f"reward model returned shape {q.shape}; expected ({len(data.actions)}, {num_actions})")
+        slots = None if data.items is None else data.items >= 0
+        return clip_to_observed(q, data.rewards, slots) if clip else q
+    if data.items is not None and data.items.shape[1] != num_actions:
+        raise ValueError(f"items have {data.items.shape[1]} candidate slots; expected {num_actions}")
+    # The sample in hash order (all records when there are no more): every engine fits on the
+    # same rows in the same order, so their floats agree.
+    sample = subset(data, reward_sample(data, sample_size, seed))
+    fitted = fit_fold_models(sample, num_actions, resolve_reward_model(model, data.rewards), seed, balance, clip)
+    return fitted.predict(data.contexts, data.record_keys, data.items)
+
+
+def refit_dm_replicates(
+    data: LoggedFeedback,
+    policies: list[np.ndarray | str],
+    model: str,
+    num_actions: int,
+    replicates: int = DEFAULT_DM_REFITS,
+    max_records: int = DEFAULT_DM_REFIT_RECORDS,
+    seed: int = 0,
+    balance: bool = DEFAULT_BALANCE,
+    clip: bool = True,
+    population: int | None = None,
+) -> tuple[np.ndarray, float]:
+    """DM's sampling spread with the reward model's own error in it: `replicates` Poisson(1)
+    bootstrap resamples, the reward model refitted on each, DM of every policy recomputed.
+    Affordable at any size: the resamples are drawn from the (at most) `max_records` records of
+    `data` with the smallest sample hashes (an m-out-of-n bootstrap); the returned scale
+    sqrt(m / population) shrinks their spread to the full split's size (`population`: the
+    split's record count when `data` is already a sample of it; default len(data)). Returns
+    ([replicates, len(policies)] DM values, scale). A policy is action probabilities [N, K]
+    (rows of `data`) or LOGGING_POLICY (its DM is the observed mean)."""
+    n = population or len(data.actions)
+    rows = reward_sample(data, max_records, seed)  # hash order: the same rows, same order, in every engine
+    s = data.record_weights[rows]
+    keys = data.record_keys[rows]
+    multiplicity = bootstrap.poisson_weights(keys, replicates, seed + 7919)  # [replicates, m]
+    out = np.full((replicates, len(policies)), np.nan)
+    for b in range(replicates):
+        m = multiplicity[b] * s
+        if not (m > 0).any():
+            continue
+        keep = m > 0  # rows drawn at least once: the resample (Poisson multiplicity as weight)
+        sample = subset(data, rows[keep], m[keep])
+        try:
+            q = reward_predictions(model, sample, num_actions, seed=seed + b, balance=balance, clip=clip)
+        except (ValueError, np.linalg.LinAlgError):
+            continue  # a degenerate resample (e.g. no clicks): left out, as an invalid bootstrap draw
+        for j, policy in enumerate(policies):
+            dm = sample.rewards if isinstance(policy, str) else (np.asarray(policy)[rows[keep]] * q).sum(1)
+            out[b, j] = float((m[keep] * dm).sum() / m[keep].sum())
+    return out, math.sqrt(len(rows) / n)

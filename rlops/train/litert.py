@@ -1,0 +1,373 @@
+"""A LiteRT (TFLite) twin of an exported policy: `policy.tflite` + `policy_litert.json` beside the SavedModel.
+
+    model = convert_policy("export/policy")            # TFLite builtin ops only, or LiteRTConversionError
+    model = model.with_version(7)                       # the Pusher bakes in the published version
+
+The LiteRT file has the SavedModel's `serving_default` contract: one signature, `serving_default`,
+whose inputs are the SavedModel's serving inputs under the same names (rlops.features.serving_names;
+raw features, strings included) and whose outputs are `action` (sampled from the exploring policy,
+inside the graph: TFLite's builtin RANDOM_UNIFORM / MULTINOMIAL), `propensity`, `greedy_action`
+and `policy_version`. A policy exported without `serving_default` (PPO's greedy policy) converts
+from its `action` signature: its observation inputs in, the action (also `greedy_action`;
+`propensity` 1: a deterministic policy) out.
+
+What converts to builtins here (tensorflow 2.16 converter, ai-edge-litert 2.3 interpreter), found
+by experiment: string vocabulary lookups (StaticHashTable with a key/value initializer -> HASHTABLE,
+HASHTABLE_IMPORT, HASHTABLE_FIND; but one int64 -> int64 table stops the converter legalizing any
+table, so rlops.features matches int64 vocabularies with EQUAL), string EQUAL, normalization,
+one-/multi-hot, the exploring head (RANDOM_UNIFORM, MULTINOMIAL). What does not: every op that
+reads a string's bytes (StringToHashBucketFast, StringLength, Substr, DecodePaddedRaw,
+UnicodeDecode, StringSplit, StringToNumber) -- no TFLite builtin exposes a string's bytes, so no
+string hash can be written in builtins. The default schema needs none: with one OOV bucket every
+unseen value lands in it, and rlops.features no longer hashes for it (the same ids as before). A
+feature with `hash_buckets`, or more than one OOV bucket, needs the Flex delegate: conversion
+fails with one line naming the op unless `allow_flex`.
+
+The version: serving_default reads it from a SavedModel asset at load time (an asset-initialized
+table LiteRT cannot initialize), so the LiteRT graph holds it as an int64 constant, written as
+VERSION_SENTINEL at conversion and replaced by `with_version` (8 bytes at one place in the file).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from typing import Any, Mapping
+
+import numpy as np
+import tensorflow as tf
+
+LITERT_FILE = "policy.tflite"
+LITERT_SPEC_FILE = "policy_litert.json"
+LITERT_FORMAT = "rlops.policy_litert/1"
+SIGNATURE = "serving_default"
+VERSION_SENTINEL = 0x5E57_1A7E_0DD5_EED5  # a value no real version takes; appears once in the file
+UNPUBLISHED_VERSION = -1
+_TIME_STEP_INPUTS = ("step_type", "reward", "discount")
+LOGITS = "info/dist_params/logits"  # a stochastic discrete policy's `action` output (PPO)
+
+
+class LiteRTConversionError(ValueError):
+    """The policy does not convert to a builtin-only LiteRT model (the message names the op)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LiteRTPolicy:
+    model: bytes  # the .tflite flatbuffer
+    description: dict  # what policy_litert.json holds: inputs, outputs, source signature, version
+    version: int = VERSION_SENTINEL
+
+    def with_version(self, version: int) -> "LiteRTPolicy":
+        """The same model answering `policy_version` = version."""
+        return dataclasses.replace(
+            self,
+            model=set_version(self.model, version, self.version),
+            version=int(version),
+            description={**self.description, "policy_version": int(version)},
+        )
+
+    def save(self, directory: str) -> None:
+        """Writes policy.tflite and policy_litert.json into `directory`."""
+        with tf.io.gfile.GFile(os.path.join(directory, LITERT_FILE), "wb") as f:
+            f.write(self.model)
+        with tf.io.gfile.GFile(os.path.join(directory, LITERT_SPEC_FILE), "w") as f:
+            json.dump(self.description, f, indent=1)
+
+
+def set_version(model: bytes, version: int, current: int = VERSION_SENTINEL) -> bytes:
+    """Replaces the version constant `current` (8 little-endian bytes, exactly once in the file)."""
+    old = int(current).to_bytes(8, "little", signed=True)
+    if model.count(old) != 1:
+        raise ValueError(f"the LiteRT model holds its version constant {model.count(old)} times, expected once")
+    return model.replace(old, int(version).to_bytes(8, "little", signed=True))
+
+
+def published(model: bytes, description: dict, version: int) -> tuple[bytes, dict]:
+    """The model and its description answering `version`: a fresh conversion holds VERSION_SENTINEL,
+    a published one (a rollback re-publishes it) the number its description records."""
+    current = (
+        VERSION_SENTINEL
+        if model.count(VERSION_SENTINEL.to_bytes(8, "little", signed=True)) == 1
+        else int(description["policy_version"])
+    )
+    return set_version(model, version, current), {**description, "policy_version": int(version)}
+
+
+def convert_policy(saved_model_dir: str, allow_flex: bool = False) -> LiteRTPolicy:
+    """The SavedModel at `saved_model_dir` as a LiteRT policy (see the module docstring)."""
+    loaded = tf.saved_model.load(saved_model_dir)
+    concrete, kind = _serving_function(loaded)
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], loaded)
+    ops = [tf.lite.OpsSet.TFLITE_BUILTINS] + ([tf.lite.OpsSet.SELECT_TF_OPS] if allow_flex else [])
+    converter.target_spec.supported_ops = ops
+    try:
+        model = converter.convert()
+    except Exception as e:  # the converter's message lists each op it could not lower
+        missing = flex_ops(str(e))
+        if missing:
+            raise LiteRTConversionError(
+                f"the policy needs TensorFlow (Flex) op(s) {', '.join(missing)} that no TFLite builtin covers; "
+                "the standalone LiteRT runtime cannot run them (set pusher litert_allow_flex: true to publish a "
+                "Flex model anyway)"
+            ) from None
+        raise LiteRTConversionError(f"LiteRT conversion failed: {_last_line(str(e))}") from e
+    inputs = {
+        k: {"shape": s.shape.as_list(), "dtype": s.dtype.name}
+        for k, s in concrete.structured_input_signature[1].items()
+    }
+    outputs = {k: {"shape": v.shape.as_list(), "dtype": v.dtype.name} for k, v in concrete.structured_outputs.items()}
+    description = {
+        "format": LITERT_FORMAT,
+        "signature": SIGNATURE,
+        "source_signature": kind,
+        "inputs": inputs,
+        "outputs": outputs,
+        "flex": bool(allow_flex),
+        "policy_version": UNPUBLISHED_VERSION,
+    }
+    return LiteRTPolicy(model, description)  # version: VERSION_SENTINEL until with_version
+
+
+def flex_ops(message: str) -> list[str]:
+    """Op names (without `tf.`) the converter reported as not lowering to builtins."""
+    return sorted(set(re.findall(r"\btf\.([A-Z][A-Za-z0-9]*)\(", message)))
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else "unknown error"
+
+
+def _serving_function(loaded: Any) -> tuple[Any, str]:
+    """The function to convert: serving_default's core (no version lookup) with the version as a
+    constant, or the `action` signature of a policy without one."""
+    version = tf.constant(VERSION_SENTINEL, tf.int64)
+    if hasattr(loaded, "serving_core") and "serving_default" in loaded.signatures:
+        specs = loaded.signatures["serving_default"].structured_input_signature[1]
+        core = loaded.serving_core
+
+        def serve(**features):
+            out = core(**features)
+            batch = tf.shape(out["action"])[:1]
+            return {
+                "action": out["action"],
+                "propensity": out["propensity"],
+                "greedy_action": out["greedy_action"],
+                "policy_version": tf.fill(batch, version),
+            }
+
+        return _concrete(serve, specs), "serving_default"
+    if "serving_default" in loaded.signatures:
+        raise LiteRTConversionError(
+            "this SavedModel was exported before LiteRT support (no serving_core "
+            "function); re-export it with this rlops (retrain or warm-start with "
+            "train_steps: 0)"
+        )
+    action = loaded.signatures["action"]
+    all_specs = action.structured_input_signature[1]
+    specs = {k: s for k, s in all_specs.items() if k not in _TIME_STEP_INPUTS}
+    if any(k.startswith("policy_state") for k in specs):
+        raise LiteRTConversionError("a stateful policy (policy_state inputs) has no LiteRT serving contract yet")
+
+    def act(**observation):
+        batch = tf.shape(next(iter(observation.values())))[:1]
+        filler = {"step_type": tf.zeros, "reward": tf.zeros, "discount": tf.ones}
+        feeds = dict(observation)
+        for k in _TIME_STEP_INPUTS:
+            if k in all_specs:
+                feeds[k] = filler[k](batch, all_specs[k].dtype)
+        step = action(**feeds)
+        chosen = step["action"]
+        out = {"action": chosen, "greedy_action": chosen, "policy_version": tf.fill(batch, version)}
+        if LOGITS in step:  # a stochastic policy (PPO's collect policy): its mode is the greedy action
+            logits = step[LOGITS]
+            out["greedy_action"] = tf.cast(tf.argmax(logits, axis=-1), chosen.dtype)
+            out["propensity"] = tf.gather(tf.nn.softmax(logits), tf.cast(chosen, tf.int32), batch_dims=1)
+        elif chosen.dtype.is_integer:
+            out["propensity"] = tf.ones(batch, tf.float32)  # a deterministic policy
+        return out
+
+    return _concrete(act, specs), "action"
+
+
+def _concrete(fn: Any, specs: dict) -> Any:
+    named = {k: tf.TensorSpec(s.shape, s.dtype, name=k) for k, s in specs.items()}
+    return tf.function(fn, autograph=False).get_concrete_function(**named)
+
+
+# ---- verification: the LiteRT file against its SavedModel ------------------------------------------
+RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "litert_runner.py")
+PROPENSITY_TOLERANCE = 1e-6
+
+
+def run_standalone(
+    model_path: str, inputs: Mapping[str, np.ndarray], repeats: int = 1, timeout_s: float = 300
+) -> dict[str, np.ndarray]:
+    """`serving_default` of the LiteRT file on `inputs`, `repeats` times, in a fresh Python process
+    that imports ai_edge_litert and numpy only (litert_runner.py, run by path). Outputs are stacked
+    [repeats, B, ...]; `modules_tensorflow` / `modules_rlops` say what that process imported."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = os.path.join(tmp, "inputs.npz"), os.path.join(tmp, "outputs.npz")
+        np.savez(src, **{k: _savable(v) for k, v in inputs.items()})
+        proc = subprocess.run(
+            [sys.executable, RUNNER, model_path, src, dst, str(int(repeats))],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        )
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        result = (
+            json.loads(lines[-1])
+            if lines
+            else {"ok": False, "error": f"exited {proc.returncode}: {_last_line(proc.stderr)}"}
+        )
+        if not result.get("ok"):
+            raise RuntimeError(f"the LiteRT policy did not run under ai-edge-litert: {result.get('error')}")
+        with np.load(dst) as out:
+            return {k: out[k] for k in out.files}
+
+
+def _savable(value: Any) -> np.ndarray:
+    value = np.asarray(value)
+    return value.astype(np.bytes_) if value.dtype.kind in "OU" else value
+
+
+def allowed_actions(inputs: Mapping[str, np.ndarray], num_actions: int) -> np.ndarray:
+    """[B, K] bool: what serving_default explores among -- the `action_mask` input where there is
+    one, and the first `num_actions` candidates of a per-arm input."""
+    batch = len(next(iter(inputs.values())))
+    allowed = np.ones((batch, num_actions), bool)
+    if "action_mask" in inputs:
+        allowed &= np.asarray(inputs["action_mask"]).astype(bool)
+    if "num_actions" in inputs and any(k.startswith("per_arm_") for k in inputs):
+        allowed &= np.arange(num_actions)[None, :] < np.asarray(inputs["num_actions"]).reshape(-1, 1)
+    return allowed
+
+
+def exploring_probabilities(greedy: np.ndarray, epsilon: float, allowed: np.ndarray, minimum: int = 0) -> np.ndarray:
+    """[B, K] P(action) under serving_default's epsilon-greedy policy (rlops.features.export
+    epsilon_greedy_head): eps / n_allowed on each allowed action plus 1 - eps on the greedy one;
+    uniform over the allowed actions where the greedy action is masked out."""
+    allowed = allowed.astype(np.float64)
+    n = np.maximum(allowed.sum(-1, keepdims=True), 1.0)
+    idx = np.asarray(greedy).astype(np.int64) - minimum
+    rows = np.arange(len(idx))
+    greedy_ok = allowed[rows, idx] > 0
+    probs = allowed * (np.where(greedy_ok, epsilon, 1.0)[:, None] / n)
+    probs[rows[greedy_ok], idx[greedy_ok]] += 1.0 - epsilon
+    return probs
+
+
+def compare(saved_model_dir: str, model_path: str, inputs: Mapping[str, np.ndarray]) -> str | None:
+    """The LiteRT file (run standalone) against the SavedModel on `inputs` (keyed by serving input
+    name): greedy actions identical, each sampled action allowed and its propensity within 1e-6 of
+    the exploring policy's probability, the policy version the SavedModel reports. Returns an
+    error naming the first input row that differs, or None."""
+    loaded = tf.saved_model.load(saved_model_dir)
+    concrete, kind = _serving_function(loaded)
+    specs = concrete.structured_input_signature[1]
+    if len(specs) == 1 and set(specs).isdisjoint(inputs) and "observation" in inputs:
+        inputs = {next(iter(specs)): inputs["observation"]}  # one dense observation, named by its spec
+    missing = sorted(set(specs) - set(inputs))
+    if missing:
+        return f"LiteRT check: no input data for input '{missing[0]}'"
+    feeds = {k: np.asarray(inputs[k]) for k in specs}
+    want = _saved_model_outputs(saved_model_dir, loaded, kind, feeds, specs)
+    got = {k: v[0] for k, v in run_standalone(model_path, feeds).items() if not k.startswith("modules_")}
+    bad = np.flatnonzero(np.asarray(got["greedy_action"]) != want["greedy_action"])
+    if bad.size:
+        return _row_error(
+            feeds,
+            bad[0],
+            f"greedy action {got['greedy_action'][bad[0]]} (LiteRT) != {want['greedy_action'][bad[0]]} (SavedModel)",
+        )
+    if "probabilities" in want:
+        probs, minimum = want["probabilities"], want["minimum"]
+        rows = np.arange(len(probs))
+        expected = probs[rows, np.asarray(got["action"]).astype(np.int64) - minimum]
+        bad = np.flatnonzero((expected <= 0) | (np.abs(expected - got["propensity"]) > PROPENSITY_TOLERANCE))
+        if bad.size:
+            i = bad[0]
+            return _row_error(
+                feeds,
+                i,
+                f"action {got['action'][i]} with propensity {got['propensity'][i]:.8f} "
+                f"(LiteRT) where the exploring policy gives it {expected[i]:.8f}",
+            )
+    unpublished = np.all(got["policy_version"] == VERSION_SENTINEL) and np.all(want.get("policy_version", -1) == -1)
+    if "policy_version" in want and not unpublished and not np.all(got["policy_version"] == want["policy_version"]):
+        return f"LiteRT policy_version {got['policy_version'][:3]} != the SavedModel's {want['policy_version'][:3]}"
+    return None
+
+
+def _saved_model_outputs(saved_model_dir: str, loaded: Any, kind: str, feeds: dict, specs: dict) -> dict:
+    tensors = {
+        k: tf.constant(v, specs[k].dtype) if specs[k].dtype == tf.string else tf.cast(v, specs[k].dtype)
+        for k, v in feeds.items()
+    }
+    if kind == "action":
+        step = loaded.signatures["action"]
+        names = step.structured_input_signature[1]
+        batch = len(next(iter(feeds.values())))
+        filler = {"step_type": np.zeros, "reward": np.zeros, "discount": np.ones}
+        extra = {k: tf.constant(filler[k](batch), names[k].dtype) for k in _TIME_STEP_INPUTS if k in names}
+        out = {k: v.numpy() for k, v in step(**tensors, **extra).items()}
+        if LOGITS not in out:
+            return {"greedy_action": out["action"]}
+        logits = out[LOGITS].astype(np.float64)
+        probs = np.exp(logits - logits.max(-1, keepdims=True))
+        return {"greedy_action": logits.argmax(-1), "probabilities": probs / probs.sum(-1, keepdims=True), "minimum": 0}
+    out = {k: v.numpy() for k, v in loaded.signatures["serving_default"](**tensors).items()}
+    epsilon = float(loaded.signatures["get_metadata"]()["serving_epsilon"].numpy())
+    from rlops.train.policy_saver import load_specs
+
+    spec = load_specs(saved_model_dir)["action_spec"]
+    minimum, k = int(spec.minimum), int(spec.maximum) - int(spec.minimum) + 1
+    probs = exploring_probabilities(out["greedy_action"], epsilon, allowed_actions(feeds, k), minimum)
+    return {
+        "greedy_action": out["greedy_action"],
+        "policy_version": out["policy_version"],
+        "probabilities": probs,
+        "minimum": minimum,
+    }
+
+
+def _row_error(feeds: Mapping[str, np.ndarray], row: int, what: str) -> str:
+    shown = {k: _short(v[row]) for k, v in sorted(feeds.items())}
+    return f"LiteRT policy disagrees with the SavedModel on verification input row {row} {shown}: {what}"
+
+
+def _short(value: Any) -> Any:
+    value = np.asarray(value)
+    if value.dtype.kind == "S":
+        value = value.astype(str)
+    flat = value.ravel().tolist()
+    return flat[0] if value.ndim == 0 else (flat[:6] + ["..."] if len(flat) > 6 else flat)
+
+
+def convert_to_dir(
+    saved_model_dir: str, out_dir: str | None = None, allow_flex: bool = False, version: int = UNPUBLISHED_VERSION
+) -> str:
+    """Converts and writes the two files (into the SavedModel's directory by default), answering
+    `policy_version` = version; returns the .tflite path."""
+    out_dir = out_dir or saved_model_dir
+    convert_policy(saved_model_dir, allow_flex).with_version(version).save(out_dir)
+    return os.path.join(out_dir, LITERT_FILE)
+
+
+__all__ = [
+    "LITERT_FILE",
+    "LITERT_SPEC_FILE",
+    "LiteRTConversionError",
+    "LiteRTPolicy",
+    "convert_policy",
+    "convert_to_dir",
+    "flex_ops",
+    "set_version",
+]

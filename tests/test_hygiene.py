@@ -1,0 +1,100 @@
+"""Project hygiene a user can see: importing rlops changes nothing in the host process, and the
+CLI starts without Google's 'unsupported Python version' warnings."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+_CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("TF_USE_LEGACY_KERAS", "PYTHONWARNINGS")}
+
+
+def _python(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_CLEAN_ENV if env is None else env,
+    )
+
+
+def test_import_rlops_leaves_the_environment_alone():
+    proc = _python(
+        "import os; e = dict(os.environ); import rlops; assert e == dict(os.environ), "
+        "sorted(set(os.environ.items()) ^ set(e.items()))"
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_import_rlops_leaves_warning_filters_and_logging_alone():
+    proc = _python(
+        "import logging, warnings; f = list(warnings.filters); "
+        "h = list(logging.getLogger('absl').filters); import rlops, rlops.quiet; "
+        "assert warnings.filters == f and logging.getLogger('absl').filters == h"
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_entry_point_setup_picks_keras3_so_tfp_imports_after_tfx():
+    # tensorflow_transform (imported by TFX) flips TF to legacy Keras unless the mode is already
+    # chosen; TFP 0.24 then fails to import. The entry points choose first.
+    code = (
+        "from rlops.quiet import entry_point_setup; entry_point_setup(); "
+        "import tfx.v1, tensorflow_probability as tfp; print(float(tfp.distributions.Normal(0., 1.).mean()))"
+    )
+    proc = _python(code)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().endswith("0.0")
+
+
+_VERSION_WARNINGS = """
+import datetime, warnings
+{setup}
+import google.api_core._python_version_support as support
+with warnings.catch_warnings(record=True) as seen:
+    for year in (2026, 2027, 2030):  # deprecated soon, past end of life, unsupported (Python 3.10)
+        support.check_python_version("google-x", today=datetime.date(year, 6, 1))
+print(sum("Python version" in str(w.message) for w in seen))
+"""
+
+
+@pytest.mark.parametrize(
+    "setup, expected", [("", "3"), ("from rlops.quiet import entry_point_setup; entry_point_setup()", "0")]
+)
+def test_cli_start_up_hides_google_python_version_warnings(setup, expected):
+    """google-api-core warns (once per client library) that Python 3.10 is or will be unsupported;
+    after the entry points' start-up none of its three wordings shows."""
+    proc = _python(_VERSION_WARNINGS.format(setup=setup))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-1] == expected, proc.stdout
+
+
+@pytest.mark.parametrize("first, expected_zero", [("", False), ("import rlops.pipelines.cli; ", True)])
+def test_cli_process_imports_google_clients_without_the_warning(first, expected_zero):
+    """What the CLI process imports to run a pipeline (TFX, Beam[gcp], aiplatform): the warning shows
+    on stderr without the CLI's start-up, and not with it."""
+    code = "import warnings; warnings.simplefilter('default'); " + first + "import rlops.pipelines.local"
+    proc = _python(code)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert ("Python version" not in proc.stderr) == expected_zero, proc.stderr[-2000:]
+
+
+def test_every_test_marked_slow_in_conftest_exists():
+    """tests/conftest.py's SLOW list names tests by node id: a renamed test would silently join
+    `make test-fast` again."""
+    import importlib.util
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spec = importlib.util.spec_from_file_location("_suite_conftest", os.path.join(root, "tests", "conftest.py"))
+    assert spec is not None and spec.loader is not None
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    assert conftest.SLOW
+    for node_id, reason in conftest.SLOW.items():
+        path, name = node_id.split("::")
+        with open(os.path.join(root, path)) as f:
+            assert f"def {name}(" in f.read(), f"{node_id}: no such test ({reason})"
