@@ -121,6 +121,7 @@ def pusher(
     keep_last: int = 5,
     verify_env_id: str = "",
     vertex_upload: str = "",
+    litert_allow_flex: bool = False,
 ) -> NamedTuple("Outputs", [("pushed", bool)]):
     """rlops Pusher: a blessed policy -> a new, verified version under push_destination (a local
     directory or gs://); nothing happens when not blessed. pushed_model: that version (its uri),
@@ -140,6 +141,7 @@ def pusher(
             verify_env_id=verify_env_id,
             vertex_upload=vertex_upload,
             serving_model=serving_model,
+            litert_allow_flex=litert_allow_flex,
         ),
     )
 

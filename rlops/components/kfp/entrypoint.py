@@ -246,9 +246,11 @@ def pusher(
     verify_env_id: str = "",
     vertex_upload: str = "",
     serving_model: Any = None,
+    litert_allow_flex: bool = False,
 ) -> bool:
     """serving_model (google.UnmanagedContainerModel): the pushed version with its serving
-    container, for Google Cloud Pipeline Components' ModelUploadOp; only meaningful when pushed."""
+    container, for Google Cloud Pipeline Components' ModelUploadOp; only meaningful when pushed.
+    litert_allow_flex: publish a LiteRT policy that needs Flex ops (unchecked) instead of failing."""
     from rlops.components.pusher import core
     from rlops.components.pusher.executor import verification_inputs
     from rlops.components.trainer.core import serving_dir
@@ -257,7 +259,13 @@ def pusher(
     inputs = verification_inputs(examples.uri if examples else None, verify_env_id or None) if blessed else None
     lineage = core.lineage(model.uri, examples.uri if examples else None, dict(blessing.metadata or {}))
     result = core.push_policy(
-        serving_dir(model.uri), push_destination, blessed, inputs, keep_last=keep_last, lineage=lineage
+        serving_dir(model.uri),
+        push_destination,
+        blessed,
+        inputs,
+        keep_last=keep_last,
+        lineage=lineage,
+        litert_allow_flex=bool(litert_allow_flex),
     )
     pushed_model.metadata["pushed"] = int(result.pushed)
     if not result.pushed:
