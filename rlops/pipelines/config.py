@@ -256,11 +256,11 @@ def check_types(kind: str, raw: dict) -> None:
         raise ConfigError(str(e)) from None
 
 
-def _with_split_minimums(config: ExperienceGenConfig, batch_size: int) -> ExperienceGenConfig:
-    """A train split smaller than one Trainer batch (or an empty eval split) fails in ExperienceGen,
+def _with_split_minimums(config: ExperienceGenConfig, min_train: int) -> ExperienceGenConfig:
+    """A train split under `min_train` records (or an empty eval split) fails in ExperienceGen,
     saying which split, instead of as an obscure error steps later; explicit values win."""
     names = config.splits.names
-    defaults = {name: n for name, n in (("train", batch_size), ("eval", 1)) if name in names}
+    defaults = {name: n for name, n in (("train", min_train), ("eval", 1)) if name in names}
     return dataclasses.replace(config, min_split_records={**defaults, **config.min_split_records})
 
 

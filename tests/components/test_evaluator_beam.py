@@ -2,7 +2,9 @@
 so both give the same estimates, intervals and ESS (<= 1e-9) -- through the CombineFn on per-arm
 records with varying candidates, masks and weights, and end to end on 100k records (SavedModels
 scored on the workers, the reward model fitted on a hash sample) with 1 and 2 DirectRunner
-workers. Bad input is one line or NOT_BLESSED with a reason."""
+workers, and on per-arm Examples with fixed and varying candidate sets (the first pass's item
+catalog numbers items as the in-memory engine does). Bad input is one line or NOT_BLESSED with a
+reason."""
 
 import math
 import os
@@ -283,3 +285,151 @@ def test_empty_eval_split_is_not_blessed_with_a_reason(world, tmp_path):
     )
     assert not result.blessed and "the eval split has no records" in result.reason
     assert os.path.exists(tmp_path / "blessing" / core.NOT_BLESSED_FILE)
+
+
+# ---- per-arm Examples: fixed and varying candidate sets -------------------------------------------------
+
+ITEM_FEATURES = ["item_category", "item_brand", "item_price", "item_popularity"]
+ARM_SLOTS = 8
+
+
+def _per_arm_examples(root, varying: bool):
+    """ExperienceGen's per-arm Examples from generator logs (item table joined by id): every item
+    of the table in every record, or (varying) 3..ARM_SLOTS shown items per record."""
+    from rlops.components.experience_gen.config import ExperienceGenConfig, SpecConfig
+    from rlops.components.experience_gen.core import run_experience_gen
+    from rlops.envs.logged_feedback import LogConfig, LogGenerator
+
+    extra = {"candidates": (3, ARM_SLOTS), "num_candidate_sets": 12} if varying else {}
+    gen = LogGenerator(LogConfig(logging="thompson", ctr=0.1, seed=0, num_users=300, **extra))
+    logs = gen.sample(3000, seed=1)
+    paths = logs.to_files(str(root), format="parquet")
+    columns = {"features": list(logs.context_columns), "item_id": "item_id", "item_features": ITEM_FEATURES}
+    cfg = {
+        "source": {"kind": "file", "pattern": paths["impressions"], "format": "parquet"},
+        "item_source": {"kind": "file", "pattern": paths["items"], "format": "parquet"},
+        "bandit_columns": dict(columns, candidates="candidates") if varying else columns,
+        "splits": {"splits": [{"name": "train", "hash_buckets": 1}, {"name": "eval", "hash_buckets": 3}]},
+    }
+    if varying:
+        cfg["action_spec"] = SpecConfig.discrete(ARM_SLOTS).__dict__
+    result = run_experience_gen(ExperienceGenConfig.from_json(cfg), str(root / "ex"), str(root / "q"))
+    assert result.records_quarantined == 0
+    return str(root / "ex"), ARM_SLOTS if varying else gen.num_items
+
+
+def _per_arm_model(root, examples, num_actions):
+    """A per-arm LinUCB policy trained briefly on the train split (its SavedModel is what the
+    Beam workers score, through the records' per-arm features and num_actions)."""
+    from rlops.components.trainer.config import TrainerConfig
+    from rlops.components.trainer.core import run_trainer
+
+    config = TrainerConfig(
+        agent="lin_ucb", num_actions=num_actions, batch_size=256, train_steps=10, steps_per_run=10, alpha=0.1
+    )
+    run_trainer(config, str(root / "model"), str(root / "run"), examples)
+    return str(root / "model")
+
+
+@pytest.fixture(scope="module")
+def per_arm_examples(tmp_path_factory):
+    root = tmp_path_factory.mktemp("beam_per_arm")
+    return {case: _per_arm_examples(root / case, case == "varying") for case in ("fixed", "varying")}
+
+
+@pytest.fixture(scope="module")
+def per_arm_models(per_arm_examples, tmp_path_factory):
+    root = tmp_path_factory.mktemp("beam_per_arm_models")
+    return {case: _per_arm_model(root / case, *per_arm_examples[case]) for case in per_arm_examples}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["fixed", "varying"])
+def test_beam_engine_equals_in_memory_on_per_arm_records(per_arm_examples, per_arm_models, case, tmp_path):
+    """Per-arm Examples end to end through run_evaluator (a per-arm SavedModel scored on the
+    workers against the logging policy): the Beam engine identifies the items over the whole
+    split as the in-memory engine does, so the shared [global, arm] reward model and every
+    estimate, interval and ESS agree (<= 1e-9); fixed candidate sets keep the per-action models."""
+    (examples, num_actions), model = per_arm_examples[case], per_arm_models[case]
+    data = core.load_logged_feedback(examples)
+    assert (data.items is not None) == (case == "varying")
+    if case == "varying":
+        num = (data.items >= 0).sum(1)
+        assert num.min() < num.max() and len(data.item_features) > ARM_SLOTS  # slot k: many items
+    results = {}
+    for engine in ("memory", "beam"):
+        config = EvaluatorConfig(
+            kind="bandit",
+            num_bootstrap=100,
+            reward_model_sample=1500,
+            dm_refits=10,
+            dm_refit_records=500,
+            engine=engine,
+            min_ess=0,  # a greedy policy over many arms: few effective records, intervals all the same
+        )
+        out = tmp_path / engine
+        results[engine] = core.run_evaluator(
+            config,
+            model,
+            str(out / "evaluation"),
+            str(out / "blessing"),
+            examples_uri=examples,
+            num_actions=num_actions,
+        ).metrics
+    memory, got = results["memory"], results["beam"]
+    assert memory["engine"] == "memory" and got["engine"] == "beam"
+    assert got["eval_records"] == memory["eval_records"] == len(data.actions)
+    for group in ("candidate", "baseline_estimates", "improvement", "candidate_greedy"):
+        assert_same_estimates(got[group], memory[group])
+    for who in ("candidate", "baseline"):
+        assert abs(got["trust"]["ess"][who] - memory["trust"]["ess"][who]) <= TOL * memory["trust"]["ess"][who]
+    assert got["trust"]["hyperparameters"] == memory["trust"]["hyperparameters"]
+    assert got["candidate_action_share"] == memory["candidate_action_share"]
+    assert got["reward_model"] == memory["reward_model"] and got["blessed"] == memory["blessed"]
+    assert memory["candidate"]["dr"]["lower"] < memory["candidate"]["dr"]["upper"], (memory["reason"], memory["trust"])
+
+
+def _arm_values_in_batches(features, sizes, seed):
+    """The first pass's ArmValues: batches of records in shuffled order through the CombineFn."""
+    bounds = np.cumsum([0] + list(sizes))
+    parts = [
+        beam_engine.ArmValues.of({k: v[a:b] for k, v in features.items()})
+        for a, b in zip(bounds[:-1], bounds[1:])
+        if a < b
+    ]
+    parts = [parts[i] for i in np.random.default_rng(seed).permutation(len(parts))]
+    fn = beam_engine.arm_values_combine_fn()()
+    accs = [fn.add_input(fn.create_accumulator(), p) for p in parts[:3]] + [parts[3:]]
+    return fn.extract_output(fn.merge_accumulators(accs[:3] + [fn.merge_accumulators(accs[3])]))
+
+
+def test_first_pass_catalog_numbers_items_as_in_memory(per_arm_examples):
+    """Batches of 7 records (most items absent from most batches), merged in any order: the
+    catalog gives every slot the in-memory engine's item index and the same arm features; fixed
+    candidate sets give no catalog until one record differs; a catalog too large is named."""
+    examples, _ = per_arm_examples["varying"]
+    data = core.load_logged_feedback(examples)
+    features = {k: v for k, v in data.features.items() if k.startswith("per_arm/") or k == "num_actions"}
+    n = len(data.actions)
+    for seed in (0, 1):
+        catalog = beam_engine.arm_catalog(_arm_values_in_batches(features, [7] * (n // 7 + 1), seed), examples)
+        assert catalog is not None and len(catalog.keys) == len(data.item_features)
+        got = beam_engine.catalog_items(catalog, features, examples)
+        np.testing.assert_array_equal(got["items"], data.items)
+        np.testing.assert_array_equal(got["item_features"], data.item_features)
+        np.testing.assert_array_equal(got["action_mask"], data.action_mask)
+    fixed_examples, _ = per_arm_examples["fixed"]
+    fixed = core.load_logged_feedback(fixed_examples).features
+    fixed = {k: v for k, v in fixed.items() if k.startswith("per_arm/") or k == "num_actions"}
+    assert beam_engine.arm_catalog(_arm_values_in_batches(fixed, [500] * 5, 0), fixed_examples) is None
+    fixed["num_actions"] = fixed["num_actions"].copy()
+    fixed["num_actions"][-1] -= 1  # one record in the last batch shows one item fewer
+    values = _arm_values_in_batches(fixed, [500] * 5, 0)
+    assert values.varies and beam_engine.arm_catalog(values, fixed_examples) is not None
+    valid = (data.items >= 0).reshape(-1)
+    price = {"per_arm/item_price": core.arm_slot_values(features, "per_arm/item_price", valid)}
+    assert len(beam_engine.distinct_combinations(price)["per_arm/item_price"]) == len(
+        np.unique(price["per_arm/item_price"])
+    )
+    with pytest.raises(beam_engine.WorkerError, match=r"per-arm feature 'per_arm/item_price' has more than 3 distinct"):
+        beam_engine.distinct_combinations(price, cap=3)

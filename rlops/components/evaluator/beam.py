@@ -4,8 +4,11 @@ with the `beam_pipeline_args` ExperienceGen takes.
 
 Two passes over the split:
   1. the reward-model sample: every record's key hash, the bottom-k records (a bounded CombineFn),
-     and the record count. The driver parses the sample, fits the cross-fitted reward model on it
-     (reward_models.FoldModels) and the DM refits (on its dm_refit_records smallest-hash records).
+     and the record count; for per-arm records also the distinct item feature combinations over
+     the candidate slots (a bounded CombineFn) and whether any record's candidates differ from
+     another's. The driver numbers the items as the in-memory engine does (core.item_keys over
+     the split's sorted distinct values), parses the sample, fits the cross-fitted reward model on
+     it (reward_models.FoldModels) and the DM refits (on its dm_refit_records smallest-hash records).
   2. the sums: batches of records are parsed and scored on the workers (each SavedModel loaded
      once per worker in DoFn.setup: one load per process, then batches of 16,384 records through
      it), every record gets its columns (estimators.record_columns) and `TermsCombineFn` sums
@@ -30,6 +33,7 @@ from rlops.components.evaluator import estimators, reward_models
 from rlops.components.evaluator.estimators import LOGGING_POLICY, LoggedFeedback, Sums
 
 BATCH_SIZE = 16384
+MAX_ARM_VALUES = 1_000_000  # distinct values of one per-arm feature (the item catalog is small)
 ERROR_MARK = "rlops-evaluator-error: "  # worker errors carry it; the driver raises the line after it
 
 
@@ -51,13 +55,25 @@ def read_batches(path: str, batch_size: int = BATCH_SIZE):
 
 
 @dataclass
+class ArmCatalog:
+    """The split's items (per-arm records whose candidates vary), as core._per_arm_candidates
+    numbers them: per per-arm feature its sorted distinct values over the candidate slots, the
+    items' sorted keys and their dense arm features [M, Da] in that order."""
+
+    uniques: dict[str, np.ndarray]
+    keys: np.ndarray
+    item_features: np.ndarray
+
+
+@dataclass
 class Parser:
     """Serialized bandit records -> LoggedFeedback (what core.load_logged_feedback gives for the
-    same records, less the per-arm item identities)."""
+    same records; the per-arm item identities when given the split's `catalog`)."""
 
     examples_uri: str
     split: str
     action_minimum: int
+    catalog: ArmCatalog | None = None
 
     def setup(self) -> None:
         from rlops.components.experience_gen import records
@@ -79,6 +95,7 @@ class Parser:
         del spec[records.CONTEXT]
         spec.update(records.feature_parse_spec(schema))
         self.per_arm_names: list[str] = []
+        self.arm_spec: dict[str, Any] = {}
         if schema.per_arm:
             from rlops.features.per_arm import per_arm_key
 
@@ -87,17 +104,19 @@ class Parser:
             k = len(getattr(feat, feat.WhichOneof("kind")).value) // (f0.dim if f0.multivalent else 1)
             arm_spec = records.per_arm_parse_spec(schema, k)
             spec.update(arm_spec)
-            self.per_arm_names = list(arm_spec)
+            self.per_arm_names, self.arm_spec = list(arm_spec), arm_spec
         self.spec, self.schema = spec, schema
         self.widths = {f.name: f.dim for f in schema.features if f.multivalent}
         self.pre = None if schema.is_legacy else Preprocessor(schema)
 
-    def parse(self, serialized: Sequence[bytes], keys: np.ndarray) -> LoggedFeedback:
+    def parse_arms(self, serialized: Sequence[bytes]) -> dict[str, np.ndarray]:
+        """The per-arm features and num_actions only, as parse gives them."""
+        return self._columns(serialized, self.arm_spec)
+
+    def _columns(self, serialized: Sequence[bytes], spec: dict) -> dict[str, np.ndarray]:
         import tensorflow as tf
 
-        from rlops.components.experience_gen import records
-
-        parsed = tf.io.parse_example(tf.constant(list(serialized)), self.spec)
+        parsed = tf.io.parse_example(tf.constant(list(serialized)), spec)
         cols = {}
         for k, v in parsed.items():
             if isinstance(v, tf.RaggedTensor):
@@ -110,25 +129,55 @@ class Parser:
                     if v.shape[1] < w
                     else v[:, :w]
                 )
-            cols[k] = v
+            cols[k] = v.astype(bytes) if v.dtype == object else v
+        return cols
+
+    def parse(self, serialized: Sequence[bytes], keys: np.ndarray) -> LoggedFeedback:
+        from rlops.components.experience_gen import records
+
+        cols = self._columns(serialized, self.spec)
         features = None
         if self.pre is None:
             contexts = cols[records.CONTEXT]
         else:
             raw = self.schema.names + self.per_arm_names
-            features = {k: cols[k].astype(bytes) if cols[k].dtype == object else cols[k] for k in raw}
+            features = {k: cols[k] for k in raw}
             contexts = self.pre({k: features[k] for k in self.schema.names}).numpy()
         actions = cols[records.ACTION].astype(int) - self.action_minimum
+        arms: dict[str, Any] = {}
+        if self.catalog is not None and features is not None:
+            arms = catalog_items(self.catalog, features, self.examples_uri)
         return LoggedFeedback(
             contexts,
             actions,
             cols[records.REWARD].astype(float),
             cols[records.PROPENSITY].astype(float),
             weights=cols[records.WEIGHT].astype(float) if records.WEIGHT in cols else None,
-            action_mask=cols.get(records.ACTION_MASK),
+            action_mask=arms.get("action_mask", cols.get(records.ACTION_MASK)),
             features=features,
+            items=arms.get("items"),
+            item_features=arms.get("item_features"),
             keys=keys,
         )
+
+
+def catalog_items(catalog: ArmCatalog, features: dict, examples_uri: str) -> dict[str, np.ndarray]:
+    """A batch's candidate mask and item indices in the split's catalog (core._per_arm_candidates
+    gives the same for the same records)."""
+    from rlops.components.evaluator import core
+
+    candidate = core.candidate_mask(features, examples_uri)
+    valid = candidate.reshape(-1)
+    slots = {name: core.arm_slot_values(features, name, valid) for name in catalog.uniques}
+    key = core.item_keys(slots, catalog.uniques, examples_uri)
+    at = np.minimum(np.searchsorted(catalog.keys, key), len(catalog.keys) - 1)
+    if not (catalog.keys[at] == key).all():  # the first pass saw every record: never, unless files changed
+        raise ValueError("a candidate item is missing from the first pass's catalog (did the split change?)")
+    return {
+        "items": core.slot_items(key, catalog.keys, candidate),
+        "item_features": catalog.item_features,
+        "action_mask": candidate.astype(np.float32),
+    }
 
 
 # ---- policies on a batch ------------------------------------------------------------------------------
@@ -273,6 +322,100 @@ def bottom_k_combine_fn():
     return BottomKCombineFn
 
 
+@dataclass
+class ArmValues:
+    """Per-arm records seen so far: the first one's per-arm features and num_actions (`ref`),
+    whether any record differs from it, and the distinct item feature combinations over the
+    candidate slots ({per-arm key: [C, ...]}, one row per combination)."""
+
+    ref: dict[str, np.ndarray]
+    varies: bool
+    combos: dict[str, np.ndarray]
+
+    @staticmethod
+    def of(features: dict[str, np.ndarray]) -> "ArmValues":
+        from rlops.components.evaluator import core
+        from rlops.features.serving_names import NUM_ACTIONS
+
+        names = core.per_arm_feature_keys(features)
+        k = features[names[0]].shape[1]
+        # Lenient here: a num_actions outside [1, K] is named by the second pass (core.candidate_mask).
+        valid = (np.arange(k)[None, :] < np.asarray(features[NUM_ACTIONS])[:, None]).reshape(-1)
+        slots = {name: core.arm_slot_values(features, name, valid) for name in names}
+        return ArmValues(
+            {name: features[name][0] for name in names + [NUM_ACTIONS]},
+            core.per_arm_varies(features),
+            distinct_combinations(slots),
+        )
+
+    def merge(self, others: Sequence["ArmValues"]) -> "ArmValues":
+        varies = self.varies or any(
+            o.varies
+            or any(a.shape != b.shape or bool((a != b).any()) for a, b in zip(self.ref.values(), o.ref.values()))
+            for o in others
+        )
+        combos = {name: np.concatenate([self.combos[name]] + [o.combos[name] for o in others]) for name in self.combos}
+        return ArmValues(self.ref, varies, distinct_combinations(combos))
+
+
+def distinct_combinations(slots: dict[str, np.ndarray], cap: int = MAX_ARM_VALUES) -> dict[str, np.ndarray]:
+    """The distinct rows of {per-arm key: values [S, ...]} (one row = one item), in key order; a
+    feature with more than `cap` distinct values (or more than `cap` rows) is named."""
+    from rlops.components.evaluator import core
+
+    uniques = {}
+    for name, values in slots.items():
+        uniques[name] = core._sorted_uniques(values)
+        if len(uniques[name]) > cap:
+            raise WorkerError(
+                f"{ERROR_MARK}per-arm feature '{name}' has more than {cap:,} distinct values over the candidate "
+                "slots: too many items to identify on the Beam engine"
+            )
+    key = core.item_keys(slots, uniques, "the eval split")
+    _, first = np.unique(key, return_index=True)
+    if len(first) > cap:
+        raise WorkerError(
+            f"{ERROR_MARK}per-arm features {sorted(slots)} have more than {cap:,} distinct combinations "
+            "over the candidate slots: too many items to identify on the Beam engine"
+        )
+    return {name: values[first] for name, values in slots.items()}
+
+
+def arm_values_combine_fn():
+    import apache_beam as beam
+
+    class ArmValuesCombineFn(beam.CombineFn):
+        """ArmValues of batches -> ArmValues of the split (None: no records)."""
+
+        def create_accumulator(self):
+            return None
+
+        def add_input(self, acc, element):
+            return element if acc is None else acc.merge([element])
+
+        def merge_accumulators(self, accumulators):
+            accs = [a for a in accumulators if a is not None]
+            return accs[0].merge(accs[1:]) if accs else None
+
+        def extract_output(self, acc):
+            return acc
+
+    return ArmValuesCombineFn
+
+
+def arm_catalog(values: "ArmValues | None", examples_uri: str) -> ArmCatalog | None:
+    """The split's items when the records' candidates vary (else None: the per-action models)."""
+    from rlops.components.evaluator import core
+
+    if values is None or not values.varies:
+        return None
+    uniques = {name: core._sorted_uniques(v) for name, v in values.combos.items()}
+    keys = core.item_keys(values.combos, uniques, examples_uri)
+    order = np.argsort(keys, kind="stable")
+    raw = {name[len(core.PER_ARM_PREFIX) :]: v[order] for name, v in values.combos.items()}
+    return ArmCatalog(uniques, keys[order], core._encode_arms(raw, examples_uri))
+
+
 # ---- the pipelines --------------------------------------------------------------------------------------
 
 
@@ -308,10 +451,28 @@ def run_pipeline(build, beam_pipeline_args: Sequence[str] | None, out_dir: str) 
     return value
 
 
-def _sample_pass(files: list[str], k: int, seed: int, args, out_dir: str):
+def _sample_pass(files: list[str], k: int, seed: int, parser: Parser | None, args, out_dir: str):
+    """(the bottom-k sample and record count, the split's ArmValues or None). `parser`: set up on
+    each worker to read the per-arm features (None: records without them)."""
     import apache_beam as beam
 
     combine = bottom_k_combine_fn()
+
+    class Arms(beam.DoFn):
+        def setup(self):
+            assert parser is not None
+            parser.setup()
+
+        def process(self, batch):
+            base, start, recs = batch
+            try:
+                yield ArmValues.of(parser.parse_arms(recs))
+            except WorkerError:
+                raise
+            except ValueError as e:
+                raise WorkerError(
+                    f"{ERROR_MARK}examples {base}, records {start}..{start + len(recs) - 1}: {e}"
+                ) from None
 
     def hashed(batch):
         base, start, recs = batch
@@ -321,14 +482,14 @@ def _sample_pass(files: list[str], k: int, seed: int, args, out_dir: str):
         return reward_models.sample_hashes(keys, seed), keys, obj
 
     def build(p):
-        return (
-            p
-            | "Files" >> beam.Create(files)
-            | "Spread" >> beam.Reshuffle()
-            | "Read" >> beam.FlatMap(read_batches)
-            | "Hash" >> beam.Map(hashed)
-            | "BottomK" >> beam.CombineGlobally(combine(k))
+        batches = (
+            p | "Files" >> beam.Create(files) | "Spread" >> beam.Reshuffle() | "Read" >> beam.FlatMap(read_batches)
         )
+        sample = batches | "Hash" >> beam.Map(hashed) | "BottomK" >> beam.CombineGlobally(combine(k))
+        if parser is None:
+            return sample | "NoArms" >> beam.Map(lambda s: (s, None))
+        arms = batches | "Arms" >> beam.ParDo(Arms()) | "ArmValues" >> beam.CombineGlobally(arm_values_combine_fn()())
+        return sample | "Join" >> beam.Map(lambda s, a: (s, a), a=beam.pvalue.AsSingleton(arms))
 
     return run_pipeline(build, args, out_dir)
 
@@ -374,7 +535,7 @@ def _sums_pass(
                 raise WorkerError(
                     f"{ERROR_MARK}examples {base}, records {start}..{start + len(recs) - 1}: {e}"
                 ) from None
-            q = None if model is None else model.predict(data.contexts, keys)
+            q = None if model is None else model.predict(data.contexts, keys, data.items)
             columns = estimators.record_columns(
                 data.actions, data.rewards, data.propensities, data.record_weights, policies, q, layout.grids
             )
@@ -436,11 +597,12 @@ def run_split(
     parser.setup()  # here too: a missing propensity column is one line before any pipeline starts
     out_dir = out_dir or tempfile.mkdtemp(prefix="rlops-evaluator-")
     k = max(config.reward_model_sample, config.dm_refit_records)
-    _, keys, recs, n = _sample_pass(files, k, config.seed, beam_pipeline_args, out_dir)
+    per_arm = Parser(examples_uri, split, action_minimum) if parser.per_arm_names else None
+    (_, keys, recs, n), arms = _sample_pass(files, k, config.seed, per_arm, beam_pipeline_args, out_dir)
     if n == 0:
         raise ValueError(f"examples: the {split} split has no records")
+    parser.catalog = catalog = arm_catalog(arms, examples_uri)
     sample = parser.parse(list(recs), keys)
-    _refuse_varying_candidates(sample, examples_uri)
     kind = reward_models.resolve_reward_model(config.reward_model, sample.rewards)
     fit_rows = np.arange(min(config.reward_model_sample, len(keys)))
     model = reward_models.fit_fold_models(
@@ -451,7 +613,7 @@ def run_split(
         on_sample, _ = batch_policies(sources, load_policies(sources), sample, num_actions)
         refits = _dm_refits(config, sample, kind, on_sample, num_actions, population=n)
     layout = estimators.Layout(len(sources), policy_grids(config))
-    fresh = Parser(examples_uri, split, action_minimum)  # set up on each worker (TF state does not pickle)
+    fresh = Parser(examples_uri, split, action_minimum, catalog)  # set up on each worker (TF state does not pickle)
     part = _sums_pass(
         files,
         fresh,
@@ -466,16 +628,6 @@ def run_split(
     )
     assert part is not None  # the sample pass saw n > 0 records
     return BeamRun(part.sums, refits, n, part.share.tolist(), kind, sample)
-
-
-def _refuse_varying_candidates(sample: LoggedFeedback, examples_uri: str) -> None:
-    from rlops.components.evaluator.core import _per_arm_candidates
-
-    if _per_arm_candidates(sample.features, examples_uri):
-        raise ValueError(
-            "evaluator.engine: per-arm records whose candidate sets vary run on the in-memory engine "
-            "only (their items are identified over the whole split); set evaluator.engine: memory"
-        )
 
 
 # ---- the faces' entry points ----------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from rlops.components.evaluator import estimators, ope
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.properties import finite_properties
 from rlops.components.trainer.core import serving_dir
+from rlops.features.serving_names import NUM_ACTIONS, PER_ARM_PREFIX
 from rlops.train.policy_saver import SavedPolicy
 
 log = logging.getLogger(__name__)
@@ -149,54 +150,110 @@ def _per_arm_candidates(features: dict | None, examples_uri: str) -> dict:
     for the shared [global, arm] reward model. Fixed candidate sets (every record the same items
     in the same order, e.g. ExperienceGen's default: every item of the table) keep the per-action
     models -- index a IS one item there -- and give {} (the numbers of before)."""
-    from rlops.features.per_arm import NUM_ACTIONS, PER_ARM_PREFIX
+    if not features or not per_arm_varies(features):
+        return {}
+    arm_keys = per_arm_feature_keys(features)
+    candidate = candidate_mask(features, examples_uri)
+    valid = candidate.reshape(-1)
+    slots = {name: arm_slot_values(features, name, valid) for name in arm_keys}
+    uniques = {name: _sorted_uniques(values) for name, values in slots.items()}
+    key = item_keys(slots, uniques, examples_uri)
+    catalog, first = np.unique(key, return_index=True)
+    raw = {name[len(PER_ARM_PREFIX) :]: values[first] for name, values in slots.items()}  # one slot per item
+    return {
+        "items": slot_items(key, catalog, candidate),
+        "item_features": _encode_arms(raw, examples_uri),
+        "action_mask": candidate.astype(np.float32),
+    }
 
-    if not features or NUM_ACTIONS not in features:
-        return {}
-    arm_keys = sorted(k for k in features if k.startswith(PER_ARM_PREFIX))
-    if not any(len(features[k]) and (features[k] != features[k][:1]).any() for k in arm_keys + [NUM_ACTIONS]):
-        return {}
+
+# An item is a distinct combination of arm feature values (records carry features, not ids): per
+# feature its code among the feature's sorted distinct values over the whole split, then one key
+# per combination (mixed radix while it fits in int64), then the item index is the key's rank
+# among the split's keys. The Beam engine gathers the same sorted distinct values and keys in its
+# first pass (beam.ArmCatalogCombineFn) and calls the same functions, so both number items alike.
+
+
+def per_arm_feature_keys(features: dict) -> list[str]:
+    return sorted(k for k in features if k.startswith(PER_ARM_PREFIX))
+
+
+def per_arm_varies(features: dict) -> bool:
+    """Do the records' per-arm features or num_actions differ from the first record's?"""
+    if NUM_ACTIONS not in features:
+        return False
+    return any(
+        len(features[k]) > 0 and bool((features[k] != features[k][:1]).any())
+        for k in per_arm_feature_keys(features) + [NUM_ACTIONS]
+    )
+
+
+def candidate_mask(features: dict, examples_uri: str, first_record: int = 0) -> np.ndarray:
+    """[N, K] bool: slot k < the record's num_actions; a num_actions outside [1, K] is named."""
     num_actions = np.asarray(features[NUM_ACTIONS]).astype(int)
-    n, k = features[arm_keys[0]].shape[:2]
-    candidate = np.arange(k)[None, :] < num_actions[:, None]  # [N, K]
+    k = features[per_arm_feature_keys(features)[0]].shape[1]
     bad = (num_actions < 1) | (num_actions > k)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise ValueError(
-            f"examples at {examples_uri}: record {i} has num_actions {num_actions[i]}, outside "
+            f"examples at {examples_uri}: record {first_record + i} has num_actions {num_actions[i]}, outside "
             f"[1, {k}] (the per-arm features' width)"
         )
-    # An item is a distinct combination of arm feature values (records carry features, not ids):
-    # per feature a code, then one key per combination (mixed radix while it fits in int64).
-    valid = candidate.reshape(-1)
-    key = np.zeros(int(valid.sum()), np.int64)
+    return np.arange(k)[None, :] < num_actions[:, None]
+
+
+def arm_slot_values(features: dict, name: str, valid: np.ndarray) -> np.ndarray:
+    """One per-arm feature's values on the candidate slots: [S] (or [S, dim] when multivalent)."""
+    values = np.asarray(features[name])
+    n, k = values.shape[:2]
+    return values.reshape(n * k, *values.shape[2:])[valid]
+
+
+def _rows(values: np.ndarray) -> np.ndarray:
+    """[S, dim] rows as one structured scalar each: np.unique(axis=0)'s lexicographic order."""
+    a = np.ascontiguousarray(values)
+    return a.view([(f"f{i}", a.dtype) for i in range(a.shape[1])]).reshape(-1)
+
+
+def _sorted_uniques(values: np.ndarray) -> np.ndarray:
+    return np.unique(values[:, 0] if values.ndim == 2 and values.shape[1] == 1 else values, axis=0)
+
+
+def _codes(values: np.ndarray, uniq: np.ndarray) -> np.ndarray:
+    """Each value's index in the sorted distinct values `uniq` (all of them must be there)."""
+    if values.ndim == 2 and values.shape[1] == 1:
+        values = values[:, 0]
+    if values.ndim == 2:
+        dtype = np.result_type(values.dtype, uniq.dtype)  # bytes of two widths: the wider
+        values, uniq = _rows(values.astype(dtype)), _rows(uniq.astype(dtype))
+    code = np.minimum(np.searchsorted(uniq, values), max(len(uniq) - 1, 0))
+    if len(values) and not (uniq[code] == values).all():
+        raise ValueError("a per-arm feature value is missing from the split's distinct values")
+    return code
+
+
+def item_keys(slots: dict[str, np.ndarray], uniques: dict[str, np.ndarray], examples_uri: str) -> np.ndarray:
+    """The item key (int64) of each candidate slot: mixed radix of its per-feature codes among
+    `uniques` (each feature's sorted distinct values over the whole split)."""
+    names = sorted(slots)
+    key = np.zeros(len(slots[names[0]]) if names else 0, np.int64)
     radix = 1
-    for name in arm_keys:
-        values = np.asarray(features[name]).reshape(n * k, -1)[valid]
-        uniq, code = (
-            np.unique(values[:, 0], return_inverse=True)
-            if values.shape[1] == 1
-            else np.unique(values, axis=0, return_inverse=True)
-        )
+    for name in names:
+        uniq = uniques[name]
         radix *= len(uniq)
         if radix >= 2**62:
             raise ValueError(
                 f"examples at {examples_uri}: too many distinct per-arm feature combinations to identify items"
             )
-        key = key * len(uniq) + code.reshape(-1)
-    _, first, item = np.unique(key, return_index=True, return_inverse=True)
-    items = np.full(n * k, -1, np.int64)
-    items[valid] = item.reshape(-1)
-    rows = np.flatnonzero(valid)[first]  # one slot per item
-    raw = {
-        key[len(PER_ARM_PREFIX) :]: np.asarray(features[key]).reshape(n * k, *features[key].shape[2:])[rows]
-        for key in arm_keys
-    }
-    return {
-        "items": items.reshape(n, k),
-        "item_features": _encode_arms(raw, examples_uri),
-        "action_mask": candidate.astype(np.float32),
-    }
+        key = key * len(uniq) + _codes(slots[name], uniq)
+    return key
+
+
+def slot_items(key: np.ndarray, catalog: np.ndarray, candidate: np.ndarray) -> np.ndarray:
+    """[N, K] item index (the key's rank among the split's sorted keys `catalog`), -1 on padding."""
+    items = np.full(candidate.size, -1, np.int64)
+    items[candidate.reshape(-1)] = np.searchsorted(catalog, key)
+    return items.reshape(candidate.shape)
 
 
 def _encode_arms(raw: dict, examples_uri: str) -> np.ndarray:

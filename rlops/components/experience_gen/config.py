@@ -269,7 +269,7 @@ class ExperienceGenConfig:
     require_propensity: bool = True  # bandit: off-policy evaluation needs it
     splits: SplitConfig = field(default_factory=SplitConfig)
     max_bad_record_ratio: float = 0.01  # fail above this share of quarantined records
-    # split -> fewest valid records it must get (e.g. the Trainer's batch size for "train"); the
+    # split -> fewest valid records it must get (e.g. 1 for "train" and "eval"); the
     # pipelines set it, a split left out has no minimum (an input with no records always fails).
     min_split_records: dict[str, int] = field(default_factory=dict)
     # Bandit propensities below this floor (float32 would round 1e-46 to 0) are quarantined, or

@@ -214,8 +214,8 @@ def check(
         if got < need:
             raise ExperienceGenError(
                 f"split {split!r} got {got} valid record(s) of {result.records_written}, fewer than the "
-                f"{need} it needs (min_split_records; the pipeline sets the train split's to the Trainer's "
-                "batch size): add data or change the split's hash_buckets",
+                f"{need} it needs (min_split_records; the pipeline asks for at least one train and one "
+                "eval record): add data or change the split's hash_buckets",
                 result,
             )
 
