@@ -393,7 +393,7 @@ def _arm_values_in_batches(features, sizes, seed):
     """The first pass's ArmValues: batches of records in shuffled order through the CombineFn."""
     bounds = np.cumsum([0] + list(sizes))
     parts = [
-        beam_engine.ArmValues.of({k: v[a:b] for k, v in features.items()})
+        beam_engine.ArmValues.of({k: v[a:b] for k, v in features.items()}, "data-00000-of-00001.gz", int(a))
         for a, b in zip(bounds[:-1], bounds[1:])
         if a < b
     ]
@@ -426,6 +426,12 @@ def test_first_pass_catalog_numbers_items_as_in_memory(per_arm_examples):
     fixed["num_actions"][-1] -= 1  # one record in the last batch shows one item fewer
     values = _arm_values_in_batches(fixed, [500] * 5, 0)
     assert values.varies and beam_engine.arm_catalog(values, fixed_examples) is not None
+    for i in (1700, 1200):  # the first bad num_actions in the split is named, whatever the batch order
+        fixed["num_actions"][i] = 99
+    with pytest.raises(
+        ValueError, match=r"record 1200 of data-00000-of-00001.gz has num_actions 99, outside \[1, 34\]"
+    ):
+        beam_engine.arm_catalog(_arm_values_in_batches(fixed, [500] * 5, 2), fixed_examples)
     valid = (data.items >= 0).reshape(-1)
     price = {"per_arm/item_price": core.arm_slot_values(features, "per_arm/item_price", valid)}
     assert len(beam_engine.distinct_combinations(price)["per_arm/item_price"]) == len(

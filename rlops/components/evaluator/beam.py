@@ -325,27 +325,33 @@ def bottom_k_combine_fn():
 @dataclass
 class ArmValues:
     """Per-arm records seen so far: the first one's per-arm features and num_actions (`ref`),
-    whether any record differs from it, and the distinct item feature combinations over the
-    candidate slots ({per-arm key: [C, ...]}, one row per combination)."""
+    whether any record differs from it, the distinct item feature combinations over the
+    candidate slots ({per-arm key: [C, ...]}, one row per combination), and the first record
+    (file basename, index in the file, num_actions, K) whose num_actions is outside [1, K]."""
 
     ref: dict[str, np.ndarray]
     varies: bool
     combos: dict[str, np.ndarray]
+    bad: tuple[str, int, int, int] | None = None
 
     @staticmethod
-    def of(features: dict[str, np.ndarray]) -> "ArmValues":
+    def of(features: dict[str, np.ndarray], base: str = "", start: int = 0) -> "ArmValues":
         from rlops.components.evaluator import core
         from rlops.features.serving_names import NUM_ACTIONS
 
         names = core.per_arm_feature_keys(features)
         k = features[names[0]].shape[1]
-        # Lenient here: a num_actions outside [1, K] is named by the second pass (core.candidate_mask).
-        valid = (np.arange(k)[None, :] < np.asarray(features[NUM_ACTIONS])[:, None]).reshape(-1)
+        num_actions = np.asarray(features[NUM_ACTIONS]).astype(int)
+        # Lenient here: a bad num_actions is remembered, and named only if the candidates vary
+        # (as core._per_arm_candidates does).
+        valid = (np.arange(k)[None, :] < num_actions[:, None]).reshape(-1)
         slots = {name: core.arm_slot_values(features, name, valid) for name in names}
+        bad = np.flatnonzero((num_actions < 1) | (num_actions > k))
         return ArmValues(
             {name: features[name][0] for name in names + [NUM_ACTIONS]},
             core.per_arm_varies(features),
             distinct_combinations(slots),
+            (base, start + int(bad[0]), int(num_actions[bad[0]]), k) if len(bad) else None,
         )
 
     def merge(self, others: Sequence["ArmValues"]) -> "ArmValues":
@@ -355,7 +361,8 @@ class ArmValues:
             for o in others
         )
         combos = {name: np.concatenate([self.combos[name]] + [o.combos[name] for o in others]) for name in self.combos}
-        return ArmValues(self.ref, varies, distinct_combinations(combos))
+        bad = [v.bad for v in [self, *others] if v.bad is not None]
+        return ArmValues(self.ref, varies, distinct_combinations(combos), min(bad) if bad else None)
 
 
 def distinct_combinations(slots: dict[str, np.ndarray], cap: int = MAX_ARM_VALUES) -> dict[str, np.ndarray]:
@@ -365,7 +372,7 @@ def distinct_combinations(slots: dict[str, np.ndarray], cap: int = MAX_ARM_VALUE
 
     uniques = {}
     for name, values in slots.items():
-        uniques[name] = core._sorted_uniques(values)
+        uniques[name] = _sorted_distinct(values)
         if len(uniques[name]) > cap:
             raise WorkerError(
                 f"{ERROR_MARK}per-arm feature '{name}' has more than {cap:,} distinct values over the candidate "
@@ -379,6 +386,20 @@ def distinct_combinations(slots: dict[str, np.ndarray], cap: int = MAX_ARM_VALUE
             "over the candidate slots: too many items to identify on the Beam engine"
         )
     return {name: values[first] for name, values in slots.items()}
+
+
+def _sorted_distinct(values: np.ndarray) -> np.ndarray:
+    """core._sorted_uniques, hashing before sorting: a batch's slots hold few distinct values, and
+    sorting all of them (bytes above all) is what would bound the first pass's speed."""
+    from rlops.components.evaluator import core
+
+    if values.ndim == 2 and values.shape[1] > 1:
+        return core._sorted_uniques(values)
+    import pandas as pd
+
+    flat = values.reshape(-1)
+    few = pd.unique(flat.astype(object) if flat.dtype.kind == "S" else flat)
+    return np.unique(np.asarray(few, dtype=flat.dtype))
 
 
 def arm_values_combine_fn():
@@ -409,6 +430,12 @@ def arm_catalog(values: "ArmValues | None", examples_uri: str) -> ArmCatalog | N
 
     if values is None or not values.varies:
         return None
+    if values.bad is not None:
+        base, i, num, k = values.bad
+        raise ValueError(
+            f"examples at {examples_uri}: record {i} of {base} has num_actions {num}, outside [1, {k}] "
+            "(the per-arm features' width)"
+        )
     uniques = {name: core._sorted_uniques(v) for name, v in values.combos.items()}
     keys = core.item_keys(values.combos, uniques, examples_uri)
     order = np.argsort(keys, kind="stable")
@@ -466,7 +493,7 @@ def _sample_pass(files: list[str], k: int, seed: int, parser: Parser | None, arg
         def process(self, batch):
             base, start, recs = batch
             try:
-                yield ArmValues.of(parser.parse_arms(recs))
+                yield ArmValues.of(parser.parse_arms(recs), base, start)
             except WorkerError:
                 raise
             except ValueError as e:
