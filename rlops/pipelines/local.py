@@ -232,6 +232,8 @@ def _estimate_text(est: dict, sign: str = "") -> str:
 
 def _key_metrics(metrics: dict) -> dict:
     out = {"baseline": metrics.get("baseline")}
+    if metrics.get("eval_records") is not None:  # records the Evaluator read: check against the eval split
+        out["eval_records"] = metrics["eval_records"]
     for name, est in metrics.get("candidate", {}).items():
         out[f"candidate_{name}"] = _estimate_text(est)
     for name, est in metrics.get("improvement", {}).items():

@@ -15,6 +15,7 @@ import tempfile
 import numpy as np
 import pytest
 import tensorflow as tf
+from linear_policies import save_linear_policy
 
 from rlops.components.evaluator import beam as beam_engine, bootstrap, core, estimators, ope
 from rlops.components.evaluator.config import EvaluatorConfig
@@ -162,28 +163,8 @@ def write_examples(root, n, seed=0, shards=2, propensity=True):
     return root
 
 
-class LinearRewards(tf.Module):
-    def __init__(self, theta):
-        super().__init__()
-        self.w = tf.Variable(np.asarray(theta, np.float32).T)
-
-    def __call__(self, obs):
-        return tf.sigmoid(obs @ self.w - 1.0)
-
-
 def save_policy(model_uri, theta):
-    from rlops.agents import specs
-    from rlops.agents.bandits.neural_epsilon_greedy import GreedyRewardPredictionPolicy
-    from rlops.agents.trajectories import time_step_spec
-    from rlops.train.policy_saver import PolicySaver
-
-    policy = GreedyRewardPredictionPolicy(
-        time_step_spec(tf.TensorSpec([D], tf.float32, "observation")),
-        specs.BoundedTensorSpec((), tf.int32, 0, K - 1, name="action"),
-        LinearRewards(theta),
-    )
-    PolicySaver(policy).save(core.serving_dir(model_uri))
-    return model_uri
+    return save_linear_policy(model_uri, theta, emit_predicted_rewards=False)
 
 
 @pytest.fixture(scope="module")

@@ -440,6 +440,8 @@ def test_run_prints_and_records_the_counts_and_reingests_a_replaced_file(logs, t
         assert s["components"]["ExperienceGen"] == "COMPLETE"  # the replaced file is ingested again
         assert s["records_read"] == n and s["records_quarantined"] == 1
         assert s["records_written_train"] + s["records_written_eval"] == n - 1
+        # Nothing skipped downstream: the Evaluator read the whole eval split, the Trainer reports its count.
+        assert s["metrics"]["eval_records"] == s["records_written_eval"] and s["metrics"]["train_records"] > 0
         assert (
             f"records: read {n}, written {n - 1} (train {s['records_written_train']}, eval "
             f"{s['records_written_eval']}), quarantined 1 (parse_error 1)"

@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+from linear_policies import save_linear_policy
 
 from rlops.components.evaluator import core, ope
 from rlops.components.evaluator.config import EvaluatorConfig
@@ -49,29 +50,8 @@ def write_examples(root, n, seed=0, weight=None, action_mask=None, split="eval",
     return columns
 
 
-class LinearRewards(tf.Module):
-    def __init__(self, theta):
-        super().__init__()
-        self.w = tf.Variable(np.asarray(theta, np.float32).T)
-
-    def __call__(self, obs):
-        return tf.sigmoid(obs @ self.w - 1.0)
-
-
 def save_policy(model_uri, theta):
-    from rlops.agents import specs
-    from rlops.agents.bandits.neural_epsilon_greedy import GreedyRewardPredictionPolicy
-    from rlops.agents.trajectories import time_step_spec
-    from rlops.train.policy_saver import PolicySaver
-
-    policy = GreedyRewardPredictionPolicy(
-        time_step_spec(tf.TensorSpec([D], tf.float32, "observation")),
-        specs.BoundedTensorSpec((), tf.int32, 0, K - 1, name="action"),
-        LinearRewards(theta),
-        emit_policy_info=("predicted_rewards_mean",),
-    )
-    PolicySaver(policy).save(core.serving_dir(model_uri))
-    return model_uri
+    return save_linear_policy(model_uri, theta, emit_predicted_rewards=True)
 
 
 @pytest.fixture(scope="module")
