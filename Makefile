@@ -43,24 +43,35 @@ run: $(VENV)/.installed
 	$(BIN)/rlops run bandit --summary-json out/bandit_summary.json
 
 # Everything, each part even when an earlier one failed (all failures show), failing if any did:
-# the whole suite on the pinned stack, the core on current TensorFlow, then lint and types.
-# (No recursive $(MAKE) here: `make -n test` must only print, and a line naming $(MAKE) runs.)
-TEST_CMD = $(BIN)/python -m pytest -q --durations=25 tests
+# the whole suite on the pinned stack (two pytest-xdist workers, a test file per worker at a time,
+# so module fixtures are built once), and beside it the core on current TensorFlow, then lint and
+# types: those two fill the cores while the suite waits on subprocesses and its last long files;
+# their output follows the suite's. (No recursive $(MAKE) here: `make -n test` must only print,
+# and a line naming $(MAKE) runs.)
+XDIST = -n 2 --dist loadfile
+TEST_CMD = $(BIN)/python -m pytest -q $(XDIST) --durations=25 tests
 CORE_TEST_CMD = $(CORE_BIN)/python -m pytest -q --durations=10 $(CORE_PYTEST) $(CORE_TESTS)
 LINT_CMDS = $(BIN)/ruff check rlops tests benchmarks || status=1; \
 	$(BIN)/ruff format --check rlops tests benchmarks || status=1; \
 	$(BIN)/mypy || status=1
 
 test: setup
-	@status=0; \
+	@logs=$$(mktemp -d); \
+	( $(CORE_TEST_CMD) > $$logs/core.log 2>&1; echo $$? > $$logs/core.rc ) & \
+	( status=0; $(LINT_CMDS); echo $$status > $$logs/lint.rc ) > $$logs/lint.log 2>&1 & \
+	status=0; \
 	$(TEST_CMD) || status=1; \
-	$(CORE_TEST_CMD) || status=1; \
-	$(LINT_CMDS); \
+	wait; \
+	echo "== the core on current TensorFlow ($(CORE_VENV))"; cat $$logs/core.log; \
+	echo "== lint and types"; cat $$logs/lint.log; \
+	[ "$$(cat $$logs/core.rc)" = 0 ] || status=1; \
+	[ "$$(cat $$logs/lint.rc)" = 0 ] || status=1; \
+	rm -rf $$logs; \
 	exit $$status
 
 # The inner loop: everything but the learning and end-to-end tests (marked slow).
 test-fast: $(VENV)/.installed
-	$(BIN)/python -m pytest -q -m "not slow" --durations=10 tests
+	$(BIN)/python -m pytest -q $(XDIST) -m "not slow" --durations=10 tests
 
 test-core: $(CORE_VENV)/.installed
 	$(CORE_TEST_CMD)

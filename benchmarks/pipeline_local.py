@@ -87,7 +87,8 @@ def main() -> None:
 def emulated_night(overrides: list) -> dict:
     """One night of the compiled pipeline on the Vertex emulator (Cloud Storage: a temp dir)."""
     from rlops.pipelines.config import load_config
-    from rlops.pipelines.vertex import compile_pipeline, load_vertex_config
+    from rlops.pipelines.vertex.compile import compile_pipeline
+    from rlops.pipelines.vertex.settings import load_vertex_config
     from rlops.testing.vertex_emulator import VertexEmulator
 
     config = load_config("bandit", overrides=["root=gs://rlops-bench/bandit", "warm_start=false"] + overrides)

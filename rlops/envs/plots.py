@@ -7,10 +7,11 @@ from typing import Sequence
 import numpy as np
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib.pyplot drawing to files only (no display on servers and CI)."""
     import matplotlib
 
-    matplotlib.use("Agg")  # files only; no display on servers and CI
+    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     return plt
@@ -41,7 +42,7 @@ def plot_learning_curve(
     window: int = 20,
 ) -> str:
     """Episode returns against env steps, with a moving average over `window` episodes."""
-    plt = _pyplot()
+    plt = pyplot()
     steps, rets = np.asarray(env_steps), np.asarray(returns, dtype=float)
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot(steps, rets, ".", alpha=0.25, label="episode return")
@@ -57,7 +58,7 @@ def plot_learning_curves(
 ) -> str:
     """Several runs' episode returns (e.g. one per seed), each as its moving average over `window`
     episodes against env steps."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, (env_steps, returns) in curves.items():
         steps, rets = np.asarray(env_steps), np.asarray(returns, dtype=float)
@@ -70,7 +71,7 @@ def plot_learning_curves(
 
 def plot_curves(curves: dict[str, Sequence[float]], path: str, xlabel: str, ylabel: str, title: str = "") -> str:
     """Several named curves on one axis (e.g. cumulative regret per agent)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, ys in curves.items():
         ax.plot(np.arange(1, len(ys) + 1), ys, label=name)
@@ -103,7 +104,7 @@ def plot_learning_curve_bands(
     """Several groups of runs (e.g. two libraries, several seeds each): per group the mean over
     its runs of the `window`-episode moving average, with a band from the lowest to the highest
     run; `references` draws published figures as dashed lines."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, runs in groups.items():
         grid, values = smoothed_on_grid(runs, window)

@@ -20,7 +20,7 @@ longer list is truncated, never an error. A RaggedTensor (parsed Examples) is pa
 from __future__ import annotations
 
 import logging
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -191,7 +191,7 @@ def multivalent_dense(f: FeatureSpec, x: tf.Tensor | tf.RaggedTensor | tf.Sparse
     return x[:, : f.dim]
 
 
-def numpy_features(schema: FeatureSchema, columns: Mapping[str, np.ndarray]) -> dict[str, tf.Tensor]:
+def numpy_features(schema: FeatureSchema, columns: Mapping[str, np.ndarray[Any, Any]]) -> dict[str, tf.Tensor]:
     """Numpy columns (strings as str/bytes objects) -> tensors typed for the preprocessor."""
     out = {}
     for f in schema.features:
@@ -207,7 +207,7 @@ def numpy_features(schema: FeatureSchema, columns: Mapping[str, np.ndarray]) -> 
     return out
 
 
-def pad_lists(lists: Sequence, pad: object, dtype: object) -> np.ndarray:
+def pad_lists(lists: Sequence[Sequence[Any]] | np.ndarray[Any, Any], pad: Any, dtype: Any) -> np.ndarray[Any, Any]:
     """Python lists of values -> [N, longest] padded (what serving_default takes)."""
     width = max([len(v) for v in lists] + [1])
     out = np.full((len(lists), width), pad, dtype)

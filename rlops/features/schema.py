@@ -40,7 +40,7 @@ class FeatureSpec:
     kind: str
     dim: int = 1  # float_list width; multivalent categorical: max values per record
     dtype: str = "float"  # float kinds: "float"; categorical: "string" | "int64"
-    vocabulary: tuple = ()  # top-k values by frequency (str or int)
+    vocabulary: tuple[Any, ...] = ()  # top-k values by frequency (str or int)
     num_oov_buckets: int = 1
     hash_buckets: int = 0  # > 0: hash into this many buckets instead of a vocabulary
     multivalent: bool = False
@@ -96,7 +96,7 @@ class FeatureSpec:
         return self.hash_buckets if self.hash_buckets else len(self.vocabulary) + self.num_oov_buckets
 
     @property
-    def signature(self) -> tuple:
+    def signature(self) -> tuple[Any, ...]:
         """What a model relies on when it meets this feature again (not vocab contents). Not a
         multivalent feature's dim: the model reads any padded width (its own first `dim` values),
         so a day whose inferred dim differs still warm-starts and is evaluated against it."""
@@ -107,13 +107,13 @@ class FeatureSpec:
             return f"categorical {self.dtype}" + (f" x{self.dim} (multivalent)" if self.multivalent else "")
         return self.kind + (f"[{self.dim}]" if self.kind == FLOAT_LIST else "")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["vocabulary"] = list(self.vocabulary)
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "FeatureSpec":
+    def from_dict(cls, d: dict[str, Any]) -> "FeatureSpec":
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
@@ -200,7 +200,7 @@ class FeatureSchema:
         )
 
     @classmethod
-    def from_json(cls, text: str | dict) -> "FeatureSchema":
+    def from_json(cls, text: str | dict[str, Any]) -> "FeatureSchema":
         d = json.loads(text) if isinstance(text, str) else text
         if d.get("format") != SCHEMA_FORMAT:
             raise FeatureSchemaError(
@@ -289,7 +289,7 @@ def load(directory: str) -> FeatureSchema | None:
         return FeatureSchema.from_json(f.read())
 
 
-def top_k(values: Sequence[Any], counts: Sequence[int], k: int) -> tuple:
+def top_k(values: Sequence[Any], counts: Sequence[int], k: int) -> tuple[Any, ...]:
     """The k most frequent values; ties broken by value so the vocabulary is deterministic."""
     order = sorted(range(len(values)), key=lambda i: (-int(counts[i]), str(values[i])))
     return tuple(values[i] for i in order[:k])

@@ -151,7 +151,8 @@ def _add_cloud_commands(sub) -> None:
 
 def _compile(args) -> int:
     from rlops.pipelines.config import load_config
-    from rlops.pipelines.vertex import compile_pipeline, load_vertex_config, summary
+    from rlops.pipelines.vertex.compile import compile_pipeline, summary
+    from rlops.pipelines.vertex.settings import load_vertex_config
 
     config = load_config(args.kind, args.config, args.overrides)  # ConfigError: one line, see main()
     vertex = load_vertex_config(
@@ -175,7 +176,7 @@ def _compile(args) -> int:
 
 
 def _cloud(args) -> int:
-    from rlops.pipelines import submit as vertex_submit
+    from rlops.pipelines.vertex import schedule as vertex_schedule, submit as vertex_submit
 
     job_command = args.command == "submit" or args.action == "create"
     try:
@@ -198,7 +199,7 @@ def _cloud(args) -> int:
             if args.wait:
                 return cli_runs.exit_code(cli_runs.watch(job, args.poll_seconds))
         elif args.action == "create":
-            spec = vertex_submit.ScheduleSpec(
+            spec = vertex_schedule.ScheduleSpec(
                 cron=args.cron,
                 time_zone=args.time_zone,
                 max_concurrent_runs=args.max_concurrent_runs,
@@ -208,14 +209,14 @@ def _cloud(args) -> int:
                 allow_queueing=args.allow_queueing,
                 display_name=args.display_name,
             )
-            schedule = vertex_submit.create_schedule(args.template, target, spec, args.param, args.label)
-            print(json.dumps(vertex_submit.describe(schedule)))
+            schedule = vertex_schedule.create_schedule(args.template, target, spec, args.param, args.label)
+            print(json.dumps(vertex_schedule.describe(schedule)))
         elif args.action == "list":
-            print(json.dumps(vertex_submit.list_schedules(target, args.filter), indent=1))
+            print(json.dumps(vertex_schedule.list_schedules(target, args.filter), indent=1))
         elif args.action == "delete":
-            print(json.dumps({"deleted": vertex_submit.delete_schedule(target, args.schedule)}))
+            print(json.dumps({"deleted": vertex_schedule.delete_schedule(target, args.schedule)}))
         else:
-            action = {"pause": vertex_submit.pause_schedule, "resume": vertex_submit.resume_schedule}[args.action]
+            action = {"pause": vertex_schedule.pause_schedule, "resume": vertex_schedule.resume_schedule}[args.action]
             print(json.dumps(action(target, args.schedule)))
     except vertex_submit.SubmitError as e:
         print(f"rlops: {e}", file=sys.stderr)

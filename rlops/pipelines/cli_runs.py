@@ -96,7 +96,7 @@ def describe_run(job: Any) -> dict:
 
 
 def _job_name(target: Any, job: str) -> str:
-    from rlops.pipelines.submit import SubmitError
+    from rlops.pipelines.vertex.submit import SubmitError
 
     if job.startswith("projects/"):
         return job
@@ -167,7 +167,7 @@ def add_parser(subparsers) -> None:
 
 
 def handle(args) -> int:
-    from rlops.pipelines import submit as vertex_submit
+    from rlops.pipelines.vertex import submit as vertex_submit
 
     try:
         target = vertex_submit.resolve_target(args.project, args.region, need_root=False)

@@ -190,6 +190,7 @@ def _section(raw: dict, key: str, make) -> Any:
 def build_config(kind: str, raw: dict) -> PipelineConfig:
     """Validates every section (and what the paths point at) into typed configs."""
     from rlops.components.evaluator.config import EvaluatorConfig
+    from rlops.components.trainer.agents.registry import agent_names
     from rlops.components.trainer.config import TrainerConfig
 
     unknown = [k for k in raw if k not in TOP_LEVEL_KEYS]
@@ -208,13 +209,12 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
     trainer = _section({"trainer": trainer_raw}, "trainer", TrainerConfig.from_dict)
     if experience_gen is not None:
         experience_gen = _with_split_minimums(experience_gen, 1)  # the Trainer takes a partial last batch
-    if kind == "bandit" and not trainer.is_bandit:
+    if trainer.registered.pipeline != kind:  # the registry says which pipeline trains an agent
+        names = agent_names(kind)
         raise ConfigError(
-            f"trainer.agent: '{trainer.agent}' is not a bandit agent; the bandit pipeline trains "
-            "one of neural_epsilon_greedy, lin_ucb, lin_ts"
+            f"trainer.agent: '{trainer.agent}' is not a {kind} agent; the {kind} pipeline trains "
+            + (f"'{names[0]}'" if len(names) == 1 else f"one of {', '.join(names)}")
         )
-    if kind == "ppo" and trainer.agent != "ppo":
-        raise ConfigError(f"trainer.agent: the ppo pipeline trains 'ppo', got '{trainer.agent}'")
     try:
         trainer.check_inputs(has_examples=kind == "bandit")  # the ppo pipeline trains online
     except ValueError as e:

@@ -117,7 +117,8 @@ def run_local(config: PipelineConfig, stream: TextIO | None = None) -> RunSummar
             logger.setLevel(level)
 
 
-def _store(config: PipelineConfig):
+def metadata_store_of(config: PipelineConfig):
+    """The run's ML Metadata store (the sqlite file under pipeline_root)."""
     from ml_metadata.metadata_store import metadata_store
     from tfx.orchestration import metadata
 
@@ -145,7 +146,7 @@ def _outputs(store, execution_ids: list[int]) -> dict[int, list]:
     return out
 
 
-def _prop(artifact, name: str):
+def artifact_property(artifact, name: str):
     if name not in artifact.custom_properties:
         return None
     v = artifact.custom_properties[name]
@@ -154,7 +155,7 @@ def _prop(artifact, name: str):
 
 
 def summarize_latest_run(config: PipelineConfig, wall_s: float) -> RunSummary:
-    store = _store(config)
+    store = metadata_store_of(config)
     runs = store.get_contexts_by_type("pipeline_run")
     summary = RunSummary(pipeline=config.name, wall_s=wall_s)
     if not runs:
@@ -174,14 +175,14 @@ def summarize_latest_run(config: PipelineConfig, wall_s: float) -> RunSummary:
                     with tf.io.gfile.GFile(path) as f:
                         metrics = json.load(f)
                     summary.metrics.update(_key_metrics(metrics))
-            elif type_name == "Examples" and _prop(artifact, "records_read") is not None:
+            elif type_name == "Examples" and artifact_property(artifact, "records_read") is not None:
                 summary.ingest = ingest_counts(artifact)
             elif type_name == "ModelBlessing":
-                summary.blessed = bool(_prop(artifact, "blessed"))
-                summary.blessing_reason = _prop(artifact, "reason")
+                summary.blessed = bool(artifact_property(artifact, "blessed"))
+                summary.blessing_reason = artifact_property(artifact, "reason")
             elif type_name == "PushedModel":
-                summary.pushed = bool(_prop(artifact, "pushed"))
-                summary.pushed_destination = _prop(artifact, "pushed_destination")
+                summary.pushed = bool(artifact_property(artifact, "pushed"))
+                summary.pushed_destination = artifact_property(artifact, "pushed_destination")
             elif type_name == "ModelRun":
                 path = os.path.join(artifact.uri, "metrics.json")
                 if tf.io.gfile.exists(path):
@@ -196,13 +197,13 @@ def summarize_latest_run(config: PipelineConfig, wall_s: float) -> RunSummary:
 
 def ingest_counts(examples) -> dict:
     """ExperienceGen's counts from its Examples artifact's properties (IngestResult.properties)."""
-    out = {key: _prop(examples, key) for key in ("records_read", "records_written", "records_quarantined")}
+    out = {key: artifact_property(examples, key) for key in ("records_read", "records_written", "records_quarantined")}
     order = {"records_written_train": 0, "records_written_eval": 1}
     splits = sorted(
         (k for k in examples.custom_properties if k.startswith("records_written_")), key=lambda k: (order.get(k, 2), k)
     )
-    out.update({k: _prop(examples, k) for k in splits})
-    out["quarantine_reasons"] = json.loads(_prop(examples, "quarantine_reasons") or "{}")
+    out.update({k: artifact_property(examples, k) for k in splits})
+    out["quarantine_reasons"] = json.loads(artifact_property(examples, "quarantine_reasons") or "{}")
     return out
 
 
@@ -246,16 +247,18 @@ def lineage(config: PipelineConfig, version: int | None = None) -> list[str]:
     PushedModel back to the Examples and the ExperienceGen run that wrote them."""
     from ml_metadata.proto import metadata_store_pb2
 
-    store = _store(config)
-    pushed = [a for a in store.get_artifacts_by_type("PushedModel") if _prop(a, "pushed")]
+    store = metadata_store_of(config)
+    pushed = [a for a in store.get_artifacts_by_type("PushedModel") if artifact_property(a, "pushed")]
     if version is not None:
-        pushed = [a for a in pushed if _prop(a, "pushed_version") == version]
+        pushed = [a for a in pushed if artifact_property(a, "pushed_version") == version]
     if not pushed:
         raise LookupError(
             f"no pushed model{'' if version is None else f' with version {version}'} in {config.metadata_path}"
         )
     target = max(pushed, key=lambda a: a.id)
-    lines = [f"pushed policy version {_prop(target, 'pushed_version')} at {_prop(target, 'pushed_destination')}"]
+    lines = [
+        f"pushed policy version {artifact_property(target, 'pushed_version')} at {artifact_property(target, 'pushed_destination')}"
+    ]
     seen: set[int] = set()
 
     def walk(artifact, depth: int) -> None:

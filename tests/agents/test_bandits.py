@@ -349,6 +349,7 @@ def test_linear_train_accepts_flat_and_time_major_experience():
 # --- learning on the digits bandit -----------------------------------------------------------
 
 
+@pytest.mark.slow  # XLA compilation of the neural bandit's interaction loop (~25 s)
 def test_neural_interaction_loop_compiles_with_xla():
     env = DigitsBandit(seed=0)
     agent = NeuralEpsilonGreedyAgent(

@@ -520,6 +520,7 @@ def test_l2_terms_split_actor_value_and_shared_kernels_as_tf_agents():
     )
 
 
+@pytest.mark.slow  # two PPO trainings compared, per action space (~20-60 s)
 @pytest.mark.parametrize("action_spec", [DISCRETE, CONTINUOUS], ids=["discrete", "continuous"])
 def test_values_computed_outside_train_match_values_computed_in_train(action_spec):
     """compute_value_and_advantage_in_train=False (TF-Agents): the collect policy stores V(o) and

@@ -6,6 +6,7 @@ import collections
 import glob
 
 import numpy as np
+import pytest
 import tensorflow as tf
 import tf_keras
 from test_ppo import CONTINUOUS, DISCRETE, OBS, make_experience
@@ -56,6 +57,7 @@ def train_with_writer(agent, exp, logdir, calls=2):
     return read_events(str(logdir))
 
 
+@pytest.mark.slow  # PPO training with every debug and gradient summary read back (~30 s)
 def test_debug_and_gradient_summaries_once_per_train_call(tmp_path):
     action_spec = CONTINUOUS  # its extra distribution histograms included (discrete: the test below)
     agent = make_agent(
@@ -161,6 +163,7 @@ def test_default_agent_writes_no_histograms_and_compiled_update_has_no_summary_o
         assert not [op for op in ops if "Summary" in op], sorted(set(ops))
 
 
+@pytest.mark.slow  # PPO through the Learner with summaries read back (~15-30 s)
 def test_through_the_learner_summaries_follow_the_interval(tmp_path):
     """Through the Learner, PPO's own summaries are written (the Learner's trace-only variable
     init used to cache a writer-less trace of agent.train: none were), and a train call that

@@ -17,6 +17,7 @@ import pytest
 import tensorflow as tf
 from linear_policies import save_linear_policy
 
+from rlops.components.common import feedback
 from rlops.components.evaluator import beam as beam_engine, bootstrap, core, estimators, ope
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.experience_gen import records
@@ -414,7 +415,7 @@ def test_first_pass_catalog_numbers_items_as_in_memory(per_arm_examples):
     ):
         beam_engine.arm_catalog(_arm_values_in_batches(fixed, [500] * 5, 2), fixed_examples)
     valid = (data.items >= 0).reshape(-1)
-    price = {"per_arm/item_price": core.arm_slot_values(features, "per_arm/item_price", valid)}
+    price = {"per_arm/item_price": feedback.arm_slot_values(features, "per_arm/item_price", valid)}
     assert len(beam_engine.distinct_combinations(price)["per_arm/item_price"]) == len(
         np.unique(price["per_arm/item_price"])
     )

@@ -6,6 +6,7 @@ import glob
 import os
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from rlops.agents import specs
@@ -55,6 +56,7 @@ def _constant_policy(action: int):
     )
 
 
+@pytest.mark.slow  # trains and saves a policy, then simulates logs around it (~25 s)
 def test_epsilon_greedy_around_a_saved_policy_logs_its_propensities(tmp_path):
     path = str(tmp_path / "policy")
     from rlops.train.policy_saver import PolicySaver

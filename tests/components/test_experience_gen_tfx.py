@@ -28,6 +28,7 @@ def _csv_config(eg_data, tmp_path, bad_rows: int = 0, **kw) -> ExperienceGenConf
     )
 
 
+@pytest.mark.slow  # a LocalDagRunner pipeline with TFX's StatisticsGen (~20 s)
 def test_local_dag_runner_with_statistics_gen(tmp_path, eg_data):
     from tfx import v1 as tfx
     from tfx.orchestration import metadata

@@ -256,7 +256,7 @@ def test_trainer_spec_matches_the_tfx_component(runs):
         [loss for _, loss in kfp_metrics["curve"]], [loss for _, loss in tfx_metrics["curve"]], rtol=1e-4
     )
     # Same greedy policy: the same action on every eval context.
-    from rlops.components.evaluator.core import load_logged_feedback
+    from rlops.components.common.feedback import load_logged_feedback
     from rlops.train.policy_saver import SavedPolicy
 
     contexts = load_logged_feedback(runs["kfp_gen"]["examples"].uri).contexts

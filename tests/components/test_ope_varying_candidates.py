@@ -162,7 +162,7 @@ def test_shared_arm_reward_model_learns_from_arm_features_and_fills_in_unseen_it
 def test_fixed_candidate_sets_keep_the_per_action_models():
     """Every record the same items in the same order: index a IS one item, so the per-action
     reward models of before apply and the numbers are those of before (no items, no mask)."""
-    from rlops.components.evaluator.core import _per_arm_candidates
+    from rlops.components.common.feedback import per_arm_candidates as _per_arm_candidates
 
     n, k = 50, 4
     fixed = {
@@ -312,6 +312,7 @@ def _saved_policy_value(gen, model_dir, served=False):
     return gen.true_value(fn)
 
 
+@pytest.mark.slow  # ExperienceGen, Trainer and Evaluator end to end (~75 s with its fixture)
 def test_experience_gen_trainer_evaluator_on_varying_candidates(world, tmp_path):
     from rlops.components.evaluator import core
     from rlops.components.evaluator.config import EvaluatorConfig
@@ -347,11 +348,12 @@ def test_experience_gen_trainer_evaluator_on_varying_candidates(world, tmp_path)
         assert g["lower"] <= truth <= g["upper"], (name, g, truth)
 
 
+@pytest.mark.slow  # `rlops evaluate` in a subprocess on a trained policy (~40 s)
 def test_rlops_evaluate_on_varying_candidates(world, tmp_path, capsys):
     """`rlops evaluate` on per-arm Examples whose candidates vary: the exported per-arm SavedModel
     (its interval holds the generator's exact value), `uniform` over each record's candidates
     (IPS by hand: 1 / num_actions over the propensity) and `logging` (the observed mean)."""
-    from rlops.components.evaluator.core import load_logged_feedback
+    from rlops.components.common.feedback import load_logged_feedback
     from rlops.components.trainer.core import serving_dir
     from rlops.pipelines.cli import main
 

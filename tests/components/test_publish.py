@@ -182,6 +182,7 @@ print(publish.publish(src, dst, wait, keep_last=10).version)
 """
 
 
+@pytest.mark.slow  # several publishing processes at once, local and GCS (~30 s each)
 @pytest.mark.parametrize("kind", ["local", "gcs"])
 def test_concurrent_processes_get_distinct_ordered_versions(kind, tmp_path, source, request):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}

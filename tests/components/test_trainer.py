@@ -61,6 +61,39 @@ def test_warm_start_continues_from_the_base_model(examples_uri, tmp_path):
         run_trainer(config, str(tmp_path / "m3"), str(tmp_path / "r3"), examples_uri, base_model_uri=str(tmp_path))
 
 
+def test_every_face_applies_one_budget_rule(tmp_path):
+    """A run's budget: train_steps for bandits, total_env_steps for PPO, by one rule that TFX's
+    run_fn, the TFX component and its executor (and the KFP entry point) share. The other kind is
+    an error naming the parameter, before anything trains -- also through run_fn, which used to
+    drop a PPO run's train_steps without a word."""
+    from tfx.components.trainer.fn_args_utils import FnArgs
+
+    from rlops.components.trainer.component import Trainer
+    from rlops.components.trainer.core import apply_runtime_params
+
+    ppo = {"agent": "ppo", "ppo": {"env_id": "CartPole-v1"}}
+    model = tmp_path / "model"
+    with pytest.raises(ValueError, match="^train_steps: PPO.s budget"):
+        run_fn(
+            FnArgs(
+                train_files=[],
+                serving_model_dir=str(model / "Format-Serving"),
+                model_run_dir=str(tmp_path / "run"),
+                custom_config={CONFIG_KEY: ppo},
+                base_model=None,
+                train_steps=40,
+            )
+        )
+    assert not model.exists()
+    with pytest.raises(ValueError, match="^train_steps: PPO.s budget"):
+        Trainer(config=TrainerConfig.from_dict(ppo), train_steps=40)
+    bandit = TrainerConfig(agent="lin_ucb", num_actions=4, train_steps=10)
+    with pytest.raises(ValueError, match="^total_env_steps: agent 'lin_ucb'"):
+        Trainer(config=bandit, total_env_steps=5)
+    assert apply_runtime_params(bandit, 0, 0) is bandit  # a KFP parameter's default 0: no override
+    assert apply_runtime_params(bandit, train_steps=99).train_steps == 99
+
+
 def test_unknown_agent_names_the_key():
     with pytest.raises(ValueError, match="trainer.agent"):
         TrainerConfig(agent="dqn")
@@ -69,7 +102,7 @@ def test_unknown_agent_names_the_key():
 
 
 def test_logged_feedback_can_stop_after_the_first_records(examples_uri):
-    from rlops.components.evaluator.core import load_logged_feedback
+    from rlops.components.common.feedback import load_logged_feedback
 
     full = load_logged_feedback(examples_uri)
     head = load_logged_feedback(examples_uri, max_records=10)

@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -275,3 +276,64 @@ def test_learner_run_available_stops_where_the_data_ends(tmp_path):
     ran = [learner.run_available(4) for _ in range(4)]
     assert [n for _, n in ran] == [4, 4, 2, 0] and float(ran[-1][0].loss) == 0.0
     assert int(step.numpy()) == 95 and agent.num_samples.numpy().sum() == 95
+
+
+class _ScriptedLearner:
+    """The Learner calls train_loop makes: `available` train steps of data (None: it repeats),
+    each step's loss its ordinal, every call recorded."""
+
+    def __init__(self, available: int | None):
+        self.available, self.step, self.calls, self.checkpoints = available, 0, [], 0
+
+    def _steps(self, kind: str, n: int) -> tuple[object, int]:
+        ran = n if self.available is None else min(n, self.available - self.step)
+        self.step += ran
+        self.calls.append((kind, n))
+        return types.SimpleNamespace(loss=float(self.step) if ran else 0.0), ran
+
+    def run_available(self, iterations: int) -> tuple[object, int]:
+        return self._steps("run_available", iterations)
+
+    def run(self, iterations: int) -> object:
+        return self._steps("run", iterations)[0]
+
+    def save_checkpoint(self) -> None:
+        self.checkpoints += 1
+
+
+@pytest.mark.parametrize(
+    "available, done, cap, passes, calls, curve",
+    [
+        # the passes end inside the third call: no cap, the data decides
+        (250, 0, None, True, [100, 100, 100], [(100, 100.0), (200, 200.0), (250, 250.0)]),
+        # they end exactly at a call's end: one more call finds no data and adds no point
+        (200, 0, None, True, [100, 100, 100], [(100, 100.0), (200, 200.0)]),
+        # train_steps caps a pass; the last call asks only for what is left
+        (1000, 0, 130, True, [100, 30], [(100, 100.0), (130, 130.0)]),
+        # a resumed job (60 steps in its checkpoint) does only the rest
+        (1000, 60, 130, True, [70], [(130, 70.0)]),
+        # PPO offline: the windows repeat, the cap is the budget
+        (None, 0, 250, False, [100, 100, 50], [(100, 100.0), (200, 200.0), (250, 250.0)]),
+    ],
+)
+def test_one_training_loop_stops_at_the_cap_or_where_the_passes_end(available, done, cap, passes, calls, curve):
+    from rlops.components.trainer.core import train_loop
+
+    learner = _ScriptedLearner(available)
+    trained = train_loop(learner, done, cap, 100, passes=passes)
+    assert [n for _, n in learner.calls] == calls
+    assert {kind for kind, _ in learner.calls} == {"run_available" if passes else "run"}
+    assert trained.curve == curve and trained.steps == curve[-1][0] and trained.resumed == done
+    assert learner.checkpoints == 1  # once, after the loop
+    result = trained.result("base", {"k": 1})
+    assert (result.train_steps, result.final_loss, result.warm_started_from) == (curve[-1][0], curve[-1][1], "base")
+    assert result.steps_per_sec == pytest.approx((trained.steps - done) / max(trained.wall_s, 1e-9))
+
+
+def test_a_repeating_dataset_needs_a_cap():
+    from rlops.components.trainer.core import train_loop
+
+    with pytest.raises(ValueError, match="needs a cap"):
+        train_loop(_ScriptedLearner(None), 0, None, 100, passes=False)
+    empty = train_loop(_ScriptedLearner(0), 0, None, 100, passes=True).result(None, {})
+    assert empty.train_steps == 0 and np.isnan(empty.final_loss)

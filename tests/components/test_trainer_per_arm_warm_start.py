@@ -79,7 +79,7 @@ def world(tmp_path_factory):
 
 def _actions(model_uri: str, examples: str, which: str = "greedy") -> np.ndarray:
     """The `action` signature of the exported greedy (Format-Serving) or collect policy on eval records."""
-    from rlops.components.evaluator.core import load_logged_feedback
+    from rlops.components.common.feedback import load_logged_feedback
     from rlops.components.trainer.core import COLLECT_POLICY_DIR, serving_dir
     from rlops.train.policy_saver import SavedPolicy
 
@@ -108,6 +108,7 @@ def _train_step(model_uri: str) -> int:
     return int(tf.saved_model.load(serving_dir(model_uri)).signatures["get_train_step"]()["train_step"])
 
 
+@pytest.mark.slow  # two per-arm trainings and a warm start (~50 s)
 @pytest.mark.parametrize("agent", AGENTS)
 def test_same_features_warm_start_acts_like_the_base_then_trains_on(world, agent, tmp_path):
     from rlops.components.trainer.core import run_trainer

@@ -116,7 +116,7 @@ def _greedy(model_uri: str, x: np.ndarray, mask: np.ndarray | None = None) -> np
 
 def test_ingested_examples_carry_weight_and_mask(world):
     """The columns reach the Examples (so what follows is about their use, not their transport)."""
-    from rlops.components.evaluator.core import load_logged_feedback
+    from rlops.components.common.feedback import load_logged_feedback
 
     data = load_logged_feedback(world["weighted"]["examples"], "eval")
     assert data.weights is not None and data.action_mask is not None
@@ -128,8 +128,9 @@ def test_ingested_examples_carry_weight_and_mask(world):
 def test_evaluator_weight_zero_equals_dropping_the_records_numpy_reference(world):
     """(b) OPE on the ingested logs: weight 0 on the poison rows gives the estimates of the logs
     without them, and both equal the numpy IPS / SNIPS of the mask-aware uniform policy."""
+    from rlops.components.common.feedback import load_logged_feedback
     from rlops.components.evaluator.config import EvaluatorConfig
-    from rlops.components.evaluator.core import evaluate_on_logs, load_logged_feedback
+    from rlops.components.evaluator.core import evaluate_on_logs
 
     config = EvaluatorConfig(num_bootstrap=100, reward_model="ridge")
     est = {

@@ -5,12 +5,11 @@ the pushed SavedModel through `serving_default` from a TF-Serving REST `instance
 import glob
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from feature_logs import FEATURES, NUM_ACTIONS, make_logs, pipeline_config, write_csv
+from helpers import run_fresh_python
 
 from rlops.pipelines.local import run_local
 
@@ -58,17 +57,7 @@ def serve_rest(saved_model_dir, requests, tmp_path):
     """One fresh server process answering each list of instances as a REST request body."""
     bodies = tmp_path / "requests.json"
     bodies.write_text(json.dumps([{"instances": instances} for instances in requests]))
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run(
-        [sys.executable, "-c", SERVE_REST, saved_model_dir, str(bodies)],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=str(tmp_path),
-        env={**env, "TF_CPP_MIN_LOG_LEVEL": "3"},
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_fresh_python(SERVE_REST, saved_model_dir, str(bodies), cwd=tmp_path)
 
 
 def quarantined_and_written(root):

@@ -7,13 +7,12 @@ NeuralEpsilonGreedy -> serving_default in a fresh process without rlops, on padd
 import glob
 import json
 import os
-import subprocess
-import sys
 from collections import Counter
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import run_fresh_python
 from multivalent_logs import MAX_INTERESTS, NUM_ITEMS, config, make_world, true_value, write
 
 from rlops.components.experience_gen import records
@@ -179,18 +178,8 @@ def test_per_arm_policy_trains_and_serves_padded_string_lists_in_a_fresh_process
     longer = {**base, "interests": [row + ["int_99", "int_00"] for row in base["interests"]]}
     empty = {**base, "interests": [[""] * DIM] * 200}  # no interests: the lists must matter
     args = {"model": model, "cases": {"base": base, "permuted": permuted, "longer": longer, "empty": empty}}
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     (tmp_path / "args.json").write_text(json.dumps(args))
-    out = subprocess.run(
-        [sys.executable, "-c", FRESH, str(tmp_path / "args.json")],
-        capture_output=True,
-        text=True,
-        cwd=str(tmp_path),
-        env=env,
-        timeout=180,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    got = run_fresh_python(FRESH, str(tmp_path / "args.json"), cwd=tmp_path)
     assert not got["rlops"]
     assert got["permuted"] == got["base"] and got["longer"] == got["base"]
     assert np.mean(np.asarray(got["empty"]) != np.asarray(got["base"])) > 0.3

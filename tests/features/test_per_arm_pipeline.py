@@ -3,12 +3,10 @@ item id) -> Trainer (per-arm LinUCB / NeuralEpsilonGreedy) -> Evaluator -> servi
 process without rlops."""
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from helpers import run_fresh_python
 
 from rlops.components.experience_gen import records
 from rlops.components.experience_gen.config import ExperienceGenConfig, SpecConfig
@@ -111,6 +109,7 @@ def _greedy_value(gen, serving_dir):
     return gen.true_value(fn)
 
 
+@pytest.mark.slow  # the per-arm pipeline trained, evaluated and served, per agent (~15-30 s each)
 @pytest.mark.parametrize("agent", ["lin_ucb", "neural_epsilon_greedy"])
 def test_per_arm_trainer_beats_uniform_evaluates_and_serves_raw_features(world, agent, tmp_path):
     from rlops.components.evaluator.config import EvaluatorConfig
@@ -181,17 +180,7 @@ def _serve_in_fresh_process(gen, model, tmp_path):
         "arms": {serving_input_name(name, per_arm=True): gen.items[name].tolist() for name in ITEM_FEATURES},
     }
     args["global"].update({c: [float(x) for x in ctx[c]] for c in gen.float_columns})
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    out = subprocess.run(
-        [sys.executable, "-c", FRESH, json.dumps(args)],
-        capture_output=True,
-        text=True,
-        cwd=str(tmp_path),
-        env=env,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    got = run_fresh_python(FRESH, json.dumps(args), cwd=tmp_path, timeout=120)
     assert not got["rlops"]
     n_cand = np.array([gen.num_items, gen.num_items, 3, 1, 2, gen.num_items])
     action, greedy, prop = map(np.asarray, (got["action"], got["greedy_action"], got["propensity"]))

@@ -5,11 +5,10 @@ in-process policy's answer out, and the version it was published as in every row
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from helpers import run_fresh_python
 
 from rlops.features.schema import FeatureSchemaError
 from rlops.features.serving_names import (
@@ -78,7 +77,7 @@ def pushed(tmp_path_factory):
     from rlops.components.experience_gen.config import ExperienceGenConfig
     from rlops.components.experience_gen.core import run_experience_gen
     from rlops.components.pusher import core
-    from rlops.components.pusher.executor import verification_inputs
+    from rlops.components.pusher.core import verification_inputs
     from rlops.components.trainer.config import TrainerConfig
     from rlops.components.trainer.core import run_trainer, serving_dir
     from rlops.envs.logged_feedback import LogConfig, LogGenerator
@@ -157,12 +156,7 @@ def _requests(gen, n=12):
 
 def _fresh(models, inputs, cwd):
     payload = json.dumps({"models": models, "inputs": {k: np.asarray(v).tolist() for k, v in inputs.items()}})
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    out = subprocess.run(
-        [sys.executable, "-c", FRESH, payload], capture_output=True, text=True, cwd=str(cwd), env=env, timeout=300
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_fresh_python(FRESH, payload, cwd=cwd, timeout=300)
 
 
 @pytest.mark.slow

@@ -19,7 +19,7 @@ from rlops.components.experience_gen.config import (
 from rlops.components.json_config import ConfigValueError, build, merge_raw, set_path, tagged_members
 from rlops.components.pusher.registry import RegistryConfig
 from rlops.pipelines.config import ConfigError, PusherConfig, load_config
-from rlops.pipelines.vertex import VertexConfigError, load_vertex_config
+from rlops.pipelines.vertex.settings import VertexConfigError, load_vertex_config
 
 
 @pytest.fixture

@@ -2,14 +2,13 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from helpers import run_fresh_python
 
 from rlops.pipelines.config import ConfigError, load_config
-from rlops.pipelines.local import lineage, run_local
+from rlops.pipelines.local import artifact_property, lineage, metadata_store_of, run_local
 
 pytestmark = pytest.mark.slow
 
@@ -33,15 +32,7 @@ print(json.dumps(out["action"].numpy().tolist()))
 
 
 def act_in_fresh_process(saved_model_dir, observations):
-    proc = subprocess.run(
-        [sys.executable, "-c", LOAD_AND_ACT, saved_model_dir, json.dumps(observations.tolist())],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return np.asarray(json.loads(proc.stdout.strip().splitlines()[-1]))
+    return np.asarray(run_fresh_python(LOAD_AND_ACT, saved_model_dir, json.dumps(observations.tolist()), timeout=120))
 
 
 def serving_versions(config):
@@ -104,9 +95,27 @@ def test_worse_candidate_is_not_blessed_and_not_pushed(bandit_runs):
 
 def test_lineage_traces_the_pushed_policy_to_its_data(bandit_runs):
     config, first, _, _, _ = bandit_runs
-    lines = lineage(config)
-    text = "\n".join(lines)
-    assert "Pusher" in text and "Trainer" in text and "ExperienceGen" in text and "Examples" in text
+    lines = lineage(config, version=int(os.path.basename(first.pushed_destination)))
+    assert (
+        lines[0] == f"pushed policy version {os.path.basename(first.pushed_destination)} at {first.pushed_destination}"
+    )
+
+    # The walk goes back through the inputs: the Pusher's Model was produced by the Trainer, whose
+    # Examples were produced by ExperienceGen; each input line names the recorded artifact.
+    def producer_after(prefix: str) -> str:
+        at = next(i for i, line in enumerate(lines) if line.strip().startswith(prefix))
+        return next(line for line in lines[at:] if "produced by" in line).split("produced by ")[1].split(" ")[0]
+
+    assert lines[1].strip().startswith("<- produced by Pusher"), lines
+    assert producer_after("Model ") == "Trainer", lines
+    trainer_at = next(i for i, line in enumerate(lines) if "produced by Trainer" in line)
+    examples_lines = [line.strip() for line in lines[trainer_at:] if line.strip().startswith("Examples ")]
+    assert examples_lines, lines
+    assert producer_after(examples_lines[0]) == "ExperienceGen", lines
+    store = metadata_store_of(config)
+    examples = [a for a in store.get_artifacts_by_type("Examples") if artifact_property(a, "records_read")]
+    first_examples = min(examples, key=lambda a: a.id)
+    assert f"Examples {first_examples.id}: {first_examples.uri}" in examples_lines
 
 
 def test_retraining_on_new_data_warm_starts_and_pushes_only_if_better(bandit_runs):
@@ -117,10 +126,8 @@ def test_retraining_on_new_data_warm_starts_and_pushes_only_if_better(bandit_run
     )  # new logs
     result = run_local(retrain)
     assert result.components["ExperienceGen"] == "COMPLETE"
-    from rlops.pipelines.local import _prop, _store
-
-    models = sorted(_store(retrain).get_artifacts_by_type("Model"), key=lambda a: a.id)
-    assert _prop(models[-1], "warm_started_from"), "the retrained model did not warm-start"
+    models = sorted(metadata_store_of(retrain).get_artifacts_by_type("Model"), key=lambda a: a.id)
+    assert artifact_property(models[-1], "warm_started_from"), "the retrained model did not warm-start"
     text = result.metrics["improvement_dr"]  # "v [lower, upper]", or "v (no interval: not trusted)"
     lower = float(text.split("[")[1].split(",")[0]) if "[" in text else float("nan")
     assert result.blessed == (lower > 0)

@@ -248,7 +248,7 @@ def test_pipeline_yaml_blocks_load(key, tmp_path):
 
 @pytest.mark.parametrize("key", [k for k, how in RUN.items() if how == "vertex yaml"])
 def test_vertex_yaml_blocks_load(key, tmp_path):
-    from rlops.pipelines.vertex import load_vertex_config
+    from rlops.pipelines.vertex.settings import load_vertex_config
 
     path = tmp_path / "vertex.yaml"
     path.write_text(block(key).text)

@@ -21,13 +21,8 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 from rlops.pipelines.cli import main
 from rlops.pipelines.config import ConfigError, load_config
-from rlops.pipelines.vertex import (
-    DEFAULT_IMAGE,
-    VertexConfigError,
-    compile_pipeline,
-    dataflow_image,
-    load_vertex_config,
-)
+from rlops.pipelines.vertex.compile import compile_pipeline
+from rlops.pipelines.vertex.settings import DEFAULT_IMAGE, VertexConfigError, dataflow_image, load_vertex_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IMAGE = "us-central1-docker.pkg.dev/my-proj/rlops/rlops:0.1.0"
@@ -489,7 +484,7 @@ def test_runtime_values_merge_into_the_configs():
     )
     from rlops.components.experience_gen.executor import apply_runtime_params as gen_params
     from rlops.components.trainer.config import TrainerConfig
-    from rlops.components.trainer.executor import apply_runtime_params as trainer_params
+    from rlops.components.trainer.core import apply_runtime_params as trainer_params
 
     today = datetime.date(2026, 3, 1)
     files = ExperienceGenConfig(source=FileSource("gs://logs/{date}/part-*.csv"), action_spec=SpecConfig.discrete(4))

@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 
 from rlops.pipelines.config import load_config
-from rlops.pipelines.vertex import compile_pipeline, load_vertex_config
+from rlops.pipelines.vertex.compile import compile_pipeline
+from rlops.pipelines.vertex.settings import load_vertex_config
 from rlops.testing.vertex_emulator import EmulatorError, MetadataStore, VertexEmulator
 
 BUCKET = "gs://rlops-emulated"
@@ -520,7 +521,8 @@ def test_compiled_tfx_pipeline_notifies_a_failed_night(tmp_path, webhook):
     """notify_url compiles TFX's exit handler; a night whose ExperienceGen finds no files fails,
     the rest is cancelled, and the exit task POSTs the note to a local webhook."""
     from rlops.pipelines.notify import EXIT_HANDLER_ID
-    from rlops.pipelines.vertex import EXIT_GROUP, summary
+    from rlops.pipelines.vertex.compile import summary
+    from rlops.pipelines.vertex.patches import EXIT_GROUP
 
     url, received = webhook
     job = compile_pipeline(load_config("bandit", overrides=SMALL), load_vertex_config(overrides=[f"notify_url={url}"]))

@@ -13,10 +13,11 @@ import pytest
 from google.auth.credentials import AnonymousCredentials
 from google.protobuf import json_format
 
-from rlops.pipelines import submit as vertex
 from rlops.pipelines.cli import main
 from rlops.pipelines.config import load_config
-from rlops.pipelines.vertex import compile_pipeline, load_vertex_config
+from rlops.pipelines.vertex import submit as vertex
+from rlops.pipelines.vertex.compile import compile_pipeline
+from rlops.pipelines.vertex.settings import load_vertex_config
 
 PROJECT, REGION, ROOT = "my-proj", "us-central1", "gs://my-bucket/runs"
 PARENT = f"projects/{PROJECT}/locations/{REGION}"
@@ -32,7 +33,12 @@ FILE_SOURCE = [
 def templates(tmp_path_factory):
     root = tmp_path_factory.mktemp("templates")
     out = {}
-    for name, vertex_overrides in (("nightly", []), ("cached_ingestion", ["caching.ExperienceGen=true"])):
+    for name, vertex_overrides in (
+        ("nightly", []),
+        ("cached_ingestion", ["caching.ExperienceGen=true"]),
+        # a notifying template moves the steps into the exit handler's group
+        ("cached_ingestion_notify", ["caching.ExperienceGen=true", "notify_url=https://hooks.example.com/rlops"]),
+    ):
         out[name] = str(root / f"{name}.json")
         compile_pipeline(
             load_config("bandit", overrides=FILE_SOURCE), load_vertex_config(overrides=vertex_overrides), out[name]
@@ -299,6 +305,19 @@ def test_a_kfp_compiled_pipeline_submits_too(tmp_path, api):
         ),
         (
             ["schedule", "create", "{cached_ingestion}", *TARGET_FLAGS, "--pipeline-root", ROOT, "--cron", "0 3 * * *"],
+            "TEMPLATE: ExperienceGen is served from cache",
+        ),
+        (
+            [
+                "schedule",
+                "create",
+                "{cached_ingestion_notify}",
+                *TARGET_FLAGS,
+                "--pipeline-root",
+                ROOT,
+                "--cron",
+                "0 3 * * *",
+            ],
             "TEMPLATE: ExperienceGen is served from cache",
         ),
         (["schedule", "pause", "projects/x/schedules/1", *TARGET_FLAGS], "SCHEDULE: 'projects/x/schedules/1'"),

@@ -355,6 +355,7 @@ _ppo = lt.make_ppo_agent
 PPO_OPTIONS = lt.PPO_OPTIONS
 
 
+@pytest.mark.slow  # PPO under MirroredStrategy against one replica, twice (~25 s each)
 @pytest.mark.parametrize("advantages", ["batch", "minibatch"])
 def test_ppo_mirrored_two_replicas_equals_one_replica_on_the_global_batch(tmp_path, advantages):
     """Gradients, advantage moments, the KL mean and normalizer statistics are all-reduced, so
@@ -388,6 +389,7 @@ def test_ppo_mirrored_two_replicas_equals_one_replica_on_the_global_batch(tmp_pa
         np.testing.assert_allclose(n2.m2.numpy(), n1.m2.numpy(), rtol=1e-6, atol=1e-9)
 
 
+@pytest.mark.slow  # PPO under MirroredStrategy with every summary, against one replica (~50 s)
 def test_ppo_debug_and_gradient_summaries_under_mirrored_equal_one_replica(tmp_path):
     """Debug histograms gather every replica's rows and the gradient summaries are the applied
     (summed) gradients, so 2 replicas write what one replica writes on the same global batch."""

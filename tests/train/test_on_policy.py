@@ -5,6 +5,7 @@ from dataclasses import replace
 
 import gymnasium as gym
 import numpy as np
+import pytest
 
 from rlops.train.on_policy import PPOConfig, train_ppo
 
@@ -59,6 +60,7 @@ def test_learner_path_checkpoints_and_resumes(tmp_path):
     assert any(name.startswith("events") for name in os.listdir(summaries))
 
 
+@pytest.mark.slow  # two PPO trainings compared step by step (~30 s)
 def test_direct_and_learner_paths_train_the_same(tmp_path):
     direct = train_ppo(small(3))
     via_learner = train_ppo(small(3), root_dir=str(tmp_path))

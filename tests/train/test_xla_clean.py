@@ -101,6 +101,7 @@ def test_ppo_update_compiles_with_xla_and_matches_uncompiled(action_spec):
     assert tf.float64.as_datatype_enum in dtypes
 
 
+@pytest.mark.slow  # PPO's update traced under a TPU strategy stand-in, per action space (~30-60 s)
 @pytest.mark.parametrize("action_spec", [DISCRETE, CONTINUOUS], ids=["discrete", "continuous"])
 def test_ppo_update_under_tpu_strategy_has_no_float64(action_spec, monkeypatch):
     """Built as under a TPUStrategy (float32 statistics, TF-Agents' dtype): the compiled update holds

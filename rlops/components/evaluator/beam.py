@@ -6,7 +6,7 @@ Two passes over the split:
   1. the reward-model sample: every record's key hash, the bottom-k records (a bounded CombineFn),
      and the record count; for per-arm records also the distinct item feature combinations over
      the candidate slots (a bounded CombineFn) and whether any record's candidates differ from
-     another's. The driver numbers the items as the in-memory engine does (core.item_keys over
+     another's. The driver numbers the items as the in-memory engine does (feedback.item_keys over
      the split's sorted distinct values), parses the sample, fits the cross-fitted reward model on
      it (reward_models.FoldModels) and the DM refits (on its dm_refit_records smallest-hash records).
   2. the sums: batches of records are parsed and scored on the workers (each SavedModel loaded
@@ -29,8 +29,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from rlops.components.common import feedback
+from rlops.components.common.feedback import LoggedFeedback, split_files
+from rlops.components.common.record_keys import file_record_keys
+from rlops.components.common.records import PER_ARM_PREFIX
 from rlops.components.evaluator import estimators, reward_models
-from rlops.components.evaluator.estimators import LOGGING_POLICY, LoggedFeedback, Sums
+from rlops.components.evaluator.estimators import LOGGING_POLICY, Sums
 
 BATCH_SIZE = 16384
 MAX_ARM_VALUES = 1_000_000  # distinct values of one per-arm feature (the item catalog is small)
@@ -56,7 +60,7 @@ def read_batches(path: str, batch_size: int = BATCH_SIZE):
 
 @dataclass
 class ArmCatalog:
-    """The split's items (per-arm records whose candidates vary), as core._per_arm_candidates
+    """The split's items (per-arm records whose candidates vary), as feedback.per_arm_candidates
     numbers them: per per-arm feature its sorted distinct values over the candidate slots, the
     items' sorted keys and their dense arm features [M, Da] in that order."""
 
@@ -67,7 +71,7 @@ class ArmCatalog:
 
 @dataclass
 class Parser:
-    """Serialized bandit records -> LoggedFeedback (what core.load_logged_feedback gives for the
+    """Serialized bandit records -> LoggedFeedback (what feedback.load_logged_feedback gives for the
     same records; the per-arm item identities when given the split's `catalog`)."""
 
     examples_uri: str
@@ -76,7 +80,7 @@ class Parser:
     catalog: ArmCatalog | None = None
 
     def setup(self) -> None:
-        from rlops.components.experience_gen import records
+        from rlops.components.common import records
         from rlops.features import FeatureSchema, Preprocessor, load as load_schema
 
         pattern = records.split_file_pattern(self.examples_uri, self.split)
@@ -133,7 +137,7 @@ class Parser:
         return cols
 
     def parse(self, serialized: Sequence[bytes], keys: np.ndarray) -> LoggedFeedback:
-        from rlops.components.experience_gen import records
+        from rlops.components.common import records
 
         cols = self._columns(serialized, self.spec)
         features = None
@@ -162,19 +166,18 @@ class Parser:
 
 
 def catalog_items(catalog: ArmCatalog, features: dict, examples_uri: str) -> dict[str, np.ndarray]:
-    """A batch's candidate mask and item indices in the split's catalog (core._per_arm_candidates
+    """A batch's candidate mask and item indices in the split's catalog (feedback.per_arm_candidates
     gives the same for the same records)."""
-    from rlops.components.evaluator import core
 
-    candidate = core.candidate_mask(features, examples_uri)
+    candidate = feedback.candidate_mask(features, examples_uri)
     valid = candidate.reshape(-1)
-    slots = {name: core.arm_slot_values(features, name, valid) for name in catalog.uniques}
-    key = core.item_keys(slots, catalog.uniques, examples_uri)
+    slots = {name: feedback.arm_slot_values(features, name, valid) for name in catalog.uniques}
+    key = feedback.item_keys(slots, catalog.uniques, examples_uri)
     at = np.minimum(np.searchsorted(catalog.keys, key), len(catalog.keys) - 1)
     if not (catalog.keys[at] == key).all():  # the first pass saw every record: never, unless files changed
         raise ValueError("a candidate item is missing from the first pass's catalog (did the split change?)")
     return {
-        "items": core.slot_items(key, catalog.keys, candidate),
+        "items": feedback.slot_items(key, catalog.keys, candidate),
         "item_features": catalog.item_features,
         "action_mask": candidate.astype(np.float32),
     }
@@ -336,20 +339,19 @@ class ArmValues:
 
     @staticmethod
     def of(features: dict[str, np.ndarray], base: str = "", start: int = 0) -> "ArmValues":
-        from rlops.components.evaluator import core
         from rlops.features.serving_names import NUM_ACTIONS
 
-        names = core.per_arm_feature_keys(features)
+        names = feedback.per_arm_feature_keys(features)
         k = features[names[0]].shape[1]
         num_actions = np.asarray(features[NUM_ACTIONS]).astype(int)
         # Lenient here: a bad num_actions is remembered, and named only if the candidates vary
-        # (as core._per_arm_candidates does).
+        # (as feedback.per_arm_candidates does).
         valid = (np.arange(k)[None, :] < num_actions[:, None]).reshape(-1)
-        slots = {name: core.arm_slot_values(features, name, valid) for name in names}
+        slots = {name: feedback.arm_slot_values(features, name, valid) for name in names}
         bad = np.flatnonzero((num_actions < 1) | (num_actions > k))
         return ArmValues(
             {name: features[name][0] for name in names + [NUM_ACTIONS]},
-            core.per_arm_varies(features),
+            feedback.per_arm_varies(features),
             distinct_combinations(slots),
             (base, start + int(bad[0]), int(num_actions[bad[0]]), k) if len(bad) else None,
         )
@@ -368,7 +370,6 @@ class ArmValues:
 def distinct_combinations(slots: dict[str, np.ndarray], cap: int = MAX_ARM_VALUES) -> dict[str, np.ndarray]:
     """The distinct rows of {per-arm key: values [S, ...]} (one row = one item), in key order; a
     feature with more than `cap` distinct values (or more than `cap` rows) is named."""
-    from rlops.components.evaluator import core
 
     uniques = {}
     for name, values in slots.items():
@@ -378,7 +379,7 @@ def distinct_combinations(slots: dict[str, np.ndarray], cap: int = MAX_ARM_VALUE
                 f"{ERROR_MARK}per-arm feature '{name}' has more than {cap:,} distinct values over the candidate "
                 "slots: too many items to identify on the Beam engine"
             )
-    key = core.item_keys(slots, uniques, "the eval split")
+    key = feedback.item_keys(slots, uniques, "the eval split")
     _, first = np.unique(key, return_index=True)
     if len(first) > cap:
         raise WorkerError(
@@ -389,12 +390,11 @@ def distinct_combinations(slots: dict[str, np.ndarray], cap: int = MAX_ARM_VALUE
 
 
 def _sorted_distinct(values: np.ndarray) -> np.ndarray:
-    """core._sorted_uniques, hashing before sorting: a batch's slots hold few distinct values, and
+    """feedback.sorted_uniques, hashing before sorting: a batch's slots hold few distinct values, and
     sorting all of them (bytes above all) is what would bound the first pass's speed."""
-    from rlops.components.evaluator import core
 
     if values.ndim == 2 and values.shape[1] > 1:
-        return core._sorted_uniques(values)
+        return feedback.sorted_uniques(values)
     import pandas as pd
 
     flat = values.reshape(-1)
@@ -426,7 +426,6 @@ def arm_values_combine_fn():
 
 def arm_catalog(values: "ArmValues | None", examples_uri: str) -> ArmCatalog | None:
     """The split's items when the records' candidates vary (else None: the per-action models)."""
-    from rlops.components.evaluator import core
 
     if values is None or not values.varies:
         return None
@@ -436,11 +435,11 @@ def arm_catalog(values: "ArmValues | None", examples_uri: str) -> ArmCatalog | N
             f"examples at {examples_uri}: record {i} of {base} has num_actions {num}, outside [1, {k}] "
             "(the per-arm features' width)"
         )
-    uniques = {name: core._sorted_uniques(v) for name, v in values.combos.items()}
-    keys = core.item_keys(values.combos, uniques, examples_uri)
+    uniques = {name: feedback.sorted_uniques(v) for name, v in values.combos.items()}
+    keys = feedback.item_keys(values.combos, uniques, examples_uri)
     order = np.argsort(keys, kind="stable")
-    raw = {name[len(core.PER_ARM_PREFIX) :]: v[order] for name, v in values.combos.items()}
-    return ArmCatalog(uniques, keys[order], core._encode_arms(raw, examples_uri))
+    raw = {name[len(PER_ARM_PREFIX) :]: v[order] for name, v in values.combos.items()}
+    return ArmCatalog(uniques, keys[order], feedback.encode_arms(raw, examples_uri))
 
 
 # ---- the pipelines --------------------------------------------------------------------------------------
@@ -503,7 +502,7 @@ def _sample_pass(files: list[str], k: int, seed: int, parser: Parser | None, arg
 
     def hashed(batch):
         base, start, recs = batch
-        keys = estimators.file_record_keys(base, start, len(recs))
+        keys = file_record_keys(base, start, len(recs))
         obj = np.empty(len(recs), object)
         obj[:] = recs
         return reward_models.sample_hashes(keys, seed), keys, obj
@@ -546,7 +545,7 @@ def _sums_pass(
 
         def process(self, batch):
             base, start, recs = batch
-            keys = estimators.file_record_keys(base, start, len(recs))
+            keys = file_record_keys(base, start, len(recs))
             try:
                 data = parser.parse(recs, keys)
                 from rlops.components.evaluator.core import check_actions
@@ -610,7 +609,7 @@ def run_split(
     out_dir: str | None = None,
 ) -> BeamRun:
     """Both passes over the split, and the driver's work between them."""
-    from rlops.components.evaluator.core import _dm_refits, policy_grids, split_files
+    from rlops.components.evaluator.core import dm_refits, policy_grids
 
     files = split_files(examples_uri, split)
     if not files:
@@ -638,7 +637,7 @@ def run_split(
     refits = None
     if config.dm_refits:  # the refits need every policy on the sample: scored here, in the driver
         on_sample, _ = batch_policies(sources, load_policies(sources), sample, num_actions)
-        refits = _dm_refits(config, sample, kind, on_sample, num_actions, population=n)
+        refits = dm_refits(config, sample, kind, on_sample, num_actions, population=n)
     layout = estimators.Layout(len(sources), policy_grids(config))
     fresh = Parser(examples_uri, split, action_minimum, catalog)  # set up on each worker (TF state does not pickle)
     part = _sums_pass(

@@ -10,26 +10,20 @@ Memory is O(B x chunk), whatever the number of records.
 
 from __future__ import annotations
 
-import hashlib
 import math
 
 import numpy as np
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
-_S30, _S27, _S31, _S48 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(48)
-
-
-def splitmix64(x: np.ndarray) -> np.ndarray:
-    """Vectorised splitmix64 finalizer over uint64 (a bijection with full avalanche)."""
-    with np.errstate(over="ignore"):  # wrapping multiplication is the point (scalars warn)
-        z = np.asarray(x, np.uint64) + _GOLDEN
-        z ^= z >> _S30
-        z *= _M1
-        z ^= z >> _S27
-        z *= _M2
-        z ^= z >> _S31
-    return z
+# The record keys' hash (rlops.components.common.record_keys), run in place below over [B, n] blocks.
+from rlops.components.common.record_keys import (
+    GOLDEN as _GOLDEN,
+    M1 as _M1,
+    M2 as _M2,
+    S27 as _S27,
+    S30 as _S30,
+    S31 as _S31,
+    splitmix64,
+)
 
 
 def _poisson_table() -> np.ndarray:
@@ -42,11 +36,6 @@ def _poisson_table() -> np.ndarray:
 
 
 POISSON = _poisson_table()
-
-
-def string_key(text: str) -> int:
-    """A stable 64-bit hash of a string (a file's basename): the same on every machine and run."""
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
 
 
 def replicate_salts(num_bootstrap: int, seed: int) -> np.ndarray:

@@ -16,6 +16,16 @@ from tfx.types import standard_artifacts
 from tfx.types.artifact import Artifact
 from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 
+from rlops.components.common.keys import (
+    BASELINE_MODEL_KEY,
+    BLESSING_KEY,
+    CONFIG_KEY,
+    EVALUATION_KEY,
+    EXAMPLES_KEY,
+    METRICS_KEY,
+    MODEL_KEY,
+    NUM_ACTIONS_KEY,
+)
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.evaluator.executor import Executor
 
@@ -29,16 +39,19 @@ class VertexMetrics(Artifact):
 
 
 class EvaluatorSpec(types.ComponentSpec):
-    PARAMETERS = {"config": ExecutionParameter(type=str), "num_actions": ExecutionParameter(type=int, optional=True)}
+    PARAMETERS = {
+        CONFIG_KEY: ExecutionParameter(type=str),
+        NUM_ACTIONS_KEY: ExecutionParameter(type=int, optional=True),
+    }
     INPUTS = {
-        "model": ChannelParameter(type=standard_artifacts.Model),
-        "examples": ChannelParameter(type=standard_artifacts.Examples, optional=True),
-        "baseline_model": ChannelParameter(type=standard_artifacts.Model, optional=True),
+        MODEL_KEY: ChannelParameter(type=standard_artifacts.Model),
+        EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples, optional=True),
+        BASELINE_MODEL_KEY: ChannelParameter(type=standard_artifacts.Model, optional=True),
     }
     OUTPUTS = {
-        "evaluation": ChannelParameter(type=standard_artifacts.ModelEvaluation),
-        "blessing": ChannelParameter(type=standard_artifacts.ModelBlessing),
-        "metrics": ChannelParameter(type=VertexMetrics),
+        EVALUATION_KEY: ChannelParameter(type=standard_artifacts.ModelEvaluation),
+        BLESSING_KEY: ChannelParameter(type=standard_artifacts.ModelBlessing),
+        METRICS_KEY: ChannelParameter(type=VertexMetrics),
     }
 
 

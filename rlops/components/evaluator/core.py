@@ -30,17 +30,17 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from rlops.components.common.feedback import load_logged_feedback, split_files
+from rlops.components.common.keys import BLESSING_KEY, EVALUATION_KEY, METRICS_KEY
+from rlops.components.common.model import BLESSED_FILE, NOT_BLESSED_FILE, serving_dir
 from rlops.components.evaluator import estimators, ope
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.properties import finite_properties
-from rlops.components.trainer.core import serving_dir
-from rlops.features.serving_names import NUM_ACTIONS, PER_ARM_PREFIX
 from rlops.train.policy_saver import SavedPolicy
 
 log = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.json"
-BLESSED_FILE, NOT_BLESSED_FILE = "BLESSED", "NOT_BLESSED"
 LOGGING_BASELINE = "logging_policy"  # metrics' `baseline` when the candidate is compared with the logs' policy
 
 
@@ -73,67 +73,17 @@ class EvalResult:
             out.update(baseline_model=baseline_uri, baseline_model_id=baseline_id)
         return out
 
-
-def load_logged_feedback(
-    examples_uri: str, split: str = "eval", max_records: int | None = None, action_minimum: int | None = 0
-) -> ope.LoggedFeedback:
-    """The split's logged feedback as numpy (the first `max_records` only, when given), with the
-    optional `weight` and `action_mask` columns when the records carry them. Actions become
-    indices 0..K-1 (logged id - `action_minimum`, the action spec's first id): OPE indexes
-    probabilities and masks by them. None: raw ids, for readers of the inputs only."""
-    from rlops.components.experience_gen import records
-
-    cat = records.read_logged_bandit(examples_uri, split, max_records)
-    if records.PROPENSITY not in cat:
-        raise ValueError(
-            f"examples: the {split} split has no 'propensity' feature; off-policy evaluation needs the "
-            "logging policy's probability of each logged action"
-        )
-    arms = _per_arm_candidates(cat.get(records.FEATURES), examples_uri)
-    actions = cat[records.ACTION].astype(int) - int(action_minimum or 0)
-    if action_minimum is not None and len(actions) and actions.min() < 0:
-        i = int(np.argmax(actions < 0))
-        raise ValueError(
-            f"examples: action {actions[i] + action_minimum} in record {i} of the {split} split is below "
-            f"the action spec's minimum {action_minimum}"
-        )
-    return ope.LoggedFeedback(
-        cat[records.CONTEXT],
-        actions,
-        cat[records.REWARD].astype(float),
-        cat[records.PROPENSITY].astype(float),
-        weights=cat[records.WEIGHT].astype(float) if records.WEIGHT in cat else None,
-        action_mask=arms.get("action_mask", cat.get(records.ACTION_MASK)),
-        features=cat.get(records.FEATURES),
-        items=arms.get("items"),
-        item_features=arms.get("item_features"),
-        keys=split_record_keys(examples_uri, split, len(actions)),
-    )
-
-
-def split_files(examples_uri: str, split: str) -> list[str]:
-    """The split's TFRecord shards in the order every reader takes them (sorted)."""
-    from rlops.components.experience_gen import records
-
-    return sorted(tf.io.gfile.glob(records.split_file_pattern(examples_uri, split)))
-
-
-def split_record_keys(examples_uri: str, split: str, count: int) -> np.ndarray:
-    """Stable keys of the split's first `count` records as read_logged_bandit reads them (files
-    in sorted order, records in file order): ope.file_record_keys of (file basename, index)."""
-    keys, done = [], 0
-    for path in split_files(examples_uri, split):
-        if done >= count:
-            break
-        n = int(
-            tf.data.TFRecordDataset(path, compression_type="GZIP")
-            .take(count - done)
-            .reduce(np.int64(0), lambda c, _: c + 1)
-            .numpy()
-        )
-        keys.append(ope.file_record_keys(os.path.basename(path), 0, n))
-        done += n
-    return np.concatenate(keys) if keys else np.zeros(0, np.uint64)
+    def properties(
+        self, model_uri: str, model_id: Any, baseline_uri: str | None = None, baseline_id: Any = None
+    ) -> dict[str, dict[str, Any]]:
+        """The output artifacts' properties by output key, as both faces write them (TFX custom
+        properties, KFP metadata): the blessing's (blessing_properties), the evaluation's
+        (evaluation_properties) and the console's scalars (scalar_metrics)."""
+        return {
+            BLESSING_KEY: self.blessing_properties(model_uri, model_id, baseline_uri, baseline_id),
+            EVALUATION_KEY: evaluation_properties(self),
+            METRICS_KEY: scalar_metrics(self),
+        }
 
 
 def count_records(examples_uri: str, split: str, limit: int | None = None) -> int:
@@ -142,127 +92,6 @@ def count_records(examples_uri: str, split: str, limit: int | None = None) -> in
     if limit is not None:
         ds = ds.take(limit + 1)
     return int(ds.reduce(np.int64(0), lambda c, _: c + 1).numpy())
-
-
-def _per_arm_candidates(features: dict | None, examples_uri: str) -> dict:
-    """Per-arm records whose candidates vary (arm k is a different item in each record): the
-    candidate mask from num_actions, each slot's item identity and the items' dense arm features,
-    for the shared [global, arm] reward model. Fixed candidate sets (every record the same items
-    in the same order, e.g. ExperienceGen's default: every item of the table) keep the per-action
-    models -- index a IS one item there -- and give {} (the numbers of before)."""
-    if not features or not per_arm_varies(features):
-        return {}
-    arm_keys = per_arm_feature_keys(features)
-    candidate = candidate_mask(features, examples_uri)
-    valid = candidate.reshape(-1)
-    slots = {name: arm_slot_values(features, name, valid) for name in arm_keys}
-    uniques = {name: _sorted_uniques(values) for name, values in slots.items()}
-    key = item_keys(slots, uniques, examples_uri)
-    catalog, first = np.unique(key, return_index=True)
-    raw = {name[len(PER_ARM_PREFIX) :]: values[first] for name, values in slots.items()}  # one slot per item
-    return {
-        "items": slot_items(key, catalog, candidate),
-        "item_features": _encode_arms(raw, examples_uri),
-        "action_mask": candidate.astype(np.float32),
-    }
-
-
-# An item is a distinct combination of arm feature values (records carry features, not ids): per
-# feature its code among the feature's sorted distinct values over the whole split, then one key
-# per combination (mixed radix while it fits in int64), then the item index is the key's rank
-# among the split's keys. The Beam engine gathers the same sorted distinct values and keys in its
-# first pass (beam.ArmCatalogCombineFn) and calls the same functions, so both number items alike.
-
-
-def per_arm_feature_keys(features: dict) -> list[str]:
-    return sorted(k for k in features if k.startswith(PER_ARM_PREFIX))
-
-
-def per_arm_varies(features: dict) -> bool:
-    """Do the records' per-arm features or num_actions differ from the first record's?"""
-    if NUM_ACTIONS not in features:
-        return False
-    return any(
-        len(features[k]) > 0 and bool((features[k] != features[k][:1]).any())
-        for k in per_arm_feature_keys(features) + [NUM_ACTIONS]
-    )
-
-
-def candidate_mask(features: dict, examples_uri: str, first_record: int = 0) -> np.ndarray:
-    """[N, K] bool: slot k < the record's num_actions; a num_actions outside [1, K] is named."""
-    num_actions = np.asarray(features[NUM_ACTIONS]).astype(int)
-    k = features[per_arm_feature_keys(features)[0]].shape[1]
-    bad = (num_actions < 1) | (num_actions > k)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise ValueError(
-            f"examples at {examples_uri}: record {first_record + i} has num_actions {num_actions[i]}, outside "
-            f"[1, {k}] (the per-arm features' width)"
-        )
-    return np.arange(k)[None, :] < num_actions[:, None]
-
-
-def arm_slot_values(features: dict, name: str, valid: np.ndarray) -> np.ndarray:
-    """One per-arm feature's values on the candidate slots: [S] (or [S, dim] when multivalent)."""
-    values = np.asarray(features[name])
-    n, k = values.shape[:2]
-    return values.reshape(n * k, *values.shape[2:])[valid]
-
-
-def _rows(values: np.ndarray) -> np.ndarray:
-    """[S, dim] rows as one structured scalar each: np.unique(axis=0)'s lexicographic order."""
-    a = np.ascontiguousarray(values)
-    return a.view([(f"f{i}", a.dtype) for i in range(a.shape[1])]).reshape(-1)
-
-
-def _sorted_uniques(values: np.ndarray) -> np.ndarray:
-    return np.unique(values[:, 0] if values.ndim == 2 and values.shape[1] == 1 else values, axis=0)
-
-
-def _codes(values: np.ndarray, uniq: np.ndarray) -> np.ndarray:
-    """Each value's index in the sorted distinct values `uniq` (all of them must be there)."""
-    if values.ndim == 2 and values.shape[1] == 1:
-        values = values[:, 0]
-    if values.ndim == 2:
-        dtype = np.result_type(values.dtype, uniq.dtype)  # bytes of two widths: the wider
-        values, uniq = _rows(values.astype(dtype)), _rows(uniq.astype(dtype))
-    code = np.minimum(np.searchsorted(uniq, values), max(len(uniq) - 1, 0))
-    if len(values) and not (uniq[code] == values).all():
-        raise ValueError("a per-arm feature value is missing from the split's distinct values")
-    return code
-
-
-def item_keys(slots: dict[str, np.ndarray], uniques: dict[str, np.ndarray], examples_uri: str) -> np.ndarray:
-    """The item key (int64) of each candidate slot: mixed radix of its per-feature codes among
-    `uniques` (each feature's sorted distinct values over the whole split)."""
-    names = sorted(slots)
-    key = np.zeros(len(slots[names[0]]) if names else 0, np.int64)
-    radix = 1
-    for name in names:
-        uniq = uniques[name]
-        radix *= len(uniq)
-        if radix >= 2**62:
-            raise ValueError(
-                f"examples at {examples_uri}: too many distinct per-arm feature combinations to identify items"
-            )
-        key = key * len(uniq) + _codes(slots[name], uniq)
-    return key
-
-
-def slot_items(key: np.ndarray, catalog: np.ndarray, candidate: np.ndarray) -> np.ndarray:
-    """[N, K] item index (the key's rank among the split's sorted keys `catalog`), -1 on padding."""
-    items = np.full(candidate.size, -1, np.int64)
-    items[candidate.reshape(-1)] = np.searchsorted(catalog, key)
-    return items.reshape(candidate.shape)
-
-
-def _encode_arms(raw: dict, examples_uri: str) -> np.ndarray:
-    """[M, Da] dense arm features through the Examples' own per-arm preprocessing."""
-    from rlops.features import FeatureSchema, Preprocessor, load as load_schema
-
-    schema = load_schema(examples_uri)
-    pre = Preprocessor(FeatureSchema(schema.per_arm), name="arm_preprocessor")
-    return pre({f.name: raw[f.name] for f in schema.per_arm}).numpy().astype(float)
 
 
 def choose_reward_model(config: EvaluatorConfig, data: ope.LoggedFeedback, candidate: SavedPolicy | None = None):
@@ -352,7 +181,7 @@ def policy_probs(policy: SavedPolicy, data: ope.LoggedFeedback, num_actions: int
     )
 
 
-def _dm_refits(
+def dm_refits(
     config: EvaluatorConfig,
     data: ope.LoggedFeedback,
     reward_model,
@@ -473,7 +302,7 @@ def evaluate_logged(
     )
     base = baseline if isinstance(baseline, str) else baseline.served
     policies = [candidate.served, base, candidate.greedy]
-    refits = _dm_refits(config, data, reward_model, policies, num_actions)
+    refits = dm_refits(config, data, reward_model, policies, num_actions)
     sums = memory_sums(config, data, policies, q)
     main, greedy = comparisons(config, sums, [isinstance(p, str) for p in policies], True, refits)
     assert greedy is not None and main.difference is not None
@@ -497,7 +326,7 @@ def policy_action_minimum(policy: SavedPolicy) -> int:
 
 def split_is_empty(examples_uri: str, split: str = "eval") -> bool:
     """No record in the split's files (or no files at all)."""
-    from rlops.components.experience_gen import records
+    from rlops.components.common import records
 
     for path in sorted(tf.io.gfile.glob(records.split_file_pattern(examples_uri, split))):
         for _ in tf.data.TFRecordDataset(path, compression_type="GZIP").take(1):
@@ -740,7 +569,7 @@ def evaluate_on_logs(
         sample_size=config.reward_model_sample,
     )
     policies = [target, ope.LOGGING_POLICY] + ([greedy] if greedy is not None else [])
-    refits = _dm_refits(config, data, reward_model, policies, num_actions)
+    refits = dm_refits(config, data, reward_model, policies, num_actions)
     sums = memory_sums(config, data, policies, q)
     main, greedy_cmp = comparisons(config, sums, [isinstance(p, str) for p in policies], True, refits)
     run = LogsRun(
@@ -820,9 +649,9 @@ def _per_arm_width(data: ope.LoggedFeedback) -> int | None:
 
 def plot_policy_estimates(result: dict, path: str) -> None:
     """Every estimator's value and interval for one policy, the logging policy's mean as a line."""
-    from rlops.envs.plots import _pyplot
+    from rlops.envs.plots import pyplot
 
-    plt = _pyplot()
+    plt = pyplot()
     names = list(result["estimates"])
     est = result["estimates"]
     values = np.array([est[n]["value"] for n in names])
@@ -949,7 +778,7 @@ def evaluation_properties(result: EvalResult) -> dict[str, Any]:
     return out
 
 
-def scalar_metrics(result) -> dict[str, float]:
+def scalar_metrics(result: EvalResult) -> dict[str, float]:
     """candidate_<estimator> (the served policy), candidate_greedy_<estimator>,
     improvement_<estimator>, each with its lower bound, and blessed (0/1) -- the same names the
     KFP spec logs on its system.Metrics output. Only finite numbers: a bound the data cannot
@@ -965,9 +794,9 @@ def scalar_metrics(result) -> dict[str, float]:
 
 def _plot_estimates(metrics: dict, path: str) -> None:
     """Candidate vs baseline per estimator, with confidence intervals."""
-    from rlops.envs.plots import _pyplot
+    from rlops.envs.plots import pyplot
 
-    plt = _pyplot()
+    plt = pyplot()
     names = list(metrics["candidate"])
     fig, ax = plt.subplots(figsize=(7, 4))
     for offset, (label, key) in zip(

@@ -35,6 +35,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from rlops.components.common.feedback import LoggedFeedback, first_bad
 from rlops.components.evaluator import bootstrap
 
 LOGGING_POLICY = "logging"
@@ -45,89 +46,7 @@ DEFAULT_MIN_ESS = 30.0
 TUNING_DELTA = 0.05  # OBP's confidence for the bias bound
 
 
-# ---- the data --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LoggedFeedback:
-    contexts: np.ndarray  # [N, D]
-    actions: np.ndarray  # [N] int
-    rewards: np.ndarray  # [N]
-    propensities: np.ndarray  # [N] in (0, 1]
-    weights: np.ndarray | None = None  # [N] >= 0, per-record weights (None: all 1)
-    action_mask: np.ndarray | None = None  # [N, K] 1 = allowed; the target policy gives masked actions 0
-    features: dict | None = None  # raw named context features (policies exported with preprocessing act on them)
-    # Per-arm records with varying candidates: item index of each candidate slot [N, K] (-1 =
-    # padding) and the items' dense arm features [M, Da] (what the shared reward model fits on).
-    items: np.ndarray | None = None
-    item_features: np.ndarray | None = None
-    # Stable per-record ids [N] uint64 (file_record_keys for records read from files): the
-    # bootstrap's weights, the reward-model sample and its folds are hashes of them. None: the
-    # row index.
-    keys: np.ndarray | None = None
-
-    def __post_init__(self):
-        n = len(self.actions)
-        for name in ("contexts", "rewards", "propensities", "weights", "action_mask", "keys"):
-            value = getattr(self, name)
-            if value is not None and len(value) != n:
-                raise ValueError(f"LoggedFeedback.{name} has {len(value)} rows, actions has {n}")
-        if n == 0:
-            raise ValueError("LoggedFeedback is empty: no eval records to estimate from")
-        _first_bad(
-            "propensity must be in (0, 1]", self.propensities, ~((self.propensities > 0) & (self.propensities <= 1))
-        )
-        _first_bad("reward must be finite", self.rewards, ~np.isfinite(self.rewards))
-        if (self.actions < 0).any():
-            _first_bad("action must be >= 0", self.actions, self.actions < 0)
-        if self.weights is not None:
-            _first_bad(
-                "weight must be finite and >= 0", self.weights, ~(np.isfinite(self.weights) & (self.weights >= 0))
-            )
-            if not (self.weights > 0).any():
-                raise ValueError("weight: every record has weight 0; nothing to estimate from")
-        if self.action_mask is not None:
-            mask = self.action_mask
-            if mask.ndim != 2 or (self.actions >= mask.shape[1]).any():
-                raise ValueError(f"action_mask must be [N, K] covering every logged action; got shape {mask.shape}")
-            _first_bad("action_mask excludes the logged action", self.actions, mask[np.arange(n), self.actions] == 0)
-        if self.items is not None:
-            items, feats = self.items, self.item_features
-            if items.ndim != 2 or len(items) != n or (self.actions >= items.shape[1]).any():
-                raise ValueError(f"items must be [N, K] covering every logged action; got shape {items.shape}")
-            _first_bad(
-                "the logged action is a padding slot (beyond the record's candidates)",
-                self.actions,
-                items[np.arange(n), self.actions] < 0,
-            )
-            if feats is None or feats.ndim != 2 or len(feats) <= items.max():
-                raise ValueError(
-                    f"item_features must be [M, Da] with a row for every item index in items "
-                    f"(max {items.max()}); got {None if feats is None else feats.shape}"
-                )
-            if self.action_mask is not None and ((self.action_mask > 0) != (items >= 0)).any():
-                raise ValueError("action_mask and items disagree on which slots are candidates")
-
-    @property
-    def record_weights(self) -> np.ndarray:
-        return np.ones(len(self.actions)) if self.weights is None else np.asarray(self.weights, float)
-
-    @property
-    def record_keys(self) -> np.ndarray:
-        return np.arange(len(self.actions), dtype=np.uint64) if self.keys is None else np.asarray(self.keys, np.uint64)
-
-
-def file_record_keys(basename: str, start: int, count: int) -> np.ndarray:
-    """Keys of records start..start+count-1 of the file `basename` (their index within it):
-    stable across runs, machines, runners and the order files or bundles are read in."""
-    index = np.arange(start, start + count, dtype=np.uint64)
-    return bootstrap.splitmix64(index + np.uint64(bootstrap.string_key(basename)))
-
-
-def _first_bad(message: str, values: np.ndarray, bad: np.ndarray) -> None:
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"{message}; row {i} has {values[i]}")
+# ---- results (the data, LoggedFeedback, is rlops.components.common.feedback's) ---------------------
 
 
 @dataclass(frozen=True)
@@ -209,7 +128,7 @@ def epsilon_greedy_probs(
     ok = np.ones((n, num_actions), bool) if allowed is None else np.asarray(allowed) > 0
     n_allowed = ok.sum(1)
     if (n_allowed == 0).any():
-        _first_bad("a record allows no action", n_allowed, n_allowed == 0)
+        first_bad("a record allows no action", n_allowed, n_allowed == 0)
     uniform = ok / n_allowed[:, None]
     inside = (greedy >= 0) & (greedy < num_actions)
     greedy_ok = inside & ok[np.arange(n), np.clip(greedy, 0, num_actions - 1)]
@@ -234,7 +153,7 @@ def apply_action_mask(probs: np.ndarray, action_mask: np.ndarray | None) -> np.n
         raise ValueError(f"action_mask has shape {action_mask.shape}, policy probabilities {probs.shape}")
     masked = probs * (action_mask > 0)
     total = masked.sum(1, keepdims=True)
-    _first_bad(
+    first_bad(
         "the target policy puts all its probability on actions that action_mask excludes", total[:, 0], total[:, 0] <= 0
     )
     return masked / total
@@ -246,7 +165,7 @@ def check_probs(probs: np.ndarray, n: int, who: str) -> np.ndarray:
         raise ValueError(f"{who} action probabilities have shape {probs.shape}; expected ({n}, num_actions)")
     if not np.isfinite(probs).all() or (probs < 0).any():
         raise ValueError(f"{who} action probabilities must be finite and >= 0")
-    _first_bad(f"{who} action probabilities must sum to 1", probs.sum(1), np.abs(probs.sum(1) - 1) > 1e-5)
+    first_bad(f"{who} action probabilities must sum to 1", probs.sum(1), np.abs(probs.sum(1) - 1) > 1e-5)
     return probs
 
 

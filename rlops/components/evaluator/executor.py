@@ -18,37 +18,45 @@ from typing import Any
 from tfx.components.evaluator import executor as tfx_evaluator_executor
 from tfx.types import artifact_utils
 
-from rlops.components.evaluator.core import evaluation_properties, run_evaluator, scalar_metrics  # noqa: F401 (re-exported)
+from rlops.components.common.keys import (
+    BASELINE_MODEL_KEY,
+    BLESSING_KEY,
+    CONFIG_KEY,
+    EVALUATION_KEY,
+    EXAMPLES_KEY,
+    METRICS_KEY,
+    MODEL_KEY,
+    NUM_ACTIONS_KEY,
+)
+from rlops.components.evaluator.core import run_evaluator
 from rlops.components.properties import set_custom_properties
 
 
 class Executor(tfx_evaluator_executor.Executor):  # for the launcher's id conversion only (see above)
     def Do(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any]) -> None:
-        model = artifact_utils.get_single_instance(input_dict["model"])
-        examples = input_dict.get("examples") or []
-        baseline = (input_dict.get("baseline_model") or [None])[0]
-        evaluation = artifact_utils.get_single_instance(output_dict["evaluation"])
-        blessing = artifact_utils.get_single_instance(output_dict["blessing"])
+        model = artifact_utils.get_single_instance(input_dict[MODEL_KEY])
+        examples = input_dict.get(EXAMPLES_KEY) or []
+        baseline = (input_dict.get(BASELINE_MODEL_KEY) or [None])[0]
+        evaluation = artifact_utils.get_single_instance(output_dict[EVALUATION_KEY])
+        blessing = artifact_utils.get_single_instance(output_dict[BLESSING_KEY])
         result = run_evaluator(
-            exec_properties["config"],
+            exec_properties[CONFIG_KEY],
             model.uri,
             evaluation.uri,
             blessing.uri,
             examples_uri=examples[0].uri if examples else None,
             baseline_model_uri=baseline.uri if baseline is not None else None,
-            num_actions=exec_properties.get("num_actions"),
+            num_actions=exec_properties.get(NUM_ACTIONS_KEY),
             # the pipeline's beam_pipeline_args (TFX's BaseBeamExecutor), as ExperienceGen's
             beam_pipeline_args=list(getattr(self, "_beam_pipeline_args", None) or []),
         )
-        set_custom_properties(
-            blessing,
-            result.blessing_properties(
-                model.uri,
-                model.id,
-                baseline.uri if baseline is not None else None,
-                baseline.id if baseline is not None else None,
-            ),
+        properties = result.properties(
+            model.uri,
+            model.id,
+            baseline.uri if baseline is not None else None,
+            baseline.id if baseline is not None else None,
         )
-        set_custom_properties(evaluation, evaluation_properties(result))
-        for metrics in output_dict.get("metrics") or []:  # scalars the Vertex AI console shows
-            set_custom_properties(metrics, scalar_metrics(result))
+        set_custom_properties(blessing, properties[BLESSING_KEY])
+        set_custom_properties(evaluation, properties[EVALUATION_KEY])
+        for metrics in output_dict.get(METRICS_KEY) or []:  # scalars the Vertex AI console shows
+            set_custom_properties(metrics, properties[METRICS_KEY])

@@ -5,6 +5,8 @@ definitions."""
 
 from __future__ import annotations
 
+from rlops.components.common.feedback import LoggedFeedback  # noqa: F401
+from rlops.components.common.record_keys import file_record_keys  # noqa: F401
 from rlops.components.evaluator.bootstrap import (  # noqa: F401
     POISSON,
     bootstrap_sums,
@@ -26,13 +28,11 @@ from rlops.components.evaluator.estimators import (  # noqa: F401
     Diagnostics,
     Estimate,
     Estimator,
-    LoggedFeedback,
     apply_action_mask,
     compare,
     effective_sample_size,
     epsilon_greedy_probs,
     estimate,
-    file_record_keys,
     greedy_probs,
     importance_weights,
     uniform_probs,

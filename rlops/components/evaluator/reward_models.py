@@ -19,8 +19,8 @@ from typing import Callable
 
 import numpy as np
 
+from rlops.components.common.feedback import LoggedFeedback, first_bad
 from rlops.components.evaluator import bootstrap
-from rlops.components.evaluator.estimators import LoggedFeedback, _first_bad
 
 REWARD_MODELS = ("ridge", "logistic")  # the fitted kinds
 # Every name a reward model is chosen by, everywhere (config, CLI, Python API): "auto" is
@@ -295,7 +295,7 @@ def fit_fold_models(
     """Fit `kind` on every record of `data` (the sample), once per hash fold leaving that fold out."""
     kind = resolve_reward_model(kind, data.rewards)
     if kind == "logistic" and not np.isin(data.rewards, (0.0, 1.0)).all():
-        _first_bad("reward_model 'logistic' needs rewards in {0, 1}", data.rewards, ~np.isin(data.rewards, (0.0, 1.0)))
+        first_bad("reward_model 'logistic' needs rewards in {0, 1}", data.rewards, ~np.isin(data.rewards, (0.0, 1.0)))
     n = len(data.actions)
     x = np.asarray(data.contexts, float).reshape(n, -1)
     s = data.record_weights * balancing_weights(data.propensities) if balance else data.record_weights

@@ -12,7 +12,7 @@ import os
 import threading
 from typing import Any
 
-from rlops.components.experience_gen.config import BigQuerySource, ExperienceGenConfig, FileSource
+from rlops.components.experience_gen.config import ExperienceGenConfig
 from rlops.components.experience_gen.errors import CredentialsError
 
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
@@ -25,13 +25,12 @@ FIX = (
 
 def cloud_inputs(config: ExperienceGenConfig) -> list[str]:
     """The config keys (with their values) that read from Google Cloud."""
-    out = []
-    src = config.source
-    if isinstance(src, BigQuerySource):
-        out.append(f"experience_gen.source (BigQuery {src.table or 'query'})")
-    for key, s in (("source", src), ("item_source", config.item_source)):
-        if isinstance(s, FileSource) and any(p.strip().startswith("gs://") for p in s.pattern.split(",")):
-            out.append(f"experience_gen.{key}.pattern '{s.pattern}'")
+    from rlops.components.experience_gen import sources
+
+    out = sources.source_of(config.source).cloud_inputs(config)
+    item = config.item_source
+    if item is not None and any(p.strip().startswith("gs://") for p in item.pattern.split(",")):
+        out.append(f"experience_gen.item_source.pattern '{item.pattern}'")
     return out
 
 

@@ -17,6 +17,16 @@ from tfx.orchestration import data_types
 from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 
+from rlops.components.common.keys import (
+    CONFIG_KEY,
+    DATA_DATE_KEY,
+    DATA_PATTERN_KEY,
+    EXAMPLES_KEY,
+    INPUT_FINGERPRINT_KEY,
+    NUM_RECORDS_KEY,
+    POLICY_KEY,
+    QUARANTINE_KEY,
+)
 from rlops.components.experience_gen.config import ExperienceGenConfig
 from rlops.components.experience_gen.executor import Executor
 
@@ -30,18 +40,18 @@ class ExperienceQuarantine(types.Artifact):
 
 class ExperienceGenSpec(types.ComponentSpec):
     PARAMETERS = {
-        "config": ExecutionParameter(type=str),
-        "data_pattern": ExecutionParameter(type=str, optional=True),
-        "data_date": ExecutionParameter(type=str, optional=True),
-        "num_records": ExecutionParameter(type=int, optional=True),
+        CONFIG_KEY: ExecutionParameter(type=str),
+        DATA_PATTERN_KEY: ExecutionParameter(type=str, optional=True),
+        DATA_DATE_KEY: ExecutionParameter(type=str, optional=True),
+        NUM_RECORDS_KEY: ExecutionParameter(type=int, optional=True),
         # Local runs: the input files' fingerprints (fingerprint.py), so that a file
         # replaced in place is ingested again instead of served from cache.
-        "input_fingerprint": ExecutionParameter(type=str, optional=True),
+        INPUT_FINGERPRINT_KEY: ExecutionParameter(type=str, optional=True),
     }
-    INPUTS = {"policy": ChannelParameter(type=standard_artifacts.Model, optional=True)}
+    INPUTS = {POLICY_KEY: ChannelParameter(type=standard_artifacts.Model, optional=True)}
     OUTPUTS = {
-        "examples": ChannelParameter(type=standard_artifacts.Examples),
-        "quarantine": ChannelParameter(type=ExperienceQuarantine),
+        EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples),
+        QUARANTINE_KEY: ChannelParameter(type=ExperienceQuarantine),
     }
 
 

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Union
 
-from rlops.components.json_config import build, tagged_members
+from rlops.components.json_config import build
 
 BANDIT = "bandit"
 TRAJECTORY = "trajectory"
@@ -232,7 +232,6 @@ class SimulationSource:
 
 # Tagged by `kind`: a source section the user gives replaces the default member, never merges.
 Source = Union[FileSource, BigQuerySource, SimulationSource]
-_SOURCES = tagged_members(Source)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,17 @@ from tfx.dsl.components.base import base_beam_executor
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils
 
-from rlops.components.experience_gen.config import BigQuerySource, ExperienceGenConfig, FileSource, SimulationSource
+from rlops.components.common.keys import (
+    CONFIG_KEY,
+    DATA_DATE_KEY,
+    DATA_PATTERN_KEY,
+    EXAMPLES_KEY,
+    NUM_RECORDS_KEY,
+    POLICY_KEY,
+    QUARANTINE_KEY,
+)
+from rlops.components.experience_gen import sources
+from rlops.components.experience_gen.config import ExperienceGenConfig
 from rlops.components.experience_gen.core import ExperienceGenError, IngestResult, run_experience_gen
 
 
@@ -28,18 +38,18 @@ class Executor(base_beam_executor.BaseBeamExecutor):
 
     def Do(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any]) -> None:
         config = apply_runtime_params(
-            ExperienceGenConfig.from_json(exec_properties["config"]),
-            data_pattern=exec_properties.get("data_pattern"),
-            data_date=exec_properties.get("data_date"),
-            num_records=exec_properties.get("num_records"),
+            ExperienceGenConfig.from_json(exec_properties[CONFIG_KEY]),
+            data_pattern=exec_properties.get(DATA_PATTERN_KEY),
+            data_date=exec_properties.get(DATA_DATE_KEY),
+            num_records=exec_properties.get(NUM_RECORDS_KEY),
         )
-        policies = input_dict.get("policy") or []
+        policies = input_dict.get(POLICY_KEY) or []
         if policies:  # a Model artifact overrides the simulation's policy_path
             config = dataclasses.replace(
                 config, source=dataclasses.replace(config.source, policy_path=_policy_dir(policies[0].uri))
             )
-        examples = artifact_utils.get_single_instance(output_dict["examples"])
-        quarantine = artifact_utils.get_single_instance(output_dict["quarantine"])
+        examples = artifact_utils.get_single_instance(output_dict[EXAMPLES_KEY])
+        quarantine = artifact_utils.get_single_instance(output_dict[QUARANTINE_KEY])
         try:
             result = run_experience_gen(config, examples.uri, quarantine.uri, self._beam_pipeline_args)
         except ExperienceGenError as e:
@@ -70,7 +80,6 @@ def keep_quarantine(uri: str) -> str | None:
 
 # Placeholders a file pattern or a BigQuery query/table may hold; replaced by the run's data date.
 DATE_PLACEHOLDERS = {"{date}": "%Y-%m-%d", "{date_nodash}": "%Y%m%d"}
-_DATED_FIELDS = {FileSource: ("pattern",), BigQuerySource: ("query", "table")}
 
 
 def resolve_date(data_date: str | None, today: datetime.date | None = None) -> datetime.date:
@@ -94,22 +103,24 @@ def apply_runtime_params(
     num_records: int | None = None,
     today: datetime.date | None = None,
 ) -> ExperienceGenConfig:
-    """The config with this run's values: `data_pattern` replaces the file pattern, `num_records`
-    the simulation budget, and `{date}` / `{date_nodash}` in the pattern (or BigQuery query/table)
-    become `data_date` (default: yesterday, UTC). Empty values change nothing."""
+    """The config with this run's values: each parameter the source takes replaces its field
+    (`data_pattern` the file pattern, `num_records` the simulation budget: the source's
+    runtime_fields), and `{date}` / `{date_nodash}` in its dated fields (the file pattern, the
+    BigQuery query/table) become `data_date` (default: yesterday, UTC). Empty values change nothing."""
     source = config.source
-    if data_pattern:
-        if not isinstance(source, FileSource):
+    reader = sources.source_of(source)
+    for name, value in (("data_pattern", data_pattern), ("num_records", num_records)):
+        if not value:
+            continue
+        field = reader.runtime_fields.get(name)
+        if field is None:
+            takers = [k for k, s in sources.SOURCES.items() if name in s.runtime_fields]
             raise ValueError(
-                f"data_pattern: the source is '{source.kind}', not files; data_pattern only "
-                "applies to experience_gen.source.kind=file"
+                f"{name}: the source is '{source.kind}'; {name} only applies to "
+                f"experience_gen.source.kind={'|'.join(takers)}"
             )
-        source = dataclasses.replace(source, pattern=data_pattern)
-    if num_records:
-        if not isinstance(source, SimulationSource):
-            raise ValueError(f"num_records: the source is '{source.kind}', not a simulation")
-        source = dataclasses.replace(source, num_records=int(num_records))
-    fields = [f for f in _DATED_FIELDS.get(type(source), ()) if getattr(source, f)]
+        source = dataclasses.replace(source, **{field: type(getattr(source, field))(value)})
+    fields = [f for f in reader.dated_fields if getattr(source, f)]
     dated = [f for f in fields if any(p in getattr(source, f) for p in DATE_PLACEHOLDERS)]
     if dated:
         day = resolve_date(data_date, today)

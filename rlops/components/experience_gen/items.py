@@ -107,7 +107,7 @@ def table_from_frames(frames: list, config: ExperienceGenConfig) -> ItemTable:
 
     from rlops.components.experience_gen import convert
     from rlops.components.experience_gen.errors import closest
-    from rlops.components.experience_gen.features import _infer
+    from rlops.components.experience_gen.features import infer_feature
     from rlops.components.experience_gen.layout import INT, STRING, Field
 
     cols, src = config.bandit_columns, config.item_source
@@ -129,7 +129,7 @@ def table_from_frames(frames: list, config: ExperienceGenConfig) -> ItemTable:
         where_f = f"bandit_columns.item_features['{f.name}']"
         try:
             # The table is small and read whole: a multivalent dim defaults to its longest list.
-            f = _infer(
+            f = infer_feature(
                 dataclasses.replace(f, dim_percentile=100.0) if f.dim is None else f,
                 types,
                 {c: table.column(c) for c in table.column_names},

@@ -26,24 +26,17 @@ from rlops.components.experience_gen import (
     items as item_table,
     json_paths,
     records,
-    simulation,
     sinks,
     sources,
     splits,
     validation,
 )
-from rlops.components.experience_gen.config import (
-    BANDIT,
-    BanditColumns,
-    BigQuerySource,
-    ExperienceGenConfig,
-    FileSource,
-    SimulationSource,
-    TrajectoryColumns,
-)
+from rlops.components.experience_gen.config import BANDIT, ExperienceGenConfig, FileSource
 from rlops.components.experience_gen.errors import closest
 from rlops.components.experience_gen.layout import Layout, SourceSchema, resolve_layout
-from rlops.components.experience_gen.sources import Block, Quarantined, SourceError, Unreadable
+from rlops.components.experience_gen.sources import Block, Quarantined, Unreadable
+from rlops.components.experience_gen.sources.base import compression_type
+from rlops.components.experience_gen.sources.bigquery import bigquery_read as bigquery_read  # moved; re-exported
 
 NS = sinks.METRICS_NAMESPACE
 READ, QUARANTINED, UNREADABLE, TRUNCATED = "read", "quarantined", "unreadable", "truncated"
@@ -65,28 +58,20 @@ class Plan:
 
 
 def make_plan(config: ExperienceGenConfig) -> Plan:
-    src = config.source
-    if isinstance(src, FileSource):
-        files = sources.match_files(src.pattern)
-        # Text files without a byte (not even a header): say so, not "no column x". An empty
-        # Parquet or TFRecord file is a torn one: the readers report its bytes as unreadable.
-        if src.format in ("csv", "jsonl") and all(size == 0 for _, size in files):
-            empty = features.emptiness([path for path, _ in files], src)
-            raise ValueError(f"experience_gen.source: no records to read: {empty}")
-        config = features.resolve_features(config, files)
+    """The source's plan (its inputs and work items), then what every source shares: feature kinds
+    from its sample, the per-arm item table, the layout, and mapped columns checked against the
+    data's header or schema."""
+    source = sources.source_of(config.source)
+    planned = source.plan(config)
+    config = features.resolve_features(planned.config, source.peek(planned.config, planned.inputs), source.label)
+    table = None
+    if planned.joins_items:
         config, table = item_table.resolve(config)
-        schema = _first_schema(files, src)
-        layout = resolve_layout(config, schema)
-        if src.format in ("csv", "parquet") and schema.names:  # a header / schema, not a first record
-            check_columns(layout, schema, files[0][0])
-        return Plan(config, layout, tuple(sources.plan_ranges(files, src)), table)
-    if isinstance(src, BigQuerySource):
-        config, table = item_table.resolve(config)
-        return Plan(config, resolve_layout(config, SourceSchema()), item_table=table)
-    if isinstance(src, SimulationSource):
-        config = _simulation_config(config, src)
-        return Plan(config, resolve_layout(config, SourceSchema()), tuple(range(src.num_shards)))
-    raise TypeError(f"unknown source type {type(src).__name__}")
+    schema, header_file = source.columns(config, planned.inputs)
+    layout = resolve_layout(config, schema)
+    if header_file is not None:  # a header / schema, not a first record
+        check_columns(layout, schema, header_file)
+    return Plan(config, layout, planned.items, table)
 
 
 def check_columns(layout: Layout, schema: SourceSchema, path: str) -> None:
@@ -116,32 +101,6 @@ def _config_key(layout: Layout, f: Any) -> str:
     return f"experience_gen.{section}.{f.name}"
 
 
-def _first_schema(files: list[tuple[str, int]], src: FileSource, tries: int = 10) -> SourceSchema:
-    """The schema of the first readable file (a torn one fails the run later, naming its bytes);
-    a CSV header that cannot be decoded fails here, naming the file."""
-    for path, _ in files[:tries]:
-        try:
-            schema = sources.peek_schema(path, src)
-        except SourceError:
-            raise
-        except Exception:  # noqa: BLE001 - e.g. a truncated Parquet footer
-            continue
-        if schema.names:
-            return schema
-    return SourceSchema()
-
-
-def _simulation_config(config: ExperienceGenConfig, src: SimulationSource) -> ExperienceGenConfig:
-    """Simulated records use the default column names; widths and the action spec come from the env."""
-    if simulation.is_gym(src):
-        dim, spec = simulation.gym_spaces(src)
-        cols = TrajectoryColumns(observation_dim=dim, log_probability="log_probability", terminal="terminated")
-        return dataclasses.replace(config, trajectory_columns=cols, action_spec=config.action_spec or spec)
-    dim, spec = simulation.bandit_shape(src)
-    cols = BanditColumns(context=("context",), context_dim=dim, propensity="propensity")
-    return dataclasses.replace(config, bandit_columns=cols, action_spec=config.action_spec or spec)
-
-
 # --- ingest: read + validate ------------------------------------------------------------------
 
 
@@ -167,18 +126,7 @@ class BadStep:
 
 def read_item(plan: Plan, item: Any) -> Iterator[Block | Quarantined | Unreadable]:
     """One work item (file range, simulation shard, or BigQuery row batch) -> Blocks / Quarantined."""
-    src = plan.config.source
-    if isinstance(src, FileSource):
-        yield from sources.READERS[src.format](item, src, plan.layout)
-    elif isinstance(src, SimulationSource):
-        gen = simulation.simulate_gym if simulation.is_gym(src) else simulation.simulate_bandit
-        row0 = 0
-        for cols in gen(src, item):
-            yield sources.numpy_block(cols, f"simulation:{src.env}:shard-{item}", row0)
-            row0 += len(cols["reward"])
-    else:  # BigQuery rows, batched upstream
-        rows, name = item
-        yield sources.rows_block(rows, plan.layout.columns, name)
+    yield from sources.source_of(plan.config.source).read_item(plan.config, plan.layout, item)
 
 
 _PLAN_TABLE: Any = object()  # default of `table`: the plan's own (in-process) item table
@@ -262,14 +210,6 @@ class IngestFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(QUARANTINE_PREFIX, out)
             else:
                 yield out
-
-
-class BigQueryRowsFn(beam.DoFn):
-    def __init__(self, name: str):
-        self.name = name
-
-    def process(self, rows: list[dict]) -> Iterator[tuple[list[dict], str]]:
-        yield rows, self.name
 
 
 # --- bandit: encode + split -------------------------------------------------------------------
@@ -451,17 +391,7 @@ class FormatQuarantineFn(beam.DoFn):
 
 def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) -> None:
     cfg = plan.config
-    src = cfg.source
-    if isinstance(src, BigQuerySource):
-        name = f"bigquery:{src.table or 'query'}"
-        items = (
-            p
-            | "ReadBigQuery" >> bigquery_read(src)
-            | "BatchRows" >> beam.BatchElements(min_batch_size=min(1000, src.batch_size), max_batch_size=src.batch_size)
-            | "Name" >> beam.ParDo(BigQueryRowsFn(name))
-        )
-    else:
-        items = p | "WorkItems" >> beam.Create(list(plan.items), reshuffle=len(plan.items) > 1)
+    items = sources.source_of(cfg.source).read(p, cfg, plan.items)
     side = {}
     if plan.item_table is not None:  # per-arm: the item table read by Beam IO, joined as a side input
         side["table"] = beam.pvalue.AsSingleton(p | "ReadItemTable" >> read_item_table(cfg))
@@ -556,9 +486,7 @@ def read_item_table(config: ExperienceGenConfig) -> beam.PTransform:
 
 
 def _parse_item_file(f: Any, src: FileSource) -> tuple[str, Any]:
-    from rlops.components.experience_gen.sources.base import _compression
-
-    with f.open(compression_type=_compression(f.metadata.path, src)) as fh:
+    with f.open(compression_type=compression_type(f.metadata.path, src)) as fh:
         return f.metadata.path, item_table.parse_frame(fh.read(), src)
 
 
@@ -566,19 +494,3 @@ def _item_table_of(frames: list[tuple[str, Any]], config: ExperienceGenConfig) -
     """Files in path order (as at planning: item order is action order), each once."""
     by_path = dict(frames)
     return item_table.table_from_frames([by_path[k] for k in sorted(by_path)], config)
-
-
-def bigquery_read(src: BigQuerySource) -> beam.PTransform:
-    """Beam's BigQuery source for a query or a table (rows arrive as dicts)."""
-    kwargs: dict[str, Any] = {"method": getattr(beam.io.ReadFromBigQuery.Method, src.method)}
-    if src.method == "DIRECT_READ":  # TIMESTAMPs as datetimes (EXPORT gives "... UTC" text; both work)
-        kwargs["use_native_datetime"] = True
-    if src.query:
-        kwargs.update(query=src.query, use_standard_sql=src.use_standard_sql)
-    else:
-        kwargs["table"] = src.table
-    if src.project:
-        kwargs["project"] = src.project
-    if src.gcs_location:
-        kwargs["gcs_location"] = src.gcs_location
-    return beam.io.ReadFromBigQuery(**kwargs)

@@ -14,6 +14,17 @@ from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 
+from rlops.components.common.keys import (
+    EXAMPLES_KEY,
+    KEEP_LAST_KEY,
+    LITERT_ALLOW_FLEX_KEY,
+    MODEL_BLESSING_KEY,
+    MODEL_KEY,
+    PUSH_DESTINATION_KEY,
+    PUSHED_MODEL_KEY,
+    VERIFY_ENV_ID_KEY,
+    VERTEX_UPLOAD_KEY,
+)
 from rlops.components.pusher.executor import Executor
 from rlops.components.pusher.publish import validate_keep_last
 from rlops.components.pusher.registry import RegistryConfig
@@ -21,18 +32,18 @@ from rlops.components.pusher.registry import RegistryConfig
 
 class PusherSpec(types.ComponentSpec):
     PARAMETERS = {
-        "push_destination": ExecutionParameter(type=str),
-        "keep_last": ExecutionParameter(type=int, optional=True),
-        "verify_env_id": ExecutionParameter(type=str, optional=True),
-        "vertex_upload": ExecutionParameter(type=str, optional=True),
-        "litert_allow_flex": ExecutionParameter(type=int, optional=True),
+        PUSH_DESTINATION_KEY: ExecutionParameter(type=str),
+        KEEP_LAST_KEY: ExecutionParameter(type=int, optional=True),
+        VERIFY_ENV_ID_KEY: ExecutionParameter(type=str, optional=True),
+        VERTEX_UPLOAD_KEY: ExecutionParameter(type=str, optional=True),
+        LITERT_ALLOW_FLEX_KEY: ExecutionParameter(type=int, optional=True),
     }
     INPUTS = {
-        "model": ChannelParameter(type=standard_artifacts.Model),
-        "model_blessing": ChannelParameter(type=standard_artifacts.ModelBlessing),
-        "examples": ChannelParameter(type=standard_artifacts.Examples, optional=True),
+        MODEL_KEY: ChannelParameter(type=standard_artifacts.Model),
+        MODEL_BLESSING_KEY: ChannelParameter(type=standard_artifacts.ModelBlessing),
+        EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples, optional=True),
     }
-    OUTPUTS = {"pushed_model": ChannelParameter(type=standard_artifacts.PushedModel)}
+    OUTPUTS = {PUSHED_MODEL_KEY: ChannelParameter(type=standard_artifacts.PushedModel)}
 
 
 class Pusher(base_component.BaseComponent):

@@ -8,6 +8,7 @@ under ai-edge-litert alone against the SavedModel: litert_stage).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -19,8 +20,12 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from rlops.components.common.feedback import load_logged_feedback
+from rlops.components.common.keys import PUSHED_MODEL_KEY
+from rlops.components.common.model import BLESSED_PROPERTY, is_blessed, serving_dir
 from rlops.components.pusher import publish
 from rlops.components.pusher.storage import open_store
+from rlops.features.serving_names import serving_inputs_from_records
 
 log = logging.getLogger(__name__)
 
@@ -32,12 +37,61 @@ class PushResult:
     destination: str | None = None
     reason: str = ""
     removed_versions: tuple[int, ...] = ()
+    vertex_model: str | None = None  # the Vertex AI Model Registry version, when uploaded
+    vertex_endpoint: str | None = None  # ... and the endpoint it was deployed to
+
+    def properties(self, model_uri: str, model_id: int | str) -> dict[str, dict[str, Any]]:
+        """The output artifact's properties by output key, as both faces write them (TFX Pusher's
+        names): `pushed`, and `reason` when nothing was pushed; else where and which version, the
+        model pushed and its id (`model_id`: its ML Metadata id locally, its resource name on
+        Vertex AI), and the Model Registry version (and endpoint) when uploaded."""
+        if not self.pushed:
+            return {PUSHED_MODEL_KEY: {"pushed": 0, "reason": self.reason}}
+        out: dict[str, Any] = {
+            "pushed": 1,
+            "pushed_destination": self.destination,
+            "pushed_version": self.version,
+            "pushed_model": model_uri,
+            "pushed_model_id": model_id,
+        }
+        if self.vertex_model:
+            out["vertex_model"] = self.vertex_model
+        if self.vertex_endpoint:
+            out["vertex_endpoint"] = self.vertex_endpoint
+        return {PUSHED_MODEL_KEY: out}
 
 
 def existing_versions(destination: str, gcs_client=None) -> list[int]:
     """rlops versions (numeric directories carrying rlops' marker), oldest first."""
     store = open_store(destination, gcs_client)
     return publish.rlops_versions(store)
+
+
+NUM_VERIFY_INPUTS = 64
+
+
+def verification_inputs(examples_uri: str | None, env_id: str | None) -> dict[str, np.ndarray] | None:
+    """Real observations for the pushed policy to act on: eval-split contexts or env observations."""
+    if examples_uri:
+        data = load_logged_feedback(
+            examples_uri,
+            max_records=NUM_VERIFY_INPUTS,  # not the whole split
+            action_minimum=None,
+        )  # inputs only: any action ids
+        # A policy trained with action masks takes `observation_action_mask` too (others ignore it).
+        mask = {} if data.action_mask is None else {"observation_action_mask": data.action_mask}
+        if data.features is not None:  # a policy exported with its features takes them raw, by serving name
+            return {**{f"observation_{k}": v for k, v in serving_inputs_from_records(data.features).items()}, **mask}
+        dense = data.contexts.astype(np.float32)
+        return {"observation": dense, **({"observation_context": dense, **mask} if mask else {})}
+    if env_id:
+        from rlops.envs.gym_env import GymVectorEnv
+
+        env = GymVectorEnv(env_id, 8)
+        obs = env.observation
+        env.close()
+        return {"observation": obs}
+    return None
 
 
 def check_verify_inputs(inputs: dict[str, np.ndarray] | None) -> dict[str, np.ndarray]:
@@ -151,6 +205,45 @@ def lineage(model_uri: str, examples_uri: str | None, blessing: Mapping[str, Any
         "training_run": model_uri,
         "evaluation": {k: (v if isinstance(v, (int, float, str)) else str(v)) for k, v in evaluation.items()},
     }
+
+
+def run_pusher(
+    model_uri: str,
+    push_destination: str,
+    blessing_uri: str,
+    blessing: Mapping[str, Any],
+    examples_uri: str | None = None,
+    verify_env_id: str | None = None,
+    keep_last: int = 5,
+    vertex_upload: str | None = None,
+    litert_allow_flex: bool = False,
+) -> PushResult:
+    """The Pusher's work, the one both faces (TFX executor, KFP entry point) call: the blessing's
+    verdict (`blessing`: its properties; `blessing_uri`: its directory, for TFX's marker file),
+    verification inputs from the eval split or the environment, the version marker's lineage, the
+    push, and the Vertex AI Model Registry upload (`vertex_upload`: RegistryConfig JSON)."""
+    blessed = is_blessed(blessing_uri, blessing.get(BLESSED_PROPERTY))
+    inputs = verification_inputs(examples_uri, verify_env_id) if blessed else None
+    marker_lineage = lineage(model_uri, examples_uri, blessing)
+    result = push_policy(
+        serving_dir(model_uri),
+        push_destination,
+        blessed,
+        inputs,
+        keep_last=keep_last,
+        lineage=marker_lineage,
+        litert_allow_flex=litert_allow_flex,
+    )
+    if result.pushed and vertex_upload:  # alias, parent model, optional deployment
+        from rlops.components.pusher import registry
+
+        uploaded = registry.upload_version(
+            result.destination, registry.RegistryConfig.from_dict(json.loads(vertex_upload)), marker_lineage
+        )
+        result = dataclasses.replace(
+            result, vertex_model=uploaded["versioned_name"], vertex_endpoint=uploaded.get("endpoint")
+        )
+    return result
 
 
 def push_policy(

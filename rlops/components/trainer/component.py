@@ -17,23 +17,33 @@ from tfx.orchestration import data_types
 from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 
+from rlops.components.common.keys import (
+    BASE_MODEL_KEY,
+    CONFIG_KEY,
+    EXAMPLES_KEY,
+    MODEL_KEY,
+    MODEL_RUN_KEY,
+    TOTAL_ENV_STEPS_KEY,
+    TRAIN_STEPS_KEY,
+)
 from rlops.components.trainer.config import TrainerConfig
+from rlops.components.trainer.core import check_budget_kind
 from rlops.components.trainer.executor import Executor
 
 
 class TrainerSpec(types.ComponentSpec):
     PARAMETERS = {
-        "config": ExecutionParameter(type=str),
-        "train_steps": ExecutionParameter(type=int, optional=True),
-        "total_env_steps": ExecutionParameter(type=int, optional=True),
+        CONFIG_KEY: ExecutionParameter(type=str),
+        TRAIN_STEPS_KEY: ExecutionParameter(type=int, optional=True),
+        TOTAL_ENV_STEPS_KEY: ExecutionParameter(type=int, optional=True),
     }
     INPUTS = {
-        "examples": ChannelParameter(type=standard_artifacts.Examples, optional=True),
-        "base_model": ChannelParameter(type=standard_artifacts.Model, optional=True),
+        EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples, optional=True),
+        BASE_MODEL_KEY: ChannelParameter(type=standard_artifacts.Model, optional=True),
     }
     OUTPUTS = {
-        "model": ChannelParameter(type=standard_artifacts.Model),
-        "model_run": ChannelParameter(type=standard_artifacts.ModelRun),
+        MODEL_KEY: ChannelParameter(type=standard_artifacts.Model),
+        MODEL_RUN_KEY: ChannelParameter(type=standard_artifacts.ModelRun),
     }
 
 
@@ -52,10 +62,7 @@ class Trainer(base_component.BaseComponent):
         total_env_steps: int | data_types.RuntimeParameter | None = None,
     ):
         config = config if isinstance(config, TrainerConfig) else TrainerConfig.from_json(config)
-        if train_steps is not None and not config.is_bandit:
-            raise ValueError("Trainer: train_steps is the bandit budget; PPO's is total_env_steps")
-        if total_env_steps is not None and config.is_bandit:
-            raise ValueError(f"Trainer: total_env_steps is PPO's budget; agent '{config.agent}' uses train_steps")
+        check_budget_kind(config, train_steps, total_env_steps)  # the executor applies the same rule
         if config.is_bandit and examples is None:
             raise ValueError(f"Trainer: agent '{config.agent}' trains offline from `examples`; none given")
         config.check_inputs(has_examples=examples is not None)  # PPO online: names trainer.ppo.env_id

@@ -11,37 +11,19 @@ from dataclasses import dataclass, field
 from typing import Annotated, Union
 
 from rlops.components.json_config import JsonConfig, PartialOf, build, convert
+from rlops.components.trainer.agents import lin_ucb
+from rlops.components.trainer.agents.base import PPO, AgentSpec
+from rlops.components.trainer.agents.ppo import PPOOfflineConfig
+from rlops.components.trainer.agents.registry import agent_spec
+
+__all__ = ["PPOOfflineConfig", "TrainerConfig"]  # PPOOfflineConfig (agents/ppo.py): re-exported
 
 # A PPO option's value as YAML/JSON gives it (checked against PPOConfig's own hint per key).
 PPOValue = Union[bool, int, float, str, list, dict, None]
 # trainer.ppo: some of PPOConfig's fields, each checked against PPOConfig's type hint.
 PPOOptions = Annotated[dict[str, PPOValue], PartialOf("rlops.train.on_policy:PPOConfig")]
 
-BANDIT_AGENTS = ("neural_epsilon_greedy", "lin_ucb", "lin_ts")
-LINEAR_AGENTS = ("lin_ucb", "lin_ts")
-LINEAR_BATCH_SIZE = 4096  # default records per train step of lin_ucb / lin_ts
-NEURAL_BATCH_SIZE = 32  # ... and of neural_epsilon_greedy
-NEURAL_TRAIN_STEPS = 2_000  # neural_epsilon_greedy's budget without num_epochs or train_steps
-AGENTS = BANDIT_AGENTS + ("ppo",)
-
-
-@dataclass(frozen=True)
-class PPOOfflineConfig:
-    """How PPO trains from logged trajectories (`trainer.ppo_offline`): episodes are cut into
-    windows of `window_length` steps plus a bootstrap row, `batch_size` windows per train step."""
-
-    batch_size: int = 16  # windows per train step: the [B, T+1] batch
-    window_length: int = 32  # T: training rows per window
-    num_passes: int = 4  # passes over the train split
-    max_train_steps: int = 0  # > 0 caps the train steps (a budget, smoke tests)
-    shuffle_buffer: int = 4096  # windows
-
-    def validate(self) -> None:
-        for name in ("batch_size", "window_length", "num_passes", "shuffle_buffer"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"trainer.ppo_offline.{name} must be >= 1, got {getattr(self, name)}")
-        if self.max_train_steps < 0:
-            raise ValueError(f"trainer.ppo_offline.max_train_steps must be >= 0, got {self.max_train_steps}")
+LINEAR_BATCH_SIZE = lin_ucb.BATCH_SIZE  # default records per train step of lin_ucb / lin_ts (the tests' figure)
 
 
 @dataclass
@@ -66,8 +48,8 @@ class TrainerConfig(JsonConfig):
     # LinUCB / LinTS warm start: A = f * A_base + sum x x^T, b = f * b_base + sum r x over the new
     # split (1.0: the base model's statistics count in full; < 1 discounts older days once per run).
     forgetting_factor: float = 1.0
-    # Records per train step and replica; None: the agent's default (LINEAR_BATCH_SIZE for lin_ucb
-    # and lin_ts, whose closed-form sums gain from big batches; NEURAL_BATCH_SIZE for the network).
+    # Records per train step and replica; None: the agent's default (its AgentSpec.batch_size: 4096
+    # for lin_ucb and lin_ts, whose closed-form sums gain from big batches; 32 for the network).
     # The last batch of a pass may be smaller: every record trains.
     batch_size: int | None = None
     # Passes over the train split. None: one pass for lin_ucb / lin_ts (their statistics are sums
@@ -100,15 +82,14 @@ class TrainerConfig(JsonConfig):
         self.validate()
 
     def validate(self) -> None:
-        if self.agent not in AGENTS:
-            raise ValueError(f"trainer.agent: unknown agent '{self.agent}'; choose one of {', '.join(AGENTS)}")
-        if self.agent in BANDIT_AGENTS and (self.num_actions is None or self.num_actions < 2):
+        spec = agent_spec(self.agent)  # unknown: one line with the closest names
+        if spec.is_bandit and (self.num_actions is None or self.num_actions < 2):
             raise ValueError(
                 f"trainer.num_actions: bandit agent '{self.agent}' needs num_actions >= 2, got {self.num_actions}"
             )
         if not 0.0 < self.forgetting_factor <= 1.0:
             raise ValueError(f"trainer.forgetting_factor must be in (0, 1], got {self.forgetting_factor}")
-        if self.forgetting_factor != 1.0 and self.agent not in LINEAR_AGENTS:
+        if self.forgetting_factor != 1.0 and not spec.linear:
             raise ValueError(
                 f"trainer.forgetting_factor: discounts LinUCB / LinTS statistics at warm start; agent "
                 f"'{self.agent}' has none (leave it at 1.0)"
@@ -120,7 +101,7 @@ class TrainerConfig(JsonConfig):
                 raise ValueError(f"trainer.{name} must be >= 1, got {getattr(self, name)}")
         if self.train_steps is not None and self.train_steps < 0:  # 0: warm start and re-export only
             raise ValueError(f"trainer.train_steps must be >= 0, got {self.train_steps}")
-        if self.agent == "ppo":
+        if spec.pipeline == PPO:
             convert(PPOOptions, self.ppo, "trainer.ppo", make=False)  # the Python API skips build()
             self.offline_ppo.validate()
             if self.num_actions is not None and self.num_actions < 2:
@@ -130,7 +111,7 @@ class TrainerConfig(JsonConfig):
 
     def check_inputs(self, has_examples: bool) -> None:
         """PPO trains online without examples: that needs an environment to act in."""
-        if self.agent == "ppo" and not has_examples and not self.ppo.get("env_id"):
+        if self.registered.pipeline == PPO and not has_examples and not self.ppo.get("env_id"):
             raise ValueError(
                 "trainer.ppo.env_id: PPO without an examples input trains online and needs a "
                 "Gymnasium environment id (or give logged trajectories as examples)"
@@ -148,26 +129,32 @@ class TrainerConfig(JsonConfig):
         return self.epsilon if self.serving_epsilon is None else self.serving_epsilon
 
     @property
+    def registered(self) -> AgentSpec:
+        """The registered agent this config trains."""
+        return agent_spec(self.agent)
+
+    @property
     def is_bandit(self) -> bool:
-        return self.agent in BANDIT_AGENTS
+        return self.registered.is_bandit
 
     @property
     def train_batch_size(self) -> int:
         """Records per train step and replica: batch_size, or the agent's default."""
         if self.batch_size is not None:
             return self.batch_size
-        return LINEAR_BATCH_SIZE if self.agent in LINEAR_AGENTS else NEURAL_BATCH_SIZE
+        return self.registered.batch_size
 
     @property
     def epochs(self) -> int | None:
-        """Passes over the train split; None: repeat it (neural_epsilon_greedy without num_epochs)."""
+        """Passes over the train split; None: repeat it (an agent that repeats, e.g.
+        neural_epsilon_greedy, without num_epochs)."""
         if self.num_epochs is not None:
             return self.num_epochs
-        return None if self.agent == "neural_epsilon_greedy" else 1
+        return None if self.registered.repeat_steps else 1
 
     @property
     def max_train_steps(self) -> int | None:
         """The cap on train steps: train_steps, else the neural budget when the split repeats."""
         if self.train_steps is not None:
             return self.train_steps
-        return NEURAL_TRAIN_STEPS if self.epochs is None else None
+        return self.registered.repeat_steps if self.epochs is None else None

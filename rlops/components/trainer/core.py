@@ -28,6 +28,8 @@ import numpy as np
 import tensorflow as tf
 
 from rlops.agents import specs
+from rlops.components.common.keys import MODEL_KEY, MODEL_RUN_KEY
+from rlops.components.common.model import SERVING_DIR as SERVING_DIR, serving_dir
 from rlops.components.trainer import masks, passes
 from rlops.components.trainer.config import PPOOfflineConfig, TrainerConfig
 from rlops.features import SCHEMA_FILE, FeatureSchema, Preprocessor, load as load_feature_schema
@@ -38,7 +40,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SERVING_DIR = "Format-Serving"
 COLLECT_POLICY_DIR = "collect_policy"
 CONFIG_FILE = "trainer_config.json"
 METRICS_FILE = "metrics.json"
@@ -64,9 +65,23 @@ class TrainResult:
             **self.extra,
         }
 
-
-def serving_dir(model_uri: str) -> str:
-    return os.path.join(model_uri, SERVING_DIR)
+    def properties(self) -> dict[str, dict[str, Any]]:
+        """The output artifacts' properties by output key, as both faces write them (TFX custom
+        properties, KFP metadata; a non-finite number, e.g. the loss when no step ran, is left
+        out): the Model's train steps, final loss, warm start (or why a given base model could not
+        seed it) and, for bandits, the records consumed (to check against the split); the
+        ModelRun's speed and records consumed."""
+        model: dict[str, Any] = {
+            "train_steps": self.train_steps,
+            "final_loss": self.final_loss,
+            "warm_started_from": self.warm_started_from or "",
+        }
+        run: dict[str, Any] = {"steps_per_sec": self.steps_per_sec}
+        if "train_records" in self.extra:
+            model["train_records"] = run["train_records"] = int(self.extra["train_records"])
+        if self.extra.get("cold_start_reason"):
+            model["cold_start_reason"] = self.extra["cold_start_reason"]
+        return {MODEL_KEY: model, MODEL_RUN_KEY: run}
 
 
 class WarmStartError(ValueError):
@@ -168,10 +183,100 @@ def _mismatch_detail(e: Exception) -> str:
     return text[:200]
 
 
+# --- the budget and the training loop ------------------------------------------------------------
+
+
+def check_budget_kind(config: TrainerConfig, train_steps: Any = None, total_env_steps: Any = None) -> None:
+    """A run's budget override is the kind its agent takes: `train_steps` for bandits,
+    `total_env_steps` for PPO. Empty values (None, 0: a KFP parameter's default) override nothing;
+    a RuntimeParameter (compile time) counts as given."""
+    if train_steps and not config.is_bandit:
+        raise ValueError(
+            "train_steps: PPO's budget is total_env_steps (online), or trainer.ppo_offline's "
+            "num_passes / max_train_steps (from logged trajectories)"
+        )
+    if total_env_steps and config.is_bandit:
+        raise ValueError(f"total_env_steps: agent '{config.agent}' trains offline; its budget is train_steps")
+
+
+def apply_runtime_params(
+    config: TrainerConfig, train_steps: int | None = None, total_env_steps: int | None = None
+) -> TrainerConfig:
+    """The Trainer's one budget rule for a run: the config with this run's `train_steps` (bandits:
+    the cap on train steps; the passes, `num_epochs`, still end a run first) or `total_env_steps`
+    (PPO online). Every face applies it: the TFX executor, the KFP entry point and TFX's `run_fn`."""
+    import dataclasses
+
+    check_budget_kind(config, train_steps, total_env_steps)
+    if train_steps:
+        config = dataclasses.replace(config, train_steps=int(train_steps))
+    if total_env_steps:
+        config = dataclasses.replace(config, ppo={**config.ppo, "total_env_steps": int(total_env_steps)})
+    return config
+
+
+@dataclass
+class Trained:
+    """What the training loop did: train steps done in this model directory (a resumed job's
+    earlier ones included), how many of them were done before this run (`resumed`), the loss after
+    each Learner call, and the wall time."""
+
+    steps: int
+    resumed: int
+    curve: list[tuple[int, float]]
+    wall_s: float
+
+    def result(self, warm_started_from: str | None, extra: dict) -> TrainResult:
+        return TrainResult(
+            train_steps=self.steps,
+            final_loss=self.curve[-1][1] if self.curve else float("nan"),
+            steps_per_sec=(self.steps - self.resumed) / max(self.wall_s, 1e-9),
+            wall_s=self.wall_s,
+            warm_started_from=warm_started_from,
+            curve=self.curve,
+            extra=extra,
+        )
+
+
+def train_loop(
+    learner: Any,
+    done: int,
+    cap: int | None,
+    steps_per_run: int,
+    passes: bool,
+    note: Callable[[], str] = lambda: "",
+) -> Trained:
+    """The Trainer's training loop: Learner calls of `steps_per_run` train steps (one tf.function
+    each) from `done` (> 0 when a preempted job resumes) up to `cap`, then a checkpoint.
+
+    `passes`: the dataset is finite (passes over a split): `Learner.run_available`, and a call
+    that runs fewer steps than asked means the passes are over; `cap` None trains until then.
+    Otherwise the dataset repeats (`Learner.run`) and `cap` is needed. `note()` adds to each
+    progress line."""
+    if cap is None and not passes:
+        raise ValueError("train_loop: a repeating dataset needs a cap on train steps")
+    resumed, curve, start = done, [], time.perf_counter()
+    while cap is None or done < cap:
+        n = steps_per_run if cap is None else min(steps_per_run, cap - done)
+        if passes:
+            loss, ran = learner.run_available(iterations=n)
+        else:
+            loss, ran = learner.run(iterations=n), n
+        if ran:
+            done += ran
+            curve.append((done, float(loss.loss)))
+            log.info("trainer: %d steps%s, loss %.4f", done, note(), curve[-1][1])
+        if ran < n:  # the passes are over
+            break
+    wall = time.perf_counter() - start
+    learner.save_checkpoint()
+    return Trained(done, resumed, curve, wall)
+
+
 def train_bandit(
     examples_uri: str, model_uri: str, model_run_uri: str, config: TrainerConfig, base_model_uri: str | None = None
 ) -> TrainResult:
-    from rlops.components.experience_gen import records
+    from rlops.components.common import records
     from rlops.components.trainer.agents import make_bandit_agent, serving_policy
     from rlops.train.learner import Learner, create_train_step_counter
     from rlops.train.strategy import get_strategy
@@ -273,20 +378,14 @@ def train_bandit(
         checkpoint_extras={"progress": progress},
     )
     # A preempted run of this job resumes: its checkpoint holds the steps and records already done.
-    resumed = done = int(progress.steps.numpy())
-    cap = config.max_train_steps
-    curve, start = [], time.perf_counter()
-    while cap is None or done < cap:
-        n = config.steps_per_run if cap is None else min(config.steps_per_run, cap - done)
-        loss, ran = learner.run_available(iterations=n)
-        if ran:
-            done += ran
-            curve.append((done, float(loss.loss)))
-            log.info("trainer: %d steps, %d records, loss %.4f", done, int(progress.records.numpy()), curve[-1][1])
-        if ran < n:  # the passes are over
-            break
-    wall = time.perf_counter() - start
-    learner.save_checkpoint()
+    trained = train_loop(
+        learner,
+        int(progress.steps.numpy()),
+        config.max_train_steps,
+        config.steps_per_run,
+        passes=True,
+        note=lambda: f", {int(progress.records.numpy())} records",
+    )
     greedy, collect = serving_policy(agent), agent.collect_policy
     if masked:  # raw features + action_mask in (the mask is part of the exported observation)
         encoder = arm_pre or preprocessor or masks.DenseContext(records.CONTEXT, context_dim)
@@ -296,21 +395,16 @@ def train_bandit(
     elif arm_pre is not None:  # ... plus per_arm/<name> [K] and num_actions
         greedy, collect = PerArmFeaturePolicy(greedy, arm_pre), PerArmFeaturePolicy(collect, arm_pre)
     _export_policies(greedy, collect, train_step, model_uri, serving_epsilon=config.exploration_epsilon, schema=schema)
-    return TrainResult(
-        train_steps=done,
-        final_loss=curve[-1][1] if curve else float("nan"),
-        steps_per_sec=(done - resumed) / max(wall, 1e-9),
-        wall_s=wall,
-        warm_started_from=warm,
-        curve=curve,
-        extra={
+    return trained.result(
+        warm,
+        {
             "train_records": int(progress.records.numpy()),
             "batch_size": config.train_batch_size,
             "num_epochs": config.epochs,
             "context_dim": context_dim,
             "num_actions": config.num_actions,
             "features": schema.names,
-            "resumed_from_step": resumed,
+            "resumed_from_step": trained.resumed,
             "action_mask": masked,
             **_cold(origin),
         },
@@ -388,7 +482,7 @@ def per_arm_trajectory(parsed: dict, arm_pre, action_spec):
     """Parsed per-arm records -> the [B, 1] trajectory per-arm agents train on: observation
     {'global', 'num_actions'}, the chosen arm's features in policy_info (TF-Agents' layout)."""
     from rlops.agents import trajectories
-    from rlops.components.experience_gen import records
+    from rlops.components.common import records
 
     obs = arm_pre(parsed)
     action = tf.cast(parsed[records.ACTION], tf.int32)
@@ -406,7 +500,7 @@ def _feature_schema(examples_uri: str, first: tf.train.Example, base_model_uri: 
     `context`), or at warm start the base model's own, so the vocabularies -- and with them the
     meaning of every input weight -- stay those it was trained with (new values go to OOV
     buckets). A feature the base model needs that the new data lacks or retypes is an error."""
-    from rlops.components.experience_gen import records
+    from rlops.components.common import records
 
     data = load_feature_schema(examples_uri)
     if data is None:
@@ -538,7 +632,7 @@ def train_ppo_offline(
     import dataclasses
 
     from rlops.agents.trajectories import time_step_spec
-    from rlops.components.experience_gen import records
+    from rlops.components.common import records
     from rlops.components.trainer import episodes
     from rlops.train.learner import Learner
     from rlops.train.on_policy import PPOConfig, build_ppo_agent, train_steps_per_iteration
@@ -597,24 +691,14 @@ def train_ppo_offline(
     )
     # PPOAgent advances the train step per gradient step (TF-Agents): `done` counts train calls.
     done = (learner.train_step_numpy - step_before) // train_steps_per_iteration(ppo_config)  # > 0 on resume
-    curve, start = [], time.perf_counter()
-    while done < total:
-        n = min(config.steps_per_run, total - done)
-        loss = learner.run(iterations=n)
-        done += n
-        curve.append((done, float(loss.loss)))
-        log.info("trainer: ppo offline %d/%d steps, loss %.4f", done, total, curve[-1][1])
-    wall = time.perf_counter() - start
-    learner.save_checkpoint()
+    # The windows repeat (shuffled) for the `total` train steps the passes come to.
+    trained = train_loop(
+        learner, done, total, config.steps_per_run, passes=False, note=lambda: f"/{total} (ppo offline)"
+    )
     _export_policies(agent.policy, agent.collect_policy, agent.train_step_counter, model_uri)
-    return TrainResult(
-        train_steps=done,
-        final_loss=curve[-1][1] if curve else float("nan"),
-        steps_per_sec=done / max(wall, 1e-9),
-        wall_s=wall,
-        warm_started_from=warm,
-        curve=curve,
-        extra={
+    return trained.result(
+        warm,
+        {
             "offline": True,
             "episodes": num_episodes,
             "train_rows": train_rows,

@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from rlops.agents import specs
 from rlops.agents.trajectories import StepType, Trajectory
-from rlops.components.experience_gen import records
+from rlops.components.common import records
 
 LOGITS = records.DIST_PARAMS_PREFIX + "logits"
 LOC = records.DIST_PARAMS_PREFIX + "loc"

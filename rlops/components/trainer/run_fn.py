@@ -12,7 +12,6 @@ Trainer component, so TFX's Vertex AI training extension can run it on GPUs/TPUs
 
 from __future__ import annotations
 
-import dataclasses
 import os
 
 CONFIG_KEY = "rlops_trainer"
@@ -32,15 +31,14 @@ def _examples_uri(train_files: list[str]) -> str | None:
 
 def run_fn(fn_args) -> None:
     from rlops.components.trainer.config import TrainerConfig
-    from rlops.components.trainer.core import run_trainer
+    from rlops.components.trainer.core import apply_runtime_params, run_trainer
 
     custom = fn_args.custom_config or {}
     if CONFIG_KEY not in custom:
         raise ValueError(f"custom_config['{CONFIG_KEY}'] is missing: put the rlops TrainerConfig (a dict) there")
-    config = TrainerConfig.from_dict(custom[CONFIG_KEY])
-    if getattr(fn_args, "train_steps", None) and config.is_bandit:
-        # TFX's own budget (Trainer(train_args=...)) wins, so a runtime parameter can set it.
-        config = dataclasses.replace(config, train_steps=int(fn_args.train_steps))
+    # TFX's own budget (Trainer(train_args=...)) wins, so a runtime parameter can set it: the same
+    # rule as the executor's and the KFP component's.
+    config = apply_runtime_params(TrainerConfig.from_dict(custom[CONFIG_KEY]), getattr(fn_args, "train_steps", None))
     model_uri = os.path.dirname(fn_args.serving_model_dir.rstrip("/"))
     run_trainer(
         config,

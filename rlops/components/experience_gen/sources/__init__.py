@@ -6,7 +6,15 @@ JSON Lines as line-aligned byte chunks parsed by Arrow (text.py), Parquet as rec
 cannot be parsed becomes a Quarantined record with its source file, line/offset and payload;
 bytes that cannot be read at all (so their records cannot be counted) become an Unreadable
 range, which fails the run.
+
+Each source kind (`experience_gen.source.kind`) is one class implementing the `Source` protocol
+(base.py), in its own module: file.py, bigquery.py, simulation.py. SOURCES maps the kind to it;
+a new source is its module, its line in SOURCES and its config dataclass in config.Source.
 """
+
+from __future__ import annotations
+
+from typing import Any
 
 from rlops.components.experience_gen.sources.base import (
     PARSE_ERROR,
@@ -15,19 +23,49 @@ from rlops.components.experience_gen.sources.base import (
     Block,
     FileRange,
     Quarantined,
+    Sample,
+    Source,
     SourceError,
+    SourcePlan,
     Unreadable,
     match_files,
     numpy_block,
     plan_ranges,
     rows_block,
 )
-from rlops.components.experience_gen.sources.parquet import read_parquet
+from rlops.components.experience_gen.sources.bigquery import BigQuery
+from rlops.components.experience_gen.sources.file import READERS, Files
 from rlops.components.experience_gen.sources.peek import peek_schema
-from rlops.components.experience_gen.sources.text import read_csv, read_jsonl
-from rlops.components.experience_gen.sources.tfrecord import read_tfrecord
+from rlops.components.experience_gen.sources.simulation import Simulation
 
-READERS = {"csv": read_csv, "jsonl": read_jsonl, "parquet": read_parquet, "tfrecord": read_tfrecord}
+# The one table of source kinds: `kind` -> the class that reads it.
+SOURCES: dict[str, Source] = {
+    Files.kind: Files(),
+    BigQuery.kind: BigQuery(),
+    Simulation.kind: Simulation(),
+}
+
+
+def source_of(source_config: Any) -> Source:
+    """The Source for a config's source section (FileSource, BigQuerySource, ...), by its `kind`."""
+    kind = getattr(source_config, "kind", None)
+    if kind not in SOURCES:
+        raise TypeError(f"experience_gen.source: unknown source kind {kind!r}; known: {', '.join(SOURCES)}")
+    return SOURCES[kind]
+
+
+def runtime_parameters(source_config: Any) -> dict[str, tuple[type, Any]]:
+    """The per-run parameters a source takes, name -> (type, default): each of its runtime fields
+    (its current value) and `data_date` ('' = yesterday, UTC) where it has dated fields."""
+    source = source_of(source_config)
+    out: dict[str, tuple[type, Any]] = {}
+    for name, field_name in source.runtime_fields.items():
+        value = getattr(source_config, field_name)
+        out[name] = (type(value), value)
+    if source.dated_fields:
+        out["data_date"] = (str, "")
+    return out
+
 
 __all__ = [
     "PARSE_ERROR",
@@ -37,11 +75,17 @@ __all__ = [
     "FileRange",
     "Quarantined",
     "READERS",
+    "SOURCES",
+    "Sample",
+    "Source",
     "SourceError",
+    "SourcePlan",
     "Unreadable",
     "match_files",
     "numpy_block",
     "peek_schema",
     "plan_ranges",
     "rows_block",
+    "runtime_parameters",
+    "source_of",
 ]

@@ -1,17 +1,22 @@
-"""Shared pieces of the readers: what a reader yields, work items, and file access."""
+"""Shared pieces of the readers: the `Source` protocol every source kind implements, what a
+reader yields, work items, and file access."""
 
 from __future__ import annotations
 
 import base64
 import json
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, Mapping, Protocol
 
 import numpy as np
 import pyarrow as pa
 
-from rlops.components.experience_gen.config import FileSource
+from rlops.components.experience_gen.config import ExperienceGenConfig, FileSource
 from rlops.components.experience_gen.convert import RawColumn
+from rlops.components.experience_gen.layout import Layout, SourceSchema
+
+if TYPE_CHECKING:
+    import apache_beam as beam
 
 PARSE_ERROR, UNREADABLE, TRUNCATED = "parse_error", "unreadable", "truncated"
 PAYLOAD_LIMIT = 1 << 16  # bytes of a bad record kept in the quarantine
@@ -99,6 +104,67 @@ class Block:
         return Quarantined(code, message, self.source_file, int(line[0]), int(offset[0]), self.payload(row))
 
 
+# --- the protocol ----------------------------------------------------------------------------
+
+# A sample of the data for kind inference: column -> (Arrow type, most common list length), and
+# the sampled columns themselves.
+Sample = tuple[dict[str, tuple[pa.DataType, int | None]], dict[str, pa.ChunkedArray]]
+
+
+@dataclass(frozen=True)
+class SourcePlan:
+    """What a source resolved at pipeline construction."""
+
+    config: ExperienceGenConfig  # with what the source settles (a simulation's columns and action spec)
+    items: tuple = ()  # work items for `read_item` (empty: `read` produces them in the graph)
+    inputs: tuple[tuple[str, int], ...] = ()  # the matched files (path, size): what peek / columns look at
+    joins_items: bool = True  # per-arm: the item table (experience_gen.item_source) is joined to its records
+
+
+class Source(Protocol):
+    """One kind of input (`experience_gen.source.kind`). One class per kind, each in its own
+    module under sources/, registered in sources.SOURCES by its `kind`; the pipeline, the feature
+    inference, the runtime parameters and the cache key ask it, never branch on the kind."""
+
+    kind: ClassVar[str]  # the config's `kind` tag
+    label: ClassVar[str]  # how messages name it ("BigQuery")
+    dated_fields: ClassVar[tuple[str, ...]]  # config fields that may hold {date} / {date_nodash}
+    runtime_fields: ClassVar[Mapping[str, str]]  # per-run parameter -> the config field it replaces
+    cacheable: ClassVar[bool]  # False: the data cannot be fingerprinted (a run is never served from cache)
+
+    def plan(self, config: ExperienceGenConfig) -> SourcePlan:
+        """Matches the inputs and cuts them into work items (fails naming what matched nothing)."""
+        ...
+
+    def peek(self, config: ExperienceGenConfig, inputs: tuple) -> Callable[[], Sample] | None:
+        """Reads a sample of the records for feature-kind inference when called (only when the
+        features need it); None: this source cannot sample, every kind must be configured."""
+        ...
+
+    def columns(self, config: ExperienceGenConfig, inputs: tuple) -> tuple[SourceSchema, str | None]:
+        """The column names (and list widths) the data has, and the file whose header or schema
+        lists them all (mapped columns are checked against it), else None."""
+        ...
+
+    def fingerprint(self, config: ExperienceGenConfig) -> list[list]:
+        """Stamps of the inputs beyond the config (files: path, size, mtime); [] for none."""
+        ...
+
+    def read(self, p: beam.Pipeline, config: ExperienceGenConfig, items: tuple) -> beam.PCollection:
+        """The work items as a PCollection (what `read_item` takes)."""
+        ...
+
+    def read_item(
+        self, config: ExperienceGenConfig, layout: Layout, item: Any
+    ) -> Iterator[Block | Quarantined | Unreadable]:
+        """One work item -> Blocks of raw columns, Quarantined records, Unreadable byte ranges."""
+        ...
+
+    def cloud_inputs(self, config: ExperienceGenConfig) -> list[str]:
+        """The config keys (with their values) this source reads from Google Cloud."""
+        ...
+
+
 # --- work items -------------------------------------------------------------------------------
 
 
@@ -125,7 +191,42 @@ def match_files(pattern: str) -> list[tuple[str, int]]:
     return sorted(set(out))
 
 
-def _compression(path: str, source: FileSource) -> str:
+def file_stamps(pattern: str) -> list[list]:
+    """[path, size, modification stamp...] of every file a comma-separated pattern matches (local
+    files: st_mtime_ns and inode; Cloud Storage: the object's update time, which every new
+    generation changes): what the cache key of a file input is made of."""
+    import os
+
+    from apache_beam.io.filesystems import FileSystems
+
+    parts = [p.strip() for p in pattern.split(",")]
+    if not all(parts):
+        raise FileNotFoundError(f"source pattern {pattern!r} has an empty part")
+    out = []
+    for part, result in zip(parts, FileSystems.match(parts)):
+        if not result.metadata_list:  # as match_files says it
+            raise FileNotFoundError(f"source pattern part {part!r} (of {pattern!r}) matched no files")
+        for m in result.metadata_list:
+            if "://" in m.path:
+                out.append([m.path, m.size_in_bytes, m.last_updated_in_seconds])
+            else:
+                st = os.stat(m.path)
+                out.append([m.path, st.st_size, st.st_mtime_ns, st.st_ino])
+    return sorted(out)
+
+
+def on_cloud_storage(pattern: str) -> bool:
+    return any(p.strip().startswith("gs://") for p in pattern.split(","))
+
+
+def create_items(p: beam.Pipeline, items: tuple) -> beam.PCollection:
+    """Work items planned at construction, spread over the workers."""
+    import apache_beam as beam
+
+    return p | "WorkItems" >> beam.Create(list(items), reshuffle=len(items) > 1)
+
+
+def compression_type(path: str, source: FileSource) -> str:
     from apache_beam.io.filesystem import CompressionTypes
 
     if source.compression == "gzip":
@@ -141,7 +242,7 @@ def plan_ranges(files: list[tuple[str, int]], source: FileSource) -> list[FileRa
 
     out = []
     for path, size in files:
-        plain = _compression(path, source) == CompressionTypes.UNCOMPRESSED
+        plain = compression_type(path, source) == CompressionTypes.UNCOMPRESSED
         splittable = source.format in ("csv", "jsonl") and plain
         if not splittable or size <= source.range_bytes:
             out.append(FileRange(path))
@@ -154,7 +255,7 @@ def plan_ranges(files: list[tuple[str, int]], source: FileSource) -> list[FileRa
 def open_file(path: str, source: FileSource) -> Any:
     from apache_beam.io.filesystems import FileSystems
 
-    return FileSystems.open(path, compression_type=_compression(path, source))
+    return FileSystems.open(path, compression_type=compression_type(path, source))
 
 
 def stream_cut_short(f: Any) -> bool:

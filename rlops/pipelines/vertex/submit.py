@@ -1,20 +1,15 @@
-"""Submitting compiled pipelines to Vertex AI Pipelines, and scheduling them.
+"""Submitting compiled pipelines to Vertex AI Pipelines (one PipelineJob per call).
 
     target = resolve_target(project="my-proj", region="us-central1", pipeline_root="gs://my-bucket/runs")
     job = submit_pipeline("pipeline.json", target, parameter_values={"train_steps": 5000})
-    schedule = create_schedule("pipeline.json", target, ScheduleSpec(cron="0 3 * * *", time_zone="Europe/Berlin"))
-    list_schedules(target); pause_schedule(target, "123"); resume_schedule(target, "123"); delete_schedule(target, "123")
 
-Everything goes through the Vertex AI SDK (`aiplatform.PipelineJob(...).submit()`,
-`PipelineJobSchedule`). Credentials come from Application Default Credentials unless given.
-Everything that can be checked offline is checked before the first request, and the errors name
-the flag: project, region, pipeline root bucket, credentials, parameter names and types, labels,
-cron and time zone.
+Everything goes through the Vertex AI SDK (`aiplatform.PipelineJob(...).submit()`). Credentials
+come from Application Default Credentials unless given. Everything that can be checked offline is
+checked before the first request, and the errors name the flag: project, region, pipeline root
+bucket, credentials, parameter names and types, labels. Schedules: `rlops.pipelines.vertex.schedule`.
 
 Caching: `enable_caching=None` (the default) keeps the compiled per-task settings -- ingestion
 never cached, training only on unchanged inputs; True/False overrides every task for one run.
-Schedules always keep the compiled settings, and refuse a template whose ingestion is cached: a
-nightly run would re-serve the first night's data.
 """
 
 from __future__ import annotations
@@ -23,20 +18,19 @@ import datetime
 import json
 import os
 import re
-import zoneinfo
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import yaml
 
+from rlops.pipelines.vertex.settings import VertexConfigError, check_network
+
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
-INGESTION_TASKS = ("ExperienceGen",)
 _PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
 _REGION = re.compile(r"[a-z]+-[a-z]+[0-9]+")
 _BUCKET_URI = re.compile(r"gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?")
 _LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 _LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
-_CRON_FIELD = re.compile(r"[0-9A-Za-z*/,?-]+")
 
 
 class SubmitError(ValueError):
@@ -88,8 +82,6 @@ def resolve_target(
             raise SubmitError(f"--pipeline-root: expected gs://BUCKET/PATH, got '{pipeline_root}'")
     if service_account and not re.fullmatch(r"[^@\s]+@[^@\s]+\.[a-z]+", service_account):
         raise SubmitError(f"--service-account: '{service_account}' is not a service account email")
-    from rlops.pipelines.vertex import VertexConfigError, check_network
-
     try:
         check_network(network, list(reserved_ip_ranges or ()), kms_key, region, where="--")
     except VertexConfigError as e:
@@ -239,11 +231,6 @@ def _job_labels(job: dict, labels: Mapping[str, str]) -> dict[str, str]:
     return {**compiled, **labels}
 
 
-def cached_ingestion_tasks(job: dict) -> list[str]:
-    tasks = job["pipelineSpec"].get("root", {}).get("dag", {}).get("tasks", {})
-    return sorted(name for name in INGESTION_TASKS if tasks.get(name, {}).get("cachingOptions", {}).get("enableCache"))
-
-
 # --- jobs ---------------------------------------------------------------------------------------
 
 
@@ -316,167 +303,3 @@ def submit_pipeline(
         reserved_ip_ranges=list(target.reserved_ip_ranges) or None,
     )
     return job
-
-
-# --- schedules ----------------------------------------------------------------------------------
-
-
-@dataclass
-class ScheduleSpec:
-    cron: str  # five fields, e.g. "0 3 * * *" (03:00 every day)
-    time_zone: str = "UTC"  # IANA name; the cron is read in this zone
-    max_concurrent_runs: int = 1  # a nightly retrain should not overlap itself
-    start_time: str | None = None  # ISO 8601; default: now
-    end_time: str | None = None
-    max_runs: int | None = None
-    allow_queueing: bool = False  # queue a run that would exceed max_concurrent_runs
-    display_name: str | None = None
-
-    def cron_expression(self) -> str:
-        """'TZ=<zone> <cron>', the form Vertex AI schedules take a time zone in."""
-        cron = self.cron.strip()
-        if cron.startswith(("TZ=", "CRON_TZ=")):
-            raise SubmitError("--cron: give the time zone with --time-zone, not inside the cron expression")
-        fields = cron.split()
-        if len(fields) != 5 or not all(_CRON_FIELD.fullmatch(f) for f in fields):
-            raise SubmitError(f"--cron: '{self.cron}' is not a 5-field cron expression (minute hour day month weekday)")
-        try:
-            zoneinfo.ZoneInfo(self.time_zone)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            raise SubmitError(f"--time-zone: unknown IANA time zone '{self.time_zone}' (e.g. Europe/Berlin)") from None
-        return f"TZ={self.time_zone} {' '.join(fields)}"
-
-    def times(self) -> tuple[str | None, str | None]:
-        """Start and end as RFC 3339 UTC; naive times are read in `time_zone`."""
-        out: list[str | None] = []
-        for flag, text in (("--start-time", self.start_time), ("--end-time", self.end_time)):
-            if not text:
-                out.append(None)
-                continue
-            try:
-                moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-            except ValueError:
-                raise SubmitError(f"{flag}: '{text}' is not an ISO 8601 time (e.g. 2026-01-31T03:00)") from None
-            if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=zoneinfo.ZoneInfo(self.time_zone))
-            out.append(moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
-        start, end = out
-        if start and end and end <= start:
-            raise SubmitError(f"--end-time: {end} is not after --start-time {start}")
-        return start, end
-
-    def validate(self) -> None:
-        self.cron_expression()
-        self.times()
-        if int(self.max_concurrent_runs) < 1:
-            raise SubmitError(f"--max-concurrent-runs: must be >= 1, got {self.max_concurrent_runs}")
-        if self.max_runs is not None and int(self.max_runs) < 1:
-            raise SubmitError(f"--max-runs: must be >= 1, got {self.max_runs}")
-
-
-def create_schedule(
-    template_path: str,
-    target: Target,
-    spec: ScheduleSpec,
-    parameter_values: Mapping[str, Any] | Sequence[str] | None = None,
-    labels: Mapping[str, str] | Sequence[str] | None = None,
-):
-    """Creates a PipelineJobSchedule (one CreateSchedule request) running the template on `spec`."""
-    from google.cloud import aiplatform
-
-    spec.validate()
-    job_dict = load_template(template_path)
-    cached = cached_ingestion_tasks(job_dict)
-    if cached:
-        raise SubmitError(
-            f"TEMPLATE: {', '.join(cached)} is served from cache in this pipeline, so every scheduled "
-            "run would re-ingest the first run's data; recompile with caching."
-            f"{cached[0]}=false (the default)"
-        )
-    job = build_pipeline_job(template_path, target, parameter_values, labels, enable_caching=None)
-    if target.reserved_ip_ranges:  # the SDK's create() takes a network only; runs copy this job message
-        job._gca_resource.reserved_ip_ranges = list(target.reserved_ip_ranges)
-    start, end = spec.times()
-    name = spec.display_name or f"{job_dict['pipelineSpec']['pipelineInfo']['name']}-schedule"
-    schedule = aiplatform.PipelineJobSchedule(
-        pipeline_job=job,
-        display_name=name,
-        credentials=target.credentials,
-        project=target.project,
-        location=target.region,
-    )
-    schedule.create(
-        cron=spec.cron_expression(),
-        start_time=start,
-        end_time=end,
-        allow_queueing=spec.allow_queueing,
-        max_run_count=spec.max_runs,
-        max_concurrent_run_count=int(spec.max_concurrent_runs),
-        service_account=target.service_account,
-        network=target.network,
-    )
-    return schedule
-
-
-def schedule_resource_name(target: Target, schedule: str) -> str:
-    """A schedule id ('123') or its full resource name -> the full resource name."""
-    if not schedule:
-        raise SubmitError("SCHEDULE: empty schedule id")
-    if schedule.startswith("projects/"):
-        if not re.fullmatch(r"projects/[^/]+/locations/[^/]+/schedules/[^/]+", schedule):
-            raise SubmitError(f"SCHEDULE: '{schedule}' is not projects/P/locations/R/schedules/ID")
-        return schedule
-    if not re.fullmatch(r"[0-9A-Za-z_-]+", schedule):
-        raise SubmitError(f"SCHEDULE: '{schedule}' is not a schedule id")
-    return f"projects/{target.project}/locations/{target.region}/schedules/{schedule}"
-
-
-def _schedule(target: Target, schedule: str):
-    from google.cloud import aiplatform
-
-    return aiplatform.PipelineJobSchedule.get(
-        schedule_resource_name(target, schedule),
-        project=target.project,
-        location=target.region,
-        credentials=target.credentials,
-    )
-
-
-def describe(schedule) -> dict:
-    gca = schedule._gca_resource  # the API's Schedule message, as the SDK holds it
-    return {
-        "name": gca.name,
-        "display_name": gca.display_name,
-        "cron": gca.cron,
-        "state": gca.state.name,
-        "max_concurrent_run_count": gca.max_concurrent_run_count,
-        "started_run_count": gca.started_run_count,
-    }
-
-
-def list_schedules(target: Target, filter: str | None = None) -> list[dict]:
-    from google.cloud import aiplatform
-
-    schedules = aiplatform.PipelineJobSchedule.list(
-        filter=filter, project=target.project, location=target.region, credentials=target.credentials
-    )
-    return [describe(s) for s in schedules]
-
-
-def pause_schedule(target: Target, schedule: str) -> dict:
-    s = _schedule(target, schedule)
-    s.pause()
-    return describe(s)
-
-
-def resume_schedule(target: Target, schedule: str) -> dict:
-    s = _schedule(target, schedule)
-    s.resume()
-    return describe(s)
-
-
-def delete_schedule(target: Target, schedule: str) -> str:
-    s = _schedule(target, schedule)
-    name = s.resource_name
-    s.delete()
-    return name

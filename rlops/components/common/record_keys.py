@@ -1,0 +1,42 @@
+"""Stable record ids: a record's key is a hash of (its file's basename, its index in the file).
+
+The same on every machine, runner and run, whatever order files or bundles are read in: the
+Evaluator's bootstrap weights, its reward-model sample and folds are hashes of these keys, so its
+in-memory and Beam engines see the same numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+
+# splitmix64's constants (the bootstrap runs the same finalizer in place over [B, n] blocks).
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+M1, M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+S30, S27, S31 = np.uint64(30), np.uint64(27), np.uint64(31)
+
+
+def splitmix64(x: Any) -> np.ndarray[Any, Any]:
+    """Vectorised splitmix64 finalizer over uint64 (a bijection with full avalanche)."""
+    with np.errstate(over="ignore"):  # wrapping multiplication is the point (scalars warn)
+        z = np.asarray(x, np.uint64) + GOLDEN
+        z ^= z >> S30
+        z *= M1
+        z ^= z >> S27
+        z *= M2
+        z ^= z >> S31
+    return z
+
+
+def string_key(text: str) -> int:
+    """A stable 64-bit hash of a string (a file's basename): the same on every machine and run."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+
+
+def file_record_keys(basename: str, start: int, count: int) -> np.ndarray[Any, Any]:
+    """Keys of records start..start+count-1 of the file `basename` (their index within it):
+    stable across runs, machines, runners and the order files or bundles are read in."""
+    index = np.arange(start, start + count, dtype=np.uint64)
+    return splitmix64(index + np.uint64(string_key(basename)))

@@ -1,0 +1,175 @@
+"""The import rules of DESIGN.md ("Layers"), checked on the source: every module under rlops/ is
+parsed with `ast` (imports inside functions included), nothing is imported.
+
+(a) the four components are siblings: none imports another (they share rlops.components.common);
+(b) no module imports another rlops module's private name (`from x import _y`);
+(c) imports point down the layers: agents and features import no other layer, envs only agents,
+    train only agents, envs and features; nothing below the components imports a component or a
+    pipeline, and the components never import rlops.pipelines or rlops.testing.
+Each failure names the importing module, its line and the import.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import re
+from dataclasses import dataclass
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "rlops"
+COMPONENTS = ("experience_gen", "trainer", "evaluator", "pusher")
+
+# What each layer below the components may import from rlops (DESIGN.md's table).
+LOWER_LAYERS = {
+    "rlops.agents": ("rlops.agents",),
+    "rlops.features": ("rlops.features",),
+    "rlops.envs": ("rlops.envs", "rlops.agents"),
+    "rlops.train": ("rlops.train", "rlops.agents", "rlops.envs", "rlops.features"),
+    # rlops.components.properties (finite MLMD / KFP properties) sits below the components too.
+    "rlops.components.common": (
+        "rlops.components.common",
+        "rlops.components.properties",
+        "rlops.agents",
+        "rlops.features",
+    ),
+}
+ABOVE_COMPONENTS = ("rlops.pipelines", "rlops.testing")
+# A module path written as a string (importlib, registries of "module:name" or ("module", "name")).
+DOTTED = re.compile(r"^rlops(\.[A-Za-z_]\w*)+(:[A-Za-z_]\w*)?$")
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # the importing module
+    line: int
+    target: str  # the imported module, or module.name for `from module import name`
+    text: str  # the statement as written
+
+    def __str__(self) -> str:
+        return f"{self.module} (line {self.line}): {self.text}"
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The absolute module of `from <node.module> import ...` written in `module`."""
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imports(path: pathlib.Path) -> list[Import]:
+    return _parse(_module_name(path), path.name == "__init__.py", path.read_text())
+
+
+def _parse(module: str, is_package: bool, source: str) -> list[Import]:
+    out = []
+    for node in ast.walk(ast.parse(source, module)):
+        if isinstance(node, ast.Import):
+            out += [Import(module, node.lineno, alias.name, ast.unparse(node)) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base, text = _resolve(module, is_package, node), ast.unparse(node)
+            out += [Import(module, node.lineno, f"{base}.{alias.name}", text) for alias in node.names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and DOTTED.match(node.value):
+            out.append(Import(module, node.lineno, node.value.split(":")[0], repr(node.value)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def imports() -> list[Import]:
+    found = [i for path in sorted(PACKAGE.rglob("*.py")) for i in _imports(path)]
+    assert len({i.module for i in found}) > 50, "the scan found too few modules: is rlops/ where it was?"
+    return found
+
+
+def _within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def _component(name: str) -> str | None:
+    """The component package `name` lies in (rlops.components.<component>...), else None."""
+    parts = name.split(".")
+    if len(parts) > 2 and parts[:2] == ["rlops", "components"] and parts[2] in COMPONENTS:
+        return parts[2]
+    return None
+
+
+def _report(bad: list[Import], rule: str) -> str:
+    return f"{rule}:\n  " + "\n  ".join(str(i) for i in bad)
+
+
+def test_no_component_imports_a_sibling(imports):
+    bad = [
+        i
+        for i in imports
+        if _component(i.module) and _component(i.target) and _component(i.target) != _component(i.module)
+    ]
+    assert not bad, _report(bad, "a component imports a sibling component (share it through rlops.components.common)")
+
+
+def test_no_private_name_is_imported_from_another_module(imports):
+    bad = [
+        i
+        for i in imports
+        if i.text.startswith("from ")
+        and _within(i.target, "rlops")
+        and (leaf := i.target.rsplit(".", 1)[-1]).startswith("_")
+        and not leaf.startswith("__")
+    ]
+    assert not bad, _report(bad, "a private name is imported from another module (make it public or stop using it)")
+
+
+def _neutral(target: str) -> bool:
+    """rlops itself (its version), and rlops.quiet (the entry points' start-up switches): below every layer."""
+    return target == "rlops" or target.startswith("rlops.__") or _within(target, "rlops.quiet")
+
+
+def test_imports_point_down_the_layers(imports):
+    bad = []
+    for i in imports:
+        if not _within(i.target, "rlops") or _neutral(i.target):
+            continue
+        layer = next((layer for layer in LOWER_LAYERS if _within(i.module, layer)), None)
+        if layer is not None:
+            if not any(_within(i.target, allowed) for allowed in LOWER_LAYERS[layer]):
+                bad.append(i)
+        elif _within(i.module, "rlops.components") and any(_within(i.target, up) for up in ABOVE_COMPONENTS):
+            bad.append(i)
+    assert not bad, _report(bad, "an import points up the layers of DESIGN.md")
+
+
+@pytest.mark.parametrize(
+    "source, rule",
+    [
+        ("from rlops.components.trainer.core import serving_dir\n", "sibling"),
+        ("def f():\n    from rlops.components import trainer\n", "sibling"),
+        ("import rlops.components.pusher.core as pc\n", "sibling"),
+        ("REGISTRY = {'x': 'rlops.components.trainer.agents:build'}\n", "sibling"),
+        ("from rlops.envs.plots import _pyplot\n", "private"),
+        ("from rlops.pipelines.config import PipelineConfig\n", "layer"),
+    ],
+)
+def test_the_rules_catch_what_they_name(source, rule):
+    """Each rule fails on a planted evaluator module that breaks it (so none passes vacuously)."""
+    found = _parse("rlops.components.evaluator.planted", False, source)
+    checks = {
+        "sibling": test_no_component_imports_a_sibling,
+        "private": test_no_private_name_is_imported_from_another_module,
+        "layer": test_imports_point_down_the_layers,
+    }
+    with pytest.raises(AssertionError, match=r"rlops\.components\.evaluator\.planted \(line \d+\)"):
+        checks[rule](found)
+
+
+def test_lower_layers_may_not_import_components():
+    found = _parse("rlops.train.planted", False, "from rlops.components.common import records\n")
+    with pytest.raises(AssertionError, match="rlops.train.planted"):
+        test_imports_point_down_the_layers(found)
