@@ -81,3 +81,25 @@ def test_cli_process_imports_google_clients_without_the_warning(first, expected_
     proc = _python(code)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert ("Python version" not in proc.stderr) == expected_zero, proc.stderr[-2000:]
+
+
+def test_rlops_components_exports_the_four_components_and_loads_tfx_only_when_asked():
+    """As tfx.v1.components: `from rlops.components import Trainer`; the shared layout
+    (rlops.components.common) does not pull TFX in."""
+    code = (
+        "import sys\n"
+        "import rlops.components, rlops.components.common.model\n"
+        "assert 'tfx' not in sys.modules, 'importing rlops.components loaded TFX'\n"
+        "from rlops.components import ExperienceGen, Trainer, Evaluator, Pusher\n"
+        "from tfx.dsl.components.base.base_component import BaseComponent\n"
+        "assert all(issubclass(c, BaseComponent) for c in (ExperienceGen, Trainer, Evaluator, Pusher))\n"
+        "assert [c.__name__ for c in (ExperienceGen, Trainer, Evaluator, Pusher)] == rlops.components.__all__\n"
+        "try:\n"
+        "    rlops.components.Trainr\n"
+        "except AttributeError as e:\n"
+        "    assert 'Trainr' in str(e)\n"
+        "else:\n"
+        "    raise AssertionError('an unknown name resolved')\n"
+    )
+    proc = _python(code, env={**_CLEAN_ENV, "TF_USE_LEGACY_KERAS": "0"})
+    assert proc.returncode == 0, proc.stderr[-3000:]

@@ -71,7 +71,7 @@ def test_local_dag_runner_with_statistics_gen(tmp_path, eg_data):
 
 
 def test_kfp_entry_records_counts_in_artifact_metadata(tmp_path, eg_data):
-    from rlops.components.experience_gen.kfp_component import run_for_kfp
+    from rlops.components.experience_gen.kfp import run_for_kfp
 
     examples = SimpleNamespace(uri=str(tmp_path / "ex"), metadata={})
     quarantine = SimpleNamespace(uri=str(tmp_path / "q"), metadata={})

@@ -202,7 +202,7 @@ def test_run_date_comes_from_the_jobs_schedule_time_not_the_container_clock(tmp_
         entrypoint.run_day("last night")
     seen = {}
     with mock.patch(
-        "rlops.components.experience_gen.kfp_component.run_for_kfp",
+        "rlops.components.experience_gen.kfp.run_for_kfp",
         lambda config, *a: seen.update(json.loads(config)["source"]),
     ):
         config = ExperienceGenConfig(

@@ -17,7 +17,7 @@ from rlops.components.experience_gen.config import (
     SimulationSource,
     SpecConfig,
 )
-from rlops.components.experience_gen.executor import apply_runtime_params
+from rlops.components.experience_gen.core import apply_runtime_params
 from rlops.components.experience_gen.sources.base import SourcePlan, create_items, rows_block
 from rlops.components.json_config import tagged_members
 

@@ -482,7 +482,7 @@ def test_runtime_values_merge_into_the_configs():
         SimulationSource,
         SpecConfig,
     )
-    from rlops.components.experience_gen.executor import apply_runtime_params as gen_params
+    from rlops.components.experience_gen.core import apply_runtime_params as gen_params
     from rlops.components.trainer.config import TrainerConfig
     from rlops.components.trainer.core import apply_runtime_params as trainer_params
 

@@ -8,7 +8,7 @@
     result = run_experience_gen(config, examples_uri, quarantine_uri, ["--runner=DirectRunner"])
 
 The TFX component (`ExperienceGen`), the KFP v2 component (rlops.components.kfp, through
-`kfp_component.run_for_kfp`) and the CLI (`python -m rlops.components.experience_gen`) call the
+`kfp.run_for_kfp`) and the CLI (`python -m rlops.components.experience_gen`) call the
 same `run_experience_gen`. `ExperienceGen` and the core are imported lazily: TFX, Beam and
 TensorFlow are slow to import, and reading the config (or checking cloud credentials) needs none.
 """

@@ -6,7 +6,7 @@
 
 Beam options come from the pipeline (`beam_pipeline_args`) or `with_beam_pipeline_args`.
 `data_pattern`, `data_date` and `num_records` are optional per-run values (e.g. Vertex runtime
-parameters) merged into the config when the executor runs: see executor.apply_runtime_params.
+parameters) merged into the config when the executor runs: see core.apply_runtime_params.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class ExperienceGen(base_beam_component.BaseBeamComponent):
     ):
         """config: the ExperienceGenConfig (or its JSON). policy: optional Model channel whose
         SavedModel an epsilon-greedy simulation logs with (overrides policy_path). data_pattern,
-        data_date, num_records: optional per-run overrides (see executor.apply_runtime_params).
+        data_date, num_records: optional per-run overrides (see core.apply_runtime_params).
         input_fingerprint: part of the cache key (fingerprint.input_fingerprint), not read."""
         if isinstance(config, ExperienceGenConfig):
             config = config.to_json()

@@ -1,7 +1,7 @@
 """ExperienceGen's executor core: a plain function over output URIs and a config.
 
 `run_experience_gen` is what every face calls: the TFX `Executor` (executor.py), the KFP v2
-component and the CLI (kfp_component.py, __main__.py); nothing here imports TFX. It runs the
+component and the CLI (kfp.py, __main__.py); nothing here imports TFX. It runs the
 Beam pipeline, reads back the record counts from Beam's metrics, checks that
 read = written + quarantined, and fails above the configured bad-record ratio with the top
 reasons.
@@ -9,6 +9,8 @@ reasons.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import json
 import logging
 import os
@@ -16,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
-from rlops.components.experience_gen import pipeline, sinks
+from rlops.components.experience_gen import pipeline, sinks, sources
 from rlops.components.experience_gen.cloud import check_credentials
 from rlops.components.experience_gen.config import BANDIT, ExperienceGenConfig
 from rlops.components.experience_gen.errors import InputError
@@ -268,3 +270,66 @@ def _iter_quarantine(quarantine_uri: str) -> Iterator[dict]:
         with FileSystems.open(m.path, compression_type="uncompressed") as f:
             text = gzip.decompress(f.read()).decode("utf-8")
         yield from (json.loads(line) for line in text.splitlines() if line)
+
+
+# --- this run's values (Vertex runtime parameters, KFP inputs) -------------------------------------
+
+# Placeholders a file pattern or a BigQuery query/table may hold; replaced by the run's data date.
+DATE_PLACEHOLDERS = {"{date}": "%Y-%m-%d", "{date_nodash}": "%Y%m%d"}
+
+
+def resolve_date(data_date: str | None, today: datetime.date | None = None) -> datetime.date:
+    """'' or 'yesterday' (the nightly default: the last complete day, UTC), 'today', or YYYY-MM-DD."""
+    today = today or datetime.datetime.now(datetime.timezone.utc).date()
+    text = (data_date or "").strip()
+    if text.lower() in ("", "yesterday"):
+        return today - datetime.timedelta(days=1)
+    if text.lower() == "today":
+        return today
+    try:
+        return datetime.date.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"data_date: expected YYYY-MM-DD, 'today' or 'yesterday', got {data_date!r}") from None
+
+
+def apply_runtime_params(
+    config: ExperienceGenConfig,
+    data_pattern: str | None = None,
+    data_date: str | None = None,
+    num_records: int | None = None,
+    today: datetime.date | None = None,
+) -> ExperienceGenConfig:
+    """The config with this run's values: each parameter the source takes replaces its field
+    (`data_pattern` the file pattern, `num_records` the simulation budget: the source's
+    runtime_fields), and `{date}` / `{date_nodash}` in its dated fields (the file pattern, the
+    BigQuery query/table) become `data_date` (default: yesterday, UTC). Empty values change nothing."""
+    source = config.source
+    reader = sources.source_of(source)
+    for name, value in (("data_pattern", data_pattern), ("num_records", num_records)):
+        if not value:
+            continue
+        field = reader.runtime_fields.get(name)
+        if field is None:
+            takers = [k for k, s in sources.SOURCES.items() if name in s.runtime_fields]
+            raise ValueError(
+                f"{name}: the source is '{source.kind}'; {name} only applies to "
+                f"experience_gen.source.kind={'|'.join(takers)}"
+            )
+        source = dataclasses.replace(source, **{field: type(getattr(source, field))(value)})
+    fields = [f for f in reader.dated_fields if getattr(source, f)]
+    dated = [f for f in fields if any(p in getattr(source, f) for p in DATE_PLACEHOLDERS)]
+    if dated:
+        day = resolve_date(data_date, today)
+        values = {}
+        for f in dated:
+            text = getattr(source, f)
+            for placeholder, fmt in DATE_PLACEHOLDERS.items():
+                text = text.replace(placeholder, day.strftime(fmt))
+            values[f] = text
+        source = dataclasses.replace(source, **values)
+    elif data_date:
+        raise ValueError(
+            f"data_date: {data_date!r} given, but the source has no {{date}} placeholder in its "
+            f"{' or '.join(fields) or 'settings'}"
+        )
+    return config if source is config.source else dataclasses.replace(config, source=source)

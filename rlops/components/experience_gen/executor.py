@@ -1,15 +1,14 @@
 """ExperienceGen's TFX executor: exec properties and artifacts in, `run_experience_gen` out.
 
 All the work is in core.run_experience_gen; this face only maps TFX artifacts onto its
-arguments and its result onto the artifacts' properties. `apply_runtime_params` merges the
-per-run values (Vertex runtime parameters here, KFP inputs in rlops.components.kfp) into the
-config at execution time, so one compiled pipeline can ingest a different day every night.
+arguments and its result onto the artifacts' properties. `core.apply_runtime_params` merges the
+per-run values (Vertex runtime parameters here, KFP inputs in kfp.py) into the config at
+execution time, so one compiled pipeline can ingest a different day every night.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import os
 from typing import Any
 
@@ -28,9 +27,13 @@ from rlops.components.common.keys import (
     POLICY_KEY,
     QUARANTINE_KEY,
 )
-from rlops.components.experience_gen import sources
 from rlops.components.experience_gen.config import ExperienceGenConfig
-from rlops.components.experience_gen.core import ExperienceGenError, IngestResult, run_experience_gen
+from rlops.components.experience_gen.core import (
+    ExperienceGenError,
+    IngestResult,
+    apply_runtime_params,
+    run_experience_gen,
+)
 
 
 class Executor(base_beam_executor.BaseBeamExecutor):
@@ -76,67 +79,6 @@ def keep_quarantine(uri: str) -> str | None:
         if not tf.io.gfile.isdir(src):
             tf.io.gfile.copy(src, os.path.join(kept, name), overwrite=True)
     return kept
-
-
-# Placeholders a file pattern or a BigQuery query/table may hold; replaced by the run's data date.
-DATE_PLACEHOLDERS = {"{date}": "%Y-%m-%d", "{date_nodash}": "%Y%m%d"}
-
-
-def resolve_date(data_date: str | None, today: datetime.date | None = None) -> datetime.date:
-    """'' or 'yesterday' (the nightly default: the last complete day, UTC), 'today', or YYYY-MM-DD."""
-    today = today or datetime.datetime.now(datetime.timezone.utc).date()
-    text = (data_date or "").strip()
-    if text.lower() in ("", "yesterday"):
-        return today - datetime.timedelta(days=1)
-    if text.lower() == "today":
-        return today
-    try:
-        return datetime.date.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"data_date: expected YYYY-MM-DD, 'today' or 'yesterday', got {data_date!r}") from None
-
-
-def apply_runtime_params(
-    config: ExperienceGenConfig,
-    data_pattern: str | None = None,
-    data_date: str | None = None,
-    num_records: int | None = None,
-    today: datetime.date | None = None,
-) -> ExperienceGenConfig:
-    """The config with this run's values: each parameter the source takes replaces its field
-    (`data_pattern` the file pattern, `num_records` the simulation budget: the source's
-    runtime_fields), and `{date}` / `{date_nodash}` in its dated fields (the file pattern, the
-    BigQuery query/table) become `data_date` (default: yesterday, UTC). Empty values change nothing."""
-    source = config.source
-    reader = sources.source_of(source)
-    for name, value in (("data_pattern", data_pattern), ("num_records", num_records)):
-        if not value:
-            continue
-        field = reader.runtime_fields.get(name)
-        if field is None:
-            takers = [k for k, s in sources.SOURCES.items() if name in s.runtime_fields]
-            raise ValueError(
-                f"{name}: the source is '{source.kind}'; {name} only applies to "
-                f"experience_gen.source.kind={'|'.join(takers)}"
-            )
-        source = dataclasses.replace(source, **{field: type(getattr(source, field))(value)})
-    fields = [f for f in reader.dated_fields if getattr(source, f)]
-    dated = [f for f in fields if any(p in getattr(source, f) for p in DATE_PLACEHOLDERS)]
-    if dated:
-        day = resolve_date(data_date, today)
-        values = {}
-        for f in dated:
-            text = getattr(source, f)
-            for placeholder, fmt in DATE_PLACEHOLDERS.items():
-                text = text.replace(placeholder, day.strftime(fmt))
-            values[f] = text
-        source = dataclasses.replace(source, **values)
-    elif data_date:
-        raise ValueError(
-            f"data_date: {data_date!r} given, but the source has no {{date}} placeholder in its "
-            f"{' or '.join(fields) or 'settings'}"
-        )
-    return config if source is config.source else dataclasses.replace(config, source=source)
 
 
 def _policy_dir(model_uri: str) -> str:

@@ -24,7 +24,7 @@ def input_fingerprint(config: ExperienceGenConfig) -> str | None:
     """A digest of the inputs the run will read (the source's fingerprint, then the item table's
     files); None: nothing beyond the config (a simulation)."""
     from rlops.components.experience_gen.cloud import check_credentials
-    from rlops.components.experience_gen.executor import apply_runtime_params
+    from rlops.components.experience_gen.core import apply_runtime_params
 
     if not sources.source_of(config.source).cacheable:
         return f"{config.source.kind}-never-cached-{uuid.uuid4().hex}"

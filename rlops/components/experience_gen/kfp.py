@@ -1,14 +1,18 @@
 """ExperienceGen's KFP face: this run's parameters merged into the config as the TFX executor
-merges them, then `kfp_component.run_for_kfp` (the counts onto both artifacts' metadata). The KFP
-component (rlops.components.kfp.components, `experience_gen`) calls it through
-rlops.components.kfp.entrypoint."""
+merges them, then `run_for_kfp`: the same `run_experience_gen`, its counts onto both artifacts'
+metadata. The KFP component (rlops.components.kfp.components, `experience_gen`) calls it through
+rlops.components.kfp.entrypoint inside the rlops image with `dsl.Artifact` objects; anything with
+`.uri` and `.metadata` will do, which keeps it testable without a KFP backend."""
 
 from __future__ import annotations
 
 import datetime
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rlops.components.common.kfp_io import DEFAULT_BEAM_ARGS
+
+if TYPE_CHECKING:
+    from rlops.components.experience_gen.core import IngestResult
 
 
 def run_day(run_time: str) -> datetime.date:
@@ -60,8 +64,7 @@ def experience_gen(
         data_pattern = data_files(data)
 
     from rlops.components.experience_gen.config import ExperienceGenConfig
-    from rlops.components.experience_gen.executor import apply_runtime_params
-    from rlops.components.experience_gen.kfp_component import run_for_kfp
+    from rlops.components.experience_gen.core import apply_runtime_params
 
     cfg = apply_runtime_params(
         ExperienceGenConfig.from_json(config),
@@ -71,3 +74,26 @@ def experience_gen(
         today=run_day(run_time) if run_time else None,
     )
     run_for_kfp(cfg.to_json(), list(beam_args or DEFAULT_BEAM_ARGS), examples, quarantine)
+
+
+def run_for_kfp(config: str, beam_pipeline_args: Sequence[str], examples: Any, quarantine: Any) -> IngestResult:
+    """Ingest into `examples.uri` / `quarantine.uri`, recording counts in both artifacts' metadata
+    (as TFX records them as custom properties), then raise if the run failed its checks."""
+    from rlops.components.experience_gen.core import ExperienceGenError, run_experience_gen  # Beam: when run
+
+    try:
+        result = run_experience_gen(config, examples.uri, quarantine.uri, list(beam_pipeline_args or []))
+    except ExperienceGenError as e:
+        record_counts(e.result, examples, quarantine)
+        raise
+    record_counts(result, examples, quarantine)
+    return result
+
+
+def record_counts(result: IngestResult, examples: Any, quarantine: Any) -> None:
+    props = result.properties()
+    examples.metadata.update(props)
+    examples.metadata.update(
+        {"split_names": result.split_names, "payload_format": result.payload_format, "file_format": "tfrecords_gzip"}
+    )
+    quarantine.metadata.update(props)
