@@ -24,7 +24,7 @@ _COMPONENTS = {
     "Pusher": "rlops.components.pusher.component",
 }
 
-__all__ = list(_COMPONENTS)
+__all__ = ["ExperienceGen", "Trainer", "Evaluator", "Pusher"]  # the order of _COMPONENTS
 
 
 def __getattr__(name: str) -> Any:

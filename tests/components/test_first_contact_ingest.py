@@ -446,3 +446,47 @@ def test_run_prints_and_records_the_counts_and_reingests_a_replaced_file(logs, t
             f"records: read {n}, written {n - 1} (train {s['records_written_train']}, eval "
             f"{s['records_written_eval']}), quarantined 1 (parse_error 1)"
         ) in out
+
+
+# --- strings where numbers were ------------------------------------------------------------------
+
+
+def test_a_few_strings_in_a_number_column_are_quarantined_and_the_column_stays_float(logs, tmp_path):
+    """One 'abc' where a price was must not make `user_float_0` a categorical of ~2,000 prices: the
+    column is inferred float, and the records holding a non-number are quarantined, with file and line."""
+    from rlops.components.experience_gen.features import resolve_features
+    from rlops.components.experience_gen.sources import source_of
+
+    lines = list(logs["lines"])
+    col = lines[0].split(",").index("user_float_0")
+    bad_rows = {5: "abc", N - 3: "N/A"}
+    for i, text in bad_rows.items():
+        fields = lines[i].split(",")
+        fields[col] = text
+        lines[i] = ",".join(fields)
+    path = write(tmp_path / "impressions.csv", lines)
+    cfg = config(logs, path)
+    source = source_of(cfg.source)
+    inputs = source.plan(cfg).inputs
+    resolved = resolve_features(cfg, source.peek(cfg, inputs), source.label)
+    kinds = {f.name: f.kind for f in resolved.bandit_columns.features}
+    assert kinds["user_float_0"] == "float" and kinds["user_feature_0"] == "categorical"
+    r = run_experience_gen(cfg, str(tmp_path / "ex"), str(tmp_path / "q"))
+    assert (r.records_read, r.records_written, r.records_quarantined) == (N, N - 2, 2)
+    q = read_quarantine(str(tmp_path / "q"))
+    assert sorted(e["line"] for e in q) == [i + 1 for i in sorted(bad_rows)]
+    assert all("user_float_0" in e["message"] for e in q), q
+
+
+def test_numbers_in_text_tells_a_number_column_with_strays_from_a_text_column():
+    import pyarrow as pa
+
+    from rlops.components.experience_gen.features import numbers_in_text
+
+    prices = pa.chunked_array([[f"{i * 0.5:.2f}" for i in range(300)] + ["abc", None, ""]])
+    assert numbers_in_text(prices) == (False, ["abc"], 301)
+    ids = pa.chunked_array([[str(1000 + i) for i in range(200)] + ["N/A"]])
+    assert numbers_in_text(ids) == (True, ["N/A"], 201)
+    hashed = pa.chunked_array([["a3f9", "12", "b7", "99"] * 50])
+    assert numbers_in_text(hashed) is None  # half are not numbers: a text column
+    assert numbers_in_text(pa.chunked_array([["1.5", "2"]])) is None  # no stray: what Arrow typed it

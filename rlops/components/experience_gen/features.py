@@ -10,6 +10,7 @@ the total into the FeatureSchema (top-k vocabularies, mean/std) stored with the 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
@@ -23,6 +24,8 @@ from rlops.components.experience_gen.config import ExperienceGenConfig, FeatureC
 from rlops.components.experience_gen.errors import closest
 from rlops.components.experience_gen.sources.base import Sample
 from rlops.features.schema import CATEGORICAL, FLOAT, FLOAT_LIST, INT64, STRING, FeatureSchema, FeatureSpec, top_k
+
+log = logging.getLogger(__name__)
 
 # --- kinds: config, else inferred from the data -----------------------------------------------
 
@@ -117,6 +120,22 @@ def infer_feature(
             f"(Parquet / JSON arrays) or set `separator` for text cells"
         )
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t):
+        numeric = numbers_in_text(sample) if f.kind == "auto" and sample is not None else None
+        if numeric is not None:  # a number column with a few stray strings ('abc', 'N/A')
+            integral, bad, total = numeric
+            log.warning(
+                "%s: %d of %d sampled values of column %r are not numbers (%s); kind %s, and records "
+                "holding such a value are quarantined (set kind explicitly to choose)",
+                where,
+                len(bad),
+                total,
+                col,
+                ", ".join(repr(v) for v in bad[:3]),
+                "categorical int64" if integral else "float",
+            )
+            if integral:
+                return dataclasses.replace(f, kind=CATEGORICAL, dtype=INT64)
+            return dataclasses.replace(f, kind=FLOAT, dim=f.dim or 1)
         if f.kind not in ("auto", CATEGORICAL):
             raise ValueError(
                 f"{where}: kind {f.kind!r} but column {col!r} holds text (e.g. hashed ids): use kind 'categorical'"
@@ -134,6 +153,32 @@ def infer_feature(
         f"{where}: cannot infer a kind from column {col!r} of type {t} (e.g. all empty in the "
         f"sample); set kind (and dtype) explicitly"
     )
+
+
+# A text column is a number column when at least this share of its sampled values parse as
+# numbers: one 'abc' where a price was must not turn `price` into a vocabulary of prices.
+NUMERIC_SHARE = 0.99
+
+
+def numbers_in_text(sample: pa.ChunkedArray) -> tuple[bool, list[str], int] | None:
+    """(all integral, the values that are not numbers, values sampled) when the text column's
+    non-empty values are numbers but for a share under 1 - NUMERIC_SHARE; None otherwise."""
+    values = [v for v in sample.to_pylist() if v not in (None, "", b"")]
+    if not values:
+        return None
+    bad: list[str] = []
+    integral = True
+    for v in values:
+        text = v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+        try:
+            number = float(text)
+        except ValueError:
+            bad.append(text)
+            if len(bad) > (1 - NUMERIC_SHARE) * len(values):
+                return None
+            continue
+        integral = integral and number.is_integer() and text.strip().lstrip("+-").isdigit()
+    return (integral, bad, len(values)) if bad else None
 
 
 def _multivalent(f: FeatureColumn, dtype: str, sample: pa.ChunkedArray | None) -> FeatureColumn:
