@@ -38,6 +38,16 @@ LONGEST_FIRST = (
     "tests/components/test_trainer_passes.py",
     "tests/components/test_ope_coverage.py",
     "tests/pipelines/test_kfp_nightly.py",
+    "tests/pipelines/test_readme.py",
+    "tests/golden/test_golden_ppo.py",
+    "tests/features/test_serving_names.py",
+    "tests/features/test_action_ids.py",
+    "tests/features/test_feature_generator_logs.py",
+    "tests/agents/test_ppo.py",
+    "tests/faults/test_ope_faults.py",
+    "tests/features/test_feature_pipeline.py",
+    "tests/features/test_per_arm_pipeline.py",
+    "tests/train/test_jobs.py",
 )
 
 

@@ -9,6 +9,9 @@ import tensorflow as tf
 from rlops.components.evaluator import core
 from rlops.components.evaluator.config import EvaluatorConfig
 
+# Slow: ingests, trains and pushes a per-arm policy; `make test` runs it.
+pytestmark = pytest.mark.slow
+
 K_MAX, EPSILON = 8, 0.3
 
 

@@ -35,6 +35,9 @@ from rlops.components.trainer.core import run_trainer
 from rlops.features import FLOAT, FeatureSchema, FeatureSpec
 from rlops.features.fit import action_misfit, schema_misfit
 
+# Slow: trains candidates and baselines, then evaluates; `make test` runs it.
+pytestmark = pytest.mark.slow
+
 K = 4
 CONFIG = EvaluatorConfig(num_bootstrap=50, dm_refits=0, min_ess=1.0, min_eval_records=10)
 

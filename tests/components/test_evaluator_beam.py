@@ -22,6 +22,9 @@ from rlops.components.evaluator import beam as beam_engine, bootstrap, core, est
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.experience_gen import records
 
+# Slow: the Beam engine against the in-memory one on 100k records; `make test` runs it.
+pytestmark = pytest.mark.slow
+
 D, K = 3, 4
 THETA = np.array([[1.5, 0.0, -1.0], [-1.0, 1.5, 0.0], [0.0, -1.0, 1.5], [-0.5, -0.5, -0.5]])
 TOL = 1e-9

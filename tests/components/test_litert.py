@@ -20,6 +20,9 @@ from scipy import stats
 from rlops.components.pusher import core, publish
 from rlops.train import litert
 
+# Slow: exports every agent kind and converts it to LiteRT (a module fixture of ~30-100 s); `make test` runs it.
+pytestmark = pytest.mark.slow
+
 N = 10_000
 EPSILON = 0.2
 K_DENSE, D_DENSE, K_PER_ARM = 5, 8, 34

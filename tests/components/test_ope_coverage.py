@@ -8,6 +8,9 @@ import pytest
 from rlops.components.evaluator import ope
 from rlops.envs.logged_feedback import LogConfig, LogGenerator
 
+# Slow: interval coverage over many simulated seeds; `make test` runs it.
+pytestmark = pytest.mark.slow
+
 DR_FAMILY = ("dr", "sndr", "switch_dr", "dr_os")
 
 

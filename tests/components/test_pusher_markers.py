@@ -16,6 +16,9 @@ from rlops.agents.trajectories import time_step_spec
 from rlops.components.pusher import publish
 from rlops.train.policy_saver import PolicySaver
 
+# Slow: trains and pushes through the TFX and the KFP faces; `make test` runs it.
+pytestmark = pytest.mark.slow
+
 OBS = tf.TensorSpec((4,), tf.float32, "observation")  # CartPole's: the Pushers verify on its observations
 ACTIONS = specs.BoundedTensorSpec((), tf.int32, 0, 1, name="action")
 BLESSING = {

@@ -10,6 +10,9 @@ from rlops.components.trainer.config import TrainerConfig
 from rlops.components.trainer.core import CONFIG_FILE, serving_dir
 from rlops.components.trainer.run_fn import CONFIG_KEY, run_fn
 
+# Slow: trains and warm-starts bandit policies on ingested digits logs; `make test` runs it.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def examples_uri(digits_examples):

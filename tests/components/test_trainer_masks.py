@@ -17,6 +17,9 @@ import tensorflow as tf
 
 from rlops.components.experience_gen import records
 
+# Slow: trains each agent on masked logs and serves the exports; `make test` runs it.
+pytestmark = pytest.mark.slow
+
 D, K, N_TRAIN, N_EVAL, EPS = 3, 4, 4000, 1000, 0.2
 THETA = np.array([[2.0, 0.0, -1.0], [-1.0, 2.0, 0.0], [0.0, -1.0, 2.0], [-0.5, -0.5, -0.5]])
 

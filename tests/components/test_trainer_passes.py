@@ -20,6 +20,9 @@ from rlops.components.trainer import passes
 from rlops.components.trainer.config import LINEAR_BATCH_SIZE, TrainerConfig
 from rlops.components.trainer.core import METRICS_FILE, run_trainer
 
+# Slow: trains the linear and neural agents through whole passes, two workers included; `make test` runs it.
+pytestmark = pytest.mark.slow
+
 D, K = 5, 4
 FILE_SIZES = (700, 301, 1000)  # uneven shards: with 2 workers one reads 1,700 records, the other 301
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

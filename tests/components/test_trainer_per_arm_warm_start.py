@@ -22,6 +22,9 @@ from rlops.components.experience_gen.core import run_experience_gen
 from rlops.envs.logged_feedback import LogConfig, LogGenerator
 from rlops.features import SCHEMA_FILE, FeatureSchemaError
 
+# Slow: per-arm trainings and warm starts; `make test` runs it.
+pytestmark = pytest.mark.slow
+
 ITEMS = ["item_category", "item_brand", "item_price", "item_popularity"]
 AGENTS = ("neural_epsilon_greedy", "lin_ucb")
 

@@ -11,6 +11,9 @@ import tensorflow as tf
 from rlops.components.trainer.config import TrainerConfig
 from rlops.components.trainer.core import CONFIG_FILE, _base_mismatch, run_trainer, serving_dir
 
+# Slow: trains agents of two kinds through both faces; `make test` runs it.
+pytestmark = pytest.mark.slow
+
 NEURAL = dict(agent="neural_epsilon_greedy", num_actions=10, train_steps=60, steps_per_run=30)
 
 

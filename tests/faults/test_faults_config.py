@@ -73,6 +73,7 @@ def test_cli_unexpected_error_is_one_line_with_a_hint(capsys, monkeypatch):
     assert err[0] == "rlops: error: KeyError: 'internal'" and "--debug" in err[1] and len(err) == 2
 
 
+@pytest.mark.slow  # starts the CLI in fresh processes
 def test_cli_start_up_is_quiet():
     """A fresh process (as a user runs it): no library warnings, no absl noise, no traceback."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONWARNINGS", "TF_CPP_MIN_LOG_LEVEL")}

@@ -14,6 +14,9 @@ from rlops.components.trainer.core import run_trainer, serving_dir
 from rlops.features import FeatureSchemaError, Preprocessor, load as load_schema, numpy_features
 from rlops.train.policy_saver import SavedPolicy
 
+# Slow: trains on named features and serves the export; `make test` runs it.
+pytestmark = pytest.mark.slow
+
 
 def ingest(tmp_path, name, cols, features=FEATURES):
     write_csv(tmp_path / f"{name}.csv", cols)

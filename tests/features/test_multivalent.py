@@ -20,6 +20,9 @@ from rlops.components.experience_gen.config import ExperienceGenConfig
 from rlops.components.experience_gen.core import read_quarantine, run_experience_gen
 from rlops.features import load as load_schema
 
+# Slow: ingests the multivalent world in three formats and trains on it; `make test` runs it.
+pytestmark = pytest.mark.slow
+
 DIM = 4
 N = 3000
 

@@ -14,6 +14,9 @@ from rlops.components.experience_gen.core import read_quarantine, run_experience
 from rlops.envs.logged_feedback import LogConfig, LogGenerator
 from rlops.features.serving_names import serving_input_name
 
+# Slow: the per-arm pipeline trained, evaluated and served; `make test` runs it.
+pytestmark = pytest.mark.slow
+
 ITEM_FEATURES = ["item_category", "item_brand", "item_price", "item_popularity"]
 
 

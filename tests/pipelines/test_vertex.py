@@ -259,6 +259,7 @@ def test_custom_job_worker_pools_and_the_tpu_variant():
     assert pool["machine_spec"]["tpu_topology"] == "2x2"
 
 
+@pytest.mark.slow  # trains through the custom job's run_fn
 def test_custom_job_request_trains_with_our_run_fn(tmp_path, monkeypatch):
     """The Trainer step's executor (TFX's Vertex extension) sends a CreateCustomJob request; we
     intercept it at the JobService client, check it is a valid CustomJob, and run its chief's
@@ -514,6 +515,7 @@ def test_runtime_values_merge_into_the_configs():
         trainer_params(bandit, total_env_steps=5)
 
 
+@pytest.mark.slow  # runs a compiled step through TFX's v2 launcher in a subprocess
 def test_tfx_v2_launcher_runs_a_compiled_step(bandit_job, tmp_path):
     """The compiled ExperienceGen step, as Vertex AI would start it: the step's command and args,
     with the executor input Vertex fills in for {{$}} (here: local URIs)."""
