@@ -113,3 +113,23 @@ def test_component_rejects_bad_config_at_definition():
 
     with pytest.raises(ValueError, match="action_spec is required"):
         ExperienceGen(config=json.dumps({"source": {"kind": "file", "pattern": "x.csv"}}))
+
+
+def test_a_local_runner_does_not_pack_tfx_for_remote_workers(monkeypatch):
+    """Given Beam args, TFX's BaseBeamExecutor builds an sdist of TFX for remote workers (~49 MB in
+    a temporary directory per execution, never removed: 29 of them after one suite run). The
+    DirectRunner imports TFX from this process, so ExperienceGen skips it there, and only there."""
+    from tfx.dsl.components.base import base_beam_executor
+    from tfx.utils import dependency_utils
+
+    from rlops.components.experience_gen.executor import Executor
+
+    built = []
+    monkeypatch.setattr(dependency_utils, "build_ephemeral_package", lambda: built.append(1) or "/tmp/tfx.tar.gz")
+    local = ["--runner=DirectRunner", "--direct_num_workers=1"]
+    context = base_beam_executor.BaseBeamExecutor.Context(beam_pipeline_args=list(local))
+    assert Executor(context)._beam_pipeline_args == local and not built
+    assert context.beam_pipeline_args == local  # the context is left as it was given
+    remote = ["--runner=DataflowRunner", "--project=p", "--region=us-central1"]
+    executor = Executor(base_beam_executor.BaseBeamExecutor.Context(beam_pipeline_args=list(remote)))
+    assert "--extra_package=/tmp/tfx.tar.gz" in executor._beam_pipeline_args and built == [1]
