@@ -184,6 +184,7 @@ def test_trained_greedy_policy_never_picks_a_masked_action(world):
     np.testing.assert_array_equal(acted, picks)
 
 
+@pytest.mark.slow  # trains LinUCB on the masked logs and serves the export (~75 s with its world)
 def test_trained_lin_ucb_greedy_policy_never_picks_a_masked_action(world, tmp_path):
     """The same for LinUCB (closed-form, per-arm ridge models) trained on the same ingested logs."""
     from rlops.components.trainer.config import TrainerConfig
