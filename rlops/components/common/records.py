@@ -18,7 +18,7 @@ Trajectories: one tf.SequenceExample per episode, steps in order. Context featur
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
 
@@ -159,9 +159,16 @@ def bandit_dataset(
     if shuffle:
         ds = ds.shuffle(10 * batch_size, seed=seed)
 
-    def parse(s: tf.Tensor) -> dict[str, Any]:
-        parsed = tf.io.parse_example(s, feature_spec)
-        # Multivalent lists: [B, longest in the batch] padded with "" / -1 (what serving takes).
+    return ds.batch(batch_size).map(batch_parser(feature_spec), num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def batch_parser(feature_spec: Mapping[str, Any]) -> Callable[[tf.Tensor], dict[str, Any]]:
+    """Serialized examples [B] -> parsed features; multivalent lists become [B, longest in the
+    batch] padded with "" / -1 (what serving takes)."""
+    import tensorflow as tf
+
+    def parse(serialized: tf.Tensor) -> dict[str, Any]:
+        parsed = tf.io.parse_example(serialized, feature_spec)
         return {
             k: v.to_tensor(tf.constant("" if v.dtype == tf.string else -1, v.dtype))
             if isinstance(v, tf.RaggedTensor)
@@ -169,7 +176,7 @@ def bandit_dataset(
             for k, v in parsed.items()
         }
 
-    return ds.batch(batch_size).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+    return parse
 
 
 # --- trajectories: read back ------------------------------------------------------------------

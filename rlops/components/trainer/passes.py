@@ -16,6 +16,8 @@ from typing import Any, Mapping
 
 import tensorflow as tf
 
+from rlops.components.common import records
+
 READ_BUFFER_BYTES = 8 << 20  # per file: big sequential reads of the gzipped shards
 SHUFFLE_BATCHES = 10  # the shuffle buffer, in batches (neural agents only)
 
@@ -93,19 +95,4 @@ def pass_dataset(
         ds = ds.repeat(epochs).rebatch(batch_size)
     if skip_batches:
         ds = ds.skip(skip_batches)
-    return ds.map(_parser(feature_spec), num_parallel_calls=tf.data.AUTOTUNE)
-
-
-def _parser(feature_spec: Mapping[str, Any]):
-    def parse(serialized: tf.Tensor) -> dict:
-        parsed = tf.io.parse_example(serialized, feature_spec)
-        # Multivalent lists: [B, longest in the batch] padded with "" / -1 (what serving takes),
-        # as records.bandit_dataset does.
-        return {
-            k: v.to_tensor(tf.constant("" if v.dtype == tf.string else -1, v.dtype))
-            if isinstance(v, tf.RaggedTensor)
-            else v
-            for k, v in parsed.items()
-        }
-
-    return parse
+    return ds.map(records.batch_parser(feature_spec), num_parallel_calls=tf.data.AUTOTUNE)
