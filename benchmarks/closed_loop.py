@@ -21,11 +21,17 @@ rejected (with that candidate's exact value), and the realized online click-thro
     python benchmarks/closed_loop.py --ctr 0.05 --serving-epsilon 0.2 --bless-on point_estimate  # the test's
     python benchmarks/closed_loop.py --ctr 0.05 --serving-epsilon 0.05 --bless-on point_estimate \
         --global-features --all-nights      # one model per item, every night's logs: the best measured
+    python benchmarks/closed_loop.py --ctr 0.05 --serving-epsilon 0.05 --bless-on point_estimate \
+        --all-nights --network dot_product --reward-loss sigmoid_cross_entropy --hidden-sizes 8 \
+        --item-id-feature                   # per-arm two-tower logistic network
     python benchmarks/closed_loop.py --reference --ctr 0.05 --serving-epsilon 0.05  # the budget's reference
+    python benchmarks/closed_loop.py --reference --reference-model lowrank --reference-l2 10 \
+        --ctr 0.05 --serving-epsilon 0.05   # the low-rank reference (the click model's own shape)
 
 `--reference` runs the same loop with a well-specified learner outside the product
-(`reference_loop`), and every run reports `epsilon_ceiling`: the most any policy served with that
-epsilon can reach. Together they say whether a shortfall is the product's or the budget's.
+(`reference_loop`: one logistic regression per item, or `--reference-model lowrank`, one rank-d
+logistic factorization model), and every run reports `epsilon_ceiling`: the most any policy served
+with that epsilon can reach. Together they say whether a shortfall is the product's or the budget's.
 
 Prints one JSON line: per-seed, per-night lists and a summary (how far the last night's served
 policy got from the logging policy's value to the optimum, OPE interval coverage over nights x
@@ -69,6 +75,11 @@ class LoopConfig:
     # logs still carry item_id and the item table, which the pipeline then does not read).
     per_arm: bool = True
     hidden_sizes: tuple[int, ...] = (64,)
+    network: str = "common_tower"  # trainer.network (per-arm): or 'dot_product' (two towers)
+    reward_loss: str = "squared_error"  # trainer.reward_loss: or 'sigmoid_cross_entropy' (logits)
+    # The item's id as one more item feature (per-arm): lets the arm tower learn each item's own
+    # embedding, which its category, brand, price and popularity do not fully determine.
+    item_id_feature: bool = False
     learning_rate: float = 3e-3
     batch_size: int = 128
     train_steps: int = 600  # per night, warm-started from the last blessed model
@@ -84,8 +95,20 @@ class LoopConfig:
     # The blessing rule: the improvement over the served policy at the lower end of its interval
     # (the product's default: only confident improvements ship), or its point estimate.
     use_lower_bound: bool = True
+    # experience_gen.splits.key: '' hashes each record's content into train / eval (the product's
+    # default), 'impression_id' a unique id per logged decision (a column the logs carry).
+    split_key: str = ""
+    # evaluator.min_improvement: the improvement over the served policy a candidate needs (its
+    # estimate at the rule above); negative tolerates a candidate estimated slightly worse.
+    min_improvement: float = 0.0
     workdir: str = ""  # "" : a temporary directory, removed afterwards
     keep_workdir: bool = False
+    # --reference only: 'per_item' (one logistic regression per item) or 'lowrank' (one logistic
+    # factorization model: user tower . item tower, the click model's own shape); its rank and L2.
+    reference_model: str = "per_item"
+    reference_rank: int = 4
+    reference_l2: float = 1.0
+    reference_item_ids: bool = True  # lowrank: each item's own bias and embedding (else features only)
 
 
 @dataclass
@@ -133,6 +156,11 @@ def world(config: LoopConfig):
     return LogGenerator(LogConfig(logging="thompson", ctr=config.ctr, seed=config.seed))
 
 
+def item_features(config: LoopConfig) -> tuple[str, ...]:
+    """The item table's columns the per-arm policy reads (its serving inputs per_arm/<name>)."""
+    return ("item_id",) * config.item_id_feature + ITEM_FEATURES
+
+
 def request(gen, contexts: dict) -> dict[str, np.ndarray]:
     """A serving request: raw global features by name, each item feature as per_arm/<name> [N, K]
     (every item a candidate, in the item table's order) and num_actions."""
@@ -140,7 +168,7 @@ def request(gen, contexts: dict) -> dict[str, np.ndarray]:
     out = {c: np.asarray(contexts[c]).astype(str) for c in gen.user_columns}
     out.update({c: np.asarray(contexts[c], np.float32) for c in gen.float_columns})
     out["position"] = np.asarray(contexts["position"], np.int64)
-    for name in ITEM_FEATURES:
+    for name in ("item_id",) + ITEM_FEATURES:  # a server sends the item table; the policy reads its own
         values = np.asarray(gen.items[name])
         values = values.astype(str) if values.dtype.kind in "OU" else values.astype(np.float32)
         out[f"per_arm/{name}"] = np.broadcast_to(values, (n, len(values))).copy()
@@ -227,6 +255,9 @@ def write_night(
         propensity=propensities.astype(np.float64),
         reward=rewards.astype(np.int64),
         **{VERSION_COLUMN: versions.astype(np.int64)},
+        # A server's request id: unique per decision (the night's directory name makes it unique
+        # across nights), so a split keyed on it never depends on the record's content.
+        impression_id=np.char.add(f"{os.path.basename(directory)}-", np.arange(len(actions)).astype(str)),
     )
     pd.DataFrame(impressions).to_parquet(os.path.join(directory, "impressions.parquet"), index=False)
     pd.DataFrame(gen.items).to_parquet(os.path.join(directory, "items.parquet"), index=False)
@@ -276,18 +307,21 @@ def night_yaml(config: LoopConfig, gen, root: str, night_dir: str) -> dict:
             "action_spec": {"shape": [], "dtype": "int32", "minimum": 0, "maximum": gen.num_items - 1},
             "bandit_columns": {
                 "features": features,
-                **({"item_id": "item_id", "item_features": list(ITEM_FEATURES)} if config.per_arm else {}),
+                **({"item_id": "item_id", "item_features": list(item_features(config))} if config.per_arm else {}),
             },
             "splits": {
                 "splits": [
                     {"name": "train", "hash_buckets": config.train_share},
                     {"name": "eval", "hash_buckets": config.eval_share},
-                ]
+                ],
+                **({"key": config.split_key} if config.split_key else {}),
             },
         },
         "trainer": {
             "agent": config.agent,
             "hidden_sizes": list(config.hidden_sizes),
+            "network": config.network,
+            "reward_loss": config.reward_loss,
             "learning_rate": config.learning_rate,
             "batch_size": config.batch_size,
             "train_steps": config.train_steps,
@@ -301,6 +335,7 @@ def night_yaml(config: LoopConfig, gen, root: str, night_dir: str) -> dict:
             "estimator": config.estimator,
             "num_bootstrap": config.num_bootstrap,
             "use_lower_bound": config.use_lower_bound,
+            "min_improvement": config.min_improvement,
             "seed": config.seed,
         },
     }
@@ -496,9 +531,11 @@ def _rounded(d: dict) -> dict:
 
 
 def reference_loop(config: LoopConfig) -> list[float]:
-    """The same loop without the product: a well-specified learner (one L2-logistic regression per
-    item on one-hot user values, floats and position: the click model's logit is additive in those
-    for a fixed item) refitted each night on ALL nights' train share so far, its epsilon-greedy
+    """The same loop without the product: a well-specified learner (`reference_model` 'per_item':
+    one L2-logistic regression per item on one-hot user values, floats and position, the click
+    model's logit being additive in those for a fixed item; 'lowrank': one logistic factorization
+    model, user tower . item tower, the click model's own shape with ~4x fewer weights, see
+    `_lowrank_logits`) refitted each night on ALL nights' train share so far, its epsilon-greedy
     policy served every night (no Evaluator gate). Returns the served fraction of the gap per night.
     A yardstick, not a strict bound: what a model class that contains the truth reaches with these
     decisions, this exploration and this split."""
@@ -519,9 +556,21 @@ def reference_loop(config: LoopConfig) -> list[float]:
         xs.append(x[train])
         acts.append(actions[train])
         rs.append(rewards[train])
-        scores = _per_item_logits(
-            LogisticRegression, pop_x, np.concatenate(xs), np.concatenate(acts), np.concatenate(rs), gen.num_items
-        )
+        if config.reference_model == "lowrank":
+            scores = _lowrank_logits(
+                pop_x,
+                np.concatenate(xs),
+                np.concatenate(acts),
+                np.concatenate(rs),
+                gen.item_feature_matrix(),
+                config.reference_rank,
+                config.reference_l2,
+                item_ids=config.reference_item_ids,
+            )
+        else:
+            scores = _per_item_logits(
+                LogisticRegression, pop_x, np.concatenate(xs), np.concatenate(acts), np.concatenate(rs), gen.num_items
+            )
         greedy = scores.argmax(1)
         probs = np.full(scores.shape, config.serving_epsilon / gen.num_items)
         probs[np.arange(len(greedy)), greedy] += 1.0 - config.serving_epsilon
@@ -561,6 +610,83 @@ def _per_item_logits(
     return scores
 
 
+def _lowrank_logits(
+    pop_x: np.ndarray,
+    x: np.ndarray,
+    actions: np.ndarray,
+    rewards: np.ndarray,
+    item_x: np.ndarray,
+    rank: int,
+    l2: float,
+    item_ids: bool = True,
+) -> np.ndarray:
+    """[population, items] logits of one logistic factorization model, the click model's shape:
+
+        logit(x, a) = c + x.w + b_a + (x W) . v_a,   b_a = f_a.beta + e_a,   v_a = f_a M + E_a
+
+    (x: the user's one-hots, floats and position; f_a: the item's features; e_a, E_a: the item's
+    own bias and embedding, 0 without `item_ids`). Fitted by L-BFGS on the summed log loss + l2 / 2
+    * every weight's square (sklearn's C = 1 / l2 convention)."""
+    from scipy.optimize import minimize
+
+    # Identical (context, item) rows merged: a binomial log loss over their counts and clicks.
+    keys, inverse = np.unique(np.column_stack([x, actions]), axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    counts, clicks = np.bincount(inverse), np.bincount(inverse, rewards)
+    x, actions = keys[:, :-1], keys[:, -1].astype(np.int64)
+    dx = x.shape[1]
+    k, df = item_x.shape
+    shapes = {"c": (1,), "w": (dx,), "beta": (df,), "e": (k,), "W": (dx, rank), "M": (df, rank), "E": (k, rank)}
+    sizes = {name: int(np.prod(shape)) for name, shape in shapes.items()}
+
+    def unpack(theta: np.ndarray) -> dict[str, np.ndarray]:
+        out, at = {}, 0
+        for name, shape in shapes.items():
+            out[name] = theta[at : at + sizes[name]].reshape(shape)
+            at += sizes[name]
+        return out
+
+    def logits(p: dict[str, np.ndarray], xs: np.ndarray) -> np.ndarray:
+        bias = item_x @ p["beta"] + p["e"]
+        v = item_x @ p["M"] + p["E"]
+        return p["c"][0] + (xs @ p["w"])[:, None] + bias[None, :] + (xs @ p["W"]) @ v.T
+
+    def loss_and_grad(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        p = unpack(theta)
+        v = item_x @ p["M"] + p["E"]
+        u = x @ p["W"]
+        z = p["c"][0] + x @ p["w"] + item_x[actions] @ p["beta"] + p["e"][actions] + (u * v[actions]).sum(1)
+        loss = float(counts @ np.logaddexp(0.0, z) - clicks @ z) + 0.5 * l2 * float(theta[1:] @ theta[1:])
+        g = counts / (1.0 + np.exp(-z)) - clicks  # d loss / d z
+        g_bias = np.bincount(actions, g, minlength=k)
+        g_v = np.stack([np.bincount(actions, g * u[:, j], minlength=k) for j in range(rank)], 1)
+        grads = {
+            "c": np.array([g.sum()]),
+            "w": x.T @ g,
+            "beta": item_x.T @ g_bias,
+            "e": g_bias,
+            "W": x.T @ (g[:, None] * v[actions]),
+            "M": item_x.T @ g_v,
+            "E": g_v,
+        }
+        grad = np.concatenate([grads[name].ravel() for name in shapes]) + l2 * theta
+        grad[0] -= l2 * theta[0]  # the intercept is not penalized
+        return loss, grad * free
+
+    # Random start: zero is a saddle point of the bilinear term.
+    theta = np.random.default_rng(0).normal(scale=0.1, size=sum(sizes.values()))
+    free = np.ones_like(theta)  # without item ids, e and E stay 0
+    if not item_ids:
+        for name in ("e", "E"):
+            at = sum(sizes[m] for m in list(shapes)[: list(shapes).index(name)])
+            free[at : at + sizes[name]] = 0.0
+    theta *= free
+    rate = clicks.sum() / counts.sum()
+    theta[0] = np.log(max(rate, 1e-3) / max(1.0 - rate, 1e-3))
+    fit = minimize(loss_and_grad, theta, jac=True, method="L-BFGS-B", options={"maxiter": 2000})
+    return logits(unpack(fit.x), pop_x)
+
+
 def summarize(results: list[SeedResult]) -> dict:
     nights = [n for r in results for n in r.nights]
     covered = [n.candidate_covered for n in nights if n.candidate_covered is not None]
@@ -580,7 +706,8 @@ def summarize(results: list[SeedResult]) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nights", type=int, default=5)
-    ap.add_argument("--seeds", type=int, default=3, help="worlds 0..seeds-1")
+    ap.add_argument("--seeds", type=int, default=3, help="worlds first-seed .. first-seed + seeds - 1")
+    ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--decisions", type=int, default=20_000, help="decisions served per night")
     ap.add_argument("--ctr", type=float, default=LoopConfig.ctr)
     ap.add_argument("--agent", default=LoopConfig.agent)
@@ -601,6 +728,26 @@ def main() -> None:
         "--all-nights", action="store_true", help="each night ingests every night's logs so far (else tonight's only)"
     )
     ap.add_argument("--train-steps", type=int, default=LoopConfig.train_steps)
+    ap.add_argument(
+        "--network",
+        choices=["common_tower", "dot_product"],
+        default=LoopConfig.network,
+        help="trainer.network of the per-arm agent",
+    )
+    ap.add_argument(
+        "--reward-loss",
+        choices=["squared_error", "sigmoid_cross_entropy"],
+        default=LoopConfig.reward_loss,
+        help="trainer.reward_loss",
+    )
+    ap.add_argument(
+        "--hidden-sizes",
+        default=",".join(map(str, LoopConfig.hidden_sizes)),
+        help="trainer.hidden_sizes, comma-separated (dot_product: the last is the embedding size)",
+    )
+    ap.add_argument("--learning-rate", type=float, default=LoopConfig.learning_rate)
+    ap.add_argument("--batch-size", type=int, default=LoopConfig.batch_size)
+    ap.add_argument("--item-id-feature", action="store_true", help="per-arm: the item's id is one more item feature")
     ap.add_argument("--serving-epsilon", type=float, default=LoopConfig.serving_epsilon)
     ap.add_argument(
         "--bless-on",
@@ -608,11 +755,35 @@ def main() -> None:
         default="lower_bound",
         help="the Evaluator's blessing rule (evaluator.use_lower_bound)",
     )
+    ap.add_argument(
+        "--split-key",
+        default=LoopConfig.split_key,
+        help="experience_gen.splits.key ('' : each record's content; 'impression_id': a unique id per decision)",
+    )
+    ap.add_argument(
+        "--min-improvement",
+        type=float,
+        default=LoopConfig.min_improvement,
+        help="evaluator.min_improvement (negative: push unless estimated worse by more than this)",
+    )
     ap.add_argument("--workdir", default="", help="keep every night's logs, configs and pipeline root here")
     ap.add_argument(
         "--reference",
         action="store_true",
         help="run the reference learner (reference_loop) instead of the product, for the same budget",
+    )
+    ap.add_argument(
+        "--reference-model",
+        choices=["per_item", "lowrank"],
+        default=LoopConfig.reference_model,
+        help="--reference's learner: one logistic regression per item, or one logistic factorization model",
+    )
+    ap.add_argument("--reference-rank", type=int, default=LoopConfig.reference_rank, help="lowrank: its rank")
+    ap.add_argument("--reference-l2", type=float, default=LoopConfig.reference_l2, help="lowrank: its L2 weight")
+    ap.add_argument(
+        "--reference-no-item-ids",
+        action="store_true",
+        help="lowrank: item towers from the item features only (no per-item bias or embedding)",
     )
     args = ap.parse_args()
     sys.path.insert(0, str(HERE))
@@ -633,22 +804,45 @@ def main() -> None:
             eval_share=args.eval_share,
             all_nights=args.all_nights,
             train_steps=args.train_steps,
+            network=args.network,
+            reward_loss=args.reward_loss,
+            hidden_sizes=tuple(int(h) for h in args.hidden_sizes.split(",") if h),
+            learning_rate=args.learning_rate,
+            batch_size=args.batch_size,
+            item_id_feature=args.item_id_feature,
             serving_epsilon=args.serving_epsilon,
             use_lower_bound=args.bless_on == "lower_bound",
+            min_improvement=args.min_improvement,
+            split_key=args.split_key,
             workdir=os.path.join(args.workdir, f"seed_{seed}") if args.workdir else "",
+            reference_model=args.reference_model,
+            reference_rank=args.reference_rank,
+            reference_l2=args.reference_l2,
+            reference_item_ids=not args.reference_no_item_ids,
         )
-        for seed in range(args.seeds)
+        for seed in range(args.first_seed, args.first_seed + args.seeds)
     ]
     if args.reference:
         emit(
             "closed_loop_reference",
             nights=args.nights,
             seeds=args.seeds,
+            first_seed=args.first_seed,
             decisions=args.decisions,
             ctr=args.ctr,
             serving_epsilon=args.serving_epsilon,
             train_share=args.train_share,
             eval_share=args.eval_share,
+            reference_model=args.reference_model,
+            **(
+                {
+                    "reference_rank": args.reference_rank,
+                    "reference_l2": args.reference_l2,
+                    "reference_item_ids": not args.reference_no_item_ids,
+                }
+                if args.reference_model == "lowrank"
+                else {}
+            ),
             fraction_per_night=[reference_loop(c) for c in configs],
             epsilon_ceiling=[round(epsilon_ceiling(c), 4) for c in configs],
             wall_s=round(time.perf_counter() - t0, 1),
@@ -670,6 +864,7 @@ def main() -> None:
         "closed_loop",
         nights=args.nights,
         seeds=args.seeds,
+        first_seed=args.first_seed,
         decisions=args.decisions,
         ctr=args.ctr,
         agent=args.agent,
@@ -679,8 +874,16 @@ def main() -> None:
         eval_share=args.eval_share,
         all_nights=args.all_nights,
         train_steps=args.train_steps,
+        network=args.network,
+        reward_loss=args.reward_loss,
+        hidden_sizes=args.hidden_sizes,
+        learning_rate=args.learning_rate,
+        batch_size=args.batch_size,
+        item_id_feature=args.item_id_feature,
         serving_epsilon=args.serving_epsilon,
         bless_on=args.bless_on,
+        min_improvement=args.min_improvement,
+        split_key=args.split_key,
         per_seed=per_seed,
         summary=summarize(results),
         epsilon_ceiling=[round(epsilon_ceiling(c), 4) for c in configs],

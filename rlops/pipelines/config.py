@@ -219,6 +219,15 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
         trainer.check_inputs(has_examples=kind == "bandit")  # the ppo pipeline trains online
     except ValueError as e:
         raise ConfigError(str(e)) from e
+    if (
+        experience_gen is not None
+        and trainer.network == "dot_product"
+        and not experience_gen.bandit_columns.item_features
+    ):
+        raise ConfigError(
+            "trainer.network: 'dot_product' scores each item by its features, and the examples have none; "
+            "give experience_gen.bandit_columns.item_features (with item_source), or use 'common_tower'"
+        )
     evaluator = _section(raw, "evaluator", EvaluatorConfig.from_dict)
     if evaluator.kind != kind:
         raise ConfigError(f"evaluator.kind: '{evaluator.kind}' does not match the {kind} pipeline")

@@ -115,15 +115,18 @@ def test_component_rejects_bad_config_at_definition():
         ExperienceGen(config=json.dumps({"source": {"kind": "file", "pattern": "x.csv"}}))
 
 
-def test_a_local_runner_does_not_pack_tfx_for_remote_workers(monkeypatch):
+@pytest.mark.parametrize("component", ["experience_gen", "evaluator"])
+def test_a_local_runner_does_not_pack_tfx_for_remote_workers(monkeypatch, component):
     """Given Beam args, TFX's BaseBeamExecutor builds an sdist of TFX for remote workers (~49 MB in
-    a temporary directory per execution, never removed: 29 of them after one suite run). The
-    DirectRunner imports TFX from this process, so ExperienceGen skips it there, and only there."""
+    a temporary directory per execution, never removed: 29 of them after one suite run, 14 more from
+    the Evaluator's executor the next day). The DirectRunner imports TFX from this process, so
+    rlops' Beam executors skip it there, and only there."""
+    import importlib
+
     from tfx.dsl.components.base import base_beam_executor
     from tfx.utils import dependency_utils
 
-    from rlops.components.experience_gen.executor import Executor
-
+    Executor = importlib.import_module(f"rlops.components.{component}.executor").Executor
     built = []
     monkeypatch.setattr(dependency_utils, "build_ephemeral_package", lambda: built.append(1) or "/tmp/tfx.tar.gz")
     local = ["--runner=DirectRunner", "--direct_num_workers=1"]

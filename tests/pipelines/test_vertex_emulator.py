@@ -517,6 +517,7 @@ def test_exit_task_stays_quiet_when_the_run_succeeds(webhook):
 # --- failure notification on the TFX path: `rlops compile` with notify_url ----------------------
 
 
+@pytest.mark.slow  # a compiled pipeline through the emulator: its ExperienceGen step is a TFX process
 def test_compiled_tfx_pipeline_notifies_a_failed_night(tmp_path, webhook):
     """notify_url compiles TFX's exit handler; a night whose ExperienceGen finds no files fails,
     the rest is cancelled, and the exit task POSTs the note to a local webhook."""

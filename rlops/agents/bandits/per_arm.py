@@ -17,6 +17,18 @@ from rlops.agents.bandits import utils
 from rlops.agents.networks import MLP, Activation
 
 
+def per_arm_dims(observation_spec: Any) -> tuple[int, int]:
+    """(Dg, Da) of a per-arm observation spec {global: [Dg], per_arm: [K, Da]}; a one-line error otherwise."""
+    g_spec = observation_spec[utils.GLOBAL_FEATURE_KEY]
+    a_spec = observation_spec[utils.PER_ARM_FEATURE_KEY]
+    if g_spec.shape.rank != 1 or a_spec.shape.rank != 2:
+        raise ValueError(
+            f"per-arm observation spec needs '{utils.GLOBAL_FEATURE_KEY}' [Dg] and "
+            f"'{utils.PER_ARM_FEATURE_KEY}' [K, Da]; got {g_spec.shape} and {a_spec.shape}"
+        )
+    return int(g_spec.shape[0]), int(a_spec.shape[1])
+
+
 class PerArmRewardNetwork(tf.Module):
     def __init__(
         self,
@@ -30,15 +42,8 @@ class PerArmRewardNetwork(tf.Module):
         name: str = "per_arm_reward_network",
     ):
         super().__init__(name=name)
-        g_spec = observation_spec[utils.GLOBAL_FEATURE_KEY]
-        a_spec = observation_spec[utils.PER_ARM_FEATURE_KEY]
-        if g_spec.shape.rank != 1 or a_spec.shape.rank != 2:
-            raise ValueError(
-                f"per-arm observation spec needs '{utils.GLOBAL_FEATURE_KEY}' [Dg] and "
-                f"'{utils.PER_ARM_FEATURE_KEY}' [K, Da]; got {g_spec.shape} and {a_spec.shape}"
-            )
+        g_dim, a_dim = per_arm_dims(observation_spec)
         self.observation_spec = observation_spec
-        g_dim, a_dim = int(g_spec.shape[0]), int(a_spec.shape[1])
         self.global_tower = (
             MLP(g_dim, global_layers, None, activation, seed=seed, name="global_tower") if global_layers else None
         )

@@ -611,6 +611,11 @@ def run_split(
     """Both passes over the split, and the driver's work between them."""
     from rlops.components.evaluator.core import dm_refits, policy_grids
 
+    if out_dir is None:  # the passes' side files; nothing in them outlives the run
+        with tempfile.TemporaryDirectory(prefix="rlops-evaluator-") as scratch:
+            return run_split(
+                config, examples_uri, split, sources, num_actions, action_minimum, beam_pipeline_args, scratch
+            )
     files = split_files(examples_uri, split)
     if not files:
         raise FileNotFoundError(f"examples: no '{split}' split files under {examples_uri}")
@@ -621,7 +626,6 @@ def run_split(
         )
     parser = Parser(examples_uri, split, action_minimum)
     parser.setup()  # here too: a missing propensity column is one line before any pipeline starts
-    out_dir = out_dir or tempfile.mkdtemp(prefix="rlops-evaluator-")
     k = max(config.reward_model_sample, config.dm_refit_records)
     per_arm = Parser(examples_uri, split, action_minimum) if parser.per_arm_names else None
     (_, keys, recs, n), arms = _sample_pass(files, k, config.seed, per_arm, beam_pipeline_args, out_dir)

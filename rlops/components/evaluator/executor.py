@@ -18,6 +18,7 @@ from typing import Any
 from tfx.components.evaluator import executor as tfx_evaluator_executor
 from tfx.types import artifact_utils
 
+from rlops.components.common.beam_executor import init_beam_executor
 from rlops.components.common.keys import (
     BASELINE_MODEL_KEY,
     BLESSING_KEY,
@@ -33,6 +34,9 @@ from rlops.components.properties import set_custom_properties
 
 
 class Executor(tfx_evaluator_executor.Executor):  # for the launcher's id conversion only (see above)
+    def __init__(self, context: tfx_evaluator_executor.Executor.Context | None = None):
+        init_beam_executor(self, context)  # no TFX sdist for an in-process runner
+
     def Do(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any]) -> None:
         model = artifact_utils.get_single_instance(input_dict[MODEL_KEY])
         examples = input_dict.get(EXAMPLES_KEY) or []

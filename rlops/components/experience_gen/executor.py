@@ -18,6 +18,7 @@ from tfx.dsl.components.base import base_beam_executor
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils
 
+from rlops.components.common.beam_executor import init_beam_executor
 from rlops.components.common.keys import (
     CONFIG_KEY,
     DATA_DATE_KEY,
@@ -35,37 +36,12 @@ from rlops.components.experience_gen.core import (
     run_experience_gen,
 )
 
-# Beam runners that run in this process's environment, with TFX importable as it is here.
-IN_PROCESS_RUNNERS = {"", "directrunner", "direct", "interactiverunner", "prismrunner"}
-
-
-def runs_in_process(beam_pipeline_args: list[Any]) -> bool:
-    """Whether the Beam args pick a runner whose workers import this process's packages."""
-    if not all(isinstance(a, str) for a in beam_pipeline_args):
-        return False  # placeholders resolved later: leave it to TFX
-    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
-
-    runner = PipelineOptions(flags=beam_pipeline_args).view_as(StandardOptions).runner or ""
-    return str(runner).lower() in IN_PROCESS_RUNNERS
-
 
 class Executor(base_beam_executor.BaseBeamExecutor):
     """TFX executor: exec_properties['config'] (JSON) -> run_experience_gen -> artifact properties."""
 
     def __init__(self, context: base_beam_executor.BaseBeamExecutor.Context | None = None):
-        args = list((context.beam_pipeline_args if context is not None else None) or [])
-        if context is None or not args or not runs_in_process(args):
-            super().__init__(context)
-            return
-        # Given Beam args, TFX packs its own source into an sdist for remote workers
-        # (dependency_utils.make_beam_dependency_flags): ~49 MB in a new temporary directory per
-        # execution, never removed, and seconds of CPU. A local runner imports TFX from here.
-        context.beam_pipeline_args = []
-        try:
-            super().__init__(context)
-        finally:
-            context.beam_pipeline_args = args
-        self._beam_pipeline_args = args
+        init_beam_executor(self, context)  # no TFX sdist for an in-process runner
 
     def Do(self, input_dict: dict[str, list], output_dict: dict[str, list], exec_properties: dict[str, Any]) -> None:
         config = apply_runtime_params(

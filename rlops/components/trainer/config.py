@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Union
 
-from rlops.components.json_config import JsonConfig, PartialOf, build, convert
+from rlops.components.json_config import JsonConfig, PartialOf, build, closest, convert
 from rlops.components.trainer.agents import lin_ucb
 from rlops.components.trainer.agents.base import PPO, AgentSpec
 from rlops.components.trainer.agents.ppo import PPOOfflineConfig
@@ -23,6 +23,8 @@ PPOValue = Union[bool, int, float, str, list, dict, None]
 # trainer.ppo: some of PPOConfig's fields, each checked against PPOConfig's type hint.
 PPOOptions = Annotated[dict[str, PPOValue], PartialOf("rlops.train.on_policy:PPOConfig")]
 
+NETWORKS = ("common_tower", "dot_product")  # trainer.network
+REWARD_LOSSES = ("squared_error", "sigmoid_cross_entropy")  # trainer.reward_loss
 LINEAR_BATCH_SIZE = lin_ucb.BATCH_SIZE  # default records per train step of lin_ucb / lin_ts (the tests' figure)
 
 
@@ -37,6 +39,17 @@ class TrainerConfig(JsonConfig):
     # action_minimum + num_actions - 1, the Examples' action_spec (e.g. ids that start at 1).
     action_minimum: int = 0
     hidden_sizes: tuple[int, ...] = (64,)
+    # neural_epsilon_greedy with per-arm features: the reward network. 'common_tower': one MLP
+    # (hidden_sizes) over concat(global, arm features). 'dot_product': a global tower and an arm
+    # tower (hidden_sizes each; the last entry is the embedding size, a linear layer) whose dot
+    # product, plus a linear score of each side, scores an arm (TF-Agents'
+    # GlobalAndArmDotProductNetwork): the shape of a low-rank user x item click model.
+    network: str = "common_tower"
+    # neural_epsilon_greedy: the error loss on the taken action's predicted reward (TF-Agents'
+    # error_loss_fn). 'sigmoid_cross_entropy' is for 0/1 rewards (clicks): the network's predicted
+    # rewards are then logits, not rewards; the greedy action (argmax) is the same as over
+    # probabilities.
+    reward_loss: str = "squared_error"
     learning_rate: float = 1e-3
     epsilon: float = 0.1  # collect (logging) policy's exploration
     serving_epsilon: float | None = None  # serving_default's exploration (None: epsilon)
@@ -94,6 +107,7 @@ class TrainerConfig(JsonConfig):
                 f"trainer.forgetting_factor: discounts LinUCB / LinTS statistics at warm start; agent "
                 f"'{self.agent}' has none (leave it at 1.0)"
             )
+        self._validate_reward_network(spec)
         if self.serving_epsilon is not None and not 0.0 <= self.serving_epsilon <= 1.0:
             raise ValueError(f"trainer.serving_epsilon must be in [0, 1], got {self.serving_epsilon}")
         for name in ("batch_size", "num_epochs", "steps_per_run"):
@@ -108,6 +122,23 @@ class TrainerConfig(JsonConfig):
                 raise ValueError(f"trainer.num_actions: needs >= 2 actions, got {self.num_actions}")
         elif self.ppo_offline != PPOOfflineConfig():
             raise ValueError(f"trainer.ppo_offline: options for agent 'ppo', but agent is '{self.agent}'")
+
+    def _validate_reward_network(self, spec: AgentSpec) -> None:
+        """network / reward_loss: a known choice, and only for the agent that has a reward network."""
+        for name, choices, default in (
+            ("network", NETWORKS, "common_tower"),
+            ("reward_loss", REWARD_LOSSES, "squared_error"),
+        ):
+            value = getattr(self, name)
+            if value not in choices:
+                raise ValueError(f"trainer.{name}: unknown value {value!r}; {closest(str(value), choices)}")
+            if value != default and spec.name != "neural_epsilon_greedy":
+                raise ValueError(
+                    f"trainer.{name}: chooses neural_epsilon_greedy's reward network; agent '{self.agent}' has "
+                    f"none (leave it at '{default}')"
+                )
+        if self.network == "dot_product" and not self.hidden_sizes:
+            raise ValueError("trainer.hidden_sizes: network 'dot_product' needs at least one size (the embedding's)")
 
     def check_inputs(self, has_examples: bool) -> None:
         """PPO trains online without examples: that needs an environment to act in."""
