@@ -704,6 +704,8 @@ def summarize(results: list[SeedResult]) -> dict:
 
 
 def main() -> None:
+    from rlops.components.trainer.config import NETWORKS, REWARD_LOSSES  # the config's own choices
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nights", type=int, default=5)
     ap.add_argument("--seeds", type=int, default=3, help="worlds first-seed .. first-seed + seeds - 1")
@@ -730,13 +732,13 @@ def main() -> None:
     ap.add_argument("--train-steps", type=int, default=LoopConfig.train_steps)
     ap.add_argument(
         "--network",
-        choices=["common_tower", "dot_product"],
+        choices=NETWORKS,
         default=LoopConfig.network,
         help="trainer.network of the per-arm agent",
     )
     ap.add_argument(
         "--reward-loss",
-        choices=["squared_error", "sigmoid_cross_entropy"],
+        choices=REWARD_LOSSES,
         default=LoopConfig.reward_loss,
         help="trainer.reward_loss",
     )

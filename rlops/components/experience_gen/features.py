@@ -171,13 +171,13 @@ def numbers_in_text(sample: pa.ChunkedArray) -> tuple[bool, list[str], int] | No
     for v in values:
         text = v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
         try:
-            number = float(text)
+            float(text)
         except ValueError:
             bad.append(text)
             if len(bad) > (1 - NUMERIC_SHARE) * len(values):
                 return None
             continue
-        integral = integral and number.is_integer() and text.strip().lstrip("+-").isdigit()
+        integral = integral and text.strip().lstrip("+-").isdigit()  # '3.0' and '1e3' are floats
     return (integral, bad, len(values)) if bad else None
 
 

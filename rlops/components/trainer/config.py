@@ -124,7 +124,7 @@ class TrainerConfig(JsonConfig):
             raise ValueError(f"trainer.ppo_offline: options for agent 'ppo', but agent is '{self.agent}'")
 
     def _validate_reward_network(self, spec: AgentSpec) -> None:
-        """network / reward_loss: a known choice, and only for the agent that has a reward network."""
+        """network / reward_loss: a known choice, and only for an agent that trains a reward network."""
         for name, choices, default in (
             ("network", NETWORKS, "common_tower"),
             ("reward_loss", REWARD_LOSSES, "squared_error"),
@@ -132,9 +132,9 @@ class TrainerConfig(JsonConfig):
             value = getattr(self, name)
             if value not in choices:
                 raise ValueError(f"trainer.{name}: unknown value {value!r}; {closest(str(value), choices)}")
-            if value != default and spec.name != "neural_epsilon_greedy":
+            if value != default and not spec.reward_network:
                 raise ValueError(
-                    f"trainer.{name}: chooses neural_epsilon_greedy's reward network; agent '{self.agent}' has "
+                    f"trainer.{name}: chooses the agent's reward network; agent '{self.agent}' has "
                     f"none (leave it at '{default}')"
                 )
         if self.network == "dot_product" and not self.hidden_sizes:

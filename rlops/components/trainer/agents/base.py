@@ -40,6 +40,7 @@ class AgentSpec:
     pipeline: str  # BANDIT or PPO: which pipeline (and training path) trains it
     linear: bool = False  # closed-form sums: one pass by default, order-free, forgetting_factor applies
     per_arm: bool = False  # can score each candidate's features (per-arm records)
+    reward_network: bool = False  # trains a reward network: trainer.network and trainer.reward_loss apply
     batch_size: int = 32  # default records per train step and replica
     repeat_steps: int | None = None  # without num_epochs: the split repeats for this many train steps (None: one pass)
 

@@ -63,4 +63,12 @@ def sigmoid_cross_entropy(labels: Any, logits: Any, weights: Any = 1.0, reductio
     return tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits) * weights
 
 
-SPEC = AgentSpec("neural_epsilon_greedy", build, BANDIT, per_arm=True, batch_size=BATCH_SIZE, repeat_steps=TRAIN_STEPS)
+SPEC = AgentSpec(
+    "neural_epsilon_greedy",
+    build,
+    BANDIT,
+    per_arm=True,
+    reward_network=True,
+    batch_size=BATCH_SIZE,
+    repeat_steps=TRAIN_STEPS,
+)
