@@ -10,7 +10,9 @@ What is emulated (read from TFX 1.16's v2 compiler and container launcher, and k
   triggerPolicy condition is false is SKIPPED; after a failure the rest is CANCELLED, except the
   exit task of a dsl.ExitHandler, which always runs.
 - containers: each task runs the exact command and args of its executor spec in a subprocess
-  (`python` on PATH is this interpreter, standing in for the image's), with the placeholders
+  (`python` on PATH is this interpreter, standing in for the image's; warm by default: forked
+  from an interpreter that has already imported TensorFlow, TFX, Beam and KFP, see
+  rlops.testing.warm_python; `warm=False` or RLOPS_EMULATOR_WARM=0: a fresh one per step), with the placeholders
   Vertex fills: `{{$}}` is the ExecutorInput JSON, built as Vertex builds it -- output artifacts
   get a resource `name` (projects/N/locations/L/metadataStores/default/artifacts/ID) and a `uri`
   under the pipeline root (<root>/<project number>/<job id>/<task>_<task id>/<output key>),
@@ -32,15 +34,20 @@ values reads and writes <root>/gcs/BUCKET/PATH (`local_path` maps one). Not emul
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
+
+from rlops.testing.warm_python import DEFAULT_PRELOAD, WarmPythonServer, import_time_env, write_client_shim
 
 PROJECT_NUMBER = "123456789012"
 LOCATION = "us-central1"
@@ -51,6 +58,38 @@ _PLACEHOLDER = re.compile(r"\{\{\$(?P<path>[^}]*)\}\}")
 # What the rlops image's Dockerfile sets with ENV: TFX's own launcher (which steps without a
 # system.Metrics output run) starts no rlops code before TFX, so the image's Keras mode matters.
 IMAGE_ENV = {"TF_USE_LEGACY_KERAS": "0"}
+
+
+# One warm interpreter per emulator process and import-time environment (warm_python): started
+# with the first emulator that needs it, shared by the later ones, stopped when this process ends.
+_WARM_SERVERS: dict[tuple, tuple[subprocess.Popen, str]] = {}
+
+
+def _warm_server(env: Mapping[str, str]) -> str | None:
+    """The socket of a warm-python server for `env`, started if need be; None if it cannot start
+    (the emulator then runs every step cold)."""
+    key = tuple(sorted(import_time_env(env).items()))
+    known = _WARM_SERVERS.get(key)
+    if known and known[0].poll() is None:
+        return known[1]
+    socket_path = os.path.join(tempfile.mkdtemp(prefix="rlops-warm-"), "python.sock")
+    try:
+        proc = WarmPythonServer.start(socket_path, DEFAULT_PRELOAD, env)
+    except (OSError, RuntimeError) as e:
+        print(f"vertex emulator: running steps cold ({e})", file=sys.stderr)
+        return None
+    _WARM_SERVERS[key] = (proc, socket_path)
+    if len(_WARM_SERVERS) == 1:
+        atexit.register(_stop_warm_servers)
+    return socket_path
+
+
+def _stop_warm_servers() -> None:
+    for proc, socket_path in _WARM_SERVERS.values():
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(os.path.dirname(socket_path), ignore_errors=True)
+    _WARM_SERVERS.clear()
 
 
 class EmulatorError(RuntimeError):
@@ -186,6 +225,7 @@ class VertexEmulator:
         env: Mapping[str, str] | None = None,
         timeout_s: float = 900,
         on_state: Callable[[str, str], None] | None = None,
+        warm: bool | None = None,
     ):
         self.root = os.path.abspath(root)
         os.makedirs(self.root, exist_ok=True)
@@ -194,17 +234,25 @@ class VertexEmulator:
         self.on_state = on_state or (lambda task, state: None)
         self._bin = os.path.join(self.root, "bin")  # `python` / `python3` as the image would have them
         os.makedirs(self._bin, exist_ok=True)
-        for name in ("python", "python3"):  # scripts, not symlinks: a virtualenv's python finds its
-            path = os.path.join(self._bin, name)  # packages from its own path
-            with open(path, "w") as f:
-                f.write(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
-            os.chmod(path, 0o755)
         self.env = {
             **os.environ,
             **IMAGE_ENV,
             **(env or {}),
             "PATH": self._bin + os.pathsep + os.environ.get("PATH", ""),
         }
+        if warm is None:
+            warm = os.environ.get("RLOPS_EMULATOR_WARM", "1") != "0"
+        socket_path = _warm_server(self.env) if warm else None
+        # Which steps ran warm, and why any did not (one line per `python` started): warm_python.
+        self.warm_log_path = socket_path + ".log" if socket_path else None
+        for name in ("python", "python3"):  # scripts, not symlinks: a virtualenv's python finds its
+            path = os.path.join(self._bin, name)  # packages from its own path
+            if socket_path:
+                write_client_shim(path, socket_path)
+            else:
+                with open(path, "w") as f:
+                    f.write(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+                os.chmod(path, 0o755)
         self._runs = len([d for d in os.listdir(self.root) if d.startswith("logs-")])
 
     # --- Cloud Storage -----------------------------------------------------------------------

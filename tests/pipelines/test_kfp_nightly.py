@@ -72,6 +72,10 @@ def kfp_nights(tmp_path_factory):
         run = emulator.run(spec, params, pipeline_root=f"{BUCKET}/kfp/root", schedule_time=f"{date}T02:00:00Z")
         assert run.state == "SUCCEEDED", (night, {n: t.error for n, t in run.tasks.items() if t.error})
         runs.append(run)
+    if emulator.warm_log_path:  # every step forked from the warm interpreter (unless RLOPS_EMULATOR_WARM=0)
+        with open(emulator.warm_log_path) as f:
+            steps = f.read().splitlines()
+        assert len(steps) >= 3 * 4 and not [s for s in steps if " warm: " not in s], steps
     return emulator, runs
 
 

@@ -473,7 +473,9 @@ def test_exit_handler_reports_a_failed_run(tmp_path, webhook):
 
     url, received = webhook
     spec = compile_kfp(build(notify=True), tmp_path / "notify.yaml")
-    emulator = VertexEmulator(str(tmp_path / "vertex"))
+    # Cold: every step in a fresh interpreter, the path the warm one stands in for (warm_python).
+    emulator = VertexEmulator(str(tmp_path / "vertex"), warm=False)
+    assert emulator.warm_log_path is None
     bad_config = json.dumps({"source": {"kind": "warehouse"}})  # ExperienceGen fails on it
     run = emulator.run(
         spec,
