@@ -11,7 +11,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "0")  # as the entry points do: see rlops/quiet.py
 
+import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
+
+from rlops.components.pusher.core import VERIFY_PYTHON_ENV  # noqa: E402
+from rlops.testing.warm_python import WarmPythonServer, write_client_shim  # noqa: E402
 
 _cpus = tf.config.list_physical_devices("CPU")
 try:
@@ -54,3 +58,24 @@ LONGEST_FIRST = (
 def pytest_collection_modifyitems(config, items):
     rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: file order kept
+
+
+@pytest.fixture(scope="session", autouse=True)
+def warm_fresh_python(tmp_path_factory):
+    """Every push verifies the policy in a fresh process that imports TensorFlow (pusher.core), and
+    the serving tests act in one (helpers.run_fresh_python); here those processes are forked from
+    an interpreter that has imported TensorFlow and nothing else (rlops.testing.warm_python), which
+    saves the import's seconds of CPU each and checks the same thing. Started in the background:
+    what runs before it listens runs cold."""
+    if os.environ.get(VERIFY_PYTHON_ENV):
+        yield
+        return
+    root = tmp_path_factory.mktemp("warm-verify")
+    socket_path, shim = str(root / "python.sock"), str(root / "python")
+    server = WarmPythonServer.start(socket_path, ("tensorflow", "numpy"), env=dict(os.environ), wait=False)
+    write_client_shim(shim, socket_path)
+    os.environ[VERIFY_PYTHON_ENV] = shim
+    yield
+    os.environ.pop(VERIFY_PYTHON_ENV, None)
+    server.kill()
+    server.wait()

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from typing import Any
 
+from rlops.components.pusher.core import VERIFY_PYTHON_ENV
+
 
 def run_fresh_python(
     script: str, *args: str, cwd: str | os.PathLike | None = None, timeout: float = 180, **env: str
@@ -23,8 +25,11 @@ def run_fresh_python(
     its last stdout line. A failure shows the process's own stderr."""
     environ = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     environ.update({"TF_CPP_MIN_LOG_LEVEL": "3", **env})
+    # The suite's warm interpreter when there is one (conftest.warm_fresh_python): a new process
+    # forked from one that has imported TensorFlow and nothing of rlops.
+    python = os.environ.get(VERIFY_PYTHON_ENV) or sys.executable
     proc = subprocess.run(
-        [sys.executable, "-c", script, *args],
+        [python, "-c", script, *args],
         capture_output=True,
         text=True,
         cwd=None if cwd is None else str(cwd),

@@ -153,31 +153,34 @@ class WarmPythonServer:
 
     @staticmethod
     def start(
-        socket_path: str, preload: Sequence[str] = DEFAULT_PRELOAD, env: Mapping[str, str] | None = None
+        socket_path: str,
+        preload: Sequence[str] = DEFAULT_PRELOAD,
+        env: Mapping[str, str] | None = None,
+        wait: bool = True,
     ) -> subprocess.Popen:
-        """Starts a server process; returns once it listens (its imports done), or raises."""
+        """Starts a server process; returns once it listens (its imports done), or raises. With
+        wait=False it returns at once: until the server listens, its clients run cold."""
         if os.path.exists(socket_path):
             os.unlink(socket_path)
-        proc = subprocess.Popen(
-            # Run as a script, not `-m rlops.testing.warm_python`: the server imports nothing of rlops.
-            [sys.executable, os.path.abspath(__file__), "serve", socket_path, *preload],
-            env=dict(env if env is not None else os.environ),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # Ctrl-C in a terminal reaches the emulator, not the server
-        )
+        with open(socket_path + ".err", "w") as err:  # the server's own output: its imports' warnings
+            proc = subprocess.Popen(
+                # A script, not `-m rlops.testing.warm_python`: the server imports nothing of rlops.
+                [sys.executable, os.path.abspath(__file__), "serve", socket_path, *preload],
+                env=dict(env if env is not None else os.environ),
+                stdin=subprocess.DEVNULL,
+                stdout=err,
+                stderr=err,
+                start_new_session=True,  # Ctrl-C in a terminal reaches the caller, not the server
+            )
         deadline = time.time() + 300
-        while not os.path.exists(socket_path):
+        while wait and not os.path.exists(socket_path):
             if proc.poll() is not None:
-                err = proc.stderr.read().decode(errors="replace")[-2000:] if proc.stderr else ""
-                raise RuntimeError(f"warm python server exited {proc.returncode}: {err}")
+                with open(socket_path + ".err") as f:
+                    raise RuntimeError(f"warm python server exited {proc.returncode}: {f.read()[-2000:]}")
             if time.time() > deadline:
                 proc.kill()
                 raise RuntimeError("warm python server did not start in 300 s")
             time.sleep(0.05)
-        if proc.stderr:
-            proc.stderr.close()
         return proc
 
     def serve(self, preload: Sequence[str]) -> _Program | None:
@@ -216,7 +219,8 @@ class WarmPythonServer:
                 continue
             program = parse_command(request.args)
             cold = self._why_cold(program, request, fds)
-            self._log(f"{cold or 'warm'}: {' '.join(request.args)[:300]}")
+            command = " ".join(request.args)[:300].replace("\n", "\\n")
+            self._log(f"{cold or 'warm'}: {command}")
             if cold:
                 conn.sendall(b"COLD\n")
                 conn.close()

@@ -103,13 +103,20 @@ def check_verify_inputs(inputs: dict[str, np.ndarray] | None) -> dict[str, np.nd
     return inputs
 
 
+# The interpreter the pushed policy is verified with (default: this one). Point it at the serving
+# image's Python, or, in tests, at rlops.testing.warm_python's client (a fresh process forked from
+# one that has imported only TensorFlow: the same check without the import's seconds).
+VERIFY_PYTHON_ENV = "RLOPS_VERIFY_PYTHON"
+
+
 def verify_in_subprocess(saved_model_dir: str, inputs: dict[str, np.ndarray], timeout_s: float = 300) -> dict:
     """Loads the (local) SavedModel in a fresh Python process and calls `action` on `inputs`."""
+    python = os.environ.get(VERIFY_PYTHON_ENV) or sys.executable
     with tempfile.TemporaryDirectory() as tmp:
         npz = os.path.join(tmp, "inputs.npz")
         np.savez(npz, **inputs)
         proc = subprocess.run(
-            [sys.executable, "-m", "rlops.components.pusher.verify", saved_model_dir, npz],
+            [python, "-m", "rlops.components.pusher.verify", saved_model_dir, npz],
             capture_output=True,
             text=True,
             timeout=timeout_s,
