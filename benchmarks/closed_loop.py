@@ -101,6 +101,9 @@ class LoopConfig:
     # evaluator.min_improvement: the improvement over the served policy a candidate needs (its
     # estimate at the rule above); negative tolerates a candidate estimated slightly worse.
     min_improvement: float = 0.0
+    # evaluator.reward_model: the reward model behind DM and DR ('bilinear': the per-arm model's
+    # user x item term x^T B f(m), where the records carry varying candidates).
+    reward_model: str = "auto"
     workdir: str = ""  # "" : a temporary directory, removed afterwards
     keep_workdir: bool = False
     # --reference only: 'per_item' (one logistic regression per item) or 'lowrank' (one logistic
@@ -336,6 +339,7 @@ def night_yaml(config: LoopConfig, gen, root: str, night_dir: str) -> dict:
             "num_bootstrap": config.num_bootstrap,
             "use_lower_bound": config.use_lower_bound,
             "min_improvement": config.min_improvement,
+            "reward_model": config.reward_model,
             "seed": config.seed,
         },
     }
@@ -704,6 +708,8 @@ def summarize(results: list[SeedResult]) -> dict:
 
 
 def main() -> None:
+    from rlops.components.evaluator.estimators import ESTIMATORS
+    from rlops.components.evaluator.reward_models import REWARD_MODEL_CHOICES
     from rlops.components.trainer.config import NETWORKS, REWARD_LOSSES  # the config's own choices
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -768,6 +774,18 @@ def main() -> None:
         default=LoopConfig.min_improvement,
         help="evaluator.min_improvement (negative: push unless estimated worse by more than this)",
     )
+    ap.add_argument(
+        "--estimator",
+        choices=ESTIMATORS,
+        default=LoopConfig.estimator,
+        help="evaluator.estimator: the gate's estimator, and the interval whose coverage is reported",
+    )
+    ap.add_argument(
+        "--reward-model",
+        choices=REWARD_MODEL_CHOICES,
+        default=LoopConfig.reward_model,
+        help="evaluator.reward_model (bilinear: a user x item term in the per-arm reward model)",
+    )
     ap.add_argument("--workdir", default="", help="keep every night's logs, configs and pipeline root here")
     ap.add_argument(
         "--reference",
@@ -815,6 +833,8 @@ def main() -> None:
             serving_epsilon=args.serving_epsilon,
             use_lower_bound=args.bless_on == "lower_bound",
             min_improvement=args.min_improvement,
+            reward_model=args.reward_model,
+            estimator=args.estimator,
             split_key=args.split_key,
             workdir=os.path.join(args.workdir, f"seed_{seed}") if args.workdir else "",
             reference_model=args.reference_model,
@@ -885,6 +905,8 @@ def main() -> None:
         serving_epsilon=args.serving_epsilon,
         bless_on=args.bless_on,
         min_improvement=args.min_improvement,
+        reward_model=args.reward_model,
+        estimator=args.estimator,
         split_key=args.split_key,
         per_seed=per_seed,
         summary=summarize(results),

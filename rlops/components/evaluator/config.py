@@ -14,14 +14,15 @@ from rlops.components.evaluator.reward_models import (
     DEFAULT_SAMPLE,
     REWARD_MODEL_CHOICES,
 )
-from rlops.components.json_config import JsonConfig
+from rlops.components.json_config import JsonConfig, closest
 
 KINDS = ("bandit", "ppo")
 ENGINES = ("auto", "memory", "beam")
 DEFAULT_BEAM_THRESHOLD = 500_000
 # REWARD_MODEL_CHOICES (one list, in ope): "auto" is logistic when every reward is 0 or 1, else
-# ridge; "network" the candidate's own reward predictions (policies exported with
-# emit_policy_info=("predicted_rewards_mean",)).
+# ridge; "bilinear" auto's link plus a user x item term x^T B f(m) in the shared per-arm model
+# (per-arm records whose candidates vary; others as auto); "network" the candidate's own reward
+# predictions (policies exported with emit_policy_info=("predicted_rewards_mean",)).
 
 
 def _is_int(value) -> bool:
@@ -84,7 +85,7 @@ class EvaluatorConfig(JsonConfig):
         if self.reward_model not in REWARD_MODEL_CHOICES:
             raise ValueError(
                 f"evaluator.reward_model: unknown reward model '{self.reward_model}'; "
-                f"choose one of {', '.join(REWARD_MODEL_CHOICES)}"
+                f"{closest(self.reward_model, REWARD_MODEL_CHOICES)}"
             )
         if not _is_number(self.confidence) or not 0.5 <= self.confidence < 1.0:
             raise bad("confidence", "a number in [0.5, 1)")

@@ -22,18 +22,24 @@ import numpy as np
 from rlops.components.common.feedback import LoggedFeedback, first_bad
 from rlops.components.evaluator import bootstrap
 
-REWARD_MODELS = ("ridge", "logistic")  # the fitted kinds
+REWARD_MODELS = ("ridge", "logistic")  # the fitted kinds (links)
 # Every name a reward model is chosen by, everywhere (config, CLI, Python API): "auto" is
-# logistic when every reward is 0 or 1, else ridge; "network" is the candidate's own predicted
-# rewards (resolved by the Evaluator, which holds the SavedModel).
-AUTO, NETWORK = "auto", "network"
-REWARD_MODEL_CHOICES = (AUTO,) + REWARD_MODELS + (NETWORK,)
+# logistic when every reward is 0 or 1, else ridge; "bilinear" is auto's link plus, for per-arm
+# records whose candidates vary (the shared [global, arm] model), the user x item term
+# x^T B f(m) (other records: as auto); "network" is the candidate's own predicted rewards
+# (resolved by the Evaluator, which holds the SavedModel).
+AUTO, BILINEAR, NETWORK = "auto", "bilinear", "network"
+REWARD_MODEL_CHOICES = (AUTO,) + REWARD_MODELS + (NETWORK, BILINEAR)
+BILINEAR_SUFFIX = "_bilinear"  # "bilinear" resolves to "logistic_bilinear" or "ridge_bilinear"
 DEFAULT_REWARD_MODEL = AUTO  # chosen by measurement: BENCHMARKS.md, "Off-policy evaluation"
 DEFAULT_BALANCE = True  # fit the reward model on 1/propensity-balanced rows (see balancing_weights)
 DEFAULT_DM_REFITS = 30  # reward-model refits behind DM's interval (see refit_dm_replicates)
 DEFAULT_DM_REFIT_RECORDS = 20_000
 DEFAULT_SAMPLE = 200_000  # records the reward model is fitted on (evaluator.reward_model_sample)
 DEFAULT_FOLDS = 2
+# reward_model "bilinear": the ridge weight on B in x^T B f(m) (DM of the closed loop's night-0
+# candidates barely moves over 1-3; BENCHMARKS.md, "Closed loop").
+DEFAULT_BILINEAR_L2 = 1.0
 _FOLD_SALT, _SAMPLE_SALT = 0x5F01D, 0x5A3B1E  # distinct hashes for fold and sample membership
 
 RewardModelFn = Callable[[np.ndarray], np.ndarray]  # contexts [N, D] -> q [N, K]
@@ -41,9 +47,14 @@ RewardModelFn = Callable[[np.ndarray], np.ndarray]  # contexts [N, D] -> q [N, K
 
 def resolve_reward_model(kind: str, rewards: np.ndarray) -> str:
     """A fitted kind from any name in REWARD_MODEL_CHOICES but "network" ("auto": logistic for
-    0/1 rewards, else ridge); an unknown name is an error listing every choice."""
+    0/1 rewards, else ridge; "bilinear": that link + "_bilinear"); a fitted kind resolves to
+    itself; an unknown name is an error listing every choice."""
     if kind == AUTO:
         return "logistic" if np.isin(rewards, (0.0, 1.0)).all() else "ridge"
+    if kind == BILINEAR:
+        return resolve_reward_model(AUTO, rewards) + BILINEAR_SUFFIX
+    if kind.endswith(BILINEAR_SUFFIX) and kind[: -len(BILINEAR_SUFFIX)] in REWARD_MODELS:
+        return kind
     if kind == NETWORK:
         raise ValueError(
             "reward_model: 'network' is the candidate SavedModel's own predicted rewards; pass them "
@@ -134,6 +145,12 @@ def _newton_logistic(features, r, sw, penalty, offset, theta, iterations: int = 
     return theta
 
 
+def _prior_logit(r: np.ndarray, sw: np.ndarray) -> float:
+    """The intercept a logistic fit starts from: the logit of the weighted click rate."""
+    prior = min(max(float(r @ sw) / max(float(sw.sum()), 1e-12), 1e-6), 1 - 1e-6)
+    return math.log(prior / (1 - prior))
+
+
 def _fit_logistic(xa, act, r, sw, k, l2, interaction_l2: float = 10.0):
     """Two stages. (1) logit = b + theta_a + x . beta over all rows (b unpenalized, so a rare
     click rate is no problem; shared beta, so it fits when clicks are rare). (2) per action, an
@@ -143,9 +160,8 @@ def _fit_logistic(xa, act, r, sw, k, l2, interaction_l2: float = 10.0):
     features = np.concatenate([np.ones((n, 1)), np.eye(k)[act], xa], 1)  # [n, 1 + K + D]
     penalty = np.full(1 + k + d, l2)
     penalty[0] = 1e-6
-    prior = min(max(float(r @ sw) / max(float(sw.sum()), 1e-12), 1e-6), 1 - 1e-6)
     theta = np.zeros(1 + k + d)
-    theta[0] = math.log(prior / (1 - prior))
+    theta[0] = _prior_logit(r, sw)
     theta = _newton_logistic(features, r, sw, penalty, np.zeros(n), theta)
     base_train = features @ theta
     gamma = np.zeros((k, d + 1))
@@ -184,7 +200,128 @@ def _arm_design(x: np.ndarray, item: np.ndarray, f: np.ndarray) -> np.ndarray:
     return np.concatenate([np.ones((len(x), 1)), np.eye(m)[item], x, f[item]], 1)  # [n, 1 + M + D + Da]
 
 
-def _fit_arm_model(x, item, r, sw, f, kind, l2, interaction_l2):
+class _Bilinear:
+    """The design's x (x) f(m) block as an operator: row i's D x Da columns are the outer product of
+    its global x_i and its item's arm features f(m_i), so the block's coefficients are a matrix B
+    and its logit term is x_i^T B f(m_i). Never materialized ([n, D * Da] is 10k x 5k doubles for a
+    34-item catalog with an item-id feature): rows are grouped by item, so products with it cost
+    O(n D + M D Da) and the first stage solves it by Newton with conjugate-gradient steps."""
+
+    def __init__(self, x: np.ndarray, item: np.ndarray, f: np.ndarray):
+        self.x, self.item, self.f = x, item, f
+        self.shape = (x.shape[1], f.shape[1])
+        self.order = np.argsort(item, kind="stable")
+        self.items, self.starts = np.unique(item[self.order], return_index=True)
+        self.sorted_x = x[self.order]  # rows grouped by item, once
+
+    def item_sums(self, w: np.ndarray, power: int = 1) -> np.ndarray:
+        """[M, D] per item the sum of w_i x_i**power over its rows (0 for items with none)."""
+        rows = w[self.order][:, None] * (self.sorted_x if power == 1 else self.sorted_x**power)
+        out = np.zeros((len(self.f), self.shape[0]))
+        if len(self.items):
+            out[self.items] = np.add.reduceat(rows, self.starts, axis=0)
+        return out
+
+    def matvec(self, b: np.ndarray) -> np.ndarray:  # [D * Da] -> [n]
+        per_item = self.f @ b.reshape(self.shape).T  # [M, D]: row m is B f(m)
+        return np.einsum("nd,nd->n", self.x, per_item[self.item])
+
+    def rmatvec(self, w: np.ndarray) -> np.ndarray:  # [n] -> [D * Da]
+        return (self.item_sums(w).T @ self.f).reshape(-1)
+
+    def diag(self, h: np.ndarray) -> np.ndarray:  # the Gram matrix's diagonal, weights h [n]
+        return (self.item_sums(h, 2).T @ self.f**2).reshape(-1)
+
+
+def _newton_cg(
+    dense: np.ndarray,
+    block: _Bilinear,
+    r: np.ndarray,
+    sw: np.ndarray,
+    penalty: np.ndarray,
+    params: np.ndarray,
+    kind: str,
+    iterations: int = 50,
+    tol: float = 1e-6,
+    cg_iterations: int = 200,
+) -> np.ndarray:
+    """Minimizes sum sw * loss(r, z) + penalty . params^2 / 2 over params = [dense coefficients,
+    vec(B)], z = dense @ params[:P] + block(params[P:]); loss: log loss of sigmoid(z) (logistic)
+    or squared error / 2 (ridge). Newton steps solved by Jacobi-preconditioned conjugate
+    gradients on Hessian-vector products (the Hessian is [P + D Da]^2), with backtracking as
+    _newton_logistic has."""
+    p0 = dense.shape[1]
+
+    def logits(t):
+        return dense @ t[:p0] + block.matvec(t[p0:])
+
+    def loss(t):
+        z = logits(t)
+        data = np.logaddexp(0, z) - r * z if kind == "logistic" else 0.5 * (z - r) ** 2
+        return float(sw @ data) + 0.5 * float(penalty @ (t * t))
+
+    current, first = loss(params), None
+    for _ in range(iterations):
+        z = logits(params)
+        if kind == "logistic":
+            mu = 1 / (1 + np.exp(-np.clip(z, -30, 30)))
+            h = sw * mu * (1 - mu)
+        else:
+            mu, h = z, sw
+        resid = sw * (mu - r)
+        grad = np.concatenate([dense.T @ resid, block.rmatvec(resid)]) + penalty * params
+        norm = float(np.linalg.norm(grad))
+        first = norm if first is None else first
+        if norm <= tol * max(first, 1.0):
+            break
+
+        def hess(v, h=h):
+            hv = h * (dense @ v[:p0] + block.matvec(v[p0:]))
+            return np.concatenate([dense.T @ hv, block.rmatvec(hv)]) + penalty * v
+
+        precond = 1 / (np.concatenate([(dense**2).T @ h, block.diag(h)]) + penalty)
+        # Inexact Newton: CG to a relative residual that tightens as the gradient falls
+        # (superlinear convergence without solving early steps exactly).
+        step = _conjugate_gradient(hess, grad, precond, cg_iterations, min(0.1, math.sqrt(norm / first)))
+        scale = 1.0
+        while scale > 1e-4:
+            candidate = params - scale * step
+            value = loss(candidate)
+            if value <= current:
+                break
+            scale /= 2
+        else:
+            break  # no descent along the Newton direction: converged as far as floats go
+        params, current = candidate, value
+    return params
+
+
+def _conjugate_gradient(hess, g: np.ndarray, precond: np.ndarray, iterations: int, rtol: float) -> np.ndarray:
+    """Solves hess(s) = g (hess symmetric positive definite) by preconditioned CG, to a residual
+    of rtol * |g|."""
+    s = np.zeros_like(g)
+    res = g.copy()
+    y = precond * res
+    d = y.copy()
+    ry = float(res @ y)
+    stop = rtol * float(np.linalg.norm(g))
+    for _ in range(iterations):
+        hd = hess(d)
+        alpha = ry / float(d @ hd)
+        s += alpha * d
+        res -= alpha * hd
+        if float(np.linalg.norm(res)) <= stop:
+            break
+        y = precond * res
+        ry, ry_old = float(res @ y), ry
+        d = y + (ry / ry_old) * d
+    return s
+
+
+def _fit_arm_model(x, item, r, sw, f, kind, l2, interaction_l2, bilinear_l2: float | None = None):
+    """First stage: link = b + theta_m + x . beta + f(m) . eta (+ x^T B f(m) when `bilinear_l2` is
+    not None: B [D, Da] ridge-penalized by it), jointly over all rows; second stage: per item an
+    interaction (1, x) . gamma_m on top, shrunk by `interaction_l2`. Returns (theta, gamma, B or None)."""
     m, d = len(f), x.shape[1]
     features = _arm_design(x, item, f)
     penalty = np.full(features.shape[1], l2)
@@ -193,22 +330,36 @@ def _fit_arm_model(x, item, r, sw, f, kind, l2, interaction_l2):
     # goes to eta (and so carries over to items rarely or never logged), the rest to theta_m.
     penalty[1 : 1 + m] = interaction_l2
     gamma = np.zeros((m, d + 1))
-    if kind == "ridge":
+    bilinear = None
+    if bilinear_l2 is not None:
+        # x^T B f(m): the user x item interaction shared across items through their features (an
+        # item with few clicks still gets its users' tastes for its category, price, ...).
+        block = _Bilinear(x, item, f)
+        full_penalty = np.concatenate([penalty, np.full(d * f.shape[1], bilinear_l2)])
+        start = np.zeros(len(full_penalty))
+        if kind == "logistic":
+            start[0] = _prior_logit(r, sw)
+        solved = _newton_cg(features, block, r, sw, full_penalty, start, kind)
+        theta, bilinear = solved[: features.shape[1]], solved[features.shape[1] :].reshape(block.shape)
+        base = features @ theta + block.matvec(solved[features.shape[1] :])
+    elif kind == "ridge":
         weighted = features * sw[:, None]
         theta = np.linalg.solve(weighted.T @ features + np.diag(penalty), weighted.T @ r)
-        res = r - features @ theta
+        base = features @ theta
+    else:
+        theta = np.zeros(features.shape[1])
+        theta[0] = _prior_logit(r, sw)
+        theta = _newton_logistic(features, r, sw, penalty, np.zeros(len(r)), theta)
+        base = features @ theta
+    if kind == "ridge":
+        res = r - base
         for a in np.unique(item):
             rows = item == a
             xa = np.concatenate([np.ones((int(rows.sum()), 1)), x[rows]], 1)
             gamma[a] = np.linalg.solve(
                 (xa * sw[rows, None]).T @ xa + interaction_l2 * np.eye(d + 1), (xa * sw[rows, None]).T @ res[rows]
             )
-        return theta, gamma
-    prior = min(max(float(r @ sw) / max(float(sw.sum()), 1e-12), 1e-6), 1 - 1e-6)
-    theta = np.zeros(features.shape[1])
-    theta[0] = math.log(prior / (1 - prior))
-    theta = _newton_logistic(features, r, sw, penalty, np.zeros(len(r)), theta)
-    base = features @ theta
+        return theta, gamma, bilinear
     for a in np.unique(item):
         rows = item == a
         if min(r[rows].sum(), (1 - r[rows]).sum()) < 5:  # too few clicks (or non-clicks) to move: skip
@@ -217,18 +368,20 @@ def _fit_arm_model(x, item, r, sw, f, kind, l2, interaction_l2):
         gamma[a] = _newton_logistic(
             xa, r[rows], sw[rows], np.full(d + 1, interaction_l2), base[rows], np.zeros(d + 1), iterations=10, tol=1e-4
         )
-    return theta, gamma
+    return theta, gamma, bilinear
 
 
-def _predict_arm_model(theta, gamma, x, items, f, kind) -> np.ndarray:
+def _predict_arm_model(theta, gamma, x, items, f, kind, bilinear: np.ndarray | None = None) -> np.ndarray:
     m, d = len(f), x.shape[1]
     per_item = theta[1 : 1 + m] + f @ theta[1 + m + d :] + gamma[:, 0]  # [M]
+    # Per item, the slopes on x: its own gamma_m plus B f(m) (the shared bilinear interaction).
+    slopes = gamma[:, 1:] if bilinear is None else gamma[:, 1:] + f @ bilinear.T  # [M, D]
     row = theta[0] + x @ theta[1 + m : 1 + m + d]  # [n]
     pad = items < 0
     it = np.maximum(items, 0)
     out = np.empty(items.shape)
     for k in range(items.shape[1]):  # slot by slot: memory O(n x D), whatever M is
-        out[:, k] = row + per_item[it[:, k]] + np.einsum("nd,nd->n", x, gamma[it[:, k], 1:])
+        out[:, k] = row + per_item[it[:, k]] + np.einsum("nd,nd->n", x, slopes[it[:, k]])
     if kind == "logistic":
         out = 1 / (1 + np.exp(-np.clip(out, -30, 30)))
     return np.where(pad, 0.0, out)
@@ -269,8 +422,10 @@ class FoldModels:
             if not rows.any():
                 continue
             if self.item_features is not None and items is not None:
-                theta, gamma = params
-                q[rows] = _predict_arm_model(theta, gamma, x[rows], items[rows], self.item_features, self.kind)
+                theta, gamma, bilinear = params
+                q[rows] = _predict_arm_model(
+                    theta, gamma, x[rows], items[rows], self.item_features, self.kind, bilinear
+                )
             elif self.kind == "ridge":
                 q[rows] = _predict_ridge(params, x[rows])
             else:
@@ -291,9 +446,14 @@ def fit_fold_models(
     folds: int = DEFAULT_FOLDS,
     l2: float = 1.0,
     interaction_l2: float = 10.0,
+    bilinear_l2: float = DEFAULT_BILINEAR_L2,
 ) -> FoldModels:
-    """Fit `kind` on every record of `data` (the sample), once per hash fold leaving that fold out."""
+    """Fit `kind` on every record of `data` (the sample), once per hash fold leaving that fold out
+    (a "_bilinear" kind: per-arm records whose candidates vary also get x^T B f(m), B
+    ridge-penalized by `bilinear_l2`; see _fit_arm_model)."""
     kind = resolve_reward_model(kind, data.rewards)
+    bilinear = bilinear_l2 if kind.endswith(BILINEAR_SUFFIX) else None
+    kind = kind.removesuffix(BILINEAR_SUFFIX)  # the link
     if kind == "logistic" and not np.isin(data.rewards, (0.0, 1.0)).all():
         first_bad("reward_model 'logistic' needs rewards in {0, 1}", data.rewards, ~np.isin(data.rewards, (0.0, 1.0)))
     n = len(data.actions)
@@ -308,7 +468,15 @@ def fit_fold_models(
             logged = data.items[np.arange(n), data.actions]
             params.append(
                 _fit_arm_model(
-                    x[train], logged[train], r[train], s[train], data.item_features, kind, l2, interaction_l2
+                    x[train],
+                    logged[train],
+                    r[train],
+                    s[train],
+                    data.item_features,
+                    kind,
+                    l2,
+                    interaction_l2,
+                    bilinear,
                 )
             )
         elif kind == "ridge":
@@ -371,14 +539,18 @@ def fit_arm_reward_model(
     seed: int = 0,
     interaction_l2: float = 10.0,
     keys: np.ndarray | None = None,
+    bilinear_l2: float = DEFAULT_BILINEAR_L2,
 ) -> np.ndarray:
     """Cross-fitted q(x, arm) -> [N, K] for candidate sets that vary (0 on padding slots).
 
     One model shared across arms, on [global x, the arm's features f(m), an item effect]:
-        link(q) = b + theta_m + x . beta + f(m) . eta  +  (1, x) . gamma_m
-    fitted in two stages as the fixed-candidate models are (see _fit_arm_model). An item never
+        link(q) = b + theta_m + x . beta + f(m) . eta + x^T B f(m)  +  (1, x) . gamma_m
+    fitted in two stages as the fixed-candidate models are (see _fit_arm_model): the first stage
+    (all but gamma_m) jointly. The B term only for a "_bilinear" kind (or "bilinear"), ridge-
+    penalized by `bilinear_l2`. An item never
     logged in the training folds gets theta_m = gamma_m = 0: its prediction comes from its
-    features. Items are identities, not slots, so slot k of two records may be two items."""
+    features, through eta and B. Items are identities, not slots, so slot k of two records may be
+    two items."""
     n = len(actions)
     data = LoggedFeedback(
         np.asarray(contexts, float).reshape(n, -1),
@@ -391,7 +563,16 @@ def fit_arm_reward_model(
         keys=keys,
     )
     model = fit_fold_models(
-        data, items.shape[1], kind, seed, balance=False, clip=False, folds=folds, l2=l2, interaction_l2=interaction_l2
+        data,
+        items.shape[1],
+        kind,
+        seed,
+        balance=False,
+        clip=False,
+        folds=folds,
+        l2=l2,
+        interaction_l2=interaction_l2,
+        bilinear_l2=bilinear_l2,
     )
     return model.predict(data.contexts, data.record_keys, items)
 
