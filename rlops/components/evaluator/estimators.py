@@ -23,7 +23,20 @@ ESS = (sum s w)^2 / sum (s w)^2 also comes from sums.
 
 Intervals: the hash-derived Poisson bootstrap (bootstrap.py) sums the same columns per
 replicate; a comparison uses the same multiplicities for every policy, so the interval of a
-difference is paired. Trust: intervals only with at least `min_records` rows of positive weight,
+difference is paired.
+
+The reward-noise floor (0/1 rewards): where a policy's weight sits on a few records of actions
+the logger rarely took, a night may hold two or three clicks there, or none, and a bootstrap of
+no clicks says "no spread" (BENCHMARKS.md, "Closed loop": DR's [-0.015, 0.042] around a true
+0.089 at ESS 65). So no interval is narrower than value -/+ z sd, with sd^2 = sum (s c)^2
+q (1 - q) / (sum s)^2: the Bernoulli noise the reward model q(x, a) gives each record, times
+the record's coefficient c on its reward (w for IPS and DR, w / E_s[w] self-normalized, the
+shrunk w of Switch-DR and DR-os). It counts the rare actions logged, not the clicks they got, so
+it does not collapse with them; where clicks are plenty the bootstrap spreads at least as much and
+stands. No floor for DM, without a reward model, or when any reward is not 0 or 1. A difference's
+floor is |sd(candidate) - sd(baseline)|, the least spread a paired difference can have.
+
+Trust: intervals only with at least `min_records` rows of positive weight,
 ESS >= `min_ess` and a valid bootstrap; otherwise every interval is NaN and carries the reason.
 """
 
@@ -208,11 +221,23 @@ class PolicySums:
 
 
 @dataclass(frozen=True)
+class CoefficientSums:
+    """sum (s c)^2 q (1 - q) over records for each kind of reward coefficient c."""
+
+    w: float  # c = w (IPS, DR)
+    switch: float  # c = w 1{w <= tau} at the chosen tau
+    os: float  # c = DR-os's shrunk w at the chosen lambda
+    mean_w: float  # E_s[w]: the self-normalized divide by it
+
+
+@dataclass(frozen=True)
 class Estimator:
     name: str
     terms: tuple[str, ...]  # the sums it reads (PolicySums fields)
     needs_model: bool
     from_sums: Callable[[PolicySums], np.ndarray]
+    # sum (s c)^2 q (1 - q) of its coefficients c on the rewards; None: no observed reward (DM)
+    noise: Callable[[CoefficientSums], float] | None
 
 
 # Plain terms: name -> per-record value. Grid terms: name -> per-record value at grid value g.
@@ -235,14 +260,33 @@ GRID_TERMS: dict[str, Callable[[np.ndarray, float], np.ndarray]] = {
 }
 HYPERPARAMETER = {"switch": "switch_tau", "os": "dr_os_lambda"}
 
+
+def bernoulli_variance(t: RecordTerms) -> np.ndarray:
+    """q (1 - q) at the logged action, q = r - res the reward model's prediction (clipped to
+    [0, 1]; 0 without a reward model, where res is 0 and q = r)."""
+    q = np.clip(t.r - t.res, 0.0, 1.0)
+    return q * (1.0 - q)
+
+
+def non_binary(t: RecordTerms, s: np.ndarray) -> np.ndarray:
+    """1 for a weighted record whose reward is not 0 or 1 (any one turns the floor off)."""
+    return ((s > 0) & (t.r != 0) & (t.r != 1)).astype(float)
+
+
 TABLE: tuple[Estimator, ...] = (
-    Estimator("ips", ("total", "wr"), False, lambda t: t.wr / t.total),
-    Estimator("snips", ("w", "wr"), False, lambda t: t.wr / t.w),
-    Estimator("dm", ("total", "dm"), True, lambda t: t.dm / t.total),
-    Estimator("dr", ("total", "dm", "wres"), True, lambda t: (t.dm + t.wres) / t.total),
-    Estimator("sndr", ("total", "w", "dm", "wres"), True, lambda t: t.dm / t.total + t.wres / t.w),
-    Estimator("switch_dr", ("total", "dm", "switch"), True, lambda t: (t.dm + t.switch) / t.total),
-    Estimator("dr_os", ("total", "dm", "os"), True, lambda t: (t.dm + t.os) / t.total),
+    Estimator("ips", ("total", "wr"), False, lambda t: t.wr / t.total, lambda c: c.w),
+    Estimator("snips", ("w", "wr"), False, lambda t: t.wr / t.w, lambda c: c.w / c.mean_w**2),
+    Estimator("dm", ("total", "dm"), True, lambda t: t.dm / t.total, None),
+    Estimator("dr", ("total", "dm", "wres"), True, lambda t: (t.dm + t.wres) / t.total, lambda c: c.w),
+    Estimator(
+        "sndr",
+        ("total", "w", "dm", "wres"),
+        True,
+        lambda t: t.dm / t.total + t.wres / t.w,
+        lambda c: c.w / c.mean_w**2,
+    ),
+    Estimator("switch_dr", ("total", "dm", "switch"), True, lambda t: (t.dm + t.switch) / t.total, lambda c: c.switch),
+    Estimator("dr_os", ("total", "dm", "os"), True, lambda t: (t.dm + t.os) / t.total, lambda c: c.os),
 )
 ESTIMATORS = tuple(e.name for e in TABLE)
 MODEL_FREE = tuple(e.name for e in TABLE if not e.needs_model)
@@ -255,7 +299,8 @@ MODEL_FREE = tuple(e.name for e in TABLE if not e.needs_model)
 class Layout:
     """Where each sum lives. Columns: [s] + per policy the bootstrapped block (plain terms, then
     each grid term at every grid value) | per policy the point-only block ((s w)^2 for ESS, then
-    per grid term and value the tuning squares) | [count of records with s > 0]."""
+    per grid term and value the tuning squares, then the reward-noise sums: NOISE_TERMS and
+    (s w_hat)^2 per grid value) | [count of records with s > 0]."""
 
     num_policies: int
     grids: Grids  # one grid per GRID_TERMS entry
@@ -275,6 +320,11 @@ class Layout:
 
     @property
     def extra_block(self) -> int:
+        return self.noise_offset + 2 + self.grid_columns
+
+    @property
+    def noise_offset(self) -> int:
+        """Within a policy's point-only block: where the reward-noise floor's sums start."""
         return 1 + 2 * self.grid_columns
 
     @property
@@ -327,12 +377,16 @@ def policy_columns(t: RecordTerms, s: np.ndarray, grids: Grids) -> tuple[np.ndar
     boot = [s * fn(t) for fn in TERMS.values()]
     extra = [(s * t.w) ** 2]  # sums to ESS's denominator
     wres = t.w * t.res
+    v = bernoulli_variance(t)
+    noise = [non_binary(t, s), (s * t.w) ** 2 * v]
     for shrink, values in zip(GRID_TERMS.values(), grids):
         for g in values:
-            a = shrink(t.w, g) * t.res
+            shrunk = shrink(t.w, g)
+            a = shrunk * t.res
             boot.append(s * a)
             extra += [s * (t.dm + a) ** 2, s * (wres - a) ** 2]
-    return np.stack(boot, 1), np.stack(extra, 1)
+            noise.append((s * shrunk) ** 2 * v)
+    return np.stack(boot, 1), np.stack(extra + noise, 1)
 
 
 def record_columns(
@@ -418,6 +472,30 @@ class PolicyResult:
     boot: dict[str, np.ndarray]
     ess: float
     hyperparameters: dict[str, float]
+    noise_sd: dict[str, float]  # per estimator the reward-noise floor's standard deviation
+
+
+def noise_floor(sums: Sums, p: int, chosen: dict[str, int]) -> dict[str, float]:
+    """Per estimator the standard deviation of its point from the reward model's Bernoulli noise
+    alone (the module docstring's floor; 0 for DM and where any reward is not 0 or 1)."""
+    layout, point = sums.layout, sums.point
+    extra = point[layout.extra_slice(p)]
+    total = float(point[0])
+    non_binary_rewards, plain = extra[layout.noise_offset], extra[layout.noise_offset + 1]
+    grid = extra[layout.noise_offset + 2 :]
+    if total <= 0 or non_binary_rewards > 0:
+        return {e.name: 0.0 for e in TABLE}
+    coefficients = CoefficientSums(
+        w=float(plain),
+        switch=float(grid[layout.grid_offset("switch") + chosen["switch"]]),
+        os=float(grid[layout.grid_offset("os") + chosen["os"]]),
+        mean_w=float(point[layout.boot_slice(p)][list(TERMS).index("w")]) / total,
+    )
+    out = {}
+    for e in TABLE:
+        scale = 0.0 if e.noise is None else e.noise(coefficients)
+        out[e.name] = math.sqrt(scale) / total if math.isfinite(scale) and scale > 0 else 0.0
+    return out
 
 
 def policy_result(
@@ -442,7 +520,8 @@ def policy_result(
         k: float(v) for k, v in estimates_from_sums(_policy_sums(sums.point, layout, p, chosen), with_model).items()
     }
     boot = estimates_from_sums(_policy_sums(sums.boot, layout, p, chosen), with_model)
-    return PolicyResult(point, boot, ess, hps)
+    floor = noise_floor(sums, p, chosen)
+    return PolicyResult(point, boot, ess, hps, {name: floor[name] for name in point})
 
 
 @dataclass(frozen=True)
@@ -477,19 +556,23 @@ def comparison_from_sums(
     reason = trust_reason(num_records, ess, valid, rule)
     diagnostics = Diagnostics(num_records, ess, {name: r.hyperparameters for name, r in results.items()}, valid, reason)
     alpha = (1.0 - rule.confidence) / 2.0
+    z = bootstrap.normal_quantile(1 - alpha)
     refit_scale = 1.0 if dm_refits is None else dm_refits[1]
 
-    def summarize(point: dict[str, float], boot: dict[str, np.ndarray], refits: np.ndarray | None):
+    def interval(value: float, replicates: np.ndarray, floor_sd: float) -> Estimate:
+        """The percentile interval, widened to value -/+ z floor_sd where the replicates spread less
+        than the reward-noise floor."""
+        lower, upper = float(np.quantile(replicates, alpha)), float(np.quantile(replicates, 1 - alpha))
+        if len(replicates) > 1 and floor_sd > float(np.std(replicates, ddof=1)):
+            lower, upper = min(lower, value - z * floor_sd), max(upper, value + z * floor_sd)
+        return Estimate(value, lower, upper)
+
+    def summarize(
+        point: dict[str, float], boot: dict[str, np.ndarray], refits: np.ndarray | None, floor: dict[str, float]
+    ):
         if reason is not None:
             return {name: Estimate(float(point[name]), math.nan, math.nan, reason) for name in point}
-        out = {
-            name: Estimate(
-                float(point[name]),
-                float(np.quantile(boot[name][finite], alpha)),
-                float(np.quantile(boot[name][finite], 1 - alpha)),
-            )
-            for name in point
-        }
+        out = {name: interval(float(point[name]), boot[name][finite], floor[name]) for name in point}
         if refits is not None and "dm" in out:
             lower, upper = bootstrap.refit_interval(out["dm"].value, refits, refit_scale, rule.confidence)
             out["dm"] = Estimate(
@@ -501,14 +584,19 @@ def comparison_from_sums(
     if dm_refits is not None and baseline is not None:
         refit[1:] = dm_refits[0][:, 1], dm_refits[0][:, 0] - dm_refits[0][:, 1]
     c = results["candidate"]
-    cand = summarize(c.point, c.boot, refit[0])
+    cand = summarize(c.point, c.boot, refit[0], c.noise_sd)
     if baseline is None:
         return Comparison(cand, None, None, diagnostics)
     b = results["baseline"]
     diff_point = {name: c.point[name] - b.point[name] for name in c.point}
     diff_boot = {name: c.boot[name] - b.boot[name] for name in c.boot}
+    # sd(X - Y) >= |sd X - sd Y|: the least reward-noise spread the paired difference can have.
+    diff_floor = {name: abs(c.noise_sd[name] - b.noise_sd[name]) for name in c.point}
     return Comparison(
-        cand, summarize(b.point, b.boot, refit[1]), summarize(diff_point, diff_boot, refit[2]), diagnostics
+        cand,
+        summarize(b.point, b.boot, refit[1], b.noise_sd),
+        summarize(diff_point, diff_boot, refit[2], diff_floor),
+        diagnostics,
     )
 
 
