@@ -100,6 +100,11 @@ def test_a_night_without_clicks_where_the_candidate_differs_gets_a_floored_inter
     assert dr.upper - dr.value >= z * result.noise_sd["dr"] - 1e-12
     assert dr.value - dr.lower >= z * result.noise_sd["dr"] - 1e-12
     assert dr.lower <= truth <= dr.upper, (dr, truth)
+    # metrics.json's trust block reports it (the logger's own estimate has none).
+    assert comparison.diagnostics.as_dict()["dr_noise_floor_sd"] == {
+        "candidate": result.noise_sd["dr"],
+        "baseline": 0.0,
+    }
     # The improvement over the logger: the logger's own floor is 0, so the candidate's carries over.
     improvement = comparison.difference["dr"]
     assert improvement.upper - improvement.value >= z * result.noise_sd["dr"] - 1e-12

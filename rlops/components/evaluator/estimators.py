@@ -89,6 +89,9 @@ class Diagnostics:
     hyperparameters: dict[str, dict[str, float]]  # per policy: switch_tau, dr_os_lambda used
     valid_resamples: int
     reason: str | None
+    # per policy the reward-noise floor's sd of DR (the module docstring): where it is above the
+    # bootstrap's spread, it set the interval
+    noise_sd: dict[str, float] | None = None
 
     def as_dict(self) -> dict:
         return {
@@ -98,6 +101,7 @@ class Diagnostics:
             "valid_resamples": self.valid_resamples,
             "trusted": self.reason is None,
             "reason": self.reason,
+            "dr_noise_floor_sd": self.noise_sd,
         }
 
 
@@ -299,8 +303,9 @@ MODEL_FREE = tuple(e.name for e in TABLE if not e.needs_model)
 class Layout:
     """Where each sum lives. Columns: [s] + per policy the bootstrapped block (plain terms, then
     each grid term at every grid value) | per policy the point-only block ((s w)^2 for ESS, then
-    per grid term and value the tuning squares, then the reward-noise sums: NOISE_TERMS and
-    (s w_hat)^2 per grid value) | [count of records with s > 0]."""
+    per grid term and value the tuning squares, then the reward-noise floor's: the count of
+    rewards not 0 or 1, (s w)^2 q (1 - q), and (s w_hat)^2 q (1 - q) per grid value) | [count of
+    records with s > 0]."""
 
     num_policies: int
     grids: Grids  # one grid per GRID_TERMS entry
@@ -554,7 +559,14 @@ def comparison_from_sums(
     num_records = int(round(sums.point[-1]))
     ess = {name: r.ess for name, r in results.items()}
     reason = trust_reason(num_records, ess, valid, rule)
-    diagnostics = Diagnostics(num_records, ess, {name: r.hyperparameters for name, r in results.items()}, valid, reason)
+    diagnostics = Diagnostics(
+        num_records,
+        ess,
+        {name: r.hyperparameters for name, r in results.items()},
+        valid,
+        reason,
+        {name: r.noise_sd["dr"] for name, r in results.items() if "dr" in r.noise_sd},
+    )
     alpha = (1.0 - rule.confidence) / 2.0
     z = bootstrap.normal_quantile(1 - alpha)
     refit_scale = 1.0 if dm_refits is None else dm_refits[1]
