@@ -85,6 +85,7 @@ def accuracy(
     )
     truth = gen.true_value(gen.uniform_policy)
     errors: dict[str, list] = {}
+    widths: dict[str, list] = {}
     covered: dict[str, int] = {}
     ctr, max_weight, negative = [], [], 0
     t = time.perf_counter()
@@ -124,6 +125,7 @@ def accuracy(
         for name, e in list(est.items()) + [("dm_fixed_model", fixed["dm"])]:
             if name != "dm_fixed_model":
                 errors.setdefault(name, []).append(abs(e.value - truth) / truth)
+                widths.setdefault(name, []).append((e.upper - e.lower) / truth)
             covered[name] = covered.get(name, 0) + int(e.lower <= truth <= e.upper)
     rel = {name: round(float(np.mean(v)), 4) for name, v in errors.items()}
     dr_family = {k: rel[k] for k in ("dr", "sndr", "switch_dr", "dr_os")}
@@ -143,6 +145,8 @@ def accuracy(
         "logging_ctr": round(float(np.mean(ctr)), 5),
         "relative_error": rel,
         "coverage": {name: c / seeds for name, c in covered.items()},
+        # mean interval width / truth: what a lower-bound gate pays for the coverage
+        "relative_width": {name: round(float(np.mean(v)), 4) for name, v in widths.items()},
         "best_dr_family": min(dr_family, key=dr_family.get),
         "best_dr_family_error": min(dr_family.values()),
         "seconds": round(time.perf_counter() - t, 1),
