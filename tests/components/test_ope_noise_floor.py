@@ -87,8 +87,7 @@ def test_a_night_without_clicks_where_the_candidate_differs_gets_a_floored_inter
     it to at least value -/+ z sd and it covers the truth."""
     truth = float(_epsilon_greedy(1, 1)[0] @ CTR)
     target, q = _epsilon_greedy(1), _reward_model(0.07)
-    seed = next(s for s in range(100) if _night(s).rewards[_night(s).actions == 1].sum() == 0)
-    data = _night(seed)
+    seed, data = next((s, d) for s in range(100) if (d := _night(s)).rewards[d.actions == 1].sum() == 0)
     comparison = ope.compare(data, target, ope.LOGGING_POLICY, q, num_bootstrap=200, seed=seed)
     grids = estimators.make_grids(estimators.DEFAULT_GRID)
     sums = estimators.data_sums(data, [target, ope.LOGGING_POLICY], q, 200, seed, grids)
@@ -135,8 +134,9 @@ def test_rare_click_coverage_rises_to_nominal(monkeypatch):
 def test_plentiful_clicks_the_floor_and_the_bootstrap_agree():
     """Four items, half the traffic explored, CTR 25-35%, the reward model right: the bootstrap
     sees the noise the floor assumes (click rates barely vary across items, so it is nearly all
-    the variance there is): the two spreads agree within 20% (IPS also carries the spread of w q), and the interval is the percentile
-    one where the bootstrap spreads more, else the floor's value -/+ z sd joined to it."""
+    the variance there is): the two spreads agree within 20% (IPS also carries the spread of
+    w q), and the interval is the percentile one where the bootstrap spreads more, else the
+    floor's value -/+ z sd joined to it."""
     n, k = 4000, 4
     rng = np.random.default_rng(3)
     logger = estimators.epsilon_greedy_probs(np.zeros(n, int), k, 0.5)
