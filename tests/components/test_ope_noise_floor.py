@@ -160,3 +160,17 @@ def test_plentiful_clicks_the_floor_and_the_bootstrap_agree():
         else:
             value = est[name].value
             assert (est[name].lower, est[name].upper) == (min(lower, value - z * floor), max(upper, value + z * floor))
+
+
+def test_a_candidate_that_never_takes_a_logged_action_is_untrusted_not_an_error():
+    """E_s[w] = 0: the self-normalized estimators' floor divides by it (a ZeroDivisionError in the
+    first version of the floor); every estimate must come back with the ESS reason instead."""
+    data = _night(4)
+    never = estimators.greedy_probs(np.full(N, K - 1), K)
+    data = ope.LoggedFeedback(
+        data.contexts, np.where(data.actions == K - 1, 0, data.actions), data.rewards, data.propensities
+    )
+    est = ope.estimate(data, never, _reward_model(0.07), num_bootstrap=50)
+    assert set(est) == set(ope.ESTIMATORS)
+    for name, e in est.items():
+        assert not e.trusted and "effective sample size" in e.reason, name

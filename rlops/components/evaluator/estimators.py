@@ -27,8 +27,8 @@ difference is paired.
 
 The reward-noise floor (0/1 rewards): where a policy's weight sits on a few records of actions
 the logger rarely took, a night may hold two or three clicks there, or none, and a bootstrap of
-no clicks says "no spread" (BENCHMARKS.md, "Closed loop": DR's [-0.015, 0.042] around a true
-0.089 at ESS 65). So no interval is narrower than value -/+ z sd, with sd^2 = sum (s c)^2
+no clicks says "no spread" (BENCHMARKS.md, "The reward-noise floor under the intervals": DR's
+[-0.015, 0.042] around a true 0.089 at ESS 65). So no interval is narrower than value -/+ z sd, with sd^2 = sum (s c)^2
 q (1 - q) / (sum s)^2: the Bernoulli noise the reward model q(x, a) gives each record, times
 the record's coefficient c on its reward (w for IPS and DR, w / E_s[w] self-normalized, the
 shrunk w of Switch-DR and DR-os). It counts the rare actions logged, not the clicks they got, so
@@ -91,7 +91,7 @@ class Diagnostics:
     reason: str | None
     # per policy the reward-noise floor's sd of DR (the module docstring): where it is above the
     # bootstrap's spread, it set the interval
-    noise_sd: dict[str, float] | None = None
+    noise_sd: dict[str, float]
 
     def as_dict(self) -> dict:
         return {
@@ -228,10 +228,10 @@ class PolicySums:
 class CoefficientSums:
     """sum (s c)^2 q (1 - q) over records for each kind of reward coefficient c."""
 
-    w: float  # c = w (IPS, DR)
-    switch: float  # c = w 1{w <= tau} at the chosen tau
-    os: float  # c = DR-os's shrunk w at the chosen lambda
-    mean_w: float  # E_s[w]: the self-normalized divide by it
+    w: np.float64  # c = w (IPS, DR)
+    switch: np.float64  # c = w 1{w <= tau} at the chosen tau
+    os: np.float64  # c = DR-os's shrunk w at the chosen lambda
+    mean_w: np.float64  # E_s[w]: the self-normalized divide by it (0 gives NaN, not an error)
 
 
 @dataclass(frozen=True)
@@ -241,7 +241,7 @@ class Estimator:
     needs_model: bool
     from_sums: Callable[[PolicySums], np.ndarray]
     # sum (s c)^2 q (1 - q) of its coefficients c on the rewards; None: no observed reward (DM)
-    noise: Callable[[CoefficientSums], float] | None
+    noise: Callable[[CoefficientSums], np.float64] | None
 
 
 # Plain terms: name -> per-record value. Grid terms: name -> per-record value at grid value g.
@@ -272,9 +272,9 @@ def bernoulli_variance(t: RecordTerms) -> np.ndarray:
     return q * (1.0 - q)
 
 
-def non_binary(t: RecordTerms, s: np.ndarray) -> np.ndarray:
+def non_binary(rewards: np.ndarray, s: np.ndarray) -> np.ndarray:
     """1 for a weighted record whose reward is not 0 or 1 (any one turns the floor off)."""
-    return ((s > 0) & (t.r != 0) & (t.r != 1)).astype(float)
+    return ((s > 0) & (rewards != 0) & (rewards != 1)).astype(float)
 
 
 TABLE: tuple[Estimator, ...] = (
@@ -303,9 +303,9 @@ MODEL_FREE = tuple(e.name for e in TABLE if not e.needs_model)
 class Layout:
     """Where each sum lives. Columns: [s] + per policy the bootstrapped block (plain terms, then
     each grid term at every grid value) | per policy the point-only block ((s w)^2 for ESS, then
-    per grid term and value the tuning squares, then the reward-noise floor's: the count of
-    rewards not 0 or 1, (s w)^2 q (1 - q), and (s w_hat)^2 q (1 - q) per grid value) | [count of
-    records with s > 0]."""
+    per grid term and value the tuning squares, then the reward-noise floor's (s w)^2 q (1 - q) and
+    (s w_hat)^2 q (1 - q) per grid value) | [count of weighted rewards not 0 or 1, count of records
+    with s > 0]."""
 
     num_policies: int
     grids: Grids  # one grid per GRID_TERMS entry
@@ -325,7 +325,7 @@ class Layout:
 
     @property
     def extra_block(self) -> int:
-        return self.noise_offset + 2 + self.grid_columns
+        return self.noise_offset + 1 + self.grid_columns
 
     @property
     def noise_offset(self) -> int:
@@ -338,7 +338,7 @@ class Layout:
 
     @property
     def width(self) -> int:
-        return self.boot_width + self.num_policies * self.extra_block + 1
+        return self.boot_width + self.num_policies * self.extra_block + 2
 
     def boot_slice(self, p: int) -> slice:
         start = 1 + p * self.boot_block
@@ -383,7 +383,7 @@ def policy_columns(t: RecordTerms, s: np.ndarray, grids: Grids) -> tuple[np.ndar
     extra = [(s * t.w) ** 2]  # sums to ESS's denominator
     wres = t.w * t.res
     v = bernoulli_variance(t)
-    noise = [non_binary(t, s), (s * t.w) ** 2 * v]
+    noise = [(s * t.w) ** 2 * v]
     for shrink, values in zip(GRID_TERMS.values(), grids):
         for g in values:
             shrunk = shrink(t.w, g)
@@ -408,7 +408,11 @@ def record_columns(
     s = np.asarray(weights, float)
     blocks = [policy_columns(record_terms(actions, rewards, propensities, p, q), s, grids) for p in policies]
     return np.concatenate(
-        [s[:, None]] + [b for b, _ in blocks] + [e for _, e in blocks] + [(s > 0).astype(float)[:, None]], 1
+        [s[:, None]]
+        + [b for b, _ in blocks]
+        + [e for _, e in blocks]
+        + [non_binary(np.asarray(rewards, float), s)[:, None], (s > 0).astype(float)[:, None]],
+        1,
     )
 
 
@@ -486,20 +490,20 @@ def noise_floor(sums: Sums, p: int, chosen: dict[str, int]) -> dict[str, float]:
     layout, point = sums.layout, sums.point
     extra = point[layout.extra_slice(p)]
     total = float(point[0])
-    non_binary_rewards, plain = extra[layout.noise_offset], extra[layout.noise_offset + 1]
-    grid = extra[layout.noise_offset + 2 :]
-    if total <= 0 or non_binary_rewards > 0:
+    if total <= 0 or point[-2] > 0:  # no weighted records, or a reward that is not 0 or 1
         return {e.name: 0.0 for e in TABLE}
+    grid = extra[layout.noise_offset + 1 :]
     coefficients = CoefficientSums(
-        w=float(plain),
-        switch=float(grid[layout.grid_offset("switch") + chosen["switch"]]),
-        os=float(grid[layout.grid_offset("os") + chosen["os"]]),
-        mean_w=float(point[layout.boot_slice(p)][list(TERMS).index("w")]) / total,
+        w=np.float64(extra[layout.noise_offset]),
+        switch=np.float64(grid[layout.grid_offset("switch") + chosen["switch"]]),
+        os=np.float64(grid[layout.grid_offset("os") + chosen["os"]]),
+        mean_w=np.float64(point[layout.boot_slice(p)][list(TERMS).index("w")] / total),
     )
     out = {}
-    for e in TABLE:
-        scale = 0.0 if e.noise is None else e.noise(coefficients)
-        out[e.name] = math.sqrt(scale) / total if math.isfinite(scale) and scale > 0 else 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for e in TABLE:
+            scale = 0.0 if e.noise is None else float(e.noise(coefficients))
+            out[e.name] = math.sqrt(scale) / total if math.isfinite(scale) and scale > 0 else 0.0
     return out
 
 
