@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from rlops.components.common import records
-from rlops.components.common.record_keys import file_record_keys
+from rlops.components.common.record_keys import file_record_keys, unit_record_keys
 from rlops.features.serving_names import NUM_ACTIONS, PER_ARM_PREFIX
 
 Array = np.ndarray[Any, Any]
@@ -43,9 +43,9 @@ class LoggedFeedback:
     # padding) and the items' dense arm features [M, Da] (what the shared reward model fits on).
     items: Array | None = None
     item_features: Array | None = None
-    # Stable per-record ids [N] uint64 (file_record_keys for records read from files): the
-    # bootstrap's weights, the reward-model sample and its folds are hashes of them. None: the
-    # row index.
+    # Stable per-record ids [N] uint64 (record_keys.py: of each record's split unit, or of its
+    # file and index): the bootstrap's weights, the reward-model sample and its folds are hashes
+    # of them, so records sharing a key are resampled together. None: the row index.
     keys: Array | None = None
 
     def __post_init__(self) -> None:
@@ -134,7 +134,11 @@ def load_logged_feedback(
         features=cat.get(records.FEATURES),
         items=arms.get("items"),
         item_features=arms.get("item_features"),
-        keys=split_record_keys(examples_uri, split, len(actions)),
+        keys=(
+            unit_record_keys(cat[records.SPLIT_UNIT])
+            if records.SPLIT_UNIT in cat
+            else split_record_keys(examples_uri, split, len(actions))
+        ),
     )
 
 

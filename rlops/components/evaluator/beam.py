@@ -31,7 +31,7 @@ import numpy as np
 
 from rlops.components.common import feedback
 from rlops.components.common.feedback import LoggedFeedback, split_files
-from rlops.components.common.record_keys import file_record_keys
+from rlops.components.common.record_keys import file_record_keys, unit_record_keys
 from rlops.components.common.records import PER_ARM_PREFIX
 from rlops.components.evaluator import estimators, reward_models
 from rlops.components.evaluator.estimators import LOGGING_POLICY, Sums
@@ -110,6 +110,7 @@ class Parser:
             spec.update(arm_spec)
             self.per_arm_names, self.arm_spec = list(arm_spec), arm_spec
         self.spec, self.schema = spec, schema
+        self.by_unit = records.SPLIT_UNIT in present  # keys from split units (record_keys.py)
         self.widths = {f.name: f.dim for f in schema.features if f.multivalent}
         self.pre = None if schema.is_legacy else Preprocessor(schema)
 
@@ -163,6 +164,16 @@ class Parser:
             item_features=arms.get("item_features"),
             keys=keys,
         )
+
+
+def batch_keys(serialized: Sequence[bytes], base: str, start: int, by_unit: bool) -> np.ndarray:
+    """Stable keys of records start.. of file `base`, as feedback.load_logged_feedback gives them:
+    of their split units when the records carry them (`by_unit`), else of (file, index)."""
+    if by_unit:
+        from rlops.components.common import records
+
+        return unit_record_keys(records.read_split_units(list(serialized)))
+    return file_record_keys(base, start, len(serialized))
 
 
 def catalog_items(catalog: ArmCatalog, features: dict, examples_uri: str) -> dict[str, np.ndarray]:
@@ -477,9 +488,10 @@ def run_pipeline(build, beam_pipeline_args: Sequence[str] | None, out_dir: str) 
     return value
 
 
-def _sample_pass(files: list[str], k: int, seed: int, parser: Parser | None, args, out_dir: str):
+def _sample_pass(files: list[str], k: int, seed: int, parser: Parser | None, by_unit: bool, args, out_dir: str):
     """(the bottom-k sample and record count, the split's ArmValues or None). `parser`: set up on
-    each worker to read the per-arm features (None: records without them)."""
+    each worker to read the per-arm features (None: records without them). `by_unit`: the records
+    carry split units (batch_keys)."""
     import apache_beam as beam
 
     combine = bottom_k_combine_fn()
@@ -502,7 +514,7 @@ def _sample_pass(files: list[str], k: int, seed: int, parser: Parser | None, arg
 
     def hashed(batch):
         base, start, recs = batch
-        keys = file_record_keys(base, start, len(recs))
+        keys = batch_keys(recs, base, start, by_unit)
         obj = np.empty(len(recs), object)
         obj[:] = recs
         return reward_models.sample_hashes(keys, seed), keys, obj
@@ -545,7 +557,7 @@ def _sums_pass(
 
         def process(self, batch):
             base, start, recs = batch
-            keys = file_record_keys(base, start, len(recs))
+            keys = batch_keys(recs, base, start, parser.by_unit)
             try:
                 data = parser.parse(recs, keys)
                 from rlops.components.evaluator.core import check_actions
@@ -628,7 +640,7 @@ def run_split(
     parser.setup()  # here too: a missing propensity column is one line before any pipeline starts
     k = max(config.reward_model_sample, config.dm_refit_records)
     per_arm = Parser(examples_uri, split, action_minimum) if parser.per_arm_names else None
-    (_, keys, recs, n), arms = _sample_pass(files, k, config.seed, per_arm, beam_pipeline_args, out_dir)
+    (_, keys, recs, n), arms = _sample_pass(files, k, config.seed, per_arm, parser.by_unit, beam_pipeline_args, out_dir)
     if n == 0:
         raise ValueError(f"examples: the {split} split has no records")
     parser.catalog = catalog = arm_catalog(arms, examples_uri)

@@ -308,6 +308,7 @@ RESERVED_KINDS = {
     records.ACTION_MASK: "int",
     records.WEIGHT: "float",
     records.TIMESTAMP: "int",
+    records.SPLIT_UNIT: "int",
 }
 _RESERVED_KINDS = RESERVED_KINDS
 

@@ -229,8 +229,10 @@ class EncodeBanditFn(beam.DoFn):
         self.multivalent = multivalent or {}
 
     def process(self, batch: ValidBatch) -> Iterator[Any]:
-        serialized = records.encode_bandit(batch.columns, self.feature_names, self.multivalent)
-        which = assign_splits(self.config, batch.columns, batch.split_key, batch.split_time, self.feature_names)
+        unit = split_hash(batch.columns, batch.split_key, batch.split_time, self.feature_names)
+        columns = batch.columns if unit is None else {**batch.columns, records.SPLIT_UNIT: unit.view(np.int64)}
+        serialized = records.encode_bandit(columns, self.feature_names, self.multivalent)
+        which = assign_splits(self.config, batch.columns, batch.split_key, batch.split_time, self.feature_names, unit)
         for i, s in enumerate(self.config.splits.splits):
             idx = np.flatnonzero(which == i)
             if len(idx) == len(serialized):
@@ -239,19 +241,34 @@ class EncodeBanditFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(s.name, ([serialized[j] for j in idx], len(idx)))
 
 
+def split_hash(
+    columns: dict[str, np.ndarray],
+    key: np.ndarray | None,
+    time: np.ndarray | None,
+    feature_names: tuple[str, ...] = (records.CONTEXT,),
+) -> np.ndarray | None:
+    """[N] uint64 hash each record's split is drawn from (its key's, or its content's); None when
+    the split is by time. Written into the record as its `split_unit`."""
+    if time is not None:
+        return None
+    order = tuple(feature_names) + tuple(k for k in records.BANDIT_ORDER if k not in feature_names)
+    return splits.key_hash(key) if key is not None else splits.content_hash(columns, order)
+
+
 def assign_splits(
     config: ExperienceGenConfig,
     columns: dict[str, np.ndarray],
     key: np.ndarray | None,
     time: np.ndarray | None,
     feature_names: tuple[str, ...] = (records.CONTEXT,),
+    unit: np.ndarray | None = None,
 ) -> np.ndarray:
-    s = config.splits
-    if time is not None:
-        return splits.by_time(time, s.time_boundaries)
-    order = tuple(feature_names) + tuple(k for k in records.BANDIT_ORDER if k not in feature_names)
-    h = splits.key_hash(key) if key is not None else splits.content_hash(columns, order)
-    return splits.by_hash(h, s.splits)
+    """Split index per record: by time, or by the record's `split_hash` (`unit`: already computed)."""
+    h = split_hash(columns, key, time, feature_names) if unit is None else unit
+    if h is None:
+        assert time is not None
+        return splits.by_time(time, config.splits.time_boundaries)
+    return splits.by_hash(h, config.splits.splits)
 
 
 # --- trajectories: group steps into episodes --------------------------------------------------
@@ -434,6 +451,8 @@ def _schema(p: beam.Pipeline, plan: Plan, valid: beam.PCollection, examples_uri:
     reserved = tuple(f.name for f in plan.layout.fields if f.feature_kind is None and f.name in features.RESERVED_KINDS)
     if plan.item_table is not None:
         reserved += (records.ACTION,)
+    if plan.config.splits.time_column is None:
+        reserved += (records.SPLIT_UNIT,)
     cols = plan.config.bandit_columns.features
     if not cols:
         from rlops.features.schema import FeatureSchema

@@ -28,6 +28,7 @@ from rlops.components.common.records import (  # noqa: F401 (re-exported: the la
     POLICY_INFO_PREFIX,
     PROPENSITY,
     REWARD,
+    SPLIT_UNIT,
     STEP,
     STEP_TYPE,
     TERMINAL,
@@ -77,6 +78,7 @@ _BANDIT_DTYPES = {
     ACTION_MASK: np.int64,
     WEIGHT: np.float32,
     TIMESTAMP: np.int64,
+    SPLIT_UNIT: np.int64,
 }
 
 
@@ -102,7 +104,8 @@ def encode_bandit(
     from tfx_bsl.coders import example_coder
 
     features = [CONTEXT] if features is None else list(features)
-    names = [k for k in features if k in columns] + [k for k in BANDIT_ORDER if k in columns and k != CONTEXT]
+    trailing = (*BANDIT_ORDER, SPLIT_UNIT)
+    names = [k for k in features if k in columns] + [k for k in trailing if k in columns and k != CONTEXT]
     arrays = []
     for k in names:
         v = np.asarray(columns[k])
