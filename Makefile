@@ -12,11 +12,12 @@ export TF_USE_LEGACY_KERAS ?= 0
 export PYTHONWARNINGS ?= ignore::FutureWarning,ignore::DeprecationWarning
 
 # The core's unit and golden tests: the layers that need no TFX / Beam (rlops/agents, envs, train,
-# features' schema). Sized to fit: the learning tests (marked slow) and the heaviest strategy
-# equivalence and resume trials (PPO under Mirrored/TPU strategies, on_policy's resume jobs) run
-# once, in .venv.
+# features' schema). Each test runs on one stack (tests/conftest.py, `--stack`): the core's fast
+# tests on current TensorFlow only; its learning tests (marked slow) and heaviest strategy
+# equivalence and resume trials (PPO under Mirrored/TPU strategies, on_policy's resume jobs) on
+# the pinned stack only; the golden tests against TF-Agents' numbers on both.
 CORE_TESTS := tests/agents tests/golden tests/envs tests/train tests/features/test_feature_schema.py
-CORE_PYTEST := -m "not slow" -k "not (ppo and mirrored) and not tpu_strategy and not resume and not direct_and_learner_paths and not reward_scale"
+CORE_PYTEST := --stack core
 
 .PHONY: setup run test test-fast test-core lint bench golden clean
 
@@ -43,7 +44,7 @@ run: $(VENV)/.installed
 	$(BIN)/rlops run bandit --summary-json out/bandit_summary.json
 
 # Everything, each part even when an earlier one failed (all failures show), failing if any did:
-# the whole suite on the pinned stack (three pytest-xdist workers on two cores: the workers wait on
+# the suite on the pinned stack, but for the core's fast tests (three pytest-xdist workers on two cores: the workers wait on
 # subprocesses and disk, measured 12% faster than two on test-fast; a test file per worker at a time,
 # so module fixtures are built once), and beside it the core on current TensorFlow, then lint and
 # types: those two fill the cores while the suite waits on subprocesses and its last long files;
@@ -54,7 +55,7 @@ XDIST = -n 3 --dist loadfile
 # and their subprocesses on two cores otherwise spin-wait on each other's threads (test-fast, back
 # to back, one pair: 279 s wall and 519 CPU-s against 299 s and 540).
 TEST_THREADS = TF_NUM_INTRAOP_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-TEST_CMD = $(TEST_THREADS) $(BIN)/python -m pytest -q $(XDIST) --durations=25 tests
+TEST_CMD = $(TEST_THREADS) $(BIN)/python -m pytest -q $(XDIST) --stack pinned --durations=25 tests
 CORE_TEST_CMD = $(TEST_THREADS) $(CORE_BIN)/python -m pytest -q --durations=10 $(CORE_PYTEST) $(CORE_TESTS)
 LINT_CMDS = $(BIN)/ruff check rlops tests benchmarks || status=1; \
 	$(BIN)/ruff format --check rlops tests benchmarks || status=1; \

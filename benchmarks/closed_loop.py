@@ -77,6 +77,7 @@ class LoopConfig:
     hidden_sizes: tuple[int, ...] = (64,)
     network: str = "common_tower"  # trainer.network (per-arm): or 'dot_product' (two towers)
     reward_loss: str = "squared_error"  # trainer.reward_loss: or 'sigmoid_cross_entropy' (logits)
+    weight_decay: float = 0.0  # trainer.weight_decay
     # The item's id as one more item feature (per-arm): lets the arm tower learn each item's own
     # embedding, which its category, brand, price and popularity do not fully determine.
     item_id_feature: bool = False
@@ -325,6 +326,7 @@ def night_yaml(config: LoopConfig, gen, root: str, night_dir: str) -> dict:
             "hidden_sizes": list(config.hidden_sizes),
             "network": config.network,
             "reward_loss": config.reward_loss,
+            "weight_decay": config.weight_decay,
             "learning_rate": config.learning_rate,
             "batch_size": config.batch_size,
             "train_steps": config.train_steps,
@@ -754,6 +756,7 @@ def main() -> None:
         help="trainer.hidden_sizes, comma-separated (dot_product: the last is the embedding size)",
     )
     ap.add_argument("--learning-rate", type=float, default=LoopConfig.learning_rate)
+    ap.add_argument("--weight-decay", type=float, default=LoopConfig.weight_decay, help="trainer.weight_decay")
     ap.add_argument("--batch-size", type=int, default=LoopConfig.batch_size)
     ap.add_argument("--item-id-feature", action="store_true", help="per-arm: the item's id is one more item feature")
     ap.add_argument("--serving-epsilon", type=float, default=LoopConfig.serving_epsilon)
@@ -828,6 +831,7 @@ def main() -> None:
             reward_loss=args.reward_loss,
             hidden_sizes=tuple(int(h) for h in args.hidden_sizes.split(",") if h),
             learning_rate=args.learning_rate,
+            weight_decay=args.weight_decay,
             batch_size=args.batch_size,
             item_id_feature=args.item_id_feature,
             serving_epsilon=args.serving_epsilon,
@@ -900,6 +904,7 @@ def main() -> None:
         reward_loss=args.reward_loss,
         hidden_sizes=args.hidden_sizes,
         learning_rate=args.learning_rate,
+        weight_decay=args.weight_decay,
         batch_size=args.batch_size,
         item_id_feature=args.item_id_feature,
         serving_epsilon=args.serving_epsilon,

@@ -55,7 +55,43 @@ LONGEST_FIRST = (
 )
 
 
+# Which stack runs which test (`make test`: `--stack pinned` in .venv beside `--stack core` in
+# .venv-core; plain pytest runs everything). The core's fast tests run once, on current TensorFlow;
+# its learning tests (marked slow) and heaviest trials (HEAVY_CORE: PPO under Mirrored/TPU
+# strategies, the resume jobs, ...) run on the pinned stack only, and the golden tests against
+# TF-Agents' numbers on both: parity holds on the stack the pipelines ship with too.
+CORE_PATHS = ("tests/agents/", "tests/golden/", "tests/envs/", "tests/train/", "tests/features/test_feature_schema.py")
+BOTH_STACKS = ("tests/golden/",)
+HEAVY_CORE = (("ppo", "mirrored"), ("tpu_strategy",), ("resume",), ("direct_and_learner_paths",), ("reward_scale",))
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--stack",
+        choices=("all", "core", "pinned"),
+        default="all",
+        help="core: the core's tests for current TensorFlow; pinned: everything else, and the golden tests",
+    )
+
+
+def runs_on_core(item: pytest.Item) -> bool:
+    """The core's fast tests (what `--stack core` selects)."""
+    nodeid = item.nodeid.lower()
+    heavy = any(all(word in nodeid for word in words) for words in HEAVY_CORE)
+    return item.nodeid.startswith(CORE_PATHS) and item.get_closest_marker("slow") is None and not heavy
+
+
 def pytest_collection_modifyitems(config, items):
+    stack = config.getoption("--stack")
+    if stack != "all":
+        keep = [
+            item
+            for item in items
+            if runs_on_core(item) == (stack == "core") or (stack == "pinned" and item.nodeid.startswith(BOTH_STACKS))
+        ]
+        kept = {id(item) for item in keep}
+        config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept])
+        items[:] = keep
     rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: file order kept
 

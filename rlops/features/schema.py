@@ -26,7 +26,7 @@ TFMD_SCHEMA_FILE = "schema.pbtxt"
 SCHEMA_FORMAT = "rlops.feature_schema/1"
 LEGACY_CONTEXT = "context"
 # Fields of the bandit record that are not context features.
-RESERVED = ("action", "reward", "propensity", "action_mask", "weight", "timestamp", "split_unit")
+RESERVED = ("action", "reward", "propensity", "action_mask", "weight", "timestamp", "split_unit", "split_content")
 STD_FLOOR = 1e-6  # a constant column is centred, not blown up
 
 

@@ -1,6 +1,6 @@
 """The Beam engine against the in-memory one: one estimator table, one hash-derived bootstrap,
 so both give the same estimates, intervals and ESS (<= 1e-9) -- through the CombineFn on per-arm
-records with varying candidates, masks and weights, and end to end on 100k records (SavedModels
+records with varying candidates, masks and weights, and end to end on 40k records (SavedModels
 scored on the workers, the reward model fitted on a hash sample) with 1 and 2 DirectRunner
 workers, and on per-arm Examples with fixed and varying candidate sets (the first pass's item
 catalog numbers items as the in-memory engine does). Bad input is one line or NOT_BLESSED with a
@@ -22,7 +22,8 @@ from rlops.components.evaluator import beam as beam_engine, bootstrap, core, est
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.experience_gen import records
 
-# Slow: the Beam engine against the in-memory one on 100k records; `make test` runs it.
+# Slow: the Beam engine against the in-memory one on 40k records; `make test` runs it.
+N = 40_000  # 2 shards of 2 read batches each: bundles, workers and chunks all split the sums
 pytestmark = pytest.mark.slow
 
 D, K = 3, 4
@@ -176,7 +177,7 @@ def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("beam_eval")
     return {
         "root": root,
-        "examples": write_examples(str(root / "examples"), 100_000),
+        "examples": write_examples(str(root / "examples"), N),
         "good": save_policy(str(root / "good"), THETA),
         "bad": save_policy(str(root / "bad"), -THETA),
     }
@@ -185,7 +186,7 @@ def world(tmp_path_factory):
 def _config(**kw):
     # A reward-model sample smaller than the split: the bottom-k hash sample is exercised too.
     return EvaluatorConfig(
-        kind="bandit", num_bootstrap=100, reward_model_sample=20_000, dm_refits=10, dm_refit_records=2_000, **kw
+        kind="bandit", num_bootstrap=100, reward_model_sample=8_000, dm_refits=10, dm_refit_records=2_000, **kw
     )
 
 
@@ -203,7 +204,7 @@ def run_pipeline(world, tmp, engine, args=None):
 
 
 @pytest.mark.slow
-def test_beam_engine_equals_in_memory_on_100k_records_with_one_and_two_workers(world, tmp_path):
+def test_beam_engine_equals_in_memory_on_40k_records_with_one_and_two_workers(world, tmp_path):
     memory = run_pipeline(world, tmp_path / "memory", "memory").metrics
     runs = {
         "beam": run_pipeline(world, tmp_path / "beam", "beam"),
@@ -211,11 +212,11 @@ def test_beam_engine_equals_in_memory_on_100k_records_with_one_and_two_workers(w
             world, tmp_path / "beam2", "beam", ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
         ),
     }
-    assert memory["engine"] == "memory" and memory["eval_records"] == 100_000
+    assert memory["engine"] == "memory" and memory["eval_records"] == N
     assert memory["blessed"] and memory["trust"]["trusted"]
     for name, result in runs.items():
         got = result.metrics
-        assert got["engine"] == "beam" and got["eval_records"] == 100_000, name
+        assert got["engine"] == "beam" and got["eval_records"] == N, name
         for group in ("candidate", "baseline_estimates", "improvement", "candidate_greedy"):
             assert_same_estimates(got[group], memory[group])
         for who in ("candidate", "baseline"):

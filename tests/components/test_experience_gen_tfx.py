@@ -67,7 +67,8 @@ def test_local_dag_runner_with_statistics_gen(tmp_path, eg_data):
     s.ParseFromString(
         tf.io.gfile.GFile(os.path.join(stats_artifact.uri, "Split-train", "FeatureStats.pb"), "rb").read()
     )
-    assert {f.path.step[0] for f in s.datasets[0].features} == {"context", "action", "reward", "propensity"}
+    features = {f.path.step[0] for f in s.datasets[0].features}
+    assert features == {"context", "action", "reward", "propensity", "split_content"}
 
 
 def test_kfp_entry_records_counts_in_artifact_metadata(tmp_path, eg_data):

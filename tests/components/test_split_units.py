@@ -1,19 +1,21 @@
 """The bootstrap resamples what the split sampled: each record carries the hash its split was drawn
-from (`split_unit`), and the Evaluator keys its bootstrap by it, so rows a split assigned
-together (identical rows under the default content hash, a user's rows under a user key) are
-resampled together. Resampled one at a time they passed for independent draws and the intervals
-came out too narrow: the closed loop, whose logs repeat 47% of their rows, covered 10 of 15."""
+from (`split_content` under the default content hash, `split_unit` under a key), and the Evaluator
+draws its bootstrap weights from it (bootstrap.py's docstring). Resampled one at a time, the
+copies of a row the content hash sent to eval together passed for independent draws and the
+intervals came out too narrow: the closed loop, whose logs repeat 47% of their rows, covered 10
+of 15 nights."""
 
 from __future__ import annotations
 
 import glob
+import os
 
 import numpy as np
 import tensorflow as tf
 
 from rlops.components.common import feedback, records
-from rlops.components.common.record_keys import splitmix64, unit_record_keys
-from rlops.components.evaluator import beam as evaluator_beam, estimators, ope
+from rlops.components.common.record_keys import file_record_keys, splitmix64, unit_record_keys
+from rlops.components.evaluator import beam as evaluator_beam, bootstrap, estimators, ope
 from rlops.components.experience_gen import (
     BanditColumns,
     ExperienceGenConfig,
@@ -49,11 +51,11 @@ def _content(ex: tf.train.Example) -> tuple:
     return tuple(tuple(getattr(f[k], f[k].WhichOneof("kind")).value) for k in sorted(f) if k != records.SPLIT_UNIT)
 
 
-def _unit(ex: tf.train.Example) -> int:
-    return ex.features.feature[records.SPLIT_UNIT].int64_list.value[0]
+def _unit(ex: tf.train.Example, name: str = records.SPLIT_CONTENT) -> int:
+    return ex.features.feature[name].int64_list.value[0]
 
 
-def test_each_record_carries_the_unit_its_split_was_drawn_from(tmp_path, eg_data):
+def test_each_record_carries_the_content_hash_its_split_was_drawn_from(tmp_path, eg_data):
     logs = eg_data.bandit_logs(200, seed=9)
     repeat = np.r_[np.arange(200), np.repeat(np.arange(40), 3)]  # 40 rows logged 4 times each
     logs = {k: v[repeat] for k, v in logs.items()}
@@ -63,27 +65,32 @@ def test_each_record_carries_the_unit_its_split_was_drawn_from(tmp_path, eg_data
     unit_of: dict[tuple, int] = {}
     for index, split in enumerate(config.names):
         for ex in _records(examples, split):
+            assert records.SPLIT_UNIT not in ex.features.feature
             unit = np.array([_unit(ex)], np.int64)
-            # The unit is the hash the split came from, and identical rows share one.
+            # The hash the split came from, and identical rows share one.
             assert splits.by_hash(unit.view(np.uint64), config.splits)[0] == index
             assert unit_of.setdefault(_content(ex), int(unit[0])) == int(unit[0])
     assert len(unit_of) == 200  # 240 records, 200 distinct rows
 
-    # Both engines key the eval records by their units: copies share a key, so the bootstrap
-    # draws them together (the same multiplicity in every replicate).
+    # Both engines key the eval records by content, and each copy by its file and index.
     data = feedback.load_logged_feedback(examples, "eval")
     eval_records = _records(examples, "eval")
-    expected = unit_record_keys([_unit(ex) for ex in eval_records])
-    assert np.array_equal(data.record_keys, expected)
+    content = unit_record_keys([_unit(ex) for ex in eval_records])
     files = feedback.split_files(examples, "eval")
+    assert len(files) == 1
+    copies = file_record_keys(os.path.basename(files[0]), 0, len(eval_records))
+    assert np.array_equal(data.record_keys, content) and np.array_equal(data.copy_keys, copies)
     serialized = [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
-    assert np.array_equal(evaluator_beam.batch_keys(serialized, "ignored", 0, by_unit=True), expected)
-    copies = [i for i, ex in enumerate(eval_records) if sum(_content(e) == _content(ex) for e in eval_records) > 1]
-    assert copies, "some repeated rows landed in eval"
-    boot = ope.bootstrap_sums(np.eye(len(expected)), expected, 50, 0)  # [B, n]: each record's multiplicity
-    for i in copies:
-        twins = [j for j, e in enumerate(eval_records) if _content(e) == _content(eval_records[i])]
-        assert all(np.array_equal(boot[:, i], boot[:, j]) for j in twins)
+    got = evaluator_beam.batch_keys(serialized, os.path.basename(files[0]), 0, records.SPLIT_CONTENT)
+    assert np.array_equal(got[0], content) and np.array_equal(got[1], copies)
+
+    # A replicate weighs a record by its content's and its own Poisson draws, mixed.
+    weights = bootstrap.poisson_weights(data.bootstrap_keys, 50, 0)
+    draws = [bootstrap.poisson_weights(k, 50, 0) for k in (content, copies)]
+    c = bootstrap.COPY_SCALE
+    np.testing.assert_allclose(weights, c * (draws[0] + draws[1]) + 1 - 2 * c)
+    counts = [sum(_content(e) == _content(ex) for e in eval_records) for ex in eval_records]
+    assert max(counts) > 1, "some repeated rows landed in eval"
 
 
 def test_a_key_split_records_the_keys_hash_and_a_time_split_none(tmp_path, eg_data):
@@ -93,13 +100,16 @@ def test_a_key_split_records_the_keys_hash_and_a_time_split_none(tmp_path, eg_da
     for split in ("train", "eval"):
         for ex in _records(examples, split):
             user = users[tuple(np.float32(ex.features.feature["context"].float_list.value).tolist())]
-            assert _unit(ex) == int(splits.key_hash(np.array([user], object)).view(np.int64)[0])
+            assert records.SPLIT_CONTENT not in ex.features.feature
+            assert _unit(ex, records.SPLIT_UNIT) == int(splits.key_hash(np.array([user], object)).view(np.int64)[0])
+    data = feedback.load_logged_feedback(examples, "eval")  # a user's records: one key, resampled whole
+    assert data.copy_keys is None and len(np.unique(data.record_keys)) < len(data.actions)
 
     logs["ts"] = np.arange(120)
     timed = _ingest(tmp_path / "time", eg_data, logs, SplitConfig(time_column="ts", time_boundaries=(90,)))
-    assert all(records.SPLIT_UNIT not in ex.features.feature for ex in _records(timed, "eval"))
-    data = feedback.load_logged_feedback(timed, "eval")  # no units: keyed by file and index
-    assert len(np.unique(data.record_keys)) == len(data.actions) == 30
+    assert all(records.split_hash_name(ex) is None for ex in _records(timed, "eval"))
+    data = feedback.load_logged_feedback(timed, "eval")  # no split hash: keyed by file and index
+    assert data.copy_keys is None and len(np.unique(data.record_keys)) == len(data.actions) == 30
 
 
 def _clustered_night(seed: int, users: int = 30, k: int = 4, n: int = 4000):
@@ -123,18 +133,31 @@ def _clustered_night(seed: int, users: int = 30, k: int = 4, n: int = 4000):
     return ope.subset(data, rows), content[rows], truth, target[rows]
 
 
-def test_resampling_the_splits_units_restores_coverage():
-    """200 nights: IPS / SNIPS intervals resampling rows one at a time miss the truth far more
-    often than 5% (the night's copies pass for independent draws); resampling the units covers."""
-    hits = {"rows": {"ips": 0, "snips": 0}, "units": {"ips": 0, "snips": 0}}
-    nights = 200
+def test_resampling_contents_and_copies_restores_coverage():
+    """300 nights: IPS / SNIPS intervals resampling rows one at a time miss the truth far more
+    often than 5% (copies sent to eval together pass for independent draws); resampling each
+    content whole over-covers with wider intervals; contents and copies mixed cover as asked."""
+    keyings = ("rows", "contents", "contents_and_copies")
+    hits = {keying: {"ips": 0, "snips": 0} for keying in keyings}
+    width = {keying: 0.0 for keying in keyings}
+    nights = 300
     for seed in range(nights):
         data, content, truth, target = _clustered_night(seed)
-        for keying, keys in (("rows", None), ("units", unit_record_keys(content))):
-            night = ope.LoggedFeedback(data.contexts, data.actions, data.rewards, data.propensities, keys=keys)
+        rows = np.arange(len(content), dtype=np.uint64)
+        for keying, keys, copy_keys in (
+            ("rows", None, None),
+            ("contents", unit_record_keys(content), None),
+            ("contents_and_copies", unit_record_keys(content), rows),
+        ):
+            night = ope.LoggedFeedback(
+                data.contexts, data.actions, data.rewards, data.propensities, keys=keys, copy_keys=copy_keys
+            )
             est = ope.estimate(night, target, None, num_bootstrap=200, seed=seed)
             for name in hits[keying]:
                 hits[keying][name] += est[name].lower <= truth <= est[name].upper
+            width[keying] += (est["ips"].upper - est["ips"].lower) / nights
     rate = {keying: {name: h / nights for name, h in counts.items()} for keying, counts in hits.items()}
-    assert all(rate["units"][name] >= 0.9 for name in ("ips", "snips")), rate
     assert all(rate["rows"][name] < 0.8 for name in ("ips", "snips")), rate
+    assert all(rate["contents"][name] >= 0.97 for name in ("ips", "snips")), rate
+    assert all(0.91 <= rate["contents_and_copies"][name] <= 0.98 for name in ("ips", "snips")), rate
+    assert width["contents_and_copies"] < 0.85 * width["contents"], width

@@ -92,3 +92,30 @@ def test_the_built_agent_scores_with_two_towers_and_trains_on_the_log_loss():
         grads = tape.gradient(loss, net.trainable_variables)
         optimizer.apply_gradients(zip(grads, net.trainable_variables))
     assert float(agent.reward_loss(obs, actions, rewards)) < start - 0.1
+
+
+def test_weight_decay_is_checked_and_only_for_the_network_agent():
+    with pytest.raises(ValueError, match=r"^trainer\.weight_decay must be >= 0, got -0\.1$"):
+        TrainerConfig(num_actions=3, weight_decay=-0.1)
+    with pytest.raises(ValueError, match=r"^trainer\.weight_decay: .* agent 'lin_ucb' has none"):
+        TrainerConfig(agent="lin_ucb", num_actions=3, weight_decay=0.01)
+
+
+def test_weight_decay_shrinks_each_weight_by_learning_rate_times_decay_per_step():
+    """Decoupled (AdamW-style): with a zero gradient an Adam step leaves a weight as it is, and
+    weight_decay takes lr x decay of it; 0 builds the optimizer TF-Agents' numbers were pinned with."""
+    lr, decay = 0.05, 0.2
+    weights = {}
+    for wd in (0.0, decay):
+        config = TrainerConfig(num_actions=K, hidden_sizes=(4,), learning_rate=lr, weight_decay=wd)
+        agent = make_bandit_agent(config, D, tf.Variable(0, dtype=tf.int64))
+        net, optimizer = agent.reward_network, agent._optimizer
+        assert optimizer.weight_decay == (decay if wd else None)
+        net(tf.zeros((1, D)))
+        before = [v.numpy().copy() for v in net.trainable_variables]
+        optimizer.apply_gradients([(tf.zeros_like(v), v) for v in net.trainable_variables])
+        weights[wd] = (before, [v.numpy() for v in net.trainable_variables])
+    for b, a in zip(*weights[0.0]):
+        np.testing.assert_array_equal(a, b)
+    for b, a in zip(*weights[decay]):
+        np.testing.assert_allclose(a, b * (1 - lr * decay), rtol=1e-6, atol=1e-8)

@@ -43,8 +43,7 @@ def test_side_input_join_matches_the_in_process_join_and_quarantines_unknown_ids
             if isinstance(out, Quarantined):
                 rejected.append((out.line, out.code, out.message))
                 continue
-            serialized = records.encode_bandit(out.columns, names, multivalent)
-            which = pipeline.assign_splits(plan.config, out.columns, out.split_key, out.split_time, names)
+            serialized, which = pipeline.encode_and_split(plan.config, out, names, multivalent)
             for i, s in enumerate(serialized):
                 expected.append((f"Split-{plan.config.splits.splits[which[i]].name}", s))
     assert sorted(rejected) == side

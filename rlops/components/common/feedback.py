@@ -47,10 +47,13 @@ class LoggedFeedback:
     # file and index): the bootstrap's weights, the reward-model sample and its folds are hashes
     # of them, so records sharing a key are resampled together. None: the row index.
     keys: Array | None = None
+    # Beside `keys` when they are content hashes (records.SPLIT_CONTENT): each copy's own key
+    # [N] uint64 (its file and index); the bootstrap then resamples the content and the copy.
+    copy_keys: Array | None = None
 
     def __post_init__(self) -> None:
         n = len(self.actions)
-        for name in ("contexts", "rewards", "propensities", "weights", "action_mask", "keys"):
+        for name in ("contexts", "rewards", "propensities", "weights", "action_mask", "keys", "copy_keys"):
             value = getattr(self, name)
             if value is not None and len(value) != n:
                 raise ValueError(f"LoggedFeedback.{name} has {len(value)} rows, actions has {n}")
@@ -102,6 +105,14 @@ class LoggedFeedback:
     def record_keys(self) -> Array:
         return np.arange(len(self.actions), dtype=np.uint64) if self.keys is None else np.asarray(self.keys, np.uint64)
 
+    @property
+    def bootstrap_keys(self) -> Array:
+        """What the bootstrap weights are drawn from: record_keys [N], or with copy keys [2, N]
+        (rlops.components.evaluator.bootstrap.poisson_weights)."""
+        if self.copy_keys is None:
+            return self.record_keys
+        return np.stack([self.record_keys, np.asarray(self.copy_keys, np.uint64)])
+
 
 def load_logged_feedback(
     examples_uri: str, split: str = "eval", max_records: int | None = None, action_minimum: int | None = 0
@@ -134,12 +145,19 @@ def load_logged_feedback(
         features=cat.get(records.FEATURES),
         items=arms.get("items"),
         item_features=arms.get("item_features"),
-        keys=(
-            unit_record_keys(cat[records.SPLIT_UNIT])
-            if records.SPLIT_UNIT in cat
-            else split_record_keys(examples_uri, split, len(actions))
-        ),
+        **feedback_keys(cat, examples_uri, split, len(actions)),
     )
+
+
+def feedback_keys(cat: dict[str, Any], examples_uri: str, split: str, count: int) -> dict[str, Array]:
+    """LoggedFeedback's keys (and copy keys) of a split's records (record_keys.py): of their
+    split unit or content hash when they carry one, else of their file and index."""
+    if records.SPLIT_UNIT in cat:
+        return {"keys": unit_record_keys(cat[records.SPLIT_UNIT])}
+    files = split_record_keys(examples_uri, split, count)
+    if records.SPLIT_CONTENT in cat:
+        return {"keys": unit_record_keys(cat[records.SPLIT_CONTENT]), "copy_keys": files}
+    return {"keys": files}
 
 
 def split_files(examples_uri: str, split: str) -> list[str]:

@@ -6,9 +6,11 @@ feature names: a user's context feature cannot take them (per-arm names: rlops.f
 
 Bandit feedback: one tf.Example per decision with features
     context [D] float, action int64, reward float, propensity float (if logged),
-    action_mask [K] int64, weight float, timestamp int64 (if mapped), split_unit int64 (the
-    hash that drew the record's split: records the split assigned together share it, and the
-    Evaluator's bootstrap resamples them together; absent under a split by time).
+    action_mask [K] int64, weight float, timestamp int64 (if mapped), and the int64 hash that
+    drew the record's split: split_unit under `splits.key` (a unit's records, e.g. a user's, go
+    to one split together) or split_content under the default content hash (identical rows go
+    together); absent under a split by time. The Evaluator's bootstrap resamples them as the
+    split drew them (rlops.components.common.record_keys).
 Trajectories: one tf.SequenceExample per episode, steps in order. Context features
     episode_id bytes, length int64; feature lists (one entry per step)
     observation [D] float, action (int64, or [A] float), reward, discount float,
@@ -43,7 +45,9 @@ if TYPE_CHECKING:  # TensorFlow is imported inside the readers that use it
 CONTEXT, ACTION, REWARD, PROPENSITY = "context", "action", "reward", "propensity"
 ACTION_MASK, WEIGHT, TIMESTAMP = "action_mask", "weight", "timestamp"
 BANDIT_ORDER = (CONTEXT, ACTION, REWARD, PROPENSITY, ACTION_MASK, WEIGHT, TIMESTAMP)
-SPLIT_UNIT = "split_unit"  # written after the fields above; never part of the content it hashes
+# Written after the fields above (never part of the content they hash): one of the two.
+SPLIT_UNIT, SPLIT_CONTENT = "split_unit", "split_content"
+SPLIT_HASHES = (SPLIT_UNIT, SPLIT_CONTENT)
 # Trajectory features.
 EPISODE_ID, LENGTH, STEP, OBSERVATION = "episode_id", "length", "step", "observation"
 DISCOUNT, TERMINAL, STEP_TYPE, NEXT_STEP_TYPE = "discount", "terminal", "step_type", "next_step_type"
@@ -256,12 +260,18 @@ def episode_dataset(
 FEATURES = "features"
 
 
-def read_split_units(serialized: list[bytes]) -> np.ndarray[Any, Any]:
-    """[N] int64 `split_unit` of serialized bandit records (each must carry it)."""
+def split_hash_name(example: tf.train.Example) -> str | None:
+    """Which split hash a split's records carry (its first record tells): SPLIT_UNIT,
+    SPLIT_CONTENT, or None (a split by time, or Examples written elsewhere)."""
+    return next((name for name in SPLIT_HASHES if name in example.features.feature), None)
+
+
+def read_split_hashes(serialized: list[bytes], name: str) -> np.ndarray[Any, Any]:
+    """[N] int64 split hash `name` of serialized bandit records (each must carry it)."""
     import tensorflow as tf
 
-    spec = {SPLIT_UNIT: tf.io.FixedLenFeature([], tf.int64)}
-    return tf.io.parse_example(tf.constant(serialized), spec)[SPLIT_UNIT].numpy()
+    spec = {name: tf.io.FixedLenFeature([], tf.int64)}
+    return tf.io.parse_example(tf.constant(serialized), spec)[name].numpy()
 
 
 def read_logged_bandit(examples_uri: str, split: str = "eval", max_records: int | None = None) -> dict[str, Any]:
@@ -269,7 +279,7 @@ def read_logged_bandit(examples_uri: str, split: str = "eval", max_records: int 
     features through the Examples' own Preprocessor: what a reward model fits on), `action`,
     `reward`, `propensity` (when logged) and, for named features, `features` {name: raw values}
     (strings as bytes) -- what a policy exported with its preprocessing acts on -- and
-    `split_unit` when the records carry it."""
+    `split_unit` or `split_content` when the records carry it."""
     import tensorflow as tf
 
     from rlops.features import FeatureSchema, Preprocessor, load as load_schema
@@ -288,8 +298,9 @@ def read_logged_bandit(examples_uri: str, split: str = "eval", max_records: int 
     spec = bandit_feature_spec(1, mask_width, propensity=PROPENSITY in present, weight=WEIGHT in present)
     del spec[CONTEXT]
     spec.update(feature_parse_spec(schema))
-    if SPLIT_UNIT in present:
-        spec[SPLIT_UNIT] = tf.io.FixedLenFeature([], tf.int64)
+    for name in SPLIT_HASHES:
+        if name in present:
+            spec[name] = tf.io.FixedLenFeature([], tf.int64)
     per_arm_names: list[str] = []
     if schema.per_arm:  # per_arm/<name> [K] and num_actions travel with the raw features
         from rlops.features.per_arm import per_arm_key

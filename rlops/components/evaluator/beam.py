@@ -110,7 +110,7 @@ class Parser:
             spec.update(arm_spec)
             self.per_arm_names, self.arm_spec = list(arm_spec), arm_spec
         self.spec, self.schema = spec, schema
-        self.by_unit = records.SPLIT_UNIT in present  # keys from split units (record_keys.py)
+        self.split_hash = records.split_hash_name(first)  # what keys the records (batch_keys)
         self.widths = {f.name: f.dim for f in schema.features if f.multivalent}
         self.pre = None if schema.is_legacy else Preprocessor(schema)
 
@@ -137,7 +137,9 @@ class Parser:
             cols[k] = v.astype(bytes) if v.dtype == object else v
         return cols
 
-    def parse(self, serialized: Sequence[bytes], keys: np.ndarray) -> LoggedFeedback:
+    def parse(
+        self, serialized: Sequence[bytes], keys: np.ndarray, copy_keys: np.ndarray | None = None
+    ) -> LoggedFeedback:
         from rlops.components.common import records
 
         cols = self._columns(serialized, self.spec)
@@ -163,17 +165,22 @@ class Parser:
             items=arms.get("items"),
             item_features=arms.get("item_features"),
             keys=keys,
+            copy_keys=copy_keys,
         )
 
 
-def batch_keys(serialized: Sequence[bytes], base: str, start: int, by_unit: bool) -> np.ndarray:
-    """Stable keys of records start.. of file `base`, as feedback.load_logged_feedback gives them:
-    of their split units when the records carry them (`by_unit`), else of (file, index)."""
-    if by_unit:
-        from rlops.components.common import records
+def batch_keys(
+    serialized: Sequence[bytes], base: str, start: int, split_hash: str | None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """(keys, copy keys) of records start.. of file `base`, as feedback.feedback_keys gives them:
+    of the split hash the records carry (`split_hash`: its feature name), else of (file, index)."""
+    from rlops.components.common import records
 
-        return unit_record_keys(records.read_split_units(list(serialized)))
-    return file_record_keys(base, start, len(serialized))
+    files = file_record_keys(base, start, len(serialized))
+    if split_hash is None:
+        return files, None
+    units = unit_record_keys(records.read_split_hashes(list(serialized), split_hash))
+    return units, (files if split_hash == records.SPLIT_CONTENT else None)
 
 
 def catalog_items(catalog: ArmCatalog, features: dict, examples_uri: str) -> dict[str, np.ndarray]:
@@ -265,7 +272,7 @@ def terms_combine_fn():
     import apache_beam as beam
 
     class TermsCombineFn(beam.CombineFn):
-        """(columns [n, width], keys [n], share [K]) batches -> Partial: the columns' sums and
+        """(columns [n, width], bootstrap keys [n] or [2, n], share [K]) batches -> Partial: the columns' sums and
         their hash-derived Poisson bootstrap sums, whatever the batches' order or grouping."""
 
         def __init__(self, layout: estimators.Layout, num_bootstrap: int, seed: int):
@@ -488,10 +495,12 @@ def run_pipeline(build, beam_pipeline_args: Sequence[str] | None, out_dir: str) 
     return value
 
 
-def _sample_pass(files: list[str], k: int, seed: int, parser: Parser | None, by_unit: bool, args, out_dir: str):
+def _sample_pass(
+    files: list[str], k: int, seed: int, parser: Parser | None, split_hash: str | None, args, out_dir: str
+):
     """(the bottom-k sample and record count, the split's ArmValues or None). `parser`: set up on
-    each worker to read the per-arm features (None: records without them). `by_unit`: the records
-    carry split units (batch_keys)."""
+    each worker to read the per-arm features (None: records without them). `split_hash`: the split
+    hash the records carry (batch_keys)."""
     import apache_beam as beam
 
     combine = bottom_k_combine_fn()
@@ -514,7 +523,7 @@ def _sample_pass(files: list[str], k: int, seed: int, parser: Parser | None, by_
 
     def hashed(batch):
         base, start, recs = batch
-        keys = batch_keys(recs, base, start, by_unit)
+        keys, _ = batch_keys(recs, base, start, split_hash)
         obj = np.empty(len(recs), object)
         obj[:] = recs
         return reward_models.sample_hashes(keys, seed), keys, obj
@@ -557,9 +566,9 @@ def _sums_pass(
 
         def process(self, batch):
             base, start, recs = batch
-            keys = batch_keys(recs, base, start, parser.by_unit)
+            keys, copy_keys = batch_keys(recs, base, start, parser.split_hash)
             try:
-                data = parser.parse(recs, keys)
+                data = parser.parse(recs, keys, copy_keys)
                 from rlops.components.evaluator.core import check_actions
 
                 check_actions(data.actions, num_actions, parser.action_minimum, start)
@@ -581,7 +590,7 @@ def _sums_pass(
             first = next(iter(probs.values()), None)
             if first is not None:
                 share = np.bincount(first.greedy.argmax(1), minlength=num_actions).astype(float)
-            yield columns, keys, share
+            yield columns, data.bootstrap_keys, share
 
     def build(p):
         return (
@@ -640,7 +649,9 @@ def run_split(
     parser.setup()  # here too: a missing propensity column is one line before any pipeline starts
     k = max(config.reward_model_sample, config.dm_refit_records)
     per_arm = Parser(examples_uri, split, action_minimum) if parser.per_arm_names else None
-    (_, keys, recs, n), arms = _sample_pass(files, k, config.seed, per_arm, parser.by_unit, beam_pipeline_args, out_dir)
+    (_, keys, recs, n), arms = _sample_pass(
+        files, k, config.seed, per_arm, parser.split_hash, beam_pipeline_args, out_dir
+    )
     if n == 0:
         raise ValueError(f"examples: the {split} split has no records")
     parser.catalog = catalog = arm_catalog(arms, examples_uri)

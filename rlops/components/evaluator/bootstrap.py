@@ -1,8 +1,21 @@
 """The Poisson(1) bootstrap whose weights come from a hash, not a random stream.
 
 The multiplicity of record i in replicate b is POISSON[mix(key_i ^ salt(b, seed)) >> 48]: a
-function of the record's stable key (rlops.components.evaluator.estimators.record_keys), the
-replicate and the seed only. Any split of the records into chunks, bundles or workers, in any
+function of the record's stable key (rlops.components.common.record_keys), the replicate and the
+seed only. Records that share a key (a split unit) share their multiplicity: the unit is
+resampled whole.
+
+Copies of a row that the content hash sent to one split together are independent draws assigned
+together. Say a content is logged N ~ Poisson(mu) times and lands in the split with probability
+1/2: its count there varies by mu / 2 + mu^2 / 4. Resampling the n copies one at a time gives n
+(mu / 2 in expectation: the split's coin is missing, too narrow); resampling the content whole
+gives n^2 ((mu + mu^2) / 2: the coin counted twice over, too wide). With a key per content and
+one per copy the multiplicity is (P_content + P_copy) / sqrt(2) + 1 - sqrt(2): mean 1, variance
+n^2 / 2 + n / 2 for the content, mu / 2 + mu^2 / 4 in expectation, the split's own. Over 300
+simulated nights of heavily repeated rows a 95% interval held the truth on 95% of them this way,
+99% resampling contents whole and 62% resampling rows (tests/components/test_split_units.py). A
+copy's weight is negative when both draws are 0 (probability e^-2): a replicate is a weighted sum
+and its percentiles are still the interval. Any split of the records into chunks, bundles or workers, in any
 order, sums to the same [B, J] totals (up to float addition order, ~1e-15 relative), so the
 in-memory engine and the Beam CombineFn -- DirectRunner or Dataflow -- give the same intervals.
 Memory is O(B x chunk), whatever the number of records.
@@ -44,7 +57,20 @@ def replicate_salts(num_bootstrap: int, seed: int) -> np.ndarray:
     return splitmix64((np.uint64(seed & 0xFFFFFFFF) << np.uint64(32)) | j)
 
 
+COPY_SCALE = 1 / math.sqrt(2)  # a content's and a copy's Poisson draws, each times this
+
+
 def poisson_weights(keys: np.ndarray, num_bootstrap: int, seed: int) -> np.ndarray:
+    """[B, n] multiplicities of records in replicates 0..B-1: Poisson(1) draws of keys [n], or of
+    [content keys, copy keys] [2, n] mixed as the module docstring says."""
+    keys = np.asarray(keys)
+    if keys.ndim == 2:
+        content, copy = (_poisson_draws(k, num_bootstrap, seed) for k in keys)
+        return COPY_SCALE * (content + copy) + (1 - 2 * COPY_SCALE)
+    return _poisson_draws(keys, num_bootstrap, seed)
+
+
+def _poisson_draws(keys: np.ndarray, num_bootstrap: int, seed: int) -> np.ndarray:
     """[B, n] Poisson(1) multiplicities of records `keys` [n] in replicates 0..B-1: replicate
     4j + t of record i is POISSON[16-bit field t of splitmix64(key_i ^ salt_j)] (splitmix64 in
     place; its output bits are mixed well enough that the four fields are independent draws)."""
@@ -73,13 +99,14 @@ def hash_value(keys: np.ndarray, salt: int) -> np.ndarray:
 def bootstrap_sums(
     columns: np.ndarray, keys: np.ndarray, num_bootstrap: int, seed: int = 0, chunk_elements: int = 1 << 19
 ) -> np.ndarray:
-    """[B, J] sums over records of Poisson-weighted columns [n, J], in chunks of records so memory
-    stays O(B x chunk) (a few MB: cache-sized blocks are also the fastest) whatever n is."""
+    """[B, J] sums over records of Poisson-weighted columns [n, J] (keys [n] or [2, n]:
+    poisson_weights), in chunks of records so memory stays O(B x chunk) (a few MB: cache-sized
+    blocks are also the fastest) whatever n is."""
     n, j = columns.shape
     chunk = max(1, chunk_elements // num_bootstrap)
     sums = np.zeros((num_bootstrap, j))
     for start in range(0, n, chunk):
-        sums += poisson_weights(keys[start : start + chunk], num_bootstrap, seed) @ np.asarray(
+        sums += poisson_weights(keys[..., start : start + chunk], num_bootstrap, seed) @ np.asarray(
             columns[start : start + chunk], float
         )
     return sums

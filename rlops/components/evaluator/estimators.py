@@ -665,7 +665,7 @@ def data_sums(
     names = ("candidate", "baseline") + tuple(f"policy {i}" for i in range(2, len(policies)))
     prepared = [prepare_policy(p, data, q, names[i]) for i, p in enumerate(policies)]
     layout = Layout(len(policies), grids)
-    s, keys = data.record_weights, data.record_keys
+    s, keys = data.record_weights, data.bootstrap_keys
     total = None
     for start in range(0, n, chunk):
         rows = slice(start, start + chunk)
@@ -678,7 +678,7 @@ def data_sums(
             None if q is None else q[rows],
             grids,
         )
-        part = Sums.of(cols, keys[rows], layout, num_bootstrap, seed)
+        part = Sums.of(cols, keys[..., rows], layout, num_bootstrap, seed)
         total = part if total is None else total.merge(part)
     assert total is not None  # LoggedFeedback has at least one record
     return total

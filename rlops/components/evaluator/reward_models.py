@@ -594,6 +594,7 @@ def subset(data: LoggedFeedback, rows: np.ndarray, weights: np.ndarray | None = 
         items=take(data.items),
         item_features=data.item_features,
         keys=data.record_keys[rows],
+        copy_keys=take(data.copy_keys),
     )
 
 

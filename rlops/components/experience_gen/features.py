@@ -309,6 +309,7 @@ RESERVED_KINDS = {
     records.WEIGHT: "float",
     records.TIMESTAMP: "int",
     records.SPLIT_UNIT: "int",
+    records.SPLIT_CONTENT: "int",
 }
 _RESERVED_KINDS = RESERVED_KINDS
 

@@ -229,16 +229,30 @@ class EncodeBanditFn(beam.DoFn):
         self.multivalent = multivalent or {}
 
     def process(self, batch: ValidBatch) -> Iterator[Any]:
-        unit = split_hash(batch.columns, batch.split_key, batch.split_time, self.feature_names)
-        columns = batch.columns if unit is None else {**batch.columns, records.SPLIT_UNIT: unit.view(np.int64)}
-        serialized = records.encode_bandit(columns, self.feature_names, self.multivalent)
-        which = assign_splits(self.config, batch.columns, batch.split_key, batch.split_time, self.feature_names, unit)
+        serialized, which = encode_and_split(self.config, batch, self.feature_names, self.multivalent)
         for i, s in enumerate(self.config.splits.splits):
             idx = np.flatnonzero(which == i)
             if len(idx) == len(serialized):
                 yield beam.pvalue.TaggedOutput(s.name, (serialized, len(idx)))
             elif len(idx):
                 yield beam.pvalue.TaggedOutput(s.name, ([serialized[j] for j in idx], len(idx)))
+
+
+def encode_and_split(
+    config: ExperienceGenConfig,
+    batch: ValidBatch,
+    feature_names: tuple[str, ...],
+    multivalent: dict[str, Any] | None = None,
+) -> tuple[list[bytes], np.ndarray]:
+    """A valid batch's serialized records, each with the hash its split was drawn from (the
+    Evaluator resamples by it), and each record's split index."""
+    unit = split_hash(batch.columns, batch.split_key, batch.split_time, feature_names)
+    columns = batch.columns
+    if unit is not None:
+        name = records.SPLIT_UNIT if batch.split_key is not None else records.SPLIT_CONTENT
+        columns = {**columns, name: unit.view(np.int64)}
+    serialized = records.encode_bandit(columns, feature_names, multivalent)
+    return serialized, assign_splits(config, batch.columns, batch.split_key, batch.split_time, feature_names, unit)
 
 
 def split_hash(
@@ -248,10 +262,17 @@ def split_hash(
     feature_names: tuple[str, ...] = (records.CONTEXT,),
 ) -> np.ndarray | None:
     """[N] uint64 hash each record's split is drawn from (its key's, or its content's); None when
-    the split is by time. Written into the record as its `split_unit`."""
+    the split is by time. Written into the record as its `split_unit` or `split_content`.
+
+    The content is the decision (context, action, propensity, ...), never its reward: hashed with
+    the reward, the clicks and the non-clicks of one (context, action) went to different splits,
+    so a policy trained on train where its choices clicked was evaluated on eval where the same
+    choices had not -- its estimates skewed low (14 of 15 closed-loop nights; BENCHMARKS.md)."""
     if time is not None:
         return None
-    order = tuple(feature_names) + tuple(k for k in records.BANDIT_ORDER if k not in feature_names)
+    order = tuple(feature_names) + tuple(
+        k for k in records.BANDIT_ORDER if k not in feature_names and k != records.REWARD
+    )
     return splits.key_hash(key) if key is not None else splits.content_hash(columns, order)
 
 
@@ -451,8 +472,9 @@ def _schema(p: beam.Pipeline, plan: Plan, valid: beam.PCollection, examples_uri:
     reserved = tuple(f.name for f in plan.layout.fields if f.feature_kind is None and f.name in features.RESERVED_KINDS)
     if plan.item_table is not None:
         reserved += (records.ACTION,)
-    if plan.config.splits.time_column is None:
-        reserved += (records.SPLIT_UNIT,)
+    splits_config = plan.config.splits
+    if splits_config.time_column is None:
+        reserved += (records.SPLIT_UNIT if splits_config.key is not None else records.SPLIT_CONTENT,)
     cols = plan.config.bandit_columns.features
     if not cols:
         from rlops.features.schema import FeatureSchema

@@ -28,6 +28,8 @@ from rlops.components.common.records import (  # noqa: F401 (re-exported: the la
     POLICY_INFO_PREFIX,
     PROPENSITY,
     REWARD,
+    SPLIT_CONTENT,
+    SPLIT_HASHES,
     SPLIT_UNIT,
     STEP,
     STEP_TYPE,
@@ -79,6 +81,7 @@ _BANDIT_DTYPES = {
     WEIGHT: np.float32,
     TIMESTAMP: np.int64,
     SPLIT_UNIT: np.int64,
+    SPLIT_CONTENT: np.int64,
 }
 
 
@@ -104,7 +107,7 @@ def encode_bandit(
     from tfx_bsl.coders import example_coder
 
     features = [CONTEXT] if features is None else list(features)
-    trailing = (*BANDIT_ORDER, SPLIT_UNIT)
+    trailing = (*BANDIT_ORDER, *SPLIT_HASHES)
     names = [k for k in features if k in columns] + [k for k in trailing if k in columns and k != CONTEXT]
     arrays = []
     for k in names:

@@ -51,6 +51,10 @@ class TrainerConfig(JsonConfig):
     # probabilities.
     reward_loss: str = "squared_error"
     learning_rate: float = 1e-3
+    # neural_epsilon_greedy: decoupled weight decay on the reward network (Adam's weight_decay:
+    # each step also shrinks every weight by learning_rate x weight_decay of itself), an L2-like
+    # pull towards 0 for small, repeated logs. 0: none, TF-Agents' agent and numbers.
+    weight_decay: float = 0.0
     epsilon: float = 0.1  # collect (logging) policy's exploration
     serving_epsilon: float | None = None  # serving_default's exploration (None: epsilon)
     # Logged action masks (an `action_mask` column) are honoured by default: the agent is built with
@@ -137,6 +141,12 @@ class TrainerConfig(JsonConfig):
                     f"trainer.{name}: chooses the agent's reward network; agent '{self.agent}' has "
                     f"none (leave it at '{default}')"
                 )
+        if self.weight_decay < 0:
+            raise ValueError(f"trainer.weight_decay must be >= 0, got {self.weight_decay}")
+        if self.weight_decay and not spec.reward_network:
+            raise ValueError(
+                f"trainer.weight_decay: decays the agent's reward network; agent '{self.agent}' has none (leave it at 0)"
+            )
         if self.network == "dot_product" and not self.hidden_sizes:
             raise ValueError("trainer.hidden_sizes: network 'dot_product' needs at least one size (the embedding's)")
 

@@ -1,7 +1,7 @@
 """neural_epsilon_greedy: a reward network trained by regression, acting epsilon-greedily.
 
 Options (trainer.*): hidden_sizes, network (per-arm: common_tower or dot_product), reward_loss
-(squared_error or sigmoid_cross_entropy), learning_rate, epsilon, seed. Without num_epochs the
+(squared_error or sigmoid_cross_entropy), learning_rate, weight_decay, epsilon, seed. Without num_epochs the
 split repeats for train_steps steps (TRAIN_STEPS when unset).
 """
 
@@ -45,7 +45,8 @@ def build(config: TrainerConfig, inputs: BuildInputs) -> Any:
         inputs.time_step_spec,
         inputs.action_spec,
         network,
-        tf_keras.optimizers.Adam(config.learning_rate),
+        # weight_decay=None, not 0.0: the optimizer TF-Agents' numbers were pinned with.
+        tf_keras.optimizers.Adam(config.learning_rate, weight_decay=config.weight_decay or None),
         epsilon=config.epsilon,
         accepts_per_arm_features=inputs.per_arm,
         train_step_counter=inputs.train_step,
