@@ -16,11 +16,23 @@ pytestmark = pytest.mark.slow
 
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "closed_loop.py"
 NIGHTS, DECISIONS = 3, 10_000
-# CTR 5% (the generator's default is 0.5%): at 0.5% a night's eval split holds too few clicks where
-# a new policy differs from the logger for any interval to mean something (BENCHMARKS.md, Closed
-# loop). Blessing on the DR point estimate and exploring 20%: with the default lower-bound rule the
-# loop never got past night 0 in this budget (the served candidate's interval is too wide).
-LOOP = dict(ctr=0.05, serving_epsilon=0.2, use_lower_bound=False)
+# The benchmark's product settings (BENCHMARKS.md, Closed loop), smaller: CTR 5% (at the default
+# 0.5% a night's eval split holds too few clicks where a new policy differs from the logger for
+# any interval to mean something), every night's logs so far, the per-arm two-tower network on
+# the log loss, serving epsilon 0.05, blessing on the DR point estimate. (At epsilon 0.2 and the
+# default network, as before 2026-11-27, every candidate of these 3 nights was worse than the
+# logger in truth, 0.086-0.093 against 0.095: once the split stopped hashing the reward the gate
+# rightly pushed none; before, night 0 pushed one below the logger.)
+LOOP = dict(
+    ctr=0.05,
+    serving_epsilon=0.05,
+    use_lower_bound=False,
+    all_nights=True,
+    network="dot_product",
+    reward_loss="sigmoid_cross_entropy",
+    hidden_sizes=(8,),
+    item_id_feature=True,
+)
 
 
 def _load_benchmark():
@@ -39,18 +51,16 @@ def loop(tmp_path_factory):
     return cl, config, cl.run_loop(config, log=lambda *a, **k: None)
 
 
-# Not reachable in this budget by any learner, not only rlops' (BENCHMARKS.md, Closed loop): at
-# serving epsilon 0.2 the best possible served policy of world 0 is 70% of the way
-# (closed_loop.epsilon_ceiling), and the well-specified reference learners (closed_loop.reference_loop,
-# every night's data, pushed every night, no gate) reach 30% (per-item logistic regressions) and 48%
-# (a rank-4 logistic factorization, the click model's own shape) in 3 nights of 10k decisions
-# (seeds 0-2: ceiling 0.70-0.76; per-item 0.30-0.47; low-rank 0.48-0.60). At the issue's budget
-# (5 nights x 20k, epsilon 0.05) the low-rank reference does reach 0.8: see BENCHMARKS.md.
+# Not reached in this budget by a well-specified learner either (BENCHMARKS.md, Closed loop): in 3
+# nights of 10k decisions at serving epsilon 0.05 the low-rank reference learner (a rank-4 logistic
+# factorization, the click model's own shape, every night's data, pushed every night, no gate)
+# ends at 0.53, 0.76 and 0.67 of the way on worlds 0-2. At the issue's budget (5 nights x 20k) it
+# does reach 0.8, and the product 0.70 (mean of 3 worlds).
 @pytest.mark.xfail(
     strict=True,
-    reason="not reachable at 3 nights x 10k decisions, CTR 5%, serving epsilon 0.2: "
-    "the epsilon ceiling is 0.70 and the best well-specified reference learner (low-rank "
-    "logistic) reaches 0.48 (BENCHMARKS.md, Closed loop); remove this mark when it passes",
+    reason="not reached at 3 nights x 10k decisions, CTR 5%, serving epsilon 0.05: the "
+    "well-specified low-rank reference learner reaches 0.53 on world 0 there "
+    "(BENCHMARKS.md, Closed loop); remove this mark when it passes",
 )
 def test_served_policy_rises_and_closes_most_of_the_gap_to_the_optimum(loop):
     _, _, result = loop
@@ -117,14 +127,15 @@ def test_ope_intervals_hold_the_candidates_true_value_or_miss_by_less_than_their
     assert not far, f"OPE intervals that miss the candidate's exact value by more than their half-width: {far}"
 
 
-def test_epsilon_ceiling_is_the_value_of_the_optimum_served_epsilon_greedy():
-    """The cap the xfail above cites: the optimum's greedy item, explored uniformly with serving_epsilon."""
+@pytest.mark.parametrize("epsilon", [0.05, 0.2])
+def test_epsilon_ceiling_is_the_value_of_the_optimum_served_epsilon_greedy(epsilon):
+    """The most a policy served with epsilon can reach: the optimum's greedy item, explored uniformly."""
     cl = _load_benchmark()
-    config = cl.LoopConfig(seed=0, **LOOP)
+    config = cl.LoopConfig(seed=0, **dict(LOOP, serving_epsilon=epsilon))
     gen = cl.world(config)
-    eps, k = config.serving_epsilon, gen.num_items
-    served = lambda contexts: (1 - eps) * gen.optimal_policy(contexts) + eps / k
+    k = gen.num_items
+    served = lambda contexts: (1 - epsilon) * gen.optimal_policy(contexts) + epsilon / k
     logging, optimum = gen.true_value(gen.logging_policy), gen.true_value(gen.optimal_policy)
     expected = (gen.true_value(served) - logging) / (optimum - logging)
     assert abs(cl.epsilon_ceiling(config) - expected) < 1e-9
-    assert expected < 0.8  # why 80% cannot be reached at the test's serving epsilon
+    assert 0 < expected < 1
