@@ -44,12 +44,12 @@ run: $(VENV)/.installed
 	$(BIN)/rlops run bandit --summary-json out/bandit_summary.json
 
 # Everything, each part even when an earlier one failed (all failures show), failing if any did:
-# the suite on the pinned stack, but for the core's fast tests (three pytest-xdist workers on two cores: the workers wait on
-# subprocesses and disk, measured 12% faster than two on test-fast; a test file per worker at a time,
-# so module fixtures are built once), and beside it the core on current TensorFlow, then lint and
-# types: those two fill the cores while the suite waits on subprocesses and its last long files;
-# their output follows the suite's. (No recursive $(MAKE) here: `make -n test` must only print,
-# and a line naming $(MAKE) runs.)
+# the suite on the pinned stack but the core's fast tests (three pytest-xdist workers on two cores:
+# the workers wait on subprocesses and disk, measured 12% faster than two on test-fast; a test file
+# per worker at a time, so module fixtures are built once), and beside it the core on current
+# TensorFlow, then lint and types: those two fill the cores while the suite waits on subprocesses
+# and its last long files; their output follows the suite's. (No recursive $(MAKE) here:
+# `make -n test` must only print, and a line naming $(MAKE) runs.)
 XDIST = -n 3 --dist loadfile
 # One compute thread per test process (TensorFlow's intra-op pool, OpenBLAS, OpenMP): three workers
 # and their subprocesses on two cores otherwise spin-wait on each other's threads (test-fast, back

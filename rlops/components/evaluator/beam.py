@@ -110,7 +110,7 @@ class Parser:
             spec.update(arm_spec)
             self.per_arm_names, self.arm_spec = list(arm_spec), arm_spec
         self.spec, self.schema = spec, schema
-        self.split_hash = records.split_hash_name(first)  # what keys the records (batch_keys)
+        self.split_hash = records.split_hash_name(first)  # the split hash the records carry (batch_keys)
         self.widths = {f.name: f.dim for f in schema.features if f.multivalent}
         self.pre = None if schema.is_legacy else Preprocessor(schema)
 
@@ -272,8 +272,8 @@ def terms_combine_fn():
     import apache_beam as beam
 
     class TermsCombineFn(beam.CombineFn):
-        """(columns [n, width], bootstrap keys [n] or [2, n], share [K]) batches -> Partial: the columns' sums and
-        their hash-derived Poisson bootstrap sums, whatever the batches' order or grouping."""
+        """(columns [n, width], bootstrap keys [n] or [2, n], share [K]) batches -> Partial: the
+        columns' sums and their hash-derived bootstrap sums, whatever the batches' order or grouping."""
 
         def __init__(self, layout: estimators.Layout, num_bootstrap: int, seed: int):
             self.layout, self.num_bootstrap, self.seed = layout, num_bootstrap, seed
