@@ -109,8 +109,12 @@ class Parser:
             arm_spec = records.per_arm_parse_spec(schema, k)
             spec.update(arm_spec)
             self.per_arm_names, self.arm_spec = list(arm_spec), arm_spec
-        self.spec, self.schema = spec, schema
         self.split_hash = records.split_hash_name(first)  # the split hash the records carry (batch_keys)
+        if self.split_hash is not None:  # parsed with the rest: parse_batch keys the records by it
+            import tensorflow as tf
+
+            spec[self.split_hash] = tf.io.FixedLenFeature([], tf.int64)
+        self.spec, self.schema = spec, schema
         self.widths = {f.name: f.dim for f in schema.features if f.multivalent}
         self.pre = None if schema.is_legacy else Preprocessor(schema)
 
@@ -140,9 +144,18 @@ class Parser:
     def parse(
         self, serialized: Sequence[bytes], keys: np.ndarray, copy_keys: np.ndarray | None = None
     ) -> LoggedFeedback:
+        """Records with the keys given (the driver's sample, drawn from every file)."""
+        return self._feedback(self._columns(serialized, self.spec), keys, copy_keys)
+
+    def parse_batch(self, serialized: Sequence[bytes], base: str, start: int) -> LoggedFeedback:
+        """Records start.. of file `base`, parsed once and keyed as batch_keys keys them."""
+        cols = self._columns(serialized, self.spec)
+        units = None if self.split_hash is None else cols[self.split_hash]
+        return self._feedback(cols, *batch_keys(serialized, base, start, self.split_hash, units))
+
+    def _feedback(self, cols: dict[str, np.ndarray], keys: np.ndarray, copy_keys: np.ndarray | None) -> LoggedFeedback:
         from rlops.components.common import records
 
-        cols = self._columns(serialized, self.spec)
         features = None
         if self.pre is None:
             contexts = cols[records.CONTEXT]
@@ -170,17 +183,19 @@ class Parser:
 
 
 def batch_keys(
-    serialized: Sequence[bytes], base: str, start: int, split_hash: str | None
+    serialized: Sequence[bytes], base: str, start: int, split_hash: str | None, units: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """(keys, copy keys) of records start.. of file `base`, as feedback.feedback_keys gives them:
-    of the split hash the records carry (`split_hash`: its feature name), else of (file, index)."""
+    of the split hash the records carry (`split_hash`: its feature name; `units`: its values when
+    already parsed), else of (file, index)."""
     from rlops.components.common import records
 
     files = file_record_keys(base, start, len(serialized))
     if split_hash is None:
         return files, None
-    units = unit_record_keys(records.read_split_hashes(list(serialized), split_hash))
-    return units, (files if split_hash == records.SPLIT_CONTENT else None)
+    if units is None:
+        units = records.read_split_hashes(list(serialized), split_hash)
+    return unit_record_keys(units), (files if split_hash == records.SPLIT_CONTENT else None)
 
 
 def catalog_items(catalog: ArmCatalog, features: dict, examples_uri: str) -> dict[str, np.ndarray]:
@@ -566,9 +581,8 @@ def _sums_pass(
 
         def process(self, batch):
             base, start, recs = batch
-            keys, copy_keys = batch_keys(recs, base, start, parser.split_hash)
             try:
-                data = parser.parse(recs, keys, copy_keys)
+                data = parser.parse_batch(recs, base, start)
                 from rlops.components.evaluator.core import check_actions
 
                 check_actions(data.actions, num_actions, parser.action_minimum, start)
@@ -582,7 +596,7 @@ def _sums_pass(
                 raise WorkerError(
                     f"{ERROR_MARK}examples {base}, records {start}..{start + len(recs) - 1}: {e}"
                 ) from None
-            q = None if model is None else model.predict(data.contexts, keys, data.items)
+            q = None if model is None else model.predict(data.contexts, data.record_keys, data.items)
             columns = estimators.record_columns(
                 data.actions, data.rewards, data.propensities, data.record_weights, policies, q, layout.grids
             )

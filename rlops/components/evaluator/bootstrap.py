@@ -15,10 +15,12 @@ n^2 / 2 + n / 2 for the content, mu / 2 + mu^2 / 4 in expectation, the split's o
 simulated nights of heavily repeated rows a 95% interval held the truth on 95% of them this way,
 99% resampling contents whole and 62% resampling rows (tests/components/test_split_units.py). A
 copy's weight is negative when both draws are 0 (probability e^-2): a replicate is a weighted sum
-and its percentiles are still the interval. Any split of the records into chunks, bundles or workers, in any
-order, sums to the same [B, J] totals (up to float addition order, ~1e-15 relative), so the
-in-memory engine and the Beam CombineFn -- DirectRunner or Dataflow -- give the same intervals.
-Memory is O(B x chunk), whatever the number of records.
+and its percentiles are still the interval.
+
+Any split of the records into chunks, bundles or workers, in any order, sums to the same [B, J]
+totals (up to float addition order, ~1e-15 relative), so the in-memory engine and the Beam
+CombineFn -- DirectRunner or Dataflow -- give the same intervals. Memory is O(B x chunk), whatever
+the number of records.
 """
 
 from __future__ import annotations
