@@ -188,10 +188,15 @@ def serve(serving_dir: str, requests: list[dict[str, np.ndarray]], scratch: str)
         req_path, resp_path = os.path.join(scratch, f"request_{i}.npz"), os.path.join(scratch, f"response_{i}.npz")
         np.savez(req_path, **req)
         pairs.append(f"{req_path}:{resp_path}")
+    from rlops.components.pusher.core import VERIFY_PYTHON_ENV
+
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    # The interpreter the Pusher verifies with, when one is set (the test suite's warm one: a fresh
+    # process forked from an interpreter that imported TensorFlow and nothing of rlops).
+    python = os.environ.get(VERIFY_PYTHON_ENV) or sys.executable
     proc = subprocess.run(
-        [sys.executable, str(SERVE_SCRIPT), serving_dir, *pairs],
+        [python, str(SERVE_SCRIPT), serving_dir, *pairs],
         capture_output=True,
         text=True,
         cwd=scratch,

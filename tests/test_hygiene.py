@@ -85,11 +85,17 @@ def test_cli_process_imports_google_clients_without_the_warning(first, expected_
 
 def test_rlops_components_exports_the_four_components_and_loads_tfx_only_when_asked():
     """As tfx.v1.components: `from rlops.components import Trainer`; the shared layout
-    (rlops.components.common) does not pull TFX in."""
+    (rlops.components.common) does not pull TFX in, nor the exported policy's file names (what the
+    Pusher's publisher reads, rlops.train.policy_files) TensorFlow; rlops.train's names resolve."""
     code = (
         "import sys\n"
         "import rlops.components, rlops.components.common.model\n"
         "assert 'tfx' not in sys.modules, 'importing rlops.components loaded TFX'\n"
+        "from rlops.train import policy_files\n"
+        "from rlops.components.pusher import publish\n"
+        "assert 'tensorflow' not in sys.modules, 'the publisher loaded TensorFlow'\n"
+        "import rlops.train\n"
+        "assert all(getattr(rlops.train, name) is not None for name in rlops.train.__all__)\n"
         "from rlops.components import ExperienceGen, Trainer, Evaluator, Pusher\n"
         "from tfx.dsl.components.base.base_component import BaseComponent\n"
         "assert all(issubclass(c, BaseComponent) for c in (ExperienceGen, Trainer, Evaluator, Pusher))\n"

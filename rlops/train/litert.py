@@ -42,12 +42,11 @@ from typing import Any, Mapping
 import numpy as np
 import tensorflow as tf
 
-LITERT_FILE = "policy.tflite"
-LITERT_SPEC_FILE = "policy_litert.json"
+from rlops.train.policy_files import LITERT_FILE, LITERT_SPEC_FILE, UNPUBLISHED_VERSION
+
 LITERT_FORMAT = "rlops.policy_litert/1"
 SIGNATURE = "serving_default"
 VERSION_SENTINEL = 0x5E57_1A7E_0DD5_EED5  # a value no real version takes; appears once in the file
-UNPUBLISHED_VERSION = -1
 _TIME_STEP_INPUTS = ("step_type", "reward", "discount")
 LOGITS = "info/dist_params/logits"  # a stochastic discrete policy's `action` output (PPO)
 

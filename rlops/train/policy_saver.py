@@ -55,15 +55,10 @@ from rlops.agents import specs as specs_lib
 from rlops.agents.policies import Policy
 from rlops.agents.trajectories import PolicyStep
 from rlops.features.serving_names import serving_input_for_record_key, serving_input_name
+from rlops.train.policy_files import SPECS_FILE, SPECS_FORMAT, UNPUBLISHED_VERSION, VERSION_ASSET
 
-SPECS_FILE = "policy_specs.json"
 SERVING_EPSILON = "serving_epsilon"
-# serving_default's `policy_version` comes from this asset (one line: the version number), read once
-# at load time; the Pusher rewrites it in each version it publishes (pusher/publish.py).
-VERSION_ASSET = "rlops_policy_version.txt"
-UNPUBLISHED_VERSION = -1
 POLICY_VERSION = "policy_version"
-SPECS_FORMAT = "rlops.policy_specs/1"
 CHECKPOINT_PREFIX = "policy_checkpoint_"
 
 __all__ = [

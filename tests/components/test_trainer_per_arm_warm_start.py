@@ -9,10 +9,12 @@ Found before the fix: a missing, renamed or retyped *arm* feature got past the s
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import shutil
+from typing import Any
 
 import numpy as np
 import pytest
@@ -80,35 +82,29 @@ def world(tmp_path_factory):
     return out
 
 
-def _actions(model_uri: str, examples: str, which: str = "greedy") -> np.ndarray:
-    """The `action` signature of the exported greedy (Format-Serving) or collect policy on eval records."""
-    from rlops.components.common.feedback import load_logged_feedback
-    from rlops.components.trainer.core import COLLECT_POLICY_DIR, serving_dir
+@functools.lru_cache(maxsize=None)
+def _served(model_uri: str) -> Any:
+    """The exported greedy policy (Format-Serving), loaded once per model: each load of a per-arm
+    SavedModel restores its traced functions, seconds apiece."""
+    from rlops.components.trainer.core import serving_dir
     from rlops.train.policy_saver import SavedPolicy
 
-    data = load_logged_feedback(examples, "eval")
-    path = serving_dir(model_uri) if which == "greedy" else os.path.join(model_uri, COLLECT_POLICY_DIR)
-    return SavedPolicy(path).actions(data.features)
-
-
-def _variables(model_uri: str) -> list[np.ndarray]:
-    import tensorflow as tf
-
-    from rlops.components.trainer.core import serving_dir
-
-    return [v.numpy() for v in tf.saved_model.load(serving_dir(model_uri)).model_variables]
+    return SavedPolicy(serving_dir(model_uri))
 
 
 def _greedy(model_uri: str, examples: str) -> np.ndarray:
-    return _actions(model_uri, examples, "greedy")
+    """The `action` signature of the exported greedy policy on eval records."""
+    from rlops.components.common.feedback import load_logged_feedback
+
+    return _served(model_uri).actions(load_logged_feedback(examples, "eval").features)
+
+
+def _variables(model_uri: str) -> list[np.ndarray]:
+    return [v.numpy() for v in _served(model_uri).loaded.model_variables]
 
 
 def _train_step(model_uri: str) -> int:
-    import tensorflow as tf
-
-    from rlops.components.trainer.core import serving_dir
-
-    return int(tf.saved_model.load(serving_dir(model_uri)).signatures["get_train_step"]()["train_step"])
+    return int(_served(model_uri).loaded.signatures["get_train_step"]()["train_step"])
 
 
 @pytest.mark.slow  # two per-arm trainings and a warm start (~50 s)

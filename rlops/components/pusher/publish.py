@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from rlops.components.pusher.storage import LocalStore, Store, SubStore, open_store, transfer
+from rlops.train import policy_files
 
 log = logging.getLogger(__name__)
 
@@ -204,9 +205,7 @@ def publish(
 
 def version_asset_key() -> str:
     """The SavedModel file serving_default reads its `policy_version` from (policy_saver.py)."""
-    from rlops.train.policy_saver import VERSION_ASSET
-
-    return f"assets/{VERSION_ASSET}"
+    return f"assets/{policy_files.VERSION_ASSET}"
 
 
 def _write_version_asset(store: Store, staging: str, files: list[str], version: int) -> None:
@@ -234,11 +233,12 @@ def _keep_added(store: Store, staging: str, local: str, files: list[str]) -> lis
 
 def _write_litert_version(store: Store, staging: str, files: list[str], version: int) -> None:
     """The LiteRT policy answers N too: its version constant and its description get the number."""
-    from rlops.train import litert
-
-    if litert.LITERT_FILE not in files or litert.LITERT_SPEC_FILE not in files:
+    if policy_files.LITERT_FILE not in files or policy_files.LITERT_SPEC_FILE not in files:
         return
-    model_key, spec_key = store.join(staging, litert.LITERT_FILE), store.join(staging, litert.LITERT_SPEC_FILE)
+    from rlops.train import litert  # TensorFlow: only for a policy exported with its LiteRT copy
+
+    model_key = store.join(staging, policy_files.LITERT_FILE)
+    spec_key = store.join(staging, policy_files.LITERT_SPEC_FILE)
     model, description = litert.published(store.read(model_key), json.loads(store.read(spec_key)), version)
     store.write(model_key, model)
     store.write(spec_key, json.dumps(description, indent=1).encode())

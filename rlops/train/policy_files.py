@@ -1,0 +1,12 @@
+"""The files an exported policy directory holds, by name: the contract between the exporters
+(policy_saver, litert), the Pusher's publisher and servers. No TensorFlow here, so publishing,
+rolling back and reading a version do not import it (several seconds and ~0.5 GB a process)."""
+
+SPECS_FILE = "policy_specs.json"
+SPECS_FORMAT = "rlops.policy_specs/1"
+# serving_default's `policy_version` comes from this asset (one line: the version number), read once
+# at load time; the Pusher rewrites it in each version it publishes (pusher/publish.py).
+VERSION_ASSET = "rlops_policy_version.txt"
+UNPUBLISHED_VERSION = -1  # the asset's number before a Pusher publishes the policy
+LITERT_FILE = "policy.tflite"  # the LiteRT policy beside the SavedModel, when exported
+LITERT_SPEC_FILE = "policy_litert.json"  # its description: inputs, outputs, version
