@@ -102,16 +102,23 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: file order kept
 
 
+# Grappler, TensorFlow's graph optimizer, is off in the test processes (from here, so module and
+# session fixtures see it off too) and on in every process a test starts (pipeline steps, servers,
+# verifiers) and for the golden tests (graph_optimizer): rewriting each small test graph the first
+# time it runs costs more than running it (measured on one core: the core's 188 tests 188 s ->
+# 136 s, the pinned PPO/XLA files 67 s -> 53 s), and it changes no result the tests check.
+tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+
+
 @pytest.fixture(autouse=True)
 def graph_optimizer(request):
-    """Grappler, TensorFlow's graph optimizer, is off in the test processes and on in every process
-    a test starts (pipeline steps, servers, verifiers) and for the golden tests: rewriting each small
-    test graph the first time it runs costs more than running it (measured on one core: the core's
-    188 tests 188 s -> 136 s, the pinned PPO/XLA files 67 s -> 53 s), and it changes no result the
-    tests check. The golden tests compare with TF-Agents' numbers on the graphs production runs."""
-    golden = request.node.nodeid.startswith(BOTH_STACKS)
-    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": not golden})
+    """On for the golden tests, which compare with TF-Agents' numbers on the graphs production runs."""
+    if not request.node.nodeid.startswith(BOTH_STACKS):
+        yield
+        return
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
     yield
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 
 
 @pytest.fixture(scope="session", autouse=True)

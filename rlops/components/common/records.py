@@ -9,8 +9,8 @@ Bandit feedback: one tf.Example per decision with features
     action_mask [K] int64, weight float, timestamp int64 (if mapped), and the int64 hash that
     drew the record's split: split_unit under `splits.key` (a unit's records, e.g. a user's, go
     to one split together) or split_content under the default hash of the decision (the copies
-    of a decision, whatever their rewards, go together); absent under a split by time. The Evaluator's bootstrap resamples them as the
-    split drew them (rlops.components.common.record_keys).
+    of a decision, whatever their rewards, go together); absent under a split by time. The
+    Evaluator's bootstrap resamples them as the split drew them (rlops.components.common.record_keys).
 Trajectories: one tf.SequenceExample per episode, steps in order. Context features
     episode_id bytes, length int64; feature lists (one entry per step)
     observation [D] float, action (int64, or [A] float), reward, discount float,
