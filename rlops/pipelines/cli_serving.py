@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import sys
 
 
@@ -66,7 +67,7 @@ def describe(serving_dir: str, gcs_client=None) -> list[dict]:
 def _artifacts(files: list[str]) -> list[str]:
     """What a version serves from: the SavedModel (TF Serving, Vertex) and its LiteRT twin
     (in-process, edge, mobile), as the version's marker lists its files."""
-    from rlops.train.litert import LITERT_FILE
+    from rlops.train.policy_files import LITERT_FILE  # the name only: no TensorFlow to list versions
 
     return [name for name, file in (("saved_model", "saved_model.pb"), ("litert", LITERT_FILE)) if file in files]
 
@@ -85,6 +86,9 @@ def _table(rows: list[dict]) -> str:
 def main(args: argparse.Namespace, gcs_client=None) -> int:
     from rlops.components.pusher import publish
 
+    if "://" not in args.serving_dir and not os.path.isdir(args.serving_dir):
+        print(f"rlops: serving {args.action}: no directory {args.serving_dir}", file=sys.stderr)
+        return 2
     try:
         if args.action == "list":
             rows = describe(args.serving_dir, gcs_client)
@@ -96,7 +100,10 @@ def main(args: argparse.Namespace, gcs_client=None) -> int:
         result = publish.rollback(args.serving_dir, args.version, gcs_client=gcs_client)
         print(json.dumps({"rolled_back_to": args.version, "published_as": result.version, "url": result.url}))
         return 0
-    except (LookupError, ValueError, FileNotFoundError, RuntimeError) as e:
+    except (LookupError, ValueError, FileNotFoundError) as e:  # the user's version or path: exit 2
+        print(f"rlops: {e}", file=sys.stderr)
+        return 2
+    except RuntimeError as e:
         print(f"rlops: {e}", file=sys.stderr)
         return 1
     except Exception as e:  # storage errors (permissions, missing bucket): one line, not a traceback

@@ -290,5 +290,34 @@ def test_cli_serving_list_and_rollback(kind, tmp_path, source, capsys, monkeypat
     store = open_store(url)
     assert {k: b for k, b in version_content(store, out["published_as"]).items() if k != publish.MARKER} == source[1]
 
-    assert cli.main(["serving", "rollback", url, "2024"]) == 1  # not rlops' : refused by name
+    assert cli.main(["serving", "rollback", url, "2024"]) == 2  # not rlops' : refused by name
     assert "version 2024 is not an rlops version" in capsys.readouterr().err
+
+
+def test_cli_serving_mistakes_are_one_line_and_listing_needs_no_tensorflow(tmp_path, source):
+    """A wrong directory or version is the user's mistake: exit 2 and one line naming it. Listing
+    reads file names only: a process that lists a serving directory never imports TensorFlow."""
+    url = str(tmp_path / "serving")
+    version = publish.publish(source[0], url, None).version
+    code = (
+        "import sys\n"
+        "from rlops.pipelines import cli\n"
+        "assert cli.main(['serving', 'list', sys.argv[1]]) == 0\n"
+        "assert 'tensorflow' not in sys.modules, 'listing versions imported TensorFlow'\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, url], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert str(version) in proc.stdout and "served" in proc.stdout
+    for args, named in (
+        (["serving", "list", str(tmp_path / "servnig")], "no directory " + str(tmp_path / "servnig")),
+        (["serving", "rollback", str(tmp_path / "servnig"), "1"], "no directory"),
+        (
+            ["serving", "rollback", url, "123"],
+            f"version 123 is not an rlops version in {url} (rlops versions: [{version}])",
+        ),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "rlops.pipelines.cli", *args], capture_output=True, text=True, timeout=300
+        )
+        lines = [line for line in proc.stderr.splitlines() if line.startswith("rlops")]
+        assert proc.returncode == 2 and len(lines) == 1 and named in lines[0], (args, proc.stderr[-2000:])
