@@ -28,6 +28,7 @@ If the client is killed (the emulator's timeout), the server kills the child's p
 from __future__ import annotations
 
 import array
+import gc
 import json
 import os
 import signal
@@ -189,6 +190,9 @@ class WarmPythonServer:
         interpreter's would, and exits the normal way: atexit handlers, flushed files)."""
         for name in preload:
             __import__(name)
+        # The imported heap is never garbage: children do not walk it in cycle collections (nor
+        # copy its pages by touching them), as CPython's docs advise before forking workers.
+        gc.freeze()
         # Threads the imports started (OpenBLAS' pool, jemalloc's background thread): idle, and
         # those libraries re-initialise after a fork. Any thread beyond these is not forked over.
         self._threads_at_rest = _thread_count()
