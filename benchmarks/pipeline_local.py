@@ -11,10 +11,14 @@ emulated_night_s: the same pipeline compiled for Vertex AI (`rlops compile`) and
             night by rlops.testing.vertex_emulator: every step a subprocess through TFX's v2
             container launcher, as on Vertex (per-step times in emulated_steps_s). --no-emulated
             skips it.
+gc_s, gc_collections: time in CPython's cycle collector during the cold and cached runs, and
+            how many times it ran, at the thresholds rlops' entry points set (--gc rlops, as
+            `rlops run` does) or at CPython's defaults (--gc default).
 Prints one JSON line.
 """
 
 import argparse
+import gc
 import sys
 import tempfile
 import time
@@ -37,11 +41,32 @@ def _timed(module, name: str, bucket: dict) -> None:
     setattr(module, name, wrapper)
 
 
+class _CollectorClock:
+    """Sums the wall time of CPython's cycle collections (gc.callbacks)."""
+
+    def __init__(self) -> None:
+        self.seconds, self.collections, self._start = 0.0, 0, 0.0
+        gc.callbacks.append(self._tick)
+
+    def _tick(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._start
+            self.collections += 1
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     parser.add_argument("--no-emulated", action="store_true", help="skip the emulated Vertex AI night")
+    parser.add_argument("--gc", choices=("rlops", "default"), default="rlops", help="cycle-collector thresholds")
     args = parser.parse_args()
+    if args.gc == "rlops":
+        from rlops.quiet import collect_cycles_less_often
+
+        collect_cycles_less_often()
+    collector = _CollectorClock()
 
     from rlops.components.evaluator import executor as evaluator_executor
     from rlops.components.experience_gen import executor as gen_executor
@@ -68,6 +93,7 @@ def main() -> None:
     cached = run_local(config, stream=devnull)
     cached_s = time.perf_counter() - start
     overhead_s = cold_s - sum(cold_work.values())
+    gc_s, gc_collections = collector.seconds, collector.collections
     emulated = {} if args.no_emulated else emulated_night(args.overrides)
     emit(
         "pipeline_local",
@@ -80,6 +106,10 @@ def main() -> None:
         blessed=cold.blessed,
         pushed=cold.pushed,
         peak_rss_mb=round(peak_rss_mb(), 1),
+        gc=args.gc,
+        gc_threshold=list(gc.get_threshold()),
+        gc_s=round(gc_s, 2),
+        gc_collections=gc_collections,
         **emulated,
     )
 

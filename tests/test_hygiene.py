@@ -39,6 +39,23 @@ def test_import_rlops_leaves_warning_filters_and_logging_alone():
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
+def test_entry_points_collect_cycles_less_often_and_import_rlops_does_not():
+    """The CLI's start-up raises the cycle collector's thresholds (BENCHMARKS.md, "The cycle
+    collector"); `import rlops` leaves them, and a host that turned the collector off keeps it off."""
+    code = (
+        "import gc; before = gc.get_threshold(); import rlops, rlops.quiet\n"
+        "assert gc.get_threshold() == before, gc.get_threshold()\n"
+        "import rlops.pipelines.cli\n"
+        "young, older, oldest = gc.get_threshold()\n"
+        "assert young == rlops.quiet.GC_THRESHOLD > before[0] and older >= 20 and oldest >= 20, gc.get_threshold()\n"
+        "gc.set_threshold(0); rlops.quiet.entry_point_setup(); assert gc.get_threshold()[0] == 0\n"
+        "print('ok')"
+    )
+    proc = _python(code)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().endswith("ok")
+
+
 def test_entry_point_setup_picks_keras3_so_tfp_imports_after_tfx():
     # tensorflow_transform (imported by TFX) flips TF to legacy Keras unless the mode is already
     # chosen; TFP 0.24 then fails to import. The entry points choose first.
