@@ -1,6 +1,6 @@
-"""Process set-up for rlops' entry points (the CLI, container entry points): the Keras mode and
-the start-up quiet happen there, never on `import rlops` (a library does not change its host's
-environment or warning filters).
+"""Process set-up for rlops' entry points (the CLI, container entry points): the Keras mode, the
+start-up quiet and the cycle collector's thresholds are set there, never on `import rlops` (a
+library does not change its host's environment, warning filters or collector).
 
 Keras mode, chosen deliberately: rlops builds no tf.keras models (networks are tf.Modules,
 optimizers come from tf_keras), but TensorFlow Probability 0.24 -- the newest that supports

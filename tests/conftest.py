@@ -20,7 +20,7 @@ from rlops.quiet import collect_cycles_less_often  # noqa: E402
 from rlops.testing.warm_python import WarmPythonServer, write_client_shim  # noqa: E402
 
 # The test processes collect cycles as rlops' entry points do (rlops/quiet.py), and never walk
-# what the imports above loaded (TensorFlow, TFX: most of the heap, and none of it garbage).
+# what the imports above loaded (TensorFlow: most of the heap, and none of it garbage).
 collect_cycles_less_often()
 gc.freeze()
 
