@@ -39,13 +39,15 @@ def test_import_rlops_leaves_warning_filters_and_logging_alone():
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-def test_entry_points_collect_cycles_less_often_and_import_rlops_does_not():
-    """The CLI's start-up raises the cycle collector's thresholds (BENCHMARKS.md, "The cycle
-    collector"); `import rlops` leaves them, and a host that turned the collector off keeps it off."""
+@pytest.mark.parametrize("entry_point", ["rlops.pipelines.cli", "rlops.components.kfp.entrypoint"])
+def test_entry_points_collect_cycles_less_often_and_import_rlops_does_not(entry_point):
+    """The CLI and the KFP containers' dispatcher raise the cycle collector's thresholds at start-up
+    (BENCHMARKS.md, "The cycle collector"); `import rlops` leaves them, and a host that turned the
+    collector off keeps it off."""
     code = (
         "import gc; before = gc.get_threshold(); import rlops, rlops.quiet\n"
         "assert gc.get_threshold() == before, gc.get_threshold()\n"
-        "import rlops.pipelines.cli\n"
+        f"import {entry_point}\n"
         "young, older, oldest = gc.get_threshold()\n"
         "assert young == rlops.quiet.GC_THRESHOLD > before[0] and older >= 20 and oldest >= 20, gc.get_threshold()\n"
         "gc.set_threshold(0); rlops.quiet.entry_point_setup(); assert gc.get_threshold()[0] == 0\n"
