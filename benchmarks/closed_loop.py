@@ -105,6 +105,9 @@ class LoopConfig:
     # evaluator.reward_model: the reward model behind DM and DR ('bilinear': the per-arm model's
     # user x item term x^T B f(m), where the records carry varying candidates).
     reward_model: str = "auto"
+    # evaluator.switch_tau: Switch-DR's weight threshold (records whose importance weight exceeds
+    # it take DM's prediction, not DR's correction); None: tuned per policy by estimated MSE.
+    switch_tau: float | None = None
     workdir: str = ""  # "" : a temporary directory, removed afterwards
     keep_workdir: bool = False
     # --reference only: 'per_item' (one logistic regression per item) or 'lowrank' (one logistic
@@ -347,6 +350,7 @@ def night_yaml(config: LoopConfig, gen, root: str, night_dir: str) -> dict:
             "use_lower_bound": config.use_lower_bound,
             "min_improvement": config.min_improvement,
             "reward_model": config.reward_model,
+            **({"switch_tau": config.switch_tau} if config.switch_tau is not None else {}),
             "seed": config.seed,
         },
     }
@@ -546,7 +550,7 @@ def reference_loop(config: LoopConfig) -> list[float]:
     one L2-logistic regression per item on one-hot user values, floats and position, the click
     model's logit being additive in those for a fixed item; 'lowrank': one logistic factorization
     model, user tower . item tower, the click model's own shape with ~4x fewer weights, see
-    `_lowrank_logits`) refitted each night on ALL nights' train share so far, its epsilon-greedy
+    `_lowrank_scores`) refitted each night on ALL nights' train share so far, its epsilon-greedy
     policy served every night (no Evaluator gate). Returns the served fraction of the gap per night.
     A yardstick, not a strict bound: what a model class that contains the truth reaches with these
     decisions, this exploration and this split."""
@@ -568,7 +572,7 @@ def reference_loop(config: LoopConfig) -> list[float]:
         acts.append(actions[train])
         rs.append(rewards[train])
         if config.reference_model == "lowrank":
-            scores = _lowrank_logits(
+            scores = _lowrank_scores(
                 pop_x,
                 np.concatenate(xs),
                 np.concatenate(acts),
@@ -621,7 +625,7 @@ def _per_item_logits(
     return scores
 
 
-def _lowrank_logits(
+def _lowrank_scores(
     pop_x: np.ndarray,
     x: np.ndarray,
     actions: np.ndarray,
@@ -631,71 +635,20 @@ def _lowrank_logits(
     l2: float,
     item_ids: bool = True,
 ) -> np.ndarray:
-    """[population, items] logits of one logistic factorization model, the click model's shape:
+    """[population, items] click probabilities of one logistic factorization model, the click
+    model's shape (the Evaluator's `low_rank` reward model, reward_models.LowRank):
 
         logit(x, a) = c + x.w + b_a + (x W) . v_a,   b_a = f_a.beta + e_a,   v_a = f_a M + E_a
 
     (x: the user's one-hots, floats and position; f_a: the item's features; e_a, E_a: the item's
-    own bias and embedding, 0 without `item_ids`). Fitted by L-BFGS on the summed log loss + l2 / 2
+    own bias and embedding, 0 without `item_ids`), fitted by L-BFGS on the summed log loss + l2 / 2
     * every weight's square (sklearn's C = 1 / l2 convention)."""
-    from scipy.optimize import minimize
+    from rlops.components.evaluator.reward_models import fit_low_rank
 
-    # Identical (context, item) rows merged: a binomial log loss over their counts and clicks.
-    keys, inverse = np.unique(np.column_stack([x, actions]), axis=0, return_inverse=True)
-    inverse = inverse.ravel()
-    counts, clicks = np.bincount(inverse), np.bincount(inverse, rewards)
-    x, actions = keys[:, :-1], keys[:, -1].astype(np.int64)
-    dx = x.shape[1]
-    k, df = item_x.shape
-    shapes = {"c": (1,), "w": (dx,), "beta": (df,), "e": (k,), "W": (dx, rank), "M": (df, rank), "E": (k, rank)}
-    sizes = {name: int(np.prod(shape)) for name, shape in shapes.items()}
-
-    def unpack(theta: np.ndarray) -> dict[str, np.ndarray]:
-        out, at = {}, 0
-        for name, shape in shapes.items():
-            out[name] = theta[at : at + sizes[name]].reshape(shape)
-            at += sizes[name]
-        return out
-
-    def logits(p: dict[str, np.ndarray], xs: np.ndarray) -> np.ndarray:
-        bias = item_x @ p["beta"] + p["e"]
-        v = item_x @ p["M"] + p["E"]
-        return p["c"][0] + (xs @ p["w"])[:, None] + bias[None, :] + (xs @ p["W"]) @ v.T
-
-    def loss_and_grad(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        p = unpack(theta)
-        v = item_x @ p["M"] + p["E"]
-        u = x @ p["W"]
-        z = p["c"][0] + x @ p["w"] + item_x[actions] @ p["beta"] + p["e"][actions] + (u * v[actions]).sum(1)
-        loss = float(counts @ np.logaddexp(0.0, z) - clicks @ z) + 0.5 * l2 * float(theta[1:] @ theta[1:])
-        g = counts / (1.0 + np.exp(-z)) - clicks  # d loss / d z
-        g_bias = np.bincount(actions, g, minlength=k)
-        g_v = np.stack([np.bincount(actions, g * u[:, j], minlength=k) for j in range(rank)], 1)
-        grads = {
-            "c": np.array([g.sum()]),
-            "w": x.T @ g,
-            "beta": item_x.T @ g_bias,
-            "e": g_bias,
-            "W": x.T @ (g[:, None] * v[actions]),
-            "M": item_x.T @ g_v,
-            "E": g_v,
-        }
-        grad = np.concatenate([grads[name].ravel() for name in shapes]) + l2 * theta
-        grad[0] -= l2 * theta[0]  # the intercept is not penalized
-        return loss, grad * free
-
-    # Random start: zero is a saddle point of the bilinear term.
-    theta = np.random.default_rng(0).normal(scale=0.1, size=sum(sizes.values()))
-    free = np.ones_like(theta)  # without item ids, e and E stay 0
-    if not item_ids:
-        for name in ("e", "E"):
-            at = sum(sizes[m] for m in list(shapes)[: list(shapes).index(name)])
-            free[at : at + sizes[name]] = 0.0
-    theta *= free
-    rate = clicks.sum() / counts.sum()
-    theta[0] = np.log(max(rate, 1e-3) / max(1.0 - rate, 1e-3))
-    fit = minimize(loss_and_grad, theta, jac=True, method="L-BFGS-B", options={"maxiter": 2000})
-    return logits(unpack(fit.x), pop_x)
+    model = fit_low_rank(
+        x, actions, rewards, np.ones(len(rewards)), len(item_x), "logistic", item_x, rank, l2, item_ids=item_ids
+    )
+    return model.predict(pop_x)
 
 
 def summarize(results: list[SeedResult]) -> dict:
@@ -792,7 +745,14 @@ def main() -> None:
         "--reward-model",
         choices=REWARD_MODEL_CHOICES,
         default=LoopConfig.reward_model,
-        help="evaluator.reward_model (bilinear: a user x item term in the per-arm reward model)",
+        help="evaluator.reward_model (bilinear: a user x item term in the per-arm reward model; "
+        "low_rank: a factorization shared by every item)",
+    )
+    ap.add_argument(
+        "--switch-tau",
+        type=float,
+        default=None,
+        help="evaluator.switch_tau: Switch-DR's weight threshold (default: tuned per policy)",
     )
     ap.add_argument("--workdir", default="", help="keep every night's logs, configs and pipeline root here")
     ap.add_argument(
@@ -843,6 +803,7 @@ def main() -> None:
             use_lower_bound=args.bless_on == "lower_bound",
             min_improvement=args.min_improvement,
             reward_model=args.reward_model,
+            switch_tau=args.switch_tau,
             estimator=args.estimator,
             split_key=args.split_key,
             workdir=os.path.join(args.workdir, f"seed_{seed}") if args.workdir else "",
@@ -916,6 +877,7 @@ def main() -> None:
         bless_on=args.bless_on,
         min_improvement=args.min_improvement,
         reward_model=args.reward_model,
+        switch_tau=args.switch_tau,
         estimator=args.estimator,
         split_key=args.split_key,
         per_seed=per_seed,

@@ -53,7 +53,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "--reward-model-balance",
         action=argparse.BooleanOptionalAction,
         default=DEFAULT_BALANCE,
-        help="fit the reward model on 1/propensity-balanced rows (evaluator.reward_model_balance; "
+        help="fit the reward model on rows balanced toward the evaluated policies (evaluator.reward_model_balance; "
         f"default {'on' if DEFAULT_BALANCE else 'off'})",
     )
     p.add_argument(

@@ -231,6 +231,12 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
     evaluator = _section(raw, "evaluator", EvaluatorConfig.from_dict)
     if evaluator.kind != kind:
         raise ConfigError(f"evaluator.kind: '{evaluator.kind}' does not match the {kind} pipeline")
+    if evaluator.reward_model == "network":  # found at load time, not after ingest and training
+        raise ConfigError(
+            "evaluator.reward_model: 'network' needs a candidate exported with its predicted rewards, "
+            "and the pipeline's Trainer exports none; choose auto, ridge, logistic, bilinear or low_rank "
+            "('network' is for the Python API and `rlops evaluate` on such a policy)"
+        )
     pusher = _section(raw, "pusher", lambda d: build(PusherConfig, d, "pusher"))
     serving_dir = str(raw.get("serving_dir") or os.path.join(root, "serving"))
     _check_writable("serving_dir", serving_dir)

@@ -241,7 +241,9 @@ def test_missing_propensity_is_one_line_naming_it(tmp_path):
     assert len(lines) == 1 and "'propensity'" in lines[0] and "Traceback" not in out.stderr, out.stderr
 
 
-def test_policy_that_fails_to_load_on_a_worker_is_named(tmp_path):
+def test_policy_that_fails_to_load_is_named(tmp_path):
+    """The driver scores every policy on the reward model's sample first, so a policy that cannot
+    be loaded is named from there, before any worker starts."""
     examples = write_examples(str(tmp_path / "examples"), 300)
     broken = str(tmp_path / "broken_model")
     os.makedirs(broken)
@@ -250,7 +252,7 @@ def test_policy_that_fails_to_load_on_a_worker_is_named(tmp_path):
         beam_engine.PolicySource("saved_model", broken, "gs://bucket/models/7"),
         beam_engine.PolicySource("logging"),
     ]
-    with pytest.raises(ValueError, match=r"^policy gs://bucket/models/7 cannot be loaded on a Beam worker"):
+    with pytest.raises(ValueError, match=r"^policy gs://bucket/models/7 cannot be loaded by the Evaluator's driver: "):
         beam_engine.run_split(config, examples, "eval", sources, K, 0)
 
 
@@ -330,12 +332,16 @@ def per_arm_models(per_arm_examples, tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", ["fixed", "varying"])
-def test_beam_engine_equals_in_memory_on_per_arm_records(per_arm_examples, per_arm_models, case, tmp_path):
+@pytest.mark.parametrize("case, reward_model", [("fixed", "auto"), ("varying", "auto"), ("varying", "low_rank")])
+def test_beam_engine_equals_in_memory_on_per_arm_records(
+    per_arm_examples, per_arm_models, case, reward_model, tmp_path
+):
     """Per-arm Examples end to end through run_evaluator (a per-arm SavedModel scored on the
     workers against the logging policy): the Beam engine identifies the items over the whole
-    split as the in-memory engine does, so the shared [global, arm] reward model and every
-    estimate, interval and ESS agree (<= 1e-9); fixed candidate sets keep the per-action models."""
+    split as the in-memory engine does, so the shared [global, arm] reward model (or the
+    factorization over the catalog, "low_rank", fitted on the driver and predicted on the
+    workers) and every estimate, interval and ESS agree (<= 1e-9); fixed candidate sets keep the
+    per-action models."""
     (examples, num_actions), model = per_arm_examples[case], per_arm_models[case]
     data = core.load_logged_feedback(examples)
     assert (data.items is not None) == (case == "varying")
@@ -351,6 +357,7 @@ def test_beam_engine_equals_in_memory_on_per_arm_records(per_arm_examples, per_a
             dm_refits=10,
             dm_refit_records=500,
             engine=engine,
+            reward_model=reward_model,
             min_ess=0,  # a greedy policy over many arms: few effective records, intervals all the same
         )
         out = tmp_path / engine

@@ -123,6 +123,8 @@ def test_nested_sections_still_merge(tmp_path):
         (("pusher.keep_last=0",), "pusher.keep_last: must be >= 1"),
         (("enable_caching=false",), "enable_caching: unknown key; closest: enable_cache"),
         (("trainer.epsilon=[1]",), "trainer.epsilon: expected a number, got [1] (list)"),
+        # Found when the config loads, not after ingest and training as a ValueError (exit 1).
+        (("evaluator.reward_model=network",), "evaluator.reward_model: 'network' needs a candidate exported"),
     ],
 )
 def test_errors_name_the_key_path_and_closest_names(tmp_path, overrides, message):

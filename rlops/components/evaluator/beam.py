@@ -230,7 +230,8 @@ class PolicySource:
     greedy: bool = False
 
 
-def load_policies(sources: Sequence[PolicySource]) -> dict[str, Any]:
+def load_policies(sources: Sequence[PolicySource], where: str = "on a Beam worker") -> dict[str, Any]:
+    """Each SavedModel source loaded once; a failure is a WorkerError naming the policy and `where`."""
     from rlops.train.policy_saver import SavedPolicy
 
     loaded: dict[str, Any] = {}
@@ -241,7 +242,7 @@ def load_policies(sources: Sequence[PolicySource]) -> dict[str, Any]:
             except Exception as e:  # noqa: BLE001 - any load failure is the same user-facing fact
                 detail = " ".join(str(e).split())[:200] or type(e).__name__
                 raise WorkerError(
-                    f"{ERROR_MARK}policy {src.uri or src.path} cannot be loaded on a Beam worker: {detail}"
+                    f"{ERROR_MARK}policy {src.uri or src.path} cannot be loaded {where}: {detail}"
                 ) from None
     return loaded
 
@@ -672,12 +673,23 @@ def run_split(
     sample = parser.parse(list(recs), keys)
     kind = reward_models.resolve_reward_model(config.reward_model, sample.rewards)
     fit_rows = np.arange(min(config.reward_model_sample, len(keys)))
+    # The balancing weights and the refits need every policy on the sample: scored here, in the driver.
+    try:
+        loaded = load_policies(sources, where="by the Evaluator's driver")
+    except WorkerError as e:
+        raise _worker_error(e) from None
+    on_sample, _ = batch_policies(sources, loaded, sample, num_actions)
+    target = reward_models.evaluated_probability(on_sample, sample.actions)
     model = reward_models.fit_fold_models(
-        reward_models.subset(sample, fit_rows), num_actions, kind, config.seed, config.reward_model_balance
+        reward_models.subset(sample, fit_rows),
+        num_actions,
+        kind,
+        config.seed,
+        config.reward_model_balance,
+        target=None if target is None else target[fit_rows],
     )
     refits = None
-    if config.dm_refits:  # the refits need every policy on the sample: scored here, in the driver
-        on_sample, _ = batch_policies(sources, load_policies(sources), sample, num_actions)
+    if config.dm_refits:
         refits = dm_refits(config, sample, kind, on_sample, num_actions, population=n)
     layout = estimators.Layout(len(sources), policy_grids(config))
     fresh = Parser(examples_uri, split, action_minimum, catalog)  # set up on each worker (TF state does not pickle)

@@ -22,7 +22,8 @@ DEFAULT_BEAM_THRESHOLD = 500_000
 # REWARD_MODEL_CHOICES (one list, in ope): "auto" is logistic when every reward is 0 or 1, else
 # ridge; "bilinear" auto's link plus a user x item term x^T B f(m) in the shared per-arm model
 # (per-arm records whose candidates vary; others as auto); "network" the candidate's own reward
-# predictions (policies exported with emit_policy_info=("predicted_rewards_mean",)).
+# predictions (policies exported with emit_policy_info=("predicted_rewards_mean",)); "low_rank"
+# auto's link on a factorization shared by every item (reward_models.LowRank).
 
 
 def _is_int(value) -> bool:
@@ -50,7 +51,9 @@ class EvaluatorConfig(JsonConfig):
     # (None: picked per policy by estimated MSE); minimum data to bless at all.
     # The defaults were chosen by measurement (BENCHMARKS.md, "Off-policy evaluation").
     reward_model: str = DEFAULT_REWARD_MODEL
-    reward_model_balance: bool = DEFAULT_BALANCE  # fit on 1/propensity-balanced rows (ope.balancing_weights)
+    reward_model_balance: bool = (
+        DEFAULT_BALANCE  # fit on rows balanced toward the evaluated policies (ope.balancing_weights)
+    )
     # DM's interval includes the reward model's own error: the model is refitted on `dm_refits`
     # bootstrap resamples of at most `dm_refit_records` rows (0: the fixed-model bootstrap).
     dm_refits: int = DEFAULT_DM_REFITS

@@ -292,6 +292,8 @@ def evaluate_logged(
     """Every estimator for the served candidate, the served baseline and their difference (what
     blesses), the candidate's greedy policy beside them, and the trust diagnostics."""
     num_actions = candidate.served.shape[1]
+    base = baseline if isinstance(baseline, str) else baseline.served
+    policies = [candidate.served, base, candidate.greedy]
     q = ope.reward_predictions(
         reward_model,
         data,
@@ -299,9 +301,8 @@ def evaluate_logged(
         seed=config.seed,
         balance=config.reward_model_balance,
         sample_size=config.reward_model_sample,
+        target=ope.evaluated_probability(policies, data.actions),
     )
-    base = baseline if isinstance(baseline, str) else baseline.served
-    policies = [candidate.served, base, candidate.greedy]
     refits = dm_refits(config, data, reward_model, policies, num_actions)
     sums = memory_sums(config, data, policies, q)
     main, greedy = comparisons(config, sums, [isinstance(p, str) for p in policies], True, refits)
@@ -560,6 +561,7 @@ def evaluate_on_logs(
     else:
         target = ope.LOGGING_POLICY
     reward_model = choose_reward_model(config, data, saved)
+    policies = [target, ope.LOGGING_POLICY] + ([greedy] if greedy is not None else [])
     q = ope.reward_predictions(
         reward_model,
         data,
@@ -567,8 +569,8 @@ def evaluate_on_logs(
         seed=config.seed,
         balance=config.reward_model_balance,
         sample_size=config.reward_model_sample,
+        target=ope.evaluated_probability(policies, data.actions),
     )
-    policies = [target, ope.LOGGING_POLICY] + ([greedy] if greedy is not None else [])
     refits = dm_refits(config, data, reward_model, policies, num_actions)
     sums = memory_sums(config, data, policies, q)
     main, greedy_cmp = comparisons(config, sums, [isinstance(p, str) for p in policies], True, refits)

@@ -50,6 +50,7 @@ from rlops.components.evaluator.reward_models import (  # noqa: F401
     RewardModelFn,
     balancing_weights,
     clip_to_observed,
+    evaluated_probability,
     fit_arm_reward_model,
     fit_reward_model,
     refit_dm_replicates,

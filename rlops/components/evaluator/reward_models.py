@@ -7,8 +7,8 @@ cross-fitted by hash folds: record i's prediction comes from the model fitted on
 records of the other folds, so DM/DR never reuse a record's own reward to predict it. Records
 outside the sample are predicted by their fold's model too (they were fitted on by none).
 `FoldModels` holds the fitted parameters, so the Beam engine predicts batch by batch on its workers.
-By default fitted on 1/propensity-balanced rows (balancing_weights) and clipped to the sample's
-observed reward range.
+By default fitted on rows balanced toward the evaluated policies (balancing_weights) and clipped
+to the sample's observed reward range.
 """
 
 from __future__ import annotations
@@ -27,12 +27,15 @@ REWARD_MODELS = ("ridge", "logistic")  # the fitted kinds (links)
 # logistic when every reward is 0 or 1, else ridge; "bilinear" is auto's link plus, for per-arm
 # records whose candidates vary (the shared [global, arm] model), the user x item term
 # x^T B f(m) (other records: as auto); "network" is the candidate's own predicted rewards
-# (resolved by the Evaluator, which holds the SavedModel).
-AUTO, BILINEAR, NETWORK = "auto", "bilinear", "network"
-REWARD_MODEL_CHOICES = (AUTO,) + REWARD_MODELS + (NETWORK, BILINEAR)
+# (resolved by the Evaluator, which holds the SavedModel); "low_rank" is auto's link on a
+# factorization shared across items (LowRank: a user tower x W . each item's embedding).
+AUTO, BILINEAR, NETWORK, LOW_RANK = "auto", "bilinear", "network", "low_rank"
+REWARD_MODEL_CHOICES = (AUTO,) + REWARD_MODELS + (NETWORK, BILINEAR, LOW_RANK)
 BILINEAR_SUFFIX = "_bilinear"  # "bilinear" resolves to "logistic_bilinear" or "ridge_bilinear"
+LOW_RANK_SUFFIX = "_low_rank"  # "low_rank" resolves to "logistic_low_rank" or "ridge_low_rank"
+_STRUCTURES = {BILINEAR: BILINEAR_SUFFIX, LOW_RANK: LOW_RANK_SUFFIX}
 DEFAULT_REWARD_MODEL = AUTO  # chosen by measurement: BENCHMARKS.md, "Off-policy evaluation"
-DEFAULT_BALANCE = True  # fit the reward model on 1/propensity-balanced rows (see balancing_weights)
+DEFAULT_BALANCE = True  # fit the reward model on rows balanced toward the evaluated policies (balancing_weights)
 DEFAULT_DM_REFITS = 30  # reward-model refits behind DM's interval (see refit_dm_replicates)
 DEFAULT_DM_REFIT_RECORDS = 20_000
 DEFAULT_SAMPLE = 200_000  # records the reward model is fitted on (evaluator.reward_model_sample)
@@ -40,6 +43,9 @@ DEFAULT_FOLDS = 2
 # reward_model "bilinear": the ridge weight on B in x^T B f(m) (DM of the closed loop's night-0
 # candidates barely moves over 1-3; BENCHMARKS.md, "Closed loop").
 DEFAULT_BILINEAR_L2 = 1.0
+# reward_model "low_rank": its rank and L2 weight (on the summed loss), chosen on the closed loop's
+# worlds (BENCHMARKS.md, "Closed loop").
+DEFAULT_LOW_RANK, DEFAULT_LOW_RANK_L2 = 4, 10.0
 _FOLD_SALT, _SAMPLE_SALT = 0x5F01D, 0x5A3B1E  # distinct hashes for fold and sample membership
 
 RewardModelFn = Callable[[np.ndarray], np.ndarray]  # contexts [N, D] -> q [N, K]
@@ -47,13 +53,13 @@ RewardModelFn = Callable[[np.ndarray], np.ndarray]  # contexts [N, D] -> q [N, K
 
 def resolve_reward_model(kind: str, rewards: np.ndarray) -> str:
     """A fitted kind from any name in REWARD_MODEL_CHOICES but "network" ("auto": logistic for
-    0/1 rewards, else ridge; "bilinear": that link + "_bilinear"); a fitted kind resolves to
-    itself; an unknown name is an error listing every choice."""
+    0/1 rewards, else ridge; "bilinear" / "low_rank": that link + "_bilinear" / "_low_rank"); a
+    fitted kind resolves to itself; an unknown name is an error listing every choice."""
     if kind == AUTO:
         return "logistic" if np.isin(rewards, (0.0, 1.0)).all() else "ridge"
-    if kind == BILINEAR:
-        return resolve_reward_model(AUTO, rewards) + BILINEAR_SUFFIX
-    if kind.endswith(BILINEAR_SUFFIX) and kind[: -len(BILINEAR_SUFFIX)] in REWARD_MODELS:
+    if kind in _STRUCTURES:
+        return resolve_reward_model(AUTO, rewards) + _STRUCTURES[kind]
+    if any(kind.endswith(suffix) and kind[: -len(suffix)] in REWARD_MODELS for suffix in _STRUCTURES.values()):
         return kind
     if kind == NETWORK:
         raise ValueError(
@@ -387,13 +393,139 @@ def _predict_arm_model(theta, gamma, x, items, f, kind, bilinear: np.ndarray | N
     return np.where(pad, 0.0, out)
 
 
-def balancing_weights(propensities: np.ndarray, cap: float = 50.0) -> np.ndarray:
-    """1 / propensity, scaled to mean 1 and capped: rows reweighted as if every action had been
-    logged equally often. A logging policy that rarely shows an action otherwise lets the reward
-    model fill that action in from the popular ones (selection bias, which DM inherits in full)."""
-    w = 1.0 / np.asarray(propensities, float)
-    w /= w.mean()
+def balancing_weights(propensities: np.ndarray, target: np.ndarray | None = None, cap: float = 50.0) -> np.ndarray:
+    """target / propensity, scaled to mean 1 and capped: rows reweighted as if the evaluated
+    policies had logged them (`target`: their mean probability of each logged action, see
+    evaluated_probability; None: 1 / propensity, as if every action had been logged equally
+    often). A logging policy that rarely shows an action otherwise lets the reward model fill that
+    action in from the popular ones (selection bias, which DM inherits in full). Weighting toward
+    the evaluated policies, not toward uniform, matters when they stay close to the logger (a
+    nightly candidate against the policy that served): a model that cannot fit every (user, item)
+    then fits where DM will read it, not the uniformly explored rows."""
+    p = np.asarray(propensities, float)
+    w = (1.0 if target is None else np.asarray(target, float)) / p
+    w = np.broadcast_to(w, p.shape) / np.mean(w)
     return np.minimum(w, cap)
+
+
+def evaluated_probability(policies: list, actions: np.ndarray) -> np.ndarray | None:
+    """[N] the mean, over the evaluated policies given as probabilities [N, K] (LOGGING_POLICY and
+    other names skipped: the logger needs no reward model), of each record's logged action's
+    probability; None when there is no such policy (the reward model is then balanced toward
+    uniform)."""
+    arrays = [np.asarray(p, float) for p in policies if not isinstance(p, str)]
+    if not arrays:
+        return None
+    rows = np.arange(len(actions))
+    return np.mean([p[rows, actions] for p in arrays], axis=0)
+
+
+# ---- low rank: one factorization shared across items -------------------------------------------
+
+
+@dataclass
+class LowRank:
+    """A rank-r factorization reward model, the two-tower shape of a recommender:
+
+        link(q) = c + x.w + b_m + (x W) . v_m,   b_m = f_m.beta + e_m,   v_m = f_m M + E_m
+
+    x the record's global features, f_m item m's arm features (none: b_m = e_m, v_m = E_m), e_m,
+    E_m the item's own bias and embedding. Every item shares the user tower x W, so an item shown
+    rarely still gets its users' tastes from the items like it; a per-item model shrinks such an
+    item to its mean and so values any personalized policy low where the logger rarely went."""
+
+    link: str  # "logistic" or "ridge"
+    c: float
+    w: np.ndarray  # [D]
+    bias: np.ndarray  # [M] b_m
+    user: np.ndarray  # [D, r] W
+    item: np.ndarray  # [M, r] v_m
+
+    def predict(self, x: np.ndarray, items: np.ndarray | None = None) -> np.ndarray:
+        """[N, K] predictions for slot k = item items[:, k] (padding -1: 0), or [N, M] for every
+        item when `items` is None."""
+        row = self.c + x @ self.w  # [N]
+        u = x @ self.user  # [N, r]
+        if items is None:
+            z = row[:, None] + self.bias[None, :] + u @ self.item.T
+        else:
+            it = np.maximum(items, 0)
+            z = row[:, None] + self.bias[it] + np.einsum("nr,nkr->nk", u, self.item[it])
+        q = 1 / (1 + np.exp(-np.clip(z, -30, 30))) if self.link == "logistic" else z
+        return q if items is None else np.where(items < 0, 0.0, q)
+
+
+def fit_low_rank(
+    x: np.ndarray,
+    item: np.ndarray,
+    r: np.ndarray,
+    sw: np.ndarray,
+    num_items: int,
+    link: str,
+    item_features: np.ndarray | None = None,
+    rank: int = DEFAULT_LOW_RANK,
+    l2: float = DEFAULT_LOW_RANK_L2,
+    item_ids: bool = True,
+    max_iterations: int = 2000,
+) -> LowRank:
+    """Fits LowRank by L-BFGS on sum sw * loss(r, z) + l2 / 2 * every weight's square but c
+    (loss: log loss for link "logistic", squared error / 2 for "ridge"). Rows with the same
+    (x, item) are merged first (their weights and weighted rewards summed): logs repeat contexts.
+    `item_ids` False keeps e and E at 0 (items known by their features only). Deterministic: a
+    fixed random start (zero is a saddle point of the bilinear term)."""
+    from scipy.optimize import minimize
+
+    keys, inverse = np.unique(np.column_stack([x, item]), axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    weight, weighted_r = np.bincount(inverse, sw), np.bincount(inverse, sw * r)
+    x, item = keys[:, :-1], keys[:, -1].astype(np.int64)
+    f = np.zeros((num_items, 0)) if item_features is None else np.asarray(item_features, float)
+    dx, df = x.shape[1], f.shape[1]
+    shapes = {"c": (1,), "w": (dx,), "beta": (df,), "e": (num_items,), "W": (dx, rank), "M": (df, rank)}
+    shapes["E"] = (num_items, rank)
+    sizes = {name: int(np.prod(shape)) for name, shape in shapes.items()}
+    starts = dict(zip(shapes, np.cumsum([0] + list(sizes.values()))[:-1]))
+
+    def unpack(theta: np.ndarray) -> dict[str, np.ndarray]:
+        return {name: theta[starts[name] : starts[name] + sizes[name]].reshape(shapes[name]) for name in shapes}
+
+    def loss_and_grad(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        p = unpack(theta)
+        v = f @ p["M"] + p["E"]
+        u = x @ p["W"]
+        z = p["c"][0] + x @ p["w"] + f[item] @ p["beta"] + p["e"][item] + (u * v[item]).sum(1)
+        if link == "logistic":
+            data = float(weight @ np.logaddexp(0.0, z) - weighted_r @ z)
+            g = weight / (1.0 + np.exp(-z)) - weighted_r  # d loss / d z
+        else:
+            data = float(0.5 * weight @ (z * z) - weighted_r @ z)
+            g = weight * z - weighted_r
+        g_bias = np.bincount(item, g, minlength=num_items)
+        g_v = np.stack([np.bincount(item, g * u[:, j], minlength=num_items) for j in range(rank)], 1)
+        grads = {
+            "c": np.array([g.sum()]),
+            "w": x.T @ g,
+            "beta": f.T @ g_bias,
+            "e": g_bias,
+            "W": x.T @ (g[:, None] * v[item]),
+            "M": f.T @ g_v,
+            "E": g_v,
+        }
+        grad = np.concatenate([grads[name].ravel() for name in shapes]) + l2 * theta
+        grad[0] -= l2 * theta[0]  # the intercept is not penalized
+        return data + 0.5 * l2 * float(theta[1:] @ theta[1:]), grad * free
+
+    theta = np.random.default_rng(0).normal(scale=0.1, size=sum(sizes.values()))
+    free = np.ones_like(theta)
+    if not item_ids:
+        for name in ("e", "E"):
+            free[starts[name] : starts[name] + sizes[name]] = 0.0
+    theta *= free
+    mean = float(weighted_r.sum() / max(weight.sum(), 1e-12))
+    theta[0] = math.log(max(mean, 1e-3) / max(1.0 - mean, 1e-3)) if link == "logistic" else mean
+    fit = minimize(loss_and_grad, theta, jac=True, method="L-BFGS-B", options={"maxiter": max_iterations})
+    p = unpack(fit.x)
+    return LowRank(link, float(p["c"][0]), p["w"], f @ p["beta"] + p["e"], p["W"], f @ p["M"] + p["E"])
 
 
 # ---- the cross-fitted model -------------------------------------------------------------------------
@@ -421,7 +553,10 @@ class FoldModels:
             rows = fold == f
             if not rows.any():
                 continue
-            if self.item_features is not None and items is not None:
+            if isinstance(params, LowRank):
+                slots = items[rows] if items is not None and self.item_features is not None else None
+                q[rows] = params.predict(x[rows], slots)
+            elif self.item_features is not None and items is not None:
                 theta, gamma, bilinear = params
                 q[rows] = _predict_arm_model(
                     theta, gamma, x[rows], items[rows], self.item_features, self.kind, bilinear
@@ -447,24 +582,33 @@ def fit_fold_models(
     l2: float = 1.0,
     interaction_l2: float = 10.0,
     bilinear_l2: float = DEFAULT_BILINEAR_L2,
+    target: np.ndarray | None = None,
 ) -> FoldModels:
     """Fit `kind` on every record of `data` (the sample), once per hash fold leaving that fold out
     (a "_bilinear" kind: per-arm records whose candidates vary also get x^T B f(m), B
-    ridge-penalized by `bilinear_l2`; see _fit_arm_model)."""
+    ridge-penalized by `bilinear_l2`; see _fit_arm_model. A "_low_rank" kind: LowRank over the
+    per-arm catalog's items and their features, or over the actions; `l2` is not its weight).
+    `target` [N]: the evaluated policies' probability of each logged action, what `balance`
+    weights toward (balancing_weights)."""
     kind = resolve_reward_model(kind, data.rewards)
     bilinear = bilinear_l2 if kind.endswith(BILINEAR_SUFFIX) else None
-    kind = kind.removesuffix(BILINEAR_SUFFIX)  # the link
+    low_rank = kind.endswith(LOW_RANK_SUFFIX)
+    kind = kind.removesuffix(BILINEAR_SUFFIX).removesuffix(LOW_RANK_SUFFIX)  # the link
     if kind == "logistic" and not np.isin(data.rewards, (0.0, 1.0)).all():
         first_bad("reward_model 'logistic' needs rewards in {0, 1}", data.rewards, ~np.isin(data.rewards, (0.0, 1.0)))
     n = len(data.actions)
     x = np.asarray(data.contexts, float).reshape(n, -1)
-    s = data.record_weights * balancing_weights(data.propensities) if balance else data.record_weights
+    s = data.record_weights * balancing_weights(data.propensities, target) if balance else data.record_weights
     r = np.asarray(data.rewards, float)
     fold = hash_folds(data.record_keys, folds, seed)
-    params = []
+    params: list = []
     for f in range(max(folds, 1)):
         train = fold != f if folds > 1 else np.ones(n, bool)
-        if data.items is not None:
+        if low_rank:  # items: the per-arm catalog's (with their features), else the actions
+            logged = data.actions if data.items is None else data.items[np.arange(n), data.actions]
+            catalog = num_actions if data.item_features is None else len(data.item_features)
+            params.append(fit_low_rank(x[train], logged[train], r[train], s[train], catalog, kind, data.item_features))
+        elif data.items is not None:
             logged = data.items[np.arange(n), data.actions]
             params.append(
                 _fit_arm_model(
@@ -611,10 +755,12 @@ def reward_predictions(
     balance: bool = DEFAULT_BALANCE,
     clip: bool = True,
     sample_size: int | None = None,
+    target: np.ndarray | None = None,
 ) -> np.ndarray:
     """q [N, K] from a reward model name (fitted on the bottom-k hash sample of at most
     `sample_size` records -- None: all -- cross-fitted by hash folds; record weights times
-    balancing weights when `balance`) or a callable (e.g. the trained network), clipped to the
+    balancing weights when `balance`, toward `target`, the evaluated policies' probability of each
+    logged action [N], when given) or a callable (e.g. the trained network), clipped to the
     observed reward range (`clip`)."""
     if callable(model):
         q = np.asarray(model(data.contexts), float)
@@ -626,8 +772,16 @@ def reward_predictions(
         raise ValueError(f"items have {data.items.shape[1]} candidate slots; expected {num_actions}")
     # The sample in hash order (all records when there are no more): every engine fits on the
     # same rows in the same order, so their floats agree.
-    sample = subset(data, reward_sample(data, sample_size, seed))
-    fitted = fit_fold_models(sample, num_actions, resolve_reward_model(model, data.rewards), seed, balance, clip)
+    rows = reward_sample(data, sample_size, seed)
+    fitted = fit_fold_models(
+        subset(data, rows),
+        num_actions,
+        resolve_reward_model(model, data.rewards),
+        seed,
+        balance,
+        clip,
+        target=None if target is None else np.asarray(target)[rows],
+    )
     return fitted.predict(data.contexts, data.record_keys, data.items)
 
 
@@ -654,6 +808,9 @@ def refit_dm_replicates(
     n = population or len(data.actions)
     rows = reward_sample(data, max_records, seed)  # hash order: the same rows, same order, in every engine
     s = data.record_weights[rows]
+    target = evaluated_probability(
+        [p if isinstance(p, str) else np.asarray(p)[rows] for p in policies], data.actions[rows]
+    )
     keys = data.record_keys[rows]
     multiplicity = bootstrap.poisson_weights(keys, replicates, seed + 7919)  # [replicates, m]
     out = np.full((replicates, len(policies)), np.nan)
@@ -664,7 +821,15 @@ def refit_dm_replicates(
         keep = m > 0  # rows drawn at least once: the resample (Poisson multiplicity as weight)
         sample = subset(data, rows[keep], m[keep])
         try:
-            q = reward_predictions(model, sample, num_actions, seed=seed + b, balance=balance, clip=clip)
+            q = reward_predictions(
+                model,
+                sample,
+                num_actions,
+                seed=seed + b,
+                balance=balance,
+                clip=clip,
+                target=None if target is None else target[keep],
+            )
         except (ValueError, np.linalg.LinAlgError):
             continue  # a degenerate resample (e.g. no clicks): left out, as an invalid bootstrap draw
         for j, policy in enumerate(policies):
