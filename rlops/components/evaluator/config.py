@@ -51,9 +51,7 @@ class EvaluatorConfig(JsonConfig):
     # (None: picked per policy by estimated MSE); minimum data to bless at all.
     # The defaults were chosen by measurement (BENCHMARKS.md, "Off-policy evaluation").
     reward_model: str = DEFAULT_REWARD_MODEL
-    reward_model_balance: bool = (
-        DEFAULT_BALANCE  # fit on rows balanced toward the evaluated policies (ope.balancing_weights)
-    )
+    reward_model_balance: bool = DEFAULT_BALANCE  # weighted toward the evaluated policies (ope.balancing_weights)
     # DM's interval includes the reward model's own error: the model is refitted on `dm_refits`
     # bootstrap resamples of at most `dm_refit_records` rows (0: the fixed-model bootstrap).
     dm_refits: int = DEFAULT_DM_REFITS
