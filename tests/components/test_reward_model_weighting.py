@@ -59,3 +59,12 @@ def test_the_target_is_the_mean_of_the_evaluated_policies_probabilities_and_skip
     actions = np.array([0, 1])
     np.testing.assert_allclose(ope.evaluated_probability([a, ope.LOGGING_POLICY, b], actions), [0.7, 0.9])
     assert ope.evaluated_probability([ope.LOGGING_POLICY], actions) is None
+
+
+def test_policies_that_take_none_of_the_logged_actions_fall_back_to_uniform_balance():
+    """A greedy policy that never agrees with the logs gives every record weight 0 toward it: the
+    weights fall back to 1 / propensity, not to 0 / 0."""
+    propensities = np.array([0.5, 0.25, 0.25])
+    np.testing.assert_allclose(
+        ope.balancing_weights(propensities, np.zeros(3)), ope.balancing_weights(propensities), rtol=1e-12
+    )

@@ -403,9 +403,10 @@ def balancing_weights(propensities: np.ndarray, target: np.ndarray | None = None
     nightly candidate against the policy that served): a model that cannot fit every (user, item)
     then fits where DM will read it, not the uniformly explored rows."""
     p = np.asarray(propensities, float)
-    w = (1.0 if target is None else np.asarray(target, float)) / p
-    w = np.broadcast_to(w, p.shape) / np.mean(w)
-    return np.minimum(w, cap)
+    w = np.broadcast_to((1.0 if target is None else np.asarray(target, float)) / p, p.shape)
+    if not (w > 0).any():  # the policies take none of the logged actions: nothing to point at
+        w = 1.0 / p
+    return np.minimum(w / np.mean(w), cap)
 
 
 def evaluated_probability(policies: list, actions: np.ndarray) -> np.ndarray | None:
