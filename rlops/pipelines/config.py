@@ -190,6 +190,7 @@ def _section(raw: dict, key: str, make) -> Any:
 def build_config(kind: str, raw: dict) -> PipelineConfig:
     """Validates every section (and what the paths point at) into typed configs."""
     from rlops.components.evaluator.config import EvaluatorConfig
+    from rlops.components.evaluator.reward_models import NETWORK, REWARD_MODEL_CHOICES
     from rlops.components.trainer.agents.registry import agent_names
     from rlops.components.trainer.config import TrainerConfig
 
@@ -231,11 +232,12 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
     evaluator = _section(raw, "evaluator", EvaluatorConfig.from_dict)
     if evaluator.kind != kind:
         raise ConfigError(f"evaluator.kind: '{evaluator.kind}' does not match the {kind} pipeline")
-    if evaluator.reward_model == "network":  # found at load time, not after ingest and training
+    if evaluator.reward_model == NETWORK:  # found at load time, not after ingest and training
+        fitted = ", ".join(c for c in REWARD_MODEL_CHOICES if c != NETWORK)
         raise ConfigError(
-            "evaluator.reward_model: 'network' needs a candidate exported with its predicted rewards, "
-            "and the pipeline's Trainer exports none; choose auto, ridge, logistic, bilinear or low_rank "
-            "('network' is for the Python API and `rlops evaluate` on such a policy)"
+            f"evaluator.reward_model: '{NETWORK}' needs a candidate exported with its predicted rewards, "
+            f"and the pipeline's Trainer exports none; choose one of {fitted} "
+            f"('{NETWORK}' is for the Python API and `rlops evaluate` on such a policy)"
         )
     pusher = _section(raw, "pusher", lambda d: build(PusherConfig, d, "pusher"))
     serving_dir = str(raw.get("serving_dir") or os.path.join(root, "serving"))

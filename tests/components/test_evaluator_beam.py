@@ -379,6 +379,7 @@ def test_beam_engine_equals_in_memory_on_per_arm_records(
     assert got["trust"]["hyperparameters"] == memory["trust"]["hyperparameters"]
     assert got["candidate_action_share"] == memory["candidate_action_share"]
     assert got["reward_model"] == memory["reward_model"] and got["blessed"] == memory["blessed"]
+    assert memory["reward_model"] == ("logistic_low_rank" if reward_model == "low_rank" else "logistic")
     assert memory["candidate"]["dr"]["lower"] < memory["candidate"]["dr"]["upper"], (memory["reason"], memory["trust"])
 
 

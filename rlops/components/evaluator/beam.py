@@ -674,12 +674,14 @@ def run_split(
     kind = reward_models.resolve_reward_model(config.reward_model, sample.rewards)
     fit_rows = np.arange(min(config.reward_model_sample, len(keys)))
     # The balancing weights and the refits need every policy on the sample: scored here, in the driver.
-    try:
-        loaded = load_policies(sources, where="by the Evaluator's driver")
-    except WorkerError as e:
-        raise _worker_error(e) from None
-    on_sample, _ = batch_policies(sources, loaded, sample, num_actions)
-    target = reward_models.evaluated_probability(on_sample, sample.actions)
+    on_sample, target = None, None
+    if config.reward_model_balance or config.dm_refits:
+        try:
+            loaded = load_policies(sources, where="by the Evaluator's driver")
+        except WorkerError as e:
+            raise _worker_error(e) from None
+        on_sample, _ = batch_policies(sources, loaded, sample, num_actions)
+        target = reward_models.evaluated_probability(on_sample, sample.actions)
     model = reward_models.fit_fold_models(
         reward_models.subset(sample, fit_rows),
         num_actions,
@@ -689,7 +691,7 @@ def run_split(
         target=None if target is None else target[fit_rows],
     )
     refits = None
-    if config.dm_refits:
+    if config.dm_refits and on_sample is not None:
         refits = dm_refits(config, sample, kind, on_sample, num_actions, population=n)
     layout = estimators.Layout(len(sources), policy_grids(config))
     fresh = Parser(examples_uri, split, action_minimum, catalog)  # set up on each worker (TF state does not pickle)
