@@ -150,18 +150,22 @@ def test_plentiful_clicks_the_floor_and_the_bootstrap_agree():
     result = estimators.policy_result(sums, 0, True, False, {"switch_tau": None, "dr_os_lambda": None})
     est = ope.estimate(data, target, q, num_bootstrap=300, seed=0)
     z = bootstrap.normal_quantile(0.975)
+    expected = {}
     for name in ("ips", "snips") + DR_FAMILY:
         boot, floor = result.boot[name], result.noise_sd[name]
         spread = float(np.std(boot, ddof=1))
         assert 0.8 < floor / spread < 1.1, (name, floor, spread)
         lower, upper = float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975))
         if spread >= floor:
-            expected = (lower, upper)
+            expected[name] = (lower, upper)
         else:
             value = est[name].value
-            expected = (min(lower, value - z * floor), max(upper, value + z * floor))
+            expected[name] = (min(lower, value - z * floor), max(upper, value + z * floor))
+    for name in ("switch_dr", "dr_os"):  # joined with DR's (test_ope_switch_interval.py)
+        expected[name] = (min(expected[name][0], expected["dr"][0]), max(expected[name][1], expected["dr"][1]))
+    for name, interval in expected.items():
         # Equal up to float summation order (a multithreaded BLAS may add the replicates differently).
-        assert (est[name].lower, est[name].upper) == pytest.approx(expected, rel=1e-12, abs=1e-15), name
+        assert (est[name].lower, est[name].upper) == pytest.approx(interval, rel=1e-12, abs=1e-15), name
 
 
 def test_a_candidate_that_never_takes_a_logged_action_is_untrusted_not_an_error():
