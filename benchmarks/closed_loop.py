@@ -27,11 +27,15 @@ rejected (with that candidate's exact value), and the realized online click-thro
     python benchmarks/closed_loop.py --reference --ctr 0.05 --serving-epsilon 0.05  # the budget's reference
     python benchmarks/closed_loop.py --reference --reference-model lowrank --reference-l2 10 \
         --ctr 0.05 --serving-epsilon 0.05   # the low-rank reference (the click model's own shape)
+    python benchmarks/closed_loop.py --reference-on-logs DIR --reference-model lowrank --reference-l2 10 \
+        --ctr 0.05 --serving-epsilon 0.03   # that reference fitted on what the product logged in DIR
 
 `--reference` runs the same loop with a well-specified learner outside the product
 (`reference_loop`: one logistic regression per item, or `--reference-model lowrank`, one rank-d
 logistic factorization model), and every run reports `epsilon_ceiling`: the most any policy served
 with that epsilon can reach. Together they say whether a shortfall is the product's or the budget's.
+`--reference-on-logs DIR` fits the reference on the logs a product run kept (`--workdir DIR`):
+whether those logs held what a well-specified learner needs to go further.
 
 Prints one JSON line: per-seed, per-night lists and a summary (how far the last night's served
 policy got from the logging policy's value to the optimum, OPE interval coverage over nights x
@@ -554,8 +558,6 @@ def reference_loop(config: LoopConfig) -> list[float]:
     policy served every night (no Evaluator gate). Returns the served fraction of the gap per night.
     A yardstick, not a strict bound: what a model class that contains the truth reaches with these
     decisions, this exploration and this split."""
-    from sklearn.linear_model import LogisticRegression
-
     gen = world(config)
     logging_value, optimal = gen.true_value(gen.logging_policy), gen.true_value(gen.optimal_policy)
     population, _ = gen.population_contexts()
@@ -571,25 +573,7 @@ def reference_loop(config: LoopConfig) -> list[float]:
         xs.append(x[train])
         acts.append(actions[train])
         rs.append(rewards[train])
-        if config.reference_model == "lowrank":
-            scores = _lowrank_scores(
-                pop_x,
-                np.concatenate(xs),
-                np.concatenate(acts),
-                np.concatenate(rs),
-                gen.item_feature_matrix(),
-                config.reference_rank,
-                config.reference_l2,
-                item_ids=config.reference_item_ids,
-            )
-        else:
-            scores = _per_item_logits(
-                LogisticRegression, pop_x, np.concatenate(xs), np.concatenate(acts), np.concatenate(rs), gen.num_items
-            )
-        greedy = scores.argmax(1)
-        probs = np.full(scores.shape, config.serving_epsilon / gen.num_items)
-        probs[np.arange(len(greedy)), greedy] += 1.0 - config.serving_epsilon
-        value = gen.true_value(lambda _, probs=probs: probs)
+        greedy, value = _reference_policy(config, gen, pop_x, xs, acts, rs)
         fractions.append(round((value - logging_value) / (optimal - logging_value), 4))
         contexts = gen.sample_contexts(config.decisions, seed=night + 1)
         rows = np.array([row_of[r.tobytes()] for r in gen.encode(contexts)])
@@ -597,6 +581,49 @@ def reference_loop(config: LoopConfig) -> list[float]:
         explore = rng.random(len(rows)) < config.serving_epsilon
         actions = np.where(explore, rng.integers(0, gen.num_items, len(rows)), greedy[rows])
         rewards = (rng.random(len(rows)) < gen.expected_ctr(contexts)[np.arange(len(rows)), actions]).astype(int)
+    return fractions
+
+
+def _reference_policy(config: LoopConfig, gen, pop_x: np.ndarray, xs: list, acts: list, rs: list):
+    """The reference learner fitted on the logs so far: (its greedy item per user of the
+    population, the exact value of that policy served epsilon-greedy)."""
+    from sklearn.linear_model import LogisticRegression
+
+    x, a, r = np.concatenate(xs), np.concatenate(acts), np.concatenate(rs)
+    if config.reference_model == "lowrank":
+        item_x = gen.item_feature_matrix()
+        scores = _lowrank_scores(
+            pop_x, x, a, r, item_x, config.reference_rank, config.reference_l2, item_ids=config.reference_item_ids
+        )
+    else:
+        scores = _per_item_logits(LogisticRegression, pop_x, x, a, r, gen.num_items)
+    greedy = scores.argmax(1)
+    probs = np.full(scores.shape, config.serving_epsilon / gen.num_items)
+    probs[np.arange(len(greedy)), greedy] += 1.0 - config.serving_epsilon
+    return greedy, gen.true_value(lambda _: probs)
+
+
+def reference_on_logs(config: LoopConfig, workdir: str) -> list[float]:
+    """The reference learner fitted on what the PRODUCT logged (a kept `--workdir`'s seed_<seed>/
+    night_<k>/impressions.parquet, each night's train share drawn like reference_loop's), night by
+    night: the fraction of the gap its policy would serve. Where it stays under a target, the
+    product's own logs did not hold the information to reach it, whatever learner or gate."""
+    import pandas as pd
+
+    gen = world(config)
+    logging_value, optimal = gen.true_value(gen.logging_policy), gen.true_value(gen.optimal_policy)
+    pop_x = gen.encode(gen.population_contexts()[0])
+    share = config.train_share / (config.train_share + config.eval_share)
+    xs, acts, rs, fractions = [], [], [], []
+    for night in range(config.nights):
+        logs = pd.read_parquet(os.path.join(workdir, f"seed_{config.seed}", f"night_{night}", "impressions.parquet"))
+        train = np.random.default_rng([config.seed, night, 3]).random(len(logs)) < share
+        logs = logs[train]
+        xs.append(gen.encode({c: logs[c].to_numpy() for c in (*gen.user_columns, *gen.float_columns, "position")}))
+        acts.append(logs["action"].to_numpy())
+        rs.append(logs["reward"].to_numpy().astype(float))
+        _, value = _reference_policy(config, gen, pop_x, xs, acts, rs)
+        fractions.append(round((value - logging_value) / (optimal - logging_value), 4))
     return fractions
 
 
@@ -769,6 +796,12 @@ def main() -> None:
     ap.add_argument("--reference-rank", type=int, default=LoopConfig.reference_rank, help="lowrank: its rank")
     ap.add_argument("--reference-l2", type=float, default=LoopConfig.reference_l2, help="lowrank: its L2 weight")
     ap.add_argument(
+        "--reference-on-logs",
+        default="",
+        metavar="WORKDIR",
+        help="fit the reference learner on what the product logged in a kept --workdir (reference_on_logs)",
+    )
+    ap.add_argument(
         "--reference-no-item-ids",
         action="store_true",
         help="lowrank: item towers from the item features only (no per-item bias or embedding)",
@@ -814,9 +847,9 @@ def main() -> None:
         )
         for seed in range(args.first_seed, args.first_seed + args.seeds)
     ]
-    if args.reference:
+    if args.reference or args.reference_on_logs:
         emit(
-            "closed_loop_reference",
+            "closed_loop_reference_on_logs" if args.reference_on_logs else "closed_loop_reference",
             nights=args.nights,
             seeds=args.seeds,
             first_seed=args.first_seed,
@@ -835,7 +868,11 @@ def main() -> None:
                 if args.reference_model == "lowrank"
                 else {}
             ),
-            fraction_per_night=[reference_loop(c) for c in configs],
+            **({"logs_of": args.reference_on_logs} if args.reference_on_logs else {}),
+            fraction_per_night=[
+                reference_on_logs(c, args.reference_on_logs) if args.reference_on_logs else reference_loop(c)
+                for c in configs
+            ],
             epsilon_ceiling=[round(epsilon_ceiling(c), 4) for c in configs],
             wall_s=round(time.perf_counter() - t0, 1),
         )
