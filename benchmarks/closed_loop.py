@@ -807,6 +807,16 @@ def main() -> None:
         help="lowrank: item towers from the item features only (no per-item bias or embedding)",
     )
     args = ap.parse_args()
+    if args.reference_on_logs:
+        wanted = [
+            os.path.join(args.reference_on_logs, f"seed_{seed}", f"night_{night}", "impressions.parquet")
+            for seed in range(args.first_seed, args.first_seed + args.seeds)
+            for night in range(args.nights)
+        ]
+        if missing := [path for path in wanted if not os.path.exists(path)]:
+            ap.error(
+                f"--reference-on-logs: no logs at {missing[0]} (a --workdir kept by a run of these seeds and nights)"
+            )
     sys.path.insert(0, str(HERE))
     from _common import emit
 
