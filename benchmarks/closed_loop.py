@@ -27,6 +27,7 @@ rejected (with that candidate's exact value), and the realized online click-thro
     python benchmarks/closed_loop.py --reference --ctr 0.05 --serving-epsilon 0.05  # the budget's reference
     python benchmarks/closed_loop.py --reference --reference-model lowrank --reference-l2 10 \
         --ctr 0.05 --serving-epsilon 0.05   # the low-rank reference (the click model's own shape)
+    python benchmarks/closed_loop.py ... --serving-epsilon-by-night 0.1,0.05,0.03  # explore more early
     python benchmarks/closed_loop.py --reference-on-logs DIR --reference-model lowrank --reference-l2 10 \
         --ctr 0.05 --serving-epsilon 0.03   # that reference fitted on what the product logged in DIR
 
@@ -92,6 +93,9 @@ class LoopConfig:
     # row with the propensity of the policy that logged it; False: tonight's logs only.
     all_nights: bool = False
     serving_epsilon: float = 0.05
+    # trainer.serving_epsilon of night k's run, the last value repeating (a nightly job exploring
+    # more while the model is young); (): serving_epsilon every night. The product only.
+    serving_epsilon_by_night: tuple[float, ...] = ()
     alpha: float = 0.1  # LinUCB / LinTS exploration width (when agent is linear)
     eval_share: int = 1  # hash buckets: eval_share of (train_share + eval_share) go to eval
     train_share: int = 1
@@ -120,6 +124,11 @@ class LoopConfig:
     reference_rank: int = 4
     reference_l2: float = 1.0
     reference_item_ids: bool = True  # lowrank: each item's own bias and embedding (else features only)
+
+    def epsilon_of_night(self, night: int) -> float:
+        """trainer.serving_epsilon of night `night`'s pipeline run (the policy it pushes serves next)."""
+        by_night = self.serving_epsilon_by_night
+        return by_night[min(night, len(by_night) - 1)] if by_night else self.serving_epsilon
 
 
 @dataclass
@@ -290,7 +299,7 @@ def read_versions(directory: str) -> np.ndarray:
 # ---- the product's side: one nightly pipeline run ----------------------------------------------
 
 
-def night_yaml(config: LoopConfig, gen, root: str, night_dir: str) -> dict:
+def night_yaml(config: LoopConfig, gen, root: str, night_dir: str, night: int = 0) -> dict:
     """The nightly config a user would write for these logs (per-arm: the item table joined by id)."""
     features = [{"name": c} for c in gen.user_columns + gen.float_columns] + [
         {"name": "position", "kind": "categorical"}
@@ -344,7 +353,7 @@ def night_yaml(config: LoopConfig, gen, root: str, night_dir: str) -> dict:
             "train_steps": config.train_steps,
             "steps_per_run": 100,
             "alpha": config.alpha,
-            "serving_epsilon": config.serving_epsilon,
+            "serving_epsilon": config.epsilon_of_night(night),
             "seed": config.seed,
         },
         "evaluator": {
@@ -360,13 +369,13 @@ def night_yaml(config: LoopConfig, gen, root: str, night_dir: str) -> dict:
     }
 
 
-def run_pipeline(config: LoopConfig, gen, root: str, night_dir: str) -> dict:
+def run_pipeline(config: LoopConfig, gen, root: str, night_dir: str, night: int = 0) -> dict:
     """`rlops run bandit --config night.yaml` in a subprocess; returns the run summary JSON."""
     import yaml
 
     config_path, summary_path = os.path.join(night_dir, "night.yaml"), os.path.join(night_dir, "summary.json")
     with open(config_path, "w") as f:
-        yaml.safe_dump(night_yaml(config, gen, root, night_dir), f, sort_keys=False)
+        yaml.safe_dump(night_yaml(config, gen, root, night_dir, night), f, sort_keys=False)
     rlops = os.path.join(os.path.dirname(sys.executable), "rlops")
     command = [rlops, "run", "bandit", "--config", config_path, "--summary-json", summary_path]
     proc = subprocess.run(
@@ -448,7 +457,7 @@ def run_loop(config: LoopConfig, log=print) -> SeedResult:
             write_night(night_dir, gen, contexts, actions, propensities, rewards, decision_versions)
             logged = read_versions(night_dir)
             t0 = time.perf_counter()
-            summary = run_pipeline(config, gen, root, night_dir)
+            summary = run_pipeline(config, gen, root, night_dir, night)
             run_wall_s = time.perf_counter() - t0
             metrics = evaluator_metrics(root)
             estimate, lower, upper = candidate_interval(metrics, config.estimator)
@@ -632,7 +641,7 @@ def epsilon_ceiling(config: LoopConfig) -> float:
     explored with serving_epsilon uniformly over the items."""
     gen = world(config)
     logging_value, optimal = gen.true_value(gen.logging_policy), gen.true_value(gen.optimal_policy)
-    eps = config.serving_epsilon
+    eps = config.epsilon_of_night(config.nights - 1)
     value = (1.0 - eps) * optimal + eps * gen.true_value(gen.uniform_policy)
     return (value - logging_value) / (optimal - logging_value)
 
@@ -746,6 +755,11 @@ def main() -> None:
     ap.add_argument("--item-id-feature", action="store_true", help="per-arm: the item's id is one more item feature")
     ap.add_argument("--serving-epsilon", type=float, default=LoopConfig.serving_epsilon)
     ap.add_argument(
+        "--serving-epsilon-by-night",
+        default="",
+        help="comma-separated trainer.serving_epsilon per night's run, the last repeating (default: --serving-epsilon)",
+    )
+    ap.add_argument(
         "--bless-on",
         choices=["lower_bound", "point_estimate"],
         default="lower_bound",
@@ -843,6 +857,7 @@ def main() -> None:
             batch_size=args.batch_size,
             item_id_feature=args.item_id_feature,
             serving_epsilon=args.serving_epsilon,
+            serving_epsilon_by_night=tuple(float(e) for e in args.serving_epsilon_by_night.split(",") if e),
             use_lower_bound=args.bless_on == "lower_bound",
             min_improvement=args.min_improvement,
             reward_model=args.reward_model,
@@ -921,6 +936,7 @@ def main() -> None:
         batch_size=args.batch_size,
         item_id_feature=args.item_id_feature,
         serving_epsilon=args.serving_epsilon,
+        **({"serving_epsilon_by_night": args.serving_epsilon_by_night} if args.serving_epsilon_by_night else {}),
         bless_on=args.bless_on,
         min_improvement=args.min_improvement,
         reward_model=args.reward_model,

@@ -174,3 +174,20 @@ def test_the_reference_on_logs_reads_what_the_logs_hold(tmp_path):
     assert len(fractions["uniform"]) == config.nights
     # Measured: 0.37, 0.46 against 0.13, 0.13.
     assert fractions["uniform"][-1] > 0.4 and fractions["one_item"][-1] < fractions["uniform"][-1] - 0.25, fractions
+
+
+def test_serving_epsilon_by_night_sets_each_nights_run_and_the_ceiling(tmp_path):
+    """`--serving-epsilon-by-night 0.1,0.05,0.03`: night k's pipeline run pushes a policy serving
+    at the k-th value (the last repeating), as a nightly job would set trainer.serving_epsilon;
+    the ceiling is the last night's."""
+    cl = _load_benchmark()
+    config = cl.LoopConfig(nights=5, seed=0, **dict(LOOP, serving_epsilon_by_night=(0.1, 0.05, 0.03)))
+    gen = cl.world(config)
+    served = [
+        cl.night_yaml(config, gen, str(tmp_path), str(tmp_path), k)["trainer"]["serving_epsilon"] for k in range(5)
+    ]
+    assert served == [0.1, 0.05, 0.03, 0.03, 0.03]
+    assert cl.epsilon_ceiling(config) == cl.epsilon_ceiling(cl.LoopConfig(seed=0, **dict(LOOP, serving_epsilon=0.03)))
+    assert (
+        cl.night_yaml(cl.LoopConfig(**LOOP), gen, str(tmp_path), str(tmp_path), 3)["trainer"]["serving_epsilon"] == 0.05
+    )
