@@ -63,6 +63,7 @@ REPO = HERE.parent
 SERVE_SCRIPT = HERE / "_serve_policy.py"
 ITEM_FEATURES = ("item_category", "item_brand", "item_price", "item_popularity")
 VERSION_COLUMN = "policy_version"
+IMPRESSIONS = "impressions.parquet"  # each night's logged decisions
 LOGGING_VERSION = 0  # night 0: decisions of the generator's logging policy, not a pushed version
 
 
@@ -259,6 +260,11 @@ def click(gen, contexts: dict, actions: np.ndarray, rng: np.random.Generator) ->
     return (rng.random(len(actions)) < ctr).astype(np.int64)
 
 
+def night_directory(workdir: str, night: int) -> str:
+    """A seed's night under its workdir: the logged decisions (IMPRESSIONS), items, config, summary."""
+    return os.path.join(workdir, f"night_{night}")
+
+
 def write_night(
     directory: str,
     gen,
@@ -284,22 +290,20 @@ def write_night(
         # across nights), so a split keyed on it never depends on the record's content.
         impression_id=np.char.add(f"{os.path.basename(directory)}-", np.arange(len(actions)).astype(str)),
     )
-    pd.DataFrame(impressions).to_parquet(os.path.join(directory, "impressions.parquet"), index=False)
+    pd.DataFrame(impressions).to_parquet(os.path.join(directory, IMPRESSIONS), index=False)
     pd.DataFrame(gen.items).to_parquet(os.path.join(directory, "items.parquet"), index=False)
 
 
 def read_versions(directory: str) -> np.ndarray:
     import pandas as pd
 
-    return pd.read_parquet(os.path.join(directory, "impressions.parquet"), columns=[VERSION_COLUMN])[
-        VERSION_COLUMN
-    ].to_numpy()
+    return pd.read_parquet(os.path.join(directory, IMPRESSIONS), columns=[VERSION_COLUMN])[VERSION_COLUMN].to_numpy()
 
 
 # ---- the product's side: one nightly pipeline run ----------------------------------------------
 
 
-def night_yaml(config: LoopConfig, gen, root: str, night_dir: str, night: int = 0) -> dict:
+def night_yaml(config: LoopConfig, gen, root: str, night_dir: str, night: int) -> dict:
     """The nightly config a user would write for these logs (per-arm: the item table joined by id)."""
     features = [{"name": c} for c in gen.user_columns + gen.float_columns] + [
         {"name": "position", "kind": "categorical"}
@@ -315,7 +319,7 @@ def night_yaml(config: LoopConfig, gen, root: str, night_dir: str, night: int = 
                 "pattern": os.path.join(
                     os.path.dirname(night_dir) if config.all_nights else night_dir,
                     "night_*" if config.all_nights else "",
-                    "impressions.parquet",
+                    IMPRESSIONS,
                 ),
             },
             **(
@@ -369,7 +373,7 @@ def night_yaml(config: LoopConfig, gen, root: str, night_dir: str, night: int = 
     }
 
 
-def run_pipeline(config: LoopConfig, gen, root: str, night_dir: str, night: int = 0) -> dict:
+def run_pipeline(config: LoopConfig, gen, root: str, night_dir: str, night: int) -> dict:
     """`rlops run bandit --config night.yaml` in a subprocess; returns the run summary JSON."""
     import yaml
 
@@ -453,7 +457,7 @@ def run_loop(config: LoopConfig, log=print) -> SeedResult:
         version, value = LOGGING_VERSION, result.logging_value
         decision_versions = np.full(len(actions), LOGGING_VERSION, np.int64)
         for night in range(config.nights):
-            night_dir = os.path.join(work, f"night_{night}")
+            night_dir = night_directory(work, night)
             write_night(night_dir, gen, contexts, actions, propensities, rewards, decision_versions)
             logged = read_versions(night_dir)
             t0 = time.perf_counter()
@@ -612,8 +616,8 @@ def _reference_policy(config: LoopConfig, gen, pop_x: np.ndarray, xs: list, acts
     return greedy, gen.true_value(lambda _: probs)
 
 
-def reference_on_logs(config: LoopConfig, workdir: str) -> list[float]:
-    """The reference learner fitted on what the PRODUCT logged (a kept `--workdir`'s seed_<seed>/
+def reference_on_logs(config: LoopConfig) -> list[float]:
+    """The reference learner fitted on what the PRODUCT logged (`config.workdir`, kept by run_loop:
     night_<k>/impressions.parquet, each night's train share drawn like reference_loop's), night by
     night: the fraction of the gap its policy would serve. Where it stays under a target, the
     product's own logs did not hold the information to reach it, whatever learner or gate."""
@@ -625,10 +629,9 @@ def reference_on_logs(config: LoopConfig, workdir: str) -> list[float]:
     share = config.train_share / (config.train_share + config.eval_share)
     xs, acts, rs, fractions = [], [], [], []
     for night in range(config.nights):
-        logs = pd.read_parquet(os.path.join(workdir, f"seed_{config.seed}", f"night_{night}", "impressions.parquet"))
-        train = np.random.default_rng([config.seed, night, 3]).random(len(logs)) < share
-        logs = logs[train]
-        xs.append(gen.encode({c: logs[c].to_numpy() for c in (*gen.user_columns, *gen.float_columns, "position")}))
+        logs = pd.read_parquet(os.path.join(night_directory(config.workdir, night), IMPRESSIONS))
+        logs = logs[np.random.default_rng([config.seed, night, 3]).random(len(logs)) < share]
+        xs.append(gen.encode(logs))  # the context columns by name
         acts.append(logs["action"].to_numpy())
         rs.append(logs["reward"].to_numpy().astype(float))
         _, value = _reference_policy(config, gen, pop_x, xs, acts, rs)
@@ -703,6 +706,17 @@ def summarize(results: list[SeedResult]) -> dict:
     }
 
 
+def _epsilons(text: str) -> tuple[float, ...]:
+    """--serving-epsilon-by-night: comma-separated epsilons in [0, 1]."""
+    try:
+        values = tuple(float(e) for e in text.split(",") if e.strip())
+    except ValueError:
+        values = ()
+    if not values or not all(0.0 <= v <= 1.0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected comma-separated epsilons in [0, 1], got '{text}'")
+    return values
+
+
 def main() -> None:
     from rlops.components.evaluator.estimators import ESTIMATORS
     from rlops.components.evaluator.reward_models import REWARD_MODEL_CHOICES
@@ -756,7 +770,8 @@ def main() -> None:
     ap.add_argument("--serving-epsilon", type=float, default=LoopConfig.serving_epsilon)
     ap.add_argument(
         "--serving-epsilon-by-night",
-        default="",
+        type=_epsilons,
+        default=(),
         help="comma-separated trainer.serving_epsilon per night's run, the last repeating (default: --serving-epsilon)",
     )
     ap.add_argument(
@@ -821,16 +836,10 @@ def main() -> None:
         help="lowrank: item towers from the item features only (no per-item bias or embedding)",
     )
     args = ap.parse_args()
+    if args.serving_epsilon_by_night and (args.reference or args.reference_on_logs):
+        ap.error("--serving-epsilon-by-night is the product's; the reference serves --serving-epsilon every night")
     if args.reference_on_logs:
-        wanted = [
-            os.path.join(args.reference_on_logs, f"seed_{seed}", f"night_{night}", "impressions.parquet")
-            for seed in range(args.first_seed, args.first_seed + args.seeds)
-            for night in range(args.nights)
-        ]
-        if missing := [path for path in wanted if not os.path.exists(path)]:
-            ap.error(
-                f"--reference-on-logs: no logs at {missing[0]} (a --workdir kept by a run of these seeds and nights)"
-            )
+        args.workdir = args.reference_on_logs  # the kept run's layout: <dir>/seed_<seed>/night_<k>/
     sys.path.insert(0, str(HERE))
     from _common import emit
 
@@ -857,7 +866,7 @@ def main() -> None:
             batch_size=args.batch_size,
             item_id_feature=args.item_id_feature,
             serving_epsilon=args.serving_epsilon,
-            serving_epsilon_by_night=tuple(float(e) for e in args.serving_epsilon_by_night.split(",") if e),
+            serving_epsilon_by_night=args.serving_epsilon_by_night,
             use_lower_bound=args.bless_on == "lower_bound",
             min_improvement=args.min_improvement,
             reward_model=args.reward_model,
@@ -872,6 +881,12 @@ def main() -> None:
         )
         for seed in range(args.first_seed, args.first_seed + args.seeds)
     ]
+    if args.reference_on_logs:
+        wanted = [os.path.join(night_directory(c.workdir, k), IMPRESSIONS) for c in configs for k in range(c.nights)]
+        if missing := [path for path in wanted if not os.path.exists(path)]:
+            ap.error(
+                f"--reference-on-logs: no logs at {missing[0]} (a --workdir kept by a run of these seeds and nights)"
+            )
     if args.reference or args.reference_on_logs:
         emit(
             "closed_loop_reference_on_logs" if args.reference_on_logs else "closed_loop_reference",
@@ -894,10 +909,7 @@ def main() -> None:
                 else {}
             ),
             **({"logs_of": args.reference_on_logs} if args.reference_on_logs else {}),
-            fraction_per_night=[
-                reference_on_logs(c, args.reference_on_logs) if args.reference_on_logs else reference_loop(c)
-                for c in configs
-            ],
+            fraction_per_night=[reference_on_logs(c) if args.reference_on_logs else reference_loop(c) for c in configs],
             epsilon_ceiling=[round(epsilon_ceiling(c), 4) for c in configs],
             wall_s=round(time.perf_counter() - t0, 1),
         )

@@ -27,7 +27,7 @@ from rlops.pipelines.config_types import load_yaml
 
 if TYPE_CHECKING:
     from rlops.components.evaluator.config import EvaluatorConfig
-    from rlops.components.experience_gen.config import ExperienceGenConfig
+    from rlops.components.experience_gen.config import BanditColumns, ExperienceGenConfig
     from rlops.components.trainer.config import TrainerConfig
 
 KINDS = ("bandit", "ppo")
@@ -169,6 +169,21 @@ def load_raw(kind: str, path: str | None = None, overrides: list[str] | tuple[st
     return raw
 
 
+def _check_litert_convertible(columns: BanditColumns) -> None:
+    """The Pusher publishes policy.tflite beside every SavedModel, and no TFLite builtin reads a
+    string's bytes: a hashed feature needs TensorFlow's Flex op, and the first blessed night's push
+    would fail on it after ingest and training. Found here, at load time, instead."""
+    for section in ("features", "item_features"):
+        for f in getattr(columns, section):
+            if f.hash_buckets or f.num_oov_buckets > 1:
+                how = f"hash_buckets: {f.hash_buckets}" if f.hash_buckets else f"num_oov_buckets: {f.num_oov_buckets}"
+                raise ConfigError(
+                    f"experience_gen.bandit_columns.{section}['{f.name}']: {how} hashes strings, which the "
+                    "pushed LiteRT policy cannot (TensorFlow's StringToHashBucketFast is a Flex op); use a "
+                    "vocabulary (vocab_size, one OOV bucket) or set pusher.litert_allow_flex: true"
+                )
+
+
 def load_config(kind: str, path: str | None = None, overrides: list[str] | tuple[str, ...] = ()) -> PipelineConfig:
     """`load_raw`, validated into typed configs."""
     return build_config(kind, load_raw(kind, path, overrides))
@@ -240,6 +255,8 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
             f"('{NETWORK}' is for the Python API and `rlops evaluate` on such a policy)"
         )
     pusher = _section(raw, "pusher", lambda d: build(PusherConfig, d, "pusher"))
+    if experience_gen is not None and not pusher.litert_allow_flex:
+        _check_litert_convertible(experience_gen.bandit_columns)
     serving_dir = str(raw.get("serving_dir") or os.path.join(root, "serving"))
     _check_writable("serving_dir", serving_dir)
     beam_args = raw.get("beam_args") or []

@@ -149,29 +149,25 @@ def test_the_reference_on_logs_reads_what_the_logs_hold(tmp_path):
     explore every item let it go most of the way; logs that only ever show one item leave it
     guessing, whatever the learner: the measure of what a product run's own logs allowed."""
     cl = _load_benchmark()
-    config = cl.LoopConfig(
-        nights=2, seed=0, **dict(LOOP, serving_epsilon=0.03), reference_model="lowrank", reference_l2=10.0
-    )
-    gen = cl.world(config)
+    loop = dict(LOOP, serving_epsilon=0.03, reference_model="lowrank", reference_l2=10.0)
+    gen = cl.world(cl.LoopConfig(seed=0, **loop))
     rng = np.random.default_rng(0)
     fractions = {}
     for name, pick in (
         ("uniform", lambda n: rng.integers(0, gen.num_items, n)),
         ("one_item", lambda n: np.zeros(n, int)),
     ):
+        config = cl.LoopConfig(nights=2, seed=0, workdir=str(tmp_path / name), **loop)
         for night in range(config.nights):
             contexts = gen.sample_contexts(8_000, seed=night)
-            actions = pick(8_000)
-            ctr = gen.expected_ctr(contexts)[np.arange(8_000), actions]
-            night_dir = tmp_path / name / "seed_0" / f"night_{night}"
-            night_dir.mkdir(parents=True)
-            frame = pd.DataFrame(
-                {c: np.asarray(contexts[c]) for c in (*gen.user_columns, *gen.float_columns, "position")}
-            )
-            frame["action"], frame["reward"] = actions, (rng.random(8_000) < ctr).astype(int)
-            frame.to_parquet(night_dir / "impressions.parquet")
-        fractions[name] = cl.reference_on_logs(config, str(tmp_path / name))
-    assert len(fractions["uniform"]) == config.nights
+            frame = pd.DataFrame(dict(contexts))
+            frame["action"] = pick(8_000)
+            ctr = gen.expected_ctr(contexts)[np.arange(8_000), frame["action"]]
+            frame["reward"] = (rng.random(8_000) < ctr).astype(int)
+            os.makedirs(cl.night_directory(config.workdir, night))
+            frame.to_parquet(os.path.join(cl.night_directory(config.workdir, night), cl.IMPRESSIONS))
+        fractions[name] = cl.reference_on_logs(config)
+    assert len(fractions["uniform"]) == 2
     # Measured: 0.37, 0.46 against 0.13, 0.13.
     assert fractions["uniform"][-1] > 0.4 and fractions["one_item"][-1] < fractions["uniform"][-1] - 0.25, fractions
 

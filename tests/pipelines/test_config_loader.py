@@ -198,3 +198,23 @@ def test_experience_gen_json_round_trips_through_the_loader(logs):
     )
     assert ExperienceGenConfig.from_json(config.to_json()) == config
     assert config.bandit_columns.features[0].name == "user"
+
+
+@pytest.mark.parametrize(
+    "feature, how",
+    [
+        ("{name: user_id, hash_buckets: 1024}", "hash_buckets: 1024"),
+        ("{name: user_id, num_oov_buckets: 4}", "num_oov_buckets: 4"),
+    ],
+)
+def test_a_hashed_feature_is_refused_at_load_unless_flex_is_allowed(tmp_path, logs, feature, how):
+    """The pushed LiteRT policy cannot hash strings: found at load, not by the first blessed push
+    after ingest and training (the README's named-features example did exactly that)."""
+    text = f"experience_gen:\n  source: {{kind: file, pattern: '{logs}', format: csv}}\n  bandit_columns: {{features: [user, {feature}]}}\n"
+    with pytest.raises(ConfigError) as e:
+        bandit(tmp_path, text)
+    message = str(e.value)
+    assert message.startswith(f"experience_gen.bandit_columns.features['user_id']: {how} hashes strings")
+    assert "litert_allow_flex" in message and "\n" not in message
+    config = bandit(tmp_path, text, overrides=("pusher.litert_allow_flex=true",))
+    assert config.pusher.litert_allow_flex and config.experience_gen.bandit_columns.features[1].name == "user_id"
