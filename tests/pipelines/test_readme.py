@@ -1,8 +1,10 @@
 """Every example in README.md runs, so the README cannot drift from the code.
 
-The test reads README.md's fenced blocks. Each block is either run (YAML loaded with the
-pipeline's or Vertex's loader on small generated data; each CLI line run through `rlops`'s own
-`main`, cloud-bound ones parsed; Python executed) or named in NOT_RUN with the reason. A new
+The test reads README.md's fenced blocks. Each block is either run (pipeline YAML loaded and run
+with `rlops run bandit --config` on small generated data to a push the Pusher verifies, the
+BigQuery block on rows of the logging table's shape, Vertex YAML loaded; each CLI line run
+through `rlops`'s own `main`, cloud-bound ones parsed; Python executed) or named in NOT_RUN with
+the reason. A new
 block that is neither fails `test_every_block_is_run_or_listed`, and so does a listed block that
 no longer exists. Placeholders (gs://my-logs/..., gs://BUCKET, DIR, $IMAGE, versions) are
 replaced by small local data and what the earlier lines produced.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import json
 import os
 import re
 import shlex
@@ -244,6 +247,130 @@ def test_pipeline_yaml_blocks_load(key, tmp_path):
     for name, value in (given.get("bandit_columns") or {}).items():
         if isinstance(value, str):
             assert getattr(config.experience_gen.bandit_columns, name) == value
+
+
+# A block that is a fragment (a `splits` section, no source) runs on small logs of named features
+# that hold the columns it names; `ts` spans the time block's boundary.
+FRAGMENT_FEATURES = ["user_feature_3", {"name": "device", "vocab_size": 50}, "price"]
+TIME_BOUNDARY = 1764547200
+# The push path is where a block failed before (the named-features block, at its first blessed
+# push): each block is pushed, whatever its random rewards, by a gate that blesses any candidate
+# with an interval, and the Pusher verifies the pushed policy in a fresh process.
+BLESS_ANY = ["evaluator.min_improvement=-1", "evaluator.use_lower_bound=false", "evaluator.min_ess=5"]
+# Blocks run end to end with `rlops run bandit --config`, and where the others run.
+PIPELINE_RUNS = ('pattern: "logs/*.csv"', "the default: ~90% train", "key: user_feature_3", "time_column: ts")
+RUN_ELSEWHERE = {
+    'pattern: "gs://my-logs/': "test_run_lines: it is the README's `--config my.yaml`",
+    "kind: bigquery": "test_the_bigquery_block_maps_rows_of_the_logging_tables_shape",
+    "splits: {splits: [{name: eval}]}": "test_the_eval_only_block_runs_experience_gen_alone_and_the_pipeline_refuses_it",
+}
+
+
+def test_every_pipeline_yaml_block_runs_somewhere():
+    assert set(PIPELINE_RUNS) | set(RUN_ELSEWHERE) == {k for k, how in RUN.items() if how == "pipeline yaml"}
+    assert not set(PIPELINE_RUNS) & set(RUN_ELSEWHERE)
+
+
+def completed_block(key: str, directory: str) -> tuple[dict, "pd.DataFrame"]:  # noqa: F821
+    """The README block as a config dict on small local logs (and those logs): a file source is
+    pointed at generated rows with the columns it maps; a fragment gets a file source too."""
+    import pandas as pd
+
+    raw = load_yaml(block(key).text)
+    section = raw.setdefault("experience_gen", {})
+    if "source" not in section:
+        section["source"] = {"kind": "file", "pattern": "logs/*.csv", "format": "csv"}
+        section.setdefault("bandit_columns", {"features": FRAGMENT_FEATURES})
+    path = small_logs(section, os.path.join(directory, "logs"), n=1000)
+    frame = pd.read_parquet(path) if path.endswith(".parquet") else pd.read_csv(path)
+    if key == "time_column: ts":
+        frame["ts"] = TIME_BOUNDARY - 3 * 86400 + np.random.default_rng(1).integers(0, 4 * 86400, len(frame))
+        frame.to_csv(path, index=False)
+    section["source"]["pattern"] = path
+    return raw, frame
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", PIPELINE_RUNS)
+def test_pipeline_yaml_blocks_run_to_a_verified_push(key, tmp_path):
+    raw, frame = completed_block(key, str(tmp_path))
+    path, summary_path = tmp_path / "my.yaml", tmp_path / "summary.json"
+    path.write_text(yaml.safe_dump(raw))
+    overrides = [f"root={tmp_path}/root", "trainer.train_steps=60", "evaluator.num_bootstrap=50", *BLESS_ANY]
+    args = ["run", "bandit", "--config", str(path), *[a for o in overrides for a in ("--set", o)]]
+    assert cli.main([*args, "--summary-json", str(summary_path)]) == 0
+    summary = json.loads(summary_path.read_text())
+    assert summary["pushed"], summary.get("blessing_reason")
+    train, evaluated = summary["records_written_train"], summary["records_written_eval"]
+    assert train + evaluated + summary["records_quarantined"] == len(frame)
+    if key == "time_column: ts":  # by time: exactly the records before the boundary train
+        assert train == int((frame["ts"] < TIME_BOUNDARY).sum())
+    elif key == "the default: ~90% train":
+        assert 0.8 < train / len(frame) < 0.97
+
+
+def test_the_eval_only_block_runs_experience_gen_alone_and_the_pipeline_refuses_it(tmp_path, capsys):
+    """As the README says: ExperienceGen on its own, then `rlops evaluate --split eval`; the
+    bandit pipeline needs both splits and says so in one line (exit 2)."""
+    from rlops.components.experience_gen.__main__ import main as experience_gen_main
+
+    raw, frame = completed_block("splits: {splits: [{name: eval}]}", str(tmp_path))
+    raw["experience_gen"]["action_spec"] = {"shape": [], "dtype": "int32", "minimum": 0, "maximum": 9}
+    path, examples = tmp_path / "my.yaml", tmp_path / "examples"
+    path.write_text(yaml.safe_dump(raw))
+    section = load_config("bandit", str(path)).experience_gen.to_json()
+    assert (
+        experience_gen_main(
+            ["--config", section, "--examples-uri", str(examples), "--quarantine-uri", str(tmp_path / "q")]
+        )
+        == 0
+    )
+    counts = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert counts["records_written_eval"] == len(frame)
+    evaluate = f"evaluate --examples {examples} --policy uniform --split eval --num-bootstrap 50".split()
+    assert cli.main(evaluate) == 0
+    capsys.readouterr()
+    assert cli.main(["run", "bandit", "--config", str(path), "--set", f"root={tmp_path}/root"]) == 2
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert "experience_gen.splits" in line and "'train'" in line
+
+
+def test_the_bigquery_block_maps_rows_of_the_logging_tables_shape(tmp_path):
+    """No BigQuery here: the block's own config ingests rows as BigQuery hands them over (the
+    logging table's REPEATED STRING payloads, the joined reward), one of them missing its request."""
+    from rlops.components.experience_gen import pipeline
+    from rlops.components.experience_gen.sources import Quarantined
+
+    raw = load_yaml(block("kind: bigquery").text)
+    raw["experience_gen"]["action_spec"] = {"shape": [], "dtype": "int32", "minimum": 0, "maximum": 3}
+    path = tmp_path / "my.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    config = load_config("bandit", str(path)).experience_gen
+
+    def row(i: int, request: dict | None, action: int, propensity: float, reward: float) -> dict:
+        payload = {"action": action, "propensity": propensity, "greedy_action": action}
+        return {
+            "request_id": 1000 + i,
+            "logging_time": f"2026-11-23T10:00:{i:02d}Z",
+            "request_payload": [json.dumps(request)] if request is not None else [],
+            "response_payload": [json.dumps(payload)],
+            "reward": reward,
+        }
+
+    rows = [
+        row(0, {"user_a": "fr", "price": 1.5}, 1, 0.5, 1.0),
+        row(1, {"user_a": "us", "price": -0.5}, 3, 0.2, 0.0),
+        row(2, None, 2, 0.3, 1.0),
+    ]
+    outs = [out for _, out in pipeline.ingest(pipeline.make_plan(config), (rows, "bigquery:query"))]
+    valid = [o for o in outs if isinstance(o, pipeline.ValidBatch)]
+    bad = [o for o in outs if isinstance(o, Quarantined)]
+    assert sum(len(v) for v in valid) == 2 and len(bad) == 1
+    columns = valid[0].columns
+    assert columns["action"].reshape(-1).tolist() == [1, 3]
+    np.testing.assert_allclose(columns["price"].reshape(-1), [1.5, -0.5])
+    assert [v.decode() if isinstance(v, bytes) else v for v in columns["user_a"].reshape(-1)] == ["fr", "us"]
+    assert "request_payload[0]" in json.loads(bad[0].to_json())["message"]
 
 
 @pytest.mark.parametrize("key", [k for k, how in RUN.items() if how == "vertex yaml"])
