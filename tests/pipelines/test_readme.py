@@ -20,6 +20,7 @@ import re
 import shlex
 import subprocess
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -28,6 +29,9 @@ import yaml
 from rlops.pipelines import cli
 from rlops.pipelines.config import load_config
 from rlops.pipelines.config_types import load_yaml
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 README = os.path.join(ROOT, "README.md")
@@ -271,7 +275,7 @@ def test_every_pipeline_yaml_block_runs_somewhere():
     assert not set(PIPELINE_RUNS) & set(RUN_ELSEWHERE)
 
 
-def completed_block(key: str, directory: str) -> tuple[dict, "pd.DataFrame"]:  # noqa: F821
+def completed_block(key: str, directory: str) -> tuple[dict, pd.DataFrame]:
     """The README block as a config dict on small local logs (and those logs): a file source is
     pointed at generated rows with the columns it maps; a fragment gets a file source too."""
     import pandas as pd
