@@ -27,6 +27,8 @@ rejected (with that candidate's exact value), and the realized online click-thro
     python benchmarks/closed_loop.py --reference --ctr 0.05 --serving-epsilon 0.05  # the budget's reference
     python benchmarks/closed_loop.py --reference --reference-model lowrank --reference-l2 10 \
         --ctr 0.05 --serving-epsilon 0.05   # the low-rank reference (the click model's own shape)
+    python benchmarks/closed_loop.py --reference --reference-model lowrank --reference-l2 10 \
+        --ctr 0.05 --serving-epsilon 0.03 --reference-temperature 0.003  # explore where it nearly ties
     python benchmarks/closed_loop.py ... --serving-epsilon-by-night 0.1,0.05,0.03  # explore more early
     python benchmarks/closed_loop.py --reference-on-logs DIR --reference-model lowrank --reference-l2 10 \
         --ctr 0.05 --serving-epsilon 0.03   # that reference fitted on what the product logged in DIR
@@ -125,6 +127,10 @@ class LoopConfig:
     reference_rank: int = 4
     reference_l2: float = 1.0
     reference_item_ids: bool = True  # lowrank: each item's own bias and embedding (else features only)
+    # --reference, lowrank only: 0 serves epsilon-greedy; T > 0 spreads the (1 - epsilon) share by
+    # softmax(predicted click probability / T), exploring the items the model nearly ties (exact
+    # propensities, as a serving head could give the Evaluator). See reference_serving_probs.
+    reference_temperature: float = 0.0
 
     def epsilon_of_night(self, night: int) -> float:
         """trainer.serving_epsilon of night `night`'s pipeline run (the policy it pushes serves next)."""
@@ -586,20 +592,24 @@ def reference_loop(config: LoopConfig) -> list[float]:
         xs.append(x[train])
         acts.append(actions[train])
         rs.append(rewards[train])
-        greedy, value = _reference_policy(config, gen, pop_x, xs, acts, rs)
+        probs, value = _reference_policy(config, gen, pop_x, xs, acts, rs)
         fractions.append(round((value - logging_value) / (optimal - logging_value), 4))
         contexts = gen.sample_contexts(config.decisions, seed=night + 1)
         rows = np.array([row_of[r.tobytes()] for r in gen.encode(contexts)])
         rng = np.random.default_rng([config.seed, night, 4])
-        explore = rng.random(len(rows)) < config.serving_epsilon
-        actions = np.where(explore, rng.integers(0, gen.num_items, len(rows)), greedy[rows])
+        if config.reference_temperature > 0:  # a draw from each user's served probabilities
+            below = rng.random((len(rows), 1)) > probs[rows].cumsum(1)
+            actions = np.minimum(below.sum(1), gen.num_items - 1)
+        else:  # the same draws as before the temperature existed
+            explore = rng.random(len(rows)) < config.serving_epsilon
+            actions = np.where(explore, rng.integers(0, gen.num_items, len(rows)), probs.argmax(1)[rows])
         rewards = (rng.random(len(rows)) < gen.expected_ctr(contexts)[np.arange(len(rows)), actions]).astype(int)
     return fractions
 
 
 def _reference_policy(config: LoopConfig, gen, pop_x: np.ndarray, xs: list, acts: list, rs: list):
-    """The reference learner fitted on the logs so far: (its greedy item per user of the
-    population, the exact value of that policy served epsilon-greedy)."""
+    """The reference learner fitted on the logs so far: (its served probabilities per user of the
+    population and item, the exact value of that policy)."""
     from sklearn.linear_model import LogisticRegression
 
     x, a, r = np.concatenate(xs), np.concatenate(acts), np.concatenate(rs)
@@ -610,10 +620,20 @@ def _reference_policy(config: LoopConfig, gen, pop_x: np.ndarray, xs: list, acts
         )
     else:
         scores = _per_item_logits(LogisticRegression, pop_x, x, a, r, gen.num_items)
-    greedy = scores.argmax(1)
-    probs = np.full(scores.shape, config.serving_epsilon / gen.num_items)
-    probs[np.arange(len(greedy)), greedy] += 1.0 - config.serving_epsilon
-    return greedy, gen.true_value(lambda _: probs)
+    probs = reference_serving_probs(scores, config.serving_epsilon, config.reference_temperature)
+    return probs, gen.true_value(lambda _: probs)
+
+
+def reference_serving_probs(scores: np.ndarray, epsilon: float, temperature: float = 0.0) -> np.ndarray:
+    """[users, items] served probabilities: epsilon uniformly over the items, the rest on the
+    highest score (temperature 0: epsilon-greedy) or by softmax(scores / temperature)."""
+    if temperature > 0:
+        aimed = np.exp((scores - scores.max(1, keepdims=True)) / temperature)
+        aimed /= aimed.sum(1, keepdims=True)
+    else:
+        aimed = np.zeros(scores.shape)
+        aimed[np.arange(len(scores)), scores.argmax(1)] = 1.0
+    return epsilon / scores.shape[1] + (1.0 - epsilon) * aimed
 
 
 def reference_on_logs(config: LoopConfig) -> list[float]:
@@ -831,6 +851,12 @@ def main() -> None:
         help="fit the reference learner on what the product logged in a kept --workdir (reference_on_logs)",
     )
     ap.add_argument(
+        "--reference-temperature",
+        type=float,
+        default=LoopConfig.reference_temperature,
+        help="--reference lowrank: serve epsilon uniform + (1 - epsilon) softmax(predicted click / T); 0: greedy",
+    )
+    ap.add_argument(
         "--reference-no-item-ids",
         action="store_true",
         help="lowrank: item towers from the item features only (no per-item bias or embedding)",
@@ -838,6 +864,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.serving_epsilon_by_night and (args.reference or args.reference_on_logs):
         ap.error("--serving-epsilon-by-night is the product's; the reference serves --serving-epsilon every night")
+    if args.reference_temperature < 0 or (
+        args.reference_temperature and not (args.reference and args.reference_model == "lowrank")
+    ):
+        ap.error("--reference-temperature: a number >= 0, with --reference --reference-model lowrank")
     if args.reference_on_logs:
         args.workdir = args.reference_on_logs  # the kept run's layout: <dir>/seed_<seed>/night_<k>/
     sys.path.insert(0, str(HERE))
@@ -878,6 +908,7 @@ def main() -> None:
             reference_rank=args.reference_rank,
             reference_l2=args.reference_l2,
             reference_item_ids=not args.reference_no_item_ids,
+            reference_temperature=args.reference_temperature,
         )
         for seed in range(args.first_seed, args.first_seed + args.seeds)
     ]
@@ -904,6 +935,7 @@ def main() -> None:
                     "reference_rank": args.reference_rank,
                     "reference_l2": args.reference_l2,
                     "reference_item_ids": not args.reference_no_item_ids,
+                    "reference_temperature": args.reference_temperature,
                 }
                 if args.reference_model == "lowrank"
                 else {}

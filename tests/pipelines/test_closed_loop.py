@@ -187,3 +187,19 @@ def test_serving_epsilon_by_night_sets_each_nights_run_and_the_ceiling(tmp_path)
     assert (
         cl.night_yaml(cl.LoopConfig(**LOOP), gen, str(tmp_path), str(tmp_path), 3)["trainer"]["serving_epsilon"] == 0.05
     )
+
+
+def test_the_references_softmax_exploration_spreads_over_near_ties_with_an_epsilon_floor():
+    """`--reference-temperature T`: epsilon uniformly over the items, the rest by softmax(score / T);
+    0 is epsilon-greedy exactly, a small T splits between near-tied items only."""
+    cl = _load_benchmark()
+    scores = np.array([[0.10, 0.30, 0.299, 0.05], [0.2, 0.1, 0.1, 0.1]])
+    greedy = cl.reference_serving_probs(scores, 0.04)
+    np.testing.assert_allclose(greedy, [[0.01, 0.97, 0.01, 0.01], [0.97, 0.01, 0.01, 0.01]])
+    aimed = cl.reference_serving_probs(scores, 0.04, temperature=0.003)
+    np.testing.assert_allclose(aimed.sum(1), 1.0)
+    assert (aimed >= 0.01 - 1e-12).all()
+    # Items 1 and 2 differ by 0.001 in score: softmax weights 1 : exp(-1/3); item 0, 0.2 below, ~0.
+    np.testing.assert_allclose(aimed[0, 2] - 0.01, (aimed[0, 1] - 0.01) * np.exp(-1 / 3), rtol=1e-9)
+    assert aimed[0, 0] - 0.01 < 1e-12 and aimed[1].argmax() == 0
+    np.testing.assert_allclose(cl.reference_serving_probs(scores, 0.04, temperature=100.0), 0.25, atol=1e-3)
