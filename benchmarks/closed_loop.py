@@ -30,6 +30,7 @@ rejected (with that candidate's exact value), and the realized online click-thro
     python benchmarks/closed_loop.py --reference --reference-model lowrank --reference-l2 10 \
         --ctr 0.05 --serving-epsilon 0.03 --reference-temperature 0.003  # explore where it nearly ties
     python benchmarks/closed_loop.py ... --serving-epsilon-by-night 0.1,0.05,0.03  # explore more early
+    python benchmarks/closed_loop.py ... --num-epochs 10   # passes a night: the steps grow with the logs
     python benchmarks/closed_loop.py --reference-on-logs DIR --reference-model lowrank --reference-l2 10 \
         --ctr 0.05 --serving-epsilon 0.03   # that reference fitted on what the product logged in DIR
 
@@ -92,6 +93,9 @@ class LoopConfig:
     learning_rate: float = 3e-3
     batch_size: int = 128
     train_steps: int = 600  # per night, warm-started from the last blessed model
+    # trainer.num_epochs: passes over the train split per night instead of train_steps (the steps
+    # then grow with the logs: every night's, with all_nights); None: train_steps.
+    num_epochs: int | None = None
     # True: each night's run ingests every night's logs so far (source pattern night_*/...), each
     # row with the propensity of the policy that logged it; False: tonight's logs only.
     all_nights: bool = False
@@ -360,7 +364,7 @@ def night_yaml(config: LoopConfig, gen, root: str, night_dir: str, night: int) -
             "weight_decay": config.weight_decay,
             "learning_rate": config.learning_rate,
             "batch_size": config.batch_size,
-            "train_steps": config.train_steps,
+            **({"num_epochs": config.num_epochs} if config.num_epochs else {"train_steps": config.train_steps}),
             "steps_per_run": 100,
             "alpha": config.alpha,
             "serving_epsilon": config.epsilon_of_night(night),
@@ -783,6 +787,9 @@ def main() -> None:
         default=",".join(map(str, LoopConfig.hidden_sizes)),
         help="trainer.hidden_sizes, comma-separated (dot_product: the last is the embedding size)",
     )
+    ap.add_argument(
+        "--num-epochs", type=int, default=None, help="trainer.num_epochs a night (passes), instead of --train-steps"
+    )
     ap.add_argument("--learning-rate", type=float, default=LoopConfig.learning_rate)
     ap.add_argument("--weight-decay", type=float, default=LoopConfig.weight_decay, help="trainer.weight_decay")
     ap.add_argument("--batch-size", type=int, default=LoopConfig.batch_size)
@@ -888,6 +895,7 @@ def main() -> None:
             eval_share=args.eval_share,
             all_nights=args.all_nights,
             train_steps=args.train_steps,
+            num_epochs=args.num_epochs,
             network=args.network,
             reward_loss=args.reward_loss,
             hidden_sizes=tuple(int(h) for h in args.hidden_sizes.split(",") if h),
@@ -972,6 +980,7 @@ def main() -> None:
         eval_share=args.eval_share,
         all_nights=args.all_nights,
         train_steps=args.train_steps,
+        **({"num_epochs": args.num_epochs} if args.num_epochs else {}),
         network=args.network,
         reward_loss=args.reward_loss,
         hidden_sizes=args.hidden_sizes,

@@ -203,3 +203,34 @@ def test_the_references_softmax_exploration_spreads_over_near_ties_with_an_epsil
     np.testing.assert_allclose(aimed[0, 2] - 0.01, (aimed[0, 1] - 0.01) * np.exp(-1 / 3), rtol=1e-9)
     assert aimed[0, 0] - 0.01 < 1e-12 and aimed[1].argmax() == 0
     np.testing.assert_allclose(cl.reference_serving_probs(scores, 0.04, temperature=100.0), 0.25, atol=1e-3)
+
+
+def test_num_epochs_replaces_the_step_budget_in_a_config_the_product_loads(tmp_path):
+    """`--num-epochs 10`: each night's run makes 10 passes over its train split (the steps grow
+    with the logs), no step cap; the night's config loads with the product's strict loader."""
+    import yaml
+
+    from rlops.pipelines.config import load_config
+
+    cl = _load_benchmark()
+    config = cl.LoopConfig(seed=0, **dict(LOOP, num_epochs=10))
+    gen, night_dir = cl.world(config), cl.night_directory(str(tmp_path), 0)
+    logs = gen.sample(50, seed=0)  # the loader checks that the source matches files
+    impressions = logs.impressions
+    cl.write_night(
+        night_dir,
+        gen,
+        logs.contexts(),
+        impressions["action"],
+        impressions["propensity"],
+        impressions["reward"],
+        np.zeros(50, np.int64),
+    )
+    night = cl.night_yaml(config, gen, str(tmp_path / "root"), night_dir, 0)
+    assert night["trainer"]["num_epochs"] == 10 and "train_steps" not in night["trainer"]
+    path = tmp_path / "night.yaml"
+    path.write_text(yaml.safe_dump(night))
+    trainer = load_config("bandit", str(path)).trainer
+    assert trainer.epochs == 10 and trainer.max_train_steps is None
+    steps = cl.night_yaml(cl.LoopConfig(**LOOP), gen, "r", night_dir, 0)["trainer"]
+    assert steps["train_steps"] == cl.LoopConfig.train_steps and "num_epochs" not in steps
