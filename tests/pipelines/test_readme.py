@@ -4,10 +4,9 @@ The test reads README.md's fenced blocks. Each block is either run (pipeline YAM
 with `rlops run bandit --config` on small generated data to a push the Pusher verifies, the
 BigQuery block on rows of the logging table's shape, Vertex YAML loaded; each CLI line run
 through `rlops`'s own `main`, cloud-bound ones parsed; Python executed) or named in NOT_RUN with
-the reason. A new
-block that is neither fails `test_every_block_is_run_or_listed`, and so does a listed block that
-no longer exists. Placeholders (gs://my-logs/..., gs://BUCKET, DIR, $IMAGE, versions) are
-replaced by small local data and what the earlier lines produced.
+the reason. A new block that is neither fails `test_every_block_is_run_or_listed`, and so does a
+listed block that no longer exists. Placeholders (gs://my-logs/..., gs://BUCKET, DIR, $IMAGE,
+versions) are replaced by small local data and what the earlier lines produced.
 """
 
 from __future__ import annotations
@@ -323,12 +322,8 @@ def test_the_eval_only_block_runs_experience_gen_alone_and_the_pipeline_refuses_
     path, examples = tmp_path / "my.yaml", tmp_path / "examples"
     path.write_text(yaml.safe_dump(raw))
     section = load_config("bandit", str(path)).experience_gen.to_json()
-    assert (
-        experience_gen_main(
-            ["--config", section, "--examples-uri", str(examples), "--quarantine-uri", str(tmp_path / "q")]
-        )
-        == 0
-    )
+    argv = ["--config", section, "--examples-uri", str(examples), "--quarantine-uri", str(tmp_path / "q")]
+    assert experience_gen_main(argv) == 0
     counts = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert counts["records_written_eval"] == len(frame)
     evaluate = f"evaluate --examples {examples} --policy uniform --split eval --num-bootstrap 50".split()
