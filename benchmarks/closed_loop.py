@@ -630,14 +630,14 @@ def _reference_policy(config: LoopConfig, gen, pop_x: np.ndarray, xs: list, acts
 
 def reference_serving_probs(scores: np.ndarray, epsilon: float, temperature: float = 0.0) -> np.ndarray:
     """[users, items] served probabilities: epsilon uniformly over the items, the rest on the
-    highest score (temperature 0: epsilon-greedy) or by softmax(scores / temperature)."""
-    if temperature > 0:
-        aimed = np.exp((scores - scores.max(1, keepdims=True)) / temperature)
-        aimed /= aimed.sum(1, keepdims=True)
-    else:
-        aimed = np.zeros(scores.shape)
-        aimed[np.arange(len(scores)), scores.argmax(1)] = 1.0
-    return epsilon / scores.shape[1] + (1.0 - epsilon) * aimed
+    highest score (temperature 0: the Evaluator's epsilon-greedy probabilities, what
+    serving_default serves) or by softmax(scores / temperature)."""
+    from rlops.components.evaluator.estimators import epsilon_greedy_probs
+
+    if not temperature:
+        return epsilon_greedy_probs(scores.argmax(1), scores.shape[1], epsilon)
+    aimed = np.exp((scores - scores.max(1, keepdims=True)) / temperature)
+    return epsilon / scores.shape[1] + (1.0 - epsilon) * aimed / aimed.sum(1, keepdims=True)
 
 
 def reference_on_logs(config: LoopConfig) -> list[float]:

@@ -25,7 +25,16 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from rlops.features.schema import CATEGORICAL, FLOAT, INT64, STD_FLOOR, FeatureSchema, FeatureSchemaError, FeatureSpec
+from rlops.features.schema import (
+    CATEGORICAL,
+    FLOAT,
+    INT64,
+    STD_FLOOR,
+    FeatureSchema,
+    FeatureSchemaError,
+    FeatureSpec,
+    needs_string_hash,
+)
 from rlops.features.serving_names import serving_input_name, serving_inputs
 
 log = logging.getLogger(__name__)
@@ -168,7 +177,7 @@ def _hash_bucket(x: tf.Tensor, buckets: int) -> tf.Tensor:
     """The bucket of each value's text. One bucket needs no hash (every value lands in it): no
     string op, so a policy with the default single OOV bucket converts to TFLite builtins, which
     have no op that reads a string's bytes (rlops.train.litert)."""
-    if buckets == 1:
+    if not needs_string_hash(buckets):
         return tf.zeros_like(x, tf.int64) if x.dtype != tf.string else tf.zeros(tf.shape(x), tf.int64)
     text = x if x.dtype == tf.string else tf.strings.as_string(x)
     return tf.strings.to_hash_bucket_fast(text, buckets)

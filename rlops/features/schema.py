@@ -34,6 +34,14 @@ class FeatureSchemaError(ValueError):
     """A feature is missing, renamed or retyped (the message names it)."""
 
 
+def needs_string_hash(buckets: int) -> bool:
+    """Whether `buckets` hash buckets (hash_buckets, or num_oov_buckets after a vocabulary) take a
+    string hash op. One bucket takes none (every value lands in it), which keeps a policy with the
+    default single OOV bucket convertible to TFLite builtins; more need TensorFlow's
+    StringToHashBucketFast, a Flex op (rlops.train.litert)."""
+    return buckets > 1
+
+
 @dataclass(frozen=True)
 class FeatureSpec:
     name: str

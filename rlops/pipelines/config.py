@@ -23,6 +23,7 @@ import yaml
 
 from rlops.components.json_config import ConfigValueError, build, check, merge_raw, set_path, unknown_key
 from rlops.components.pusher.registry import RegistryConfig
+from rlops.features.schema import needs_string_hash
 from rlops.pipelines.config_types import load_yaml
 
 if TYPE_CHECKING:
@@ -175,7 +176,7 @@ def _check_litert_convertible(columns: BanditColumns) -> None:
     would fail on it after ingest and training. Found here, at load time, instead."""
     for section in ("features", "item_features"):
         for f in getattr(columns, section):
-            if f.hash_buckets or f.num_oov_buckets > 1:
+            if needs_string_hash(f.hash_buckets or f.num_oov_buckets):  # hash_buckets replace the OOV ones
                 how = f"hash_buckets: {f.hash_buckets}" if f.hash_buckets else f"num_oov_buckets: {f.num_oov_buckets}"
                 raise ConfigError(
                     f"experience_gen.bandit_columns.{section}['{f.name}']: {how} hashes strings, which the "

@@ -4,7 +4,8 @@ The fixture rows have the logging table's shape (endpoint, deployed_model_id, lo
 request_id, request_payload and response_payload: REPEATED STRING, one JSON instance /
 prediction each, as BigQuery's JSON export writes them) plus the reward joined from the user's
 own feedback events by request id. The serving model is rlops' `serving_default`: instances hold
-the raw named features, predictions hold action, propensity and greedy_action.
+the raw named features, predictions hold action, propensity and greedy_action. The README's
+BigQuery block itself runs in tests/pipelines/test_readme.py.
 """
 
 from __future__ import annotations
@@ -111,31 +112,3 @@ def test_paths_parse_and_only_path_columns_pay():
         None,
     ]
     assert json_paths.resolve([[{"x": 3}]], 1, (0, "x")) == [3]  # already parsed by the reader
-
-
-# The README's config: the logging table joined with the user's feedback events by request id.
-QUERY = """
-SELECT l.request_id, l.logging_time, l.request_payload, l.response_payload, f.reward
-FROM `my-project.logging_rlops_42.request_response_logging` AS l
-JOIN `my-project.feedback.events` AS f ON f.request_id = CAST(l.request_id AS STRING)
-WHERE DATE(l.logging_time) = '{date}'
-"""
-
-
-def test_bigquery_rows_of_the_joined_query_map_the_same_way():
-    """BigQuery hands REPEATED STRING columns over as Python lists of JSON strings."""
-    from rlops.components.experience_gen.config import BigQuerySource
-
-    config = ExperienceGenConfig(
-        source=BigQuerySource(query=QUERY), bandit_columns=COLUMNS, action_spec=SpecConfig.discrete(4)
-    )
-    plan = pipeline.make_plan(config)
-    rows = [logged_row(0, 0.5, "fr", 1, 0.5, 1.0), logged_row(1, -1.5, "us", 3, 0.2, 0.0)]
-    del rows[1]["request_payload"]  # a request the logging table lost: quarantined by its path
-    outs = [out for _, out in pipeline.ingest(plan, (rows, "bigquery:query"))]
-    valid = [o for o in outs if isinstance(o, pipeline.ValidBatch)]
-    bad = [o for o in outs if isinstance(o, Quarantined)]
-    assert len(valid) == 1 and len(valid[0]) == 1 and len(bad) == 1
-    assert valid[0].columns["action"].reshape(-1).tolist() == [1]
-    np.testing.assert_allclose(valid[0].columns["user_a"].reshape(-1), [0.5])
-    assert "request_payload[0]." in json.loads(bad[0].to_json())["message"]

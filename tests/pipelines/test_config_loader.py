@@ -218,3 +218,11 @@ def test_a_hashed_feature_is_refused_at_load_unless_flex_is_allowed(tmp_path, lo
     assert "litert_allow_flex" in message and "\n" not in message
     config = bandit(tmp_path, text, overrides=("pusher.litert_allow_flex=true",))
     assert config.pusher.litert_allow_flex and config.experience_gen.bandit_columns.features[1].name == "user_id"
+
+
+@pytest.mark.parametrize("feature", ["{name: user_id, hash_buckets: 1}", "{name: user_id, num_oov_buckets: 1}"])
+def test_one_bucket_needs_no_hash_and_loads(tmp_path, logs, feature):
+    """One bucket takes no string hash (the encoder puts every value in it), so nothing to refuse:
+    the check and the encoder share `needs_string_hash`."""
+    text = f"experience_gen:\n  source: {{kind: file, pattern: '{logs}', format: csv}}\n  bandit_columns: {{features: [user, {feature}]}}\n"
+    assert bandit(tmp_path, text).experience_gen.bandit_columns.features[1].name == "user_id"

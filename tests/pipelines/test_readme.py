@@ -191,8 +191,9 @@ def _column_values(name: str, spec: dict | None, n: int, rng: np.random.Generato
     return [f"{name}_{v}" for v in rng.integers(0, 20, size=n)]
 
 
-def small_logs(experience_gen: dict, path: str, n: int = 2000) -> str:
-    """A CSV or Parquet file with the columns an experience_gen section maps (generated data)."""
+def small_logs(experience_gen: dict, path: str, n: int = 2000) -> tuple[str, pd.DataFrame]:
+    """A CSV or Parquet file with the columns an experience_gen section maps (generated data; a
+    split's time column spans its boundaries), and its rows."""
     import pandas as pd
 
     rng = np.random.default_rng(0)
@@ -211,6 +212,10 @@ def small_logs(experience_gen: dict, path: str, n: int = 2000) -> str:
     data[cols.get("action", "action")] = rng.integers(low, high + 1, size=n).tolist()
     data[cols.get("reward", "reward")] = (rng.random(n) < 0.3).astype(int).tolist()
     data[cols.get("propensity", "propensity")] = [1.0 / (high - low + 1)] * n
+    splits = experience_gen.get("splits") or {}
+    if splits.get("time_column"):
+        first, last = min(splits["time_boundaries"]), max(splits["time_boundaries"])
+        data[splits["time_column"]] = rng.integers(first - 3 * 86400, last + 86400, size=n).tolist()
     frame = pd.DataFrame(data)
     fmt = experience_gen["source"].get("format", "csv")
     path = f"{path}.{fmt}"
@@ -218,7 +223,7 @@ def small_logs(experience_gen: dict, path: str, n: int = 2000) -> str:
         frame.to_parquet(path)
     else:
         frame.to_csv(path, index=False)
-    return path
+    return path, frame
 
 
 def pipeline_yaml(key: str, directory: str) -> str:
@@ -227,7 +232,7 @@ def pipeline_yaml(key: str, directory: str) -> str:
     raw = load_yaml(block(key).text)
     source = raw["experience_gen"].get("source") or {}  # none: the default simulation's
     if source.get("kind") == "file":
-        source["pattern"] = small_logs(raw["experience_gen"], os.path.join(directory, "logs"))
+        source["pattern"], _ = small_logs(raw["experience_gen"], os.path.join(directory, "logs"))
     path = os.path.join(directory, "my.yaml")
     with open(path, "w") as f:
         yaml.safe_dump(raw, f)
@@ -253,17 +258,16 @@ def test_pipeline_yaml_blocks_load(key, tmp_path):
 
 
 # A block that is a fragment (a `splits` section, no source) runs on small logs of named features
-# that hold the columns it names; `ts` spans the time block's boundary.
+# that hold the columns it names (small_logs adds a time split's column).
 FRAGMENT_FEATURES = ["user_feature_3", {"name": "device", "vocab_size": 50}, "price"]
-TIME_BOUNDARY = 1764547200
 # The push path is where a block failed before (the named-features block, at its first blessed
 # push): each block is pushed, whatever its random rewards, by a gate that blesses any candidate
 # with an interval, and the Pusher verifies the pushed policy in a fresh process.
 BLESS_ANY = ["evaluator.min_improvement=-1", "evaluator.use_lower_bound=false", "evaluator.min_ess=5"]
 # Blocks run end to end with `rlops run bandit --config`, and where the others run.
 PIPELINE_RUNS = ('pattern: "logs/*.csv"', "the default: ~90% train", "key: user_feature_3", "time_column: ts")
-RUN_ELSEWHERE = {
-    'pattern: "gs://my-logs/': "test_run_lines: it is the README's `--config my.yaml`",
+RUN_ELSEWHERE = {  # block -> the test that runs it
+    'pattern: "gs://my-logs/': "test_run_lines",  # it is the README's `--config my.yaml`
     "kind: bigquery": "test_the_bigquery_block_maps_rows_of_the_logging_tables_shape",
     "splits: {splits: [{name: eval}]}": "test_the_eval_only_block_runs_experience_gen_alone_and_the_pipeline_refuses_it",
 }
@@ -272,24 +276,18 @@ RUN_ELSEWHERE = {
 def test_every_pipeline_yaml_block_runs_somewhere():
     assert set(PIPELINE_RUNS) | set(RUN_ELSEWHERE) == {k for k, how in RUN.items() if how == "pipeline yaml"}
     assert not set(PIPELINE_RUNS) & set(RUN_ELSEWHERE)
+    assert all(callable(globals().get(test)) for test in RUN_ELSEWHERE.values()), RUN_ELSEWHERE
 
 
 def completed_block(key: str, directory: str) -> tuple[dict, pd.DataFrame]:
     """The README block as a config dict on small local logs (and those logs): a file source is
     pointed at generated rows with the columns it maps; a fragment gets a file source too."""
-    import pandas as pd
-
     raw = load_yaml(block(key).text)
     section = raw.setdefault("experience_gen", {})
     if "source" not in section:
         section["source"] = {"kind": "file", "pattern": "logs/*.csv", "format": "csv"}
         section.setdefault("bandit_columns", {"features": FRAGMENT_FEATURES})
-    path = small_logs(section, os.path.join(directory, "logs"), n=1000)
-    frame = pd.read_parquet(path) if path.endswith(".parquet") else pd.read_csv(path)
-    if key == "time_column: ts":
-        frame["ts"] = TIME_BOUNDARY - 3 * 86400 + np.random.default_rng(1).integers(0, 4 * 86400, len(frame))
-        frame.to_csv(path, index=False)
-    section["source"]["pattern"] = path
+    section["source"]["pattern"], frame = small_logs(section, os.path.join(directory, "logs"), n=1000)
     return raw, frame
 
 
@@ -307,7 +305,8 @@ def test_pipeline_yaml_blocks_run_to_a_verified_push(key, tmp_path):
     train, evaluated = summary["records_written_train"], summary["records_written_eval"]
     assert train + evaluated + summary["records_quarantined"] == len(frame)
     if key == "time_column: ts":  # by time: exactly the records before the boundary train
-        assert train == int((frame["ts"] < TIME_BOUNDARY).sum())
+        (boundary,) = raw["experience_gen"]["splits"]["time_boundaries"]
+        assert 0 < train == int((frame["ts"] < boundary).sum()) < len(frame)
     elif key == "the default: ~90% train":
         assert 0.8 < train / len(frame) < 0.97
 
