@@ -68,6 +68,7 @@ ITEM_FEATURES = ("item_category", "item_brand", "item_price", "item_popularity")
 VERSION_COLUMN = "policy_version"
 IMPRESSIONS = "impressions.parquet"  # each night's logged decisions
 LOGGING_VERSION = 0  # night 0: decisions of the generator's logging policy, not a pushed version
+DRAW_STRIDE = 1_000_000  # a draw's generator seeds: far from any other draw's (nights use +0..+1,000)
 
 
 @dataclass
@@ -77,6 +78,9 @@ class LoopConfig:
     nights: int = 5
     decisions: int = 20_000  # decisions served (and logged) per night
     seed: int = 0  # the world (LogConfig.seed) and every draw of this run
+    # Another run of the same world: other users, clicks, explorations and train halves (0: the
+    # draws every earlier figure used). Tells a world's noise from a learner's or a gate's effect.
+    draw: int = 0
     ctr: float = 0.005  # LogConfig.ctr: the uniform policy's click-through rate
     agent: str = "neural_epsilon_greedy"
     # True: per-arm agent (the item table joined by item_id, item features per candidate). False:
@@ -136,6 +140,15 @@ class LoopConfig:
     # propensities, as a serving head could give the Evaluator). See reference_serving_probs.
     reference_temperature: float = 0.0
 
+    def sample_seed(self, base: int) -> int:
+        """The generator's sample / sample_contexts seed `base` of this draw (draw 0: `base`)."""
+        return base + DRAW_STRIDE * self.draw
+
+    def rng(self, night: int, stream: int) -> np.random.Generator:
+        """Night `night`'s random stream `stream` (2 clicks, 3 train halves, 4 the reference's
+        decisions) of this world and draw; draw 0 keeps the streams of before draws existed."""
+        return np.random.default_rng([self.seed, night, stream, *([self.draw] if self.draw else [])])
+
     def epsilon_of_night(self, night: int) -> float:
         """trainer.serving_epsilon of night `night`'s pipeline run (the policy it pushes serves next)."""
         by_night = self.serving_epsilon_by_night
@@ -168,6 +181,7 @@ class Night:
 @dataclass
 class SeedResult:
     seed: int
+    draw: int
     logging_value: float
     optimal_value: float
     uniform_value: float
@@ -447,6 +461,7 @@ def run_loop(config: LoopConfig, log=print) -> SeedResult:
     gen = world(config)
     result = SeedResult(
         seed=config.seed,
+        draw=config.draw,
         logging_value=gen.true_value(gen.logging_policy),
         optimal_value=gen.true_value(gen.optimal_policy),
         uniform_value=gen.true_value(gen.uniform_policy),
@@ -458,7 +473,7 @@ def run_loop(config: LoopConfig, log=print) -> SeedResult:
     population_request = request(gen, population)
     try:
         # Night 0: the logging policy's decisions.
-        logs = gen.sample(config.decisions, seed=1000)
+        logs = gen.sample(config.decisions, seed=config.sample_seed(1000))
         contexts = logs.contexts()
         actions, propensities = logs.impressions["action"], logs.impressions["propensity"]
         rewards = logs.impressions["reward"]
@@ -480,7 +495,7 @@ def run_loop(config: LoopConfig, log=print) -> SeedResult:
             if pushed is not None and pushed != versions[-1]:
                 raise AssertionError(f"night {night}: pushed version {pushed} is not the highest served {versions}")
             # Tomorrow's users meet what serves now; the population gives its exact value.
-            next_contexts = gen.sample_contexts(config.decisions, seed=night + 1)
+            next_contexts = gen.sample_contexts(config.decisions, seed=config.sample_seed(night + 1))
             if versions:
                 (pop, decided), info = serve(
                     serving_dir, [population_request, request(gen, next_contexts)], os.path.join(work, f"serve_{night}")
@@ -530,14 +545,14 @@ def run_loop(config: LoopConfig, log=print) -> SeedResult:
             contexts, value, version = next_contexts, served_value, served_version
             if decided is None:
                 decision_versions = np.full(config.decisions, LOGGING_VERSION, np.int64)
-                logs = gen.sample(config.decisions, seed=1000 + night + 1)
+                logs = gen.sample(config.decisions, seed=config.sample_seed(1000 + night + 1))
                 contexts = logs.contexts()
                 actions, propensities = logs.impressions["action"], logs.impressions["propensity"]
                 rewards = logs.impressions["reward"]
             else:
                 actions = decided["action"].astype(np.int64)
                 propensities = decided["propensity"].astype(np.float64)
-                rewards = click(gen, contexts, actions, np.random.default_rng([config.seed, night, 2]))
+                rewards = click(gen, contexts, actions, config.rng(night, 2))
                 decision_versions = decided["policy_version"].astype(np.int64)
         return result
     finally:
@@ -587,20 +602,20 @@ def reference_loop(config: LoopConfig) -> list[float]:
     pop_x = gen.encode(population)
     row_of = {row.tobytes(): i for i, row in enumerate(pop_x)}
     share = config.train_share / (config.train_share + config.eval_share)
-    logs = gen.sample(config.decisions, seed=1000)
+    logs = gen.sample(config.decisions, seed=config.sample_seed(1000))
     contexts, actions, rewards = logs.contexts(), logs.impressions["action"], logs.impressions["reward"]
     xs, acts, rs, fractions = [], [], [], []
     for night in range(config.nights):
         x = gen.encode(contexts)
-        train = np.random.default_rng([config.seed, night, 3]).random(len(actions)) < share
+        train = config.rng(night, 3).random(len(actions)) < share
         xs.append(x[train])
         acts.append(actions[train])
         rs.append(rewards[train])
         probs, value = _reference_policy(config, gen, pop_x, xs, acts, rs)
         fractions.append(round((value - logging_value) / (optimal - logging_value), 4))
-        contexts = gen.sample_contexts(config.decisions, seed=night + 1)
+        contexts = gen.sample_contexts(config.decisions, seed=config.sample_seed(night + 1))
         rows = np.array([row_of[r.tobytes()] for r in gen.encode(contexts)])
-        rng = np.random.default_rng([config.seed, night, 4])
+        rng = config.rng(night, 4)
         if config.reference_temperature > 0:  # a draw from each user's served probabilities
             below = rng.random((len(rows), 1)) > probs[rows].cumsum(1)
             actions = np.minimum(below.sum(1), gen.num_items - 1)
@@ -654,7 +669,7 @@ def reference_on_logs(config: LoopConfig) -> list[float]:
     xs, acts, rs, fractions = [], [], [], []
     for night in range(config.nights):
         logs = pd.read_parquet(os.path.join(night_directory(config.workdir, night), IMPRESSIONS))
-        logs = logs[np.random.default_rng([config.seed, night, 3]).random(len(logs)) < share]
+        logs = logs[config.rng(night, 3).random(len(logs)) < share]
         xs.append(gen.encode(logs))  # the context columns by name
         acts.append(logs["action"].to_numpy())
         rs.append(logs["reward"].to_numpy().astype(float))
@@ -741,6 +756,18 @@ def _epsilons(text: str) -> tuple[float, ...]:
     return values
 
 
+def run_directory_name(seed: int, draw: int) -> str:
+    """A run's directory under --workdir: seed_<seed>, and _draw_<draw> for draws past 0."""
+    return f"seed_{seed}" + (f"_draw_{draw}" if draw else "")
+
+
+def _draws_of(args: argparse.Namespace) -> dict:
+    """The JSON line's draw fields, where draws other than 0 ran (earlier lines had none)."""
+    if args.draws == 1 and args.first_draw == 0:
+        return {}
+    return {"draws": args.draws, "first_draw": args.first_draw}
+
+
 def main() -> None:
     from rlops.components.evaluator.estimators import ESTIMATORS
     from rlops.components.evaluator.reward_models import REWARD_MODEL_CHOICES
@@ -750,6 +777,10 @@ def main() -> None:
     ap.add_argument("--nights", type=int, default=5)
     ap.add_argument("--seeds", type=int, default=3, help="worlds first-seed .. first-seed + seeds - 1")
     ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument(
+        "--draws", type=int, default=1, help="runs of each world: draws first-draw .. first-draw + draws - 1"
+    )
+    ap.add_argument("--first-draw", type=int, default=0, help="0: the draws of every figure before draws existed")
     ap.add_argument("--decisions", type=int, default=20_000, help="decisions served per night")
     ap.add_argument("--ctr", type=float, default=LoopConfig.ctr)
     ap.add_argument("--agent", default=LoopConfig.agent)
@@ -887,6 +918,7 @@ def main() -> None:
             nights=args.nights,
             decisions=args.decisions,
             seed=seed,
+            draw=draw,
             ctr=args.ctr,
             agent=args.agent,
             per_arm=not args.global_features,
@@ -911,7 +943,7 @@ def main() -> None:
             switch_tau=args.switch_tau,
             estimator=args.estimator,
             split_key=args.split_key,
-            workdir=os.path.join(args.workdir, f"seed_{seed}") if args.workdir else "",
+            workdir=os.path.join(args.workdir, run_directory_name(seed, draw)) if args.workdir else "",
             reference_model=args.reference_model,
             reference_rank=args.reference_rank,
             reference_l2=args.reference_l2,
@@ -919,6 +951,7 @@ def main() -> None:
             reference_temperature=args.reference_temperature,
         )
         for seed in range(args.first_seed, args.first_seed + args.seeds)
+        for draw in range(args.first_draw, args.first_draw + args.draws)
     ]
     if args.reference_on_logs:
         wanted = [os.path.join(night_directory(c.workdir, k), IMPRESSIONS) for c in configs for k in range(c.nights)]
@@ -932,6 +965,7 @@ def main() -> None:
             nights=args.nights,
             seeds=args.seeds,
             first_seed=args.first_seed,
+            **_draws_of(args),
             decisions=args.decisions,
             ctr=args.ctr,
             serving_epsilon=args.serving_epsilon,
@@ -949,6 +983,7 @@ def main() -> None:
                 else {}
             ),
             **({"logs_of": args.reference_on_logs} if args.reference_on_logs else {}),
+            **({"runs": [[c.seed, c.draw] for c in configs]} if _draws_of(args) else {}),  # [seed, draw] of each list
             fraction_per_night=[reference_on_logs(c) if args.reference_on_logs else reference_loop(c) for c in configs],
             epsilon_ceiling=[round(epsilon_ceiling(c), 4) for c in configs],
             wall_s=round(time.perf_counter() - t0, 1),
@@ -959,6 +994,7 @@ def main() -> None:
     per_seed = [
         {
             "seed": r.seed,
+            **({"draw": r.draw} if r.draw else {}),
             "logging_value": round(r.logging_value, 6),
             "optimal_value": round(r.optimal_value, 6),
             "uniform_value": round(r.uniform_value, 6),
@@ -971,6 +1007,7 @@ def main() -> None:
         nights=args.nights,
         seeds=args.seeds,
         first_seed=args.first_seed,
+        **_draws_of(args),
         decisions=args.decisions,
         ctr=args.ctr,
         agent=args.agent,

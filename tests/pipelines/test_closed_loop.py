@@ -234,3 +234,21 @@ def test_num_epochs_replaces_the_step_budget_in_a_config_the_product_loads(tmp_p
     assert trainer.epochs == 10 and trainer.max_train_steps is None
     steps = cl.night_yaml(cl.LoopConfig(**LOOP), gen, "r", night_dir, 0)["trainer"]
     assert steps["train_steps"] == cl.LoopConfig.train_steps and "num_epochs" not in steps
+
+
+def test_a_draw_reruns_the_same_world_with_other_users_clicks_and_splits():
+    """`--draws N`: runs of one world that differ in every draw (users, clicks, explorations, train
+    halves) but not in the world (its click model, logging policy and optimum); draw 0 keeps the
+    streams every earlier figure used."""
+    cl = _load_benchmark()
+    base, other = cl.LoopConfig(seed=3, **LOOP), cl.LoopConfig(seed=3, draw=1, **LOOP)
+    assert base.rng(2, 3).random() == np.random.default_rng([3, 2, 3]).random()
+    assert other.rng(2, 3).random() != base.rng(2, 3).random()
+    gen_base, gen_other = cl.world(base), cl.world(other)
+    assert gen_base.true_value(gen_base.optimal_policy) == gen_other.true_value(gen_other.optimal_policy)
+    users = [gen_base.sample_contexts(50, seed=c.sample_seed(1))["position"] for c in (base, other)]
+    assert (users[0] == gen_base.sample_contexts(50, seed=1)["position"]).all() and (users[0] != users[1]).any()
+    reference = dict(LOOP, nights=2, decisions=4_000, reference_model="lowrank", reference_l2=10.0)
+    runs = [cl.reference_loop(cl.LoopConfig(seed=0, draw=d, **reference)) for d in (0, 1, 0)]
+    assert runs[0] == runs[2] and runs[0] != runs[1], runs
+    assert cl.run_directory_name(3, 0) == "seed_3" and cl.run_directory_name(3, 2) == "seed_3_draw_2"
