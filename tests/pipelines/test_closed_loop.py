@@ -58,7 +58,9 @@ def loop(tmp_path_factory):
 # does reach 0.8, and the product's mean over worlds 0-2 did too: 0.81 (weight decay 0.3, 1,500
 # steps a night, serving epsilon 0.03; 0.76 at 0.05), not over held-out worlds 3-5 (0.72); with the
 # Switch-DR gate, mean 0.79 over worlds 0-5, where the reference fitted on the same logs ends only
-# 0.01-0.05 higher (world 0: 0.72-0.76).
+# 0.01-0.05 higher (world 0: 0.72-0.76). Given 80 passes of 512 a night at lr 1e-3, that gate's
+# loop served 0.81-0.88 on all six worlds (session 13; the reference itself clears 0.8 on world 0
+# in 9 of 20 draws). Those runs take 14-18 minutes a world: too long for the test command.
 @pytest.mark.xfail(
     strict=True,
     reason="not reached at 3 nights x 10k decisions, CTR 5%, serving epsilon 0.05: the "
