@@ -906,6 +906,8 @@ def main() -> None:
         args.reference_temperature and not (args.reference and args.reference_model == "lowrank")
     ):
         ap.error("--reference-temperature: a number >= 0, with --reference --reference-model lowrank")
+    if args.draws < 1 or args.first_draw < 0:
+        ap.error(f"--draws must be >= 1 and --first-draw >= 0 (got {args.draws}, {args.first_draw})")
     if args.reference_on_logs:
         args.workdir = args.reference_on_logs  # the kept run's layout: <dir>/seed_<seed>/night_<k>/
     sys.path.insert(0, str(HERE))
