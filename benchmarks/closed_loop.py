@@ -761,6 +761,25 @@ def run_directory_name(seed: int, draw: int) -> str:
     return f"seed_{seed}" + (f"_draw_{draw}" if draw else "")
 
 
+def last_night_by_world(configs: list[LoopConfig], fractions: list[list[float]]) -> dict[str, dict]:
+    """Each world's last-night fraction over its draws: mean, spread, and how many reach 0.8 (the
+    issue's line), so a world's noise is read from the JSON line itself."""
+    by_world: dict[int, list[float]] = {}
+    for config, per_night in zip(configs, fractions):
+        by_world.setdefault(config.seed, []).append(per_night[-1])
+    return {
+        str(seed): {
+            "mean": round(float(np.mean(v)), 4),
+            "sd": round(float(np.std(v, ddof=1)), 4) if len(v) > 1 else None,
+            "min": min(v),
+            "max": max(v),
+            "at_least_0_8": sum(f >= 0.8 for f in v),
+            "draws": len(v),
+        }
+        for seed, v in by_world.items()
+    }
+
+
 def _draws_of(args: argparse.Namespace) -> dict:
     """The JSON line's draw fields, where draws other than 0 ran (earlier lines had none)."""
     if args.draws == 1 and args.first_draw == 0:
@@ -962,6 +981,7 @@ def main() -> None:
                 f"--reference-on-logs: no logs at {missing[0]} (a --workdir kept by a run of these seeds and nights)"
             )
     if args.reference or args.reference_on_logs:
+        fractions = [reference_on_logs(c) if args.reference_on_logs else reference_loop(c) for c in configs]
         emit(
             "closed_loop_reference_on_logs" if args.reference_on_logs else "closed_loop_reference",
             nights=args.nights,
@@ -986,7 +1006,8 @@ def main() -> None:
             ),
             **({"logs_of": args.reference_on_logs} if args.reference_on_logs else {}),
             **({"runs": [[c.seed, c.draw] for c in configs]} if _draws_of(args) else {}),  # [seed, draw] of each list
-            fraction_per_night=[reference_on_logs(c) if args.reference_on_logs else reference_loop(c) for c in configs],
+            fraction_per_night=fractions,
+            **({"last_night_by_world": last_night_by_world(configs, fractions)} if args.draws > 1 else {}),
             epsilon_ceiling=[round(epsilon_ceiling(c), 4) for c in configs],
             wall_s=round(time.perf_counter() - t0, 1),
         )

@@ -253,4 +253,15 @@ def test_a_draw_reruns_the_same_world_with_other_users_clicks_and_splits():
     reference = dict(LOOP, nights=2, decisions=4_000, reference_model="lowrank", reference_l2=10.0)
     runs = [cl.reference_loop(cl.LoopConfig(seed=0, draw=d, **reference)) for d in (0, 1, 0)]
     assert runs[0] == runs[2] and runs[0] != runs[1], runs
+    configs = [cl.LoopConfig(seed=s, draw=d) for s in (0, 1) for d in (0, 1, 2)]
+    summary = cl.last_night_by_world(configs, [[0.1, 0.7], [0.9], [0.85], [0.2], [0.5], [0.8]])
+    assert summary["0"] == {
+        "mean": 0.8167,
+        "sd": round(float(np.std([0.7, 0.9, 0.85], ddof=1)), 4),
+        "min": 0.7,
+        "max": 0.9,
+        "at_least_0_8": 2,
+        "draws": 3,
+    }
+    assert summary["1"]["at_least_0_8"] == 1 and summary["1"]["mean"] == 0.5
     assert cl.run_directory_name(3, 0) == "seed_3" and cl.run_directory_name(3, 2) == "seed_3_draw_2"
