@@ -212,6 +212,7 @@ class PlackettLuce(SlatePolicy):
             rows = order[start:stop]
             out[rows] = self._quadrature(logits[rows], int(nodes[stop - 1]), num_slots)
             start = stop
+        out[:, :, 0] = self._next_item_probs(scores, allowed, allowed)  # slot 0 in closed form: the softmax
         return out
 
     def _quadrature(self, logits: FloatArray, num_nodes: int, num_slots: int) -> FloatArray:
