@@ -177,6 +177,11 @@ def test_plackett_luce_marginals_of_a_large_request_are_distributions():
     np.testing.assert_allclose(marg.sum(1), 1.0, atol=1e-9)  # each slot shows one item
     assert marg.sum(2).max() <= 1.0 + 1e-9 and (marg >= 0).all()
     assert (marg[~mask] == 0).all()
+    # Many items, widely spread scores: the quadrature's grid still covers every slot.
+    wide = rng.normal(size=(2, 30)) * 4.0
+    np.testing.assert_allclose(
+        PlackettLuce().marginals(wide, 2), brute_force_marginals(PlackettLuce(), wide, 2), atol=1e-10
+    )
     # Slot 0 of Plackett-Luce is the softmax over the allowed items.
     logits = np.where(mask, scores / 0.5, -np.inf)
     softmax = np.exp(logits - logits.max(1, keepdims=True))

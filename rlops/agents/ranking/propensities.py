@@ -36,11 +36,19 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
-# PL quadrature: trapezoid rule in u = log t with this step, from u = -log(w_max) - 30 (the mass
-# left of it is <= e^-30) to u = -log(w_min) + 4 (the mass right of it is <= exp(-e^4)). The
-# integrand is analytic in a strip of half-width pi/2, so the rule's error is ~exp(-pi^2 / step).
+# PL quadrature: trapezoid rule in u = log t with this step, from u = -log(w_max) - left to
+# u = -log(w_(L+1)) + 4 (see PlackettLuce.marginals). Slot 0 is the softmax in closed form;
+# for slots >= 1 the integrand is <= w_i t * sum_j w_j t, so the mass left of the grid is
+# <= K e^(-2 left) / 2: left = 16 + log(K) / 2 keeps it below 1e-14. The integrand is analytic in a
+# strip of half-width pi/2, so the rule's error is ~exp(-pi^2 / step) (measured: 1e-13 at 0.25).
 QUADRATURE_STEP = 0.25
-_LEFT_TAIL, _RIGHT_TAIL = 30.0, 4.0
+_RIGHT_TAIL = 4.0
+
+
+def _left_tail(num_items: int) -> float:
+    return 16.0 + 0.5 * math.log(num_items)
+
+
 _CHUNK_ELEMENTS = 2_000_000  # rows per PL quadrature chunk: rows * nodes * K * L stays below this
 
 
@@ -199,9 +207,13 @@ class PlackettLuce(SlatePolicy):
         out = np.zeros((n, k, num_slots))
         logits = np.where(allowed, scores / self.temperature, -np.inf)
         logits -= logits.max(axis=1, keepdims=True)  # w_max = 1 in every row
-        spans = -np.where(allowed, logits, np.inf).min(axis=1)  # -log(w_min) per row
+        # The grid ends at -log(w) + 4 for w the (L+1)-th largest weight (the smallest when only L
+        # are allowed): beyond it at least L other items have finished with probability
+        # >= 1 - L exp(-e^4), so no item can still land in a slot < L.
+        ranked = -np.sort(-logits, axis=1)  # descending; masked (-inf) last
+        spans = -ranked[np.arange(n), np.minimum(num_slots, allowed.sum(1) - 1)]
         order = np.argsort(spans)  # rows of similar span share a chunk (same number of nodes)
-        nodes_per_row = np.ceil((spans + _LEFT_TAIL + _RIGHT_TAIL) / self.quadrature_step).astype(int) + 1
+        nodes_per_row = np.ceil((spans + _left_tail(k) + _RIGHT_TAIL) / self.quadrature_step).astype(int) + 1
         nodes = nodes_per_row[order]
         width = 1 << max(0, (k - 1).bit_length())  # items padded to a power of two
         start = 0
@@ -219,7 +231,7 @@ class PlackettLuce(SlatePolicy):
         """[m, K, L] marginals of rows sharing one grid of num_nodes points in log t."""
         m, k = logits.shape
         weights = np.exp(logits)  # 0 for masked items
-        log_t = -_LEFT_TAIL + self.quadrature_step * np.arange(num_nodes)
+        log_t = -_left_tail(k) + self.quadrature_step * np.arange(num_nodes)
         wt = weights[:, None, :] * np.exp(log_t)[None, :, None]  # [m, Q, K] = w_k t
         # Each item's Poisson-binomial factor (1 - q) + q z, truncated at z^(L-1); padding items
         # to a power of two with the factor 1 lets a binary tree of products give, for every item,
@@ -240,33 +252,34 @@ class PlackettLuce(SlatePolicy):
         return np.einsum("mqk,ckmq->mkc", density, others)
 
 
-def _truncated_product(a: FloatArray, b: FloatArray) -> FloatArray:
-    """Coefficients of a(z) * b(z) up to the last power of a, for [L, ...] coefficient arrays
-    (broadcasting over the rest)."""
+def _truncated_product(a: FloatArray, b: FloatArray, a_terms: int, b_terms: int) -> FloatArray:
+    """Coefficients of a(z) * b(z) up to z^(L-1), for [L, ...] coefficient arrays (broadcasting over
+    the rest) whose coefficients from a_terms / b_terms on are zero (skipped: leaves are linear)."""
     num = a.shape[0]
-    out = a * b[0]
-    scratch = np.empty_like(out[0])
-    for c in range(1, num):
-        for power in range(c, num):  # in place: no temporaries on the hot path
-            np.multiply(a[power - c], b[c], out=scratch)
-            out[power] += scratch
+    out = np.zeros(np.broadcast_shapes(a.shape, b.shape))
+    scratch = np.empty_like(out)
+    for i in range(min(a_terms, num)):
+        terms = min(b_terms, num - i)  # in place: no temporaries on the hot path
+        np.multiply(a[i], b[:terms], out=scratch[:terms])
+        out[i : i + terms] += scratch[:terms]
     return out
 
 
 def _leave_one_out_products(leaves: FloatArray) -> FloatArray:
-    """For polynomials leaves[:, i] ([L, items, M], a power-of-two number of items), the
+    """For linear polynomials leaves[:, i] ([L, items, M], a power-of-two number of items), the
     truncated product of all leaves except i, for every i: an up pass and a down pass over a
     binary tree."""
     num, _, size = leaves.shape
     levels = [leaves]
     while levels[-1].shape[1] > 1:
         pairs = levels[-1].reshape(num, -1, 2, size)
-        levels.append(_truncated_product(pairs[:, :, 0], pairs[:, :, 1]))
+        terms = len(levels)  # a node at level d has 2^d factors: at most 2^d + 1 coefficients
+        levels.append(_truncated_product(pairs[:, :, 0], pairs[:, :, 1], 2 ** (terms - 1) + 1, 2 ** (terms - 1) + 1))
     rest = np.zeros_like(levels[-1])  # product of everything outside the subtree: 1 at the root
     rest[0] = 1.0
-    for node in reversed(levels[:-1]):
-        siblings = node.reshape(num, -1, 2, size)[:, :, ::-1]  # each child's sibling
-        rest = _truncated_product(siblings, rest[:, :, None]).reshape(num, -1, size)
+    for depth in range(len(levels) - 2, -1, -1):
+        siblings = levels[depth].reshape(num, -1, 2, size)[:, :, ::-1]  # each child's sibling
+        rest = _truncated_product(siblings, rest[:, :, None], 2**depth + 1, num).reshape(num, -1, size)
     return rest
 
 
