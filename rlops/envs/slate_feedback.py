@@ -87,7 +87,7 @@ class ClickModel:
             examine = tuple(1.0 / (slot + 1) ** position_decay for slot in range(num_slots))
         else:
             examine = (1.0,) * num_slots
-        lam = (float(continuation),) * num_slots if np.isscalar(continuation) else tuple(continuation)  # type: ignore[arg-type]
+        lam = (float(continuation),) * num_slots if isinstance(continuation, (int, float)) else tuple(continuation)
         stop = {"pbm": (0.0,) * num_slots, "cascade": (1.0,) * num_slots, "dcm": tuple(1.0 - v for v in lam)}[kind]
         for name, values in (("examination", examine), ("continuation", lam)):
             if len(values) < num_slots or not all(0.0 <= v <= 1.0 for v in values):
@@ -119,7 +119,7 @@ class SlateConfig:
     num_slots: int = 4  # L; K^L <= 100,000 keeps cascade / DCM ground truth exact
     click_model: str = "pbm"  # "pbm", "cascade" or "dcm"
     position_decay: float = 1.0  # pbm: examination 1/(l+1)^eta
-    examination: tuple[float, ...] | None = None  # per-slot examination overriding the default
+    examination: tuple[float, ...] | None = None  # per-slot examine[l] overriding the default (any model)
     continuation: float | tuple[float, ...] = 0.5  # dcm: P(go on after a click), one or per slot
     mean_relevance: float = 0.2  # mean rel(x, item) over the population and items
     logging: str = "plackett_luce"  # "uniform", "plackett_luce" or "epsilon_greedy"
@@ -145,6 +145,8 @@ class SlateConfig:
             raise ValueError(
                 f"SlateConfig: slate length num_slots={self.num_slots} must be in [1, num_items={self.num_items}]"
             )
+        if not 0.0 < self.mean_relevance < 0.5:
+            raise ValueError(f"SlateConfig.mean_relevance must be in (0, 0.5), got {self.mean_relevance}")
         if self.logging_noise < 0:
             raise ValueError(f"SlateConfig.logging_noise must be >= 0, got {self.logging_noise}")
 

@@ -189,3 +189,7 @@ def test_config_errors_name_the_field():
         SlateConfig(num_items=5, num_slots=6)
     with pytest.raises(ValueError, match="logging"):
         SlateConfig(logging="thompson")
+    with pytest.raises(ValueError, match="mean_relevance"):
+        SlateConfig(mean_relevance=0.7)
+    with pytest.raises(ValueError, match="continuation"):
+        ClickModel.make("dcm", 3, continuation=(0.5, 0.5))

@@ -200,10 +200,14 @@ class PlackettLuce(SlatePolicy):
             P(item i at slot l) = int_0^inf w_i e^(-w_i t) PB_{-i}(l; {1 - e^(-w_j t)}) dt,
 
         PB_{-i}(l; q) the Poisson-binomial probability that exactly l of the other items finish
-        first. The trapezoid rule runs in u = log t; PB_{-i} comes from prefix and suffix
-        Poisson-binomial tables truncated at L (stable: sums of non-negative terms)."""
+        first. The trapezoid rule runs in u = log t; PB_{-i} for every i comes from a binary tree
+        of Poisson-binomial generating polynomials truncated at z^(L-1) (stable: sums of
+        non-negative terms). Slot 0 is the softmax, in closed form."""
         scores, allowed = check_inputs(scores, num_slots, mask)
         n, k = scores.shape
+        first = self._next_item_probs(scores, allowed, allowed)
+        if num_slots == 1:
+            return first[:, :, None]
         out = np.zeros((n, k, num_slots))
         logits = np.where(allowed, scores / self.temperature, -np.inf)
         logits -= logits.max(axis=1, keepdims=True)  # w_max = 1 in every row
@@ -224,7 +228,7 @@ class PlackettLuce(SlatePolicy):
             rows = order[start:stop]
             out[rows] = self._quadrature(logits[rows], int(nodes[stop - 1]), num_slots)
             start = stop
-        out[:, :, 0] = self._next_item_probs(scores, allowed, allowed)  # slot 0 in closed form: the softmax
+        out[:, :, 0] = first
         return out
 
     def _quadrature(self, logits: FloatArray, num_nodes: int, num_slots: int) -> FloatArray:
