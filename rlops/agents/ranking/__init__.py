@@ -9,6 +9,7 @@ from rlops.agents.ranking.propensities import (
     UniformWithoutReplacement,
     brute_force_marginals,
     brute_force_slate_probs,
+    check_inputs,
     enumerate_slates,
     epsilon_rank_marginals,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "UniformWithoutReplacement",
     "Greedy",
     "epsilon_rank_marginals",
+    "check_inputs",
     "enumerate_slates",
     "brute_force_slate_probs",
     "brute_force_marginals",
