@@ -318,6 +318,7 @@ def test_estimators_without_their_inputs_are_skipped_with_a_reason():
         (dict(propensity_cascade=np.array([[0.5, 0.6], [0.5, 0.2]])), "must not increase"),
         (dict(slates=np.array([[0, 0], [1, 2]])), "an item appears twice"),
         (dict(slot_mask=np.array([[False, True], [True, True]])), "padding must come after"),
+        (dict(slates=np.array([[-1, 1], [1, 2]])), "negative item indices"),
     ],
 )
 def test_bad_logs_are_errors_naming_the_row(change, message):
@@ -334,14 +335,14 @@ def test_bad_logs_are_errors_naming_the_row(change, message):
 
 def test_padded_slots_contribute_nothing():
     log, target = random_log()
-    garbage = np.where(log.mask, log.rewards, 7.0)
+    assert not log.mask.all()
     noisy = SlateLog(
         log.keys,
-        log.slates,
-        garbage,
-        np.where(log.mask, log.propensity, 1e-9),
+        np.where(log.mask, log.slates, -1),
+        np.where(log.mask, log.rewards, 7.0),
+        np.where(log.mask, log.propensity, np.nan),
         log.slot_mask,
-        log.propensity_cascade,
+        np.where(log.mask, log.propensity_cascade, 0.0),
         log.slate_reward,
         log.weights,
     )

@@ -11,6 +11,11 @@ structure and click model), takes a Plackett-Luce evaluation policy over random 
 own `SlateRegressionModel` for Cascade-DR's q_hat, and stores the inputs beside the point
 estimates of OBP's SIPS, IIPS, RIPS, their self-normalized variants and Cascade-DR.
 tests/components/test_slate_estimators_obp.py checks rlops' estimators against them (1e-6).
+
+OBP's ground truth is not stored: its `cascade` click model's `calc_ground_truth_policy_value`
+multiplies the expectations of dependent clicks (not exact), and its expected rewards are float16.
+Accuracy is checked against exact enumeration instead (tests/components/test_slate_estimators.py,
+benchmarks/slate_ope.py).
 """
 
 from __future__ import annotations

@@ -135,10 +135,9 @@ class SlateLog:
         first_bad(
             "rewards must be finite on shown slots", self.rewards, ~np.isfinite(np.where(mask, self.rewards, 0)).all(1)
         )
-        items = np.where(mask, self.slates, -1 - np.arange(shape[1]))
-        ordered = np.sort(items, 1)
+        first_bad("slates hold negative item indices", self.slates, (np.where(mask, self.slates, 0) < 0).any(1))
+        ordered = np.sort(np.where(mask, self.slates, -1 - np.arange(shape[1])), 1)  # padding: distinct, < 0
         first_bad("an item appears twice in a slate", self.slates, (ordered[:, 1:] == ordered[:, :-1]).any(1))
-        first_bad("slates hold negative item indices", self.slates, (items < 0).any(1) & mask.all(1))
         if self.propensity_cascade is not None:
             c = np.where(mask, self.propensity_cascade, 1.0)
             first_bad("propensity_cascade must be in (0, 1] on shown slots", c, ~((c > 0) & (c <= 1)).all(1))
@@ -575,6 +574,7 @@ class SlateComparison:
 
 
 def skipped_reason(estimator: SlateEstimator, layout: SlateLayout, policy: int) -> str | None:
+    """Why `estimator` cannot run for `policy` (the inputs its term groups need), or None."""
     missing = sorted({need for g in estimator.groups if g not in layout.groups[policy] for need in REQUIREMENTS[g]})
     return f"skipped: {estimator.name} needs {', '.join(missing)}" if missing else None
 
@@ -587,7 +587,8 @@ def comparison_from_sums(
     who = {"candidate": candidate} | ({"baseline": baseline} if baseline is not None else {})
     num_records = int(round(float(sums.point[layout.at(None, "", "positive")][0])))
     alpha = (1.0 - rule.confidence) / 2.0
-    results: dict[str, dict[str, Estimate]] = {name: {} for name in (*who, "difference")}
+    names = (*who, "difference") if baseline is not None else tuple(who)
+    results: dict[str, dict[str, Estimate]] = {name: {} for name in names}
     ess: dict[str, dict[str, float]] = {name: {} for name in who}
     for e in TABLE:
         skipped = {name: skipped_reason(e, layout, p) for name, p in who.items()}
@@ -608,7 +609,7 @@ def comparison_from_sums(
         reason = trust_reason(
             num_records, {n: ess[n][e.name] for n in who if e.name in ess[n]}, int(finite.sum()), rule
         )
-        for name in results if baseline is not None else who:
+        for name in names:
             if skipped[name] is not None:
                 results[name][e.name] = Estimate(math.nan, math.nan, math.nan, skipped[name])
             elif reason is not None:
