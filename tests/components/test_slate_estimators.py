@@ -264,9 +264,19 @@ def test_pseudo_inverse_unbiased_for_additive_slate_reward_under_uniform_logging
     got = estimate_slates(log, target, num_bootstrap=50, min_records=1, min_ess=0.0)["pi"].value
     want = float(pl_world(TARGET, length)[1] @ additive(slates))
     assert got == pytest.approx(want, abs=1e-12)
-    # Vowpal Wabbit's product-logging weight sum_l w_l - (L - 1) is biased here (SLATES.md section 3).
+    # Vowpal Wabbit's product-logging weight sum_l w_l - (L - 1) is biased for rankings.
     vw = (target.marginal / log.propensity).sum(1) - (length - 1)
     assert abs(float(log.weights @ (vw * log.slate_reward)) - want) > 1e-2
+    # A shorter page (2 of 3 slots shown) gets the 2-slot logger's weights.
+    short = pl_world(uniform, 2)[0]
+    marginals2, _, _ = pl_target(TARGET, short, 2)
+    padded = np.broadcast_to(np.pad(marginals2, ((0, 0), (0, 1))), (len(short), num_items, length))
+    mask = np.broadcast_to([True, True, False], (len(short), length))
+    closed2 = pseudo_inverse_weights_uniform(
+        shown_item_marginals(np.pad(short, ((0, 0), (0, 1))), padded), num_items, mask
+    )
+    enumerated2 = pseudo_inverse_weights_enumerated(short, marginals2, short, np.full(len(short), 1 / len(short)))
+    np.testing.assert_allclose(closed2, enumerated2, atol=1e-10)
 
 
 def test_pseudo_inverse_by_enumeration_unbiased_under_plackett_luce_logging():
