@@ -12,10 +12,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Union
 
+from rlops.components.common.decision_kinds import BANDIT, SLATE, TRAJECTORY, decision_kind
 from rlops.components.json_config import build
 
-BANDIT = "bandit"
-TRAJECTORY = "trajectory"
 FILE_FORMATS = ("csv", "jsonl", "parquet", "tfrecord")
 SPLIT_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -174,6 +173,38 @@ class TrajectoryColumns:
 
 
 @dataclass(frozen=True)
+class SlateColumns:
+    """Where each slate-log field lives (record_kind: slate). A slate is the ordered list of items
+    one request showed; its value is the sum of its slot rewards.
+
+    Two shapes, told apart by `position`: with a position column, one row per shown item, grouped
+    into slates by `slate_id` (as public e-commerce logs publish them); without one (position:
+    null), one row per slate whose `item_id`, `reward`, `propensity` (and `propensity_cascade`)
+    columns are lists in display order (JSON Lines or Parquet lists, or text cells joined by
+    `separator`). Slates shorter than `experience_gen.slate_length` are valid (padded, masked).
+
+    `propensity` is the logging policy's marginal probability of showing that item at that
+    position (required); `propensity_cascade` the probability of the whole slate up to and
+    including that slot (optional; non-increasing down the slate). Item ids are integers in
+    [0, K), K from `experience_gen.action_spec`, or any ids listed by the item table
+    (`experience_gen.item_source`, K = its rows, an item's index = its row). Positions count from `first_position` (0 or 1);
+    left null it is read from the data's sample when the sample decides it (a 0 seen: 0-based; a
+    position equal to slate_length seen: 1-based)."""
+
+    slate_id: str | None = "slate_id"  # required with `position`; else optional (default: the row)
+    position: str | None = "position"
+    first_position: int | None = None
+    item_id: str = "item_id"
+    reward: str = "reward"
+    propensity: str = "propensity"
+    propensity_cascade: str | None = None
+    separator: str = "|"  # list cells in text files (rows per slate)
+    features: tuple[FeatureColumn, ...] = ()  # the request's context, as for bandit logs
+    timestamp: str | None = None
+    item_table_id: str | None = None  # with item_source: the table's id column (default: item_id's name)
+
+
+@dataclass(frozen=True)
 class FileSource:
     """Files matched by Beam filesystems (local paths, gs://, ...); comma-separated patterns.
 
@@ -258,9 +289,11 @@ class SplitConfig:
 
 @dataclass(frozen=True)
 class ExperienceGenConfig:
-    record_kind: str = BANDIT  # bandit | trajectory
+    record_kind: str = BANDIT  # bandit | trajectory | slate (rlops.components.common.decision_kinds)
     source: Source = field(default_factory=FileSource)
     bandit_columns: BanditColumns = field(default_factory=BanditColumns)
+    slate_columns: SlateColumns = field(default_factory=SlateColumns)
+    slate_length: int | None = None  # slate: the most items a page shows (L)
     # A second, small source: the item-features table joined to the impressions by item id.
     item_source: FileSource | None = None
     trajectory_columns: TrajectoryColumns = field(default_factory=TrajectoryColumns)
@@ -283,8 +316,7 @@ class ExperienceGenConfig:
         self.validate()
 
     def validate(self) -> None:
-        if self.record_kind not in (BANDIT, TRAJECTORY):
-            raise ValueError(f"record_kind must be 'bandit' or 'trajectory', got {self.record_kind!r}")
+        kind = decision_kind(self.record_kind)
         src = self.source
         if isinstance(src, SimulationSource):
             gym = src.env.startswith("gym:")
@@ -295,8 +327,8 @@ class ExperienceGenConfig:
                 )
         elif self.action_spec is None and self.item_source is None:  # a simulation takes it from its env
             raise ValueError("action_spec is required (e.g. SpecConfig.discrete(num_actions))")
-        if self.record_kind == BANDIT and self.action_spec is not None and not self.action_spec.is_discrete:
-            raise ValueError(f"bandit records need a discrete action_spec, got dtype {self.action_spec.dtype}")
+        if kind.estimators and self.action_spec is not None and not self.action_spec.is_discrete:
+            raise ValueError(f"{kind.name} records need a discrete action_spec, got dtype {self.action_spec.dtype}")
         if isinstance(src, FileSource):
             if not src.pattern:
                 raise ValueError("FileSource.pattern is empty")
@@ -309,6 +341,8 @@ class ExperienceGenConfig:
         if self.record_kind == BANDIT:
             _validate_features(self.bandit_columns)
             _validate_items(self)
+        if self.record_kind == SLATE:
+            _validate_slates(self)
         if isinstance(src, BigQuerySource) and bool(src.query) == bool(src.table):
             raise ValueError("BigQuerySource needs exactly one of query or table")
         if not 0.0 < self.propensity_floor <= 1.0:
@@ -341,6 +375,11 @@ class ExperienceGenConfig:
             )
         if list(s.time_boundaries) != sorted(s.time_boundaries):
             raise ValueError(f"time_boundaries must ascend, got {list(s.time_boundaries)}")
+
+    @property
+    def columns(self) -> Any:
+        """The column mapping of this config's decision kind (bandit_columns, slate_columns, ...)."""
+        return getattr(self, decision_kind(self.record_kind).columns_section)
 
     # --- JSON ---------------------------------------------------------------------------------
     def to_json(self) -> str:
@@ -388,6 +427,26 @@ def _validate_features(c: BanditColumns) -> None:
                 raise ValueError(f"{where}.dim must be >= 1 (the most values a record keeps), got {f.dim}")
             if not 0.0 < f.dim_percentile <= 100.0:
                 raise ValueError(f"{where}.dim_percentile must be in (0, 100], got {f.dim_percentile}")
+
+
+def _validate_slates(config: "ExperienceGenConfig") -> None:
+    c = config.slate_columns
+    if config.slate_length is None or config.slate_length < 1:
+        raise ValueError(f"experience_gen.slate_length must be a positive number of slots, got {config.slate_length!r}")
+    if config.item_source is None and config.action_spec is None:
+        raise ValueError(
+            "experience_gen.action_spec: slates need the number of items (SpecConfig.discrete(K)) or an item_source"
+        )
+    src = config.item_source
+    if src is not None and (not isinstance(src, FileSource) or not src.pattern):
+        raise ValueError("item_source: needs a file source with a pattern (kind: file)")
+    if c.position and not c.slate_id:
+        raise ValueError("slate_columns.slate_id: rows per shown item need a slate id column to group them")
+    if c.first_position not in (None, 0, 1):
+        raise ValueError(f"slate_columns.first_position must be 0 or 1, got {c.first_position!r}")
+    if not c.separator:
+        raise ValueError("slate_columns.separator is empty")
+    _validate_features(BanditColumns(features=c.features))
 
 
 def _validate_items(config: "ExperienceGenConfig") -> None:

@@ -18,14 +18,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
+from rlops.components.common.decision_kinds import decision_kind
 from rlops.components.experience_gen import pipeline, sinks, sources
 from rlops.components.experience_gen.cloud import check_credentials
-from rlops.components.experience_gen.config import BANDIT, ExperienceGenConfig
+from rlops.components.experience_gen.config import ExperienceGenConfig
 from rlops.components.experience_gen.errors import InputError
 from rlops.components.experience_gen.sources.base import SourceError
 
 log = logging.getLogger(__name__)
-PAYLOAD_FORMATS = {BANDIT: "FORMAT_TF_EXAMPLE", "trajectory": "FORMAT_TF_SEQUENCE_EXAMPLE"}
 
 
 class ExperienceGenError(RuntimeError):
@@ -63,7 +63,7 @@ class IngestResult:
 
     @property
     def payload_format(self) -> str:
-        return PAYLOAD_FORMATS[self.record_kind]
+        return decision_kind(self.record_kind).payload_format
 
     def top_reasons(self, k: int = 5) -> list[tuple[str, int]]:
         return Counter(self.reasons).most_common(k)

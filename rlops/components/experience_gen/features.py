@@ -19,6 +19,7 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
+from rlops.components.common.decision_kinds import decision_kind
 from rlops.components.experience_gen import json_paths, records
 from rlops.components.experience_gen.config import ExperienceGenConfig, FeatureColumn
 from rlops.components.experience_gen.errors import closest
@@ -36,13 +37,14 @@ def resolve_features(
     """The config with every feature's kind, dtype and (float_list) dim made concrete from
     `sample` (a source's peek; None: the source cannot sample, so every kind must be given); a
     sample also checks configured kinds (a mismatch would quarantine every record)."""
-    cols = config.bandit_columns
-    if not cols.features or (sample is None and all(_concrete(f) for f in cols.features)):
+    section = decision_kind(config.record_kind).columns_section
+    cols = getattr(config, section)
+    if not getattr(cols, "features", ()) or (sample is None and all(_concrete(f) for f in cols.features)):
         return config
     if sample is None:
         auto = next(f.name for f in cols.features if not _concrete(f))
         raise ValueError(
-            f"bandit_columns.features['{auto}']: kind/dtype 'auto' needs a file source to infer "
+            f"{section}.features['{auto}']: kind/dtype 'auto' needs a file source to infer "
             f"from; with a {source_label} source set kind (and dtype/dim) explicitly"
         )
     if all(_concrete(f) for f in cols.features):  # nothing to infer: the sample only checks kinds
@@ -57,13 +59,13 @@ def resolve_features(
         if json_paths.parse(f.source_column):  # inside a JSON payload: the file's sample cannot tell
             if not _concrete(f):
                 raise ValueError(
-                    f"bandit_columns.features['{f.name}']: column {f.source_column!r} is a path into a "
+                    f"{section}.features['{f.name}']: column {f.source_column!r} is a path into a "
                     f"payload; set its kind (and dtype/dim) explicitly"
                 )
             out.append(f)
             continue
-        out.append(infer_feature(f, types, samples))
-    return dataclasses.replace(config, bandit_columns=dataclasses.replace(cols, features=tuple(out)))
+        out.append(infer_feature(f, types, samples, section))
+    return dataclasses.replace(config, **{section: dataclasses.replace(cols, features=tuple(out))})
 
 
 def _concrete(f: FeatureColumn) -> bool:
@@ -78,8 +80,9 @@ def infer_feature(
     f: FeatureColumn,
     types: Mapping[str, tuple[pa.DataType, int | None]],
     samples: Mapping[str, pa.ChunkedArray] | None = None,
+    section: str = "bandit_columns",
 ) -> FeatureColumn:
-    where = f"bandit_columns.features['{f.name}']"
+    where = f"{section}.features['{f.name}']"
     col = f.source_column
     if col not in types:
         raise ValueError(f"{where}: column {col!r} is not in the data; {closest(col, list(types))}")

@@ -77,7 +77,8 @@ def parse_frame(data: bytes, src: FileSource):
     )
 
 
-def _read_frames(src: FileSource) -> list:
+def read_frames(src: FileSource) -> list:
+    """Every file of an item source, parsed whole (the table is small)."""
     from rlops.components.experience_gen import sources
     from rlops.components.experience_gen.sources.base import open_file
 
@@ -96,7 +97,7 @@ def _read_frames(src: FileSource) -> list:
 
 def load_item_table(config: ExperienceGenConfig) -> ItemTable:
     """Reads and checks the item table; resolves `auto` item feature kinds from its columns."""
-    return table_from_frames(_read_frames(config.item_source), config)
+    return table_from_frames(read_frames(config.item_source), config)
 
 
 def table_from_frames(frames: list, config: ExperienceGenConfig) -> ItemTable:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from rlops.components.common.decision_kinds import BANDIT, SLATE, TRAJECTORY
 from rlops.components.experience_gen import json_paths, records
-from rlops.components.experience_gen.config import BANDIT, ExperienceGenConfig
+from rlops.components.experience_gen.config import ExperienceGenConfig
 
 FLOAT, INT, STRING, BOOL, TIMESTAMP = "float", "int", "string", "bool", "timestamp"
 
@@ -71,7 +72,7 @@ class Layout:
 
 
 def resolve_layout(config: ExperienceGenConfig, schema: SourceSchema) -> Layout:
-    fields = _bandit_fields(config, schema) if config.record_kind == BANDIT else _trajectory_fields(config, schema)
+    fields = FIELDS[config.record_kind](config, schema)
     by_column = {f.columns[0]: f for f in fields if len(f.columns) == 1}
     key = time = None
     s = config.splits
@@ -187,6 +188,35 @@ def _trajectory_fields(config: ExperienceGenConfig, schema: SourceSchema) -> lis
             )
         )
     return out
+
+
+def _slate_fields(config: ExperienceGenConfig, schema: SourceSchema) -> list[Field]:
+    """One row per shown item: the slate it belongs to, its position, the item and the slot's
+    reward and propensities, and the request's context (repeated on each of its rows)."""
+    c = config.slate_columns
+    if not c.position:
+        raise ValueError(
+            "slate_columns.position: rows per slate with list columns are not read yet; "
+            "log one row per shown item with a position column"
+        )
+    assert c.slate_id is not None  # config validation
+    out = [_feature_field(f, schema) for f in c.features]
+    out += [
+        Field(records.SLATE_ID, (c.slate_id,), STRING),
+        Field(records.POSITION, (c.position,), INT),
+        Field(records.SLATE_ITEM, (c.item_id,), STRING if config.item_source is not None else INT),
+        Field(records.REWARD, (c.reward,), FLOAT),
+        Field(records.PROPENSITY, (c.propensity,), FLOAT),
+    ]
+    if c.propensity_cascade:
+        out.append(Field(records.PROPENSITY_CASCADE, (c.propensity_cascade,), FLOAT))
+    if c.timestamp:
+        out.append(Field(records.TIMESTAMP, (c.timestamp,), TIMESTAMP))
+    return out
+
+
+# The fields each decision kind reads from a source row.
+FIELDS = {BANDIT: _bandit_fields, TRAJECTORY: _trajectory_fields, SLATE: _slate_fields}
 
 
 def _one(names: tuple[str, ...], what: str) -> str:

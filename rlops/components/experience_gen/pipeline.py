@@ -14,6 +14,7 @@ Per-arm records: Ingest joins each valid batch with the item table, read by Read
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -21,17 +22,19 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
+from rlops.components.common.decision_kinds import BANDIT, SLATE, decision_kind
 from rlops.components.experience_gen import (
     features,
     items as item_table,
     json_paths,
     records,
     sinks,
+    slates,
     sources,
     splits,
     validation,
 )
-from rlops.components.experience_gen.config import BANDIT, ExperienceGenConfig, FileSource
+from rlops.components.experience_gen.config import ExperienceGenConfig, FileSource
 from rlops.components.experience_gen.errors import closest
 from rlops.components.experience_gen.layout import Layout, SourceSchema, resolve_layout
 from rlops.components.experience_gen.sources import Block, Quarantined, Unreadable
@@ -55,6 +58,11 @@ class Plan:
     layout: Layout
     items: tuple = ()
     item_table: item_table.ItemTable | None = None  # per-arm: the joined item-features table (small)
+    item_ids: tuple[str, ...] = ()  # slates with an item table: its ids, an item's index is its row
+
+    @property
+    def item_index(self) -> dict[str, int]:
+        return {v: i for i, v in enumerate(self.item_ids)}
 
 
 def make_plan(config: ExperienceGenConfig) -> Plan:
@@ -63,15 +71,44 @@ def make_plan(config: ExperienceGenConfig) -> Plan:
     data's header or schema."""
     source = sources.source_of(config.source)
     planned = source.plan(config)
-    config = features.resolve_features(planned.config, source.peek(planned.config, planned.inputs), source.label)
+    peek = source.peek(planned.config, planned.inputs)
+    config = features.resolve_features(planned.config, peek, source.label)
     table = None
-    if planned.joins_items:
+    item_ids: tuple[str, ...] = ()
+    if config.record_kind == SLATE:
+        config, item_ids = slates.resolve_items(config)
+    elif planned.joins_items:
         config, table = item_table.resolve(config)
     schema, header_file = source.columns(config, planned.inputs)
     layout = resolve_layout(config, schema)
     if header_file is not None:  # a header / schema, not a first record
         check_columns(layout, schema, header_file)
-    return Plan(config, layout, planned.items, table)
+        note = ignored_columns_note(layout, schema, header_file)
+        if note:  # the README promises it: extra columns are ignored, with a note
+            logging.getLogger(__name__).info(note)
+    if config.record_kind == SLATE:  # once the position column is known to be there
+        config = slates.resolve_first_position(config, _sampled_ints(peek, config.slate_columns.position))
+    return Plan(config, layout, planned.items, table, item_ids)
+
+
+def _sampled_ints(peek: Any, column: str | None) -> np.ndarray | None:
+    """The integers a source's sample holds in `column` (None: no sample, or no such column)."""
+    if peek is None or column is None:
+        return None
+    try:
+        _, samples = peek()
+    except ValueError:  # nothing readable to sample: the records are checked one by one
+        return None
+    values = samples.get(column)
+    if values is None:
+        return None
+    out = []
+    for v in values.to_pylist():
+        try:
+            out.append(int(str(v).strip()))
+        except ValueError:  # a bad row is quarantined later
+            continue
+    return np.asarray(out, np.int64)
 
 
 def check_columns(layout: Layout, schema: SourceSchema, path: str) -> None:
@@ -89,13 +126,24 @@ def check_columns(layout: Layout, schema: SourceSchema, path: str) -> None:
                 )
 
 
+def ignored_columns_note(layout: Layout, schema: SourceSchema, path: str, shown: int = 10) -> str | None:
+    """One line naming the source's columns no config key maps (at most `shown`, then a count),
+    or None when every column is read."""
+    read = set(layout.columns)
+    ignored = [c for c in schema.names if c not in read]
+    if not ignored:
+        return None
+    names = ", ".join(ignored[:shown]) + (f" and {len(ignored) - shown} more" if len(ignored) > shown else "")
+    return f"experience_gen: {len(ignored)} column(s) of {path} not in the config, ignored: {names}"
+
+
 def _config_key(layout: Layout, f: Any) -> str:
     """The config key that mapped a layout field, for error messages."""
     if f is layout.split_key:
         return "experience_gen.splits.key"
     if f is layout.split_time:
         return "experience_gen.splits.time_column"
-    section = "bandit_columns" if layout.kind == BANDIT else "trajectory_columns"
+    section = decision_kind(layout.kind).columns_section
     if f.feature_kind is not None and f.name != records.CONTEXT:
         return f"experience_gen.{section}.features['{f.name}']"
     return f"experience_gen.{section}.{f.name}"
@@ -146,6 +194,17 @@ def validate_block(
         v.columns = joined
         v.split_key = None if v.split_key is None else v.split_key[keep]
         v.split_time = None if v.split_time is None else v.split_time[keep]
+    if plan.item_ids and len(v.rows):  # slates: item ids -> their rows in the item table
+        mapped, rejects = slates.map_items(v.columns, plan.item_index, plan.config.slate_columns.item_id)
+        keep = mapped >= 0
+        v.rejects.update({int(v.rows[i]): r for i, r in rejects.items()})
+        if rejects and v.reject_episodes is not None:  # the rest of the slate goes with the row
+            ids = v.columns[records.SLATE_ID]
+            v.reject_episodes.update({int(v.rows[i]): str(ids[i]) for i in rejects})
+        v.columns = {k: c[keep] for k, c in {**v.columns, records.SLATE_ITEM: mapped}.items()}
+        v.rows = v.rows[keep]
+        v.split_key = None if v.split_key is None else v.split_key[keep]
+        v.split_time = None if v.split_time is None else v.split_time[keep]
     for row, (code, message) in sorted(v.rejects.items()):
         q = block.quarantine(row, code, message)
         yield q
@@ -154,7 +213,7 @@ def validate_block(
     if not len(v.rows):
         return
     provenance = {}
-    if plan.layout.kind != BANDIT:  # episode assembly may still reject these steps
+    if decision_kind(plan.layout.kind).grouped:  # episode / slate assembly may still reject these rows
         lines, offsets = block.locate(v.rows)
         payloads = np.empty(len(v.rows), object)
         payloads[:] = [block.payload(r) for r in v.rows]
@@ -295,12 +354,14 @@ def assign_splits(
 # --- trajectories: group steps into episodes --------------------------------------------------
 
 
-def key_steps(batch: ValidBatch | BadStep) -> Iterator[tuple[str, ValidBatch | BadStep]]:
-    """One (episode id, its steps in this batch) per episode present in the batch."""
+def key_steps(
+    batch: ValidBatch | BadStep, group_key: str = records.EPISODE_ID
+) -> Iterator[tuple[str, ValidBatch | BadStep]]:
+    """One (group id, its rows in this batch) per episode (or slate: `group_key`) in the batch."""
     if isinstance(batch, BadStep):
         yield batch.episode_id, batch
         return
-    ids = batch.columns[records.EPISODE_ID]
+    ids = batch.columns[group_key]
     uniq, inverse = np.unique(ids, return_inverse=True)
     order = np.argsort(inverse, kind="stable")
     bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
@@ -348,15 +409,7 @@ class AssembleEpisodeFn(beam.DoFn):
                 (f"episode {episode_id!r}: {len(bad)} of its steps were quarantined (first: {bad[0].message})"),
             )
         if problem is not None:
-            code, message = problem
-            p = ep.provenance
-            for i in range(len(ep)):
-                yield beam.pvalue.TaggedOutput(
-                    QUARANTINE_PREFIX,
-                    Quarantined(
-                        code, message, str(p["file"][i]), int(p["line"][i]), int(p["offset"][i]), p["payload"][i]
-                    ),
-                )
+            yield from _quarantine_rows(ep, *problem)
             return
         serialized = records.encode_episode(episode_id, episode_steps(ep.columns))
         s = self.config.splits
@@ -411,6 +464,58 @@ def episode_steps(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return out
 
 
+# --- slates: group a page's rows into one record -----------------------------------------------
+
+
+class AssembleSlateFn(beam.DoFn):
+    """(slate id, row parts) -> one slate record in its split, or every row quarantined."""
+
+    def __init__(self, config: ExperienceGenConfig, feature_names: tuple[str, ...]):
+        self.config = config
+        self.feature_names = feature_names
+        self.num_items = int(config.action_spec.maximum) - int(config.action_spec.minimum or 0) + 1
+
+    def process(self, element: tuple[str, list[ValidBatch | BadStep]]) -> Iterator[Any]:
+        slate_id, parts = element
+        rows = [p for p in parts if isinstance(p, ValidBatch)]
+        bad = [p for p in parts if isinstance(p, BadStep)]
+        if not rows:
+            return
+        page = _concat(rows)
+        page = _take(page, np.argsort(page.columns[records.POSITION], kind="stable"))
+        length = int(self.config.slate_length or 0)
+        first = int(self.config.slate_columns.first_position or 0)
+        problem = slates.slate_problem(slate_id, page.columns, length, first)
+        if bad:
+            problem = (
+                slates.SLATE_HAS_BAD_ROW,
+                f"slate {slate_id!r}: {len(bad)} of its rows were quarantined (first: {bad[0].message})",
+            )
+        if problem is not None:
+            yield from _quarantine_rows(page, *problem)
+            return
+        unit = int(splits.key_hash(np.array([slate_id], object))[0])
+        columns = slates.assemble_slate(slate_id, page.columns, self.feature_names, length, self.num_items, unit)
+        serialized = records.encode_slates(columns, self.feature_names)
+        s = self.config.splits
+        if page.split_time is not None:
+            which = splits.by_time(page.split_time[:1], s.time_boundaries)[0]
+        else:
+            key = page.split_key[:1] if page.split_key is not None else np.array([slate_id], object)
+            which = splits.by_hash(splits.key_hash(key), s.splits)[0]
+        yield beam.pvalue.TaggedOutput(s.splits[int(which)].name, (serialized, len(page)))
+
+
+def _quarantine_rows(group: ValidBatch, code: str, message: str) -> Iterator[Any]:
+    """Every row of a group that cannot be written, each with the group's reason."""
+    p = group.provenance
+    for i in range(len(group)):
+        yield beam.pvalue.TaggedOutput(
+            QUARANTINE_PREFIX,
+            Quarantined(code, message, str(p["file"][i]), int(p["line"][i]), int(p["offset"][i]), p["payload"][i]),
+        )
+
+
 # --- quarantine -------------------------------------------------------------------------------
 
 
@@ -447,6 +552,18 @@ def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) 
         multivalent = {f.name: ("" if f.dtype == "string" else -1) for f in plan.layout.features if f.multivalent}
         out = valid | "EncodeSplit" >> beam.ParDo(EncodeBanditFn(cfg, feature_names, multivalent)).with_outputs(*names)
         _schema(p, plan, valid, examples_uri)
+    elif plan.layout.kind == SLATE:
+        feature_names = tuple(f.name for f in plan.layout.features)
+        out = (
+            valid
+            | "KeyRows" >> beam.FlatMap(key_steps, records.SLATE_ID)
+            | "GroupSlates" >> beam.GroupByKey()
+            | "Assemble" >> beam.ParDo(AssembleSlateFn(cfg, feature_names)).with_outputs(QUARANTINE_PREFIX, *names)
+        )
+        quarantined.append(out[QUARANTINE_PREFIX])
+        if feature_names:  # vocabularies and statistics over the valid rows
+            rows = valid | "RowBatches" >> beam.Filter(lambda b: isinstance(b, ValidBatch))
+            _schema(p, plan, rows, examples_uri)
     else:
         out = (
             valid
@@ -475,7 +592,7 @@ def _schema(p: beam.Pipeline, plan: Plan, valid: beam.PCollection, examples_uri:
     splits_config = plan.config.splits
     if splits_config.time_column is None:
         reserved += (records.SPLIT_UNIT if splits_config.key is not None else records.SPLIT_CONTENT,)
-    cols = plan.config.bandit_columns.features
+    cols = plan.config.columns.features
     if not cols:
         from rlops.features.schema import FeatureSchema
 

@@ -24,6 +24,7 @@ from rlops.components.common.records import (  # noqa: F401 (re-exported: the la
     LENGTH,
     LOG_PROBABILITY,
     NEXT_STEP_TYPE,
+    NUM_ACTIONS,
     OBSERVATION,
     POLICY_INFO_PREFIX,
     PROPENSITY,
@@ -49,6 +50,15 @@ from rlops.components.common.records import (  # noqa: F401 (re-exported: the la
     read_logged_bandit,
     split_dir,
     split_file_pattern,
+)
+from rlops.components.common.slates import (  # noqa: F401 (re-exported: the slate layout)
+    POSITION,
+    PROPENSITY_CASCADE,
+    SLATE,
+    SLATE_ID,
+    SLATE_ITEM,
+    SLATE_LENGTH,
+    SLATE_ORDER,
 )
 
 # --- bandit: encode ---------------------------------------------------------------------------
@@ -118,6 +128,34 @@ def encode_bandit(
                 multivalent.get(k),
             )
         )
+    return example_coder.RecordBatchToExamples(pa.RecordBatch.from_arrays(arrays, names))
+
+
+# --- slates: encode ---------------------------------------------------------------------------
+
+_SLATE_DTYPES = {
+    SLATE: np.int64,
+    SLATE_LENGTH: np.int64,
+    REWARD: np.float32,
+    PROPENSITY: np.float32,
+    PROPENSITY_CASCADE: np.float32,
+    NUM_ACTIONS: np.int64,
+    TIMESTAMP: np.int64,
+    SPLIT_UNIT: np.int64,
+}
+
+
+def encode_slates(columns: Mapping[str, np.ndarray], features: Sequence[str] = ()) -> list[bytes]:
+    """Assembled slates (numpy, one row per slate: [N, L] slot columns, [N] scalars) ->
+    serialized tf.Examples in rlops.components.common.slates' layout."""
+    from tfx_bsl.coders import example_coder
+
+    trailing = (*SLATE_ORDER, TIMESTAMP, SPLIT_UNIT)
+    names = [k for k in features if k in columns] + [k for k in trailing if k in columns]
+    arrays = [
+        _as_list_array(np.asarray(columns[k], _SLATE_DTYPES[k] if k in _SLATE_DTYPES else _feature_dtype(columns[k])))
+        for k in names
+    ]
     return example_coder.RecordBatchToExamples(pa.RecordBatch.from_arrays(arrays, names))
 
 

@@ -12,10 +12,11 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from rlops.components.common.decision_kinds import BANDIT, SLATE, decision_kind
 from rlops.components.experience_gen import convert, records
-from rlops.components.experience_gen.config import BANDIT, ExperienceGenConfig
+from rlops.components.experience_gen.config import ExperienceGenConfig
 from rlops.components.experience_gen.convert import MISSING_VALUE, RawColumn
-from rlops.components.experience_gen.layout import Field, Layout
+from rlops.components.experience_gen.layout import INT, Field, Layout
 
 NOT_FINITE = "not_finite"
 ACTION_OUT_OF_RANGE = "action_out_of_range"
@@ -33,7 +34,8 @@ class Validated:
     rejects: dict[int, tuple[str, str]]  # input row -> (reason code, message)
     split_key: np.ndarray | None = None  # valid rows' split key (str objects)
     split_time: np.ndarray | None = None  # valid rows' split time (int64)
-    reject_episodes: dict[int, str] | None = None  # trajectories: rejected row -> its episode id, if readable
+    # grouped kinds (trajectories, slates): rejected row -> its episode / slate id, if readable
+    reject_episodes: dict[int, str] | None = None
 
 
 class _Rejects:
@@ -86,9 +88,10 @@ def validate(
     values: dict[str, np.ndarray] = {}
     present: dict[str, np.ndarray] = {}
     id_ok = None
+    group_key = decision_kind(layout.kind).group_key
     for field in layout.all_fields:
         ex = convert.extract(raw, num_rows, field, text)
-        if field.name == records.EPISODE_ID:
+        if field.name == group_key:
             id_ok = ~ex.missing & (ex.values != "")
             id_ok[list(ex.errors)] = False
         absent = all(raw.get(c) is None for c in field.columns)
@@ -104,6 +107,8 @@ def validate(
             present[truncated_key(field.name)] = ex.counts > int(field.width)
     if layout.kind == BANDIT:
         _check_bandit(values, layout, config, rej)
+    elif layout.kind == SLATE:
+        _check_slate_row(values, layout, config, rej)
     else:
         _check_trajectory(values, present, layout, config, rej)
     rows = np.flatnonzero(~rej.bad)
@@ -114,6 +119,7 @@ def validate(
     for name in (
         records.REWARD,
         records.PROPENSITY,
+        records.PROPENSITY_CASCADE,
         records.WEIGHT,
         records.DISCOUNT,
         records.LOG_PROBABILITY,
@@ -125,7 +131,7 @@ def validate(
     time = pick(values["_split_time"]) if "_split_time" in values else None
     episodes = None
     if id_ok is not None:  # so assembly can drop the rest of an episode that lost a step
-        ids = values[records.EPISODE_ID]
+        ids = values[group_key]
         episodes = {i: str(ids[i]) for i in rej.items if id_ok[i]}
     return Validated(out, rows, rej.items, key, time, episodes)
 
@@ -213,6 +219,51 @@ def _check_bandit(values: dict[str, np.ndarray], layout: Layout, config: Experie
         w = values[records.WEIGHT]
         _finite(w, f(records.WEIGHT), rej)
         rej.add(w < 0, OUT_OF_RANGE, lambda i: f"{_label(f(records.WEIGHT))}: {w[i]!r} is negative")
+
+
+def _check_probability(values: dict[str, np.ndarray], field: Field, rej: _Rejects) -> None:
+    p = values[field.name]
+    with np.errstate(invalid="ignore"):
+        ok = (p > 0) & (p <= 1)
+    rej.add(~ok, PROPENSITY_OUT_OF_RANGE, lambda i: f"{_label(field)}: {p[i]!r} outside (0, 1]")
+
+
+def _check_slate_row(values: dict[str, np.ndarray], layout: Layout, config: ExperienceGenConfig, rej: _Rejects) -> None:
+    """One shown item's row: its slate id, a position inside the slate (made 0-based here), an
+    item inside the action spec, a finite reward and propensities in (0, 1]."""
+    f = layout.field
+    for feature in layout.features:
+        if feature.feature_kind != "categorical":
+            _finite(values[feature.name], feature, rej)
+    ids = values[records.SLATE_ID]
+    rej.add(ids == "", MISSING_VALUE, lambda i: f"{_label(f(records.SLATE_ID))}: empty slate id")
+    first = int(config.slate_columns.first_position or 0)
+    length = int(config.slate_length or 0)
+    pos = values[records.POSITION]
+    rej.add(
+        (pos < first) | (pos >= first + length),
+        OUT_OF_RANGE,
+        lambda i: (
+            f"{_label(f(records.POSITION))}: {pos[i]} outside positions {first}..{first + length - 1} "
+            f"(slate_length {length}, first_position {first})"
+        ),
+    )
+    values[records.POSITION] = pos - first
+    if f(records.SLATE_ITEM).dtype == INT:  # indices; an item table's ids are mapped after validation
+        spec = config.action_spec
+        lo = int(spec.minimum or 0)
+        hi = int(spec.maximum if spec.maximum is not None else np.iinfo(np.int64).max)
+        item = values[records.SLATE_ITEM]
+        rej.add(
+            (item < lo) | (item > hi),
+            ACTION_OUT_OF_RANGE,
+            lambda i: f"{_label(f(records.SLATE_ITEM))}: item {item[i]} outside the action spec [{lo}, {hi}]",
+        )
+        values[records.SLATE_ITEM] = item - lo
+    _finite(values[records.REWARD], f(records.REWARD), rej)
+    _check_probability(values, f(records.PROPENSITY), rej)
+    if records.PROPENSITY_CASCADE in values:
+        _check_probability(values, f(records.PROPENSITY_CASCADE), rej)
 
 
 def _check_trajectory(

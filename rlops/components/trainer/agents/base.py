@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from rlops.components.common.decision_kinds import KINDS
+
 if TYPE_CHECKING:
     from rlops.components.trainer.config import TrainerConfig
 
@@ -47,6 +49,11 @@ class AgentSpec:
     @property
     def is_bandit(self) -> bool:
         return self.pipeline == BANDIT
+
+    @property
+    def decision_kind(self) -> str:
+        """The decision kind whose records it trains on (rlops.components.common.decision_kinds)."""
+        return next(kind.name for kind in KINDS.values() if kind.pipeline == self.pipeline)
 
 
 def linear_bandit(agent_cls: Any, config: TrainerConfig, inputs: BuildInputs) -> Any:

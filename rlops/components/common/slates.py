@@ -1,0 +1,133 @@
+"""The slate record layout (decision kind `slate`) and its reader.
+
+One tf.Example per slate (a page of up to L items shown to one request), written by ExperienceGen:
+
+    slate_id            bytes       the request's id (or the source row's, for list-shaped logs)
+    slate               int64 [L]   item indices in display order; -1 pads a shorter page
+    slate_length        int64       filled slots (the page's own length, <= L)
+    reward              float [L]   each slot's reward (0 on padding)
+    propensity          float [L]   the logging policy's marginal P(item at its position); 1 on padding
+    propensity_cascade  float [L]   P(the slate's prefix up to that slot) (when logged); padding
+                                    repeats the last filled slot's
+    num_actions         int64       K, the number of items
+    the request's context features, under their own names, as for bandit records
+    split_unit          int64       the hash of the slate id that drew its split
+
+The Evaluator reads the slots as `SlateLogs`: numpy arrays, one row per slate. A slate policy's
+value is the expected sum of its slot rewards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rlops.components.common.record_keys import string_key, unit_record_keys
+from rlops.components.common.records import (
+    NUM_ACTIONS,
+    PROPENSITY,
+    REWARD,
+    SPLIT_CONTENT,
+    SPLIT_UNIT,
+    TFRECORD_SUFFIX,
+    split_file_pattern,
+)
+
+SLATE_ID, SLATE, SLATE_LENGTH = "slate_id", "slate", "slate_length"
+PROPENSITY_CASCADE = "propensity_cascade"
+# Row fields of logs with one row per shown item (ExperienceGen groups them into slates).
+POSITION, SLATE_ITEM = "position", "slate_item"
+# What a slate record holds besides its context features, in the order ExperienceGen writes it.
+SLATE_ORDER = (SLATE_ID, SLATE, SLATE_LENGTH, REWARD, PROPENSITY, PROPENSITY_CASCADE, NUM_ACTIONS)
+PADDING_ITEM = -1
+Array = np.ndarray[Any, Any]
+
+__all__ = [
+    "PADDING_ITEM",
+    "POSITION",
+    "PROPENSITY_CASCADE",
+    "SLATE",
+    "SLATE_ID",
+    "SLATE_ITEM",
+    "SLATE_LENGTH",
+    "SLATE_ORDER",
+    "SlateLogs",
+    "TFRECORD_SUFFIX",
+    "read_slate_logs",
+]
+
+
+@dataclass(frozen=True)
+class SlateLogs:
+    """n logged slates of up to L slots over K items, as numpy arrays (one row per slate)."""
+
+    keys: Array  # [n] uint64: the hash each slate's split was drawn from (the bootstrap's key)
+    slate_ids: Array  # [n] str
+    slates: Array  # [n, L] int64 item indices, PADDING_ITEM past a page's end
+    rewards: Array  # [n, L] float64
+    propensity: Array  # [n, L] float64 marginal of the shown item at its position
+    propensity_cascade: Array | None  # [n, L] float64 prefix probabilities, when logged
+    num_items: int  # K
+
+    @property
+    def slot_mask(self) -> Array:
+        return np.asarray(self.slates != PADDING_ITEM)
+
+    @property
+    def slate_length(self) -> int:
+        return int(self.slates.shape[1])
+
+    def __len__(self) -> int:
+        return int(self.slates.shape[0])
+
+
+def read_slate_logs(examples_uri: str, split: str = "eval", max_records: int | None = None) -> SlateLogs:
+    """A split of slate Examples as `SlateLogs` (its context features are not read)."""
+    import tensorflow as tf
+
+    files = sorted(tf.io.gfile.glob(split_file_pattern(examples_uri, split)))
+    if not files:
+        raise FileNotFoundError(f"no records in split {split!r} of {examples_uri}")
+    ds = tf.data.TFRecordDataset(files, compression_type="GZIP")
+    if max_records is not None:
+        ds = ds.take(max_records)
+    serialized = [r.numpy() for r in ds]
+    if not serialized:
+        raise ValueError(f"split {split!r} of {examples_uri} holds no slates")
+    first = tf.train.Example.FromString(serialized[0]).features.feature
+    if SLATE not in first:
+        raise ValueError(
+            f"{examples_uri} holds no slate records (no '{SLATE}' feature): "
+            f"was it written with experience_gen.record_kind: slate?"
+        )
+    length = len(first[SLATE].int64_list.value)
+    hash_name = SPLIT_UNIT if SPLIT_UNIT in first else SPLIT_CONTENT if SPLIT_CONTENT in first else None
+    spec: dict[str, Any] = {
+        SLATE_ID: tf.io.FixedLenFeature([], tf.string),
+        SLATE: tf.io.FixedLenFeature([length], tf.int64),
+        REWARD: tf.io.FixedLenFeature([length], tf.float32),
+        PROPENSITY: tf.io.FixedLenFeature([length], tf.float32),
+        NUM_ACTIONS: tf.io.FixedLenFeature([], tf.int64),
+    }
+    cascade = PROPENSITY_CASCADE in first
+    if cascade:
+        spec[PROPENSITY_CASCADE] = tf.io.FixedLenFeature([length], tf.float32)
+    if hash_name:
+        spec[hash_name] = tf.io.FixedLenFeature([], tf.int64)
+    parsed = {k: v.numpy() for k, v in tf.io.parse_example(tf.constant(serialized), spec).items()}
+    ids = np.array([s.decode("utf-8") for s in parsed[SLATE_ID]], object)
+    if hash_name:  # a slate is one draw: keyed by the hash its split was drawn from
+        keys = unit_record_keys(parsed[hash_name])
+    else:  # a split by time: by its id
+        keys = np.array([string_key(i) for i in ids], np.uint64)
+    return SlateLogs(
+        keys=keys,
+        slate_ids=ids,
+        slates=parsed[SLATE].astype(np.int64),
+        rewards=parsed[REWARD].astype(np.float64),
+        propensity=parsed[PROPENSITY].astype(np.float64),
+        propensity_cascade=parsed[PROPENSITY_CASCADE].astype(np.float64) if cascade else None,
+        num_items=int(parsed[NUM_ACTIONS].max()),
+    )

@@ -1,0 +1,177 @@
+"""Slate logs: the rows of one page (one per shown item) -> one slate record, or why not.
+
+Rows arrive validated one by one (validation: propensities in (0, 1], a position inside the slate,
+an item inside the action spec); here the page is checked as a whole (no position twice or missing,
+no item twice, a cascade propensity that never increases down the page) and laid out as
+rlops.components.common.slates describes. Positions are 0-based from here on.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from rlops.components.experience_gen import records
+from rlops.components.experience_gen.config import ExperienceGenConfig
+
+SLATE_TOO_LONG = "slate_too_long"
+SLATE_DUPLICATE_POSITION = "slate_duplicate_position"
+SLATE_MISSING_POSITION = "slate_missing_position"
+SLATE_DUPLICATE_ITEM = "slate_duplicate_item"
+SLATE_CASCADE_INCREASES = "slate_cascade_increases"
+SLATE_CASCADE_MISMATCH = "slate_cascade_mismatch"
+SLATE_HAS_BAD_ROW = "slate_has_bad_row"
+UNKNOWN_ITEM = "unknown_item"
+# float32 logs: a cascade propensity may exceed the one above it by rounding, not by more
+CASCADE_TOLERANCE = 1e-5
+
+
+def resolve_first_position(config: ExperienceGenConfig, positions: np.ndarray | None) -> ExperienceGenConfig:
+    """The config with slate_columns.first_position set: as configured, else read from a sample of
+    the position column where the sample decides it (a 0: 0-based; a position equal to the slate
+    length: 1-based); otherwise one error asking the user to say which."""
+    import dataclasses
+
+    c = config.slate_columns
+    if c.first_position is not None:
+        return config
+    length = int(config.slate_length or 0)
+    where = "experience_gen.slate_columns.first_position"
+    if positions is None or not len(positions):
+        raise ValueError(f"{where}: no sample of column {c.position!r} to tell 0- from 1-based positions; set 0 or 1")
+    seen = set(np.unique(positions).tolist())
+    if 0 in seen and length in seen:
+        raise ValueError(
+            f"{where}: column {c.position!r} holds both 0 and {length} (slate_length {length}); "
+            f"set 0 or 1, or check slate_length"
+        )
+    if 0 in seen:
+        first = 0
+    elif length in seen:
+        first = 1
+    else:
+        raise ValueError(
+            f"{where}: the sample of column {c.position!r} ({sorted(seen)[:5]}) could be 0- or 1-based; set 0 or 1"
+        )
+    return dataclasses.replace(config, slate_columns=dataclasses.replace(c, first_position=first))
+
+
+def resolve_items(config: ExperienceGenConfig) -> tuple[ExperienceGenConfig, tuple[str, ...]]:
+    """With an item table: its ids in table order (an item's index is its row) and the config's
+    action spec set to its K items (a configured spec must agree)."""
+    import dataclasses
+
+    from rlops.components.experience_gen import items
+    from rlops.components.experience_gen.config import SpecConfig
+    from rlops.components.experience_gen.errors import closest
+
+    src = config.item_source
+    if src is None:
+        return config, ()
+    frames = items.read_frames(src)
+    id_column = config.slate_columns.item_table_id or config.slate_columns.item_id
+    ids: list[str] = []
+    for frame in frames:
+        if id_column not in frame.columns:
+            columns = [str(c) for c in frame.columns]
+            raise ValueError(f"item_source ({src.pattern}): no id column {id_column!r}; {closest(id_column, columns)}")
+        ids.extend(frame[id_column].astype(str).tolist())
+    uniq, counts = np.unique(np.asarray(ids, object), return_counts=True)
+    if (counts > 1).any():
+        raise ValueError(f"item_source ({src.pattern}): item id {uniq[np.argmax(counts > 1)]!r} appears twice")
+    spec = config.action_spec
+    if spec is not None and spec.maximum is not None and int(spec.maximum) - int(spec.minimum or 0) + 1 != len(ids):
+        raise ValueError(
+            f"experience_gen.action_spec: {int(spec.maximum) - int(spec.minimum or 0) + 1} items, but the item "
+            f"table {src.pattern} lists {len(ids)}"
+        )
+    return dataclasses.replace(config, action_spec=SpecConfig.discrete(len(ids))), tuple(ids)
+
+
+def map_items(
+    columns: dict[str, np.ndarray], index: Mapping[str, int], column: str
+) -> tuple[np.ndarray, dict[int, tuple[str, str]]]:
+    """Item ids -> their rows in the item table; rows whose id the table lacks are rejected."""
+    ids = np.asarray(columns[records.SLATE_ITEM]).astype(str)
+    mapped = np.array([index.get(v, -1) for v in ids.tolist()], np.int64)
+    rejects = {
+        int(i): (UNKNOWN_ITEM, f"{column}: item id {ids[i]!r} is not in the item table")
+        for i in np.flatnonzero(mapped < 0)
+    }
+    return mapped, rejects
+
+
+def slate_problem(
+    slate_id: str, cols: Mapping[str, np.ndarray], slate_length: int, first_position: int = 0
+) -> tuple[str, str] | None:
+    """Why one page's rows (sorted by 0-based position) cannot be written as a slate, or None.
+    Messages count positions as the logs do (from `first_position`)."""
+    pos = cols[records.POSITION]
+    n = len(pos)
+    if n > slate_length:
+        return SLATE_TOO_LONG, f"slate {slate_id!r}: {n} rows, more than slate_length {slate_length}"
+    uniq, counts = np.unique(pos, return_counts=True)
+    if len(uniq) < n:
+        dup = int(uniq[np.argmax(counts > 1)])
+        return SLATE_DUPLICATE_POSITION, (
+            f"slate {slate_id!r}: position {dup + first_position} appears {counts.max()} times"
+        )
+    if pos[-1] != n - 1:
+        missing = (np.setdiff1d(np.arange(int(pos[-1]) + 1), pos)[:5] + first_position).tolist()
+        return SLATE_MISSING_POSITION, f"slate {slate_id!r}: position(s) {missing} missing"
+    items = cols[records.SLATE_ITEM]
+    uniq, counts = np.unique(items, return_counts=True)
+    if len(uniq) < n:
+        dup = int(uniq[np.argmax(counts > 1)])
+        return SLATE_DUPLICATE_ITEM, f"slate {slate_id!r}: item {dup} is shown {counts.max()} times"
+    cascade = cols.get(records.PROPENSITY_CASCADE)
+    if cascade is not None:
+        rise = np.flatnonzero(np.diff(cascade) > CASCADE_TOLERANCE * np.maximum(cascade[:-1], 1e-30))
+        if len(rise):
+            j = int(rise[0])
+            return SLATE_CASCADE_INCREASES, (
+                f"slate {slate_id!r}: propensity_cascade rises from {cascade[j]:.6g} at position "
+                f"{j + first_position} to {cascade[j + 1]:.6g} at {j + 1 + first_position} (a prefix is never "
+                f"likelier than a shorter one)"
+            )
+        first, marginal = float(cascade[0]), float(cols[records.PROPENSITY][0])
+        if abs(first - marginal) > CASCADE_TOLERANCE * max(first, marginal):
+            return SLATE_CASCADE_MISMATCH, (
+                f"slate {slate_id!r}: propensity_cascade {first:.6g} at the first position differs from "
+                f"its propensity {marginal:.6g} (the first slot's prefix is the slot itself)"
+            )
+    return None
+
+
+def assemble_slate(
+    slate_id: str,
+    cols: Mapping[str, np.ndarray],
+    features: Sequence[str],
+    slate_length: int,
+    num_items: int,
+    split_unit: int,
+) -> dict[str, np.ndarray]:
+    """A valid page's rows (sorted by position) -> the columns of one slate record ([1, ...])."""
+    n = len(cols[records.POSITION])
+    pad = slate_length - n
+
+    def slots(values: np.ndarray, fill: float) -> np.ndarray:
+        return np.concatenate([np.asarray(values, np.float64), np.full(pad, fill)])[None]
+
+    out: dict[str, np.ndarray] = {name: cols[name][:1] for name in features if name in cols}
+    ids = np.empty(1, object)
+    ids[0] = slate_id.encode("utf-8")
+    out[records.SLATE_ID] = ids
+    out[records.SLATE] = np.concatenate([cols[records.SLATE_ITEM], np.full(pad, -1)]).astype(np.int64)[None]
+    out[records.SLATE_LENGTH] = np.array([n], np.int64)
+    out[records.REWARD] = slots(cols[records.REWARD], 0.0)
+    out[records.PROPENSITY] = slots(cols[records.PROPENSITY], 1.0)
+    if records.PROPENSITY_CASCADE in cols:
+        cascade = cols[records.PROPENSITY_CASCADE]
+        out[records.PROPENSITY_CASCADE] = slots(cascade, float(cascade[-1]))
+    out[records.NUM_ACTIONS] = np.array([num_items], np.int64)
+    if records.TIMESTAMP in cols:
+        out[records.TIMESTAMP] = cols[records.TIMESTAMP][:1]
+    out[records.SPLIT_UNIT] = np.array([split_unit], np.uint64).view(np.int64)
+    return out
