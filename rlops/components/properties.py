@@ -51,6 +51,12 @@ def json_safe(value: Any) -> Any:
     return value
 
 
+def number(value: float, sign: str = "", digits: int = 4) -> str:
+    """`value` printed to `digits` decimals, never `-0.0000`: a value that rounds to zero is 0
+    (`sign` "+" prints the sign of the others)."""
+    return f"{round(float(value), digits) + 0.0:{sign}.{digits}f}"
+
+
 def set_custom_properties(artifact: Any, properties: Mapping[str, Any]) -> None:
     """Typed TFX custom properties (int, float, string) on an artifact, non-finite floats left
     out. bool is written as int (what TFX's own `blessed` property is)."""

@@ -41,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     for name, help_text in (
         ("run", "run a pipeline locally end to end"),
         ("lineage", "show which data and training run produced a pushed policy"),
-        ("config", "print the resolved, validated config"),
+        ("config", "print the full effective config (defaults included), each field with its doc"),
     ):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("kind", choices=["bandit", "ppo"])
@@ -58,6 +58,13 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--version", type=int, help="pushed version (default: the latest)")
         if name == "run":
             p.add_argument("--summary-json", help="also write the run summary here")
+        if name == "config":
+            p.add_argument(
+                "--given",
+                action="store_true",
+                help="print only the merged YAML as given (the pipeline's YAML, --config, --set) as JSON, "
+                "instead of every field with its default and doc",
+            )
     _add_cloud_commands(sub)
     # Subcommands from other modules: one `module.add_parser(sub)` call each, below this line;
     # they set_defaults(handler=fn), and main() calls fn(args) -> exit status.
@@ -180,6 +187,12 @@ def _cloud(args) -> int:
 
     job_command = args.command == "submit" or args.action == "create"
     try:
+        spec = _schedule_spec(args) if args.command == "schedule" and args.action == "create" else None
+        # What needs no network first: a bad cron or --param is not hidden behind the credentials.
+        if args.command == "submit":
+            vertex_submit.check_offline(args.template, args.param, args.label, args.job_id)
+        elif spec is not None:
+            vertex_schedule.check_offline(args.template, spec, args.param, args.label)
         target = vertex_submit.resolve_target(
             args.project,
             args.region,
@@ -198,17 +211,7 @@ def _cloud(args) -> int:
             print(json.dumps({"pipeline_job": job.resource_name, "state": job._gca_resource.state.name}))
             if args.wait:
                 return cli_runs.exit_code(cli_runs.watch(job, args.poll_seconds))
-        elif args.action == "create":
-            spec = vertex_schedule.ScheduleSpec(
-                cron=args.cron,
-                time_zone=args.time_zone,
-                max_concurrent_runs=args.max_concurrent_runs,
-                start_time=args.start_time,
-                end_time=args.end_time,
-                max_runs=args.max_runs,
-                allow_queueing=args.allow_queueing,
-                display_name=args.display_name,
-            )
+        elif spec is not None:
             schedule = vertex_schedule.create_schedule(args.template, target, spec, args.param, args.label)
             print(json.dumps(vertex_schedule.describe(schedule)))
         elif args.action == "list":
@@ -222,6 +225,21 @@ def _cloud(args) -> int:
         print(f"rlops: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+def _schedule_spec(args):
+    from rlops.pipelines.vertex.schedule import ScheduleSpec
+
+    return ScheduleSpec(
+        cron=args.cron,
+        time_zone=args.time_zone,
+        max_concurrent_runs=args.max_concurrent_runs,
+        start_time=args.start_time,
+        end_time=args.end_time,
+        max_runs=args.max_runs,
+        allow_queueing=args.allow_queueing,
+        display_name=args.display_name,
+    )
 
 
 # Exceptions that mean bad input (config, data, flags, missing files, no credentials), not a bug in
@@ -287,7 +305,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         _check_cloud_credentials_first(args)
     config = load_config(args.kind, args.config, args.overrides)
     if args.command == "config":
-        print(json.dumps(config.raw, indent=2, default=str))
+        from rlops.pipelines.config import render_effective_config
+
+        print(json.dumps(config.raw, indent=2, default=str) if args.given else render_effective_config(config))
         return 0
     if args.command == "lineage":
         from rlops.pipelines.local import lineage

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 
 from rlops.components.evaluator.config import DEFAULT_BEAM_THRESHOLD, ENGINES
@@ -27,6 +26,7 @@ from rlops.components.evaluator.reward_models import (
     DEFAULT_SAMPLE,
     REWARD_MODEL_CHOICES,
 )
+from rlops.components.properties import number
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -105,34 +105,44 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+def _value(est: dict, signed: bool = False) -> str:
+    if est.get("value") is None:  # untrusted: no number to read
+        return "none"
+    return number(est["value"], "+" if signed else "", 5)
+
+
 def _interval(est: dict, signed: bool = False) -> str:
-    if math.isnan(est["lower"]):
+    if est.get("lower") is None or est.get("upper") is None:
         return "no interval"
-    fmt = "{:+.5f}" if signed else "{:.5f}"
-    return f"[{fmt.format(est['lower'])}, {fmt.format(est['upper'])}]"
+    sign = "+" if signed else ""
+    return f"[{number(est['lower'], sign, 5)}, {number(est['upper'], sign, 5)}]"
 
 
 def render_table(result: dict) -> str:
+    """The estimates as a table; with no trustworthy interval, one line saying why and what would
+    make one (the reason ends with it) instead of untrusted numbers."""
     conf = f"{result['confidence']:.0%}"
-    rows = [("estimator", "value", f"{conf} interval", "vs logging", f"{conf} interval")]
-    for name, est in result["estimates"].items():
-        diff = result["improvement_over_logging"][name]
-        rows.append((name, f"{est['value']:.5f}", _interval(est), f"{diff['value']:+.5f}", _interval(diff, True)))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines = []
+    if result["trusted"]:
+        rows = [("estimator", "value", f"{conf} interval", "vs logging", f"{conf} interval")]
+        for name, est in result["estimates"].items():
+            diff = result["improvement_over_logging"][name]
+            rows.append((name, _value(est), _interval(est), _value(diff, True), _interval(diff, True)))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+        lines.insert(1, "  ".join("-" * w for w in widths))
     lines.append(
-        f"records {result['num_records']} ({result.get('engine', 'memory')} engine), ESS {result['ess']:.1f}, reward model {result['reward_model']}, "
-        f"logging policy observed {result['observed_mean_reward']:.5f}"
+        f"records {result['num_records']} ({result.get('engine', 'memory')} engine), ESS {result['ess']:.1f}, "
+        f"reward model {result['reward_model']}, logging policy observed {result['observed_mean_reward']:.5f}"
     )
     if result.get("serving_epsilon") is not None:
-        greedy = result["greedy_estimates"]
+        greedy = result["greedy_estimates"]["dr"]
         lines.append(
             f"scored as served: epsilon-greedy, epsilon {result['serving_epsilon']:g}; the greedy policy "
-            f"alone: dr {greedy['dr']['value']:.5f} {_interval(greedy['dr'])}, ESS {result['greedy_ess']:.1f}"
+            f"alone: dr {_value(greedy)} {_interval(greedy)}, ESS {result['greedy_ess']:.1f}"
         )
     if not result["trusted"]:
-        lines.append(f"no trustworthy interval: {result['reason']}")
+        lines.append(f"no estimate: {result['reason']}")
     return "\n".join(lines)
 
 
@@ -177,7 +187,7 @@ def run(args) -> int:
         plot_policy_estimates(result, args.plot)
         result["plot"] = args.plot
     print(render_table(result))
-    line = json.dumps(json_safe(result), sort_keys=True)  # strict JSON: NaN -> null
+    line = json.dumps(json_safe(result), sort_keys=True, allow_nan=False)  # strict JSON: NaN -> null
     print(line)
     if args.json_path:
         with open(args.json_path, "w") as f:

@@ -14,7 +14,9 @@ keys are such unions is read from the config dataclasses' type hints (json_confi
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -325,3 +327,91 @@ def _check_writable(key: str, path: str) -> None:
         probe = os.path.dirname(probe)
     if not os.path.isdir(probe) or not os.access(probe, os.W_OK):
         raise ConfigError(f"{key}: cannot create '{path}' ({probe} is not a writable directory)")
+
+
+# --- the effective config, printed (`rlops config`) ----------------------------------------------
+
+# The top level's docs (PipelineConfig's fields; the YAML's keys).
+TOP_LEVEL_DOCS = {
+    "name": "the pipeline's name (ML Metadata, Vertex AI)",
+    "root": "where artifacts and metadata.sqlite go",
+    "serving_dir": "where the Pusher publishes versions",
+    "enable_cache": "TFX caching of unchanged steps",
+    "warm_start": "retrain from the last blessed model",
+    "beam_args": "Beam pipeline options, '--flag=value'",
+}
+_FIELD_COMMENT = re.compile(r"^\s+(\w+)\s*:[^#]*?(?:#\s*(.*))?$")
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """A config dataclass's field docs, from its source: the comment lines above a field and the
+    comment after it (how the config classes document their fields)."""
+    try:
+        lines = inspect.getsource(cls).splitlines()
+    except (OSError, TypeError):
+        return {}
+    docs: dict[str, str] = {}
+    above: list[str] = []
+    names = {f.name for f in dataclasses.fields(cls)}
+    for line in lines[1:]:
+        text = line.strip()
+        if text.startswith("#"):
+            above.append(text.lstrip("# ").strip())
+            continue
+        match = _FIELD_COMMENT.match(line)
+        if match and match.group(1) in names and match.group(1) not in docs:
+            docs[match.group(1)] = " ".join(above + [match.group(2) or ""]).strip()
+        above = []
+    return docs
+
+
+def _scalar(value: Any) -> str:
+    """One value in YAML's flow style (what `--set key=value` takes back)."""
+    text = yaml.safe_dump(_plain(value), default_flow_style=True, width=10**6).strip()
+    return text.removesuffix("\n...").removesuffix("...").strip()
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _documented(obj: Any, indent: str, docs: dict[str, str]) -> list[str]:
+    """`name: value  # doc` per field; a nested config dataclass as a block of its own fields."""
+    lines = []
+    items = [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj)] if dataclasses.is_dataclass(obj) else obj
+    for name, value in items:
+        doc = docs.get(name, "")
+        comment = f"  # {doc}" if doc else ""
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            lines.append(f"{indent}{name}:{comment}")
+            lines += _documented(value, indent + "  ", field_docs(type(value)))
+        else:
+            lines.append(f"{indent}{name}: {_scalar(value)}{comment}")
+    return lines
+
+
+def _class_doc(cls: type) -> list[str]:
+    """A class's own docstring as comment lines (none for a dataclass's generated signature)."""
+    doc = inspect.cleandoc(cls.__doc__ or "")
+    return [] if not doc or doc.startswith(cls.__name__ + "(") else [f"# {line}".rstrip() for line in doc.splitlines()]
+
+
+def render_effective_config(config: PipelineConfig) -> str:
+    """The full effective config, defaults included, as YAML with each field's doc as a comment
+    (`rlops config`): what the pipeline runs with, not only what was set."""
+    top = [(name, getattr(config, name)) for name in TOP_LEVEL_DOCS]
+    lines = _documented(top, "", TOP_LEVEL_DOCS)
+    for section in ("experience_gen", "trainer", "evaluator", "pusher"):
+        value = getattr(config, section)
+        if value is None:
+            continue
+        lines += _class_doc(type(value))
+        lines.append(f"{section}:")
+        lines += _documented(value, "  ", field_docs(type(value)))
+    return "\n".join(lines)

@@ -14,6 +14,7 @@ from typing import TextIO
 
 import tensorflow as tf
 
+from rlops.components.properties import number
 from rlops.pipelines.config import PipelineConfig
 
 CACHED_STATE = 5  # ml_metadata Execution.State.CACHED
@@ -191,7 +192,10 @@ def summarize_latest_run(config: PipelineConfig, wall_s: float) -> RunSummary:
                     summary.metrics["train_steps"] = train.get("train_steps")
                     if "train_records" in train:  # records the Trainer consumed (bandits)
                         summary.metrics["train_records"] = train["train_records"]
-                    summary.metrics["train_steps_per_sec"] = train.get("steps_per_sec")
+                    if "records_per_sec" in train:  # bandits: a step's batch varies (4,096 for LinUCB)
+                        summary.metrics["train_records_per_sec"] = train["records_per_sec"]
+                    else:
+                        summary.metrics["train_steps_per_sec"] = train.get("steps_per_sec")
     return summary
 
 
@@ -222,19 +226,29 @@ def render_ingest(counts: dict, top: int = 3) -> str:
 
 
 def _estimate_text(est: dict, sign: str = "") -> str:
-    """`value [lower, upper]`; an estimate the Evaluator did not trust has no interval, and says so
-    instead of printing `[nan, nan]`."""
-    value = f"{est['value']:{sign}.4f}"
-    bounds = (est.get("lower"), est.get("upper"))
-    if not all(isinstance(b, (int, float)) and math.isfinite(b) for b in bounds):
-        return f"{value} (no interval: not trusted)"
-    return f"{value} [{bounds[0]:{sign}.4f}, {bounds[1]:{sign}.4f}]"
+    """`value [lower, upper]`, or `value` alone where the interval was not asked for; an estimate
+    the Evaluator did not trust is none, with the reason (never its raw number, nor `[nan, nan]`)."""
+    if est.get("value") is None or (isinstance(est["value"], float) and not math.isfinite(est["value"])):
+        return f"none ({est.get('reason') or 'not trusted'})"
+    value = number(est["value"], sign)
+    lower, upper = est.get("lower"), est.get("upper")
+    if not (isinstance(lower, (int, float)) and isinstance(upper, (int, float))) or not (
+        math.isfinite(lower) and math.isfinite(upper)
+    ):
+        return f"{value} (no interval{': ' + est['reason'] if est.get('reason') else ''})"
+    return f"{value} [{number(lower, sign)}, {number(upper, sign)}]"
 
 
 def _key_metrics(metrics: dict) -> dict:
+    """The summary's lines. No trusted comparison: one line saying why, and what would make one
+    (the reason ends with it), instead of a row of untrusted numbers."""
     out = {"baseline": metrics.get("baseline")}
     if metrics.get("eval_records") is not None:  # records the Evaluator read: check against the eval split
         out["eval_records"] = metrics["eval_records"]
+    trust = metrics.get("trust", {})
+    if trust.get("trusted") is False:
+        out["estimates"] = f"none: {trust.get('reason') or 'not trusted'}"
+        return out
     for name, est in metrics.get("candidate", {}).items():
         out[f"candidate_{name}"] = _estimate_text(est)
     for name, est in metrics.get("improvement", {}).items():

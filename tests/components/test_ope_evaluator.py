@@ -3,7 +3,6 @@ trustworthy interval, weights / masks in the records are honoured, every estimat
 
 import dataclasses
 import json
-import math
 import os
 
 import numpy as np
@@ -123,8 +122,10 @@ def test_one_logged_click_is_not_blessed_through_the_evaluator(world, tmp_path):
     result = run(world, tmp_path, "good", examples=examples, reward_model="ridge")
     assert not result.blessed
     assert "only 1 eval records" in result.reason and "min_eval_records" in result.reason
-    assert result.metrics["improvement"]["ips"]["value"] == pytest.approx(9.0)
-    assert math.isnan(result.metrics["improvement"]["dr"]["lower"])
+    # untrusted: no value, no bounds (null in metrics.json); the raw number kept apart
+    assert result.metrics["improvement"]["ips"]["value"] is None
+    assert result.metrics["improvement"]["ips"]["untrusted_value"] == pytest.approx(9.0)
+    assert result.metrics["improvement"]["dr"]["lower"] is None
     with open(tmp_path / "blessing" / "NOT_BLESSED") as f:
         assert "min_eval_records" in f.read()
     # Configurable: a stricter ESS minimum refuses the otherwise blessed policy, saying why.
@@ -223,7 +224,10 @@ def test_rlops_evaluate_cli_table_json_and_plot(world, tmp_path, capsys):
         == 0
     )
     out = capsys.readouterr().out.strip().splitlines()
-    assert "no trustworthy interval" in out[-2] and json.loads(out[-1])["estimates"]["dr"]["lower"] is None
+    assert out[-2].startswith("no estimate: only 3000 eval records") and "more eval records" in out[-2]
+    assert not out[0].startswith("estimator")  # no table of untrusted numbers
+    dr = json.loads(out[-1])["estimates"]["dr"]  # strict JSON: null, with the reason
+    assert dr["value"] is None and dr["lower"] is None and "min_eval_records" in dr["reason"]
     # Clear errors naming the flag or the path.
     assert main(["evaluate", "--examples", world["examples"], "--policy", "uniform", "--num-bootstrap", "3"]) == 2
     assert "--num-bootstrap" in capsys.readouterr().err

@@ -112,6 +112,10 @@ def test_lin_ucb_statistics_are_the_closed_form_sums_over_every_record(day1, lin
     assert metrics["train_records"] == result.extra["train_records"] == n
     # 2,001 records < one default batch: one (partial) step, nothing repeated, nothing dropped
     assert metrics["batch_size"] == LINEAR_BATCH_SIZE and result.train_steps == 1
+    # so the rate that means something is records per second, not steps (once 0.5 steps/s)
+    assert metrics["records_per_sec"] == pytest.approx(n / result.wall_s, rel=1e-3, abs=0.1)
+    run_properties = [p for p in result.properties().values() if "steps_per_sec" in p]
+    assert run_properties[0]["records_per_sec"] == metrics["records_per_sec"]
 
 
 def test_lin_ts_small_batches_end_in_a_partial_one(day1, tmp_path):

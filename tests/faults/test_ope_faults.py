@@ -112,8 +112,10 @@ def test_low_ess_is_not_blessed_with_its_reason_and_the_run_exits_0(tmp_path):
     assert out.returncode == 0, text[-3000:]
     assert "blessed: False" in text and "effective sample size" in text and "min_ess" in text
     assert "pushed: False" in text and "looks like a bug" not in text and "no such column" not in text
-    # The summary says an untrusted estimate has no interval instead of printing [nan, nan].
-    assert "(no interval: not trusted)" in out.stdout and "[nan" not in out.stdout, out.stdout[-2000:]
+    # The summary says why there is no estimate (and what would make one) instead of printing
+    # untrusted numbers or [nan, nan].
+    assert "estimates: none: effective sample size" in out.stdout and "more exploration" in out.stdout
+    assert "[nan" not in out.stdout and "candidate_dr:" not in out.stdout, out.stdout[-2000:]
 
 
 @pytest.mark.slow

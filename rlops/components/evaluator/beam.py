@@ -95,6 +95,7 @@ class Parser:
         if schema is None:
             schema = FeatureSchema.legacy(len(present[records.CONTEXT].float_list.value))
         mask_width = len(present[records.ACTION_MASK].int64_list.value) if records.ACTION_MASK in present else None
+        self.logs_width = mask_width  # the logs' number of actions where the records carry it
         spec = records.bandit_feature_spec(1, mask_width, propensity=True, weight=records.WEIGHT in present)
         del spec[records.CONTEXT]
         spec.update(records.feature_parse_spec(schema))
@@ -107,6 +108,7 @@ class Parser:
             feat = present[per_arm_key(f0.name)]
             k = len(getattr(feat, feat.WhichOneof("kind")).value) // (f0.dim if f0.multivalent else 1)
             arm_spec = records.per_arm_parse_spec(schema, k)
+            self.logs_width = self.logs_width or k
             spec.update(arm_spec)
             self.per_arm_names, self.arm_spec = list(arm_spec), arm_spec
         self.split_hash = records.split_hash_name(first)  # the split hash the records carry (batch_keys)
@@ -288,8 +290,9 @@ def terms_combine_fn():
     import apache_beam as beam
 
     class TermsCombineFn(beam.CombineFn):
-        """(columns [n, width], bootstrap keys [n] or [2, n], share [K]) batches -> Partial: the
-        columns' sums and their hash-derived bootstrap sums, whatever the batches' order or grouping."""
+        """(columns [n, width], bootstrap keys [n] or [2, n], share [K][, the rewards' (min, max)])
+        batches -> Partial: the columns' sums and their hash-derived bootstrap sums, whatever the
+        batches' order or grouping (without the rewards' range the intervals are not clipped)."""
 
         def __init__(self, layout: estimators.Layout, num_bootstrap: int, seed: int):
             self.layout, self.num_bootstrap, self.seed = layout, num_bootstrap, seed
@@ -298,8 +301,9 @@ def terms_combine_fn():
             return None
 
         def add_input(self, acc, element):
-            columns, keys, share = element
-            part = Partial(Sums.of(columns, keys, self.layout, self.num_bootstrap, self.seed), share)
+            columns, keys, share, *reward_range = element
+            rng = reward_range[0] if reward_range else None
+            part = Partial(Sums.of(columns, keys, self.layout, self.num_bootstrap, self.seed, rng), share)
             return part if acc is None else acc.merge(part)
 
         def merge_accumulators(self, accumulators):
@@ -511,12 +515,24 @@ def run_pipeline(build, beam_pipeline_args: Sequence[str] | None, out_dir: str) 
     return value
 
 
+def max_action(batch) -> int:
+    """The largest action id in a batch of serialized records (-1 for none)."""
+    import tensorflow as tf
+
+    from rlops.components.common import records
+
+    _, _, recs = batch
+    spec = {records.ACTION: tf.io.FixedLenFeature([], tf.int64)}
+    actions = tf.io.parse_example(tf.constant(list(recs)), spec)[records.ACTION].numpy()
+    return int(actions.max()) if len(actions) else -1
+
+
 def _sample_pass(
     files: list[str], k: int, seed: int, parser: Parser | None, split_hash: str | None, args, out_dir: str
 ):
-    """(the bottom-k sample and record count, the split's ArmValues or None). `parser`: set up on
-    each worker to read the per-arm features (None: records without them). `split_hash`: the split
-    hash the records carry (batch_keys)."""
+    """(the bottom-k sample and record count, the split's ArmValues or None, the largest logged
+    action id). `parser`: set up on each worker to read the per-arm features (None: records
+    without them). `split_hash`: the split hash the records carry (batch_keys)."""
     import apache_beam as beam
 
     combine = bottom_k_combine_fn()
@@ -549,10 +565,15 @@ def _sample_pass(
             p | "Files" >> beam.Create(files) | "Spread" >> beam.Reshuffle() | "Read" >> beam.FlatMap(read_batches)
         )
         sample = batches | "Hash" >> beam.Map(hashed) | "BottomK" >> beam.CombineGlobally(combine(k))
+        # The logs' number of actions, read from every record (as the in-memory engine reads it).
+        top = (
+            batches | "MaxAction" >> beam.Map(max_action) | "Max" >> beam.CombineGlobally(lambda v: max(v, default=-1))
+        )
+        top_side = beam.pvalue.AsSingleton(top)
         if parser is None:
-            return sample | "NoArms" >> beam.Map(lambda s: (s, None))
+            return sample | "NoArms" >> beam.Map(lambda s, t: (s, None, t), t=top_side)
         arms = batches | "Arms" >> beam.ParDo(Arms()) | "ArmValues" >> beam.CombineGlobally(arm_values_combine_fn()())
-        return sample | "Join" >> beam.Map(lambda s, a: (s, a), a=beam.pvalue.AsSingleton(arms))
+        return sample | "Join" >> beam.Map(lambda s, a, t: (s, a, t), a=beam.pvalue.AsSingleton(arms), t=top_side)
 
     return run_pipeline(build, args, out_dir)
 
@@ -605,7 +626,7 @@ def _sums_pass(
             first = next(iter(probs.values()), None)
             if first is not None:
                 share = np.bincount(first.greedy.argmax(1), minlength=num_actions).astype(float)
-            yield columns, data.bootstrap_keys, share
+            yield columns, data.bootstrap_keys, share, estimators.observed_range(data.rewards)
 
     def build(p):
         return (
@@ -632,6 +653,7 @@ class BeamRun:
     action_share: list[float]
     reward_model: str
     sample: LoggedFeedback
+    num_actions: int
 
 
 def run_split(
@@ -639,13 +661,14 @@ def run_split(
     examples_uri: str,
     split: str,
     sources: list[PolicySource],
-    num_actions: int,
+    num_actions: int | None,
     action_minimum: int,
     beam_pipeline_args: Sequence[str] | None = None,
     out_dir: str | None = None,
 ) -> BeamRun:
-    """Both passes over the split, and the driver's work between them."""
-    from rlops.components.evaluator.core import dm_refits, policy_grids
+    """Both passes over the split, and the driver's work between them. `num_actions` None: the
+    logs' own (their action mask's or per-arm width, else the largest logged action + 1)."""
+    from rlops.components.evaluator.core import check_policy_fits_logs, dm_refits, policy_grids
 
     if out_dir is None:  # the passes' side files; nothing in them outlives the run
         with tempfile.TemporaryDirectory(prefix="rlops-evaluator-") as scratch:
@@ -664,11 +687,17 @@ def run_split(
     parser.setup()  # here too: a missing propensity column is one line before any pipeline starts
     k = max(config.reward_model_sample, config.dm_refit_records)
     per_arm = Parser(examples_uri, split, action_minimum) if parser.per_arm_names else None
-    (_, keys, recs, n), arms = _sample_pass(
+    (_, keys, recs, n), arms, top = _sample_pass(
         files, k, config.seed, per_arm, parser.split_hash, beam_pipeline_args, out_dir
     )
     if n == 0:
         raise ValueError(f"examples: the {split} split has no records")
+    logged = top - action_minimum + 1  # actions the records take
+    in_logs = max(parser.logs_width or 0, logged)
+    if num_actions is None:
+        num_actions = in_logs
+    elif logged > num_actions:  # a logged action the policy does not have: named before any scoring
+        check_policy_fits_logs(num_actions, in_logs)
     parser.catalog = catalog = arm_catalog(arms, examples_uri)
     sample = parser.parse(list(recs), keys)
     kind = reward_models.resolve_reward_model(config.reward_model, sample.rewards)
@@ -708,7 +737,7 @@ def run_split(
         out_dir,
     )
     assert part is not None  # the sample pass saw n > 0 records
-    return BeamRun(part.sums, refits, n, part.share.tolist(), kind, sample)
+    return BeamRun(part.sums, refits, n, part.share.tolist(), kind, sample, num_actions)
 
 
 # ---- the faces' entry points ----------------------------------------------------------------------------
@@ -731,11 +760,6 @@ def evaluate_policy_on_logs(
     """`rlops evaluate` on the Beam engine: core.LogsRun."""
     from rlops.components.evaluator import core
 
-    if num_actions is None:
-        raise ValueError(
-            "--num-actions: the Beam engine needs the number of actions for a 'uniform' or 'logging' "
-            "policy (a SavedModel's spec gives it)"
-        )
     if saved is not None:
         sources = [policy_source(saved, policy), PolicySource("logging"), policy_source(saved, policy, greedy=True)]
     else:
@@ -743,7 +767,7 @@ def evaluate_policy_on_logs(
     run = run_split(config, examples_uri, split, sources, num_actions, action_minimum, beam_pipeline_args)
     main, greedy = core.comparisons(config, run.sums, [s.kind == "logging" for s in sources], True, run.refits)
     epsilon = core.serving_epsilon(saved) if saved is not None else None
-    return core.LogsRun(main, greedy, run.num_records, num_actions, run.reward_model, epsilon, "beam")
+    return core.LogsRun(main, greedy, run.num_records, run.num_actions, run.reward_model, epsilon, "beam")
 
 
 def evaluate_bandit(

@@ -36,26 +36,30 @@ def _is_number(value) -> bool:
 
 @dataclass
 class EvaluatorConfig(JsonConfig):
+    """How to estimate, and the blessing gate: bless when the improvement over the baseline (the
+    last blessed model; on a first run the logging policy), measured by `estimator` (bandits) or
+    the mean return (PPO), is above `min_improvement` -- its lower confidence bound when
+    `use_lower_bound`, else its point estimate. No estimate is trusted, so nothing blesses, with
+    fewer than `min_eval_records` eval records or an effective sample size under `min_ess`."""
+
     SECTION = "evaluator"
 
-    kind: str = "bandit"
-    # Blessing rule: bless when the improvement over the baseline, measured by `estimator`
-    # (bandits) or mean return (PPO), is above `min_improvement` -- at the lower end of its
-    # confidence interval when `use_lower_bound` (the default: only confident improvements ship).
-    estimator: str = "dr"
-    min_improvement: float = 0.0
+    kind: str = "bandit"  # bandit (off-policy estimates on logged feedback) | ppo (episodes in an env)
+    estimator: str = "dr"  # the estimator that decides: ips, snips, dm, dr, sndr, switch_dr or dr_os
+    min_improvement: float = 0.0  # bless only above this improvement, in the reward's units
+    # true: the lower end of the improvement's confidence interval must clear min_improvement
+    # (only confident improvements ship); false: the point estimate must (riskier, for small logs)
     use_lower_bound: bool = True
-    confidence: float = 0.95
-    num_bootstrap: int = 500
-    # Bandits: the reward model behind DM and the DR family; Switch-DR's tau and DR-os's lambda
-    # (None: picked per policy by estimated MSE); minimum data to bless at all.
-    # The defaults were chosen by measurement (BENCHMARKS.md, "Off-policy evaluation").
+    confidence: float = 0.95  # the intervals' confidence level, in [0.5, 1)
+    num_bootstrap: int = 500  # bootstrap resamples behind each interval (>= 50)
+    # The reward model behind DM and the DR family: auto (logistic for 0/1 rewards, else ridge),
+    # ridge, logistic, bilinear, low_rank, network. Defaults chosen by measurement (BENCHMARKS.md).
     reward_model: str = DEFAULT_REWARD_MODEL
     reward_model_balance: bool = DEFAULT_BALANCE  # weighted toward the evaluated policies (ope.balancing_weights)
     # DM's interval includes the reward model's own error: the model is refitted on `dm_refits`
-    # bootstrap resamples of at most `dm_refit_records` rows (0: the fixed-model bootstrap).
+    # bootstrap resamples (0: the fixed-model bootstrap)
     dm_refits: int = DEFAULT_DM_REFITS
-    dm_refit_records: int = DEFAULT_DM_REFIT_RECORDS
+    dm_refit_records: int = DEFAULT_DM_REFIT_RECORDS  # the most rows each reward-model refit draws from
     # The reward model is fitted on the (at most) `reward_model_sample` records with the smallest
     # key hashes (a uniform sample, the same in every engine), cross-fitted by hash folds.
     reward_model_sample: int = DEFAULT_SAMPLE
@@ -63,15 +67,17 @@ class EvaluatorConfig(JsonConfig):
     # over the eval split with the component's beam_pipeline_args; memory independent of its
     # size) or "auto": beam when the eval split has more than `beam_threshold_records` records.
     engine: str = "auto"
-    beam_threshold_records: int = DEFAULT_BEAM_THRESHOLD
-    switch_tau: float | None = None
-    dr_os_lambda: float | None = None
+    beam_threshold_records: int = DEFAULT_BEAM_THRESHOLD  # eval records above which "auto" picks beam
+    switch_tau: float | None = None  # Switch-DR's weight cut-off (null: tuned per policy by estimated MSE)
+    dr_os_lambda: float | None = None  # DR-os's shrinkage (null: tuned per policy by estimated MSE)
+    # gate: fewer eval records (of weight > 0) give no interval, so no blessing
     min_eval_records: int = DEFAULT_MIN_RECORDS
+    # gate: an effective sample size of the importance weights below this (the logs rarely took the
+    # actions the policy takes) gives no interval, so no blessing
     min_ess: float = DEFAULT_MIN_ESS
-    # PPO: episodes of each policy in the environment.
-    env_id: str | None = None
-    num_episodes: int = 20
-    seed: int = 0
+    env_id: str | None = None  # PPO: the Gymnasium environment the episodes run in
+    num_episodes: int = 20  # PPO: episodes of each policy (>= 5)
+    seed: int = 0  # the bootstrap's and the reward model's seed
 
     def __post_init__(self):
         def bad(key: str, need: str) -> ValueError:

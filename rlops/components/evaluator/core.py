@@ -35,7 +35,7 @@ from rlops.components.common.keys import BLESSING_KEY, EVALUATION_KEY, METRICS_K
 from rlops.components.common.model import BLESSED_FILE, NOT_BLESSED_FILE, serving_dir
 from rlops.components.evaluator import estimators, ope
 from rlops.components.evaluator.config import EvaluatorConfig
-from rlops.components.properties import finite_properties
+from rlops.components.properties import finite_properties, json_safe
 from rlops.train.policy_saver import SavedPolicy
 
 log = logging.getLogger(__name__)
@@ -548,9 +548,11 @@ def evaluate_on_logs(
         )
         return logs_result(config, run, policy, examples_uri, split)
     data = load_logged_feedback(examples_uri, split, action_minimum=action_minimum)
+    in_logs = logs_num_actions(data)
     if num_actions is None:
-        num_actions = data.action_mask.shape[1] if data.action_mask is not None else _per_arm_width(data)
-        num_actions = num_actions or int(data.actions.max()) + 1
+        num_actions = in_logs
+    elif saved is not None:
+        check_policy_fits_logs(num_actions, in_logs, data.actions, action_minimum)
     check_actions(data.actions, num_actions, action_minimum)
     greedy, epsilon = None, None
     if saved is not None:
@@ -584,6 +586,31 @@ def evaluate_on_logs(
         "memory",
     )
     return logs_result(config, run, policy, examples_uri, split)
+
+
+def logs_num_actions(data: ope.LoggedFeedback) -> int:
+    """The logs' number of actions: their action mask's or per-arm features' width, else the
+    largest logged action + 1."""
+    width = data.action_mask.shape[1] if data.action_mask is not None else _per_arm_width(data)
+    return int(width or int(data.actions.max()) + 1)
+
+
+def check_policy_fits_logs(
+    num_actions: int, in_logs: int, actions: np.ndarray | None = None, action_minimum: int = 0
+) -> None:
+    """A policy of `num_actions` actions (its action spec) scores logs of `in_logs` actions only
+    when every logged action is one of its own: else one line naming both numbers."""
+    outside = None if actions is None else np.flatnonzero(actions >= num_actions)
+    if in_logs <= num_actions or (outside is not None and not len(outside)):
+        return
+    example = ""
+    if outside is not None:
+        i = int(outside[0])
+        example = f" (action {int(actions[i]) + action_minimum} in record {i} is not one of the policy's)"
+    raise ValueError(
+        f"the policy has {num_actions} actions (its action spec) but the logs have {in_logs}"
+        f"{example}; evaluate it on logs of the actions it was trained on, or train one on these logs"
+    )
 
 
 def check_actions(actions: np.ndarray, num_actions: int, action_minimum: int, offset: int = 0) -> None:
@@ -655,13 +682,7 @@ def plot_policy_estimates(result: dict, path: str) -> None:
 
     plt = pyplot()
     names = list(result["estimates"])
-    est = result["estimates"]
-    values = np.array([est[n]["value"] for n in names])
-    err = np.nan_to_num(
-        np.array(
-            [[est[n]["value"] - est[n]["lower"] for n in names], [est[n]["upper"] - est[n]["value"] for n in names]]
-        )
-    )
+    values, err = _error_bars(result["estimates"], names)
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.errorbar(np.arange(len(names)), values, yerr=err, fmt="o", capsize=4, label=f"policy: {result['policy']}"[:50])
     ax.axhline(result["observed_mean_reward"], color="gray", ls="--", label="logging policy (observed)")
@@ -673,6 +694,20 @@ def plot_policy_estimates(result: dict, path: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def _error_bars(estimates: dict, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(values, [2, n] error bars) of written estimates: an untrusted one (null) is not drawn, one
+    without an interval is a dot; a bound clipped to the reward range past the point is a 0 bar."""
+
+    def num(x) -> float:
+        return float("nan") if x is None else float(x)
+
+    values = np.array([num(estimates[n]["value"]) for n in names])
+    lower = np.array([num(estimates[n]["lower"]) for n in names])
+    upper = np.array([num(estimates[n]["upper"]) for n in names])
+    err = np.nan_to_num(np.stack([values - lower, upper - values]))
+    return values, np.maximum(err, 0.0)
 
 
 def _episode_returns(env_id: str, policy, episodes: int, seed: int) -> np.ndarray:
@@ -759,7 +794,8 @@ def run_evaluator(
     for uri in (evaluation_uri, blessing_uri):
         tf.io.gfile.makedirs(uri)
     with tf.io.gfile.GFile(os.path.join(evaluation_uri, METRICS_FILE), "w") as f:
-        json.dump(metrics, f, indent=1)
+        # strict JSON: a number the data cannot support is null, never NaN
+        json.dump(json_safe(metrics), f, indent=1, allow_nan=False)
     with tf.io.gfile.GFile(os.path.join(blessing_uri, BLESSED_FILE if blessed else NOT_BLESSED_FILE), "w") as f:
         f.write(reason)
     if "://" not in evaluation_uri and metrics.get("candidate"):
@@ -773,7 +809,8 @@ SCALAR_GROUPS = ("candidate", "candidate_greedy", "improvement")
 def evaluation_properties(result: EvalResult) -> dict[str, Any]:
     """The evaluation artifact's properties (both faces): the improvement per estimator, which
     engine ran and how many eval records it read (to check against ExperienceGen's counts)."""
-    out: dict[str, Any] = {"improvement": json.dumps(finite_properties(result.metrics).get("improvement", {}))}
+    improvement = finite_properties(result.metrics).get("improvement", {})
+    out: dict[str, Any] = {"improvement": json.dumps(improvement, allow_nan=False)}
     for key in ("engine", "eval_records"):
         if result.metrics.get(key) is not None:
             out[key] = result.metrics[key]
@@ -788,8 +825,9 @@ def scalar_metrics(result: EvalResult) -> dict[str, float]:
     out = {}
     for group in SCALAR_GROUPS:
         for name, estimate in result.metrics.get(group, {}).items():
-            out[f"{group}_{name}"] = float(estimate["value"])
-            out[f"{group}_{name}_lower"] = float(estimate["lower"])
+            for suffix, key in (("", "value"), ("_lower", "lower")):
+                if estimate.get(key) is not None:  # untrusted: no value, no bound (null)
+                    out[f"{group}_{name}{suffix}"] = float(estimate[key])
     out["blessed"] = float(result.blessed)
     return finite_properties(out)
 
@@ -804,13 +842,7 @@ def _plot_estimates(metrics: dict, path: str) -> None:
     for offset, (label, key) in zip(
         (-0.15, 0.15), (("candidate", "candidate"), (f"baseline ({metrics['baseline']})"[:40], "baseline_estimates"))
     ):
-        est = metrics[key]
-        values = np.array([est[n]["value"] for n in names])
-        err = np.nan_to_num(
-            np.array(
-                [[est[n]["value"] - est[n]["lower"] for n in names], [est[n]["upper"] - est[n]["value"] for n in names]]
-            )
-        )  # no interval: a dot
+        values, err = _error_bars(metrics[key], names)
         ax.errorbar(np.arange(len(names)) + offset, values, yerr=err, fmt="o", capsize=4, label=label)
     ax.set_xticks(np.arange(len(names)), [n.upper() if len(n) <= 5 else n for n in names])
     ax.set_ylabel("estimated value")

@@ -44,8 +44,15 @@ joined with DR's: DR, unbiased whatever the model, keeps it honest where the mod
 point estimate is unchanged. (OBP's bias bound added to each side was tried: honest too, but
 about twice DR's width there, a bound on heavy-tailed terms.)
 
+Bounded rewards: a policy's value lies in the range of its rewards, so every interval is clipped
+to the observed rewards' range widened to hold [0, 1] (0/1 clicks: exactly [0, 1], even on a night
+without a click), and an interval of a difference to [lo - hi, hi - lo]. Only the bounds move: the
+point is the estimator's own (IPS can leave the range on little data).
+
 Trust: intervals only with at least `min_records` rows of positive weight,
 ESS >= `min_ess` and a valid bootstrap; otherwise every interval is NaN and carries the reason.
+Written out (Estimate.as_dict: metrics.json, the CLIs' JSON), an untrusted estimate has a null
+value and bounds, its reason, and the estimator's raw output apart under `untrusted_value`.
 """
 
 from __future__ import annotations
@@ -82,10 +89,14 @@ class Estimate:
         return self.reason is None and math.isfinite(self.lower) and math.isfinite(self.upper)
 
     def as_dict(self) -> dict:
-        out: dict[str, float | str] = {"value": self.value, "lower": self.lower, "upper": self.upper}
-        if self.reason:
-            out["reason"] = self.reason
-        return out
+        """What metrics.json and the CLIs' JSON hold: strict JSON, never NaN. An untrusted estimate
+        has no value (null) and says why; the estimator's raw output is kept apart, under
+        `untrusted_value`, so nobody reads it as a result."""
+        if self.reason or not self.trusted:
+            raw = self.value if math.isfinite(self.value) else None
+            why = self.reason or "no interval"
+            return {"value": None, "lower": None, "upper": None, "reason": why, "untrusted_value": raw}
+        return {"value": self.value, "lower": self.lower, "upper": self.upper}
 
 
 @dataclass(frozen=True)
@@ -428,22 +439,57 @@ def record_columns(
     )
 
 
+RewardRange = tuple[float, float]
+
+
+def observed_range(rewards: np.ndarray) -> RewardRange | None:
+    """(min, max) of the rewards (None for no records)."""
+    r = np.asarray(rewards, float)
+    return (float(r.min()), float(r.max())) if len(r) else None
+
+
+def merge_ranges(a: RewardRange | None, b: RewardRange | None) -> RewardRange | None:
+    if a is None or b is None:
+        return a if b is None else b
+    return min(a[0], b[0]), max(a[1], b[1])
+
+
+def value_bounds(observed: RewardRange | None) -> RewardRange | None:
+    """The range a policy's value lies in: the observed rewards' range widened to hold [0, 1], so
+    0/1 rewards (clicks) give exactly [0, 1] even on a night without a click. None: unknown."""
+    if observed is None or not all(math.isfinite(v) for v in observed):
+        return None
+    return min(observed[0], 0.0), max(observed[1], 1.0)
+
+
 @dataclass
 class Sums:
-    """The reduced data: point sums [width] and bootstrap sums [B, boot_width] of the columns."""
+    """The reduced data: point sums [width] and bootstrap sums [B, boot_width] of the columns,
+    and the rewards' observed (min, max) (None: not tracked; the intervals are then not clipped)."""
 
     layout: Layout
     point: np.ndarray
     boot: np.ndarray
+    reward_range: RewardRange | None = None
 
     @classmethod
-    def of(cls, columns: np.ndarray, keys: np.ndarray, layout: Layout, num_bootstrap: int, seed: int) -> "Sums":
-        return cls(
-            layout, columns.sum(0), bootstrap.bootstrap_sums(columns[:, : layout.boot_width], keys, num_bootstrap, seed)
-        )
+    def of(
+        cls,
+        columns: np.ndarray,
+        keys: np.ndarray,
+        layout: Layout,
+        num_bootstrap: int,
+        seed: int,
+        reward_range: RewardRange | None = None,
+    ) -> "Sums":
+        boot = bootstrap.bootstrap_sums(columns[:, : layout.boot_width], keys, num_bootstrap, seed)
+        return cls(layout, columns.sum(0), boot, reward_range)
 
     def merge(self, other: "Sums") -> "Sums":
-        return Sums(self.layout, self.point + other.point, self.boot + other.boot)
+        # A part that did not track its rewards' range makes the whole range unknown.
+        both = self.reward_range is not None and other.reward_range is not None
+        rng = merge_ranges(self.reward_range, other.reward_range) if both else None
+        return Sums(self.layout, self.point + other.point, self.boot + other.boot, rng)
 
 
 # ---- from sums to estimates ------------------------------------------------------------------------
@@ -586,6 +632,11 @@ def comparison_from_sums(
     alpha = (1.0 - rule.confidence) / 2.0
     z = bootstrap.normal_quantile(1 - alpha)
     refit_scale = 1.0 if dm_refits is None else dm_refits[1]
+    bounds = value_bounds(sums.reward_range)
+    if bounds is not None:  # a difference of two values in [lo, hi] lies in [lo - hi, hi - lo]
+        diff_bounds: RewardRange | None = (bounds[0] - bounds[1], bounds[1] - bounds[0])
+    else:
+        diff_bounds = None
 
     def interval(value: float, replicates: np.ndarray, floor_sd: float) -> Estimate:
         """The percentile interval, widened to value -/+ z floor_sd where the replicates spread less
@@ -596,7 +647,11 @@ def comparison_from_sums(
         return Estimate(value, lower, upper)
 
     def summarize(
-        point: dict[str, float], boot: dict[str, np.ndarray], refits: np.ndarray | None, floor: dict[str, float]
+        point: dict[str, float],
+        boot: dict[str, np.ndarray],
+        refits: np.ndarray | None,
+        floor: dict[str, float],
+        within: RewardRange | None,
     ):
         if reason is not None:
             return {name: Estimate(float(point[name]), math.nan, math.nan, reason) for name in point}
@@ -610,13 +665,13 @@ def comparison_from_sums(
             out["dm"] = Estimate(
                 out["dm"].value, lower, upper, None if math.isfinite(lower) else "too few valid reward-model refits"
             )
-        return out
+        return out if within is None else {name: clip_interval(e, within) for name, e in out.items()}
 
     refit: list[np.ndarray | None] = [None, None, None] if dm_refits is None else [dm_refits[0][:, 0], None, None]
     if dm_refits is not None and baseline is not None:
         refit[1:] = dm_refits[0][:, 1], dm_refits[0][:, 0] - dm_refits[0][:, 1]
     c = results["candidate"]
-    cand = summarize(c.point, c.boot, refit[0], c.noise_sd)
+    cand = summarize(c.point, c.boot, refit[0], c.noise_sd, bounds)
     if baseline is None:
         return Comparison(cand, None, None, diagnostics)
     b = results["baseline"]
@@ -626,10 +681,19 @@ def comparison_from_sums(
     diff_floor = {name: abs(c.noise_sd[name] - b.noise_sd[name]) for name in c.point}
     return Comparison(
         cand,
-        summarize(b.point, b.boot, refit[1], b.noise_sd),
-        summarize(diff_point, diff_boot, refit[2], diff_floor),
+        summarize(b.point, b.boot, refit[1], b.noise_sd, bounds),
+        summarize(diff_point, diff_boot, refit[2], diff_floor, diff_bounds),
         diagnostics,
     )
+
+
+def clip_interval(e: Estimate, within: RewardRange) -> Estimate:
+    """The interval's bounds moved into `within` (NaN bounds stay NaN); the point is the
+    estimator's own and is left as it is."""
+    lo, hi = within
+    if not (math.isfinite(e.lower) and math.isfinite(e.upper)):
+        return e
+    return Estimate(e.value, min(max(e.lower, lo), hi), max(min(e.upper, hi), lo), e.reason)
 
 
 def trust_reason(num_records: int, ess: dict[str, float], valid: int, rule: TrustRule) -> str | None:
@@ -637,16 +701,22 @@ def trust_reason(num_records: int, ess: dict[str, float], valid: int, rule: Trus
     if num_records < rule.min_records:
         return (
             f"only {num_records} eval records (with weight > 0); at least {rule.min_records} are needed "
-            f"for an interval (min_eval_records)"
+            f"for an interval (min_eval_records); an estimate needs more eval records (a larger eval "
+            f"share or more logs)"
         )
     low = [f"{who} {value:.1f}" for who, value in ess.items() if value < rule.min_ess]
     if low:
         return (
             f"effective sample size of the importance weights too small: {', '.join(low)} "
-            f"< {rule.min_ess:g} (min_ess); the logs rarely took the actions this policy takes"
+            f"< {rule.min_ess:g} (min_ess); the logs rarely took the actions this policy takes; an "
+            f"estimate needs more eval records, more exploration in the logs, or a smaller candidate "
+            f"step (a policy closer to the logging one, or a higher serving_epsilon)"
         )
     if valid < 0.99 * rule.num_bootstrap:
-        return f"invalid bootstrap: only {valid} of {rule.num_bootstrap} resamples give finite estimates"
+        return (
+            f"invalid bootstrap: only {valid} of {rule.num_bootstrap} resamples give finite estimates; "
+            f"an estimate needs more eval records"
+        )
     return None
 
 
@@ -694,7 +764,7 @@ def data_sums(
             None if q is None else q[rows],
             grids,
         )
-        part = Sums.of(cols, keys[..., rows], layout, num_bootstrap, seed)
+        part = Sums.of(cols, keys[..., rows], layout, num_bootstrap, seed, observed_range(data.rewards[rows]))
         total = part if total is None else total.merge(part)
     assert total is not None  # LoggedFeedback has at least one record
     return total

@@ -79,6 +79,8 @@ class TrainResult:
         run: dict[str, Any] = {"steps_per_sec": self.steps_per_sec}
         if "train_records" in self.extra:
             model["train_records"] = run["train_records"] = int(self.extra["train_records"])
+        if "records_per_sec" in self.extra:
+            run["records_per_sec"] = float(self.extra["records_per_sec"])
         if self.extra.get("cold_start_reason"):
             model["cold_start_reason"] = self.extra["cold_start_reason"]
         return {MODEL_KEY: model, MODEL_RUN_KEY: run}
@@ -378,6 +380,7 @@ def train_bandit(
         checkpoint_extras={"progress": progress},
     )
     # A preempted run of this job resumes: its checkpoint holds the steps and records already done.
+    records_before = int(progress.records.numpy())
     trained = train_loop(
         learner,
         int(progress.steps.numpy()),
@@ -395,10 +398,14 @@ def train_bandit(
     elif arm_pre is not None:  # ... plus per_arm/<name> [K] and num_actions
         greedy, collect = PerArmFeaturePolicy(greedy, arm_pre), PerArmFeaturePolicy(collect, arm_pre)
     _export_policies(greedy, collect, train_step, model_uri, serving_epsilon=config.exploration_epsilon, schema=schema)
+    records_done = int(progress.records.numpy())
     return trained.result(
         warm,
         {
-            "train_records": int(progress.records.numpy()),
+            "train_records": records_done,
+            # The bandits' rate: a LinUCB / LinTS step sums a batch of 4,096 records, so steps per
+            # second (0.5 on 10k records, tracing included) says nothing; records per second does.
+            "records_per_sec": round((records_done - records_before) / max(trained.wall_s, 1e-9), 1),
             "batch_size": config.train_batch_size,
             "num_epochs": config.epochs,
             "context_dim": context_dim,

@@ -93,12 +93,31 @@ def _check_cloud_paths(config: PipelineConfig) -> None:
         raise ConfigError(
             f"serving_dir: the Pusher runs in the cloud; set serving_dir=gs://... (got '{config.serving_dir}')"
         )
-    source = getattr(config.experience_gen, "source", None)
-    pattern = getattr(source, "pattern", None)
-    if pattern and "://" not in pattern:
-        raise ConfigError(
-            f"experience_gen.source.pattern: a cloud step cannot read local files; use gs:// (got '{pattern}')"
-        )
+    local = local_inputs(config)
+    if local:
+        (key, path), others = local[0], "".join(f"; also {k} '{p}'" for k, p in local[1:])
+        raise ConfigError(f"{key}: a cloud step cannot read local files; use gs:// (got '{path}'){others}")
+
+
+# Every path a cloud step reads from the ExperienceGen config: (key, attribute).
+CLOUD_READ_PATHS = (
+    ("experience_gen.source.pattern", ("source", "pattern")),
+    ("experience_gen.item_source.pattern", ("item_source", "pattern")),
+    ("experience_gen.source.policy_path", ("source", "policy_path")),
+    ("experience_gen.source.gcs_location", ("source", "gcs_location")),
+)
+
+
+def local_inputs(config: PipelineConfig) -> list[tuple[str, str]]:
+    """(key, path) of each local path the ExperienceGen config would read (a comma-separated
+    pattern counts each part)."""
+    out = []
+    for key, (section, attribute) in CLOUD_READ_PATHS:
+        value = getattr(getattr(config.experience_gen, section, None), attribute, None)
+        for part in str(value or "").split(","):
+            if part.strip() and "://" not in part:
+                out.append((key, part.strip()))
+    return out
 
 
 def _check_trainer(config: PipelineConfig, vertex: VertexConfig, trainer: StepResources) -> None:

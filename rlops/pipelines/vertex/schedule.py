@@ -19,7 +19,13 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from rlops.pipelines.vertex.patches import step_tasks
-from rlops.pipelines.vertex.submit import SubmitError, Target, build_pipeline_job, load_template
+from rlops.pipelines.vertex.submit import (
+    SubmitError,
+    Target,
+    build_pipeline_job,
+    check_offline as check_run_offline,
+    load_template,
+)
 
 INGESTION_TASKS = ("ExperienceGen",)
 _CRON_FIELD = re.compile(r"[0-9A-Za-z*/,?-]+")
@@ -84,6 +90,18 @@ class ScheduleSpec:
             raise SubmitError(f"--max-concurrent-runs: must be >= 1, got {self.max_concurrent_runs}")
         if self.max_runs is not None and int(self.max_runs) < 1:
             raise SubmitError(f"--max-runs: must be >= 1, got {self.max_runs}")
+
+
+def check_offline(
+    template_path: str,
+    spec: ScheduleSpec,
+    parameter_values: Mapping[str, Any] | Sequence[str] | None = None,
+    labels: Mapping[str, str] | Sequence[str] | None = None,
+) -> None:
+    """The schedule's flags that need no network (cron, time zone, times, counts, the template,
+    each --param and --label): checked before the credentials."""
+    spec.validate()
+    check_run_offline(template_path, parameter_values, labels)
 
 
 def create_schedule(

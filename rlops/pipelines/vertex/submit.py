@@ -234,6 +234,20 @@ def _job_labels(job: dict, labels: Mapping[str, str]) -> dict[str, str]:
 # --- jobs ---------------------------------------------------------------------------------------
 
 
+def check_offline(
+    template_path: str,
+    parameter_values: Mapping[str, Any] | Sequence[str] | None = None,
+    labels: Mapping[str, str] | Sequence[str] | None = None,
+    job_id: str | None = None,
+) -> None:
+    """What a run's flags can get wrong without the network (the template, each --param, each
+    --label, --job-id): checked before the credentials, so a typo is not hidden behind them."""
+    check_parameter_values(load_template(template_path), parameter_values)
+    parse_labels(labels)
+    if job_id is not None and not re.fullmatch(r"[a-z][-a-z0-9]{0,127}", job_id):
+        raise SubmitError(f"--job-id: '{job_id}' must be lowercase letters, digits and '-', starting with a letter")
+
+
 def build_pipeline_job(
     template_path: str,
     target: Target,
