@@ -19,7 +19,7 @@ export PYTHONWARNINGS ?= ignore::FutureWarning,ignore::DeprecationWarning
 CORE_TESTS := tests/agents tests/golden tests/envs tests/train tests/features/test_feature_schema.py
 CORE_PYTEST := --stack core
 
-.PHONY: setup run test test-fast test-core lint bench golden clean
+.PHONY: setup run test test-fast test-core lint docs bench golden clean
 
 setup: $(VENV)/.installed $(CORE_VENV)/.installed
 
@@ -57,9 +57,13 @@ XDIST = -n 3 --dist loadfile
 TEST_THREADS = TF_NUM_INTRAOP_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 TEST_CMD = $(TEST_THREADS) $(BIN)/python -m pytest -q $(XDIST) --stack pinned --durations=25 tests
 CORE_TEST_CMD = $(TEST_THREADS) $(CORE_BIN)/python -m pytest -q --durations=10 $(CORE_PYTEST) $(CORE_TESTS)
+# The docs site (docs/, mkdocs.yml) builds with --strict: a broken link, a missing page or anchor
+# fails it; it builds into a temporary directory and leaves nothing in the tree.
+DOCS_CMD = site=$$(mktemp -d); NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $$site || status=1; rm -rf $$site
 LINT_CMDS = $(BIN)/ruff check rlops tests benchmarks || status=1; \
 	$(BIN)/ruff format --check rlops tests benchmarks || status=1; \
-	$(BIN)/mypy || status=1
+	$(BIN)/mypy || status=1; \
+	$(DOCS_CMD)
 
 test: setup
 	@logs=$$(mktemp -d); \
@@ -69,7 +73,7 @@ test: setup
 	$(TEST_CMD) || status=1; \
 	wait; \
 	echo "== the core on current TensorFlow ($(CORE_VENV))"; cat $$logs/core.log; \
-	echo "== lint and types"; cat $$logs/lint.log; \
+	echo "== lint, types and the docs build"; cat $$logs/lint.log; \
 	[ "$$(cat $$logs/core.rc)" = 0 ] || status=1; \
 	[ "$$(cat $$logs/lint.rc)" = 0 ] || status=1; \
 	rm -rf $$logs; \
@@ -85,6 +89,12 @@ test-core: $(CORE_VENV)/.installed
 lint: $(VENV)/.installed
 	@status=0; \
 	$(LINT_CMDS); \
+	exit $$status
+
+# The docs site alone: `make docs` checks it as `make test` does; `.venv/bin/mkdocs serve` shows it.
+docs: $(VENV)/.installed
+	@status=0; \
+	$(DOCS_CMD); \
 	exit $$status
 
 bench: $(VENV)/.installed

@@ -46,9 +46,9 @@ GC_THRESHOLD = 50_000
 def collect_cycles_less_often() -> None:
     """Raise CPython's cycle-collector thresholds. Building and loading TensorFlow graphs
     allocates millions of short-lived Python objects, and at the default thresholds the
-    collector ran thousands of times in one Trainer or test process, walking the young and
-    older generations each time: 7-13 s of a 41 s test file (BENCHMARKS.md, "The cycle
-    collector"). Reference counting still frees acyclic garbage at once; only cycles wait."""
+    collector runs thousands of times in one Trainer or test process, walking the young and
+    older generations each time (seconds of a pipeline run; docs/benchmarks.md, "Local bandit
+    pipeline"). Reference counting still frees acyclic garbage at once; only cycles wait."""
     young, older, oldest = gc.get_threshold()
     if young:  # 0: the host turned the collector off; leave it so
         gc.set_threshold(max(young, GC_THRESHOLD), max(older, 20), max(oldest, 20))

@@ -42,7 +42,7 @@ def test_import_rlops_leaves_warning_filters_and_logging_alone():
 @pytest.mark.parametrize("entry_point", ["rlops.pipelines.cli", "rlops.components.kfp.entrypoint"])
 def test_entry_points_collect_cycles_less_often_and_import_rlops_does_not(entry_point):
     """The CLI and the KFP containers' dispatcher raise the cycle collector's thresholds at start-up
-    (BENCHMARKS.md, "The cycle collector"); `import rlops` leaves them, and a host that turned the
+    (docs/benchmarks.md, "Local bandit pipeline"); `import rlops` leaves them, and a host that turned the
     collector off keeps it off."""
     code = (
         "import gc; before = gc.get_threshold(); import rlops, rlops.quiet\n"

@@ -4,7 +4,7 @@ from a Thompson-sampling logger (34 items, hashed-string user columns, an item t
 Malformed rows anywhere are quarantined with file and line; explicit kinds need no inference;
 empty, header-only and wrongly mapped inputs fail in one line naming the file or column (and the
 closest columns); a failed run keeps its quarantine; cloud inputs without credentials fail in
-seconds; a file replaced in place is ingested again; the README's split settings do what it says.
+seconds; a file replaced in place is ingested again; the guide's split settings do what it says.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ EXPLICIT_ITEMS = [
     {"name": "item_price", "kind": "float"},
     {"name": "item_popularity", "kind": "float"},
 ]
-README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
+INGESTION = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "ingestion.md")
 
 
 @pytest.fixture(scope="module")
@@ -195,14 +195,15 @@ def json_dict(cfg: ExperienceGenConfig) -> dict:
     return json.loads(cfg.to_json())
 
 
-# --- finding 9: the README's split settings -----------------------------------------------------
+# --- finding 9: the guide's split settings ------------------------------------------------------
 
 
 def readme_split_blocks() -> list[dict]:
-    """The YAML blocks of README's **Splits.** paragraph, in order: default, by key, by time, one split."""
-    with open(README) as f:
+    """The YAML blocks of docs/ingestion.md's "Splits" section, in order: default, by key, by time,
+    one split. tests/test_docs.py runs them nowhere else: this test is where they run."""
+    with open(INGESTION) as f:
         text = f.read()
-    section = text.split("**Splits.**", 1)[1].split("\n**", 1)[0]
+    section = text.split("\n## Splits\n", 1)[1].split("\n## ", 1)[0]
     return [yaml.safe_load(b)["experience_gen"] for b in re.findall(r"```yaml\n(.*?)```", section, re.S)]
 
 

@@ -41,7 +41,7 @@ def test_dr_family_intervals_cover_the_uniform_policys_true_value():
 @pytest.mark.slow
 def test_dm_interval_with_reward_model_refits_covers_the_true_value():
     """DM's interval from the fixed reward model covered the uniform policy's value in 9 of 20
-    seeds (BENCHMARKS.md); refitting the model within the bootstrap brings it to >= 17 of 20."""
+    seeds (docs/notes.md); refitting the model within the bootstrap brings it to >= 17 of 20."""
     gen = LogGenerator(LogConfig(logging="thompson", seed=0))
     truth = gen.true_value(gen.uniform_policy)
     fixed = refit = 0

@@ -4,8 +4,8 @@ The fixture rows have the logging table's shape (endpoint, deployed_model_id, lo
 request_id, request_payload and response_payload: REPEATED STRING, one JSON instance /
 prediction each, as BigQuery's JSON export writes them) plus the reward joined from the user's
 own feedback events by request id. The serving model is rlops' `serving_default`: instances hold
-the raw named features, predictions hold action, propensity and greedy_action. The README's
-BigQuery block itself runs in tests/pipelines/test_readme.py.
+the raw named features, predictions hold action, propensity and greedy_action. The guide's
+BigQuery block itself (docs/ingestion.md) runs in tests/test_docs.py.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "closed_loop.py"
 NIGHTS, DECISIONS = 3, 10_000
-# The benchmark's product settings (BENCHMARKS.md, Closed loop), smaller: CTR 5% (at the default
+# The benchmark's product settings (docs/benchmarks.md, "Closed loop"), smaller: CTR 5% (at the default
 # 0.5% a night's eval split holds too few clicks where a new policy differs from the logger for
 # any interval to mean something), every night's logs so far, the per-arm two-tower network on
 # the log loss, serving epsilon 0.05, blessing on the DR point estimate. (At epsilon 0.2 and the
@@ -51,7 +51,7 @@ def loop(tmp_path_factory):
     return cl, config, cl.run_loop(config, log=lambda *a, **k: None)
 
 
-# Not reached in this budget by a well-specified learner either (BENCHMARKS.md, Closed loop): in 3
+# Not reached in this budget by a well-specified learner either (docs/benchmarks.md, "Closed loop"): in 3
 # nights of 10k decisions at serving epsilon 0.05 the low-rank reference learner (a rank-4 logistic
 # factorization, the click model's own shape, every night's data, pushed every night, no gate)
 # ends at 0.53, 0.76 and 0.67 of the way on worlds 0-2. At the issue's budget (5 nights x 20k) it
@@ -65,7 +65,7 @@ def loop(tmp_path_factory):
     strict=True,
     reason="not reached at 3 nights x 10k decisions, CTR 5%, serving epsilon 0.05: the "
     "well-specified low-rank reference learner reaches 0.53 on world 0 there "
-    "(BENCHMARKS.md, Closed loop); remove this mark when it passes",
+    "(docs/benchmarks.md, Closed loop); remove this mark when it passes",
 )
 def test_served_policy_rises_and_closes_most_of_the_gap_to_the_optimum(loop):
     _, _, result = loop
@@ -115,7 +115,7 @@ def test_logged_propensities_are_the_served_policys_probabilities(loop):
 
 
 def test_ope_intervals_hold_the_candidates_true_value_or_miss_by_less_than_their_half_width(loop):
-    """Coverage itself is a rate (>= 90% over the benchmark's 15 nights, BENCHMARKS.md): three
+    """Coverage itself is a rate (>= 90% over the benchmark's nights, docs/benchmarks.md): three
     95% intervals all cover only 86% of the time, and a change of thread count re-rolls the
     nights. What must never happen is the bootstrap's collapse: night 1 at one thread per process
     gave DR [-0.015, 0.042] around a true 0.089, a miss of 1.6 half-widths (P < 1e-4 for an

@@ -209,7 +209,7 @@ def test_experience_gen_json_round_trips_through_the_loader(logs):
 )
 def test_a_hashed_feature_is_refused_at_load_unless_flex_is_allowed(tmp_path, logs, feature, how):
     """The pushed LiteRT policy cannot hash strings: found at load, not by the first blessed push
-    after ingest and training (the README's named-features example did exactly that)."""
+    after ingest and training (the guide's named-features example, docs/ingestion.md, did exactly that)."""
     text = f"experience_gen:\n  source: {{kind: file, pattern: '{logs}', format: csv}}\n  bandit_columns: {{features: [user, {feature}]}}\n"
     with pytest.raises(ConfigError) as e:
         bandit(tmp_path, text)

@@ -34,17 +34,17 @@ REWARD_MODEL_CHOICES = (AUTO,) + REWARD_MODELS + (NETWORK, BILINEAR, LOW_RANK)
 BILINEAR_SUFFIX = "_bilinear"  # "bilinear" resolves to "logistic_bilinear" or "ridge_bilinear"
 LOW_RANK_SUFFIX = "_low_rank"  # "low_rank" resolves to "logistic_low_rank" or "ridge_low_rank"
 _STRUCTURES = {BILINEAR: BILINEAR_SUFFIX, LOW_RANK: LOW_RANK_SUFFIX}
-DEFAULT_REWARD_MODEL = AUTO  # chosen by measurement: BENCHMARKS.md, "Off-policy evaluation"
+DEFAULT_REWARD_MODEL = AUTO  # logistic for 0/1 rewards: predictions stay click rates (docs/benchmarks.md)
 DEFAULT_BALANCE = True  # fit the reward model on rows weighted toward the evaluated policies (balancing_weights)
 DEFAULT_DM_REFITS = 30  # reward-model refits behind DM's interval (see refit_dm_replicates)
 DEFAULT_DM_REFIT_RECORDS = 20_000
 DEFAULT_SAMPLE = 200_000  # records the reward model is fitted on (evaluator.reward_model_sample)
 DEFAULT_FOLDS = 2
-# reward_model "bilinear": the ridge weight on B in x^T B f(m) (DM of the closed loop's night-0
-# candidates barely moves over 1-3; BENCHMARKS.md, "Closed loop").
+# reward_model "bilinear": the ridge weight on B in x^T B f(m); DM is insensitive to it between 1
+# and 3 on per-arm click logs, so 1 keeps the interaction term's shrinkage light.
 DEFAULT_BILINEAR_L2 = 1.0
-# reward_model "low_rank": its rank and L2 weight (on the summed loss): the closed loop's low-rank
-# reference learner's, chosen on its worlds (BENCHMARKS.md, "What 80% takes").
+# reward_model "low_rank": its rank and L2 weight (on the summed loss), the settings of a low-rank
+# click model that fits the simulated per-arm click worlds (rlops.envs.logged_feedback, latent dim 4).
 DEFAULT_LOW_RANK, DEFAULT_LOW_RANK_L2 = 4, 10.0
 _FOLD_SALT, _SAMPLE_SALT = 0x5F01D, 0x5A3B1E  # distinct hashes for fold and sample membership
 

@@ -16,7 +16,7 @@ from rlops.components.common.keys import (
     TOTAL_ENV_STEPS_KEY,
     TRAIN_STEPS_KEY,
 )
-from rlops.components.properties import set_custom_properties  # finite or absent (issue 20)
+from rlops.components.properties import set_custom_properties  # finite or absent: ML Metadata rejects NaN
 from rlops.components.trainer.config import TrainerConfig
 from rlops.components.trainer.core import apply_runtime_params, run_trainer  # the budget rule: core
 
