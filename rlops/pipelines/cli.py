@@ -3,6 +3,7 @@
     rlops run bandit|ppo [--config FILE] [--set key=value ...]   run locally (LocalDagRunner)
     rlops lineage bandit|ppo [--config FILE] [--version V]        where a pushed policy came from
     rlops config bandit|ppo [--config FILE] [--set ...]           print the resolved config
+    rlops init --from LOGS [--items ITEMS] [--out my.yaml]        a commented starter config from a log file
 
     rlops compile bandit|ppo --output pipeline.json [--image IMG] [--vertex-config FILE] [--vertex-set k=v] [--notify-url URL]
                                                                   Vertex AI PipelineJob JSON
@@ -27,6 +28,7 @@ entry_point_setup()  # before cli_* import TensorFlow / TFX: Keras mode, quiet s
 
 from rlops.pipelines import (
     cli_evaluate,  # noqa: E402
+    cli_init,  # noqa: E402
     cli_runs,  # noqa: E402
     cli_serving,  # noqa: E402
 )
@@ -70,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     # they set_defaults(handler=fn), and main() calls fn(args) -> exit status.
     cli_evaluate.add_parser(sub)
     cli_serving.add_parser(sub)
+    cli_init.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,412 @@
+"""`rlops init`: a commented starter config for the bandit pipeline, from a log file.
+
+    rlops init --from logs.csv [--items item_table.csv] [--out my.yaml] [--force]
+
+Reads a sample of the logs as ingestion does (the first MiB, rows that do not parse skipped:
+experience_gen.sources.sample), profiles each column (infer_columns), guesses the action, reward,
+propensity, position and timestamp columns, joins an item table's features as per-arm features,
+lists every other column as a context feature (commented out, with the reason, where it looks
+unusable), and ends with the command that runs it. What it cannot decide is one `DECIDE:` line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass, field
+
+from rlops.features import schema
+from rlops.pipelines.infer_columns import (
+    FLOAT,
+    INT,
+    LIST,
+    STRING,
+    Column,
+    Guess,
+    Guesses,
+    guess_roles,
+    is_row_index,
+    profile,
+    unused_reason,
+)
+
+DEFAULT_OUT = "rlops-bandit.yaml"
+VOCAB_SIZE = 1000  # FeatureColumn.vocab_size's default: more distinct values share the OOV bucket
+RESERVED = (*schema.RESERVED, "item_id", "candidates", "num_actions")  # record keys a feature cannot be named
+
+
+class InitError(ValueError):
+    """Bad input to `rlops init`; the message names the flag and the file."""
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("init", help="write a commented starter config for the bandit pipeline from a log file")
+    p.add_argument("--from", dest="logs", required=True, metavar="LOGS", help="a log file: CSV, JSON Lines or Parquet")
+    p.add_argument("--items", help="an item table (one row per item: its id and features) for per-arm features")
+    p.add_argument(
+        "--out", default=DEFAULT_OUT, help=f"where to write the config (default {DEFAULT_OUT}; - for stdout)"
+    )
+    p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    p.set_defaults(handler=main)
+    return p
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        if args.out != "-" and os.path.exists(args.out) and not args.force:
+            raise InitError(f"--out {args.out}: the file exists; pass --force to overwrite it")
+        if args.out != "-" and not os.path.isdir(os.path.dirname(args.out) or "."):
+            raise InitError(f"--out {args.out}: no such folder: {os.path.dirname(args.out)}")
+        text, plan = starter_config(args.logs, args.items, args.out)
+    except InitError as e:
+        print(f"rlops: error: {e}", file=sys.stderr)
+        return 2
+    if args.out == "-":
+        sys.stdout.write(text)
+        return 0
+    with open(args.out, "w", encoding="utf-8") as f:
+        f.write(text)
+    for line in plan.summary():
+        print(line)
+    print(f"wrote {args.out}; next: rlops run bandit --config {args.out}")
+    return 0
+
+
+# --- reading a sample -------------------------------------------------------------------------
+
+
+def file_format(path: str) -> str:
+    """The FileSource format a file's name says (compressed names too); CSV otherwise."""
+    name = path.lower().removesuffix(".gz").removesuffix(".gzip")
+    if name.endswith((".jsonl", ".json", ".ndjson")):
+        return "jsonl"
+    if name.endswith((".parquet", ".pq")):
+        return "parquet"
+    return "csv"
+
+
+def read_columns(path: str, flag: str) -> list[Column]:
+    """The profiled columns of the file's sample; InitError naming `flag` and the file otherwise."""
+    from rlops.components.experience_gen.config import FileSource
+    from rlops.components.experience_gen.errors import closest
+    from rlops.components.experience_gen.sources.sample import sample_types
+
+    if not os.path.exists(path):
+        folder = os.path.dirname(path) or "."
+        names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+        hint = closest(os.path.basename(path), names) if names else f"no such folder: {folder}"
+        raise InitError(f"{flag} {path}: file not found ({hint.replace('column', 'file')})")
+    if os.path.isdir(path):
+        raise InitError(f"{flag} {path}: is a folder; give one file of it")
+    source = FileSource(pattern=path, format=file_format(path))
+    try:
+        _, samples = sample_types([(path, os.path.getsize(path))], source)
+    except ValueError as e:
+        text = " ".join(str(e).split())
+        if "no records to read" in text:
+            raise InitError(f"{flag} {path}: no records to read: {text.split(': ', 2)[-1]}") from None
+        raise InitError(
+            f"{flag} {path}: cannot read a sample as {source.format}: {text.split('(', 1)[-1][:300]}"
+        ) from None
+    if not samples:
+        raise InitError(f"{flag} {path}: no columns in the sample")
+    return profile(samples)
+
+
+# --- the plan: which column does what ------------------------------------------------------------
+
+
+@dataclass
+class Feature:
+    column: Column
+    spec: dict  # the YAML feature entry
+    note: str  # the comment beside it
+    unused: str | None = None  # why it is commented out
+
+
+@dataclass
+class Plan:
+    logs: str
+    columns: list[Column]  # the logs' profiled columns
+    guesses: Guesses
+    features: list[Feature]
+    action_spec: dict | None
+    items: str | None = None
+    item_rows: int = 0
+    item_table_id: str | None = None
+    item_features: list[Feature] = field(default_factory=list)
+    decide: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def guess_lines(self) -> list[str]:
+        lines = []
+        for role in ("action", "reward", "propensity", "position", "timestamp"):
+            g = self.guesses.roles.get(role)
+            if g is None:
+                lines.append(f"{role:<10} <- (none found)")
+                continue
+            if role == "action" and self.items:
+                g = Guess("item_id", g.column, g.sure, g.why)
+            lines.append(g.line())
+        return lines
+
+    def summary(self) -> list[str]:
+        return self.guess_lines() + [f"note: {n}" for n in self.notes] + [f"DECIDE: {d}" for d in self.decide]
+
+
+def plan_config(log_columns: list[Column], logs: str, item_columns: list[Column] | None, items: str | None) -> Plan:
+    join: dict[str, tuple[Column, float]] = {}  # log column -> (item table id column, share found)
+    action_fits = None
+    if item_columns is not None:
+        join = _item_joins(log_columns, item_columns)
+
+        def action_fits(c: Column) -> str | None:
+            if c.name not in join:
+                return None
+            ic, share = join[c.name]
+            return f"{c.describe()}; {share:.0%} of them are ids in {os.path.basename(items or '')}'s {ic.name}"
+
+    guesses = guess_roles(log_columns, action_fits)
+    plan = Plan(logs, log_columns, guesses, [], None, items)
+    _decide_roles(plan, log_columns, item_columns is not None)
+    roles = {g.column for r, g in guesses.roles.items() if r != "position"}  # position stays a feature
+    plan.features = [_feature(c, table=False) for c in log_columns if c.name not in roles]
+    if not [f for f in plan.features if f.unused is None]:
+        raise InitError(
+            f"--from {logs}: no column is left for context features (columns: "
+            + ", ".join(repr(c.name) for c in log_columns)
+            + "); the bandit pipeline needs at least one"
+        )
+    _note_size(plan)
+    action = guesses.roles.get("action")
+    if item_columns is not None and action is not None:  # per-arm without an action: _decide_roles raised
+        _plan_items(plan, item_columns, join[action.column][0])
+    elif action is not None:
+        column = next(c for c in log_columns if c.name == action.column)
+        if column.kind == INT:
+            low, high = int(column.low or 0), int(column.high or 0)
+            plan.action_spec = {"shape": [], "dtype": "int32", "minimum": low, "maximum": high}
+    return plan
+
+
+def _note_size(plan: Plan) -> None:
+    """A log small enough to be sampled whole, whose eval split would be too small to bless from."""
+    from rlops.components.evaluator.config import DEFAULT_MIN_RECORDS
+    from rlops.components.experience_gen.sources.sample import SAMPLE_BYTES
+
+    rows = max(c.rows for c in plan.columns)
+    whole = file_format(plan.logs) != "parquet" and not plan.logs.endswith((".gz", ".gzip"))  # bytes = sample
+    if whole and os.path.getsize(plan.logs) < SAMPLE_BYTES and rows < 10 * DEFAULT_MIN_RECORDS:
+        plan.notes.append(
+            f"the log holds {rows} rows: its eval split (1 in 10 by default) gets about {rows // 10}, under the "
+            f"{DEFAULT_MIN_RECORDS} the Evaluator needs for an estimate (evaluator.min_eval_records), so a run trains "
+            "but does not bless; give it more logs"
+        )
+
+
+def _item_joins(log_columns: list[Column], item_columns: list[Column]) -> dict[str, tuple[Column, float]]:
+    """Log column -> the item table's id column (unique per row) holding most of its values: the
+    same name first, then the largest share found (at least half)."""
+    ids = [c for c in item_columns if c.unique and c.kind in (INT, STRING) and not is_row_index(c)]
+    out = {}
+    for c in log_columns:
+        if c.kind not in (INT, STRING) or not c.values or c.multivalent:
+            continue
+        scored = [(ic.name == c.name, len(c.values & ic.values) / len(c.values), ic) for ic in ids]
+        scored = [s for s in scored if s[1] >= 0.5]
+        if scored:
+            same, share, ic = max(scored, key=lambda s: (s[0], s[1]))
+            out[c.name] = (ic, share)
+    return out
+
+
+def _decide_roles(plan: Plan, columns: list[Column], per_arm: bool) -> None:
+    g = plan.guesses
+    for role, why in g.rejected.items():
+        plan.notes.append(f"not taken as the {role}: {why}")
+    if "action" not in g.roles:
+        if per_arm:  # a config without the join would not load: say so instead
+            raise InitError(
+                f"--items {plan.items}: no column of it is an id column (one row per value) whose values a "
+                f"column of {plan.logs} holds; the join needs the logged item's id in both files"
+            )
+        plan.decide.append(
+            "no action column found: set bandit_columns.action to the column of the logged action "
+            "(integer ids) and action_spec's minimum/maximum to their range"
+        )
+    elif not per_arm and next(c for c in columns if c.name == g.roles["action"].column).kind != INT:
+        plan.decide.append(
+            f"the action column '{g.roles['action'].column}' holds text ids: give the item table (--items, "
+            "per-arm features joined by id) or write the actions as integers 0..K-1"
+        )
+    if "reward" not in g.roles:
+        plan.decide.append(
+            "no reward column found: set bandit_columns.reward to the column of the observed reward "
+            "(a number per row; clicks as 0/1)"
+        )
+    if "propensity" not in g.roles:
+        plan.decide.append(
+            "no propensity column found: off-policy evaluation needs the logging policy's probability of "
+            "each logged action; add it to the logs and set bandit_columns.propensity (the run stops at "
+            "ingestion until then)"
+        )
+    if "position" in g.roles:
+        pos = next(c for c in columns if c.name == g.roles["position"].column)
+        plan.decide.append(
+            f"'{pos.name}' ({pos.distinct} values) says a row is one slot of a slate: each row trains as its own "
+            f"decision with {pos.name} as a context feature (serving: one call per position); keep that, or "
+            f"delete the {pos.name} feature line to learn one choice for all slots"
+        )
+
+
+def _plan_items(plan: Plan, item_columns: list[Column], id_column: Column) -> None:
+    from rlops.components.experience_gen.sources.sample import SAMPLE_BYTES
+
+    plan.item_rows = max((c.rows for c in item_columns), default=0)
+    action = plan.guesses.roles["action"].column
+    plan.item_table_id = id_column.name if id_column.name != action else None
+    plan.item_features = [_feature(c, table=True) for c in item_columns if c.name != id_column.name]
+    plan.action_spec = {"shape": [], "dtype": "int32", "minimum": 0, "maximum": id_column.distinct - 1}
+    if not [f for f in plan.item_features if f.unused is None]:
+        raise InitError(
+            f"--items {plan.items}: no usable feature column besides its ids ({id_column.name}); per-arm "
+            "training needs at least one item feature"
+        )
+    if plan.items and os.path.getsize(plan.items) > SAMPLE_BYTES:
+        plan.decide.append(
+            f"the item table is larger than the 1 MiB sample ({id_column.distinct} items in it): set "
+            "action_spec.maximum to the number of items - 1"
+        )
+
+
+def _feature(c: Column, table: bool) -> Feature:
+    """The feature entry for a column, its comment, and why it is left out (None: kept)."""
+    name = f"{c.name}_feature" if c.name in RESERVED else c.name or "unnamed"
+    spec: dict = {"name": name} if name == c.name else {"name": name, "column": c.name}
+    note = c.describe()
+    if c.kind == FLOAT:
+        spec["kind"] = "float"
+    elif c.kind == LIST:
+        spec["kind"] = "float_list" if c.list_of == FLOAT else "categorical"
+        if c.list_of != FLOAT:
+            spec["multivalent"] = True
+    elif c.kind in (INT, STRING):
+        spec.update(kind="categorical", dtype="int64" if c.kind == INT else "string")
+        if c.multivalent:
+            spec["separator"] = "|"
+        if c.kind == INT and c.distinct > 20:
+            note += "; kind: float if it is a quantity"
+        if c.distinct > VOCAB_SIZE:
+            note += f"; the {VOCAB_SIZE} most frequent get their own slot (vocab_size), the rest share one"
+    unused = unused_reason(c)
+    if table and unused and unused.startswith("unique per row"):
+        unused = None  # one value per item is what an item table holds
+    return Feature(c, spec, note, unused)
+
+
+# --- the YAML ---------------------------------------------------------------------------------
+
+
+def _flow(value: object) -> str:
+    """One YAML flow value (`{name: a, kind: float}`, `"a b"`), as the strict loader reads it."""
+    import yaml
+
+    text = yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=1 << 30)
+    return text.removesuffix("\n").removesuffix("\n...").strip()
+
+
+def _feature_lines(features: list[Feature], indent: str) -> list[str]:
+    kept = [f for f in features if f.unused is None]
+    width = max((len(_flow(f.spec)) for f in features), default=0)
+    lines = [f"{indent}- {_flow(f.spec):<{width}}  # {f.note}" for f in kept]
+    lines += [f"{indent[:-2]}# - {_flow(f.spec):<{width}}  # left out: {f.unused}" for f in features if f.unused]
+    return lines
+
+
+def render(plan: Plan, command: str, out: str) -> str:
+    """The commented YAML for `plan`."""
+    g = plan.guesses
+    items = plan.items
+    lines = [
+        f"# Bandit pipeline config for {plan.logs}{f' with the item table {items}' if items else ''}, written by",
+        f"#   {command}",
+        f"# from {max(c.rows for c in plan.columns)} sampled rows of {os.path.basename(plan.logs)}"
+        + (f" and {plan.item_rows} of {os.path.basename(items)}" if items else "")
+        + " (rows that do not parse are skipped, as ingestion quarantines them).",
+        "# Column guesses (check them; each says why and how sure):",
+        *[f"#   {line}" for line in plan.guess_lines()],
+        *[f"# note: {n}" for n in plan.notes],
+        *[f"# DECIDE: {d}" for d in plan.decide],
+        "name: rlops-bandit",
+        "root: pipeline_root/bandit          # artifacts and ML Metadata; pushed policies in <root>/serving",
+        "experience_gen:",
+        f"  source: {_flow({'kind': 'file', 'pattern': plan.logs, 'format': file_format(plan.logs)})}"
+        + ("   # relative paths are read from where rlops runs" if not os.path.isabs(plan.logs) else ""),
+    ]
+    if items:
+        lines.append(f"  item_source: {_flow({'kind': 'file', 'pattern': items, 'format': file_format(items)})}")
+    if plan.action_spec is not None:
+        spec = plan.action_spec
+        why = (
+            f"one action per item of {os.path.basename(items)}"
+            if items
+            else f"the action ids seen in the sample ({spec['minimum']}..{spec['maximum']}): widen it if the logs have more"
+        )
+        lines.append(f"  action_spec: {_flow(spec)}   # {why}")
+    lines.append("  bandit_columns:")
+    action = g.column("action")
+    if items:
+        if action:
+            lines.append(
+                f"    item_id: {_flow(action)}               # the logged item; the action is its index among the items"
+            )
+        if plan.item_table_id:
+            lines.append(f"    item_table_id: {_flow(plan.item_table_id)}   # the item table's id column")
+    elif action:
+        lines.append(f"    action: {_flow(action)}")
+    lines.append(f"    reward: {_flow(g.column('reward') or 'reward')}")
+    lines.append(f"    propensity: {_flow(g.column('propensity'))}")
+    if g.column("timestamp"):
+        lines.append(f"    timestamp: {_flow(g.column('timestamp'))}")
+    lines.append("    features:                       # context features: kinds from the sample")
+    lines += _feature_lines(plan.features, "      ")
+    if items:
+        lines.append(
+            f"    item_features:                  # per-arm features of {os.path.basename(items)}, joined by id"
+        )
+        lines += _feature_lines(plan.item_features, "      ")
+    if g.column("timestamp"):
+        lines += [
+            "  # Split by time instead of by a hash of each decision (train before the boundary, eval after):",
+            f"  # splits: {{splits: [{{name: train}}, {{name: eval}}], time_column: {g.column('timestamp')},"
+            " time_boundaries: [<epoch microseconds for date-times, else units as logged>]}",
+        ]
+    binary = any(c.binary for c in plan.columns if c.name == g.column("reward"))
+    lines += [
+        "trainer:",
+        "  agent: neural_epsilon_greedy     # or lin_ucb, lin_ts",
+        "  serving_epsilon: 0.1             # the pushed policy explores this share and reports each propensity",
+    ]
+    if binary:
+        lines.append("  # reward_loss: sigmoid_cross_entropy   # for 0/1 rewards such as clicks")
+    if items:
+        lines.append("  # network: dot_product            # a user tower and an item tower (common_tower: one MLP)")
+    lines += [
+        "evaluator:",
+        "  kind: bandit",
+        "  estimator: dr                    # the gate: bless a candidate when its estimate beats the baseline",
+        "",
+        "# Run it (ingest, train, evaluate off-policy, push when blessed):",
+        f"#   rlops run bandit --config {out if out != '-' else DEFAULT_OUT}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def starter_config(logs: str, items: str | None = None, out: str = DEFAULT_OUT) -> tuple[str, Plan]:
+    """The starter YAML for these files, and the plan behind it."""
+    log_columns = read_columns(logs, "--from")
+    item_columns = read_columns(items, "--items") if items else None
+    plan = plan_config(log_columns, logs, item_columns, items)
+    command = f"rlops init --from {logs}" + (f" --items {items}" if items else "") + f" --out {out}"
+    return render(plan, command, out), plan

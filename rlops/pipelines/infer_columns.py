@@ -1,0 +1,264 @@
+"""What each column of a sampled log holds, and which bandit field it probably is (`rlops init`).
+
+A column is profiled from the Arrow sample ingestion itself infers feature kinds from
+(experience_gen.sources.sample): its kind, how many distinct values, the numeric range. Roles
+(action, reward, propensity, position, timestamp) are guessed from the name first and checked
+against the content; a name that matches but content that does not fit is not taken, and the
+reason is kept so the config can say why. Every guess carries how sure it is, in words.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+FLOAT, INT, STRING, BOOL, TIME, LIST, EMPTY = "float", "int", "string", "bool", "timestamp", "list", "empty"
+SEPARATOR = "|"  # text cells holding several values (FeatureColumn.separator)
+MAX_ACTIONS = 100_000  # more distinct action ids than this is not an action column
+
+
+@dataclass(frozen=True)
+class Column:
+    """One sampled column: its kind and the few facts the guesses and the comments use."""
+
+    name: str
+    kind: str  # FLOAT | INT | STRING | BOOL | TIME | LIST | EMPTY
+    rows: int
+    non_null: int
+    distinct: int
+    values: frozenset[str] = field(repr=False)  # distinct values as text (for the item-id join)
+    low: float | None = None  # numeric range
+    high: float | None = None
+    binary: bool = False  # numbers, all 0 or 1
+    integral: bool = False  # numbers, all whole
+    multivalent: bool = False  # text cells holding SEPARATOR-separated values, or a list column
+    list_of: str | None = None  # LIST: FLOAT | INT | STRING
+
+    @property
+    def numeric(self) -> bool:
+        return self.kind in (FLOAT, INT) or (self.kind == BOOL)
+
+    @property
+    def unique(self) -> bool:
+        return self.non_null > 1 and self.distinct == self.non_null
+
+    def describe(self) -> str:
+        """'80 distinct ints, 0..79', '0/1', '5 distinct strings', ... for the config's comments."""
+        if self.kind == EMPTY:
+            return "empty in the sample"
+        if self.binary:
+            return "0/1"
+        if self.kind in (FLOAT, INT):
+            word = "ints" if self.kind == INT else "floats"
+            return f"{self.distinct} distinct {word}, {_num(self.low)}..{_num(self.high)}"
+        if self.kind == LIST:
+            return f"lists of {self.list_of}s"
+        if self.multivalent:
+            return f"'{SEPARATOR}'-separated values"
+        if self.kind == TIME:
+            return "date-times"
+        return f"{self.distinct} distinct {'strings' if self.kind == STRING else self.kind + 's'}"
+
+
+def _num(v: float | None) -> str:
+    return "?" if v is None else str(int(v)) if float(v).is_integer() else f"{v:.4g}"
+
+
+def profile(samples: Mapping[str, pa.ChunkedArray]) -> list[Column]:
+    """Every sampled column, in the file's order."""
+    return [_profile(name, column) for name, column in samples.items()]
+
+
+def _profile(name: str, column: pa.ChunkedArray) -> Column:
+    t = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+    arr = column.combine_chunks()
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.cast(t)
+    rows, non_null = len(arr), len(arr) - arr.null_count
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        inner = t.value_type
+        of = FLOAT if pa.types.is_floating(inner) else INT if pa.types.is_integer(inner) else STRING
+        flat = pc.list_flatten(arr)
+        return Column(name, LIST, rows, non_null, _distinct(flat), frozenset(), multivalent=of != FLOAT, list_of=of)
+    if non_null == 0 or pa.types.is_null(t):
+        return Column(name, EMPTY, rows, 0, 0, frozenset())
+    values = arr.drop_null()
+    texts = frozenset(pc.unique(values.cast(pa.string())).to_pylist()) if not pa.types.is_timestamp(t) else frozenset()
+    distinct = _distinct(values)
+    if pa.types.is_boolean(t):
+        return Column(name, BOOL, rows, non_null, distinct, texts, 0.0, 1.0, binary=True, integral=True)
+    if pa.types.is_timestamp(t) or pa.types.is_date(t):
+        return Column(name, TIME, rows, non_null, distinct, texts)
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        floats = values.cast(pa.float64())
+        low, high = pc.min(floats).as_py(), pc.max(floats).as_py()
+        integral = bool(pc.all(pc.equal(pc.floor(floats), floats)).as_py())
+        binary = bool(pc.all(pc.is_in(floats, pa.array([0.0, 1.0]))).as_py())
+        kind = INT if pa.types.is_integer(t) else FLOAT
+        return Column(name, kind, rows, non_null, distinct, texts, low, high, binary, integral)
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t):
+        strings = values.cast(pa.string())
+        with_sep = pc.sum(pc.match_substring(strings, SEPARATOR)).as_py() or 0
+        if _looks_like_time(strings):
+            return Column(name, TIME, rows, non_null, distinct, texts)
+        return Column(name, STRING, rows, non_null, distinct, texts, multivalent=with_sep * 2 >= non_null)
+    return Column(name, STRING, rows, non_null, distinct, texts)
+
+
+def _distinct(values: pa.Array) -> int:
+    return len(pc.unique(values.drop_null()))
+
+
+ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2}| UTC)?$")
+
+
+def _looks_like_time(strings: pa.Array) -> bool:
+    """ISO 8601 text (or BigQuery's '... UTC'), which ingestion turns into epoch microseconds."""
+    head = strings.slice(0, 50).to_pylist()
+    return bool(head) and all(ISO_DATE.match(s.strip()) for s in head)
+
+
+# --- roles --------------------------------------------------------------------------------------
+
+# Names by role: an exact match is "sure", a token of the name "likely". Checked in this order;
+# a column takes one role only.
+NAMES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "reward": (
+        ("reward", "click", "clicked", "clicks", "conversion", "converted", "purchase", "purchased", "label", "y"),
+        ("reward", "click", "conversion", "convert", "purchase", "label", "outcome", "rating", "revenue", "target"),
+    ),
+    "propensity": (
+        ("propensity", "propensity_score", "prob", "probability", "pscore", "p", "action_prob", "pi_b"),
+        ("propensity", "prob", "probability", "pscore", "logging", "p"),  # p_shown, p_action
+    ),
+    "position": (("position", "pos", "slot", "rank"), ("position", "slot", "rank")),
+    "timestamp": (
+        ("timestamp", "ts", "time", "datetime", "date", "event_time", "created_at"),
+        ("timestamp", "time", "date"),
+    ),
+    "action": (
+        ("action", "action_id", "arm", "arm_id", "item_id", "item", "chosen", "chosen_action", "shown_item"),
+        ("action", "arm", "item", "chosen", "shown"),
+    ),
+}
+ROLES = tuple(NAMES)
+
+
+@dataclass(frozen=True)
+class Guess:
+    role: str
+    column: str
+    sure: str  # "sure" | "likely" | "a guess"
+    why: str  # "name match; 0/1"
+
+    def line(self) -> str:
+        return f"{self.role:<10} <- {self.column}  ({self.sure}: {self.why})"
+
+
+def _tokens(name: str) -> list[str]:
+    return [t for t in re.split(r"[^a-z0-9]+|(?<=[a-z])(?=[0-9])", name.lower()) if t]
+
+
+def _name_match(role: str, name: str) -> str | None:
+    exact, parts = NAMES[role]
+    if name.lower() in exact:
+        return "sure"
+    if any(p in _tokens(name) for p in parts) or any(name.lower().startswith(p) for p in parts if len(p) > 3):
+        return "likely"
+    return None
+
+
+def _fits(role: str, c: Column) -> str | None:
+    """Why the content fits the role, or None."""
+    if role == "reward":
+        if c.kind in (FLOAT, INT, BOOL):
+            return "0/1" if c.binary else f"numbers, {_num(c.low)}..{_num(c.high)}"
+        return None
+    if role == "propensity":
+        if c.kind in (FLOAT, INT) and c.low is not None and c.low > 0 and (c.high or 0) <= 1 and not c.binary:
+            return f"probabilities in (0, 1], {_num(c.low)}..{_num(c.high)}"
+        return None
+    if role == "position":
+        if c.kind == INT and 1 < c.distinct <= 100:
+            return f"{c.distinct} distinct ints, {_num(c.low)}..{_num(c.high)}"
+        return None
+    if role == "timestamp":
+        if c.kind == TIME:
+            return "date-times"
+        if c.kind == INT and c.low is not None and c.low >= 1e8:  # epoch seconds (or ms, us) since 1973
+            return f"epoch-like ints from {_num(c.low)}"
+        return None
+    if role == "action":
+        if c.kind == INT and (c.low or 0) >= 0 and 1 < c.distinct <= MAX_ACTIONS:
+            return f"{c.distinct} distinct ints, {_num(c.low)}..{_num(c.high)}"
+        if c.kind == STRING and not c.multivalent and 1 < c.distinct <= MAX_ACTIONS and not c.unique:
+            return f"{c.distinct} distinct text ids"
+        return None
+    raise KeyError(role)
+
+
+@dataclass
+class Guesses:
+    """The columns taken by a role (role -> Guess), and why a name match was not taken."""
+
+    roles: dict[str, Guess] = field(default_factory=dict)
+    rejected: dict[str, str] = field(default_factory=dict)  # role -> "column 'reward' holds text"
+
+    def column(self, role: str) -> str | None:
+        g = self.roles.get(role)
+        return g.column if g else None
+
+
+def guess_roles(columns: list[Column], action_fits: Callable[[Column], str | None] | None = None) -> Guesses:
+    """Each role's column: a name match whose content fits, else (reward and action only) the one
+    column whose content alone fits. `action_fits` replaces the action check (per-arm logs: the
+    column whose values are the item table's ids)."""
+    out = Guesses()
+    taken: set[str] = set()
+    for role in ROLES:
+        fits = action_fits if role == "action" and action_fits else lambda c, r=role: _fits(r, c)
+        named = [(c, s) for c in columns if c.name not in taken and (s := _name_match(role, c.name))]
+        named.sort(key=lambda cs: cs[1] != "sure")  # exact names first, then the file's order
+        for c, sure in named:
+            why = fits(c)
+            if why:
+                out.roles[role] = Guess(role, c.name, sure, f"name match; {why}")
+                break
+            out.rejected.setdefault(role, f"column '{c.name}' has a {role}'s name but holds {c.describe()}")
+        if role not in out.roles and role in ("reward", "action"):
+            by_content = [c for c in columns if c.name not in taken and fits(c)]
+            if role == "reward":  # only a 0/1 column reads as a reward without its name
+                by_content = [c for c in by_content if c.binary]
+            if len(by_content) == 1:
+                c = by_content[0]
+                out.roles[role] = Guess(role, c.name, "a guess", f"content only; {fits(c)}")
+        if role in out.roles:
+            taken.add(out.roles[role].column)
+            out.rejected.pop(role, None)
+    return out
+
+
+def is_row_index(c: Column) -> bool:
+    """A pandas index written with the data (an unnamed first column of 0, 1, 2, ...)."""
+    return c.kind == INT and c.unique and (c.name == "" or c.name.startswith("Unnamed")) and c.low == 0
+
+
+def unused_reason(c: Column) -> str | None:
+    """Why a column should not be a context feature as it stands (None: use it)."""
+    if c.kind == EMPTY:
+        return "empty in the sample"
+    if is_row_index(c) or c.name == "":
+        return "an unnamed column (a row index?)"
+    if c.distinct <= 1:
+        return "one value in the sample: it tells decisions apart by nothing"
+    if c.kind in (STRING, INT) and c.unique and c.non_null >= 50:
+        return f"unique per row ({c.distinct} of {c.non_null}): an id, not a feature"
+    if c.kind == BOOL:
+        return "true/false text; write it as 0/1 to use it"
+    if c.kind == TIME:
+        return "date-times: as a feature, derive an hour or weekday column"
+    return None

@@ -1,0 +1,295 @@
+"""`rlops init --from logs.csv [--items items.csv]` on public-log shapes made here: an Open Bandit
+Dataset-like log with its item table (per-arm), a plain single-item log, and messy input.
+
+Each test reads the guesses from the written YAML's comments and its values, loads it with the
+strict loader unchanged, and (one slow test) runs the pipeline on it to the end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import numpy as np
+import pytest
+import yaml
+
+from rlops.pipelines import cli
+from rlops.pipelines.config import load_config
+
+ROWS = 400
+ITEMS = 20
+
+
+def _hashed(prefix: str, n: int, rng: np.random.Generator, distinct: int) -> list[str]:
+    """OBD's user features: md5-looking strings, a few distinct values per column."""
+    pool = [hashlib.md5(f"{prefix}{i}".encode()).hexdigest() for i in range(distinct)]
+    return [pool[i] for i in rng.integers(0, distinct, size=n)]
+
+
+def obd_like(directory, rows: int = ROWS, num_items: int = ITEMS) -> tuple[str, str]:
+    """OBD's shape: an unnamed pandas index, timestamp, item_id, position, click,
+    propensity_score, user_feature_0..3; and item_context.csv (index, item_id, item_feature_0..3)."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    items = rng.integers(0, num_items, size=rows)
+    logs = pd.DataFrame(
+        {
+            "timestamp": pd.date_range("2019-11-24", periods=rows, freq="min").strftime("%Y-%m-%d %H:%M:%S.%f+00:00"),
+            "item_id": items,
+            "position": rng.integers(1, 4, size=rows),
+            "click": (rng.random(rows) < 0.2 + 0.6 * items / num_items).astype(int),  # the last item is best
+            "propensity_score": np.full(rows, 1.0 / num_items),
+            **{f"user_feature_{i}": _hashed(f"u{i}", rows, rng, 4 + i) for i in range(4)},
+        }
+    )
+    table = pd.DataFrame(
+        {
+            "item_id": np.arange(num_items),
+            "item_feature_0": rng.normal(size=num_items).round(4),
+            **{f"item_feature_{i}": _hashed(f"i{i}", num_items, rng, 3) for i in range(1, 4)},
+        }
+    )
+    log_path, item_path = os.path.join(directory, "logs.csv"), os.path.join(directory, "item_context.csv")
+    logs.to_csv(log_path)  # OBD's files carry pandas' index as an unnamed first column
+    table.to_csv(item_path)
+    return log_path, item_path
+
+
+def plain_log(directory, rows: int = ROWS, propensity: bool = True) -> str:
+    """A single-item log: context columns, action, reward, prob."""
+    rng = np.random.default_rng(1)
+    lines = ["age,country,score,action,reward" + (",prob" if propensity else "")]
+    for i in range(rows):
+        action = int(rng.integers(0, 5))
+        row = [str(int(rng.integers(18, 70))), ["fr", "de", "us"][i % 3], f"{rng.normal():.4f}", str(action)]
+        row.append(str(int(rng.random() < 0.2 + 0.1 * action)))
+        lines.append(",".join(row + (["0.2"] if propensity else [])))
+    path = os.path.join(directory, "plain.csv")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+def init(*args: str) -> int:
+    return cli.main(["init", *args])
+
+
+def guesses(text: str) -> dict[str, str]:
+    """role -> 'column  (how sure: why)' from the config's comment lines."""
+    out = {}
+    for line in text.splitlines():
+        body = line.removeprefix("#").strip()
+        if line.startswith("#   ") and " <- " in body:
+            role, rest = body.split(" <- ", 1)
+            out[role.strip()] = rest
+    return out
+
+
+def decisions(text: str) -> list[str]:
+    return [line.split("DECIDE: ", 1)[1] for line in text.splitlines() if line.startswith("# DECIDE: ")]
+
+
+def test_open_bandit_like_logs_with_an_item_table_become_a_per_arm_config(tmp_path, capsys):
+    logs, items = obd_like(tmp_path)
+    out = tmp_path / "my.yaml"
+    assert init("--from", logs, "--items", items, "--out", str(out)) == 0
+    printed = capsys.readouterr().out
+    assert f"next: rlops run bandit --config {out}" in printed
+    text = out.read_text()
+    g = guesses(text)
+    assert g["item_id"].startswith("item_id  (sure: name match; 20 distinct ints, 0..19; 100% of them are ids in")
+    assert g["reward"].startswith("click  (sure: name match; 0/1")
+    assert g["propensity"].startswith("propensity_score  (sure: name match; probabilities in (0, 1]")
+    assert g["position"].startswith("position  (sure")
+    assert g["timestamp"].startswith("timestamp  (sure: name match; date-times")
+    (decide,) = decisions(text)  # the slate question, with its default spelled out
+    assert decide.startswith(
+        "'position' (3 values) says a row is one slot of a slate: each row trains as its own decision"
+    )
+    assert text.rstrip().endswith(f"#   rlops run bandit --config {out}")
+
+    raw = yaml.safe_load(text)["experience_gen"]
+    cols = raw["bandit_columns"]
+    assert (cols["item_id"], cols["reward"], cols["propensity"], cols["timestamp"]) == (
+        "item_id",
+        "click",
+        "propensity_score",
+        "timestamp",
+    )
+    assert "item_table_id" not in cols  # the same name in both files
+    assert [f["name"] for f in cols["features"]] == ["position"] + [f"user_feature_{i}" for i in range(4)]
+    assert cols["features"][0] == {"name": "position", "kind": "categorical", "dtype": "int64"}
+    assert cols["features"][1] == {"name": "user_feature_0", "kind": "categorical", "dtype": "string"}
+    assert cols["item_features"] == [
+        {"name": "item_feature_0", "kind": "float"},
+        *[{"name": f"item_feature_{i}", "kind": "categorical", "dtype": "string"} for i in range(1, 4)],
+    ]
+    assert raw["action_spec"] == {"shape": [], "dtype": "int32", "minimum": 0, "maximum": ITEMS - 1}
+    assert raw["item_source"] == {"kind": "file", "pattern": items, "format": "csv"}
+    # The unnamed index column is listed, commented out, with the reason.
+    assert "# - {name: unnamed, column: '', kind: categorical, dtype: int64}" in text
+    assert "left out: an unnamed column (a row index?)" in text
+
+    config = load_config("bandit", str(out))  # the strict loader, the file unchanged
+    assert config.experience_gen.bandit_columns.item_id == "item_id"
+    assert config.trainer.num_actions == ITEMS
+
+
+def test_the_guides_e_commerce_logs_text_item_ids_and_p_shown(tmp_path):
+    """The shape the "bring your own logs" page uses: text item ids, `clicked`, `p_shown`."""
+    from rlops.envs.logged_feedback import LogConfig, LogGenerator
+
+    impressions, items = LogGenerator(LogConfig(logging="uniform", seed=0)).sample(300, seed=1).to_pandas()
+    impressions = impressions.drop(columns="action").rename(columns={"reward": "clicked", "propensity": "p_shown"})
+    impressions.to_csv(tmp_path / "impressions.csv", index=False)
+    items.to_csv(tmp_path / "items.csv", index=False)
+    out = tmp_path / "shop.yaml"
+    assert (
+        init("--from", str(tmp_path / "impressions.csv"), "--items", str(tmp_path / "items.csv"), "--out", str(out))
+        == 0
+    )
+    g = guesses(out.read_text())
+    assert (
+        g["item_id"].startswith("item_id  (sure: name match; ")
+        and "100% of them are ids in items.csv's item_id" in g["item_id"]
+    )
+    assert g["reward"].startswith("clicked  (sure") and g["propensity"].startswith("p_shown  (likely: name match")
+    cols = load_config("bandit", str(out)).experience_gen.bandit_columns
+    assert [f.name for f in cols.item_features] == ["item_category", "item_brand", "item_price", "item_popularity"]
+
+
+def test_a_plain_single_item_log_maps_action_reward_and_prob(tmp_path):
+    logs = plain_log(tmp_path)
+    out = tmp_path / "plain.yaml"
+    assert init("--from", logs, "--out", str(out)) == 0
+    text = out.read_text()
+    g = guesses(text)
+    assert g["action"] == "action  (sure: name match; 5 distinct ints, 0..4)"
+    assert g["reward"] == "reward  (sure: name match; 0/1)"
+    assert g["propensity"].startswith("prob  (sure: name match; probabilities in (0, 1], 0.2..0.2")
+    assert g["position"] == g["timestamp"] == "(none found)"
+    assert decisions(text) == []
+    raw = yaml.safe_load(text)["experience_gen"]
+    assert raw["action_spec"] == {"shape": [], "dtype": "int32", "minimum": 0, "maximum": 4}
+    assert raw["bandit_columns"]["features"] == [
+        {"name": "age", "kind": "categorical", "dtype": "int64"},
+        {"name": "country", "kind": "categorical", "dtype": "string"},
+        {"name": "score", "kind": "float"},
+    ]
+    assert "age: 52 distinct ints" not in text and "; kind: float if it is a quantity" in text
+    config = load_config("bandit", str(out))
+    assert (config.experience_gen.bandit_columns.action, config.trainer.num_actions) == ("action", 5)
+
+
+def test_what_is_left_to_the_user_is_one_decide_line_each(tmp_path, capsys):
+    logs = plain_log(tmp_path, propensity=False)
+    out = tmp_path / "no_prob.yaml"
+    assert init("--from", logs, "--out", str(out)) == 0
+    (decide,) = decisions(out.read_text())
+    assert decide.startswith("no propensity column found: off-policy evaluation needs")
+    assert f"DECIDE: {decide}" in capsys.readouterr().out  # printed too, not only in the file
+    assert yaml.safe_load(out.read_text())["experience_gen"]["bandit_columns"]["propensity"] is None
+    load_config("bandit", str(out))  # loads; ingestion then says the same in one line
+
+    # Text item ids and no item table: the action cannot be an integer id.
+    text_ids = tmp_path / "text_ids.csv"
+    text_ids.write_text(
+        "user,shown_sku,clicked,p\n" + "".join(f"u{i % 7},sku{i % 4},{i % 2},0.25\n" for i in range(60))
+    )
+    assert init("--from", str(text_ids), "--out", "-") == 0
+    text = capsys.readouterr().out
+    assert guesses(text)["action"].startswith("shown_sku  (likely: name match; 4 distinct text ids")
+    (decide,) = decisions(text)
+    assert decide.startswith("the action column 'shown_sku' holds text ids: give the item table (--items")
+
+
+def test_ragged_rows_are_skipped_as_ingestion_does(tmp_path):
+    logs = plain_log(tmp_path)
+    lines = open(logs).read().splitlines()
+    lines[3] += ",extra"  # a field too many
+    lines[10] = lines[10].rsplit(",", 2)[0]  # two too few
+    lines[-1] = "x"
+    with open(logs, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    out = tmp_path / "ragged.yaml"
+    assert init("--from", logs, "--out", str(out)) == 0
+    text = out.read_text()
+    assert f"# from {ROWS - 3} sampled rows of plain.csv" in text
+    assert guesses(text)["action"] == "action  (sure: name match; 5 distinct ints, 0..4)"
+    # Ingestion reads the config unchanged: every good row written, the three bad ones quarantined.
+    from rlops.components.experience_gen import run_experience_gen
+
+    config = load_config("bandit", str(out)).experience_gen
+    r = run_experience_gen(config, str(tmp_path / "examples"), str(tmp_path / "quarantine"))
+    assert (r.records_written, r.records_quarantined, r.reasons) == (ROWS - 3, 3, {"parse_error": 3})
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("age,action,reward,prob\n", "no records to read: '{path}' is header-only (a CSV header, no records)"),
+        ("", "no records to read: '{path}' is empty"),
+    ],
+    ids=["header-only", "empty"],
+)
+def test_files_without_records_exit_2_in_one_line(tmp_path, capsys, content, message):
+    path = tmp_path / "logs.csv"
+    path.write_text(content)
+    assert init("--from", str(path), "--out", str(tmp_path / "x.yaml")) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == f"rlops: error: --from {path}: " + message.format(path=path)
+    assert not (tmp_path / "x.yaml").exists()
+
+
+def test_a_missing_file_exits_2_naming_it_and_the_closest_files(tmp_path, capsys):
+    logs = plain_log(tmp_path)
+    missing = os.path.join(tmp_path, "plian.csv")
+    assert init("--from", missing) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == f"rlops: error: --from {missing}: file not found (closest: 'plain.csv')"
+    assert init("--from", logs, "--items", str(tmp_path / "items.csv")) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"rlops: error: --items {tmp_path / 'items.csv'}: file not found")
+
+
+def test_an_item_table_that_joins_nothing_exits_2_naming_it(tmp_path, capsys):
+    logs, _ = obd_like(tmp_path)
+    items = tmp_path / "other_items.csv"
+    items.write_text("sku,price\n" + "".join(f"sku{i},{i}.5\n" for i in range(ITEMS)))
+    assert init("--from", logs, "--items", str(items), "--out", str(tmp_path / "x.yaml")) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"rlops: error: --items {items}: no column of it is an id column")
+    assert not (tmp_path / "x.yaml").exists()
+
+
+def test_an_existing_out_file_is_kept_unless_forced(tmp_path, capsys):
+    logs = plain_log(tmp_path)
+    out = tmp_path / "mine.yaml"
+    out.write_text("# my edits\n")
+    assert init("--from", logs, "--out", str(out)) == 2
+    assert "--force" in capsys.readouterr().err and out.read_text() == "# my edits\n"
+    assert init("--from", logs, "--out", str(out), "--force") == 0
+    assert "action: action" in out.read_text()
+    assert init("--from", logs, "--out", str(tmp_path / "nowhere" / "x.yaml")) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == f"rlops: error: --out {tmp_path}/nowhere/x.yaml: no such folder: {tmp_path}/nowhere"
+    )
+
+
+@pytest.mark.slow
+def test_the_generated_per_arm_config_runs_to_a_verified_push_unchanged(tmp_path, monkeypatch):
+    """`rlops run bandit --config <generated>`, nothing edited or overridden: ingest, train, evaluate,
+    and (10,000 rows of 5 items, the last clicked most: enough for an interval) bless and push."""
+    monkeypatch.chdir(tmp_path)  # the config's root, pipeline_root/bandit, lands here
+    logs, items = obd_like(tmp_path, rows=10_000, num_items=5)
+    assert init("--from", logs, "--items", items, "--out", "my.yaml") == 0
+    assert cli.main(["run", "bandit", "--config", "my.yaml", "--summary-json", "summary.json"]) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["records_written_train"] + summary["records_written_eval"] == 10_000
+    assert summary["records_quarantined"] == 0
+    assert summary["pushed"], summary.get("blessing_reason")
+    assert os.listdir(tmp_path / "pipeline_root" / "bandit" / "serving")
