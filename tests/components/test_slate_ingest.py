@@ -182,3 +182,56 @@ def test_generator_files_with_an_item_table_ingest_unchanged(tmp_path):
         assert split.num_items == 8
         for i, sid in enumerate(split.slate_ids):
             np.testing.assert_array_equal(ids[split.slates[i]], logs.items["item_id"][logs.slates[int(sid)]])
+
+
+def test_one_row_per_slate_with_list_columns(tmp_path):
+    """The generator's slates.jsonl (lists in display order, string item ids, an item table), and
+    rows that break the list rules, each quarantined with its reason."""
+    import json
+
+    from rlops.envs.slate_feedback import SlateConfig, SlateLogGenerator
+
+    logs = SlateLogGenerator(SlateConfig(num_items=8, num_slots=3, seed=1)).sample(200, seed=5)
+    paths = logs.to_files(str(tmp_path / "logs"), layout="slate", format="jsonl")
+    rows = [json.loads(x) for x in open(paths["slates"])]
+    short = dict(rows[0], slate_id=10_001, slate=rows[0]["slate"][:2], reward=[0, 1])
+    short.update(propensity=rows[0]["propensity"][:2], propensity_cascade=rows[0]["propensity_cascade"][:2])
+    bad = [
+        dict(rows[1], slate_id=10_002, reward=[1, 0]),  # two rewards for three items
+        dict(rows[1], slate_id=10_003, slate=[rows[1]["slate"][0]] * 3),  # an item thrice
+        dict(rows[1], slate_id=10_004, slate=["nope", *rows[1]["slate"][1:]]),  # not in the item table
+        dict(rows[1], slate_id=10_005, propensity=[0.5, 0.0, 0.5]),
+    ]
+    with open(paths["slates"], "a") as f:
+        f.writelines(json.dumps(r) + "\n" for r in [short, *bad])
+    config = ExperienceGenConfig(
+        record_kind="slate",
+        source=FileSource(pattern=paths["slates"], format="jsonl"),
+        item_source=FileSource(pattern=paths["items"], format="csv"),
+        slate_columns=SlateColumns(
+            position=None, item_id="slate", item_table_id="item_id", propensity_cascade="propensity_cascade"
+        ),
+        slate_length=3,
+        max_bad_record_ratio=0.05,
+    )
+    result = run_experience_gen(config, str(tmp_path / "ex"), str(tmp_path / "q"))
+    assert result.records_read == 205 and result.records_written == 201
+    assert result.reasons == {
+        "slate_lists_differ": 1,
+        "slate_duplicate_item": 1,
+        "unknown_item": 1,
+        "propensity_out_of_range": 1,
+    }
+    back = {s: read_slate_logs(str(tmp_path / "ex"), s) for s in ("train", "eval")}
+    ids = logs.items["item_id"]
+    seen = 0
+    for split in back.values():
+        for i, sid in enumerate(split.slate_ids):
+            seen += 1
+            if sid == "10001":  # the short page: padded, its cascade carried past its end
+                np.testing.assert_array_equal(split.slates[i], [*split.slates[i, :2], -1])
+                assert split.propensity_cascade[i, 2] == split.propensity_cascade[i, 1]
+                continue
+            np.testing.assert_array_equal(ids[split.slates[i]], ids[logs.slates[int(sid)]])
+            np.testing.assert_allclose(split.propensity[i], logs.propensity[int(sid)], rtol=1e-6)
+    assert seen == 201

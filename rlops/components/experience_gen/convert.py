@@ -344,7 +344,9 @@ def _list_py(values: Sequence[Any], field: Field, text: bool) -> Extracted:
 
 
 def _pad(field: Field) -> Any:
-    return "" if field.dtype == STRING else -1
+    """Padding past a list's end: "" for ids, -1 for integer ids, NaN for numbers (a slate's slot
+    rewards and propensities, where -1 is a value)."""
+    return "" if field.dtype == STRING else np.nan if field.dtype == FLOAT else -1
 
 
 def _multi(arr: RawColumn, num_rows: int, field: Field, text: bool) -> Extracted:

@@ -194,17 +194,31 @@ def _slate_fields(config: ExperienceGenConfig, schema: SourceSchema) -> list[Fie
     """One row per shown item: the slate it belongs to, its position, the item and the slot's
     reward and propensities, and the request's context (repeated on each of its rows)."""
     c = config.slate_columns
-    if not c.position:
-        raise ValueError(
-            "slate_columns.position: rows per slate with list columns are not read yet; "
-            "log one row per shown item with a position column"
-        )
-    assert c.slate_id is not None  # config validation
     out = [_feature_field(f, schema) for f in c.features]
+    item_dtype = STRING if config.item_source is not None else INT
+    if not c.position:  # one row per slate: the slot fields are lists in display order
+        length = int(config.slate_length or 0)
+
+        def slots(name: str, column: str, dtype: str) -> Field:
+            return Field(name, (column,), dtype, length, multivalent=True, separator=c.separator)
+
+        if c.slate_id:
+            out.append(Field(records.SLATE_ID, (c.slate_id,), STRING))
+        out += [
+            slots(records.SLATE_ITEM, c.item_id, item_dtype),
+            slots(records.REWARD, c.reward, FLOAT),
+            slots(records.PROPENSITY, c.propensity, FLOAT),
+        ]
+        if c.propensity_cascade:
+            out.append(slots(records.PROPENSITY_CASCADE, c.propensity_cascade, FLOAT))
+        if c.timestamp:
+            out.append(Field(records.TIMESTAMP, (c.timestamp,), TIMESTAMP))
+        return out
+    assert c.slate_id is not None  # config validation
     out += [
         Field(records.SLATE_ID, (c.slate_id,), STRING),
         Field(records.POSITION, (c.position,), INT),
-        Field(records.SLATE_ITEM, (c.item_id,), STRING if config.item_source is not None else INT),
+        Field(records.SLATE_ITEM, (c.item_id,), item_dtype),
         Field(records.REWARD, (c.reward,), FLOAT),
         Field(records.PROPENSITY, (c.propensity,), FLOAT),
     ]

@@ -86,7 +86,7 @@ def make_plan(config: ExperienceGenConfig) -> Plan:
         note = ignored_columns_note(layout, schema, header_file)
         if note:  # the README promises it: extra columns are ignored, with a note
             logging.getLogger(__name__).info(note)
-    if config.record_kind == SLATE:  # once the position column is known to be there
+    if config.record_kind == SLATE and config.slate_columns.position:  # the position column is there
         config = slates.resolve_first_position(config, _sampled_ints(peek, config.slate_columns.position))
     return Plan(config, layout, planned.items, table, item_ids)
 
@@ -186,6 +186,9 @@ def validate_block(
     """A Block -> its Quarantined rows, one ValidBatch of the rest (if any), and for trajectories
     a BadStep per quarantined step whose episode is known."""
     v = validation.validate(block.columns, block.num_rows, plan.layout, plan.config, block.text)
+    per_item_rows = plan.layout.kind == SLATE and bool(plan.config.slate_columns.position)
+    # rows assembled into records later (an episode's steps, a page's shown items) may still be rejected
+    grouped = decision_kind(plan.layout.kind).grouped and (plan.layout.kind != SLATE or per_item_rows)
     table = plan.item_table if table is _PLAN_TABLE else table
     if table is not None and len(v.rows):  # per-arm: join the item table by item id
         joined, keep, rejects = item_table.join(v.columns, table, plan.config)
@@ -195,8 +198,10 @@ def validate_block(
         v.split_key = None if v.split_key is None else v.split_key[keep]
         v.split_time = None if v.split_time is None else v.split_time[keep]
     if plan.item_ids and len(v.rows):  # slates: item ids -> their rows in the item table
-        mapped, rejects = slates.map_items(v.columns, plan.item_index, plan.config.slate_columns.item_id)
-        keep = mapped >= 0
+        mapping = slates.map_items if per_item_rows else slates.map_item_lists
+        mapped, rejects = mapping(v.columns, plan.item_index, plan.config.slate_columns.item_id)
+        keep = np.ones(len(mapped), bool)
+        keep[list(rejects)] = False
         v.rejects.update({int(v.rows[i]): r for i, r in rejects.items()})
         if rejects and v.reject_episodes is not None:  # the rest of the slate goes with the row
             ids = v.columns[records.SLATE_ID]
@@ -208,12 +213,16 @@ def validate_block(
     for row, (code, message) in sorted(v.rejects.items()):
         q = block.quarantine(row, code, message)
         yield q
-        if v.reject_episodes and row in v.reject_episodes:
+        if grouped and v.reject_episodes and row in v.reject_episodes:
             yield BadStep(v.reject_episodes[row], f"line {q.line} of {q.source_file}: {code}")
     if not len(v.rows):
         return
+    if plan.layout.kind == SLATE and records.SLATE_ID not in v.columns:  # a slate per row, no id column
+        lines, _ = block.locate(v.rows)
+        name = block.source_file.rsplit("/", 1)[-1]
+        v.columns[records.SLATE_ID] = np.array([f"{name}:{line}" for line in lines.tolist()], object)
     provenance = {}
-    if decision_kind(plan.layout.kind).grouped:  # episode / slate assembly may still reject these rows
+    if grouped:
         lines, offsets = block.locate(v.rows)
         payloads = np.empty(len(v.rows), object)
         payloads[:] = [block.payload(r) for r in v.rows]
@@ -506,6 +515,29 @@ class AssembleSlateFn(beam.DoFn):
         yield beam.pvalue.TaggedOutput(s.splits[int(which)].name, (serialized, len(page)))
 
 
+class EncodeSlateRowsFn(beam.DoFn):
+    """A valid batch of slates given one per row -> (serialized slates, count) per split."""
+
+    def __init__(self, config: ExperienceGenConfig, feature_names: tuple[str, ...]):
+        self.config = config
+        self.feature_names = feature_names
+        self.num_items = int(config.action_spec.maximum) - int(config.action_spec.minimum or 0) + 1
+
+    def process(self, batch: ValidBatch) -> Iterator[Any]:
+        units = splits.key_hash(np.asarray(batch.columns[records.SLATE_ID], object))
+        columns = slates.assemble_slate_rows(batch.columns, self.feature_names, self.num_items, units)
+        serialized = records.encode_slates(columns, self.feature_names)
+        s = self.config.splits
+        if batch.split_time is not None:
+            which = splits.by_time(batch.split_time, s.time_boundaries)
+        else:
+            which = splits.by_hash(units if batch.split_key is None else splits.key_hash(batch.split_key), s.splits)
+        for i, split in enumerate(s.splits):
+            idx = np.flatnonzero(which == i)
+            if len(idx):
+                yield beam.pvalue.TaggedOutput(split.name, ([serialized[j] for j in idx], len(idx)))
+
+
 def _quarantine_rows(group: ValidBatch, code: str, message: str) -> Iterator[Any]:
     """Every row of a group that cannot be written, each with the group's reason."""
     p = group.provenance
@@ -552,6 +584,11 @@ def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) 
         multivalent = {f.name: ("" if f.dtype == "string" else -1) for f in plan.layout.features if f.multivalent}
         out = valid | "EncodeSplit" >> beam.ParDo(EncodeBanditFn(cfg, feature_names, multivalent)).with_outputs(*names)
         _schema(p, plan, valid, examples_uri)
+    elif plan.layout.kind == SLATE and not cfg.slate_columns.position:  # a slate per row
+        feature_names = tuple(f.name for f in plan.layout.features)
+        out = valid | "EncodeSplit" >> beam.ParDo(EncodeSlateRowsFn(cfg, feature_names)).with_outputs(*names)
+        if feature_names:
+            _schema(p, plan, valid, examples_uri)
     elif plan.layout.kind == SLATE:
         feature_names = tuple(f.name for f in plan.layout.features)
         out = (

@@ -23,6 +23,9 @@ SLATE_CASCADE_INCREASES = "slate_cascade_increases"
 SLATE_CASCADE_MISMATCH = "slate_cascade_mismatch"
 SLATE_HAS_BAD_ROW = "slate_has_bad_row"
 UNKNOWN_ITEM = "unknown_item"
+SLATE_LISTS_DIFFER = "slate_lists_differ"
+COUNT_PREFIX = "_count:"  # validation's per-row list lengths of a slate's slot fields (not written)
+PADDING_ITEM = -1
 # float32 logs: a cascade propensity may exceed the one above it by rounding, not by more
 CASCADE_TOLERANCE = 1e-5
 
@@ -100,6 +103,62 @@ def map_items(
         for i in np.flatnonzero(mapped < 0)
     }
     return mapped, rejects
+
+
+def shows_an_item_twice(items: np.ndarray, shown: np.ndarray) -> np.ndarray:
+    """[N] True where a slate's shown items ([N, L] indices) repeat one."""
+    padding = -1 - np.arange(items.shape[1])[None, :]  # distinct, below every index
+    ordered = np.sort(np.where(shown, items, padding), 1)
+    return np.asarray((ordered[:, 1:] == ordered[:, :-1]).any(1))
+
+
+def map_item_lists(
+    columns: dict[str, np.ndarray], index: Mapping[str, int], column: str
+) -> tuple[np.ndarray, dict[int, tuple[str, str]]]:
+    """Slates' item id lists ([N, L], "" past a page's end) -> indices (PADDING_ITEM past it); a
+    row with an id the table lacks, or an item twice, is rejected."""
+    ids = np.asarray(columns[records.SLATE_ITEM], object)
+    shown = ids != ""
+    mapped = np.full(ids.shape, PADDING_ITEM, np.int64)
+    mapped[shown] = [index.get(str(v), -2) for v in ids[shown].tolist()]
+    rejects: dict[int, tuple[str, str]] = {}
+    for i in np.flatnonzero((mapped == -2).any(1)):
+        unknown = ids[i][mapped[i] == -2][0]
+        rejects[int(i)] = (UNKNOWN_ITEM, f"{column}: item id {unknown!r} is not in the item table")
+    for i in np.flatnonzero(shows_an_item_twice(mapped, shown)):
+        rejects.setdefault(
+            int(i), (SLATE_DUPLICATE_ITEM, f"{column}: an item is shown twice in {ids[i][shown[i]].tolist()}")
+        )
+    return mapped, rejects
+
+
+def assemble_slate_rows(
+    columns: Mapping[str, np.ndarray],
+    features: Sequence[str],
+    num_items: int,
+    split_units: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """Validated slates given one per row (slot fields [N, L], NaN / PADDING_ITEM past a page's end)
+    -> the columns of their records."""
+    items = np.asarray(columns[records.SLATE_ITEM], np.int64)
+    shown = items != PADDING_ITEM
+    n = len(items)
+    out: dict[str, np.ndarray] = {name: columns[name] for name in features if name in columns}
+    ids = np.asarray(columns[records.SLATE_ID], object)
+    out[records.SLATE_ID] = np.array([str(v).encode("utf-8") for v in ids], object)
+    out[records.SLATE] = items
+    out[records.SLATE_LENGTH] = shown.sum(1).astype(np.int64)
+    out[records.REWARD] = np.where(shown, columns[records.REWARD], 0.0)
+    out[records.PROPENSITY] = np.where(shown, columns[records.PROPENSITY], 1.0)
+    if records.PROPENSITY_CASCADE in columns:
+        cascade = np.asarray(columns[records.PROPENSITY_CASCADE], np.float64)
+        last = cascade[np.arange(n), out[records.SLATE_LENGTH] - 1]
+        out[records.PROPENSITY_CASCADE] = np.where(shown, cascade, last[:, None])
+    out[records.NUM_ACTIONS] = np.full(n, num_items, np.int64)
+    if records.TIMESTAMP in columns:
+        out[records.TIMESTAMP] = columns[records.TIMESTAMP]
+    out[records.SPLIT_UNIT] = np.asarray(split_units, np.uint64).view(np.int64)
+    return out
 
 
 def slate_problem(

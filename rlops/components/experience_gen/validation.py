@@ -13,7 +13,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from rlops.components.common.decision_kinds import BANDIT, SLATE, decision_kind
-from rlops.components.experience_gen import convert, records
+from rlops.components.experience_gen import convert, records, slates
 from rlops.components.experience_gen.config import ExperienceGenConfig
 from rlops.components.experience_gen.convert import MISSING_VALUE, RawColumn
 from rlops.components.experience_gen.layout import INT, Field, Layout
@@ -104,11 +104,16 @@ def validate(
             present[field.name] = ~ex.missing
         values[field.name] = ex.values
         if field.multivalent and ex.counts is not None:
-            present[truncated_key(field.name)] = ex.counts > int(field.width)
+            if layout.kind == SLATE:  # a slate's slot lists: a longer one is quarantined, not cut
+                values[slates.COUNT_PREFIX + field.name] = ex.counts
+            else:
+                present[truncated_key(field.name)] = ex.counts > int(field.width)
     if layout.kind == BANDIT:
         _check_bandit(values, layout, config, rej)
-    elif layout.kind == SLATE:
+    elif layout.kind == SLATE and config.slate_columns.position:
         _check_slate_row(values, layout, config, rej)
+    elif layout.kind == SLATE:
+        _check_slate_lists(values, layout, config, rej)
     else:
         _check_trajectory(values, present, layout, config, rej)
     rows = np.flatnonzero(~rej.bad)
@@ -264,6 +269,91 @@ def _check_slate_row(values: dict[str, np.ndarray], layout: Layout, config: Expe
     _check_probability(values, f(records.PROPENSITY), rej)
     if records.PROPENSITY_CASCADE in values:
         _check_probability(values, f(records.PROPENSITY_CASCADE), rej)
+
+
+def _check_slate_lists(
+    values: dict[str, np.ndarray], layout: Layout, config: ExperienceGenConfig, rej: _Rejects
+) -> None:
+    """One slate per row, its slot fields lists in display order: lists of one length, at most
+    slate_length, items inside the action spec and shown once, finite rewards, propensities in
+    (0, 1] and a cascade propensity that never increases (and starts at the first propensity)."""
+    f = layout.field
+    for feature in layout.features:
+        if feature.feature_kind != "categorical":
+            _finite(values[feature.name], feature, rej)
+    if records.SLATE_ID in values:
+        ids = values[records.SLATE_ID]
+        rej.add(ids == "", MISSING_VALUE, lambda i: f"{_label(f(records.SLATE_ID))}: empty slate id")
+    count = values[slates.COUNT_PREFIX + records.SLATE_ITEM]
+    for name in (records.REWARD, records.PROPENSITY, records.PROPENSITY_CASCADE):
+        other = values.get(slates.COUNT_PREFIX + name)
+        if other is not None:
+            rej.add(
+                other != count,
+                slates.SLATE_LISTS_DIFFER,
+                lambda i, o=other, n=name: (
+                    f"{_label(f(n))}: {o[i]} values for the {count[i]} items of {_label(f(records.SLATE_ITEM))}"
+                ),
+            )
+    length = int(config.slate_length or 0)
+    rej.add(count == 0, MISSING_VALUE, lambda i: f"{_label(f(records.SLATE_ITEM))}: no items shown")
+    rej.add(
+        count > length,
+        slates.SLATE_TOO_LONG,
+        lambda i: f"{_label(f(records.SLATE_ITEM))}: {count[i]} items, more than slate_length {length}",
+    )
+    shown = np.arange(length)[None, :] < count[:, None]
+    items = values[records.SLATE_ITEM]
+    if f(records.SLATE_ITEM).dtype == INT:  # indices; an item table's ids are mapped after validation
+        spec = config.action_spec
+        lo = int(spec.minimum or 0)
+        hi = int(spec.maximum if spec.maximum is not None else np.iinfo(np.int64).max)
+        outside = ((items < lo) | (items > hi)) & shown
+        rej.add(
+            outside.any(1),
+            ACTION_OUT_OF_RANGE,
+            lambda i: f"{_label(f(records.SLATE_ITEM))}: items {items[i][shown[i]].tolist()} outside [{lo}, {hi}]",
+        )
+        values[records.SLATE_ITEM] = np.where(shown, items - lo, slates.PADDING_ITEM)
+        rej.add(
+            slates.shows_an_item_twice(values[records.SLATE_ITEM], shown),
+            slates.SLATE_DUPLICATE_ITEM,
+            lambda i: f"{_label(f(records.SLATE_ITEM))}: an item is shown twice in {items[i][shown[i]].tolist()}",
+        )
+    r = values[records.REWARD]
+    rej.add(
+        ~np.isfinite(np.where(shown, r, 0.0)).all(1),
+        NOT_FINITE,
+        lambda i: f"{_label(f(records.REWARD))}: {r[i][shown[i]].tolist()} holds a value that is not finite",
+    )
+    for name in (records.PROPENSITY, records.PROPENSITY_CASCADE):
+        if name in values:
+            p = values[name]
+            with np.errstate(invalid="ignore"):
+                bad = (~((p > 0) & (p <= 1)) & shown).any(1)
+            rej.add(
+                bad,
+                PROPENSITY_OUT_OF_RANGE,
+                lambda i, p=p, n=name: f"{_label(f(n))}: {p[i][shown[i]].tolist()} not all in (0, 1]",
+            )
+    if records.PROPENSITY_CASCADE in values:
+        c, p = values[records.PROPENSITY_CASCADE], values[records.PROPENSITY]
+        with np.errstate(invalid="ignore"):
+            rises = (np.diff(c, axis=1) > slates.CASCADE_TOLERANCE * c[:, :-1]) & shown[:, 1:]
+            mismatch = np.abs(c[:, 0] - p[:, 0]) > slates.CASCADE_TOLERANCE * np.maximum(c[:, 0], p[:, 0])
+        rej.add(
+            rises.any(1),
+            slates.SLATE_CASCADE_INCREASES,
+            lambda i: f"{_label(f(records.PROPENSITY_CASCADE))}: {c[i][shown[i]].tolist()} rises down the slate",
+        )
+        rej.add(
+            mismatch,
+            slates.SLATE_CASCADE_MISMATCH,
+            lambda i: (
+                f"{_label(f(records.PROPENSITY_CASCADE))}: {c[i, 0]!r} at the first slot differs from "
+                f"its propensity {p[i, 0]!r}"
+            ),
+        )
 
 
 def _check_trajectory(
