@@ -146,7 +146,35 @@ def render_table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def run_slates(args, config) -> int:
+    """`rlops evaluate` on slate Examples: every slate estimator with its interval and ESS."""
+    from rlops.components.evaluator.slate_evaluation import (
+        SlateOptions,
+        evaluate_slates_on_logs,
+        render_slate_table,
+    )
+
+    options = SlateOptions(
+        num_bootstrap=config.num_bootstrap,
+        confidence=config.confidence,
+        min_records=config.min_eval_records,
+        min_ess=config.min_ess,
+        seed=config.seed,
+        engine="beam" if config.engine == "beam" else "memory",
+        beam_pipeline_args=tuple(args.beam_pipeline_args),
+    )
+    result = evaluate_slates_on_logs(args.examples, args.policy, args.split, options)
+    print(render_slate_table(result))
+    line = json.dumps(result, sort_keys=True, allow_nan=False)
+    print(line)
+    if args.json_path:
+        with open(args.json_path, "w") as f:
+            f.write(line + "\n")
+    return 0
+
+
 def run(args) -> int:
+    from rlops.components.common.slates import holds_slates
     from rlops.components.evaluator.config import EvaluatorConfig
     from rlops.components.evaluator.core import evaluate_on_logs, plot_policy_estimates
     from rlops.components.properties import json_safe
@@ -171,6 +199,8 @@ def run(args) -> int:
         print(f"rlops evaluate: --{key.replace('_', '-')}: {str(e).split(' ', 1)[1]}", file=sys.stderr)
         return 2
     try:
+        if holds_slates(args.examples, args.split):  # decision kind `slate`: the slate estimators
+            return run_slates(args, config)
         result = evaluate_on_logs(
             config,
             args.examples,

@@ -131,3 +131,27 @@ def test_uniform_needs_more_items_than_slots(world):
     small = type(read)(read.keys, read.slate_ids, read.slates, read.rewards, read.propensity, None, 2)
     with pytest.raises(ValueError, match="slate_length 3 is larger than the 2 items"):
         uniform_target(small, slate_log(small))
+
+
+@pytest.mark.parametrize("engine", ["memory", "beam"])
+def test_rlops_evaluate_on_slate_examples(world, tmp_path, capsys, engine):
+    from rlops.pipelines.cli import main
+
+    _, _, examples, truth = world
+    out_json = tmp_path / "slates.json"
+    argv = ["evaluate", "--examples", examples, "--policy", "uniform", "--num-bootstrap", "100"]
+    assert main([*argv, "--engine", engine, "--json", str(out_json)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    result = json.loads(out_json.read_text())
+    assert json.loads(lines[-1]) == result
+    assert set(result["estimates"]) == {"sips", "iips", "rips", "snsips", "sniips", "snrips", "cascade_dr", "pi"}
+    assert lines[0].split()[:3] == ["estimator", "value", "95%"]
+    for name, est in result["estimates"].items():
+        assert any(line.startswith(name + " ") for line in lines)
+        if name != "pi":  # PI needs uniform logging; these logs are Plackett-Luce
+            assert est["value"] is not None and est["lower"] <= est["value"] <= est["upper"], name
+    assert result["estimates"]["pi"]["value"] is None and "skipped" in result["estimates"]["pi"]["reason"]
+    assert result["estimates"]["rips"]["lower"] <= truth.value <= result["estimates"]["rips"]["upper"]
+    # a name it does not evaluate is one line, exit 2
+    assert main(["evaluate", "--examples", examples, "--policy", "greedy"]) == 2
+    assert "--policy: slate logs are evaluated for uniform or logging" in capsys.readouterr().err

@@ -55,6 +55,7 @@ __all__ = [
     "SLATE_ORDER",
     "SlateLogs",
     "TFRECORD_SUFFIX",
+    "holds_slates",
     "read_slate_logs",
 ]
 
@@ -81,6 +82,17 @@ class SlateLogs:
 
     def __len__(self) -> int:
         return int(self.slates.shape[0])
+
+
+def holds_slates(examples_uri: str, split: str = "eval") -> bool:
+    """Whether a split's records are slates (decision kind `slate`); False when it has none."""
+    from rlops.components.common.records import first_example
+
+    try:
+        example = first_example(split_file_pattern(examples_uri, split))
+    except Exception:  # noqa: BLE001 - unreadable or missing: the kind's own reader says why
+        return False
+    return example is not None and SLATE in example.features.feature
 
 
 def read_slate_logs(examples_uri: str, split: str = "eval", max_records: int | None = None) -> SlateLogs:
