@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from rlops.components.common.decision_kinds import decision_kind
 from rlops.components.json_config import ConfigValueError, build, check, merge_raw, set_path, unknown_key
 from rlops.components.pusher.registry import RegistryConfig
 from rlops.features.schema import needs_string_hash
@@ -222,6 +223,13 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
     trainer_raw = dict(raw.get("trainer") or {})
     if kind == "bandit":
         experience_gen = _section(raw, "experience_gen", _experience_gen_config)
+        trained_by = decision_kind(experience_gen.record_kind).pipeline
+        if trained_by != kind:  # the kind table says which pipeline trains on such records
+            raise ConfigError(
+                f"experience_gen.record_kind: '{experience_gen.record_kind}' records train a {trained_by} "
+                f"policy, not a {kind} one; ingest them with `python -m rlops.components.experience_gen "
+                f"--config` and evaluate them with `rlops evaluate`"
+            )
         spec = experience_gen.action_spec
         trainer_raw.setdefault("num_actions", int(spec.maximum) - int(spec.minimum) + 1)
         trainer_raw.setdefault("action_minimum", int(spec.minimum or 0))

@@ -226,3 +226,19 @@ def test_one_bucket_needs_no_hash_and_loads(tmp_path, logs, feature):
     the check and the encoder share `needs_string_hash`."""
     text = f"experience_gen:\n  source: {{kind: file, pattern: '{logs}', format: csv}}\n  bandit_columns: {{features: [user, {feature}]}}\n"
     assert bandit(tmp_path, text).experience_gen.bandit_columns.features[1].name == "user_id"
+
+
+def test_the_bandit_pipeline_refuses_slate_logs_in_one_line(tmp_path):
+    pages = tmp_path / "pages.csv"
+    pages.write_text("slate_id,position,item_id,reward,propensity\ns1,1,0,1,0.25\n")
+    yaml_text = f"""
+experience_gen:
+  record_kind: slate
+  source: {{kind: file, pattern: "{pages}", format: csv}}
+  slate_length: 3
+  action_spec: {{shape: [], dtype: int32, minimum: 0, maximum: 3}}
+"""
+    with pytest.raises(ConfigError) as e:
+        bandit(tmp_path, yaml_text)
+    assert str(e.value).startswith("experience_gen.record_kind: 'slate' records train a ranking policy, not a bandit")
+    assert "\n" not in str(e.value)
