@@ -72,6 +72,10 @@ RUN = {
     ".venv/bin/rlops run bandit --config my_logs.yaml": "byol",
     ".venv/bin/rlops serving list pipeline_root/my-logs/serving": "byol",
     'serve = tf.saved_model.load(f"{serving}/{version}")': "byol",
+    # docs/slates.md, run top to bottom by tests/test_docs_slates.py
+    "from rlops.envs.slate_feedback import SlateConfig, SlateLogGenerator": "slates",
+    "record_kind: slate": "slates",
+    "python -m rlops.components.experience_gen --config slates.yaml": "slates",
 }
 # Blocks not run, with the reason (where they are covered instead).
 NOT_RUN = {
