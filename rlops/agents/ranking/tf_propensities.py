@@ -1,0 +1,336 @@
+"""The TensorFlow twin of `propensities`: slates drawn from uniforms, and their exact marginals and
+prefix (cascade) probabilities, in graph-friendly ops (float64 inside).
+
+    sample_slates(kind, scores, allowed, num_slots, uniforms, parameter)  -> slates [B, L] int32
+    slate_marginals(kind, scores, allowed, num_slots, parameter)           -> [B, K, L]
+    slate_prefix_probs(kind, scores, allowed, slates, parameter)           -> [B, L]
+
+`kind` is a numpy policy's `name` ('plackett_luce', 'epsilon_per_slot', 'uniform', 'greedy');
+`parameter` its temperature or epsilon. Conventions are `propensities`': `allowed` [B, K] bool,
+masked items never shown and of probability 0, greedy ties broken by the lowest item index, and the
+same numbers to float64 round-off (PL: the same quadrature; epsilon per slot: the same dynamic
+program, vectorized over requests). `check_allowed` fails a request with fewer than L allowed items.
+
+Randomness is an input: a slate is a pure function of its row's uniforms (`num_uniforms` per row),
+so a draw is replayed from its uniforms, and `row_uniforms` makes them from one int64 seed per row
+(a counter-based hash: splitmix64 of seed and counter). `numpy_row_uniforms` is its numpy twin.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import tensorflow as tf
+
+from rlops.agents.ranking.propensities import QUADRATURE_STEP
+
+# The numpy module's grid (`PlackettLuce.marginals`): u = log t from -(16 + log(K) / 2) to 4 past
+# -log of the (L+1)-th largest weight, in steps of QUADRATURE_STEP.
+LEFT_TAIL_BASE = 16.0
+RIGHT_TAIL = 4.0
+
+KINDS = ("plackett_luce", "epsilon_per_slot", "uniform", "greedy")
+
+_GOLDEN = 0x9E3779B97F4A7C15  # splitmix64's increment
+_MIX1, _MIX2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+
+
+def num_uniforms(kind: str, num_items: int | tf.Tensor, num_slots: int) -> int | tf.Tensor:
+    """Uniforms one request consumes: a Gumbel key per item (PL, uniform), an explore coin and a pick
+    per slot (epsilon per slot), none (greedy)."""
+    if kind in ("plackett_luce", "uniform"):
+        return num_items
+    if kind == "epsilon_per_slot":
+        return 2 * num_slots
+    if kind == "greedy":
+        return 0
+    raise ValueError(f"unknown slate policy kind {kind!r}; known: {KINDS}")
+
+
+# ---- uniforms from per-row seeds ---------------------------------------------------------------
+def _mix64(z: tf.Tensor) -> tf.Tensor:
+    for shift, mult in ((30, _MIX1), (27, _MIX2)):
+        z = tf.bitwise.bitwise_xor(z, tf.bitwise.right_shift(z, tf.constant(shift, tf.uint64)))
+        z = z * tf.constant(mult, tf.uint64)
+    return tf.bitwise.bitwise_xor(z, tf.bitwise.right_shift(z, tf.constant(31, tf.uint64)))
+
+
+def row_uniforms(seeds: tf.Tensor, n: int | tf.Tensor) -> tf.Tensor:
+    """[B, n] float64 uniforms in (0, 1), row b a function of seeds[b] (int64) alone: output c is
+    splitmix64 of the stream seeded by mix(seed) at counter c (53 bits, centred in its cell)."""
+    key = _mix64(tf.bitcast(tf.cast(seeds, tf.int64), tf.uint64))  # [B]
+    counter = tf.cast(tf.range(1, tf.cast(n, tf.int64) + 1), tf.uint64) * tf.constant(_GOLDEN, tf.uint64)
+    bits = tf.bitwise.right_shift(_mix64(key[:, None] + counter[None, :]), tf.constant(11, tf.uint64))
+    return (tf.cast(bits, tf.float64) + 0.5) * 2.0**-53
+
+
+def numpy_row_uniforms(seeds: npt.ArrayLike, n: int) -> npt.NDArray[np.float64]:
+    """The numpy twin of `row_uniforms` (bit for bit)."""
+
+    def mix(z: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(_MIX1)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(_MIX2)
+        return z ^ (z >> np.uint64(31))
+
+    with np.errstate(over="ignore"):
+        key = mix(np.asarray(seeds, np.int64).view(np.uint64))
+        counter = np.arange(1, n + 1, dtype=np.uint64) * np.uint64(_GOLDEN)
+        bits = mix(key[:, None] + counter[None, :]) >> np.uint64(11)
+    return (bits.astype(np.float64) + 0.5) * 2.0**-53
+
+
+# ---- validation and shared pieces --------------------------------------------------------------
+def check_allowed(allowed: tf.Tensor, num_slots: int) -> tf.Tensor:
+    """`allowed` [B, K] bool, with a runtime error naming the slate length when a request has fewer
+    than num_slots allowed items (InvalidArgumentError in graphs, eagerly too)."""
+    allowed = tf.convert_to_tensor(allowed, tf.bool)
+    counts = tf.reduce_sum(tf.cast(allowed, tf.int32), -1)
+    short = counts < num_slots
+    first = tf.argmax(tf.cast(short, tf.int32), output_type=tf.int32)
+    check = tf.debugging.Assert(
+        tf.logical_not(tf.reduce_any(short)),
+        [
+            f"slate length {num_slots} needs at least {num_slots} allowed candidates per request; request",
+            first,
+            "has",
+            tf.gather(counts, first),
+        ],
+        name="check_slate_length",
+    )
+    with tf.control_dependencies([check]):
+        return tf.identity(allowed)
+
+
+def _counts(allowed: tf.Tensor) -> tf.Tensor:
+    return tf.reduce_sum(tf.cast(allowed, tf.float64), -1)
+
+
+def _ranks(scores: tf.Tensor, allowed: tf.Tensor) -> tf.Tensor:
+    """[B, K] int32 rank of each item by descending score (ties: lowest index first), disallowed
+    items after every allowed one."""
+    keys = tf.where(allowed, -tf.cast(scores, tf.float64), tf.constant(np.inf, tf.float64))
+    order = tf.argsort(keys, axis=-1, stable=True)
+    return tf.argsort(order, axis=-1, stable=True)
+
+
+def _taken_before(slates: tf.Tensor, num_items: tf.Tensor) -> tf.Tensor:
+    """[B, L, K] bool: item k is shown at a slot before l."""
+    onehot = tf.one_hot(slates, num_items, dtype=tf.float64)  # [B, L, K]
+    return tf.math.cumsum(onehot, axis=1, exclusive=True) > 0
+
+
+def _masked_logits(scores: tf.Tensor, allowed: tf.Tensor, temperature: float) -> tf.Tensor:
+    return tf.where(allowed, tf.cast(scores, tf.float64) / temperature, tf.constant(-np.inf, tf.float64))
+
+
+# ---- sampling ----------------------------------------------------------------------------------
+def sample_slates(
+    kind: str,
+    scores: tf.Tensor,
+    allowed: tf.Tensor,
+    num_slots: int,
+    uniforms: tf.Tensor | None,
+    parameter: float = 1.0,
+) -> tf.Tensor:
+    """Slates [B, L] int32 (item indices in display order) for uniforms [B, num_uniforms] in (0, 1)."""
+    allowed = check_allowed(allowed, num_slots)
+    if kind == "greedy":
+        return tf.math.top_k(-tf.cast(_ranks(scores, allowed), tf.float64), num_slots).indices
+    u = tf.cast(uniforms, tf.float64)
+    if kind in ("plackett_luce", "uniform"):
+        # Gumbel-top-L: the L largest perturbed logits are an exact PL draw without replacement.
+        logits = tf.zeros_like(u) if kind == "uniform" else tf.cast(scores, tf.float64) / parameter
+        keys = tf.where(allowed, logits - tf.math.log(-tf.math.log(u)), tf.constant(-np.inf, tf.float64))
+        return tf.math.top_k(keys, num_slots).indices
+    if kind != "epsilon_per_slot":
+        raise ValueError(f"unknown slate policy kind {kind!r}; known: {KINDS}")
+    ranks = tf.cast(_ranks(scores, allowed), tf.float64)
+    remaining = tf.cast(allowed, tf.float64)
+    picks = []
+    for slot in range(num_slots):
+        # best remaining by rank; else the j-th remaining item, j = floor(u * count)
+        best = tf.argmin(tf.where(remaining > 0, ranks, np.inf), axis=-1, output_type=tf.int32)
+        count = tf.reduce_sum(remaining, -1)
+        j = tf.minimum(tf.floor(u[:, 2 * slot + 1] * count), count - 1.0)
+        uniform = tf.argmax(tf.cast(tf.cumsum(remaining, -1) > j[:, None], tf.int32), -1, output_type=tf.int32)
+        pick = tf.where(u[:, 2 * slot] < parameter, uniform, best)
+        picks.append(pick)
+        remaining *= 1.0 - tf.one_hot(pick, tf.shape(remaining)[-1], dtype=tf.float64)
+    return tf.stack(picks, axis=1)
+
+
+# ---- prefix (cascade) probabilities ------------------------------------------------------------
+def slate_prefix_probs(
+    kind: str, scores: tf.Tensor, allowed: tf.Tensor, slates: tf.Tensor, parameter: float = 1.0
+) -> tf.Tensor:
+    """[B, L] float64: P(slates[:, :l+1] is the shown prefix); a slate that repeats an item or shows a
+    masked one gets 0 from the offending slot on."""
+    allowed = tf.convert_to_tensor(allowed, tf.bool)
+    slates = tf.cast(slates, tf.int32)
+    num_items = tf.shape(allowed)[-1]
+    remaining = tf.logical_and(allowed[:, None, :], tf.logical_not(_taken_before(slates, num_items)))  # [B, L, K]
+    shown_ok = tf.gather(remaining, slates[..., None], axis=2, batch_dims=2)[..., 0]  # [B, L]
+    if kind in ("plackett_luce", "uniform"):
+        logits = (
+            tf.zeros(tf.shape(allowed), tf.float64) if kind == "uniform" else tf.cast(scores, tf.float64) / parameter
+        )
+        logits = tf.broadcast_to(logits[:, None, :], tf.shape(remaining))
+        masked = tf.where(remaining, logits, tf.constant(-np.inf, tf.float64))
+        picked = tf.gather(logits, slates[..., None], axis=2, batch_dims=2)[..., 0]
+        cond = tf.exp(picked - tf.reduce_logsumexp(masked, -1))
+    elif kind in ("epsilon_per_slot", "greedy"):
+        eps = parameter if kind == "epsilon_per_slot" else 0.0
+        ranks = tf.cast(_ranks(scores, allowed), tf.float64)
+        best = tf.argmin(tf.where(remaining, ranks[:, None, :], np.inf), axis=-1, output_type=tf.int32)  # [B, L]
+        left = tf.reduce_sum(tf.cast(remaining, tf.float64), -1)
+        cond = (1.0 - eps) * tf.cast(tf.equal(best, slates), tf.float64) + eps / tf.maximum(left, 1.0)
+    else:
+        raise ValueError(f"unknown slate policy kind {kind!r}; known: {KINDS}")
+    return tf.math.cumprod(tf.where(shown_ok, cond, tf.zeros_like(cond)), axis=1)
+
+
+# ---- marginals ---------------------------------------------------------------------------------
+def slate_marginals(
+    kind: str,
+    scores: tf.Tensor,
+    allowed: tf.Tensor,
+    num_slots: int,
+    parameter: float = 1.0,
+    quadrature_step: float = QUADRATURE_STEP,
+) -> tf.Tensor:
+    """[B, K, L] float64: P(item k shown at slot l), exact (PL: to the quadrature's ~1e-13)."""
+    allowed = check_allowed(allowed, num_slots)
+    if kind == "plackett_luce":
+        return plackett_luce_marginals(_masked_logits(scores, allowed, parameter), num_slots, quadrature_step)
+    if kind == "uniform":
+        per_item = tf.cast(allowed, tf.float64) / _counts(allowed)[:, None]
+        return tf.tile(per_item[:, :, None], [1, 1, num_slots])
+    ranks = _ranks(scores, allowed)
+    if kind == "greedy":
+        return tf.one_hot(ranks, num_slots, dtype=tf.float64)  # ranks >= L (and masked items) give 0
+    if kind == "epsilon_per_slot":
+        table = epsilon_rank_marginals(_counts(allowed), num_slots, parameter, tf.shape(allowed)[-1])  # [B, K, L]
+        return tf.gather(table, ranks, axis=1, batch_dims=1) * tf.cast(allowed, tf.float64)[..., None]
+    raise ValueError(f"unknown slate policy kind {kind!r}; known: {KINDS}")
+
+
+def plackett_luce_marginals(logits: tf.Tensor, num_slots: int, step: float = QUADRATURE_STEP) -> tf.Tensor:
+    """[B, K, L] PL marginals of float64 logits [B, K] (-inf: masked), by the quadrature of
+    `propensities.PlackettLuce.marginals`: P(i at l) = int w_i e^(-w_i t) PB_{-i}(l) dt in u = log t,
+    one grid for the batch (ending where the widest row's grid ends), the leave-one-out
+    Poisson-binomial polynomials by a binary tree of truncated products."""
+    logits = tf.convert_to_tensor(logits, tf.float64)
+    first = tf.nn.softmax(logits, axis=-1)
+    if num_slots == 1:
+        return first[:, :, None]
+    num_items = tf.shape(logits)[1]
+    static_k = logits.shape[1]
+    if static_k is None:
+        raise ValueError("Plackett-Luce marginals need a static number of candidates K (scores [B, K])")
+    logits = logits - tf.reduce_max(logits, -1, keepdims=True)  # w_max = 1 in every row
+    finite = tf.math.is_finite(logits)
+    allowed_count = tf.reduce_sum(tf.cast(finite, tf.int32), -1)
+    # The grid ends at -log of the (L+1)-th largest weight (the smallest when only L are allowed).
+    top = tf.math.top_k(logits, tf.minimum(num_slots + 1, num_items)).values
+    edge = tf.gather(top, tf.minimum(num_slots, allowed_count - 1), axis=1, batch_dims=1)
+    left = LEFT_TAIL_BASE + 0.5 * tf.math.log(tf.cast(num_items, tf.float64))
+    span = tf.reduce_max(-edge) + left + RIGHT_TAIL
+    num_nodes = tf.cast(tf.math.ceil(span / step), tf.int32) + 1
+    log_t = -left + step * tf.cast(tf.range(num_nodes), tf.float64)  # [Q]
+    wt = tf.exp(logits)[:, None, :] * tf.exp(log_t)[None, :, None]  # [B, Q, K] = w_k t
+    trapezoid = tf.tensor_scatter_nd_update(
+        tf.fill([num_nodes], tf.constant(step, tf.float64)), [[0], [num_nodes - 1]], [0.5 * step, 0.5 * step]
+    )
+    density = wt * tf.exp(-wt) * trapezoid[None, :, None]  # density of T_k in u, with the weights
+    others = _leave_one_out(wt, num_slots, 1 << max(0, (int(static_k) - 1).bit_length()))  # [B, Q, K, L]
+    out = tf.einsum("bqk,bqkc->bkc", density, others)
+    return tf.concat([first[:, :, None], out[:, :, 1:]], axis=-1)
+
+
+def _leave_one_out(wt: tf.Tensor, num_slots: int, width: int) -> tf.Tensor:
+    """[B, Q, K, L]: coefficients z^0..z^(L-1) of prod_{j != k} ((1 - q_j) + q_j z), q_j = 1 - e^(-wt_j):
+    items padded to a power of two with the factor 1, an up pass of pairwise products, then a down
+    pass handing each node the product of everything outside its subtree."""
+    num_items = int(wt.shape[-1])
+    leaves = tf.stack([tf.exp(-wt), -tf.math.expm1(-wt)] + [tf.zeros_like(wt)] * (num_slots - 2), -1)
+    pad_poly = tf.one_hot(0, num_slots, dtype=tf.float64)
+    if width > num_items:
+        padding = tf.broadcast_to(pad_poly, tf.concat([tf.shape(wt)[:2], [width - num_items, num_slots]], 0))
+        leaves = tf.concat([leaves, padding], 2)
+    ups = [leaves]  # [B, Q, nodes, L] per level, halving
+    while ups[-1].shape[2] > 1:
+        node = ups[-1]
+        pairs = tf.reshape(node, tf.concat([tf.shape(node)[:2], [-1, 2, num_slots]], 0))
+        ups.append(_poly_mul(pairs[:, :, :, 0], pairs[:, :, :, 1], num_slots))
+    rest = tf.ones_like(ups[-1][..., :1]) * pad_poly  # product outside the root: 1
+    for node in reversed(ups[:-1]):
+        pairs = tf.reshape(node, tf.concat([tf.shape(node)[:2], [-1, 2, num_slots]], 0))
+        sibling = tf.reverse(pairs, axis=[3])  # each child's sibling
+        rest = _poly_mul(sibling, rest[:, :, :, None, :], num_slots)
+        rest = tf.reshape(rest, tf.concat([tf.shape(node)[:2], [-1, num_slots]], 0))
+    return rest[:, :, :num_items]
+
+
+def _poly_mul(a: tf.Tensor, b: tf.Tensor, num_slots: int) -> tf.Tensor:
+    """Coefficients z^0..z^(L-1) of a(z) b(z) for [..., L] coefficient tensors (broadcasting)."""
+    out = a[..., :1] * b
+    for i in range(1, num_slots):
+        shifted = tf.concat([tf.zeros_like(b[..., :i]), b[..., : num_slots - i]], -1)
+        out += a[..., i : i + 1] * shifted
+    return out
+
+
+def epsilon_rank_marginals(
+    num_allowed: tf.Tensor, num_slots: int, epsilon: float | tf.Tensor, num_items: tf.Tensor | int
+) -> tf.Tensor:
+    """[B, K, L]: P(the r-th best of M_b allowed items is shown at slot l) under epsilon per slot,
+    the dynamic program of `propensities.epsilon_rank_marginals` over states (h, m) (the h best
+    taken, m more taken among the A = M - h - 1 below the (h+1)-th) for every row's M at once."""
+    size = tf.cast(num_allowed, tf.float64)[:, None, None]  # M [B, 1, 1]
+    eps = epsilon if isinstance(epsilon, tf.Tensor) else tf.constant(epsilon, tf.float64)  # not via float32
+    eps = tf.cast(eps, tf.float64)
+    n = num_slots
+    h = tf.range(n, dtype=tf.float64)[None, :, None]
+    m = tf.range(n, dtype=tf.float64)[None, None, :]
+    below = size - h - 1.0  # A [B, L, 1]
+    untaken = tf.math.divide_no_nan(tf.maximum(below - m, 0.0), below)  # P(a given lower item is untaken)
+    states = tf.tile(tf.reshape(tf.one_hot(0, n * n, dtype=tf.float64), [1, n, n]), [tf.shape(size)[0], 1, 1])
+    ranks = tf.range(num_items)
+    slots = []
+    for slot in range(n):
+        share = eps / (size - slot)  # eps / items left
+        p_top = states * ((1.0 - eps) + share)
+        top = tf.reduce_sum(p_top, -1)  # [B, L]: the (h+1)-th best item taken at this slot
+        lower = tf.reduce_sum(states * untaken * share, -1)  # [B, L]: each lower untaken item, per h
+        # rank r < M gets top[r] (r < L) and sum_{h < r} lower[h]
+        cum = tf.concat([tf.zeros_like(lower[:, :1]), tf.cumsum(lower, -1)], -1)  # [B, L+1]
+        column = tf.gather(cum, tf.minimum(ranks, n), axis=1) + tf.pad(top, [[0, 0], [0, num_items - n]])
+        slots.append(tf.where(tf.cast(ranks, tf.float64)[None, :] < size[:, 0], column, 0.0))
+        if slot == n - 1:
+            break
+        # another lower item taken: (h, m) -> (h, m + 1)
+        following = tf.pad(states * tf.maximum(below - m, 0.0) * share, [[0, 0], [0, 0], [1, 0]])[:, :, :n]
+        # the (h+1)-th taken, with the run of j taken items right below it: (h, m) -> (h + 1 + j, m - j)
+        run = tf.ones_like(states)
+        for j in range(n):
+            moved = p_top * run * tf.math.divide_no_nan(tf.maximum(below - m, 0.0), below - j)
+            moved = tf.where(m >= j, moved, 0.0)[:, :, j:]  # [B, L, L - j] at m' = m - j
+            moved = tf.pad(moved, [[0, 0], [1 + j, 0], [0, j]])[:, :n]  # h' = h + 1 + j
+            following += moved
+            run *= tf.math.divide_no_nan(tf.maximum(m - j, 0.0), below - j)
+        states = following
+    return tf.stack(slots, axis=-1)
+
+
+__all__ = [
+    "KINDS",
+    "num_uniforms",
+    "row_uniforms",
+    "numpy_row_uniforms",
+    "check_allowed",
+    "sample_slates",
+    "slate_prefix_probs",
+    "slate_marginals",
+    "plackett_luce_marginals",
+    "epsilon_rank_marginals",
+]
