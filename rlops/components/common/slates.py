@@ -20,7 +20,7 @@ value is the expected sum of its slot rewards.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -54,7 +54,10 @@ __all__ = [
     "SLATE_LENGTH",
     "SLATE_ORDER",
     "SlateLogs",
+    "SlateRecordSpec",
     "TFRECORD_SUFFIX",
+    "parse_slates",
+    "slate_record_spec",
     "holds_slates",
     "read_slate_logs",
 ]
@@ -83,6 +86,19 @@ class SlateLogs:
     def __len__(self) -> int:
         return int(self.slates.shape[0])
 
+    def head(self, n: int) -> "SlateLogs":
+        """The first n slates."""
+        cascade = None if self.propensity_cascade is None else self.propensity_cascade[:n]
+        return SlateLogs(
+            self.keys[:n],
+            self.slate_ids[:n],
+            self.slates[:n],
+            self.rewards[:n],
+            self.propensity[:n],
+            cascade,
+            self.num_items,
+        )
+
 
 def holds_slates(examples_uri: str, split: str = "eval") -> bool:
     """Whether a split's records are slates (decision kind `slate`); False when it has none."""
@@ -95,43 +111,62 @@ def holds_slates(examples_uri: str, split: str = "eval") -> bool:
     return example is not None and SLATE in example.features.feature
 
 
-def read_slate_logs(examples_uri: str, split: str = "eval", max_records: int | None = None) -> SlateLogs:
-    """A split of slate Examples as `SlateLogs` (its context features are not read)."""
+@dataclass(frozen=True)
+class SlateRecordSpec:
+    """How a split's slate records are parsed (read once from its first record)."""
+
+    slate_length: int
+    has_cascade: bool
+    hash_name: str | None  # the split hash each record carries (None under a split by time)
+
+    def parse_spec(self) -> dict[str, Any]:
+        import tensorflow as tf
+
+        length = self.slate_length
+        spec: dict[str, Any] = {
+            SLATE_ID: tf.io.FixedLenFeature([], tf.string),
+            SLATE: tf.io.FixedLenFeature([length], tf.int64),
+            REWARD: tf.io.FixedLenFeature([length], tf.float32),
+            PROPENSITY: tf.io.FixedLenFeature([length], tf.float32),
+            NUM_ACTIONS: tf.io.FixedLenFeature([], tf.int64),
+        }
+        if self.has_cascade:
+            spec[PROPENSITY_CASCADE] = tf.io.FixedLenFeature([length], tf.float32)
+        if self.hash_name:
+            spec[self.hash_name] = tf.io.FixedLenFeature([], tf.int64)
+        return spec
+
+
+def slate_record_spec(examples_uri: str, split: str) -> SlateRecordSpec:
+    """The parse spec of a split's slate records; one error when it holds none, or no slates."""
     import tensorflow as tf
 
-    files = sorted(tf.io.gfile.glob(split_file_pattern(examples_uri, split)))
-    if not files:
+    from rlops.components.common.records import first_example
+
+    pattern = split_file_pattern(examples_uri, split)
+    if not tf.io.gfile.glob(pattern):
         raise FileNotFoundError(f"no records in split {split!r} of {examples_uri}")
-    ds = tf.data.TFRecordDataset(files, compression_type="GZIP")
-    if max_records is not None:
-        ds = ds.take(max_records)
-    serialized = [r.numpy() for r in ds]
-    if not serialized:
+    example = first_example(pattern)
+    if example is None:
         raise ValueError(f"split {split!r} of {examples_uri} holds no slates")
-    first = tf.train.Example.FromString(serialized[0]).features.feature
+    first = example.features.feature
     if SLATE not in first:
         raise ValueError(
             f"{examples_uri} holds no slate records (no '{SLATE}' feature): "
             f"was it written with experience_gen.record_kind: slate?"
         )
-    length = len(first[SLATE].int64_list.value)
     hash_name = SPLIT_UNIT if SPLIT_UNIT in first else SPLIT_CONTENT if SPLIT_CONTENT in first else None
-    spec: dict[str, Any] = {
-        SLATE_ID: tf.io.FixedLenFeature([], tf.string),
-        SLATE: tf.io.FixedLenFeature([length], tf.int64),
-        REWARD: tf.io.FixedLenFeature([length], tf.float32),
-        PROPENSITY: tf.io.FixedLenFeature([length], tf.float32),
-        NUM_ACTIONS: tf.io.FixedLenFeature([], tf.int64),
-    }
-    cascade = PROPENSITY_CASCADE in first
-    if cascade:
-        spec[PROPENSITY_CASCADE] = tf.io.FixedLenFeature([length], tf.float32)
-    if hash_name:
-        spec[hash_name] = tf.io.FixedLenFeature([], tf.int64)
-    parsed = {k: v.numpy() for k, v in tf.io.parse_example(tf.constant(serialized), spec).items()}
+    return SlateRecordSpec(len(first[SLATE].int64_list.value), PROPENSITY_CASCADE in first, hash_name)
+
+
+def parse_slates(serialized: Sequence[bytes], spec: SlateRecordSpec) -> SlateLogs:
+    """Serialized slate records -> SlateLogs (their context features are not read)."""
+    import tensorflow as tf
+
+    parsed = {k: v.numpy() for k, v in tf.io.parse_example(tf.constant(list(serialized)), spec.parse_spec()).items()}
     ids = np.array([s.decode("utf-8") for s in parsed[SLATE_ID]], object)
-    if hash_name:  # a slate is one draw: keyed by the hash its split was drawn from
-        keys = unit_record_keys(parsed[hash_name])
+    if spec.hash_name:  # a slate is one draw: keyed by the hash its split was drawn from
+        keys = unit_record_keys(parsed[spec.hash_name])
     else:  # a split by time: by its id
         keys = np.array([string_key(i) for i in ids], np.uint64)
     return SlateLogs(
@@ -140,6 +175,18 @@ def read_slate_logs(examples_uri: str, split: str = "eval", max_records: int | N
         slates=parsed[SLATE].astype(np.int64),
         rewards=parsed[REWARD].astype(np.float64),
         propensity=parsed[PROPENSITY].astype(np.float64),
-        propensity_cascade=parsed[PROPENSITY_CASCADE].astype(np.float64) if cascade else None,
+        propensity_cascade=parsed[PROPENSITY_CASCADE].astype(np.float64) if spec.has_cascade else None,
         num_items=int(parsed[NUM_ACTIONS].max()),
     )
+
+
+def read_slate_logs(examples_uri: str, split: str = "eval", max_records: int | None = None) -> SlateLogs:
+    """A split of slate Examples as `SlateLogs` (the first `max_records`, when given)."""
+    import tensorflow as tf
+
+    spec = slate_record_spec(examples_uri, split)
+    files = sorted(tf.io.gfile.glob(split_file_pattern(examples_uri, split)))
+    ds = tf.data.TFRecordDataset(files, compression_type="GZIP")
+    if max_records is not None:
+        ds = ds.take(max_records)
+    return parse_slates([r.numpy() for r in ds], spec)
