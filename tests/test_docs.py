@@ -649,7 +649,7 @@ def test_bring_your_own_logs_page_runs_to_a_verified_push(tmp_path, monkeypatch,
                 assert words[0] == ".venv/bin/rlops", words
                 assert cli.main(words[1:]) == 0, f"{b}: {' '.join(words)}"
         if b.lang == "bash" and "rlops run bandit" in b.text:
-            summary = json.loads((tmp_path / "out" / "my_logs.json").read_text())
+            summary = json.loads((tmp_path / "my_logs_summary.json").read_text())
             assert summary["records_quarantined"] == 0 and summary["blessed"], summary.get("blessing_reason")
             assert summary["pushed"], summary
     version = max(int(v) for v in os.listdir(tmp_path / "pipeline_root" / "my-logs" / "serving") if v.isdigit())

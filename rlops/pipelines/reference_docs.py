@@ -154,16 +154,16 @@ def _dataclasses_in(tp: Any) -> list[type]:
 # --- the configuration page -----------------------------------------------------------------------
 
 
-def _section(key: str, cls: type, seen: set[tuple[str, type]], out: list[str], depth: int = 2) -> None:
+def _section(key: str, cls: type, seen: set[tuple[str, type]], out: list[str], depth: int = 2, intro: str = "") -> None:
     if (key, cls) in seen:
         return
     seen.add((key, cls))
     hints = typing.get_type_hints(cls, include_extras=True)
     docs = field_docs(cls)
     out.append(f"{'#' * min(depth, 4)} `{key}` ({cls.__name__})\n")
-    doc = class_doc(cls)
-    if doc:
-        out.append(doc + "\n")
+    for doc in (intro, class_doc(cls)):
+        if doc:
+            out.append(doc + "\n")
     out.append("| key | type | default | what it does |\n|---|---|---|---|")
     nested: list[tuple[str, type]] = []
     for f in dataclasses.fields(cls):
@@ -245,12 +245,11 @@ def config_page() -> str:
         ("pusher", PusherConfig),
     ):
         _section(key, cls, seen, out)
-    out.append(
-        "## `trainer.ppo` (PPOConfig)\n\n"
+    intro = (
         "A mapping of some of these fields, each checked against its type; unset ones keep these "
-        "defaults (the seed comes from `trainer.seed`).\n"
+        "defaults (the seed comes from `trainer.seed`)."
     )
-    _section("trainer.ppo", PPOConfig, seen, out, depth=3)
+    _section("trainer.ppo", PPOConfig, seen, out, depth=2, intro=intro)
     out.append("## The shipped pipeline files\n")
     for kind in ("bandit", "ppo"):
         text = resources.files("rlops.pipelines").joinpath("configs").joinpath(f"{kind}.yaml").read_text()

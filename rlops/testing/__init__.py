@@ -11,6 +11,6 @@
   `faulty(store, fail_at=N)` makes a Pusher store's N-th mutation raise `InjectedFault`, to test
   what a failed publish leaves behind.
 
-Nothing in rlops' library code imports this package; the suite and the benchmarks do. See the
-README, "Testing your own pipelines".
+Nothing in rlops' library code imports this package; the suite and the benchmarks do. See
+docs/testing.md.
 """

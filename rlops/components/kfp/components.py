@@ -8,7 +8,7 @@ already holds kfp, so nothing is pip-installed at start-up (install_kfp_package=
 
 The specs name DEFAULT_IMAGE, `rlops:<version>`: the tag `docker build -t rlops:<version> .` gives
 locally, a placeholder no registry serves. Users pass their pushed image: `load(name, image=...)`,
-`sample_pipeline --image`, `rlops compile --image` (README, Run on Vertex AI).
+`sample_pipeline --image`, `rlops compile --image` (docs/vertex.md).
 """
 
 import os
