@@ -730,3 +730,14 @@ def test_no_page_points_outside_the_repository():
                 continue
             where = os.path.normpath(os.path.join(ROOT, os.path.dirname(path), target))
             assert where.startswith(ROOT + os.sep) and os.path.exists(where), f"{path}: link {target}"
+
+
+def test_the_test_command_builds_the_site_strictly_and_a_failed_build_fails_it():
+    """`make test`'s lint part builds the site with --strict; a failed build sets the part's status
+    (the other parts still run: each command is `|| status=1`, none stops the shell)."""
+    proc = subprocess.run(["make", "-n", "lint"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    (line,) = [line for line in proc.stdout.splitlines() if "mkdocs build" in line]
+    assert "mkdocs build --strict" in line and re.search(r"mkdocs build --strict[^;]*\|\| status=1", line)
+    test = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True).stdout
+    assert "mkdocs build --strict" in test

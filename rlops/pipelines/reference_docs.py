@@ -366,6 +366,9 @@ def stale(root: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from rlops.quiet import entry_point_setup
+
+    entry_point_setup()  # the CLI's Keras mode and quiet start-up: the config modules import TensorFlow
     p = argparse.ArgumentParser(prog="python -m rlops.pipelines.reference_docs", description=__doc__.splitlines()[0])
     p.add_argument("--root", default=".", help="the repository root (default: the current directory)")
     mode = p.add_mutually_exclusive_group(required=True)
