@@ -9,6 +9,9 @@ its own process so peak RSS is its own.
     python benchmarks/ingest.py --records 1000000
     python benchmarks/ingest.py --records 1000000 --case categorical   # named features (no ceiling)
     python benchmarks/ingest.py --records 1000000 --case multivalent   # + two list columns
+The slate case logs pages of SLATE_LENGTH items, one row per shown item (slate_id, 1-based
+position, item, reward, propensity, propensity_cascade, the four hashed user columns), grouped
+into slates by the pipeline; --records counts slot rows, as the throughput does.
 The categorical case logs production-shaped records instead: four hashed 32-hex-char user columns
 (5-50 values each), four floats and a position, ingested as named features (kinds inferred,
 vocabularies and float statistics computed in the pipeline). The multivalent case adds two
@@ -41,6 +44,7 @@ USERS = {"user_a": 5, "user_b": 12, "user_c": 30, "user_d": 50}
 CATEGORICAL_FEATURES = list(USERS) + ["f0", "f1", "f2", "f3", "position"]
 MULTIVALENT_FEATURES = ["interests", "tags"]
 MAX_VALUES = 8
+SLATE_LENGTH = 3
 
 
 def _lists(rng, m: int, values, fmt: str):
@@ -71,10 +75,28 @@ def generate(path: str, fmt: str, n: int, features: int, seed: int = 0, case: st
         c: np.array([hashlib.md5(f"{c}{i}".encode()).hexdigest() for i in range(k)], object) for c, k in USERS.items()
     }
     interests = np.array([hashlib.md5(f"interest{i}".encode()).hexdigest()[:12] for i in range(40)], object)
-    chunk = 100_000
+    chunk = 99_999 if case == "slate" else 100_000  # slates: whole pages per chunk
     writer = None
     for start in range(0, n, chunk):
         m = min(chunk, n - start)
+        if case == "slate":  # rows of pages: m is a multiple of SLATE_LENGTH (chunk and n are)
+            pages = m // SLATE_LENGTH
+            first = start // SLATE_LENGTH
+            items = np.argsort(rng.random((pages, NUM_ACTIONS)), 1)[:, :SLATE_LENGTH]  # uniform, no repeats
+            cascade = np.cumprod(1.0 / (NUM_ACTIONS - np.arange(SLATE_LENGTH)))
+            cols = {
+                c: pa.array(np.repeat(v[rng.integers(0, len(v), pages)], SLATE_LENGTH).tolist())
+                for c, v in vocab.items()
+            }
+            cols["slate_id"] = pa.array(np.repeat(np.arange(first, first + pages), SLATE_LENGTH))
+            cols["position"] = pa.array(np.tile(np.arange(1, SLATE_LENGTH + 1), pages))
+            cols["item"] = pa.array(items.ravel())
+            cols["reward"] = pa.array(rng.integers(0, 2, m).astype(np.float64))
+            cols["propensity"] = pa.array(np.full(m, 1.0 / NUM_ACTIONS))
+            cols["propensity_cascade"] = pa.array(np.tile(cascade, pages))
+            table = pa.table(cols)
+            writer = _write(writer, table, path, fmt, chunk)
+            continue
         if case in ("categorical", "multivalent"):
             cols = {c: pa.array(v[rng.integers(0, len(v), m)].tolist()) for c, v in vocab.items()}
             cols.update({f"f{i}": pa.array(np.round(rng.normal(size=m), 4)) for i in range(4)})
@@ -89,19 +111,23 @@ def generate(path: str, fmt: str, n: int, features: int, seed: int = 0, case: st
         cols["propensity"] = pa.array(np.full(m, 1.0 / NUM_ACTIONS))
         cols["user_id"] = pa.array(rng.integers(0, 1 << 40, m))
         table = pa.table(cols)
-        if fmt == "csv":
-            import pyarrow.csv as pcsv
-
-            if writer is None:
-                writer = pcsv.CSVWriter(path, table.schema)
-            writer.write_table(table)
-        else:
-            import pyarrow.parquet as pq
-
-            if writer is None:
-                writer = pq.ParquetWriter(path, table.schema)
-            writer.write_table(table, row_group_size=chunk)
+        writer = _write(writer, table, path, fmt, chunk)
     writer.close()
+
+
+def _write(writer, table, path: str, fmt: str, chunk: int):
+    """Append a table to the CSV or Parquet file (the writer made on the first call)."""
+    if fmt == "csv":
+        import pyarrow.csv as pcsv
+
+        writer = writer or pcsv.CSVWriter(path, table.schema)
+        writer.write_table(table)
+    else:
+        import pyarrow.parquet as pq
+
+        writer = writer or pq.ParquetWriter(path, table.schema)
+        writer.write_table(table, row_group_size=chunk)
+    return writer
 
 
 def run_pipeline(path: str, fmt: str, out: str, features: int, beam_args: list[str], case: str = "float") -> dict:
@@ -109,11 +135,35 @@ def run_pipeline(path: str, fmt: str, out: str, features: int, beam_args: list[s
         BanditColumns,
         ExperienceGenConfig,
         FileSource,
+        SlateColumns,
         SpecConfig,
         SplitConfig,
         run_experience_gen,
     )
     from rlops.components.experience_gen.config import FeatureColumn
+
+    if case == "slate":
+        config = ExperienceGenConfig(
+            record_kind="slate",
+            source=FileSource(pattern=path, format=fmt),
+            slate_columns=SlateColumns(
+                item_id="item",
+                propensity_cascade="propensity_cascade",
+                features=tuple(FeatureColumn(c) for c in USERS),
+            ),
+            slate_length=SLATE_LENGTH,
+            action_spec=SpecConfig.discrete(NUM_ACTIONS),
+        )
+        t = time.perf_counter()
+        result = run_experience_gen(config, os.path.join(out, "examples"), os.path.join(out, "quarantine"), beam_args)
+        seconds = time.perf_counter() - t
+        slates = sum(result.outputs_per_split.values())
+        return {
+            "records": result.records_written,
+            "quarantined": result.records_quarantined,
+            "seconds": seconds,
+            "slates": slates,
+        }
 
     named = tuple(FeatureColumn(c) for c in CATEGORICAL_FEATURES)
     if case == "multivalent":  # dims inferred (the 99th percentile of the sample's list lengths: 8)
@@ -257,7 +307,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--features", type=int, default=64)
     ap.add_argument("--formats", default="csv,parquet")
-    ap.add_argument("--case", choices=["float", "categorical", "multivalent"], default="float")
+    ap.add_argument("--case", choices=["float", "categorical", "multivalent", "slate"], default="float")
     ap.add_argument(
         "--beam-args",
         default="--runner=DirectRunner",
@@ -272,6 +322,8 @@ def main() -> None:
     if args.child:
         return _child(args)
 
+    if args.case == "slate":
+        args.records -= args.records % SLATE_LENGTH  # whole pages
     work = args.workdir or tempfile.mkdtemp(prefix="rlops-ingest-")
     os.makedirs(work, exist_ok=True)
     from rlops.components.experience_gen import sinks
@@ -282,6 +334,8 @@ def main() -> None:
         "records": args.records,
         "features": args.features
         if args.case == "float"
+        else list(USERS)
+        if args.case == "slate"
         else CATEGORICAL_FEATURES + (MULTIVALENT_FEATURES if args.case == "multivalent" else []),
         "runner": "DirectRunner",
         "beam_args": args.beam_args,
@@ -316,6 +370,8 @@ def main() -> None:
                 "input_mb": round(os.path.getsize(data) / 2**20, 1),
                 "generate_seconds": round(gen_s, 1),
             }
+            if "slates" in pipe:
+                report[fmt]["slates"] = pipe["slates"]
         formats = [f for f in args.formats.split(",")]
         worst = min(formats, key=lambda f: report[f]["records_per_s"])
         report.update({k: report[worst][k] for k in ("records_per_s", "ceiling_records_per_s", "ratio")})

@@ -476,43 +476,69 @@ def episode_steps(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 # --- slates: group a page's rows into one record -----------------------------------------------
 
 
-class AssembleSlateFn(beam.DoFn):
-    """(slate id, row parts) -> one slate record in its split, or every row quarantined."""
+class AssembleSlatesFn(beam.DoFn):
+    """A batch of (slate id, row parts) -> the slate records of the valid pages, per split, and every
+    row of the others quarantined with its page's reason. Pages are checked and laid out together
+    (numpy over all their rows), so a page costs no Python of its own."""
 
     def __init__(self, config: ExperienceGenConfig, feature_names: tuple[str, ...]):
         self.config = config
         self.feature_names = feature_names
         self.num_items = int(config.action_spec.maximum) - int(config.action_spec.minimum or 0) + 1
 
-    def process(self, element: tuple[str, list[ValidBatch | BadStep]]) -> Iterator[Any]:
-        slate_id, parts = element
-        rows = [p for p in parts if isinstance(p, ValidBatch)]
-        bad = [p for p in parts if isinstance(p, BadStep)]
-        if not rows:
+    def process(self, elements: list[tuple[str, list[ValidBatch | BadStep]]]) -> Iterator[Any]:
+        ids: list[str] = []
+        parts: list[ValidBatch] = []
+        part_page: list[int] = []
+        bad_rows: list[int] = []
+        for slate_id, got in elements:
+            rows = [p for p in got if isinstance(p, ValidBatch)]
+            if not rows:  # a page with no valid row left has nothing more to quarantine
+                continue
+            part_page.extend([len(ids)] * len(rows))
+            ids.append(slate_id)
+            parts.extend(rows)
+            bad_rows.append(len(got) - len(rows))
+        if not ids:
             return
-        page = _concat(rows)
-        page = _take(page, np.argsort(page.columns[records.POSITION], kind="stable"))
+        group = np.repeat(np.asarray(part_page), [len(p) for p in parts])
+        rows = _concat(parts)
+        order = np.lexsort((rows.columns[records.POSITION], group))
+        rows, group = _take(rows, order), group[order]
+        page_ids = np.asarray(ids, object)
         length = int(self.config.slate_length or 0)
         first = int(self.config.slate_columns.first_position or 0)
-        problem = slates.slate_problem(slate_id, page.columns, length, first)
-        if bad:
-            problem = (
-                slates.SLATE_HAS_BAD_ROW,
-                f"slate {slate_id!r}: {len(bad)} of its rows were quarantined (first: {bad[0].message})",
-            )
-        if problem is not None:
-            yield from _quarantine_rows(page, *problem)
+        problems = slates.page_problems(page_ids, group, rows.columns, length, first, np.asarray(bad_rows))
+        if problems:
+            bad = np.isin(group, list(problems))
+            for i in np.flatnonzero(bad).tolist():
+                code, message = problems[int(group[i])]
+                yield from _quarantine_rows(_take(rows, np.array([i])), code, message)
+            good_pages = np.setdiff1d(np.arange(len(ids)), list(problems))
+            keep = ~bad
+            rows = _take(rows, np.flatnonzero(keep))
+            group = np.searchsorted(good_pages, group[keep])
+            page_ids = page_ids[good_pages]
+        if not len(page_ids):
             return
-        unit = int(splits.key_hash(np.array([slate_id], object))[0])
-        columns = slates.assemble_slate(slate_id, page.columns, self.feature_names, length, self.num_items, unit)
+        counts = np.bincount(group, minlength=len(page_ids))
+        starts = np.cumsum(counts) - counts
+        units = splits.key_hash(page_ids)
+        columns = slates.assemble_pages(
+            page_ids, group, rows.columns, self.feature_names, length, self.num_items, units
+        )
         serialized = records.encode_slates(columns, self.feature_names)
         s = self.config.splits
-        if page.split_time is not None:
-            which = splits.by_time(page.split_time[:1], s.time_boundaries)[0]
+        if rows.split_time is not None:
+            which = splits.by_time(rows.split_time[starts], s.time_boundaries)
+        elif rows.split_key is not None:
+            which = splits.by_hash(splits.key_hash(rows.split_key[starts]), s.splits)
         else:
-            key = page.split_key[:1] if page.split_key is not None else np.array([slate_id], object)
-            which = splits.by_hash(splits.key_hash(key), s.splits)[0]
-        yield beam.pvalue.TaggedOutput(s.splits[int(which)].name, (serialized, len(page)))
+            which = splits.by_hash(units, s.splits)
+        for i, split in enumerate(s.splits):
+            idx = np.flatnonzero(which == i)
+            if len(idx):
+                yield beam.pvalue.TaggedOutput(split.name, ([serialized[j] for j in idx], int(counts[idx].sum())))
 
 
 class EncodeSlateRowsFn(beam.DoFn):
@@ -595,7 +621,8 @@ def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) 
             valid
             | "KeyRows" >> beam.FlatMap(key_steps, records.SLATE_ID)
             | "GroupSlates" >> beam.GroupByKey()
-            | "Assemble" >> beam.ParDo(AssembleSlateFn(cfg, feature_names)).with_outputs(QUARANTINE_PREFIX, *names)
+            | "BatchSlates" >> beam.BatchElements(min_batch_size=64, max_batch_size=4096)
+            | "Assemble" >> beam.ParDo(AssembleSlatesFn(cfg, feature_names)).with_outputs(QUARANTINE_PREFIX, *names)
         )
         quarantined.append(out[QUARANTINE_PREFIX])
         if feature_names:  # vocabularies and statistics over the valid rows

@@ -203,34 +203,82 @@ def slate_problem(
     return None
 
 
-def assemble_slate(
-    slate_id: str,
+def page_problems(
+    ids: np.ndarray,
+    group: np.ndarray,
+    cols: Mapping[str, np.ndarray],
+    slate_length: int,
+    first_position: int,
+    bad_rows: np.ndarray,
+) -> dict[int, tuple[str, str]]:
+    """Pages that cannot be written, {page: (reason, message)}, for rows sorted by (page, position):
+    found for all pages at once, explained one page at a time (only the bad ones)."""
+    num_pages = len(ids)
+    counts = np.bincount(group, minlength=num_pages)
+    starts = np.cumsum(counts) - counts
+    rank = np.arange(len(group)) - starts[group]
+    same = group[1:] == group[:-1]
+    flagged = (counts > slate_length) | (bad_rows > 0)
+    pos = cols[records.POSITION]
+    flagged[group[pos != rank]] = True  # a position twice or missing: positions are not 0..n-1
+    by_item = np.lexsort((cols[records.SLATE_ITEM], group))
+    twice = same & (cols[records.SLATE_ITEM][by_item][1:] == cols[records.SLATE_ITEM][by_item][:-1])
+    flagged[group[by_item][1:][twice]] = True
+    cascade = cols.get(records.PROPENSITY_CASCADE)
+    if cascade is not None:
+        rises = same & (np.diff(cascade) > CASCADE_TOLERANCE * np.maximum(cascade[:-1], 1e-30))
+        flagged[group[1:][rises]] = True
+        p = cols[records.PROPENSITY]
+        first = rank == 0
+        mismatch = np.abs(cascade - p) > CASCADE_TOLERANCE * np.maximum(cascade, p)
+        flagged[group[first & mismatch]] = True
+    problems: dict[int, tuple[str, str]] = {}
+    for g in np.flatnonzero(flagged).tolist():
+        sid = str(ids[g])
+        if bad_rows[g]:
+            problems[g] = (SLATE_HAS_BAD_ROW, f"slate {sid!r}: {int(bad_rows[g])} of its rows were quarantined")
+            continue
+        rows = slice(int(starts[g]), int(starts[g] + counts[g]))
+        problem = slate_problem(sid, {k: v[rows] for k, v in cols.items()}, slate_length, first_position)
+        if problem is not None:
+            problems[g] = problem
+    return problems
+
+
+def assemble_pages(
+    ids: np.ndarray,
+    group: np.ndarray,
     cols: Mapping[str, np.ndarray],
     features: Sequence[str],
     slate_length: int,
     num_items: int,
-    split_unit: int,
+    split_units: np.ndarray,
 ) -> dict[str, np.ndarray]:
-    """A valid page's rows (sorted by position) -> the columns of one slate record ([1, ...])."""
-    n = len(cols[records.POSITION])
-    pad = slate_length - n
+    """Valid pages' rows (sorted by page, then position; `group` [R] the page of each row, pages
+    0..G-1 all valid) -> the columns of their G slate records."""
+    num_pages = len(ids)
+    counts = np.bincount(group, minlength=num_pages)
+    starts = np.cumsum(counts) - counts
+    slot = cols[records.POSITION]
+    pad = slate_length
 
-    def slots(values: np.ndarray, fill: float) -> np.ndarray:
-        return np.concatenate([np.asarray(values, np.float64), np.full(pad, fill)])[None]
+    def slots(values: np.ndarray, fill: float, dtype: type) -> np.ndarray:
+        out = np.full((num_pages, pad), fill, dtype)
+        out[group, slot] = values
+        return out
 
-    out: dict[str, np.ndarray] = {name: cols[name][:1] for name in features if name in cols}
-    ids = np.empty(1, object)
-    ids[0] = slate_id.encode("utf-8")
-    out[records.SLATE_ID] = ids
-    out[records.SLATE] = np.concatenate([cols[records.SLATE_ITEM], np.full(pad, -1)]).astype(np.int64)[None]
-    out[records.SLATE_LENGTH] = np.array([n], np.int64)
-    out[records.REWARD] = slots(cols[records.REWARD], 0.0)
-    out[records.PROPENSITY] = slots(cols[records.PROPENSITY], 1.0)
+    out: dict[str, np.ndarray] = {name: cols[name][starts] for name in features if name in cols}
+    out[records.SLATE_ID] = np.array([str(v).encode("utf-8") for v in ids], object)
+    out[records.SLATE] = slots(cols[records.SLATE_ITEM], PADDING_ITEM, np.int64)
+    out[records.SLATE_LENGTH] = counts.astype(np.int64)
+    out[records.REWARD] = slots(cols[records.REWARD], 0.0, np.float64)
+    out[records.PROPENSITY] = slots(cols[records.PROPENSITY], 1.0, np.float64)
     if records.PROPENSITY_CASCADE in cols:
-        cascade = cols[records.PROPENSITY_CASCADE]
-        out[records.PROPENSITY_CASCADE] = slots(cascade, float(cascade[-1]))
-    out[records.NUM_ACTIONS] = np.array([num_items], np.int64)
+        cascade = slots(cols[records.PROPENSITY_CASCADE], np.nan, np.float64)
+        last = cascade[np.arange(num_pages), counts - 1]
+        out[records.PROPENSITY_CASCADE] = np.where(np.isnan(cascade), last[:, None], cascade)
+    out[records.NUM_ACTIONS] = np.full(num_pages, num_items, np.int64)
     if records.TIMESTAMP in cols:
-        out[records.TIMESTAMP] = cols[records.TIMESTAMP][:1]
-    out[records.SPLIT_UNIT] = np.array([split_unit], np.uint64).view(np.int64)
+        out[records.TIMESTAMP] = cols[records.TIMESTAMP][starts]
+    out[records.SPLIT_UNIT] = np.asarray(split_units, np.uint64).view(np.int64)
     return out
