@@ -263,9 +263,9 @@ def assemble_pages(
     pad = slate_length
 
     def slots(values: np.ndarray, fill: float, dtype: type) -> np.ndarray:
-        out = np.full((num_pages, pad), fill, dtype)
-        out[group, slot] = values
-        return out
+        laid: np.ndarray = np.full((num_pages, pad), fill, dtype)
+        laid[group, slot] = values
+        return laid
 
     out: dict[str, np.ndarray] = {name: cols[name][starts] for name in features if name in cols}
     out[records.SLATE_ID] = np.array([str(v).encode("utf-8") for v in ids], object)
