@@ -72,6 +72,7 @@ RUN = {
     ".venv/bin/rlops run bandit --config my_logs.yaml": "byol",
     ".venv/bin/rlops serving list pipeline_root/my-logs/serving": "byol",
     'serve = tf.saved_model.load(f"{serving}/{version}")': "byol",
+    "# the closed loop's settings for per-arm click logs": "config yaml",  # test_config_yaml_blocks_load
     # docs/slates.md, run top to bottom by tests/test_docs_slates.py
     "from rlops.envs.slate_feedback import SlateConfig, SlateLogGenerator": "slates",
     "record_kind: slate": "slates",
@@ -408,6 +409,30 @@ def test_the_bigquery_block_maps_rows_of_the_logging_tables_shape(tmp_path):
     np.testing.assert_allclose(columns["price"].reshape(-1), [1.5, -0.5])
     assert [v.decode() if isinstance(v, bytes) else v for v in columns["user_a"].reshape(-1)] == ["fr", "us"]
     assert "request_payload[0]" in json.loads(bad[0].to_json())["message"]
+
+
+@pytest.mark.parametrize("key", [k for k, how in RUN.items() if how == "config yaml"])
+def test_config_yaml_blocks_load(key, tmp_path):
+    """A block of settings (no source of its own) overlays the bring-your-own-logs config (per-arm
+    click logs, the data these settings are for) and validates, each key landing where it says."""
+    from rlops.envs.logged_feedback import LogConfig, LogGenerator
+
+    paths = LogGenerator(LogConfig(seed=0)).sample(200, seed=1).to_files(str(tmp_path / "logs"))
+    raw = load_yaml(block("name: my-logs").text)
+    raw["experience_gen"]["source"]["pattern"] = paths["impressions"]
+    raw["experience_gen"]["item_source"]["pattern"] = paths["items"]
+    raw["experience_gen"]["bandit_columns"]["reward"] = "reward"
+    raw["experience_gen"]["bandit_columns"]["propensity"] = "propensity"
+    settings = load_yaml(block(key).text)
+    for section, values in settings.items():
+        raw.setdefault(section, {}).update(values)
+    path = tmp_path / "settings.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    config = load_config("bandit", str(path), [f"root={tmp_path}/root"])
+    for section, values in settings.items():
+        for name, value in values.items():
+            got = getattr(getattr(config, section), name)
+            assert (list(got) if isinstance(got, tuple) else got) == value, (section, name)
 
 
 @pytest.mark.parametrize("key", [k for k, how in RUN.items() if how == "vertex yaml"])
