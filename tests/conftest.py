@@ -52,7 +52,7 @@ LONGEST_FIRST = (
     "tests/test_hygiene.py",
     "tests/faults/test_ope_faults.py",
     "tests/pipelines/test_vertex.py",
-    "tests/pipelines/test_readme.py",
+    "tests/test_docs.py",
     "tests/components/test_trainer_passes.py",
     "tests/pipelines/test_kfp_nightly.py",
     "tests/features/test_per_arm_pipeline.py",
