@@ -242,42 +242,55 @@ def plackett_luce_marginals(logits: tf.Tensor, num_slots: int, step: float = QUA
         tf.fill([num_nodes], tf.constant(step, tf.float64)), [[0], [num_nodes - 1]], [0.5 * step, 0.5 * step]
     )
     density = wt * tf.exp(-wt) * trapezoid[None, :, None]  # density of T_k in u, with the weights
-    others = _leave_one_out(wt, num_slots, 1 << max(0, (int(static_k) - 1).bit_length()))  # [B, Q, K, L]
+    others = _leave_one_out(wt, num_slots)  # [B, Q, K, L]
     out = tf.einsum("bqk,bqkc->bkc", density, others)
     return tf.concat([first[:, :, None], out[:, :, 1:]], axis=-1)
 
 
-def _leave_one_out(wt: tf.Tensor, num_slots: int, width: int) -> tf.Tensor:
+def _leave_one_out(wt: tf.Tensor, num_slots: int) -> tf.Tensor:
     """[B, Q, K, L]: coefficients z^0..z^(L-1) of prod_{j != k} ((1 - q_j) + q_j z), q_j = 1 - e^(-wt_j):
-    items padded to a power of two with the factor 1, an up pass of pairwise products, then a down
-    pass handing each node the product of everything outside its subtree."""
+    an up pass of pairwise products (a level with an odd number of nodes gets the factor 1), then
+    a down pass handing each node the product of everything outside its subtree. A node keeps only
+    the coefficients it can have (2^depth + 1, at most L), so the wide low levels stay cheap."""
+    outer = tf.shape(wt)[:2]
     num_items = int(wt.shape[-1])
-    leaves = tf.stack([tf.exp(-wt), -tf.math.expm1(-wt)] + [tf.zeros_like(wt)] * (num_slots - 2), -1)
-    pad_poly = tf.one_hot(0, num_slots, dtype=tf.float64)
-    if width > num_items:
-        padding = tf.broadcast_to(pad_poly, tf.concat([tf.shape(wt)[:2], [width - num_items, num_slots]], 0))
-        leaves = tf.concat([leaves, padding], 2)
-    ups = [leaves]  # [B, Q, nodes, L] per level, halving
-    while ups[-1].shape[2] > 1:
-        node = ups[-1]
-        pairs = tf.reshape(node, tf.concat([tf.shape(node)[:2], [-1, 2, num_slots]], 0))
-        ups.append(_poly_mul(pairs[:, :, :, 0], pairs[:, :, :, 1], num_slots))
-    rest = tf.ones_like(ups[-1][..., :1]) * pad_poly  # product outside the root: 1
-    for node in reversed(ups[:-1]):
-        pairs = tf.reshape(node, tf.concat([tf.shape(node)[:2], [-1, 2, num_slots]], 0))
-        sibling = tf.reverse(pairs, axis=[3])  # each child's sibling
-        rest = _poly_mul(sibling, rest[:, :, :, None, :], num_slots)
-        rest = tf.reshape(rest, tf.concat([tf.shape(node)[:2], [-1, num_slots]], 0))
-    return rest[:, :, :num_items]
+    levels = [tf.stack([tf.exp(-wt), -tf.math.expm1(-wt)], -1)]  # [B, Q, nodes, coefficients]
+    sizes = [(num_items, 2)]
+    while sizes[-1][0] > 1:
+        (n, c), node = sizes[-1], levels[-1]
+        pairs = tf.reshape(_pad_to_even(node, n, c), tf.concat([outer, [(n + 1) // 2, 2, c]], 0))
+        out = min(num_slots, 2 * c - 1)
+        levels.append(_poly_mul(pairs[:, :, :, 0], pairs[:, :, :, 1], out))
+        sizes.append(((n + 1) // 2, out))
+    rest = tf.ones(tf.concat([outer, [1, 1]], 0), tf.float64)  # the product outside the root: 1
+    rest_terms = 1
+    for node, (n, c) in zip(reversed(levels[:-1]), reversed(sizes[:-1])):
+        pairs = tf.reshape(_pad_to_even(node, n, c), tf.concat([outer, [(n + 1) // 2, 2, c]], 0))
+        out = min(num_slots, rest_terms + c - 1)
+        rest = _poly_mul(rest[:, :, :, None, :], tf.reverse(pairs, axis=[3]), out)  # times each child's sibling
+        rest = tf.reshape(rest, tf.concat([outer, [n + n % 2, out]], 0))[:, :, :n]
+        rest_terms = out
+    return tf.pad(rest, [[0, 0], [0, 0], [0, 0], [0, num_slots - rest_terms]])
 
 
-def _poly_mul(a: tf.Tensor, b: tf.Tensor, num_slots: int) -> tf.Tensor:
-    """Coefficients z^0..z^(L-1) of a(z) b(z) for [..., L] coefficient tensors (broadcasting)."""
-    out = a[..., :1] * b
-    for i in range(1, num_slots):
-        shifted = tf.concat([tf.zeros_like(b[..., :i]), b[..., : num_slots - i]], -1)
-        out += a[..., i : i + 1] * shifted
-    return out
+def _pad_to_even(node: tf.Tensor, n: int, c: int) -> tf.Tensor:
+    if n % 2 == 0:
+        return node
+    one = tf.broadcast_to(tf.one_hot(0, c, dtype=tf.float64), tf.concat([tf.shape(node)[:2], [1, c]], 0))
+    return tf.concat([node, one], 2)
+
+
+def _poly_mul(a: tf.Tensor, b: tf.Tensor, terms: int) -> tf.Tensor:
+    """Coefficients z^0..z^(terms-1) of a(z) b(z) for [..., ca] and [..., cb] coefficient tensors
+    (broadcasting): the outer product of the coefficients times a constant 0/1 matrix that sums the
+    pairs of each degree (one large matmul instead of many tiny ones)."""
+    ca, cb = int(a.shape[-1]), int(b.shape[-1])
+    degree = np.add.outer(np.arange(ca), np.arange(cb)).ravel()
+    collect = (degree[:, None] == np.arange(terms)[None, :]).astype(np.float64)  # [ca * cb, terms]
+    pairs = a[..., :, None] * b[..., None, :]
+    shape = tf.shape(pairs)[:-2]
+    flat = tf.reshape(pairs, [-1, ca * cb]) @ tf.constant(collect)
+    return tf.reshape(flat, tf.concat([shape, [terms]], 0))
 
 
 def epsilon_rank_marginals(
