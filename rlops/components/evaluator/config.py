@@ -53,7 +53,7 @@ class EvaluatorConfig(JsonConfig):
     confidence: float = 0.95  # the intervals' confidence level, in [0.5, 1)
     num_bootstrap: int = 500  # bootstrap resamples behind each interval (>= 50)
     # The reward model behind DM and the DR family: auto (logistic for 0/1 rewards, else ridge),
-    # ridge, logistic, bilinear, low_rank, network. Defaults chosen by measurement (BENCHMARKS.md).
+    # ridge, logistic, bilinear, low_rank, network. Defaults chosen by measurement (docs/benchmarks.md).
     reward_model: str = DEFAULT_REWARD_MODEL
     reward_model_balance: bool = DEFAULT_BALANCE  # weighted toward the evaluated policies (ope.balancing_weights)
     # DM's interval includes the reward model's own error: the model is refitted on `dm_refits`
