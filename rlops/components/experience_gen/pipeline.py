@@ -379,6 +379,72 @@ def key_steps(
         yield str(episode), _take(batch, idx)
 
 
+PAGE_BUCKETS = 256  # slate-id hash buckets that pages are grouped in (rows of one page share one)
+PAGE_CHUNK = 8192  # pages assembled and encoded at a time
+
+
+@dataclass(frozen=True)
+class PageRows:
+    """The rows of a batch whose pages fall in one hash bucket, as Python lists: the group-by
+    pickles every element, and lists of scalars pickle many times faster than numpy arrays."""
+
+    columns: dict[str, list]
+    split_key: list | None
+    split_time: list | None
+    provenance: dict[str, list]
+
+
+def page_bucket(slate_ids: np.ndarray) -> np.ndarray:
+    return splits.key_hash(np.asarray(slate_ids, object)) % np.uint64(PAGE_BUCKETS)
+
+
+def key_pages(batch: ValidBatch | BadStep) -> Iterator[tuple[int, PageRows | BadStep]]:
+    """A batch's rows by the hash bucket of their slate id: one element per bucket present (not
+    per page), so grouping costs a few hundred elements per batch whatever the pages' number."""
+    if isinstance(batch, BadStep):
+        yield int(page_bucket(np.array([batch.episode_id], object))[0]), batch
+        return
+    bucket = page_bucket(batch.columns[records.SLATE_ID])
+    order = np.argsort(bucket, kind="stable")
+    uniq, starts = np.unique(bucket[order], return_index=True)
+    bounds = [*starts.tolist(), len(order)]
+
+    def lists(d: dict[str, np.ndarray]) -> dict[str, list]:
+        return {k: v[order].tolist() for k, v in d.items()}
+
+    columns, provenance = lists(batch.columns), lists(batch.provenance)
+    key = None if batch.split_key is None else batch.split_key[order].tolist()
+    time = None if batch.split_time is None else batch.split_time[order].tolist()
+    for k, b in enumerate(uniq.tolist()):
+        lo, hi = bounds[k], bounds[k + 1]
+        yield (
+            int(b),
+            PageRows(
+                {c: v[lo:hi] for c, v in columns.items()},
+                None if key is None else key[lo:hi],
+                None if time is None else time[lo:hi],
+                {c: v[lo:hi] for c, v in provenance.items()},
+            ),
+        )
+
+
+def _rows_of_pages(parts: list[PageRows]) -> ValidBatch:
+    """Pages' rows back as one column batch."""
+
+    def array(values: list) -> np.ndarray:
+        is_text = bool(values) and isinstance(values[0], (str, bytes))
+        return np.asarray(values, dtype=object) if is_text else np.asarray(values)
+
+    def joined(get) -> list:
+        return [x for p in parts for x in get(p)]
+
+    columns = {k: array(joined(lambda p, k=k: p.columns[k])) for k in parts[0].columns}
+    provenance = {k: array(joined(lambda p, k=k: p.provenance[k])) for k in parts[0].provenance}
+    key = None if parts[0].split_key is None else array(joined(lambda p: p.split_key))
+    time = None if parts[0].split_time is None else array(joined(lambda p: p.split_time))
+    return ValidBatch(columns, key, time, provenance)
+
+
 def _take(batch: ValidBatch, idx: np.ndarray) -> ValidBatch:
     pick = lambda d: {k: v[idx] for k, v in d.items()}  # noqa: E731
     return ValidBatch(
@@ -477,44 +543,55 @@ def episode_steps(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 class AssembleSlatesFn(beam.DoFn):
-    """A batch of (slate id, row parts) -> the slate records of the valid pages, per split, and every
-    row of the others quarantined with its page's reason. Pages are checked and laid out together
-    (numpy over all their rows), so a page costs no Python of its own."""
+    """(bucket, row parts) -> the slate records of the bucket's valid pages, per split, and every row
+    of the others quarantined with its page's reason. Pages are grouped, checked and laid out
+    together (numpy over all their rows), so a page costs no Python of its own."""
 
     def __init__(self, config: ExperienceGenConfig, feature_names: tuple[str, ...]):
         self.config = config
         self.feature_names = feature_names
         self.num_items = int(config.action_spec.maximum) - int(config.action_spec.minimum or 0) + 1
 
-    def process(self, elements: list[tuple[str, list[ValidBatch | BadStep]]]) -> Iterator[Any]:
-        ids: list[str] = []
-        parts: list[ValidBatch] = []
-        part_page: list[int] = []
-        bad_rows: list[int] = []
-        for slate_id, got in elements:
-            rows = [p for p in got if isinstance(p, ValidBatch)]
-            if not rows:  # a page with no valid row left has nothing more to quarantine
-                continue
-            part_page.extend([len(ids)] * len(rows))
-            ids.append(slate_id)
-            parts.extend(rows)
-            bad_rows.append(len(got) - len(rows))
-        if not ids:
+    def process(self, element: tuple[int, list[PageRows | BadStep]]) -> Iterator[Any]:
+        _, got = element
+        parts = [p for p in got if isinstance(p, PageRows)]
+        if not parts:  # pages with no valid row left have nothing more to quarantine
             return
-        group = np.repeat(np.asarray(part_page), [len(p) for p in parts])
-        rows = _concat(parts)
+        rows = _rows_of_pages(parts)
+        page_ids, group = np.unique(rows.columns[records.SLATE_ID], return_inverse=True)
+        bad_ids = [p.episode_id for p in got if isinstance(p, BadStep)]
+        bad_rows = np.zeros(len(page_ids), np.int64)
+        if bad_ids:
+            where = np.searchsorted(page_ids, np.asarray(bad_ids, object))
+            found = (where < len(page_ids)) & (page_ids[np.minimum(where, len(page_ids) - 1)] == bad_ids)
+            np.add.at(bad_rows, where[found], 1)
         order = np.lexsort((rows.columns[records.POSITION], group))
         rows, group = _take(rows, order), group[order]
-        page_ids = np.asarray(ids, object)
+        counts = np.bincount(group, minlength=len(page_ids))
+        ends = np.cumsum(counts)
+        for first_page in range(0, len(page_ids), PAGE_CHUNK):  # bounded encode batches
+            last_page = min(first_page + PAGE_CHUNK, len(page_ids))
+            lo, hi = int(ends[first_page] - counts[first_page]), int(ends[last_page - 1])
+            yield from self.assemble(
+                page_ids[first_page:last_page],
+                group[lo:hi] - first_page,
+                _take(rows, np.arange(lo, hi)),
+                bad_rows[first_page:last_page],
+            )
+
+    def assemble(
+        self, page_ids: np.ndarray, group: np.ndarray, rows: ValidBatch, bad_rows: np.ndarray
+    ) -> Iterator[Any]:
+        """Pages 0..G-1 (rows sorted by page, then position) -> records per split, or quarantine."""
         length = int(self.config.slate_length or 0)
         first = int(self.config.slate_columns.first_position or 0)
-        problems = slates.page_problems(page_ids, group, rows.columns, length, first, np.asarray(bad_rows))
+        problems = slates.page_problems(page_ids, group, rows.columns, length, first, bad_rows)
         if problems:
             bad = np.isin(group, list(problems))
             for i in np.flatnonzero(bad).tolist():
                 code, message = problems[int(group[i])]
                 yield from _quarantine_rows(_take(rows, np.array([i])), code, message)
-            good_pages = np.setdiff1d(np.arange(len(ids)), list(problems))
+            good_pages = np.setdiff1d(np.arange(len(page_ids)), list(problems))
             keep = ~bad
             rows = _take(rows, np.flatnonzero(keep))
             group = np.searchsorted(good_pages, group[keep])
@@ -619,9 +696,8 @@ def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) 
         feature_names = tuple(f.name for f in plan.layout.features)
         out = (
             valid
-            | "KeyRows" >> beam.FlatMap(key_steps, records.SLATE_ID)
+            | "KeyRows" >> beam.FlatMap(key_pages)
             | "GroupSlates" >> beam.GroupByKey()
-            | "BatchSlates" >> beam.BatchElements(min_batch_size=64, max_batch_size=4096)
             | "Assemble" >> beam.ParDo(AssembleSlatesFn(cfg, feature_names)).with_outputs(QUARANTINE_PREFIX, *names)
         )
         quarantined.append(out[QUARANTINE_PREFIX])
