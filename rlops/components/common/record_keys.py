@@ -11,7 +11,7 @@ resamples them as the split drew them (rlops.components.evaluator.bootstrap):
 - `split_content` (the default content hash): identical rows went to one split together, but each
   copy is its own draw: the row's content and each copy (its file and index) are resampled.
 Resampled one at a time, either would pass for independent draws and the intervals would come out
-too narrow (BENCHMARKS.md, "Closed loop": 47% of its rows repeat another).
+too narrow (logs where many rows repeat another are common: a popular item shown to one segment).
 """
 
 from __future__ import annotations

@@ -335,7 +335,7 @@ def split_hash(
     The content is the decision (context, action, propensity, ...), never its reward: hashed with
     the reward, the clicks and the non-clicks of one (context, action) went to different splits,
     so a policy trained on train where its choices clicked was evaluated on eval where the same
-    choices had not -- its estimates skewed low (14 of 15 closed-loop nights; BENCHMARKS.md)."""
+    choices had not, and its estimates skewed low."""
     if time is not None:
         return None
     order = tuple(feature_names) + tuple(
