@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from rlops.quiet import entry_point_setup
@@ -179,7 +180,7 @@ def _compile(args) -> int:
     if "/" not in vertex.image.split(":")[0]:
         print(
             f"note: image '{vertex.image}' has no registry; Vertex AI pulls images from a registry: push it "
-            "(see README, Run on Vertex AI) and pass --image REGION-docker.pkg.dev/PROJECT/REPO/rlops:TAG",
+            "(see the guide, docs/vertex.md) and pass --image REGION-docker.pkg.dev/PROJECT/REPO/rlops:TAG",
             file=sys.stderr,
         )
     return 0
@@ -254,7 +255,7 @@ USER_ERRORS = (
     ("rlops.components.experience_gen.core", "ExperienceGenError"),
     ("rlops.components.experience_gen.errors", "InputError"),
     ("rlops.components.experience_gen.sources.base", "SourceError"),
-    ("rlops.components.trainer.core", "WarmStartError"),
+    ("rlops.components.trainer.warm_start", "WarmStartError"),
     ("rlops.components.evaluator.core", "BaselineModelError"),
     ("rlops.train.litert", "LiteRTConversionError"),
 )  # a policy needing Flex ops (pusher.litert_allow_flex)
@@ -329,6 +330,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     summary = run_local(config)
     print(summary.render())
     if args.summary_json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.summary_json)), exist_ok=True)
         with open(args.summary_json, "w") as f:
             json.dump(summary.as_dict(), f, indent=1, default=str)
     return 0

@@ -8,7 +8,7 @@
 Everything goes through the Vertex AI SDK (`aiplatform.PipelineJob.get/list`); watching polls one
 GetPipelineJob per interval, as the SDK's own `wait()` does, and prints a line per task state
 change -- so a failed step is seen (with its error) the moment Vertex reports it.
-Failure notification by email: compile the KFP pipeline with an exit handler (see README) --
+Failure notification by email: compile the KFP pipeline with an exit handler (docs/vertex.md) --
 this module only watches.
 """
 

@@ -84,7 +84,7 @@ def make_plan(config: ExperienceGenConfig) -> Plan:
     if header_file is not None:  # a header / schema, not a first record
         check_columns(layout, schema, header_file)
         note = ignored_columns_note(layout, schema, header_file)
-        if note:  # the README promises it: extra columns are ignored, with a note
+        if note:  # extra columns are ignored, and the user is told which
             logging.getLogger(__name__).info(note)
     if config.record_kind == SLATE and config.slate_columns.position:  # the position column is there
         config = slates.resolve_first_position(config, _sampled_ints(peek, config.slate_columns.position))
