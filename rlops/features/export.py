@@ -7,9 +7,8 @@ Exported with rlops.train.policy_saver, the SavedModel then takes raw features (
 in every signature. Duck-typed (time_step_spec, action_spec, action, ...) so this
 bottom layer does not import the agents.
 
-`epsilon_greedy_head` turns greedy actions into what a server logs: an action sampled from the
-epsilon-greedy exploring policy and its propensity (so tomorrow's logs can be evaluated
-off-policy), honouring an action mask when given.
+The exploring serving head (what a server logs: the drawn action and its propensity) is
+rlops.features.serving_head.
 """
 
 from __future__ import annotations
@@ -51,30 +50,3 @@ class PerArmFeaturePolicy(FeaturePolicy):
 
 def _unbatched(spec: tf.TensorSpec) -> tf.TensorSpec:
     return tf.TensorSpec(spec.shape[1:], spec.dtype, spec.name)
-
-
-def epsilon_greedy_head(
-    greedy: tf.Tensor, num_actions: int, epsilon: tf.Tensor, minimum: int = 0, action_mask: tf.Tensor | None = None
-) -> dict[str, tf.Tensor]:
-    """{action, propensity, greedy_action}: with probability epsilon a uniform allowed action,
-    else the greedy one. propensity = P(action) under that policy:
-        (1 - eps) * [action == greedy] + eps / n_allowed     (greedy allowed)
-        1 / n_allowed                                        (greedy masked out: uniform)
-    """
-    greedy = tf.convert_to_tensor(greedy)
-    idx = tf.cast(greedy, tf.int64) - minimum
-    batch = tf.shape(idx)[0]
-    eps = tf.cast(epsilon, tf.float32)
-    if action_mask is None:
-        allowed = tf.ones([batch, num_actions], tf.bool)
-    else:
-        allowed = tf.cast(action_mask, tf.bool)
-    n_allowed = tf.reduce_sum(tf.cast(allowed, tf.float32), -1)
-    greedy_ok = tf.gather(allowed, idx, batch_dims=1)
-    logits = tf.where(allowed, 0.0, tf.float32.min)
-    uniform = tf.squeeze(tf.random.categorical(logits, 1, dtype=tf.int64), -1)
-    explore = tf.logical_or(tf.random.uniform([batch]) < eps, tf.logical_not(greedy_ok))
-    chosen = tf.where(explore, uniform, idx)
-    p_uniform = 1.0 / tf.maximum(n_allowed, 1.0)
-    propensity = tf.where(greedy_ok, eps * p_uniform + tf.where(chosen == idx, 1.0 - eps, 0.0), p_uniform)
-    return {"action": tf.cast(chosen + minimum, greedy.dtype), "propensity": propensity, "greedy_action": greedy}

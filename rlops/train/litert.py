@@ -5,9 +5,9 @@
 
 The LiteRT file has the SavedModel's `serving_default` contract: one signature, `serving_default`,
 whose inputs are the SavedModel's serving inputs under the same names (rlops.features.serving_names;
-raw features, strings included) and whose outputs are `action` (sampled from the exploring policy,
-inside the graph: TFLite's builtin RANDOM_UNIFORM / MULTINOMIAL), `propensity`, `greedy_action`
-and `policy_version`. A policy exported without `serving_default` (PPO's greedy policy) converts
+raw features, strings included) and whose outputs are `action` (drawn from the exploring policy
+inside the graph by rlops.features.serving_head: TFLite's builtin RANDOM_UNIFORM with seeds (0, 0),
+fresh on every call and in every process), `propensity`, `greedy_action` and `policy_version`. A policy exported without `serving_default` (PPO's greedy policy) converts
 from its `action` signature: its observation inputs in, the action (also `greedy_action`;
 `propensity` 1: a deterministic policy) out.
 
@@ -15,7 +15,7 @@ What converts to builtins here (tensorflow 2.16 converter, ai-edge-litert 2.3 in
 by experiment: string vocabulary lookups (StaticHashTable with a key/value initializer -> HASHTABLE,
 HASHTABLE_IMPORT, HASHTABLE_FIND; but one int64 -> int64 table stops the converter legalizing any
 table, so rlops.features matches int64 vocabularies with EQUAL), string EQUAL, normalization,
-one-/multi-hot, the exploring head (RANDOM_UNIFORM, MULTINOMIAL). What does not: every op that
+one-/multi-hot, the exploring head (RANDOM_UNIFORM, CUMSUM, ONE_HOT, ARG_MAX). What does not: every op that
 reads a string's bytes (StringToHashBucketFast, StringLength, Substr, DecodePaddedRaw,
 UnicodeDecode, StringSplit, StringToNumber) -- no TFLite builtin exposes a string's bytes, so no
 string hash can be written in builtins. The default schema needs none: with one OOV bucket every
@@ -37,11 +37,12 @@ import re
 import subprocess
 import sys
 import tempfile
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 
+from rlops.features import serving_head
 from rlops.train.policy_files import LITERT_FILE, LITERT_SPEC_FILE, UNPUBLISHED_VERSION
 
 LITERT_FORMAT = "rlops.policy_litert/1"
@@ -201,7 +202,9 @@ def _concrete(fn: Any, specs: dict) -> Any:
 
 # ---- verification: the LiteRT file against its SavedModel ------------------------------------------
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "litert_runner.py")
-PROPENSITY_TOLERANCE = 1e-6
+PROPENSITY_TOLERANCE = serving_head.PROPENSITY_TOLERANCE
+DRAW_ROWS = 64  # the larger batch the draws are checked at
+DRAW_CALLS_MANY = 8  # calls at DRAW_ROWS (batch 1: serving_head.draw_calls)
 
 
 def run_standalone(
@@ -210,11 +213,22 @@ def run_standalone(
     """`serving_default` of the LiteRT file on `inputs`, `repeats` times, in a fresh Python process
     that imports ai_edge_litert and numpy only (litert_runner.py, run by path). Outputs are stacked
     [repeats, B, ...]; `modules_tensorflow` / `modules_rlops` say what that process imported."""
+    return run_standalone_jobs(model_path, [(inputs, repeats)], timeout_s)[0]
+
+
+def run_standalone_jobs(
+    model_path: str, jobs: Sequence[tuple[Mapping[str, np.ndarray], int]], timeout_s: float = 300
+) -> list[dict[str, np.ndarray]]:
+    """run_standalone for several (inputs, repeats), one after the other in one fresh process."""
     with tempfile.TemporaryDirectory() as tmp:
-        src, dst = os.path.join(tmp, "inputs.npz"), os.path.join(tmp, "outputs.npz")
-        np.savez(src, **{k: _savable(v) for k, v in inputs.items()})
+        args, outs = [], []
+        for i, (inputs, repeats) in enumerate(jobs):
+            src, dst = os.path.join(tmp, f"inputs{i}.npz"), os.path.join(tmp, f"outputs{i}.npz")
+            np.savez(src, **{k: _savable(v) for k, v in inputs.items()})
+            args += [src, dst, str(int(repeats))]
+            outs.append(dst)
         proc = subprocess.run(
-            [sys.executable, RUNNER, model_path, src, dst, str(int(repeats))],
+            [sys.executable, RUNNER, model_path, *args],
             capture_output=True,
             text=True,
             timeout=timeout_s,
@@ -228,8 +242,11 @@ def run_standalone(
         )
         if not result.get("ok"):
             raise RuntimeError(f"the LiteRT policy did not run under ai-edge-litert: {result.get('error')}")
-        with np.load(dst) as out:
-            return {k: out[k] for k in out.files}
+        answers = []
+        for dst in outs:
+            with np.load(dst) as out:
+                answers.append({k: out[k] for k in out.files})
+        return answers
 
 
 def _savable(value: Any) -> np.ndarray:
@@ -237,37 +254,11 @@ def _savable(value: Any) -> np.ndarray:
     return value.astype(np.bytes_) if value.dtype.kind in "OU" else value
 
 
-def allowed_actions(inputs: Mapping[str, np.ndarray], num_actions: int) -> np.ndarray:
-    """[B, K] bool: what serving_default explores among -- the `action_mask` input where there is
-    one, and the first `num_actions` candidates of a per-arm input."""
-    batch = len(next(iter(inputs.values())))
-    allowed = np.ones((batch, num_actions), bool)
-    if "action_mask" in inputs:
-        allowed &= np.asarray(inputs["action_mask"]).astype(bool)
-    if "num_actions" in inputs and any(k.startswith("per_arm_") for k in inputs):
-        allowed &= np.arange(num_actions)[None, :] < np.asarray(inputs["num_actions"]).reshape(-1, 1)
-    return allowed
-
-
-def exploring_probabilities(greedy: np.ndarray, epsilon: float, allowed: np.ndarray, minimum: int = 0) -> np.ndarray:
-    """[B, K] P(action) under serving_default's epsilon-greedy policy (rlops.features.export
-    epsilon_greedy_head): eps / n_allowed on each allowed action plus 1 - eps on the greedy one;
-    uniform over the allowed actions where the greedy action is masked out."""
-    allowed = allowed.astype(np.float64)
-    n = np.maximum(allowed.sum(-1, keepdims=True), 1.0)
-    idx = np.asarray(greedy).astype(np.int64) - minimum
-    rows = np.arange(len(idx))
-    greedy_ok = allowed[rows, idx] > 0
-    probs = allowed * (np.where(greedy_ok, epsilon, 1.0)[:, None] / n)
-    probs[rows[greedy_ok], idx[greedy_ok]] += 1.0 - epsilon
-    return probs
-
-
 def compare(saved_model_dir: str, model_path: str, inputs: Mapping[str, np.ndarray]) -> str | None:
     """The LiteRT file (run standalone) against the SavedModel on `inputs` (keyed by serving input
     name): greedy actions identical, each sampled action allowed and its propensity within 1e-6 of
-    the exploring policy's probability, the policy version the SavedModel reports. Returns an
-    error naming the first input row that differs, or None."""
+    the exploring policy's probability, the policy version the SavedModel reports; then its draws
+    (check_draws). Returns an error naming the first input row that differs, or None."""
     loaded = tf.saved_model.load(saved_model_dir)
     concrete, kind = _serving_function(loaded)
     specs = concrete.structured_input_signature[1]
@@ -299,10 +290,39 @@ def compare(saved_model_dir: str, model_path: str, inputs: Mapping[str, np.ndarr
                 f"action {got['action'][i]} with propensity {got['propensity'][i]:.8f} "
                 f"(LiteRT) where the exploring policy gives it {expected[i]:.8f}",
             )
+    if "probabilities" in want:
+        error = check_draws(model_path, feeds, want["probabilities"], want["minimum"])
+        if error:
+            return error
     unpublished = np.all(got["policy_version"] == VERSION_SENTINEL) and np.all(want.get("policy_version", -1) == -1)
     if "policy_version" in want and not unpublished and not np.all(got["policy_version"] == want["policy_version"]):
         return f"LiteRT policy_version {got['policy_version'][:3]} != the SavedModel's {want['policy_version'][:3]}"
     return None
+
+
+def check_draws(model_path: str, feeds: Mapping[str, np.ndarray], probs: np.ndarray, minimum: int) -> str | None:
+    """The LiteRT file's draws against `probs` [B, K] (the exploring policy's, for the rows of
+    `feeds`): the first row at batch 1 and the first DRAW_ROWS rows, each called repeatedly in two
+    fresh processes (serving_head.draws_error: frequencies, repeats across calls and processes, each
+    propensity). Returns an error, or None."""
+    sizes = (1, min(DRAW_ROWS, len(probs)))
+    jobs = [
+        ({k: np.asarray(v)[:rows] for k, v in feeds.items()}, calls) for rows, calls in zip(sizes, draw_calls(probs))
+    ]
+    processes = [run_standalone_jobs(model_path, jobs) for _ in range(2)]
+    for i, rows in enumerate(sizes):
+        actions = [np.asarray(p[i]["action"]).astype(np.int64) - minimum for p in processes]
+        propensities = [np.asarray(p[i]["propensity"]) for p in processes]
+        error = serving_head.draws_error(actions, probs[:rows], f"LiteRT at batch {rows}", propensities)
+        if error:
+            return error
+    return None
+
+
+def draw_calls(probs: np.ndarray) -> tuple[int, int]:
+    """Calls at batch 1 (the first row) and at DRAW_ROWS: serving_head.draw_calls for the row's
+    exploration, DRAW_CALLS_MANY."""
+    return serving_head.draw_calls(1.0 - float(probs[0].max())), DRAW_CALLS_MANY
 
 
 def _saved_model_outputs(saved_model_dir: str, loaded: Any, kind: str, feeds: dict, specs: dict) -> dict:
@@ -328,7 +348,8 @@ def _saved_model_outputs(saved_model_dir: str, loaded: Any, kind: str, feeds: di
 
     spec = load_specs(saved_model_dir)["action_spec"]
     minimum, k = int(spec.minimum), int(spec.maximum) - int(spec.minimum) + 1
-    probs = exploring_probabilities(out["greedy_action"], epsilon, allowed_actions(feeds, k), minimum)
+    allowed = serving_head.allowed_actions(feeds, k)
+    probs = serving_head.epsilon_greedy_probs(np.asarray(out["greedy_action"]) - minimum, epsilon, allowed)
     return {
         "greedy_action": out["greedy_action"],
         "policy_version": out["policy_version"],

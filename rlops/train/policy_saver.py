@@ -20,8 +20,9 @@ With `serving_epsilon` (stateless discrete policies): `serving_default`, what TF
 `instances` API and Vertex's prebuilt TensorFlow containers call: one input per raw feature,
 named by `rlops.features.serving_names.serving_input_name` (the feature name; `per_arm_<name>` for
 an item feature; a single dense observation is one input named by its spec), outputs `action`
-(sampled from the epsilon-greedy exploring policy), `propensity` (its probability under that
-policy), `greedy_action` and `policy_version` (int64 per row: the version number the Pusher
+(drawn from the epsilon-greedy exploring policy, freshly on every call and in every process),
+`propensity` (the probability it was drawn with), `greedy_action` (always an allowed action; the
+rules are rlops.features.serving_head's) and `policy_version` (int64 per row: the version number the Pusher
 published this SavedModel as, read at load time from the asset `assets/rlops_policy_version.txt`,
 which the Pusher writes; -1 in a SavedModel no Pusher published); plus `serving_masked`, the same
 with an `action_mask` [B, K] input. A policy trained with action masks has `action_mask` in its
@@ -131,9 +132,9 @@ class PolicySaver:
             )
         if seed is not None:
             raise ValueError(
-                "seed is not supported: exported rlops policies draw from TensorFlow's random "
-                "stream (an op-level seed would be baked into the graph); set tf.random.set_seed "
-                "in the serving process for reproducible draws"
+                "seed is not supported: exported rlops policies draw fresh randomness on every call "
+                "and in every process (rlops.features.serving_head); a seed baked into the graph "
+                "would repeat the same draws"
             )
         if input_fn_and_spec is not None:
             raise NotImplementedError(
@@ -197,6 +198,7 @@ class PolicySaver:
             return out
 
         def action_signature(*flat):
+            _unseeded_graph()
             time_step = tf.nest.pack_sequence_as(ts_spec, list(flat[:n_ts]))
             state = tf.nest.pack_sequence_as(state_spec, list(flat[n_ts:]))
             return flat_outputs(policy.action(time_step, state))
@@ -204,6 +206,7 @@ class PolicySaver:
         action_sig = tf.function(action_signature, input_signature=input_specs, autograph=False)
 
         def action(time_step, policy_state=()):
+            _unseeded_graph()
             return policy.action(time_step, policy_state)
 
         module.action = tf.function(action, input_signature=[ts_spec, state_spec], autograph=False)
@@ -240,8 +243,9 @@ class PolicySaver:
         return out
 
     def _serving_functions(self, module: tf.Module) -> dict[str, Any]:
-        """serving_default / serving_masked: raw named inputs -> exploring action + propensity."""
-        from rlops.features.export import epsilon_greedy_head
+        """serving_default / serving_masked: raw named inputs -> exploring action + propensity, drawn
+        by the serving head (rlops.features.serving_head: the allowed actions, the draw, its probability)."""
+        from rlops.features import serving_head
 
         policy, spec = self.policy, self.action_spec
         if not specs_lib.is_discrete(spec) or spec.shape.rank != 0 or tf.nest.flatten(self.policy_state_spec):
@@ -261,6 +265,7 @@ class PolicySaver:
         version = self._version_table(module)
 
         def head(features: dict, mask: tf.Tensor | None) -> dict:
+            _unseeded_graph()
             observation = (
                 {key_of[n]: v for n, v in features.items()}
                 if isinstance(obs_spec, Mapping)
@@ -275,15 +280,9 @@ class PolicySaver:
             )
             greedy = policy.action(time_step, ()).action
             eps = module.metadata[SERVING_EPSILON].read_value()
-            if mask is None and "action_mask" in features:  # a policy trained with masks: part of its observation
-                mask = features["action_mask"]
-            per_arm = "num_actions" in features and any(k.startswith("per_arm") for k in features)
-            if per_arm:  # per-arm: explore among the candidates only
-                candidates = tf.range(num_actions)[None, :] < tf.cast(
-                    tf.reshape(features["num_actions"], [-1, 1]), tf.int32
-                )
-                mask = candidates if mask is None else tf.logical_and(tf.cast(mask, tf.bool), candidates)
-            return epsilon_greedy_head(greedy, num_actions, eps, minimum, mask)
+            # the mask argument (serving_masked) or input (a policy trained with masks); per-arm candidates
+            allowed = serving_head.allowed_actions_tf(features, num_actions, mask)
+            return serving_head.epsilon_greedy_head(greedy, num_actions, eps, minimum, allowed)
 
         def with_version(out: dict) -> dict:
             number = tf.strings.to_number(version.lookup(tf.constant(0, tf.int64)), tf.int64)
@@ -370,6 +369,13 @@ class PolicySaver:
             "metadata": sorted(self.metadata),
             "num_model_variables": len(self._module.model_variables),
         }
+
+
+def _unseeded_graph() -> None:
+    """Called first while a function traces: its unseeded random ops get seeds (0, 0), fresh in
+    every process and call, rather than ones a tf.random.set_seed in the exporting process (the
+    Trainer's) would bake into the graph (rlops.features.serving_head says why that repeats draws)."""
+    tf.compat.v1.get_default_graph().seed = None
 
 
 def _policy_checkpoint(module: Any) -> tf.train.Checkpoint:

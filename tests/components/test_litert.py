@@ -316,3 +316,37 @@ def test_a_policy_needing_flex_ops_fails_the_push_in_one_line_naming_the_op(tmp_
     assert core.existing_versions(dest) == []
     pushed = core.push_policy(path, dest, True, inputs, verifier=lambda d: None, litert_allow_flex=True)
     assert os.path.getsize(os.path.join(pushed.destination, litert.LITERT_FILE)) > 0  # opted in: published
+
+
+# ---- exploration as logged: fresh draws in every artifact ------------------------------------------
+def test_a_per_arm_policy_exported_under_a_global_seed_explores_freshly_in_both_artifacts(tmp_path):
+    """The Trainer sets tf.random.set_seed before exporting. Both artifacts still draw freshly: at
+    batch 1 and 64, call after call, in two fresh processes each (the Pusher's draw checks)."""
+    path = str(tmp_path / "per_arm")
+    tf.random.set_seed(0)
+    try:
+        _per_arm("neural_epsilon_greedy", path)
+    finally:
+        tf.random.set_seed(None)
+    litert.convert_to_dir(path)
+    inputs = _verify_inputs(path, n=64)
+    core.subprocess_verifier(inputs)(path)  # the SavedModel: raises on a failed draw check
+    assert litert.compare(path, os.path.join(path, litert.LITERT_FILE), core.litert_inputs(inputs)) is None
+
+
+def test_a_stochastic_policy_converted_from_its_action_signature_draws_freshly(policies):
+    path = policies["ppo_stochastic"]
+    inputs = {"observation": np.random.default_rng(0).normal(size=(64, 4)).astype(np.float32)}
+    assert litert.compare(path, os.path.join(path, litert.LITERT_FILE), inputs) is None  # includes check_draws
+
+
+def test_serving_masked_greedy_action_respects_the_mask(policies):
+    serve = tf.saved_model.load(policies["neural_epsilon_greedy"]).signatures["serving_masked"]
+    context = tf.constant(np.random.default_rng(1).normal(size=(200, D_DENSE)).astype(np.float32))
+    greedy = serve(context=context, action_mask=tf.ones([200, K_DENSE], tf.int64))["greedy_action"].numpy()
+    mask = np.ones((200, K_DENSE), np.int64)
+    mask[np.arange(200), greedy] = 0  # the greedy item masked out
+    out = {k: v.numpy() for k, v in serve(context=context, action_mask=tf.constant(mask)).items()}
+    rows = np.arange(200)
+    assert (mask[rows, out["greedy_action"]] == 1).all() and (mask[rows, out["action"]] == 1).all()
+    np.testing.assert_allclose(out["propensity"], 1 / (K_DENSE - 1), atol=1e-6)  # served uniformly

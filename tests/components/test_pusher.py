@@ -108,3 +108,41 @@ def test_failed_verification_publishes_nothing(policy_dir, tmp_path):
 def test_missing_saved_model_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="saved_model.pb"):
         core.push_policy(str(tmp_path), str(tmp_path / "serving"), True, INPUTS)
+
+
+# ---- exploration: the Pusher checks draws, not only greedy actions --------------------------------
+def _exploring_policy(path: str) -> str:
+    """serving_default explores (epsilon 0.3), exported under a global seed as the Trainer exports."""
+    policy = GreedyPolicy(ActorPolicy(time_step_spec(OBS), ACTIONS, ActorNetwork(OBS, ACTIONS, (8,))))
+    tf.random.set_seed(0)
+    try:
+        PolicySaver(policy, serving_epsilon=0.3).save(path)
+    finally:
+        tf.random.set_seed(None)
+    return path
+
+
+def test_an_exploring_policy_is_published_after_its_draws_are_checked(tmp_path):
+    path = _exploring_policy(str(tmp_path / "policy"))
+    pushed = core.push_policy(path, str(tmp_path / "serving"), True, INPUTS)  # fresh processes, LiteRT too
+    assert pushed.pushed and os.path.exists(os.path.join(pushed.destination, "policy.tflite"))
+
+
+def test_a_head_that_repeats_its_draws_is_not_published(tmp_path, monkeypatch):
+    """A head whose random op has a seed baked in draws the same stream in every process: both the
+    SavedModel's check and the LiteRT file's refuse it, and no version appears."""
+    from rlops.features import serving_head
+
+    def seeded(batch):
+        shape = tf.stack([tf.cast(batch, tf.int32), serving_head.NUM_UNIFORMS])
+        return tf.raw_ops.RandomUniform(shape=shape, dtype=tf.float32, seed=1, seed2=1)
+
+    with monkeypatch.context() as m:
+        m.setattr(serving_head, "fresh_uniforms", seeded)
+        path = _exploring_policy(str(tmp_path / "policy"))
+    dest = str(tmp_path / "serving")
+    with pytest.raises(RuntimeError, match="two fresh processes: serving_default at batch 1: two fresh processes draw"):
+        core.push_policy(path, dest, True, INPUTS, litert=False)
+    with pytest.raises(RuntimeError, match="LiteRT at batch 1: two fresh processes draw the same actions"):
+        core.push_policy(path, dest, True, INPUTS, verifier=lambda d: None)
+    assert core.existing_versions(dest) == []

@@ -154,16 +154,12 @@ def serving_epsilon(policy: SavedPolicy) -> float:
 
 def served_allowed(data: ope.LoggedFeedback, num_actions: int) -> np.ndarray:
     """[N, K] the actions serving_default explores among: the record's action mask and, for
-    per-arm records, its candidates (slots below num_actions) -- as policy_saver's head does."""
+    per-arm records, its candidates (slots below num_actions) -- the serving head's rule."""
+    from rlops.features import serving_head
     from rlops.features.per_arm import NUM_ACTIONS
 
-    allowed = np.ones((len(data.actions), num_actions), bool)
-    if data.action_mask is not None:
-        allowed &= np.asarray(data.action_mask) > 0
-    if data.features is not None and NUM_ACTIONS in data.features:
-        count = np.asarray(data.features[NUM_ACTIONS]).reshape(-1).astype(int)
-        allowed &= np.arange(num_actions)[None, :] < count[:, None]
-    return allowed
+    count = data.features.get(NUM_ACTIONS) if data.features is not None else None
+    return serving_head.allowed_mask(len(data.actions), num_actions, data.action_mask, count)
 
 
 def policy_probs(policy: SavedPolicy, data: ope.LoggedFeedback, num_actions: int) -> PolicyProbs:

@@ -65,6 +65,7 @@ import numpy as np
 
 from rlops.components.common.feedback import LoggedFeedback, first_bad
 from rlops.components.evaluator import bootstrap
+from rlops.features import serving_head
 
 LOGGING_POLICY = "logging"
 # OBP's default hyperparameter grid for Switch-DR's tau and DR-os's lambda.
@@ -155,23 +156,14 @@ def greedy_probs(actions: np.ndarray, num_actions: int) -> np.ndarray:
 def epsilon_greedy_probs(
     greedy: np.ndarray, num_actions: int, epsilon: float, allowed: np.ndarray | None = None
 ) -> np.ndarray:
-    """The served policy's exact action probabilities [N, K] (rlops.features.export's
-    epsilon_greedy_head, which serving_default reports as `propensity`): epsilon spread uniformly
-    over each record's allowed actions plus 1 - epsilon on the greedy one; a record whose greedy
-    action is not allowed is served uniformly over its allowed actions."""
-    greedy = np.asarray(greedy, int)
-    n = len(greedy)
-    ok = np.ones((n, num_actions), bool) if allowed is None else np.asarray(allowed) > 0
+    """The served policy's exact action probabilities [N, K]: the serving head's
+    (rlops.features.serving_head, whose propensity serving_default reports); a record that allows
+    no action is an error naming it."""
+    ok = np.ones((len(greedy), num_actions), bool) if allowed is None else np.asarray(allowed) > 0
     n_allowed = ok.sum(1)
     if (n_allowed == 0).any():
         first_bad("a record allows no action", n_allowed, n_allowed == 0)
-    uniform = ok / n_allowed[:, None]
-    inside = (greedy >= 0) & (greedy < num_actions)
-    greedy_ok = inside & ok[np.arange(n), np.clip(greedy, 0, num_actions - 1)]
-    probs = np.where(greedy_ok[:, None], epsilon * uniform, uniform)
-    rows = np.flatnonzero(greedy_ok)
-    probs[rows, greedy[rows]] += 1.0 - epsilon
-    return probs
+    return serving_head.epsilon_greedy_probs(np.asarray(greedy, int), epsilon, ok)
 
 
 def uniform_probs(num_records: int, num_actions: int, action_mask: np.ndarray | None = None) -> np.ndarray:

@@ -109,35 +109,92 @@ def check_verify_inputs(inputs: dict[str, np.ndarray] | None) -> dict[str, np.nd
 VERIFY_PYTHON_ENV = "RLOPS_VERIFY_PYTHON"
 
 
-def verify_in_subprocess(saved_model_dir: str, inputs: dict[str, np.ndarray], timeout_s: float = 300) -> dict:
-    """Loads the (local) SavedModel in a fresh Python process and calls `action` on `inputs`."""
+def verify_in_subprocess(
+    saved_model_dir: str, inputs: dict[str, np.ndarray], timeout_s: float = 300, draws: bool = False
+) -> dict:
+    """Loads the (local) SavedModel in a fresh Python process and calls `action` on `inputs`; with
+    `draws`, also serving_default repeatedly (rlops.components.pusher.verify), its answers under
+    the result's "draws" key."""
     python = os.environ.get(VERIFY_PYTHON_ENV) or sys.executable
     with tempfile.TemporaryDirectory() as tmp:
-        npz = os.path.join(tmp, "inputs.npz")
-        np.savez(npz, **inputs)
+        npz, out = os.path.join(tmp, "inputs.npz"), os.path.join(tmp, "draws.npz")
+        # strings as bytes: an object array would need pickling to load
+        np.savez(
+            npz,
+            **{
+                k: np.asarray(v).astype(np.bytes_) if np.asarray(v).dtype.kind in "OU" else v for k, v in inputs.items()
+            },
+        )
+        extra = [out, str(DRAW_CALLS_MANY), str(DRAW_ROWS)] if draws else []
         proc = subprocess.run(
-            [python, "-m", "rlops.components.pusher.verify", saved_model_dir, npz],
+            [python, "-m", "rlops.components.pusher.verify", saved_model_dir, npz, *extra],
             capture_output=True,
             text=True,
             timeout=timeout_s,
             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
         )
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if not lines:
-        return {"ok": False, "error": f"verifier exited {proc.returncode}: {proc.stderr[-2000:]}"}
-    return json.loads(lines[-1])
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        if not lines:
+            return {"ok": False, "error": f"verifier exited {proc.returncode}: {proc.stderr[-2000:]}"}
+        result = json.loads(lines[-1])
+        if result.get("draws"):
+            with np.load(out) as f:
+                result["draws"] = {k: f[k] for k in f.files}
+    return result
+
+
+DRAW_ROWS, DRAW_CALLS_MANY = 64, 8  # as rlops.train.litert checks its file
 
 
 def subprocess_verifier(inputs: dict[str, np.ndarray]) -> Callable[[str], None]:
+    """Verifies the staged SavedModel in two fresh processes: each acts on `inputs` and calls
+    serving_default repeatedly at batch 1 and batch DRAW_ROWS; the draws of both must follow the
+    serving head's probabilities and not repeat across calls or processes (draws_error)."""
     inputs = check_verify_inputs(inputs)
 
     def verify(local_dir: str) -> None:
-        check = verify_in_subprocess(local_dir, inputs)
-        if not check.get("ok"):
-            raise RuntimeError(f"pushed policy failed verification in a fresh process: {check.get('error')}")
-        log.info("verified the staged policy in a fresh process on %d inputs", check["num_actions"])
+        checks = []
+        for _ in range(2):
+            check = verify_in_subprocess(local_dir, inputs, draws=True)
+            if not check.get("ok"):
+                raise RuntimeError(f"pushed policy failed verification in a fresh process: {check.get('error')}")
+            checks.append(check)
+        if checks[0].get("draws"):
+            error = draws_error(local_dir, [c["draws"] for c in checks])
+            if error:
+                raise RuntimeError(f"pushed policy failed verification in two fresh processes: {error}")
+        log.info("verified the staged policy in two fresh processes on %d inputs", checks[0]["num_actions"])
 
     return verify
+
+
+def draws_error(saved_model_dir: str, draws: list[dict[str, np.ndarray]]) -> str | None:
+    """serving_default's draws (verify.py's output, one dict per process) against the serving
+    head's probabilities for the same rows: greedy actions the same on every call, frequencies
+    matching, no repeats across calls or processes, each propensity the probability drawn with."""
+    from rlops.features import serving_head
+    from rlops.train.policy_saver import load_specs
+
+    spec = load_specs(saved_model_dir)["action_spec"]
+    minimum, num_actions = int(spec.minimum), int(spec.maximum) - int(spec.minimum) + 1
+    feeds = {k[len("feed_") :]: v for k, v in draws[0].items() if k.startswith("feed_")}
+    allowed = serving_head.allowed_actions(feeds, num_actions)
+    epsilon = float(draws[0]["epsilon"])
+    for part in ("one", "many"):
+        greedy = [d[f"{part}_greedy_action"] for d in draws]
+        if any((g != greedy[0][0]).any() for g in greedy):
+            return f"serving_default's greedy_action changes from call to call at batch {greedy[0].shape[1]}"
+        index = greedy[0][0].astype(np.int64) - minimum
+        probs = serving_head.epsilon_greedy_probs(index, epsilon, allowed[: len(index)])
+        error = serving_head.draws_error(
+            [d[f"{part}_action"].astype(np.int64) - minimum for d in draws],
+            probs,
+            f"serving_default at batch {len(index)}",
+            [d[f"{part}_propensity"] for d in draws],
+        )
+        if error:
+            return error
+    return None
 
 
 UNSEEN_PREFIX = "__rlops_unseen__"

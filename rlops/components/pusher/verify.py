@@ -1,9 +1,14 @@
 """Loads a policy SavedModel with plain TensorFlow and acts on given observations.
 
-Run as a separate process (`python -m rlops.components.pusher.verify DIR INPUTS.npz`) so the
-check proves what a server would see: nothing from the training process (rlops objects,
-registered Python classes, warm caches) is around. It imports TensorFlow, numpy and json only.
-Prints one JSON line: {"ok": bool, "num_actions": n, "error": ...}.
+Run as a separate process (`python -m rlops.components.pusher.verify DIR INPUTS.npz [DRAWS.npz
+CALLS_MANY ROWS_MANY]`) so the check proves what a server would see: nothing from the
+training process (rlops objects, registered Python classes, warm caches) is around. It imports
+TensorFlow, numpy and json only. Prints one JSON line: {"ok": bool, "num_actions": n, "draws":
+bool, "error": ...}. With DRAWS.npz, it also calls `serving_default` on the first row (batch 1; 100
+to 2000 calls, ~60 / epsilon: rlops.features.serving_head.draw_calls' rule) and CALLS_MANY times on
+the first ROWS_MANY rows, and writes what it drew (`one_*`,
+`many_*`: action, propensity, greedy_action [calls, rows]), the inputs it fed (`feed_<name>`) and
+`epsilon`, for the parent to test against the serving head's probabilities.
 """
 
 import json
@@ -13,7 +18,7 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
-def verify(saved_model_dir: str, inputs_npz: str) -> dict:
+def verify(saved_model_dir: str, inputs_npz: str, draws_npz: str | None = None, calls_many=8, rows_many=64) -> dict:
     import numpy as np
     import tensorflow as tf
 
@@ -46,20 +51,25 @@ def verify(saved_model_dir: str, inputs_npz: str) -> dict:
     if not ok:
         return {"ok": False, "error": f"actions out of spec bounds [{lo}, {hi}] or not finite: {actions[:10]}"}
     result = {"ok": True, "num_actions": int(batch), "actions_head": actions[:5].tolist()}
+    result["draws"] = False
     if "serving_default" in policy.signatures:
-        error = _check_serving_default(
-            policy.signatures["serving_default"], data, feeds, batch, lo, hi, saved_model_dir
-        )
+        serve = policy.signatures["serving_default"]
+        feeds = _serving_feeds(serve, data, feeds)
+        if isinstance(feeds, str):
+            return {"ok": False, "error": feeds}
+        error = _check_serving_default(serve, feeds, batch, lo, hi, saved_model_dir)
         if error:
             return {"ok": False, "error": error}
+        if draws_npz:
+            epsilon = float(policy.signatures["get_metadata"]()["serving_epsilon"].numpy())
+            _write_draws(serve, feeds, epsilon, draws_npz, int(calls_many), int(rows_many))
+            result["draws"] = True
     return result
 
 
-def _check_serving_default(serve, data, action_feeds, batch, lo, hi, saved_model_dir):
-    """What a server calls: the same rows under their serving input names (the `action` feeds less
-    their `observation_` prefix). Its action in bounds, a propensity in (0, 1], and the version the
-    SavedModel's own asset holds in every row. Returns an error, or None."""
-    import numpy as np
+def _serving_feeds(serve, data, action_feeds):
+    """The verification rows under serving_default's input names (the `action` feeds less their
+    `observation_` prefix), or an error."""
     import tensorflow as tf
 
     _, specs = serve.structured_input_signature
@@ -71,6 +81,33 @@ def _check_serving_default(serve, data, action_feeds, batch, lo, hi, saved_model
         if value is None:
             return f"serving_default: no input data for input '{name}'"
         feeds[name] = tf.cast(value, spec.dtype) if spec.dtype != tf.string else tf.constant(value)
+    return feeds
+
+
+def _write_draws(serve, feeds, epsilon, path, calls_many, rows_many):
+    """serving_default called repeatedly at batch 1 (the first row) and at batch rows_many."""
+    import numpy as np
+
+    out = {"epsilon": np.asarray(epsilon)}
+    # serving_head.draw_calls for a row leaving its greedy action with probability >= epsilon / 2
+    calls_one = int(np.clip(np.ceil(60 / max(epsilon, 1e-9)), 100, 2000))
+    for prefix, rows, calls in (("one", 1, calls_one), ("many", rows_many, calls_many)):
+        part = {k: v[:rows] for k, v in feeds.items()}
+        answers = [serve(**part) for _ in range(calls)]
+        for key in ("action", "propensity", "greedy_action"):
+            out[f"{prefix}_{key}"] = np.stack([a[key].numpy() for a in answers])
+    for k, v in feeds.items():
+        value = v[:rows_many].numpy()
+        out[f"feed_{k}"] = value.astype(np.bytes_) if value.dtype == object else value  # no pickles
+    np.savez(path, **out)
+
+
+def _check_serving_default(serve, feeds, batch, lo, hi, saved_model_dir):
+    """What a server calls: the same rows under their serving input names. Its action in bounds, a
+    propensity in (0, 1], and the version the SavedModel's own asset holds in every row. Returns an
+    error, or None."""
+    import numpy as np
+
     out = {k: v.numpy() for k, v in serve(**feeds).items()}
     action, propensity = out["action"], out["propensity"]
     if action.shape[0] != batch or (lo is not None and not np.all((action >= lo) & (action <= hi))):
@@ -105,7 +142,7 @@ def _bounds(encoded_spec):
 
 if __name__ == "__main__":
     try:
-        result = verify(sys.argv[1], sys.argv[2])
+        result = verify(*sys.argv[1:6])
     except Exception as e:  # report, don't traceback: the parent turns this into its error
         result = {"ok": False, "error": f"{type(e).__name__}: {e}"}
     print(json.dumps(result))
