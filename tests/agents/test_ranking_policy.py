@@ -106,7 +106,7 @@ def test_draws_match_reported_marginals_at_batch_1_and_batch_64(policy):
     rng = np.random.default_rng(2)
     k, num_slots = 7, 3
     kind, parameter = _kind(policy)
-    head = tf.function(lambda s, m, seed: slate_head(s, num_slots, policy, m, seed=seed))
+    head = tf.function(lambda s, m, seed: slate_head(s, num_slots, policy, m, seed=seed), autograph=False)
 
     def draw_only(s, m):
         """What the head draws for row seeds 0..n-1, without its propensities (cheaper at 20k rows)."""
@@ -144,7 +144,7 @@ def test_seeds_replay_and_fresh_draws_differ():
     scores = rng.normal(size=(5, 20)).astype(np.float32)
     policy = PlackettLuce(2.0)
     head = lambda s, **kw: slate_head(s, 4, policy, **kw)  # noqa: E731  (eager: one trace per variant costs more)
-    fresh = tf.function(lambda s: slate_head(s[:1], 4, policy)["slate"])
+    fresh = tf.function(lambda s: slate_head(s[:1], 4, policy)["slate"], autograph=False)
     draws = {tuple(fresh(scores).numpy()[0]) for _ in range(50)}
     assert len(draws) >= 40, f"50 unseeded calls drew only {len(draws)} distinct slates"
     seeded = head(scores, seed=tf.constant([7, 1], tf.int64))
@@ -188,7 +188,7 @@ def test_masked_items_never_shown_and_short_requests_fail_naming_the_slate_lengt
     with pytest.raises(tf.errors.InvalidArgumentError, match="slate length 4"):
         slate_head(scores, 4, PlackettLuce(1.0), mask)
     with pytest.raises(tf.errors.InvalidArgumentError, match="slate length 4"):
-        tf.function(lambda s, m: slate_head(s, 4, EpsilonPerSlot(0.1), m))(scores, mask)
+        tf.function(lambda s, m: slate_head(s, 4, EpsilonPerSlot(0.1), m), autograph=False)(scores, mask)
 
 
 def test_ranking_policy_on_per_arm_observations():

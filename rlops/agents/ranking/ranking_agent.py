@@ -234,7 +234,7 @@ class RankingAgent(BanditAgent):
     def _variables_to_train(self) -> list[tf.Variable]:
         return list(self._scoring_network.trainable_variables)
 
-    def _flatten(self, experience: Trajectory) -> tuple[dict[str, tf.Tensor], Any]:
+    def _flatten_experience(self, experience: Trajectory) -> tuple[dict[str, tf.Tensor], Any]:
         """(observation, reward) with one batch dimension, from a [B] or [B, T] Trajectory."""
         g = tf.convert_to_tensor(experience.observation[utils.GLOBAL_FEATURE_KEY])
         outer = g.shape.rank - 1
@@ -289,7 +289,7 @@ class RankingAgent(BanditAgent):
 
     def _sums(self, experience: Trajectory, weights: Any) -> tuple[tf.Tensor, tf.Tensor]:
         """(sum of weighted errors, sum of weights) over the batch."""
-        obs, reward = self._flatten(experience)
+        obs, reward = self._flatten_experience(experience)
         score, w = self._targets_and_weights(reward, obs, weights)
         net_obs = {k: v for k, v in obs.items() if k != utils.NUM_ACTIONS_FEATURE_KEY}
         estimate = tf.cast(self._scoring_network(net_obs), tf.float32)

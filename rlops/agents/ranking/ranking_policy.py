@@ -113,7 +113,8 @@ def slate_head(
     uniforms = tf_propensities.row_uniforms(row, tf_propensities.num_uniforms(kind, tf.shape(scores)[1], num_slots))
     slate = tf_propensities.sample_slates(kind, scores, allowed, num_slots, uniforms, parameter)
     greedy = slate if kind == "greedy" else tf_propensities.sample_slates("greedy", scores, allowed, num_slots, None)
-    marginals = tf_propensities.slate_marginals(kind, scores, allowed, num_slots, parameter)  # [B, K, L]
+    step = getattr(slate_policy, "quadrature_step", tf_propensities.QUADRATURE_STEP)  # PL: the policy's grid
+    marginals = tf_propensities.slate_marginals(kind, scores, allowed, num_slots, parameter, step)  # [B, K, L]
     at_slot = tf.gather(tf.transpose(marginals, [0, 2, 1]), slate[..., None], axis=2, batch_dims=2)[..., 0]
     cascade = tf_propensities.slate_prefix_probs(kind, scores, allowed, slate, parameter)
     return {

@@ -337,6 +337,7 @@ def epsilon_rank_marginals(
 
 __all__ = [
     "KINDS",
+    "QUADRATURE_STEP",
     "num_uniforms",
     "row_uniforms",
     "numpy_row_uniforms",
