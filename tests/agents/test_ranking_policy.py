@@ -166,6 +166,19 @@ def test_seeds_replay_and_fresh_draws_differ():
         slate_head(scores, 4, policy, seed=[1, 2], row_seeds=rows)
 
 
+@pytest.mark.parametrize("name", POLICIES)
+def test_caller_uniforms_give_the_numpy_twin_s_slates(name):
+    policy = POLICIES[name][0]
+    kind, parameter = _kind(policy)
+    rng = np.random.default_rng(5)
+    scores = rng.normal(size=(300, 9)) * 2
+    mask = rng.uniform(size=scores.shape) < 0.7
+    mask[:, :4] = True
+    u = rng.uniform(size=(300, tfp_.num_uniforms(kind, 9, 4)))
+    out = slate_head(scores, 4, policy, mask, uniforms=u)
+    np.testing.assert_array_equal(out["slate"].numpy(), tfp_.numpy_sample_slates(kind, scores, mask, 4, u, parameter))
+
+
 def test_row_uniforms_are_uniform_and_independent():
     u = tfp_.row_uniforms(tf.range(2000, dtype=tf.int64), 50).numpy()
     assert 0 < u.min() and u.max() < 1

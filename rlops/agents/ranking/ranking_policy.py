@@ -7,7 +7,8 @@ probabilities off-policy evaluation needs.
     propensity_item_position  [B, L] float32 P(the shown item at its slot): what IIPS needs
     propensity_cascade        [B, L] float32 P(the shown prefix through each slot): RIPS, Cascade-DR
     greedy_slate              [B, L] int32   the top L allowed items by score
-    seed                      [B]    int64   the row seeds the draw came from (log them to replay it)
+    seed                      [B]    int64   the row seeds the draw came from (log them to replay it;
+                                             absent when the caller passed `uniforms`)
 
 `slate_policy` is one of `propensities`' numpy policies, used as the configuration:
 `PlackettLuce(temperature)` (Gumbel-top-L), `EpsilonPerSlot(epsilon)`, `UniformWithoutReplacement()`
@@ -19,7 +20,10 @@ TensorFlow seeds it from OS entropy once per process: draws are fresh on every c
 across processes, whatever `tf.random.set_seed` said while tracing (the contract of
 `rlops.features.serving_head`). `seed` [2] (TensorFlow's stateless convention) makes the whole
 batch replayable; `row_seeds` [B] makes each request replayable on its own, whatever else was in
-its batch (the returned `seed` is that input when given).
+its batch (the returned `seed` is that input when given). `uniforms` [B, n] replace the seeds
+altogether: the slate is a pure function of them (`tf_propensities.numpy_sample_slates` is its
+numpy twin), which is the shape of `serving_head`'s replay contract and what a LiteRT graph without
+the int64 hash can feed from its builtin RANDOM_UNIFORM.
 
 `RankingPolicy` wraps the head as a TF-Agents-style policy over per-arm observations.
 """
@@ -100,17 +104,24 @@ def slate_head(
     mask: tf.Tensor | None = None,
     seed: Any = None,
     row_seeds: tf.Tensor | None = None,
+    uniforms: tf.Tensor | None = None,
 ) -> dict[str, tf.Tensor]:
     """The served slate for scores [B, K] (see the module docstring); `mask` [B, K] (1 = allowed).
+    `uniforms` [B, tf_propensities.num_uniforms(...)] in (0, 1), when given, are the draw's
+    randomness (replay, or a LiteRT graph's RANDOM_UNIFORM); the outputs then have no `seed`.
     A request with fewer than `num_slots` allowed candidates fails with an error naming the slate
     length."""
     kind, parameter = policy_kind(slate_policy)
     scores = tf.convert_to_tensor(scores)
     allowed = tf.ones(tf.shape(scores), tf.bool) if mask is None else tf.cast(mask, tf.bool)
     allowed = tf_propensities.check_allowed(allowed, num_slots)
-    batch = tf.shape(scores)[0]
-    row = resolve_row_seeds(batch, seed, row_seeds)
-    uniforms = tf_propensities.row_uniforms(row, tf_propensities.num_uniforms(kind, tf.shape(scores)[1], num_slots))
+    extra: dict[str, tf.Tensor] = {}
+    if uniforms is None:
+        row = resolve_row_seeds(tf.shape(scores)[0], seed, row_seeds)
+        count = tf_propensities.num_uniforms(kind, tf.shape(scores)[1], num_slots)
+        uniforms, extra = tf_propensities.row_uniforms(row, count), {SEED: row}
+    elif seed is not None or row_seeds is not None:
+        raise ValueError("give `uniforms` or a seed (`seed` / `row_seeds`), not both")
     slate = tf_propensities.sample_slates(kind, scores, allowed, num_slots, uniforms, parameter)
     greedy = slate if kind == "greedy" else tf_propensities.sample_slates("greedy", scores, allowed, num_slots, None)
     step = getattr(slate_policy, "quadrature_step", tf_propensities.QUADRATURE_STEP)  # PL: the policy's grid
@@ -122,7 +133,7 @@ def slate_head(
         PROPENSITY_ITEM_POSITION: tf.cast(at_slot, tf.float32),
         PROPENSITY_CASCADE: tf.cast(cascade, tf.float32),
         GREEDY_SLATE: greedy,
-        SEED: row,
+        **extra,
     }
 
 
