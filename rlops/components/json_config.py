@@ -19,7 +19,7 @@ import importlib
 import json
 import types
 import typing
-from typing import Any, TypeVar, Union
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Union
 
 T = TypeVar("T", bound="JsonConfig")
 TAG = "kind"
@@ -96,8 +96,8 @@ def tagged_members(tp: Any) -> dict[str, type] | None:
     members = _members(tp)
     if len(members) < 2 or not all(isinstance(m, type) and dataclasses.is_dataclass(m) for m in members):
         return None  # one dataclass (even with a `kind` field, e.g. the evaluator) is a plain section
-    kinds = {_kind_of(m): m for m in members}
-    if None in kinds or len(kinds) != len(members):
+    kinds = {k: m for k, m in ((_kind_of(m), m) for m in members) if k is not None}
+    if len(kinds) != len(members):  # a member without a `kind` default, or two of one kind
         return None
     return kinds
 
@@ -137,7 +137,7 @@ def sections(tp: Any) -> dict[str, Any] | None:
 def _current_member(tp: Any, raw: Any, default_kind: str | None) -> type | None:
     members = tagged_members(tp) or {}
     kind = raw.get(TAG, default_kind) if isinstance(raw, dict) else default_kind
-    return members.get(kind)
+    return members.get(kind) if kind is not None else None
 
 
 def merge_raw(tp: Any, base: Any, overlay: Any, default_kind: str | None = None) -> Any:
@@ -360,6 +360,8 @@ def check(tp: Any, v: Any, key: str) -> None:
 
 class JsonConfig:
     SECTION = "config"  # the key prefix errors name, e.g. "trainer"
+    if TYPE_CHECKING:  # what dataclasses.asdict asks for: every JsonConfig is a dataclass
+        __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)

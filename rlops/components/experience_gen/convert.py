@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +24,7 @@ from rlops.components.experience_gen.layout import BOOL, FLOAT, INT, STRING, TIM
 # Reason codes for malformed values (the semantic checks add their own in validation.py).
 MISSING_COLUMN, MISSING_VALUE, WRONG_TYPE, WRONG_SHAPE = "missing_column", "missing_value", "wrong_type", "wrong_shape"
 
-RawColumn = pa.Array | pa.ChunkedArray | list | None
+RawColumn: TypeAlias = pa.Array | pa.ChunkedArray | list[Any] | None
 
 
 @dataclass
@@ -76,6 +76,11 @@ def _is_list(arr: RawColumn) -> bool:
     return False
 
 
+def _width(field: Field) -> int:
+    assert field.width is not None, field.name  # list-valued and multivalent fields have one
+    return int(field.width)
+
+
 def _chunk(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
     return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
 
@@ -93,7 +98,10 @@ def _scalar(arr: RawColumn, num_rows: int, dtype: str, column: str, text: bool) 
         return _all_missing(num_rows, dtype, column)
     if isinstance(arr, list):
         return _scalar_py(arr, dtype, column, text)
-    arr = _chunk(arr)
+    return _scalar_arrow(_chunk(arr), num_rows, dtype, column, text)
+
+
+def _scalar_arrow(arr: pa.Array, num_rows: int, dtype: str, column: str, text: bool) -> Extracted:
     t = arr.type
     if _is_list(arr):  # tf.Example features are lists: a scalar is a list of one
         lengths = pc.list_value_length(arr).to_numpy(zero_copy_only=False)
@@ -218,7 +226,7 @@ def _py_int(v: Any, text: bool) -> int:
         if not -(2**63) <= int(v) < 2**63:
             raise _Bad()
         return int(v)
-    if isinstance(v, (float, np.floating)) and math.isfinite(v) and float(v).is_integer() and abs(v) < 2.0**63:
+    if isinstance(v, (float, np.floating)) and math.isfinite(v) and float(v).is_integer() and abs(float(v)) < 2.0**63:
         return int(v)
     if text and isinstance(v, (str, bytes)):
         s = v.decode() if isinstance(v, bytes) else v
@@ -279,7 +287,7 @@ _WHAT = {
 
 
 def _list(arr: RawColumn, num_rows: int, field: Field, text: bool) -> Extracted:
-    column, width = field.columns[0], int(field.width)
+    column, width = field.columns[0], _width(field)
     dtype = np.float32 if field.dtype == FLOAT else _NP[field.dtype]
     if arr is None:
         e = _all_missing(num_rows, field.dtype, column)
@@ -314,7 +322,7 @@ def _list(arr: RawColumn, num_rows: int, field: Field, text: bool) -> Extracted:
 
 
 def _list_py(values: Sequence[Any], field: Field, text: bool) -> Extracted:
-    column, width = field.columns[0], int(field.width)
+    column, width = field.columns[0], _width(field)
     dtype = np.float32 if field.dtype == FLOAT else _NP[field.dtype]
     n = len(values)
     out = np.zeros((n, width), dtype)
@@ -360,14 +368,18 @@ def _multi(arr: RawColumn, num_rows: int, field: Field, text: bool) -> Extracted
     if arr is None:
         e = _all_missing(num_rows, field.dtype, column)
         return Extracted(
-            np.full((num_rows, field.width), _pad(field), _NP[field.dtype]),
+            np.full((num_rows, _width(field)), _pad(field), _NP[field.dtype]),
             e.missing,
             e.errors,
             np.zeros(num_rows, np.int64),
         )
     if isinstance(arr, list):
         return _multi_py(arr, field, text)
-    arr = _chunk(arr)
+    return _multi_arrow(_chunk(arr), num_rows, field, text)
+
+
+def _multi_arrow(arr: pa.Array, num_rows: int, field: Field, text: bool) -> Extracted:
+    column = field.columns[0]
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
     t = arr.type
@@ -404,7 +416,7 @@ def _packed(
     errors: dict[int, tuple[str, str]],
 ) -> Extracted:
     """Flat values with their rows -> [N, width], each row's kept values first (in order)."""
-    width = int(field.width)
+    width = _width(field)
     rows = row_of[keep]
     counts = np.bincount(rows, minlength=num_rows).astype(np.int64)
     pos = np.arange(len(rows)) - (np.cumsum(counts) - counts)[rows]  # rank within the row

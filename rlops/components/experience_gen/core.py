@@ -240,7 +240,7 @@ def reason_examples(quarantine_uri: str, codes: Sequence[str]) -> dict[str, str]
     out: dict[str, str] = {}
     for entry in _iter_quarantine(quarantine_uri):
         code = entry.get("reason")
-        if code in codes and code not in out:
+        if isinstance(code, str) and code in codes and code not in out:
             where = os.path.basename(str(entry.get("source_file", "")))
             line = entry.get("line", -1)
             out[code] = f"{where}{f' line {line}' if line and line > 0 else ''}: {entry.get('message', '')}"

@@ -28,7 +28,7 @@ from rlops.components.common.keys import (
     POLICY_KEY,
     QUARANTINE_KEY,
 )
-from rlops.components.experience_gen.config import ExperienceGenConfig
+from rlops.components.experience_gen.config import ExperienceGenConfig, SimulationSource
 from rlops.components.experience_gen.core import (
     ExperienceGenError,
     IngestResult,
@@ -52,6 +52,10 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         )
         policies = input_dict.get(POLICY_KEY) or []
         if policies:  # a Model artifact overrides the simulation's policy_path
+            if not isinstance(config.source, SimulationSource):
+                raise ValueError(
+                    f"policy: a Model input is the logging policy of a simulation, not of a {config.source.kind} source"
+                )
             config = dataclasses.replace(
                 config, source=dataclasses.replace(config.source, policy_path=_policy_dir(policies[0].uri))
             )

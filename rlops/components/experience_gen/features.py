@@ -268,6 +268,11 @@ class MergeStats(beam.CombineFn):
         return acc
 
 
+def _dim(f: FeatureColumn) -> int:
+    assert f.dim is not None, f.name  # resolve_features settles the width of lists
+    return int(f.dim)
+
+
 def feature_schema(features: tuple[FeatureColumn, ...], stats: Stats) -> FeatureSchema:
     """The schema of concrete feature columns given their statistics over the data."""
     specs = []
@@ -288,11 +293,11 @@ def feature_schema(features: tuple[FeatureColumn, ...], stats: Stats) -> Feature
                     num_oov_buckets=f.num_oov_buckets,
                     hash_buckets=f.hash_buckets,
                     multivalent=f.is_multivalent,
-                    dim=int(f.dim) if f.is_multivalent else 1,
+                    dim=_dim(f) if f.is_multivalent else 1,
                 )
             )
             continue
-        dim = 1 if f.kind == FLOAT else int(f.dim)
+        dim = 1 if f.kind == FLOAT else _dim(f)
         mean = std = None
         s = stats.sums.get(f.name)
         if f.normalize and s is not None and s[0, 0] > 0:

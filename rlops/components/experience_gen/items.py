@@ -97,6 +97,7 @@ def read_frames(src: FileSource) -> list:
 
 def load_item_table(config: ExperienceGenConfig) -> ItemTable:
     """Reads and checks the item table; resolves `auto` item feature kinds from its columns."""
+    assert config.item_source is not None  # callers check that there is an item table
     return table_from_frames(read_frames(config.item_source), config)
 
 
@@ -114,6 +115,7 @@ def table_from_frames(frames: list, config: ExperienceGenConfig) -> ItemTable:
     cols, src = config.bandit_columns, config.item_source
     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     id_col = cols.item_table_id or cols.item_id
+    assert src is not None and id_col is not None  # the config checks both with an item_source
     where = f"item_source ({src.pattern})"
     if id_col not in frame.columns:
         raise ValueError(f"{where}: no id column {id_col!r}; {closest(id_col, [str(c) for c in frame.columns])}")
@@ -140,6 +142,7 @@ def table_from_frames(frames: list, config: ExperienceGenConfig) -> ItemTable:
         if f.kind == "float_list":
             raise ValueError(f"{where_f}: float-list item features are not supported yet; give one column per value")
         if f.is_multivalent:  # an item's category list: [M, dim] padded, like a global feature
+            assert f.dim is not None  # infer_feature settles it (the longest list here)
             field = Field(
                 f.name,
                 (f.source_column,),
@@ -153,6 +156,7 @@ def table_from_frames(frames: list, config: ExperienceGenConfig) -> ItemTable:
             if ex.errors:
                 row, (_, message) = min(ex.errors.items())
                 raise ValueError(f"{where}: item {ids[row]!r}: {message}")
+            assert ex.counts is not None  # a multivalent field's extract counts its values
             cut = int((ex.counts > f.dim).sum())
             if cut:
                 log.info(
@@ -209,6 +213,7 @@ def resolve(config: ExperienceGenConfig) -> tuple[ExperienceGenConfig, ItemTable
 
 def max_candidates(config: ExperienceGenConfig) -> int:
     spec = config.action_spec
+    assert spec is not None and spec.maximum is not None  # discrete, set by `resolve` or the config
     return int(spec.maximum) - int(spec.minimum or 0) + 1
 
 

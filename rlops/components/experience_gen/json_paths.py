@@ -72,8 +72,8 @@ def resolve(raw: Any, num_rows: int, steps: tuple[int | str, ...]) -> list:
 def with_paths(columns: Any, names: tuple[str, ...] | list[str], num_rows: int) -> Any:
     """`columns` plus each path in `names` resolved from its base column; unchanged (the same
     object, no copying) when no name is a path."""
-    paths = [(name, parse(name)) for name in names]
-    paths = [(name, p) for name, p in paths if p is not None and p[0] in columns]
+    parsed = [(name, parse(name)) for name in names]
+    paths = [(name, p) for name, p in parsed if p is not None and p[0] in columns]
     if not paths:
         return columns
     out = dict(columns)

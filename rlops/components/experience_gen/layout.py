@@ -88,6 +88,7 @@ def resolve_layout(config: ExperienceGenConfig, schema: SourceSchema) -> Layout:
 def _bandit_fields(config: ExperienceGenConfig, schema: SourceSchema) -> list[Field]:
     c = config.bandit_columns
     spec = config.action_spec
+    assert spec is not None  # the plan settles it (an item table's size, a simulation's env)
     num_actions = None if spec.maximum is None else int(spec.maximum) - int(spec.minimum or 0) + 1
     if c.features:
         out = [_feature_field(f, schema) for f in c.features]
@@ -143,6 +144,7 @@ def _feature_field(f, schema: SourceSchema) -> Field:
 def _trajectory_fields(config: ExperienceGenConfig, schema: SourceSchema) -> list[Field]:
     c = config.trajectory_columns
     spec = config.action_spec
+    assert spec is not None  # required by the config, or set from a simulation's env
     out = [
         Field(records.EPISODE_ID, (c.episode_id,), STRING),
         Field(records.STEP, (c.step,), INT),

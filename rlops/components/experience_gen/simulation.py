@@ -129,6 +129,8 @@ class _GymPolicy:
         if source.policy == "epsilon_greedy":
             if not self.discrete:
                 raise ValueError("epsilon_greedy logging needs a Discrete action space")
+            if not source.policy_path:  # as make_logging_policy (bandits) checks it
+                raise ValueError("SimulationSource.policy 'epsilon_greedy' needs policy_path (a SavedModel policy)")
             import tensorflow as tf
 
             from rlops.agents import trajectories

@@ -12,7 +12,8 @@ from __future__ import annotations
 import queue
 import threading
 import zlib
-from typing import Any, Sequence
+from types import ModuleType
+from typing import Any, Callable, Sequence
 
 import apache_beam as beam
 import numpy as np
@@ -20,10 +21,14 @@ from apache_beam.io.filebasedsink import FileBasedSink
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+crc32c: Callable[[bytes], int]
+_fast_zlib: ModuleType | None
 try:
     from google_crc32c import value as crc32c  # C implementation, ships with Beam[gcp]
 except ImportError:  # pragma: no cover - Beam's own fallback (crcmod)
-    from apache_beam.io.tfrecordio import _default_crc32c_fn as crc32c
+    from apache_beam.io import tfrecordio
+
+    crc32c = tfrecordio._default_crc32c_fn
 try:  # ISA-L's deflate writes the same gzip format ~5x faster than zlib; optional
     from isal import isal_zlib as _fast_zlib
 except ImportError:  # pragma: no cover - depends on the environment

@@ -13,7 +13,7 @@ locally, a placeholder no registry serves. Users pass their pushed image: `load(
 
 import os
 import sys
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 from kfp import compiler, dsl
 from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
@@ -28,7 +28,7 @@ def experience_gen(
     examples: Output[Dataset],
     quarantine: Output[Artifact],
     data: Input[Dataset] = None,
-    beam_args: list = None,
+    beam_args: Optional[list] = None,
     data_pattern: str = "",
     data_date: str = "",
     run_time: str = "",
@@ -80,6 +80,7 @@ def trainer(
     )
 
 
+# mypy takes no NamedTuple(...) call as a type; inline, as KFP runs the function's source alone.
 @dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
 def evaluator(
     config: str,
@@ -89,8 +90,8 @@ def evaluator(
     examples: Input[Dataset] = None,
     baseline_model: Input[Model] = None,
     num_actions: int = 0,
-    beam_args: list = None,
-) -> NamedTuple("Outputs", [("blessed", bool)]):
+    beam_args: Optional[list] = None,
+) -> NamedTuple("Outputs", [("blessed", bool)]):  # type: ignore[valid-type]
     """rlops Evaluator: off-policy estimates (bandits, on the eval split of `examples`) or episode
     returns (PPO) of `model` vs `baseline_model` (default: the logging / a random policy) -> blessing.
     config: EvaluatorConfig JSON."""
@@ -110,6 +111,7 @@ def evaluator(
     )
 
 
+# mypy takes no NamedTuple(...) call as a type; inline, as KFP runs the function's source alone.
 @dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
 def pusher(
     model: Input[Model],
@@ -122,7 +124,7 @@ def pusher(
     verify_env_id: str = "",
     vertex_upload: str = "",
     litert_allow_flex: bool = False,
-) -> NamedTuple("Outputs", [("pushed", bool)]):
+) -> NamedTuple("Outputs", [("pushed", bool)]):  # type: ignore[valid-type]
     """rlops Pusher: a blessed policy -> a new, verified version under push_destination (a local
     directory or gs://); nothing happens when not blessed. pushed_model: that version (its uri),
     with containerSpec.imageUri metadata for Vertex AI's prebuilt TensorFlow serving container;

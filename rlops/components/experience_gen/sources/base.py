@@ -183,7 +183,7 @@ def match_files(pattern: str) -> list[tuple[str, int]]:
     patterns = [p.strip() for p in pattern.split(",")]
     if not all(patterns):
         raise FileNotFoundError(f"source pattern {pattern!r} has an empty part")
-    out = []
+    out: list[tuple[str, int]] = []
     for part, result in zip(patterns, FileSystems.match(patterns)):
         if not result.metadata_list:
             raise FileNotFoundError(f"source pattern part {part!r} (of {pattern!r}) matched no files")
@@ -296,15 +296,22 @@ def row_block(
                 whole.append(full())
             record = whole[0].slice(int(row), 1).to_pylist()[0]
         else:
-            record = {c: (v[int(row)] if isinstance(v, list) else v[int(row)].as_py()) for c, v in columns.items()}
+            record = {c: _cell(v, int(row)) for c, v in columns.items()}
         return json.dumps(record, default=str).encode("utf-8")
 
     return Block(columns, num_rows, source_file, False, locate, payload)
 
 
+def _cell(column: RawColumn, row: int) -> Any:
+    if isinstance(column, list):
+        return column[row]
+    assert column is not None  # a row block holds every column it names
+    return column[row].as_py()
+
+
 def rows_block(rows: list[dict], columns: list[str], source_name: str, row0: int = 0) -> Block:
     """Python dict rows (BigQuery) -> a Block of Python-list columns."""
-    values = {c: [r.get(c) for r in rows] for c in columns}
+    values: dict[str, RawColumn] = {c: [r.get(c) for r in rows] for c in columns}
     block = row_block(values, len(rows), source_name, row0)
     block.payload = lambda row: json.dumps(rows[int(row)], default=str).encode("utf-8")
     return block

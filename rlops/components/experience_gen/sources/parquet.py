@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from rlops.components.experience_gen.config import FileSource
 from rlops.components.experience_gen.layout import Layout
 from rlops.components.experience_gen.sources.base import Block, FileRange, Unreadable, open_file, row_block
 
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
+
 PARQUET_BATCH_ROWS = 32_768
 
 
-def _row_group_bytes(meta: object, g: int) -> tuple[int, int]:
+def _row_group_bytes(meta: pq.FileMetaData, g: int) -> tuple[int, int]:
     """[start, end) of row group g's column chunks in the file."""
     rg = meta.row_group(g)
     starts = []

@@ -242,9 +242,9 @@ def _bad_line_or_cr(chunk: _Chunk, path: str, i: int, message: str) -> Quarantin
 _PARSE_TYPES = {FLOAT: pa.float64(), INT: pa.int64(), STRING: pa.string(), BOOL: pa.bool_(), TIMESTAMP: pa.string()}
 
 
-def _column_types(layout: Layout) -> dict[str, pa.DataType]:
+def _column_types(layout: Layout) -> dict[str, pa.DataType | None]:
     """The Arrow type each source column is parsed into by the fast text paths."""
-    types: dict[str, pa.DataType] = {}
+    types: dict[str, pa.DataType | None] = {}
     for f in layout.all_fields:
         for c in f.columns:
             t = _PARSE_TYPES[f.dtype]
@@ -252,8 +252,9 @@ def _column_types(layout: Layout) -> dict[str, pa.DataType]:
                 t = pa.float32()  # contexts/observations end up float32: parse straight into it
             if f.multivalent:  # CSV: "a|b" cells, split in convert.py; JSON: arrays, inferred
                 t = pa.string()
-            if json_paths.parse(c):  # not in the file: read its base column, untyped (JSON strings)
-                types.setdefault(json_paths.base_column(c), None)
+            path = json_paths.parse(c)
+            if path:  # not in the file: read its base column, untyped (JSON strings)
+                types.setdefault(path[0], None)
             else:
                 types.setdefault(c, t)
     return types
@@ -261,13 +262,13 @@ def _column_types(layout: Layout) -> dict[str, pa.DataType]:
 
 CAREFUL_LINES = 256  # below this many lines, a block that broke the fast parser goes line by line
 
-FastParse = Callable[[bytes], "dict[str, RawColumn] | None"]  # whole lines -> columns, or None
-SlowParse = Callable[[_Chunk, int, int], Iterator["Block | Quarantined"]]
+FastParse = Callable[[bytes], "dict[str, pa.Array | pa.ChunkedArray] | None"]  # whole lines -> columns, or None
+SlowParse = Callable[[_Chunk, int, int], Iterator["Block | Quarantined | Unreadable"]]
 
 
 def _parse_chunk(
     chunk: _Chunk, path: str, fast: FastParse, slow: SlowParse, text: bool, lo: int = 0, hi: int | None = None
-) -> Iterator[Block | Quarantined]:
+) -> Iterator[Block | Quarantined | Unreadable]:
     """Lines [lo, hi) of a chunk: one fast (Arrow) parse when it succeeds; else bisect, so a few bad
     lines cost a few extra fast parses plus Python over a few hundred lines, not the whole chunk."""
     whole = hi is None
@@ -309,7 +310,7 @@ def read_csv(rng: FileRange, source: FileSource, layout: Layout) -> Iterator[Blo
         ),
     )
 
-    def fast(data: bytes) -> dict[str, RawColumn] | None:
+    def fast(data: bytes) -> dict[str, pa.Array | pa.ChunkedArray] | None:
         if not wanted:  # none of the mapped columns in this file: every row is missing them
             return {}
         try:
@@ -320,7 +321,7 @@ def read_csv(rng: FileRange, source: FileSource, layout: Layout) -> Iterator[Blo
             return None
         return {c: table.column(c) for c in wanted}
 
-    def slow(chunk: _Chunk, lo: int, hi: int) -> Iterator[Block | Quarantined]:
+    def slow(chunk: _Chunk, lo: int, hi: int) -> Iterator[Block | Quarantined | Unreadable]:
         return _csv_slow(chunk, rng.path, header, wanted, source, lo, hi)
 
     for chunk in _text_chunks(rng.path, rng, source, skip_header=source.csv_header):
@@ -366,7 +367,7 @@ def read_jsonl(rng: FileRange, source: FileSource, layout: Layout) -> Iterator[B
     schema = pa.schema([(c, pa.list_(t) if _is_list_field(layout, c) else t) for c, t in fixed.items()])
     behavior = "ignore" if len(fixed) == len(types) else "infer"
 
-    def fast(data: bytes) -> dict[str, RawColumn] | None:
+    def fast(data: bytes) -> dict[str, pa.Array | pa.ChunkedArray] | None:
         try:
             table = pj.read_json(
                 pa.BufferReader(data),
@@ -378,7 +379,7 @@ def read_jsonl(rng: FileRange, source: FileSource, layout: Layout) -> Iterator[B
         names = set(table.column_names)
         return {c: table.column(c) if c in names else pa.nulls(table.num_rows) for c in types}
 
-    def slow(chunk: _Chunk, lo: int, hi: int) -> Iterator[Block | Quarantined]:
+    def slow(chunk: _Chunk, lo: int, hi: int) -> Iterator[Block | Quarantined | Unreadable]:
         return _jsonl_slow(chunk, rng.path, list(types), lo, hi)
 
     for chunk in _text_chunks(rng.path, rng, source, skip_header=False):

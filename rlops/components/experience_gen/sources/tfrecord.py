@@ -24,8 +24,9 @@ from rlops.components.experience_gen.sources.base import (
 CHECKSUM_MISMATCH = "data checksum mismatch"  # framing intact: one bad record, the rest still readable
 
 
-def iter_tfrecords(f: Any) -> Iterator[tuple[int, int, bytes | None, str]]:
-    """(record number, byte offset, data or None, problem) per TFRecord; stops after a framing error."""
+def iter_tfrecords(f: Any) -> Iterator[tuple[int, int, bytes, str]]:
+    """(record number, byte offset, data, problem) per TFRecord (on a problem, the bytes that were
+    read); stops after a framing error."""
     from rlops.components.experience_gen.sinks import crc32c, mask_crc
 
     offset, number = 0, 0
@@ -128,7 +129,7 @@ def _example_block(batch: list[tuple[int, int, bytes]], path: str, layout: Layou
     yield Block(columns, len(keep), path, False, locate, lambda row: payloads[int(keep[row])])
 
 
-def _examples_py(payloads: list[bytes], wanted: list[str]) -> tuple[dict[str, list], np.ndarray, list]:
+def _examples_py(payloads: list[bytes], wanted: list[str]) -> tuple[dict[str, RawColumn], np.ndarray, list]:
     import tensorflow as tf
 
     values: dict[str, list] = {c: [] for c in wanted}
@@ -145,4 +146,4 @@ def _examples_py(payloads: list[bytes], wanted: list[str]) -> tuple[dict[str, li
             kind = feat.WhichOneof("kind") if feat is not None else None
             values[c].append(list(getattr(feat, kind).value) if kind else None)
         keep.append(i)
-    return values, np.array(keep, np.int64), bad
+    return dict(values), np.array(keep, np.int64), bad  # dict(): list columns as RawColumns
