@@ -16,6 +16,7 @@ from rlops.agents.ranking import (
     RankingPolicy,
     UniformWithoutReplacement,
     brute_force_marginals,
+    epsilon_rank_marginals,
     slate_head,
     tf_propensities as tfp_,
 )
@@ -63,6 +64,12 @@ def test_marginals_and_prefix_probs_equal_the_numpy_module(name):
             worst_prefix = max(worst_prefix, np.abs(got_pref - pref).max())
     assert worst <= tol, worst
     assert worst_prefix <= 1e-12, worst_prefix
+    if name == "epsilon_per_slot":  # the dynamic program in TF (epsilon a tensor) equals the table
+        counts = np.arange(4, 10)
+        got = tfp_.epsilon_rank_marginals(counts, 4, tf.constant(0.3, tf.float64), 9).numpy()
+        for row, m in zip(got, counts):
+            np.testing.assert_allclose(row[:m], epsilon_rank_marginals(int(m), 4, 0.3), atol=1e-15)
+            assert not row[m:].any()
     # and one case straight against enumeration
     scores = _scores(rng, 2, 7, 8.0)
     exact = brute_force_marginals(policy, scores, 3)

@@ -20,11 +20,13 @@ Gumbel keys about once in 3,000 draws at K = 100 (ties go to the lower index).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import numpy.typing as npt
 import tensorflow as tf
 
-from rlops.agents.ranking.propensities import QUADRATURE_STEP
+from rlops.agents.ranking.propensities import QUADRATURE_STEP, epsilon_rank_marginals as numpy_epsilon_rank_marginals
 
 # The numpy module's grid (`PlackettLuce.marginals`): u = log t from -(16 + log(K) / 2) to 4 past
 # -log of the (L+1)-th largest weight, in steps of QUADRATURE_STEP.
@@ -248,9 +250,24 @@ def slate_marginals(
     if kind == "greedy":
         return tf.one_hot(ranks, num_slots, dtype=tf.float64)  # ranks >= L (and masked items) give 0
     if kind == "epsilon_per_slot":
-        table = epsilon_rank_marginals(_counts(allowed), num_slots, parameter, tf.shape(allowed)[-1])  # [B, K, L]
+        static_k = allowed.shape[-1]
+        if isinstance(parameter, (int, float)) and static_k is not None:  # a constant table: few ops
+            tables = tf.constant(_epsilon_tables(int(static_k), num_slots, float(parameter)))
+            table = tf.gather(tables, tf.reduce_sum(tf.cast(allowed, tf.int32), -1))  # [B, K, L]
+        else:
+            table = epsilon_rank_marginals(_counts(allowed), num_slots, parameter, tf.shape(allowed)[-1])
         return tf.gather(table, ranks, axis=1, batch_dims=1) * tf.cast(allowed, tf.float64)[..., None]
     raise ValueError(f"unknown slate policy kind {kind!r}; known: {KINDS}")
+
+
+@functools.lru_cache(maxsize=32)
+def _epsilon_tables(num_items: int, num_slots: int, epsilon: float) -> npt.NDArray[np.float64]:
+    """[K + 1, K, L]: `propensities.epsilon_rank_marginals(M, L, epsilon)` for every allowed count M
+    (zero-padded to K ranks; zero for M < L, which check_allowed rejects)."""
+    out = np.zeros((num_items + 1, num_items, num_slots))
+    for m in range(num_slots, num_items + 1):
+        out[m, :m] = numpy_epsilon_rank_marginals(m, num_slots, epsilon)
+    return out
 
 
 def plackett_luce_marginals(logits: tf.Tensor, num_slots: int, step: float = QUADRATURE_STEP) -> tf.Tensor:
