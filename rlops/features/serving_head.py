@@ -22,8 +22,9 @@ The contract, for server authors:
   baked in: TensorFlow would then repeat one stream in every process, and LiteRT would re-seed to
   the same value on every call and repeat one draw.
 - Replay: the decision is a pure function of the greedy action, the allowed actions and the two
-  uniforms. `epsilon_greedy_head(uniforms=...)` and its numpy twin `decide` take them from a
-  caller; the exported signatures draw their own and do not return them.
+  uniforms. The SavedModel's `serving_replay` signature (and `epsilon_greedy_head(uniforms=...)`,
+  and its numpy twin `decide`) take them from the caller: a simulation or an audit that keeps its
+  uniforms gets the same decision again. serving_default and the LiteRT file draw their own.
 """
 
 from __future__ import annotations

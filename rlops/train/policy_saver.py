@@ -25,7 +25,9 @@ an item feature; a single dense observation is one input named by its spec), out
 rules are rlops.features.serving_head's) and `policy_version` (int64 per row: the version number the Pusher
 published this SavedModel as, read at load time from the asset `assets/rlops_policy_version.txt`,
 which the Pusher writes; -1 in a SavedModel no Pusher published); plus `serving_masked`, the same
-with an `action_mask` [B, K] input. A policy trained with action masks has `action_mask` in its
+with an `action_mask` [B, K] input; plus `serving_replay`, serving_default taking `uniforms` [B, 2]
+(float32 in [0, 1)) instead of drawing its own, so a caller that keeps them replays a decision
+exactly. A policy trained with action masks has `action_mask` in its
 observation (TF-Agents' way): then every signature takes it and `serving_masked` is
 `serving_default`. The epsilon is `get_metadata()["serving_epsilon"]`. The attribute
 `serving_core` is `serving_default` less `policy_version` (no asset table): what
@@ -59,6 +61,7 @@ from rlops.features.serving_names import serving_input_for_record_key, serving_i
 from rlops.train.policy_files import SPECS_FILE, SPECS_FORMAT, UNPUBLISHED_VERSION, VERSION_ASSET
 
 SERVING_EPSILON = "serving_epsilon"
+UNIFORMS = "uniforms"  # serving_replay's input: [B, 2] uniforms in [0, 1) the decision is drawn with
 POLICY_VERSION = "policy_version"
 CHECKPOINT_PREFIX = "policy_checkpoint_"
 
@@ -264,7 +267,7 @@ class PolicySaver:
         ts_type = type(self.time_step_spec)
         version = self._version_table(module)
 
-        def head(features: dict, mask: tf.Tensor | None) -> dict:
+        def head(features: dict, mask: tf.Tensor | None, uniforms: tf.Tensor | None = None) -> dict:
             _unseeded_graph()
             observation = (
                 {key_of[n]: v for n, v in features.items()}
@@ -282,7 +285,7 @@ class PolicySaver:
             eps = module.metadata[SERVING_EPSILON].read_value()
             # the mask argument (serving_masked) or input (a policy trained with masks); per-arm candidates
             allowed = serving_head.allowed_actions_tf(features, num_actions, mask)
-            return serving_head.epsilon_greedy_head(greedy, num_actions, eps, minimum, allowed)
+            return serving_head.epsilon_greedy_head(greedy, num_actions, eps, minimum, allowed, uniforms)
 
         def with_version(out: dict) -> dict:
             number = tf.strings.to_number(version.lookup(tf.constant(0, tf.int64)), tf.int64)
@@ -297,19 +300,21 @@ class PolicySaver:
         core = tf.function(lambda **features: head(features, None), input_signature=None, autograph=False)
         module.serving_core = core
         core.get_concrete_function(**inputs)
+        # serving_default drawing with caller-supplied uniforms: a decision the caller can replay
+        uniforms_spec = tf.TensorSpec([self.batch_size, serving_head.NUM_UNIFORMS], tf.float32, name=UNIFORMS)
+        replay = tf.function(lambda uniforms, **features: with_version(head(features, None, uniforms)), autograph=False)
+        module.serving_replay = replay
+        out = {
+            "serving_default": serving.get_concrete_function(**inputs),
+            "serving_replay": replay.get_concrete_function(uniforms=uniforms_spec, **inputs),
+        }
         if "action_mask" in inputs:  # the mask is already an input: serving_masked is serving_default
             module.serving_masked = serving
-            return {
-                "serving_default": serving.get_concrete_function(**inputs),
-                "serving_masked": serving.get_concrete_function(**inputs),
-            }
+            return {**out, "serving_masked": serving.get_concrete_function(**inputs)}
         mask_spec = tf.TensorSpec([self.batch_size, num_actions], tf.int64, name="action_mask")
         masked = tf.function(lambda action_mask, **features: with_version(head(features, action_mask)), autograph=False)
         module.serving_masked = masked
-        return {
-            "serving_default": serving.get_concrete_function(**inputs),
-            "serving_masked": masked.get_concrete_function(action_mask=mask_spec, **inputs),
-        }
+        return {**out, "serving_masked": masked.get_concrete_function(action_mask=mask_spec, **inputs)}
 
     def _version_table(self, module: tf.Module) -> tf.lookup.StaticHashTable:
         """{0: the version line} from the asset VERSION_ASSET, read when the SavedModel loads (so a
@@ -355,7 +360,7 @@ class PolicySaver:
             "get_train_step": [],
             "get_metadata": [],
         }
-        for k in ("serving_default", "serving_masked"):
+        for k in ("serving_default", "serving_masked", "serving_replay"):
             if k in self._signatures:
                 inputs[k] = sorted(self._signatures[k].structured_input_signature[1])
         return {

@@ -350,3 +350,30 @@ def test_serving_masked_greedy_action_respects_the_mask(policies):
     rows = np.arange(200)
     assert (mask[rows, out["greedy_action"]] == 1).all() and (mask[rows, out["action"]] == 1).all()
     np.testing.assert_allclose(out["propensity"], 1 / (K_DENSE - 1), atol=1e-6)  # served uniformly
+
+
+@pytest.mark.parametrize("kind", ["per_arm_lin_ucb", "lin_ts_masked"])
+def test_serving_replay_decides_as_the_serving_head_does_with_the_callers_uniforms(policies, kind):
+    from rlops.features import serving_head
+
+    path = policies[kind]
+    loaded = tf.saved_model.load(path)
+    replay = loaded.signatures["serving_replay"]
+    with open(os.path.join(path, litert.LITERT_SPEC_FILE)) as f:
+        inputs = random_inputs(json.load(f), 500, seed=9)
+    specs = replay.structured_input_signature[1]
+    feeds = {
+        k: tf.constant(v) if specs[k].dtype == tf.string else tf.cast(v, specs[k].dtype) for k, v in inputs.items()
+    }
+    uniforms = np.random.default_rng(9).random((500, 2)).astype(np.float32)
+    first, again = (
+        {k: v.numpy() for k, v in replay(uniforms=tf.constant(uniforms), **feeds).items()} for _ in range(2)
+    )
+    for key in first:
+        np.testing.assert_array_equal(first[key], again[key])  # the same uniforms: the same decision
+    greedy = loaded.signatures["serving_default"](**feeds)["greedy_action"].numpy()
+    allowed = serving_head.allowed_actions(inputs, K_PER_ARM if "num_actions" in inputs else K_DENSE)
+    action, propensity, greedy_action = serving_head.decide(greedy, EPSILON, allowed, uniforms)
+    np.testing.assert_array_equal(first["action"], action)
+    np.testing.assert_array_equal(first["greedy_action"], greedy_action)
+    np.testing.assert_allclose(first["propensity"], propensity, atol=1e-6)
