@@ -27,8 +27,8 @@ difference is paired.
 
 The reward-noise floor (0/1 rewards): where a policy's weight sits on a few records of actions
 the logger rarely took, a night may hold two or three clicks there, or none, and a bootstrap of
-no clicks says "no spread" (BENCHMARKS.md, "The reward-noise floor under the intervals": DR's
-[-0.015, 0.042] around a true 0.089 at ESS 65). So no interval is narrower than value -/+ z sd, with sd^2 = sum (s c)^2
+no clicks says "no spread": its interval is far too narrow. So no interval is narrower than
+value -/+ z sd, with sd^2 = sum (s c)^2
 q (1 - q) / (sum s)^2: the Bernoulli noise the reward model q(x, a) gives each record, times
 the record's coefficient c on its reward (w for IPS and DR, w / E_s[w] self-normalized, the
 shrunk w of Switch-DR and DR-os). It counts the rare actions logged, not the clicks they got, so
@@ -38,11 +38,11 @@ floor is |sd(candidate) - sd(baseline)|, the least spread a paired difference ca
 
 Switch-DR and DR-os trade DR's variance for a bias: the records whose weight they switch off or
 shrink take the reward model's word, and a bootstrap of their terms spreads with the variance
-alone. On the closed loop's nights (a model ~7% off carrying the ~10 records of weight ~1,100)
-Switch-DR's percentile interval held the truth on 18 of 30 (BENCHMARKS.md). So their interval is
-joined with DR's: DR, unbiased whatever the model, keeps it honest where the model is wrong; the
-point estimate is unchanged. (OBP's bias bound added to each side was tried: honest too, but
-about twice DR's width there, a bound on heavy-tailed terms.)
+alone: where a slightly wrong model carries a few records of large weight, their percentile
+interval misses the truth far more often than its confidence says. So their interval is joined
+with DR's: DR, unbiased whatever the model, keeps it honest where the model is wrong; the point
+estimate is unchanged. (OBP's bias bound added to each side is honest too, but about twice DR's
+width: a bound on heavy-tailed terms.)
 
 Bounded rewards: a policy's value lies in the range of its rewards, so every interval is clipped
 to the observed rewards' range widened to hold [0, 1] (0/1 clicks: exactly [0, 1], even on a night
