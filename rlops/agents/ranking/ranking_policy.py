@@ -1,7 +1,7 @@
 """Ranking policies in TensorFlow: a slate of L items out of K scored candidates, with the exact
 probabilities off-policy evaluation needs.
 
-`slate_head(scores, num_slots, slate_policy, mask, seed, row_seeds)` is the serving decision:
+`slate_head(scores, num_slots, slate_policy, mask, seed, row_seeds, uniforms)` is the serving decision:
 
     slate                     [B, L] int32   item indices in display order (no item twice, none masked)
     propensity_item_position  [B, L] float32 P(the shown item at its slot): what IIPS needs
