@@ -77,6 +77,7 @@ RUN = {
     "from rlops.envs.slate_feedback import SlateConfig, SlateLogGenerator": "slates",
     "record_kind: slate": "slates",
     "python -m rlops.components.experience_gen --config slates.yaml": "slates",
+    "from rlops.agents.ranking.ranking_policy import slate_head": "slates",
 }
 # Blocks not run, with the reason (where they are covered instead).
 NOT_RUN = {

@@ -20,9 +20,9 @@ SLATES = "docs/slates.md"
 def test_slates_page_runs_to_estimates(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     blocks = [b for b in page_blocks(SLATES) if b.lang != "text"]
-    assert [b.lang for b in blocks] == ["python", "yaml", "bash"], [str(b) for b in blocks]
+    assert [b.lang for b in blocks] == ["python", "yaml", "bash", "python"], [str(b) for b in blocks]
     assert all(RUN.get(k) == "slates" for b in blocks for k in RUN if k in b.text)
-    python, yaml_block, bash = blocks
+    python, yaml_block, bash, ranking = blocks
     script = tmp_path / "block_0.py"
     script.write_text(python.text)
     runpy.run_path(str(script), run_name="__main__")
@@ -40,6 +40,9 @@ def test_slates_page_runs_to_estimates(tmp_path, monkeypatch, capsys):
     for name in ("rips", "snrips", "cascade_dr", "iips"):
         est = result["estimates"][name]
         assert est["value"] is not None and est["lower"] <= est["value"] <= est["upper"], (name, est)
+    script = tmp_path / "block_3.py"  # the ranking policy's block asserts its own numbers
+    script.write_text(ranking.text)
+    runpy.run_path(str(script), run_name="__main__")
 
 
 def test_the_page_s_bad_config_is_one_line(tmp_path, capsys):
