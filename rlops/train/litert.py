@@ -37,7 +37,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -151,7 +151,7 @@ def _serving_function(loaded: Any) -> tuple[Any, str]:
         specs = loaded.signatures["serving_default"].structured_input_signature[1]
         core = loaded.serving_core
 
-        def serve(**features):
+        def serve(**features: Any) -> dict[str, Any]:
             out = core(**features)
             batch = tf.shape(out["action"])[:1]
             return {
@@ -174,7 +174,7 @@ def _serving_function(loaded: Any) -> tuple[Any, str]:
     if any(k.startswith("policy_state") for k in specs):
         raise LiteRTConversionError("a stateful policy (policy_state inputs) has no LiteRT serving contract yet")
 
-    def act(**observation):
+    def act(**observation: Any) -> dict[str, Any]:
         batch = tf.shape(next(iter(observation.values())))[:1]
         filler = {"step_type": tf.zeros, "reward": tf.zeros, "discount": tf.ones}
         feeds = dict(observation)
@@ -334,7 +334,11 @@ def _saved_model_outputs(saved_model_dir: str, loaded: Any, kind: str, feeds: di
         step = loaded.signatures["action"]
         names = step.structured_input_signature[1]
         batch = len(next(iter(feeds.values())))
-        filler = {"step_type": np.zeros, "reward": np.zeros, "discount": np.ones}
+        filler: dict[str, Callable[[int], np.ndarray]] = {
+            "step_type": np.zeros,
+            "reward": np.zeros,
+            "discount": np.ones,
+        }
         extra = {k: tf.constant(filler[k](batch), names[k].dtype) for k in _TIME_STEP_INPUTS if k in names}
         out = {k: v.numpy() for k, v in step(**tensors, **extra).items()}
         if LOGITS not in out:

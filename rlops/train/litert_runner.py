@@ -10,17 +10,18 @@ outputs (REPEATS calls stacked on a leading axis) to its OUT.npz, plus `modules_
 
 import json
 import sys
+from typing import Any
 
 
-def run(model_path, *jobs):
+def run(model_path: str, *jobs: str) -> dict[str, Any]:
     """jobs: INPUTS.npz, OUT.npz, REPEATS, repeated (the last REPEATS may be left out: 1)."""
     import numpy as np
     from ai_edge_litert.interpreter import Interpreter
 
     runner = Interpreter(model_path=model_path).get_signature_runner("serving_default")
     wanted = runner.get_input_details()
-    jobs = list(jobs) + ([1] if len(jobs) % 3 else [])
-    for inputs_npz, out_npz, repeats in zip(jobs[0::3], jobs[1::3], jobs[2::3]):
+    args = list(jobs) + (["1"] if len(jobs) % 3 else [])
+    for inputs_npz, out_npz, repeats in zip(args[0::3], args[1::3], args[2::3]):
         data = dict(np.load(inputs_npz, allow_pickle=False))
         missing = sorted(set(wanted) - set(data))
         if missing:
@@ -34,7 +35,7 @@ def run(model_path, *jobs):
     return {"ok": True}
 
 
-def _typed(value, dtype):
+def _typed(value: Any, dtype: Any) -> Any:  # dtype: a numpy type from the interpreter's input details
     import numpy as np
 
     if dtype in (np.bytes_, np.object_, np.str_):  # string inputs: bytes objects

@@ -1,6 +1,9 @@
 """Model Registry upload through the real google-cloud-aiplatform SDK, faked only at its API clients
 (the last layer before gRPC): the request protos the SDK would send are checked field by field."""
 
+import dataclasses
+import json
+
 import pytest
 from google.auth.credentials import AnonymousCredentials
 from google.cloud.aiplatform_v1.services.endpoint_service import EndpointServiceClient
@@ -12,6 +15,7 @@ from google.cloud.aiplatform_v1.types import (
     model_service,
 )
 
+from rlops.components.json_config import ConfigValueError
 from rlops.components.pusher import registry
 
 PROJECT, REGION = "proj", "us-central1"
@@ -154,3 +158,59 @@ def test_local_artifact_uri_is_refused():
     config = registry.RegistryConfig(project=PROJECT, region=REGION, display_name="d")
     with pytest.raises(ValueError, match="gs://"):
         registry.upload_kwargs("/local/serving/1", config)
+
+
+# Every key a pipeline YAML's pusher.vertex_upload (or the components' JSON) could hold before the
+# section moved onto json_config's loader: each still reads the same.
+EVERY_KEY = {
+    "project": "p",
+    "region": "us-central1",
+    "display_name": "digits-policy",
+    "parent_model": "projects/p/locations/us-central1/models/123",
+    "alias": "champion-2",
+    "serving_container_image_uri": "us-docker.pkg.dev/x/y:latest",
+    "tf_version": "2.14",
+    "labels": {"pipeline": "rlops-bandit"},
+    "endpoint": "456",
+    "traffic_percentage": 10,
+    "machine_type": "n1-standard-4",
+    "min_replica_count": 1,
+    "max_replica_count": 3,
+}
+
+
+def test_every_key_users_write_reads_the_same_and_round_trips():
+    config = registry.RegistryConfig.from_json(json.dumps(EVERY_KEY))
+    assert dataclasses.asdict(config) == EVERY_KEY
+    assert registry.RegistryConfig.from_json(config.to_json()) == config
+    minimal = registry.RegistryConfig.from_dict({"project": "p", "region": "r", "display_name": "d"})
+    assert (minimal.alias, minimal.labels, minimal.endpoint, minimal.traffic_percentage) == ("champion", {}, None, 100)
+
+
+@pytest.mark.parametrize(
+    "key,value,message",
+    [
+        ("endpint", "1", "vertex_upload.endpint: unknown key; closest: endpoint"),
+        ("traffic_percentage", "10", "vertex_upload.traffic_percentage: expected an integer, got '10' (str)"),
+        ("labels", {"team": 7}, "vertex_upload.labels.team: expected a string, got 7 (int)"),
+        ("parent_model", 123, "vertex_upload.parent_model: expected a string, got 123 (int)"),
+    ],
+)
+def test_unknown_key_or_wrong_type_is_one_line_naming_the_key_path(key, value, message):
+    raw = json.dumps({"project": "p", "region": "r", "display_name": "d", key: value})
+    with pytest.raises(ConfigValueError) as e:
+        registry.RegistryConfig.from_json(raw)
+    assert str(e.value) == message  # one line: the key path, the problem, the closest names
+
+
+def test_pusher_component_refuses_an_unknown_vertex_upload_key_at_definition():
+    from tfx.types import channel_utils, standard_artifacts
+
+    from rlops.components.pusher.component import Pusher
+
+    model = channel_utils.as_channel([standard_artifacts.Model()])
+    blessing = channel_utils.as_channel([standard_artifacts.ModelBlessing()])
+    bad = json.dumps({"project": "p", "region": "r", "display_name": "d", "machine_typ": "n1-standard-4"})
+    with pytest.raises(ValueError) as e:
+        Pusher(model=model, model_blessing=blessing, push_destination="/tmp/x", vertex_upload=bad)
+    assert str(e.value) == "vertex_upload.machine_typ: unknown key; closest: machine_type"

@@ -7,8 +7,6 @@ pusher.outputs["pushed_model"]   # standard PushedModel; properties pushed, push
 
 from __future__ import annotations
 
-import json
-
 from tfx import types
 from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import standard_artifacts
@@ -74,7 +72,7 @@ class Pusher(base_component.BaseComponent):
             raise ValueError("Pusher: push_destination is empty")
         validate_keep_last(keep_last)  # at pipeline definition, not after a night of training
         if vertex_upload:
-            RegistryConfig.from_dict(json.loads(vertex_upload))
+            RegistryConfig.from_json(vertex_upload)  # unknown keys, wrong types: one line naming the key
         spec = PusherSpec(
             model=model,
             model_blessing=model_blessing,

@@ -61,7 +61,7 @@ class PushResult:
         return {PUSHED_MODEL_KEY: out}
 
 
-def existing_versions(destination: str, gcs_client=None) -> list[int]:
+def existing_versions(destination: str, gcs_client: Any = None) -> list[int]:
     """rlops versions (numeric directories carrying rlops' marker), oldest first."""
     store = open_store(destination, gcs_client)
     return publish.rlops_versions(store)
@@ -146,16 +146,17 @@ def verify_in_subprocess(
 DRAW_ROWS, DRAW_CALLS_MANY = 64, 8  # as rlops.train.litert checks its file
 
 
-def subprocess_verifier(inputs: dict[str, np.ndarray]) -> Callable[[str], None]:
+def subprocess_verifier(inputs: dict[str, np.ndarray] | None) -> Callable[[str], None]:
     """Verifies the staged SavedModel in two fresh processes: each acts on `inputs` and calls
     serving_default repeatedly at batch 1 and batch DRAW_ROWS; the draws of both must follow the
-    serving head's probabilities and not repeat across calls or processes (draws_error)."""
-    inputs = check_verify_inputs(inputs)
+    serving head's probabilities and not repeat across calls or processes (draws_error). No
+    inputs (or an empty one) fail here, naming what to give (check_verify_inputs)."""
+    checked = check_verify_inputs(inputs)
 
     def verify(local_dir: str) -> None:
         checks = []
         for _ in range(2):
-            check = verify_in_subprocess(local_dir, inputs, draws=True)
+            check = verify_in_subprocess(local_dir, checked, draws=True)
             if not check.get("ok"):
                 raise RuntimeError(f"pushed policy failed verification in a fresh process: {check.get('error')}")
             checks.append(check)
@@ -221,14 +222,14 @@ def litert_inputs(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {k: np.concatenate([out[k].astype(object) if k in strings else out[k], extra[k]]) for k in out}
 
 
-def litert_stage(inputs: dict[str, np.ndarray], allow_flex: bool = False) -> Callable[[str], None]:
+def litert_stage(inputs: dict[str, np.ndarray] | None, allow_flex: bool = False) -> Callable[[str], None]:
     """Writes policy.tflite + policy_litert.json beside the staged SavedModel and checks them against
     it in a fresh process that runs ai-edge-litert alone (rlops.train.litert.compare). A model that
     needs Flex ops fails here with one line naming them, unless `allow_flex` (then the standalone
     runtime cannot run it, and only the conversion is checked)."""
     from rlops.train import litert
 
-    inputs = check_verify_inputs(inputs)
+    checked = check_verify_inputs(inputs)
 
     def stage(local_dir: str) -> None:
         policy = litert.convert_policy(local_dir, allow_flex=allow_flex)
@@ -238,7 +239,7 @@ def litert_stage(inputs: dict[str, np.ndarray], allow_flex: bool = False) -> Cal
                 "litert_allow_flex: %s is not checked (ai-edge-litert has no Flex delegate)", litert.LITERT_FILE
             )
             return
-        error = litert.compare(local_dir, os.path.join(local_dir, litert.LITERT_FILE), litert_inputs(inputs))
+        error = litert.compare(local_dir, os.path.join(local_dir, litert.LITERT_FILE), litert_inputs(checked))
         if error:
             raise RuntimeError(error)
         log.info("verified %s under ai-edge-litert alone", litert.LITERT_FILE)
@@ -301,8 +302,9 @@ def run_pusher(
     if result.pushed and vertex_upload:  # alias, parent model, optional deployment
         from rlops.components.pusher import registry
 
+        assert result.destination is not None  # a pushed result names its version (push_policy)
         uploaded = registry.upload_version(
-            result.destination, registry.RegistryConfig.from_dict(json.loads(vertex_upload)), marker_lineage
+            result.destination, registry.RegistryConfig.from_json(vertex_upload), marker_lineage
         )
         result = dataclasses.replace(
             result, vertex_model=uploaded["versioned_name"], vertex_endpoint=uploaded.get("endpoint")
@@ -318,7 +320,7 @@ def push_policy(
     keep_last: int = 5,
     lineage: dict | None = None,
     verifier: Callable[[str], None] | None = None,
-    gcs_client=None,
+    gcs_client: Any = None,
     litert: bool = True,
     litert_allow_flex: bool = False,
 ) -> PushResult:

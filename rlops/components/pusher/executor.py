@@ -9,6 +9,7 @@ from typing import Any
 
 from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
+from tfx.types.artifact import Artifact
 
 from rlops.components.common.keys import (
     EXAMPLES_KEY,
@@ -31,7 +32,7 @@ def _launcher_id(resource_name: str) -> int:
     return int(hashlib.sha256(resource_name.encode("utf-8")).hexdigest(), 16) % (1 << 63)
 
 
-def model_reference(model, blessing) -> int | str:
+def model_reference(model: Artifact, blessing: Artifact) -> int | str:
     """What identifies the pushed model in the metadata store: its ML Metadata id locally; on
     Vertex AI its resource name. There `model.id` is only a hash of that name (which nothing can
     query); the Evaluator's blessing carries the name in `current_model_id` once the launcher has

@@ -43,7 +43,7 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from rlops.components.pusher.storage import LocalStore, Store, SubStore, open_store, transfer
 from rlops.train import policy_files
@@ -82,7 +82,7 @@ class PublishResult:
     marker: dict = field(default_factory=dict)
 
 
-def validate_keep_last(keep_last) -> int:
+def validate_keep_last(keep_last: object) -> int:
     if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1:
         raise ValueError(f"keep_last must be an integer >= 1 (versions to keep), got {keep_last!r}")
     return keep_last
@@ -152,7 +152,7 @@ def publish(
     verify: Callable[[str], None] | None,
     keep_last: int = 5,
     lineage: dict | None = None,
-    gcs_client=None,
+    gcs_client: Any = None,
 ) -> PublishResult:
     """Publishes the SavedModel at `source` as a new version of `destination`.
 
@@ -168,7 +168,7 @@ def publish(
     owner = uuid.uuid4().hex
     staging = STAGING + owner
     lease = _Lease(dst, owner)
-    version = None
+    version: int | None = None
     try:
         lease.renew(force=True)  # before the first byte of staging exists
         for key in sorted(files, key=lambda k: k == SAVED_MODEL):
@@ -264,7 +264,8 @@ class _Lease:
     """`.rlops/leases/<owner>` holds the time a live push last worked on its staging directory."""
 
     def __init__(self, store: Store, owner: str, now: Callable[[], float] = time.time):
-        self.store, self.key, self.now, self.last = store, store.join(LEASES, owner), now, None
+        self.store, self.key, self.now = store, store.join(LEASES, owner), now
+        self.last: float | None = None  # when this push last wrote its lease
 
     def renew(self, force: bool = False) -> None:
         t = self.now()
@@ -354,7 +355,9 @@ def remove_version(store: Store, number: int) -> None:
         store.delete(key)
 
 
-def rollback(destination: str | Store, version: int, keep_last: int | None = None, gcs_client=None) -> PublishResult:
+def rollback(
+    destination: str | Store, version: int, keep_last: int | None = None, gcs_client: Any = None
+) -> PublishResult:
     """Puts rlops version `version` back in front by re-publishing it as a new, highest version.
 
     Why a new number rather than deleting the newer versions: TF Serving (and a Vertex model

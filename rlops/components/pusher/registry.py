@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlops.components.json_config import ConfigValueError, JsonConfig
 
 # Newest TF2 prediction runtime google-cloud-aiplatform 1.165 lists (constants/prediction.py). rlops
 # exports with TF 2.16 using only ops 2.15 has; override with `tf_version` once a newer one is listed.
@@ -24,7 +27,12 @@ _ALIAS = re.compile(r"^[a-z][a-zA-Z0-9-]{0,126}[a-z0-9-]$")  # Vertex's alias ru
 
 
 @dataclass
-class RegistryConfig:
+class RegistryConfig(JsonConfig):
+    """Registers each pushed version in Vertex AI Model Registry (the alias moves to it) and, with
+    an `endpoint`, deploys it there with `traffic_percentage` of the traffic."""
+
+    SECTION = "vertex_upload"  # the key path errors name: the Pusher's JSON parameter, pusher.vertex_upload in YAML
+
     project: str
     region: str
     display_name: str
@@ -32,37 +40,31 @@ class RegistryConfig:
     alias: str = "champion"
     serving_container_image_uri: str | None = None  # default: prebuilt TF CPU container of `region`
     tf_version: str = DEFAULT_TF_RUNTIME
-    labels: dict = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)  # Vertex labels: strings to strings
     endpoint: str | None = None  # endpoint resource name or id: deploy there
     traffic_percentage: int = 100  # the new version's share; the rest stays with what is deployed
     machine_type: str = "n1-standard-2"
     min_replica_count: int = 1
     max_replica_count: int = 1
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         missing = [k for k in ("project", "region", "display_name") if not getattr(self, k)]
         if missing:
-            raise ValueError(f"vertex_upload needs {', '.join(missing)}")
+            raise ConfigValueError(f"vertex_upload needs {', '.join(missing)}")
         if not _ALIAS.match(self.alias) or self.alias.isdigit():
-            raise ValueError(f"vertex_upload.alias {self.alias!r}: Vertex aliases match [a-z][a-zA-Z0-9-]*[a-z0-9-]")
+            raise ConfigValueError(
+                f"vertex_upload.alias {self.alias!r}: Vertex aliases match [a-z][a-zA-Z0-9-]*[a-z0-9-]"
+            )
         if (
             isinstance(self.traffic_percentage, bool)
             or not isinstance(self.traffic_percentage, int)
             or not 0 <= self.traffic_percentage <= 100
         ):
-            raise ValueError(
+            raise ConfigValueError(
                 f"vertex_upload.traffic_percentage must be an integer 0..100, got {self.traffic_percentage!r}"
             )
         if not 1 <= self.min_replica_count <= self.max_replica_count:
-            raise ValueError("vertex_upload: need 1 <= min_replica_count <= max_replica_count")
-
-    @classmethod
-    def from_dict(cls, values: dict) -> "RegistryConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"vertex_upload.{unknown[0]}: unknown key; known keys: {', '.join(sorted(known))}")
-        return cls(**values)
+            raise ConfigValueError("vertex_upload: need 1 <= min_replica_count <= max_replica_count")
 
 
 def prebuilt_container_uri(region: str, tf_version: str = DEFAULT_TF_RUNTIME) -> str:
@@ -74,13 +76,13 @@ def prebuilt_container_uri(region: str, tf_version: str = DEFAULT_TF_RUNTIME) ->
     )
 
 
-def upload_kwargs(artifact_uri: str, config: RegistryConfig, lineage: dict | None = None) -> dict:
+def upload_kwargs(artifact_uri: str, config: RegistryConfig, lineage: dict | None = None) -> dict[str, Any]:
     """Arguments of `aiplatform.Model.upload` (built apart so they can be checked without a cloud)."""
     if not artifact_uri.startswith("gs://"):
         raise ValueError(
             f"Vertex AI serves models from Cloud Storage; artifact_uri must be gs://..., got {artifact_uri}"
         )
-    kwargs = {
+    kwargs: dict[str, Any] = {
         "display_name": config.display_name,
         "artifact_uri": artifact_uri,
         "serving_container_image_uri": config.serving_container_image_uri
@@ -100,16 +102,23 @@ def upload_kwargs(artifact_uri: str, config: RegistryConfig, lineage: dict | Non
 
 
 def upload_version(
-    artifact_uri: str, config: RegistryConfig, lineage: dict | None = None, credentials=None, aiplatform=None
-) -> dict:
-    """Uploads, moves the alias, optionally deploys. Returns resource names and the traffic split."""
+    artifact_uri: str,
+    config: RegistryConfig,
+    lineage: dict | None = None,
+    credentials: Any = None,
+    aiplatform: Any = None,
+) -> dict[str, Any]:
+    """Uploads, moves the alias, optionally deploys. Returns resource names and the traffic split.
+    `credentials`: google.auth credentials (default: ADC); `aiplatform`: the SDK module (tests)."""
     if aiplatform is None:
-        from google.cloud import aiplatform
+        from google.cloud import aiplatform as sdk
+
+        aiplatform = sdk
     kwargs = upload_kwargs(artifact_uri, config, lineage)
     if credentials is not None:
         kwargs["credentials"] = credentials
     model = aiplatform.Model.upload(**kwargs)
-    out = {
+    out: dict[str, Any] = {
         "model": model.resource_name,
         "version_id": model.version_id,
         "versioned_name": f"{model.resource_name}@{model.version_id}",

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 from abc import ABC, abstractmethod
+from typing import Any
 
 
 class Store(ABC):
@@ -171,7 +172,7 @@ class GCSStore(Store):
     """gs://bucket/prefix through google-cloud-storage. `client` is injectable; by default
     `storage.Client()`, which honours STORAGE_EMULATOR_HOST (the emulator) like production ADC."""
 
-    def __init__(self, url: str, client=None):
+    def __init__(self, url: str, client: Any = None) -> None:  # client: google.cloud.storage.Client
         if not url.startswith("gs://"):
             raise ValueError(f"not a gs:// URL: {url}")
         bucket, _, prefix = url[len("gs://") :].partition("/")
@@ -290,7 +291,7 @@ class SubStore(Store):
     write = create = put_file = copy = delete = delete_prefix = move_dir = _readonly
 
 
-def open_store(url: str, gcs_client=None) -> Store:
+def open_store(url: str, gcs_client: Any = None) -> Store:
     """LocalStore for paths, GCSStore for gs://. Other schemes are refused by name."""
     if url.startswith("gs://"):
         return GCSStore(url, gcs_client)

@@ -18,7 +18,13 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
-def verify(saved_model_dir: str, inputs_npz: str, draws_npz: str | None = None, calls_many=8, rows_many=64) -> dict:
+def verify(
+    saved_model_dir: str,
+    inputs_npz: str,
+    draws_npz: str | None = None,
+    calls_many: int | str = 8,  # str: from the command line
+    rows_many: int | str = 64,
+) -> dict:
     import numpy as np
     import tensorflow as tf
 
