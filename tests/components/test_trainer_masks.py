@@ -122,7 +122,8 @@ def _masked_picks(actions: np.ndarray, mask: np.ndarray) -> int:
 
 @pytest.mark.parametrize("agent", list(CONFIGS))
 def test_every_signature_honours_the_mask_and_the_greedy_policy_learns(trained, agent):
-    from rlops.components.trainer.core import COLLECT_POLICY_DIR, serving_dir
+    from rlops.components.trainer.core import serving_dir
+    from rlops.components.trainer.layout import COLLECT_POLICY_DIR
 
     uri = trained(agent)
     x, mask = _probes()
@@ -229,7 +230,8 @@ def test_per_arm_agents_with_a_mask_train_and_act_among_allowed_candidates(agent
     from rlops.components.trainer import masks
     from rlops.components.trainer.agents import make_bandit_agent, serving_policy
     from rlops.components.trainer.config import TrainerConfig
-    from rlops.components.trainer.core import _export_policies, serving_dir
+    from rlops.components.trainer.core import serving_dir
+    from rlops.components.trainer.export import export_policies
 
     k, n = 6, 600
     config = TrainerConfig(agent=agent, num_actions=k, hidden_sizes=(8,), epsilon=0.5, learning_rate=1e-2)
@@ -255,7 +257,7 @@ def test_per_arm_agents_with_a_mask_train_and_act_among_allowed_candidates(agent
         acts = policy.action(trajectories.restart(full, n)).action.numpy()
         assert (allowed[np.arange(n), acts] == 1).all(), type(policy).__name__
     wrapped = [masks.MaskedFeaturePolicy(p, _PerArmInputs(), k) for p in (serving_policy(a), a.collect_policy)]
-    _export_policies(*wrapped, step, str(tmp_path), serving_epsilon=0.5)
+    export_policies(*wrapped, step, str(tmp_path), serving_epsilon=0.5)
     out = tf.saved_model.load(serving_dir(str(tmp_path))).signatures["serving_default"](
         **{
             "global": tf.constant(g),

@@ -324,7 +324,7 @@ class _ScriptedLearner:
     ],
 )
 def test_one_training_loop_stops_at_the_cap_or_where_the_passes_end(available, done, cap, passes, calls, curve):
-    from rlops.components.trainer.core import train_loop
+    from rlops.components.trainer.loop import train_loop
 
     learner = _ScriptedLearner(available)
     trained = train_loop(learner, done, cap, 100, passes=passes)
@@ -338,7 +338,7 @@ def test_one_training_loop_stops_at_the_cap_or_where_the_passes_end(available, d
 
 
 def test_a_repeating_dataset_needs_a_cap():
-    from rlops.components.trainer.core import train_loop
+    from rlops.components.trainer.loop import train_loop
 
     with pytest.raises(ValueError, match="needs a cap"):
         train_loop(_ScriptedLearner(None), 0, None, 100, passes=False)

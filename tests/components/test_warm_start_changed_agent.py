@@ -9,7 +9,8 @@ import pytest
 import tensorflow as tf
 
 from rlops.components.trainer.config import TrainerConfig
-from rlops.components.trainer.core import CONFIG_FILE, _base_mismatch, run_trainer, serving_dir
+from rlops.components.trainer.core import CONFIG_FILE, run_trainer, serving_dir
+from rlops.components.trainer.warm_start import base_mismatch
 
 # Slow: trains agents of two kinds through both faces; `make test` runs it.
 pytestmark = pytest.mark.slow
@@ -86,13 +87,13 @@ def test_zero_train_steps_needs_a_base_model_that_fits(examples_uri, base, tmp_p
 
 def test_another_action_spec_is_named(tmp_path):
     (tmp_path / CONFIG_FILE).write_text(TrainerConfig(**{**NEURAL, "num_actions": 5}).to_json())
-    assert _base_mismatch(TrainerConfig(**NEURAL), str(tmp_path)) == (
+    assert base_mismatch(TrainerConfig(**NEURAL), str(tmp_path)) == (
         "its actions are 5 ids from 0, this run's 10 ids from 0 (trainer.num_actions / action_minimum)"
     )
     shifted = TrainerConfig(**{**NEURAL, "action_minimum": 1})
     (tmp_path / CONFIG_FILE).write_text(TrainerConfig(**NEURAL).to_json())
-    assert _base_mismatch(TrainerConfig(**NEURAL), str(tmp_path)) is None
-    assert "10 ids from 0, this run's 10 ids from 1" in _base_mismatch(shifted, str(tmp_path))
+    assert base_mismatch(TrainerConfig(**NEURAL), str(tmp_path)) is None
+    assert "10 ids from 0, this run's 10 ids from 1" in base_mismatch(shifted, str(tmp_path))
 
 
 def test_both_faces_record_the_cold_start_reason_on_the_model(examples_uri, base, tmp_path):

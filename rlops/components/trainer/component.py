@@ -63,9 +63,7 @@ class Trainer(base_component.BaseComponent):
     ):
         config = config if isinstance(config, TrainerConfig) else TrainerConfig.from_json(config)
         check_budget_kind(config, train_steps, total_env_steps)  # the executor applies the same rule
-        if config.is_bandit and examples is None:
-            raise ValueError(f"Trainer: agent '{config.agent}' trains offline from `examples`; none given")
-        config.check_inputs(has_examples=examples is not None)  # PPO online: names trainer.ppo.env_id
+        config.check_inputs(has_examples=examples is not None)  # bandits need examples; PPO online an env id
         spec = TrainerSpec(
             config=config.to_json(),
             examples=examples,

@@ -1,0 +1,45 @@
+"""Exports a trained agent's two policies into the Model artifact (see trainer.layout)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import tensorflow as tf
+
+from rlops.components.common.model import serving_dir
+from rlops.components.trainer.layout import COLLECT_POLICY_DIR
+from rlops.features import FeatureSchema
+
+
+def export_policies(
+    serving_policy: Any,
+    collect_policy: Any,
+    train_step: tf.Variable,
+    model_uri: str,
+    serving_epsilon: float | None = None,
+    schema: FeatureSchema | None = None,
+) -> None:
+    """Both SavedModels share one variable list, so a checkpoint-only update of either loads
+    into both (rlops.train.policy_saver). With `serving_epsilon`, the serving SavedModel gets
+    `serving_default` (both get the same metadata, so their checkpoints stay interchangeable);
+    the feature schema goes beside it."""
+    from rlops.train.policy_saver import PolicySaver
+    from rlops.train.strategy import is_chief, task_info
+
+    # Multi-worker: every worker runs the save (it may involve collectives), only the chief's
+    # lands in the artifact; the others write into a throw-away directory.
+    chief = is_chief()
+    out = model_uri if chief else os.path.join(model_uri, f".workertemp_{task_info()[1] or 0}")
+    shared = list({id(v): v for v in list(serving_policy.variables) + list(collect_policy.variables)}.values())
+    meta = {} if serving_epsilon is None else {"serving_epsilon": float(serving_epsilon)}
+    PolicySaver(serving_policy, train_step=train_step, variables=shared, serving_epsilon=serving_epsilon).save(
+        serving_dir(out)
+    )
+    PolicySaver(collect_policy, train_step=train_step, variables=shared, metadata=meta).save(
+        os.path.join(out, COLLECT_POLICY_DIR)
+    )
+    if schema is not None:
+        schema.save(serving_dir(out))
+    if not chief:
+        tf.io.gfile.rmtree(out)
