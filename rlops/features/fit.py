@@ -1,5 +1,5 @@
 """Can a trained model score these records? The notion the Trainer's warm-start check applies to a
-base model (trainer/core.py: same action ids; FeatureSchema.check_compatible and its per-arm
+base model (trainer/warm_start.py: same action ids; FeatureSchema.check_compatible and its per-arm
 counterpart), here in the features layer so that the Evaluator checks its baseline (the last
 blessed model) the same way without importing the Trainer. A model fits when the records carry
 every feature its schema scores, with the same kind/dtype/width signature (global and per-arm),
@@ -52,8 +52,9 @@ def schema_misfit(model: FeatureSchema, data: FeatureSchema) -> str | None:
     return f"it was trained on other features ({'; '.join(parts)})"
 
 
-def action_misfit(model: tuple[int, int], ours: tuple[int, int]) -> str | None:
-    """(number of actions, first id) of a model vs this run's: why they differ, else None."""
+def action_misfit(model: tuple[int | None, int], ours: tuple[int | None, int]) -> str | None:
+    """(number of actions, first id) of a model vs this run's: why they differ, else None (PPO's
+    continuous actions have no number of actions: None)."""
     if tuple(model) == tuple(ours):
         return None
     return f"its actions are {model[0]} ids from {model[1]}, this run's {ours[0]} ids from {ours[1]}"

@@ -56,7 +56,7 @@ def base_mismatch(config: TrainerConfig, base_model_uri: str) -> str | None:
     theirs = (base.get("num_actions", ours[0]), base.get("action_minimum", ours[1]))
     # PPO may leave num_actions None on both sides (its environment or logs size the actions):
     # action_misfit compares and names the pairs as they are, None included; its hint says int.
-    why = action_misfit(theirs, ours)  # type: ignore[arg-type]
+    why = action_misfit(theirs, ours)
     return None if why is None else f"{why} (trainer.num_actions / action_minimum)"
 
 
