@@ -31,7 +31,11 @@ exactly. A policy trained with action masks has `action_mask` in its
 observation (TF-Agents' way): then every signature takes it and `serving_masked` is
 `serving_default`. The epsilon is `get_metadata()["serving_epsilon"]`. The attribute
 `serving_core` is `serving_default` less `policy_version` (no asset table): what
-rlops.train.litert converts into `policy.tflite`. The same functions are attributes taking nests:
+rlops.train.litert converts into `policy.tflite`.
+A ranking policy (rlops.agents.ranking.RankingPolicy, bare or inside a feature policy) gets
+`serving_ranked`, `serving_ranked_masked` and `serving_ranked_replay` instead (raw features in;
+slate, its exact per-position and cascade propensities, greedy slate, scores, seed, policy_version
+out) and ranking constants in `get_metadata`: rlops.train.ranked_serving. The same functions are attributes taking nests:
 `policy.action(time_step, policy_state)`, `policy.get_initial_state(b)`, `policy.get_train_step()`,
 `policy.get_metadata()`.
 
@@ -46,6 +50,7 @@ import collections
 import json
 import os
 import shutil
+import sys
 import tempfile
 import uuid
 import weakref
@@ -232,9 +237,17 @@ class PolicySaver:
 
         module.get_train_step = tf.function(lambda: module.train_step.read_value(), input_signature=[])
         train_step_sig = tf.function(lambda: {"train_step": module.train_step.read_value()}, input_signature=[])
-        module.get_metadata = tf.function(
-            lambda: {k: v.read_value() for k, v in module.metadata.items()}, input_signature=[]
-        )
+        ranking = _ranking(policy)
+
+        def get_metadata() -> dict[str, tf.Tensor]:
+            out = {k: v.read_value() for k, v in module.metadata.items()}
+            if ranking is not None:  # constants: they describe this graph, no checkpoint may change them
+                from rlops.train import ranked_serving
+
+                out.update(ranked_serving.ranked_metadata(ranking))
+            return out
+
+        module.get_metadata = tf.function(get_metadata, input_signature=[])
         out = {
             "action": action_sig.get_concrete_function(),
             "get_initial_state": initial_state_sig.get_concrete_function(),
@@ -243,7 +256,21 @@ class PolicySaver:
         }
         if self.serving_epsilon is not None:
             out.update(self._serving_functions(module))
+        if ranking is not None:
+            out.update(self._ranked_functions(module))
         return out
+
+    def _ranked_functions(self, module: tf.Module) -> dict[str, Any]:
+        """serving_ranked / _masked / _replay (rlops.train.ranked_serving), with policy_version."""
+        from rlops.train import ranked_serving
+
+        version = self._version_table(module)
+
+        def with_version(out: dict) -> dict:
+            number = tf.strings.to_number(version.lookup(tf.constant(0, tf.int64)), tf.int64)
+            return {**out, POLICY_VERSION: tf.fill(tf.shape(out["slate"])[:1], number)}
+
+        return ranked_serving.ranked_functions(module, self.policy, self.batch_size, _unseeded_graph, with_version)
 
     def _serving_functions(self, module: tf.Module) -> dict[str, Any]:
         """serving_default / serving_masked: raw named inputs -> exploring action + propensity, drawn
@@ -360,8 +387,8 @@ class PolicySaver:
             "get_train_step": [],
             "get_metadata": [],
         }
-        for k in ("serving_default", "serving_masked", "serving_replay"):
-            if k in self._signatures:
+        for k in self._signatures:
+            if k.startswith("serving_"):
                 inputs[k] = sorted(self._signatures[k].structured_input_signature[1])
         return {
             "format": SPECS_FORMAT,
@@ -374,6 +401,17 @@ class PolicySaver:
             "metadata": sorted(self.metadata),
             "num_model_variables": len(self._module.model_variables),
         }
+
+
+def _ranking(policy: Any) -> Any:
+    """The RankingPolicy `policy` is or wraps, else None (rlops.train.ranked_serving.find_ranking);
+    checked only when its module is loaded, so other exports do not import the ranking agents."""
+    if "rlops.agents.ranking.ranking_policy" not in sys.modules:
+        return None  # no RankingPolicy can exist
+    from rlops.train import ranked_serving
+
+    found = ranked_serving.find_ranking(policy)
+    return None if found is None else found[0]
 
 
 def _unseeded_graph() -> None:
