@@ -21,8 +21,8 @@ calls) and fails at p far below that.
     verify_ranked(saved_model_dir, inputs)   # raises RuntimeError naming the failed check
     ranked_verifier(inputs)                  # the same as a Pusher `verifier(local_dir)`
 
-`inputs` are the verification rows: keyed by serving input name (`per_arm_<name>`, `num_actions`,
-global features; optional `action_mask` [N, K] selects `serving_ranked_masked`), by record key
+`inputs` are the verification rows: keyed by serving input name (`per_arm_<name>`, `num_actions`
+(default: every candidate slot in use), global features; optional `action_mask` [N, K] selects `serving_ranked_masked`), by record key
 (`per_arm/<name>`), or as the `action` signature's feeds (`observation_<name>`). The child runs as
 `python -m rlops.train.verify_ranked DIR INPUTS.npz OUT.npz CALLS_ONE CALLS_MANY ROWS_MANY`, imports
 TensorFlow, numpy and json only, and prints one JSON line.
@@ -65,6 +65,9 @@ def draw(saved_model_dir: str, inputs_npz: str, out_npz: str, calls_one: int, ca
         return {"ok": False, "error": f"{saved_model_dir} has no {name} signature: {sorted(policy.signatures)}"}
     serve = policy.signatures[name]
     specs = serve.structured_input_signature[1]
+    arms = [v for k, v in data.items() if k.startswith("per_arm") and np.ndim(v) >= 2]
+    if "num_actions" in specs and "num_actions" not in data and arms:  # every candidate slot in use
+        data["num_actions"] = np.full(len(arms[0]), arms[0].shape[1], np.int64)
     missing = sorted(set(specs) - set(data))
     if missing:
         return {"ok": False, "error": f"{name}: no verification input for {missing}"}

@@ -276,3 +276,44 @@ def test_draw_checks_catch_wrong_propensities_and_frequencies():
     assert "propensity_item_position" in verify_ranked.ranked_draws_error(wrong, meta)
     repeated = [honest[0], honest[0]]
     assert "two fresh processes" in verify_ranked.ranked_draws_error(repeated, meta)
+
+
+@pytest.mark.parametrize("with_mask", [False, True], ids=["no_num_actions_in_spec", "mask_in_observation"])
+def test_bare_ranking_policy_inputs(tmp_path, with_mask):
+    """A bare RankingPolicy: `num_actions` is an input even when its spec lacks it; a policy whose
+    observation holds `action_mask` (a splitter) takes it in every signature, and serving_ranked_masked
+    is serving_ranked."""
+    da, dg = 2, 3
+    inner = {"global": tf.TensorSpec([dg], tf.float32), "per_arm": tf.TensorSpec([K, da], tf.float32)}
+    obs_spec = {**inner, "action_mask": tf.TensorSpec([K], tf.int32)} if with_mask else inner
+
+    def splitter(obs):
+        return {k: v for k, v in obs.items() if k != "action_mask"}, obs["action_mask"]
+
+    policy = RankingPolicy(
+        trajectories.time_step_spec(obs_spec),
+        specs.BoundedTensorSpec([L], tf.int32, 0, K - 1),
+        PerArmRewardNetwork(inner, common_layers=(4,)),
+        PlackettLuce(1.0),
+        splitter if with_mask else None,
+    )
+    PolicySaver(policy).save(str(tmp_path / "p"))
+    loaded = tf.saved_model.load(str(tmp_path / "p"))
+    names = sorted(["global", "per_arm", "num_actions"] + (["action_mask"] if with_mask else []))
+    assert sorted(loaded.signatures["serving_ranked"].structured_input_signature[1]) == names
+    masked = sorted(loaded.signatures["serving_ranked_masked"].structured_input_signature[1])
+    assert masked == sorted(set(names) | {"action_mask"})
+    rng = np.random.default_rng(0)
+    mask = np.ones((64, K), np.int32)
+    mask[:, 5:] = 0
+    feeds = {
+        "global": tf.constant(rng.normal(size=(64, dg)), tf.float32),
+        "per_arm": tf.constant(rng.normal(size=(64, K, da)), tf.float32),
+        "num_actions": tf.fill([64], tf.constant(K - 1, tf.int64)),
+        "action_mask": tf.constant(mask, tf.int64 if not with_mask else tf.int32),
+    }
+    out = loaded.signatures["serving_ranked_masked"](**feeds)
+    assert (out["slate"].numpy() < 5).all()
+    feeds.pop("action_mask")
+    if not with_mask:
+        assert (loaded.signatures["serving_ranked"](**feeds)["slate"].numpy() < K - 1).all()
