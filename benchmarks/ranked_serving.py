@@ -5,8 +5,10 @@ depend on training) exported by PolicySaver. A fresh process that imports only T
 each SavedModel and times the signature with ready-made tensor inputs: --calls calls after --warmup.
 The parent checks one answer's propensities against the numpy module's exact numbers.
 
-Prints ONE JSON line: `<policy>_p50_ms`, `<policy>_p90_ms`, `<policy>_max_abs_error` (reported
-propensity_item_position against rlops.agents.ranking.propensities), K, L, calls, threads.
+Prints ONE JSON line: `<policy>_p50_ms`, `<policy>_p90_ms`, `<policy>_cpu_ms_per_call` (the timer
+process's CPU time per call, all its threads: less sensitive than wall time to other work on a
+shared machine), `<policy>_max_abs_error` (reported propensity_item_position against
+rlops.agents.ranking.propensities), K, L, calls, threads, and the machine's load average at the end.
 
     .venv/bin/python benchmarks/ranked_serving.py [--calls 2000] [--threads 1]
 """
@@ -42,13 +44,15 @@ TIMER = textwrap.dedent("""
     for _ in range(warmup):
         serve(**feeds)
     times = []
+    cpu = time.process_time()
     for _ in range(calls):
         t = time.perf_counter()
         out = serve(**feeds)
         out["slate"].numpy()
         times.append(time.perf_counter() - t)
+    cpu_ms = (time.process_time() - cpu) / calls * 1e3
     ms = np.array(times) * 1e3
-    print(json.dumps({"p50_ms": float(np.percentile(ms, 50)), "p90_ms": float(np.percentile(ms, 90)),
+    print(json.dumps({"p50_ms": float(np.percentile(ms, 50)), "p90_ms": float(np.percentile(ms, 90)), "cpu_ms": cpu_ms,
                       "answer": {k: v.numpy().tolist() for k, v in out.items()}}))
 """) % {"dg": DG, "da": DA, "k": K}
 
@@ -112,7 +116,9 @@ def main() -> None:
             result = json.loads(proc.stdout.strip().splitlines()[-1])
             fields[f"{name}_p50_ms"] = round(result["p50_ms"], 4)
             fields[f"{name}_p90_ms"] = round(result["p90_ms"], 4)
+            fields[f"{name}_cpu_ms_per_call"] = round(result["cpu_ms"], 4)
             fields[f"{name}_max_abs_error"] = max_abs_error(name, result["answer"])
+    fields["load_average"] = [round(x, 2) for x in os.getloadavg()]
     emit("ranked_serving", **fields)
 
 
