@@ -256,7 +256,7 @@ USER_ERRORS = (
     ("rlops.components.experience_gen.errors", "InputError"),
     ("rlops.components.experience_gen.sources.base", "SourceError"),
     ("rlops.components.trainer.warm_start", "WarmStartError"),
-    ("rlops.components.evaluator.core", "BaselineModelError"),
+    ("rlops.components.evaluator.baseline", "BaselineModelError"),
     ("rlops.train.litert", "LiteRTConversionError"),
 )  # a policy needing Flex ops (pusher.litert_allow_flex)
 

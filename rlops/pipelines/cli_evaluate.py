@@ -8,7 +8,7 @@
 
 Prints every estimator with its interval as a table, then one JSON line; writes a PNG plot only
 when --plot names one. A SavedModel is scored as it is served (serving_default's epsilon-greedy),
-its greedy policy beside it. The work is rlops.components.evaluator.core.evaluate_on_logs (the
+its greedy policy beside it. The work is rlops.components.evaluator.on_logs.evaluate_on_logs (the
 Evaluator's own code).
 """
 
@@ -176,7 +176,8 @@ def run_slates(args, config) -> int:
 def run(args) -> int:
     from rlops.components.common.slates import holds_slates
     from rlops.components.evaluator.config import EvaluatorConfig
-    from rlops.components.evaluator.core import evaluate_on_logs, plot_policy_estimates
+    from rlops.components.evaluator.on_logs import evaluate_on_logs
+    from rlops.components.evaluator.plots import plot_policy_estimates
     from rlops.components.properties import json_safe
 
     try:

@@ -4,7 +4,7 @@ greedy over it, saved as the Trainer would (a serving SavedModel under a Model d
 import numpy as np
 import tensorflow as tf
 
-from rlops.components.evaluator import core
+from rlops.components.common.model import serving_dir
 
 
 class LinearRewards(tf.Module):
@@ -31,5 +31,5 @@ def save_linear_policy(model_uri: str, theta: np.ndarray, emit_predicted_rewards
         LinearRewards(theta),
         emit_policy_info=("predicted_rewards_mean",) if emit_predicted_rewards else (),
     )
-    PolicySaver(policy).save(core.serving_dir(model_uri))
+    PolicySaver(policy).save(serving_dir(model_uri))
     return model_uri

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from rlops.components.evaluator import core
+from rlops.components.common import feedback
+from rlops.components.evaluator import core, scoring
 from rlops.components.evaluator.config import EvaluatorConfig
 
 # Slow: ingests, trains and pushes a per-arm policy; `make test` runs it.
@@ -90,8 +91,8 @@ def test_served_probabilities_equal_serving_defaults_propensities(world):
     from rlops.train.policy_saver import SavedPolicy
 
     model = serving_dir(str(world / "model"))
-    data = core.load_logged_feedback(str(world / "ex"))
-    probs = core.policy_probs(SavedPolicy(model), data, K_MAX)
+    data = feedback.load_logged_feedback(str(world / "ex"))
+    probs = scoring.policy_probs(SavedPolicy(model), data, K_MAX)
     assert probs.epsilon == pytest.approx(EPSILON)
     serving = tf.saved_model.load(model).signatures["serving_default"]
     inputs = _serving_inputs(serving, data.features)
@@ -117,8 +118,8 @@ def test_the_evaluator_blesses_on_the_served_policy_and_reports_the_greedy_one(w
     from rlops.components.trainer.core import serving_dir
     from rlops.train.policy_saver import SavedPolicy
 
-    data = core.load_logged_feedback(str(world / "ex"))
-    probs = core.policy_probs(SavedPolicy(serving_dir(str(world / "model"))), data, K_MAX)
+    data = feedback.load_logged_feedback(str(world / "ex"))
+    probs = scoring.policy_probs(SavedPolicy(serving_dir(str(world / "model"))), data, K_MAX)
     result = core.run_evaluator(
         EvaluatorConfig(num_bootstrap=100, dm_refits=10, min_ess=1.0),
         str(world / "model"),

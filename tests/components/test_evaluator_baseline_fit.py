@@ -14,14 +14,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rlops.components.common.model import BLESSED_FILE, NOT_BLESSED_FILE
+from rlops.components.evaluator.baseline import BaselineModelError
+from rlops.components.evaluator.comparisons import LOGGING_BASELINE
 from rlops.components.evaluator.config import EvaluatorConfig
-from rlops.components.evaluator.core import (
-    BLESSED_FILE,
-    LOGGING_BASELINE,
-    NOT_BLESSED_FILE,
-    BaselineModelError,
-    run_evaluator,
-)
+from rlops.components.evaluator.core import run_evaluator
 from rlops.components.experience_gen import (
     BanditColumns,
     ExperienceGenConfig,

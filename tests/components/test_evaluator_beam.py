@@ -19,7 +19,8 @@ import tensorflow as tf
 from linear_policies import save_linear_policy
 
 from rlops.components.common import feedback
-from rlops.components.evaluator import beam as beam_engine, bootstrap, core, estimators, ope
+from rlops.components.common.model import NOT_BLESSED_FILE
+from rlops.components.evaluator import beam as beam_engine, bootstrap, core, estimators, on_logs, ope
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.experience_gen import records
 
@@ -253,8 +254,8 @@ def test_uniform_policy_on_the_beam_engine_reads_the_number_of_actions_from_the_
     width, else the largest logged action), as the in-memory engine reads it."""
     examples = write_examples(str(tmp_path / "examples"), 400, mask_column=False)
     config = EvaluatorConfig(kind="bandit", num_bootstrap=100, dm_refits=0, engine="beam")
-    out = core.evaluate_on_logs(config, examples, "uniform")
-    memory = core.evaluate_on_logs(dataclasses.replace(config, engine="memory"), examples, "uniform")
+    out = on_logs.evaluate_on_logs(config, examples, "uniform")
+    memory = on_logs.evaluate_on_logs(dataclasses.replace(config, engine="memory"), examples, "uniform")
     assert out["engine"] == "beam" and out["num_actions"] == memory["num_actions"] == K
     assert out["estimates"]["ips"]["value"] == pytest.approx(memory["estimates"]["ips"]["value"], rel=1e-9)
 
@@ -290,7 +291,7 @@ def test_empty_eval_split_is_not_blessed_with_a_reason(world, tmp_path):
         num_actions=K,
     )
     assert not result.blessed and "the eval split has no records" in result.reason
-    assert os.path.exists(tmp_path / "blessing" / core.NOT_BLESSED_FILE)
+    assert os.path.exists(tmp_path / "blessing" / NOT_BLESSED_FILE)
 
 
 # ---- per-arm Examples: fixed and varying candidate sets -------------------------------------------------
@@ -361,7 +362,7 @@ def test_beam_engine_equals_in_memory_on_per_arm_records(
     workers) and every estimate, interval and ESS agree (<= 1e-9); fixed candidate sets keep the
     per-action models."""
     (examples, num_actions), model = per_arm_examples[case], per_arm_models[case]
-    data = core.load_logged_feedback(examples)
+    data = feedback.load_logged_feedback(examples)
     assert (data.items is not None) == (case == "varying")
     if case == "varying":
         num = (data.items >= 0).sum(1)
@@ -420,7 +421,7 @@ def test_first_pass_catalog_numbers_items_as_in_memory(per_arm_examples):
     catalog gives every slot the in-memory engine's item index and the same arm features; fixed
     candidate sets give no catalog until one record differs; a catalog too large is named."""
     examples, _ = per_arm_examples["varying"]
-    data = core.load_logged_feedback(examples)
+    data = feedback.load_logged_feedback(examples)
     features = {k: v for k, v in data.features.items() if k.startswith("per_arm/") or k == "num_actions"}
     n = len(data.actions)
     for seed in (0, 1):
@@ -431,7 +432,7 @@ def test_first_pass_catalog_numbers_items_as_in_memory(per_arm_examples):
         np.testing.assert_array_equal(got["item_features"], data.item_features)
         np.testing.assert_array_equal(got["action_mask"], data.action_mask)
     fixed_examples, _ = per_arm_examples["fixed"]
-    fixed = core.load_logged_feedback(fixed_examples).features
+    fixed = feedback.load_logged_feedback(fixed_examples).features
     fixed = {k: v for k, v in fixed.items() if k.startswith("per_arm/") or k == "num_actions"}
     assert beam_engine.arm_catalog(_arm_values_in_batches(fixed, [500] * 5, 0), fixed_examples) is None
     fixed["num_actions"] = fixed["num_actions"].copy()

@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 from linear_policies import save_linear_policy
 
-from rlops.components.evaluator import core, ope
+from rlops.components.common import feedback
+from rlops.components.evaluator import core, on_logs, ope
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.experience_gen import records
 
@@ -141,7 +142,7 @@ def test_record_weights_and_action_masks_in_the_records_are_honoured(world, tmp_
     write_examples(weighted, n, weight=weight, columns=cols)
     half = str(tmp_path / "half")
     write_examples(half, n // 2, columns={k: v[::2] for k, v in cols.items()})
-    data = core.load_logged_feedback(weighted)
+    data = feedback.load_logged_feedback(weighted)
     np.testing.assert_array_equal(data.weights, weight)
     a = run(world, tmp_path / "a", "good", examples=weighted, reward_model="ridge", dr_os_lambda=10.0, switch_tau=3.0)
     b = run(world, tmp_path / "b", "good", examples=half, reward_model="ridge", dr_os_lambda=10.0, switch_tau=3.0)
@@ -155,7 +156,7 @@ def test_record_weights_and_action_masks_in_the_records_are_honoured(world, tmp_
     sub = {k: v[keep] for k, v in cols.items()}
     sub[records.PROPENSITY] = np.full(keep.sum(), 1 / 3, np.float32)
     write_examples(masked, int(keep.sum()), action_mask=mask[keep], columns=sub)
-    out = core.evaluate_on_logs(EvaluatorConfig(num_bootstrap=100), masked, "uniform")
+    out = on_logs.evaluate_on_logs(EvaluatorConfig(num_bootstrap=100), masked, "uniform")
     assert out["estimates"]["ips"]["value"] == pytest.approx(float(sub[records.REWARD].mean()), rel=1e-6)
     assert out["num_actions"] == 4 and out["ess"] == pytest.approx(keep.sum(), rel=1e-6)
 
@@ -268,7 +269,7 @@ def test_rlops_evaluate_writes_a_plot_only_when_asked_and_sets_balancing(world, 
     assert os.listdir(tmp_path) == []  # nothing written unasked
     config = EvaluatorConfig(num_bootstrap=100, reward_model="ridge", dm_refits=10)
     for flag, balance in (("--reward-model-balance", True), ("--no-reward-model-balance", False)):
-        want = core.evaluate_on_logs(
+        want = on_logs.evaluate_on_logs(
             dataclasses.replace(config, reward_model_balance=balance), world["examples"], "uniform"
         )
         assert results[flag]["estimates"]["dm"]["value"] == pytest.approx(want["estimates"]["dm"]["value"], rel=1e-12)

@@ -314,12 +314,13 @@ def _saved_policy_value(gen, model_dir, served=False):
 
 @pytest.mark.slow  # ExperienceGen, Trainer and Evaluator end to end (~75 s with its fixture)
 def test_experience_gen_trainer_evaluator_on_varying_candidates(world, tmp_path):
+    from rlops.components.common import feedback
     from rlops.components.evaluator import core
     from rlops.components.evaluator.config import EvaluatorConfig
     from rlops.components.trainer.core import serving_dir
 
     d, gen, logs = world
-    data = core.load_logged_feedback(str(d / "ex"))
+    data = feedback.load_logged_feedback(str(d / "ex"))
     num = (data.items >= 0).sum(1)
     assert num.min() < num.max() and data.items.shape[1] == K_MAX
     assert len(np.unique(data.items[data.items >= 0])) == len(data.item_features) <= gen.num_items

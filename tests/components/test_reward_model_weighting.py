@@ -71,17 +71,17 @@ def test_policies_that_take_none_of_the_logged_actions_fall_back_to_uniform_bala
 
 
 def test_the_evaluator_fits_its_reward_model_toward_the_candidate_and_the_baseline():
-    """core.evaluate_logged (what the Evaluator component runs) passes the evaluated policies to
+    """memory.evaluate_logged (what the Evaluator component runs) passes the evaluated policies to
     the reward model: the served candidate's DM is within 3% of its true value on the world above
     (0.15-0.16 against 0.24 with the uniform balance), and so is its greedy policy's."""
-    from rlops.components.evaluator import core
+    from rlops.components.evaluator import memory, scoring
     from rlops.components.evaluator.config import EvaluatorConfig
 
     data, served, truth = epsilon_greedy_world(0)
     greedy = (served == served.max(1, keepdims=True)).astype(float)
     config = EvaluatorConfig(kind="bandit", num_bootstrap=50, dm_refits=0)
-    metrics, _ = core.evaluate_logged(
-        config, data, core.PolicyProbs(served, greedy, 0.05), ope.LOGGING_POLICY, "logging_policy", "auto"
+    metrics, _ = memory.evaluate_logged(
+        config, data, scoring.PolicyProbs(served, greedy, 0.05), ope.LOGGING_POLICY, "logging_policy", "auto"
     )
     for policy, group in ((served, "candidate"), (greedy, "candidate_greedy")):
         value = float((policy * truth).sum(1).mean())

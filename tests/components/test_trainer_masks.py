@@ -157,8 +157,8 @@ def test_every_signature_honours_the_mask_and_the_greedy_policy_learns(trained, 
 
 
 def test_the_evaluator_and_the_pushers_check_feed_the_logged_mask(trained, examples):
+    from rlops.components.evaluator.bandit import evaluate_bandit
     from rlops.components.evaluator.config import EvaluatorConfig
-    from rlops.components.evaluator.core import evaluate_bandit
     from rlops.components.pusher.core import verification_inputs
     from rlops.components.pusher.verify import verify
     from rlops.components.trainer.core import serving_dir

@@ -130,7 +130,7 @@ def test_evaluator_weight_zero_equals_dropping_the_records_numpy_reference(world
     without them, and both equal the numpy IPS / SNIPS of the mask-aware uniform policy."""
     from rlops.components.common.feedback import load_logged_feedback
     from rlops.components.evaluator.config import EvaluatorConfig
-    from rlops.components.evaluator.core import evaluate_on_logs
+    from rlops.components.evaluator.on_logs import evaluate_on_logs
 
     config = EvaluatorConfig(num_bootstrap=100, reward_model="ridge")
     est = {

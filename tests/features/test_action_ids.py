@@ -9,7 +9,8 @@ import pytest
 import tensorflow as tf
 from feature_logs import FEATURES, NUM_ACTIONS, make_logs, pipeline_config, write_csv
 
-from rlops.components.evaluator import core
+from rlops.components.common import feedback
+from rlops.components.evaluator import on_logs
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.pipelines.local import run_local
 
@@ -45,7 +46,7 @@ def test_pipeline_on_ids_from_one_pushes_a_policy_that_answers_in_them(run):
     # The Evaluator scored the policy in the same ids: its IPS estimate is the numpy one over the
     # eval split's raw logged ids and the pushed policy's own answers (read one id off, it would
     # count the wrong records).
-    logged = core.load_logged_feedback(_examples_uri(d))  # raw ids: no offset
+    logged = feedback.load_logged_feedback(_examples_uri(d))  # raw ids: no offset
     chosen, _ = serve(result, logged.features)
     greedy_ips = np.mean((logged.actions == chosen) * logged.rewards / logged.propensities)
     assert greedy_ips > 0.3  # the policy matches the logging choice on ~1/K of the records, mostly rewarded
@@ -60,24 +61,24 @@ def test_rlops_evaluate_reads_ids_from_one(run):
     result, d = run
     examples = _examples_uri(d)
     config = EvaluatorConfig(kind="bandit", num_bootstrap=100)
-    trained = core.evaluate_on_logs(config, examples, result.pushed_destination)
+    trained = on_logs.evaluate_on_logs(config, examples, result.pushed_destination)
     assert trained["num_actions"] == NUM_ACTIONS
     assert trained["estimates"]["dr"]["value"] == pytest.approx(
         float(result.metrics["candidate_dr"].split()[0]), abs=1e-3
     )
     # Uniform over ids 1..K is the logging policy: the observed mean, 0.6/K + 0.1(K-1)/K.
-    uniform = core.evaluate_on_logs(config, examples, "uniform", action_minimum=FIRST)
+    uniform = on_logs.evaluate_on_logs(config, examples, "uniform", action_minimum=FIRST)
     assert uniform["num_actions"] == NUM_ACTIONS
     assert uniform["estimates"]["ips"]["value"] == pytest.approx(trained["observed_mean_reward"], abs=1e-9)
     with pytest.raises(ValueError, match="disagrees with the policy's action spec"):
-        core.evaluate_on_logs(config, examples, result.pushed_destination, action_minimum=0)
+        on_logs.evaluate_on_logs(config, examples, result.pushed_destination, action_minimum=0)
     below = _examples_with_action_zero(d, examples)
     with pytest.raises(
         ValueError,
         match=r"action 0 in record 3 of the eval split is below the action spec's "
         r"minimum 1",
     ):
-        core.evaluate_on_logs(config, below, "uniform", action_minimum=FIRST)
+        on_logs.evaluate_on_logs(config, below, "uniform", action_minimum=FIRST)
 
 
 def test_trainer_names_the_settings_when_logged_ids_are_outside_its_agents(run, tmp_path):

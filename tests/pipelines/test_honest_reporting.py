@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import yaml
 
-from rlops.components.evaluator import core, estimators, ope
+from rlops.components.evaluator import comparisons, core, estimators, ope
+from rlops.components.evaluator.action_ids import check_policy_fits_logs
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.properties import json_safe, number
 from rlops.pipelines import cli_evaluate
@@ -57,7 +58,7 @@ def test_untrusted_estimate_is_written_as_null_with_why_and_what_would_help():
 def test_metrics_are_strict_json_and_properties_hold_no_untrusted_number():
     data = clicks(60, 0.3)
     cmp = compare(data)
-    metrics = core.bandit_metrics(
+    metrics = comparisons.bandit_metrics(
         EvaluatorConfig(), cmp, cmp, 60, "logging_policy", "logistic", (None, None), [60, 0, 0, 0, 0], "memory"
     )
     text = json.dumps(json_safe(metrics), allow_nan=False)  # raised on NaN before
@@ -137,12 +138,12 @@ def test_rewards_outside_0_1_widen_the_range_to_the_observed_one():
 def test_a_46_action_model_on_80_action_logs_names_both_counts():
     actions = np.array([3, 10, 59, 79])
     with pytest.raises(ValueError) as e:
-        core.check_policy_fits_logs(46, 80, actions)
+        check_policy_fits_logs(46, 80, actions)
     assert str(e.value).startswith(
         "the policy has 46 actions (its action spec) but the logs have 80 (action 59 in record 2 is not one of "
         "the policy's)"
     )
-    core.check_policy_fits_logs(46, 80, np.array([3, 10]))  # wider logs whose actions all fit: fine
+    check_policy_fits_logs(46, 80, np.array([3, 10]))  # wider logs whose actions all fit: fine
 
 
 # --- 6. ignored columns ---------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ import pickle
 import tempfile
 import uuid
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -34,7 +34,21 @@ from rlops.components.common.feedback import LoggedFeedback, split_files
 from rlops.components.common.record_keys import file_record_keys, unit_record_keys
 from rlops.components.common.records import PER_ARM_PREFIX
 from rlops.components.evaluator import estimators, reward_models
-from rlops.components.evaluator.estimators import LOGGING_POLICY, Sums
+from rlops.components.evaluator.action_ids import check_actions, check_policy_fits_logs, policy_action_minimum
+from rlops.components.evaluator.comparisons import (
+    LOGGING_BASELINE,
+    LogsRun,
+    bandit_metrics,
+    comparisons,
+    dm_refits,
+    policy_grids,
+)
+from rlops.components.evaluator.config import EvaluatorConfig
+from rlops.components.evaluator.estimators import LOGGING_POLICY, Estimate, Sums
+from rlops.components.evaluator.scoring import PolicyProbs, policy_probs, serving_epsilon
+
+if TYPE_CHECKING:  # TensorFlow: imported on the workers, when they load a policy
+    from rlops.train.policy_saver import SavedPolicy
 
 BATCH_SIZE = 16384
 MAX_ARM_VALUES = 1_000_000  # distinct values of one per-arm feature (the item catalog is small)
@@ -254,9 +268,7 @@ def batch_policies(
 ) -> tuple[list, dict[str, Any]]:
     """Each source's probabilities on the batch ([n, K] or LOGGING_POLICY), and per SavedModel
     its PolicyProbs (greedy shares, epsilon)."""
-    from rlops.components.evaluator.core import policy_probs
-
-    probs: dict[str, Any] = {}
+    probs: dict[str, PolicyProbs] = {}
     out: list[Any] = []
     for src in sources:
         if src.kind == "logging":
@@ -605,8 +617,6 @@ def _sums_pass(
             base, start, recs = batch
             try:
                 data = parser.parse_batch(recs, base, start)
-                from rlops.components.evaluator.core import check_actions
-
                 check_actions(data.actions, num_actions, parser.action_minimum, start)
                 policies, probs = batch_policies(sources, self.loaded, data, num_actions)
                 policies = [
@@ -657,7 +667,7 @@ class BeamRun:
 
 
 def run_split(
-    config,
+    config: EvaluatorConfig,
     examples_uri: str,
     split: str,
     sources: list[PolicySource],
@@ -668,8 +678,6 @@ def run_split(
 ) -> BeamRun:
     """Both passes over the split, and the driver's work between them. `num_actions` None: the
     logs' own (their action mask's or per-arm width, else the largest logged action + 1)."""
-    from rlops.components.evaluator.core import check_policy_fits_logs, dm_refits, policy_grids
-
     if out_dir is None:  # the passes' side files; nothing in them outlives the run
         with tempfile.TemporaryDirectory(prefix="rlops-evaluator-") as scratch:
             return run_split(
@@ -743,59 +751,55 @@ def run_split(
 # ---- the faces' entry points ----------------------------------------------------------------------------
 
 
-def policy_source(saved, uri: str | None, greedy: bool = False) -> PolicySource:
+def policy_source(saved: SavedPolicy, uri: str | None, greedy: bool = False) -> PolicySource:
     return PolicySource("saved_model", saved.path, uri, greedy)
 
 
 def evaluate_policy_on_logs(
-    config,
+    config: EvaluatorConfig,
     examples_uri: str,
     split: str,
     policy: str,
-    saved,
+    saved: SavedPolicy | None,
     num_actions: int | None,
     action_minimum: int,
     beam_pipeline_args: Sequence[str] | None = None,
-):
-    """`rlops evaluate` on the Beam engine: core.LogsRun."""
-    from rlops.components.evaluator import core
-
+) -> LogsRun:
+    """`rlops evaluate` on the Beam engine (memory.evaluate_policy_on_logs's twin)."""
     if saved is not None:
         sources = [policy_source(saved, policy), PolicySource("logging"), policy_source(saved, policy, greedy=True)]
     else:
         sources = [PolicySource(policy if policy == "uniform" else "logging"), PolicySource("logging")]
     run = run_split(config, examples_uri, split, sources, num_actions, action_minimum, beam_pipeline_args)
-    main, greedy = core.comparisons(config, run.sums, [s.kind == "logging" for s in sources], True, run.refits)
-    epsilon = core.serving_epsilon(saved) if saved is not None else None
-    return core.LogsRun(main, greedy, run.num_records, run.num_actions, run.reward_model, epsilon, "beam")
+    main, greedy = comparisons(config, run.sums, [s.kind == "logging" for s in sources], True, run.refits)
+    epsilon = serving_epsilon(saved) if saved is not None else None
+    return LogsRun(main, greedy, run.num_records, run.num_actions, run.reward_model, epsilon, "beam")
 
 
 def evaluate_bandit(
-    config,
+    config: EvaluatorConfig,
     examples_uri: str,
-    candidate,
+    candidate: SavedPolicy,
     model_uri: str,
-    baseline,
+    baseline: SavedPolicy | None,
     baseline_uri: str | None,
     num_actions: int,
     beam_pipeline_args: Sequence[str] | None = None,
-):
-    """The Evaluator component on the Beam engine: (metrics, improvement) as core.evaluate_logged
+) -> tuple[dict[str, Any], Estimate]:
+    """The Evaluator component on the Beam engine: (metrics, improvement) as memory.evaluate_logged
     gives them. `baseline`: a SavedPolicy, or None for the logging policy."""
-    from rlops.components.evaluator import core
-
-    minimum = core.policy_action_minimum(candidate)
+    minimum = policy_action_minimum(candidate)
     sources = [
         policy_source(candidate, model_uri),
         PolicySource("logging") if baseline is None else policy_source(baseline, baseline_uri),
         policy_source(candidate, model_uri, greedy=True),
     ]
     run = run_split(config, examples_uri, "eval", sources, num_actions, minimum, beam_pipeline_args)
-    main, greedy = core.comparisons(config, run.sums, [s.kind == "logging" for s in sources], True, run.refits)
+    main, greedy = comparisons(config, run.sums, [s.kind == "logging" for s in sources], True, run.refits)
     assert greedy is not None and main.difference is not None
-    epsilons = (core.serving_epsilon(candidate), None if baseline is None else core.serving_epsilon(baseline))
-    name = baseline_uri if baseline is not None and baseline_uri else core.LOGGING_BASELINE
-    metrics = core.bandit_metrics(
+    epsilons = (serving_epsilon(candidate), None if baseline is None else serving_epsilon(baseline))
+    name = baseline_uri if baseline is not None and baseline_uri else LOGGING_BASELINE
+    metrics = bandit_metrics(
         config, main, greedy, run.num_records, name, run.reward_model, epsilons, run.action_share, "beam"
     )
     return metrics, main.difference[config.estimator]

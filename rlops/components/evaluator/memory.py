@@ -1,0 +1,139 @@
+"""The in-memory engine (the Beam engine's twin, rlops.components.evaluator.beam): the split's
+records loaded with numpy, every policy's sums over them (estimators.data_sums), the same
+comparisons. Small splits and tests; both engines give the same numbers."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rlops.components.common.feedback import LoggedFeedback, load_logged_feedback
+from rlops.components.evaluator import estimators, reward_models
+from rlops.components.evaluator.action_ids import check_actions, check_policy_fits_logs, logs_num_actions
+from rlops.components.evaluator.comparisons import LogsRun, bandit_metrics, comparisons, dm_refits, policy_grids
+from rlops.components.evaluator.config import EvaluatorConfig
+from rlops.components.evaluator.estimators import LOGGING_POLICY, Comparison, Estimate
+from rlops.components.evaluator.reward_models import NETWORK, RewardModelFn
+from rlops.components.evaluator.scoring import PolicyProbs, network_predicted_rewards, policy_probs
+
+if TYPE_CHECKING:
+    from rlops.train.policy_saver import SavedPolicy
+
+
+def choose_reward_model(
+    config: EvaluatorConfig, data: LoggedFeedback, candidate: SavedPolicy | None = None
+) -> str | RewardModelFn:
+    """The config's reward model: a fitted kind (reward_models.resolve_reward_model; "auto"
+    resolved), or the candidate network's predicted rewards as a callable."""
+    if config.reward_model == NETWORK:
+        if candidate is None:
+            raise ValueError("evaluator.reward_model: 'network' needs a candidate SavedModel")
+        network = candidate
+        # Raw features when the records have them: the candidate encodes them its own way.
+        return lambda contexts: network_predicted_rewards(
+            network, network.observation(contexts if data.features is None else data.features, data.action_mask)
+        )
+    return reward_models.resolve_reward_model(config.reward_model, data.rewards)
+
+
+def memory_sums(
+    config: EvaluatorConfig, data: LoggedFeedback, policies: list[np.ndarray | str], q: np.ndarray | None
+) -> estimators.Sums:
+    """Every policy's sums over the records (the Beam engine's twin)."""
+    return estimators.data_sums(data, policies, q, config.num_bootstrap, config.seed, policy_grids(config))
+
+
+def memory_comparisons(
+    config: EvaluatorConfig,
+    data: LoggedFeedback,
+    policies: list[np.ndarray | str],
+    num_actions: int,
+    reward_model: str | RewardModelFn,
+) -> tuple[Comparison, Comparison | None]:
+    """comparisons.comparisons of `policies` (probabilities [N, K] or LOGGING_POLICY) on the
+    records, with the reward model fitted toward the evaluated policies and DM's refits."""
+    q = reward_models.reward_predictions(
+        reward_model,
+        data,
+        num_actions,
+        seed=config.seed,
+        balance=config.reward_model_balance,
+        sample_size=config.reward_model_sample,
+        target=reward_models.evaluated_probability(policies, data.actions),
+    )
+    refits = dm_refits(config, data, reward_model, policies, num_actions)
+    sums = memory_sums(config, data, policies, q)
+    return comparisons(config, sums, [isinstance(p, str) for p in policies], True, refits)
+
+
+def evaluate_logged(
+    config: EvaluatorConfig,
+    data: LoggedFeedback,
+    candidate: PolicyProbs,
+    baseline: PolicyProbs | str,
+    baseline_name: str,
+    reward_model: str | RewardModelFn,
+) -> tuple[dict[str, Any], Estimate]:
+    """Every estimator for the served candidate, the served baseline and their difference (what
+    blesses), the candidate's greedy policy beside them, and the trust diagnostics."""
+    num_actions = candidate.served.shape[1]
+    base = baseline if isinstance(baseline, str) else baseline.served
+    main, greedy = memory_comparisons(
+        config, data, [candidate.served, base, candidate.greedy], num_actions, reward_model
+    )
+    assert greedy is not None and main.difference is not None
+    metrics = bandit_metrics(
+        config,
+        main,
+        greedy,
+        len(data.actions),
+        baseline_name,
+        reward_model if isinstance(reward_model, str) else NETWORK,
+        (candidate.epsilon, None if isinstance(baseline, str) else baseline.epsilon),
+        np.bincount(candidate.greedy.argmax(1), minlength=num_actions).tolist(),
+        "memory",
+    )
+    return metrics, main.difference[config.estimator]
+
+
+def evaluate_policy_on_logs(
+    config: EvaluatorConfig,
+    examples_uri: str,
+    split: str,
+    policy: str,
+    saved: SavedPolicy | None,
+    num_actions: int | None,
+    action_minimum: int,
+) -> LogsRun:
+    """`rlops evaluate` on the in-memory engine (beam.evaluate_policy_on_logs's twin): `saved`
+    (served, its greedy policy beside it), else the uniform or the logging policy, against the
+    logging policy. `num_actions` None: the logs' own."""
+    data = load_logged_feedback(examples_uri, split, action_minimum=action_minimum)
+    in_logs = logs_num_actions(data)
+    if num_actions is None:
+        num_actions = in_logs
+    elif saved is not None:
+        check_policy_fits_logs(num_actions, in_logs, data.actions, action_minimum)
+    check_actions(data.actions, num_actions, action_minimum)
+    target: np.ndarray | str
+    greedy, epsilon = None, None
+    if saved is not None:
+        probs = policy_probs(saved, data, num_actions)
+        target, greedy, epsilon = probs.served, probs.greedy, probs.epsilon
+    elif policy == "uniform":
+        target = estimators.uniform_probs(len(data.actions), num_actions, data.action_mask)
+    else:
+        target = LOGGING_POLICY
+    reward_model = choose_reward_model(config, data, saved)
+    policies = [target, LOGGING_POLICY] + ([greedy] if greedy is not None else [])
+    main, greedy_cmp = memory_comparisons(config, data, policies, num_actions, reward_model)
+    return LogsRun(
+        main,
+        greedy_cmp,
+        len(data.actions),
+        num_actions,
+        reward_model if isinstance(reward_model, str) else NETWORK,
+        epsilon,
+        "memory",
+    )
