@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from rlops.components.evaluator.config import EvaluatorConfig
     from rlops.components.experience_gen.config import BanditColumns, ExperienceGenConfig
     from rlops.components.trainer.config import TrainerConfig
+
+log = logging.getLogger(__name__)
 
 KINDS = ("bandit", "ppo")
 TOP_LEVEL_KEYS = (
@@ -233,6 +236,9 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
         spec = experience_gen.action_spec
         trainer_raw.setdefault("num_actions", int(spec.maximum) - int(spec.minimum) + 1)
         trainer_raw.setdefault("action_minimum", int(spec.minimum or 0))
+        if experience_gen.item_source is not None:  # per-arm logs: a learner that personalises
+            experience_gen = _with_item_id_feature(experience_gen, trainer_raw)
+            trainer_raw = _per_arm_trainer(trainer_raw)
     trainer = _section({"trainer": trainer_raw}, "trainer", TrainerConfig.from_dict)
     if experience_gen is not None:
         experience_gen = _with_split_minimums(experience_gen, 1)  # the Trainer takes a partial last batch
@@ -287,6 +293,40 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
         pusher=pusher,
         raw=raw,
     )
+
+
+def _per_arm_trainer(trainer_raw: dict) -> dict:
+    """Per-arm logs (an item table): the trainer section with the per-arm defaults where it leaves
+    them unset (trainer.config.PER_ARM_DEFAULTS); a linear agent, which cannot personalise over
+    concatenated user and item features, trains as asked, with a one-line warning saying so."""
+    from rlops.components.trainer.config import apply_per_arm_defaults, linear_per_arm_note
+
+    note = linear_per_arm_note(str(trainer_raw.get("agent", "neural_epsilon_greedy")))
+    if note:
+        log.warning(note)  # one line on stderr (logging's last-resort handler, or the host's)
+    return apply_per_arm_defaults(trainer_raw)
+
+
+def _with_item_id_feature(config: ExperienceGenConfig, trainer_raw: dict) -> ExperienceGenConfig:
+    """Per-arm logs for the per-arm default learner (neural_epsilon_greedy, trainer.network left
+    unset: the dot_product default): the item table's id column is one more (categorical) item
+    feature unless item_features already list it, so the item tower learns each item's own
+    embedding beside what its features say (benchmarks/defaults_vs_vw.py: 0.66 -> 0.80 of the gap
+    on world 0). Servers then send `per_arm/<id column>` with the other item features; a new
+    item's id falls in the out-of-vocabulary bucket and is scored by its features. A trainer
+    section that chooses its network keeps the item features it lists."""
+    from rlops.components.experience_gen.config import FeatureColumn
+    from rlops.components.trainer.config import PER_ARM_DEFAULT_AGENT
+
+    agent = trainer_raw.get("agent", PER_ARM_DEFAULT_AGENT)
+    if agent != PER_ARM_DEFAULT_AGENT or "network" in trainer_raw:
+        return config
+    cols = config.bandit_columns
+    id_col = cols.item_table_id or cols.item_id
+    if not id_col or any(f.source_column == id_col or f.name == id_col for f in cols.item_features):
+        return config
+    item_features = (*cols.item_features, FeatureColumn(name=id_col, kind="categorical"))
+    return dataclasses.replace(config, bandit_columns=dataclasses.replace(cols, item_features=item_features))
 
 
 def check_types(kind: str, raw: dict) -> None:
