@@ -34,7 +34,7 @@ LINEAR_BATCH_SIZE = lin_ucb.BATCH_SIZE  # default records per train step of lin_
 # click logs (worlds 3-5, 100k Thompson-logged impressions, 34 items) the greedy policy went
 # 0.72 / 0.84 / 0.82 of the way from the logging policy to the optimum, where the dense defaults
 # (a common tower, squared error, 2,000 steps of 32 = 64,000 records whatever the log holds) went
-# 0.53 / 0.59 and Vowpal Wabbit's best setting 0.54 / 0.63 / 0.44. Each applies only where the user's
+# 0.53 / 0.59 / 0.31 and Vowpal Wabbit's best setting 0.54 / 0.63 / 0.44. Each applies only where the user's
 # config leaves the key unset (`apply_per_arm_defaults`); `rlops config bandit` prints the result.
 # reward_loss 'sigmoid_cross_entropy' is the log loss of 0/1 rewards (clicks): for other rewards set
 # trainer.reward_loss: squared_error.
