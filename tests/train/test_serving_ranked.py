@@ -299,7 +299,7 @@ def test_bare_ranking_policy_inputs(tmp_path, with_mask):
     )
     PolicySaver(policy).save(str(tmp_path / "p"))
     loaded = tf.saved_model.load(str(tmp_path / "p"))
-    names = sorted(["global", "per_arm", "num_actions"] + (["action_mask"] if with_mask else []))
+    names = sorted(["arg_global", "per_arm", "num_actions"] + (["action_mask"] if with_mask else []))
     assert sorted(loaded.signatures["serving_ranked"].structured_input_signature[1]) == names
     masked = sorted(loaded.signatures["serving_ranked_masked"].structured_input_signature[1])
     assert masked == sorted(set(names) | {"action_mask"})
@@ -307,7 +307,7 @@ def test_bare_ranking_policy_inputs(tmp_path, with_mask):
     mask = np.ones((64, K), np.int32)
     mask[:, 5:] = 0
     feeds = {
-        "global": tf.constant(rng.normal(size=(64, dg)), tf.float32),
+        "arg_global": tf.constant(rng.normal(size=(64, dg)), tf.float32),  # `global` is a keyword
         "per_arm": tf.constant(rng.normal(size=(64, K, da)), tf.float32),
         "num_actions": tf.fill([64], tf.constant(K - 1, tf.int64)),
         "action_mask": tf.constant(mask, tf.int64 if not with_mask else tf.int32),
@@ -317,3 +317,28 @@ def test_bare_ranking_policy_inputs(tmp_path, with_mask):
     feeds.pop("action_mask")
     if not with_mask:
         assert (loaded.signatures["serving_ranked"](**feeds)["slate"].numpy() < K - 1).all()
+
+
+@pytest.mark.slow  # the Pusher's code: on the pinned stack, beside the pipelines
+def test_the_pushers_verifier_checks_a_ranking_policys_pages(trained, tmp_path, monkeypatch):
+    """The Pusher's verifier (what run_pusher calls on the staged copy) recognises a ranking export
+    and checks its pages' draws; the baked-in head is refused before anything is published."""
+    from rlops.components.pusher.core import serves_slates, subprocess_verifier
+
+    honest = _export(trained, tmp_path / "honest", PlackettLuce(0.4))
+    assert serves_slates(honest)
+    subprocess_verifier(_inputs(trained))(honest)
+
+    def baked(batch):
+        return tf.raw_ops.RandomUniformInt(
+            shape=tf.reshape(tf.cast(batch, tf.int32), [1]),
+            minval=tf.constant(0, tf.int64),
+            maxval=tf.constant(np.iinfo(np.int64).max, tf.int64),
+            seed=7,
+            seed2=11,
+        )
+
+    monkeypatch.setattr(rp, "fresh_row_seeds", baked)
+    stuck = _export(trained, tmp_path / "stuck", PlackettLuce(0.4))
+    with pytest.raises(RuntimeError, match="pushed ranking policy failed verification: .*two fresh processes"):
+        subprocess_verifier(_inputs(trained))(stuck)

@@ -154,6 +154,9 @@ def subprocess_verifier(inputs: dict[str, np.ndarray] | None) -> Callable[[str],
     checked = check_verify_inputs(inputs)
 
     def verify(local_dir: str) -> None:
+        if serves_slates(local_dir):  # a ranking policy: its pages' draws are checked instead
+            verify_slates(local_dir, checked)
+            return
         checks = []
         for _ in range(2):
             check = verify_in_subprocess(local_dir, checked, draws=True)
@@ -167,6 +170,26 @@ def subprocess_verifier(inputs: dict[str, np.ndarray] | None) -> Callable[[str],
         log.info("verified the staged policy in two fresh processes on %d inputs", checks[0]["num_actions"])
 
     return verify
+
+
+def serves_slates(saved_model_dir: str) -> bool:
+    """Whether the staged SavedModel is a ranking policy (it serves `serving_ranked`)."""
+    from rlops.train.policy_saver import load_specs
+
+    return "serving_ranked" in load_specs(saved_model_dir).get("signatures", {})
+
+
+def verify_slates(local_dir: str, inputs: dict[str, np.ndarray]) -> None:
+    """A ranking policy: serving_ranked's pages in two fresh processes (rlops.train.verify_ranked):
+    only allowed items, none twice, the exact propensities reported, per-slot frequencies that
+    match them, no repeats across calls or processes."""
+    from rlops.train.verify_ranked import verify_ranked
+
+    try:
+        verify_ranked(local_dir, inputs)
+    except RuntimeError as e:
+        raise RuntimeError(f"pushed ranking policy failed verification: {e}") from None
+    log.info("verified the staged ranking policy in two fresh processes")
 
 
 def draws_error(saved_model_dir: str, draws: list[dict[str, np.ndarray]]) -> str | None:
