@@ -158,7 +158,14 @@ def test_the_guides_e_commerce_logs_text_item_ids_and_p_shown(tmp_path):
     )
     assert g["reward"].startswith("clicked  (sure") and g["propensity"].startswith("p_shown  (likely: name match")
     cols = load_config("bandit", str(out)).experience_gen.bandit_columns
-    assert [f.name for f in cols.item_features] == ["item_category", "item_brand", "item_price", "item_popularity"]
+    # the item table's features, and its id column that the per-arm default learner adds
+    assert [f.name for f in cols.item_features] == [
+        "item_category",
+        "item_brand",
+        "item_price",
+        "item_popularity",
+        "item_id",
+    ]
 
 
 def test_a_plain_single_item_log_maps_action_reward_and_prob(tmp_path):

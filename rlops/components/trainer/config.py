@@ -29,13 +29,10 @@ LINEAR_BATCH_SIZE = lin_ucb.BATCH_SIZE  # default records per train step of lin_
 
 # The bandit pipeline's trainer defaults for per-arm logs (an item table: experience_gen.item_source)
 # when trainer.agent is neural_epsilon_greedy (the default agent): a two-tower logistic network that
-# personalises (user x item) and passes over EVERY record (num_epochs, no fixed step budget). Chosen
-# by measurement (benchmarks/defaults_vs_vw.py, docs/benchmarks.md): on the generator's held-out
-# click logs (worlds 3-5, 100k Thompson-logged impressions, 34 items) the greedy policy went
-# 0.72 / 0.84 / 0.82 of the way from the logging policy to the optimum, where the dense defaults
-# (a common tower, squared error, 2,000 steps of 32 = 64,000 records whatever the log holds) went
-# 0.53 / 0.59 / 0.31 and Vowpal Wabbit's best setting 0.54 / 0.63 / 0.44. Each applies only where the user's
-# config leaves the key unset (`apply_per_arm_defaults`); `rlops config bandit` prints the result.
+# personalises (user x item) and passes over EVERY record (num_epochs, no fixed step budget), chosen
+# by measurement against the dense defaults and Vowpal Wabbit (benchmarks/defaults_vs_vw.py; the
+# figures are in docs/benchmarks.md). Each applies only where the user's config leaves the key
+# unset (`apply_per_arm_defaults`); `rlops config bandit` prints the result.
 # reward_loss 'sigmoid_cross_entropy' is the log loss of 0/1 rewards (clicks): for other rewards set
 # trainer.reward_loss: squared_error.
 PER_ARM_DEFAULTS: dict[str, object] = {
@@ -70,8 +67,8 @@ def apply_per_arm_defaults(given: dict) -> dict:
 def linear_per_arm_note(agent: str) -> str | None:
     """Why a linear agent (lin_ucb, lin_ts) over per-arm features cannot personalise, or None for
     another agent: its one linear score over concat(user, item) features adds a user part and an item
-    part, so every user gets the same greedy item order (the user's part shifts every item's score alike);
-    issue 36 measured the same single item chosen for all 6,000 contexts (0.16-0.19 of the gap)."""
+    part, so every user gets the same greedy item order (the user's part shifts every item's score
+    alike): on click logs it serves one item to everybody."""
     from rlops.components.trainer.agents.registry import AGENTS
 
     if agent not in AGENTS or not AGENTS[agent].linear:  # an unknown name: TrainerConfig says so
