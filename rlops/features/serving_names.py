@@ -21,7 +21,6 @@ columns into serving inputs. The `action` signature prefixes each input with `ob
 
 from __future__ import annotations
 
-import keyword
 import re
 from typing import Iterable, Mapping, TypeVar
 
@@ -38,13 +37,11 @@ V = TypeVar("V")
 def serving_input_name(feature: str, per_arm: bool = False) -> str:
     """The serving input of feature `feature` (an item feature when `per_arm`): every character
     outside [A-Za-z0-9_] becomes `_`, and a name not starting with a letter gets `arg_` in front
-    (TensorFlow's own rule for parameter names, so TensorFlow never renames it), and so does a
-    Python keyword (`global`: current TensorFlow refuses it as a parameter name)."""
+    (TensorFlow's own rule for parameter names, so TensorFlow never renames it)."""
     name = _NOT_ALLOWED.sub("_", feature)
     if per_arm:
         name = PER_ARM_INPUT_PREFIX + name
-    legal = name[:1].isascii() and name[:1].isalpha() and not keyword.iskeyword(name)
-    return name if legal else "arg_" + name
+    return name if name[:1].isascii() and name[:1].isalpha() else "arg_" + name
 
 
 def record_key(feature: str, per_arm: bool = False) -> str:

@@ -40,6 +40,7 @@ could use.
 
 from __future__ import annotations
 
+import keyword
 from typing import Any, Callable, Mapping
 
 import tensorflow as tf
@@ -103,6 +104,13 @@ def ranked_metadata(ranking: RankingPolicy) -> dict[str, tf.Tensor]:
     return out
 
 
+def ranked_input_name(key: str) -> str:
+    """A serving input's name: serving_input_name's, and `arg_` before a Python keyword (`global`,
+    a per-arm observation's key), which current TensorFlow refuses as a parameter name."""
+    name = serving_input_name(key)
+    return "arg_" + name if keyword.iskeyword(name) else name
+
+
 def ranked_functions(
     module: tf.Module,
     policy: Any,
@@ -124,7 +132,7 @@ def ranked_functions(
     obs_spec = policy.time_step_spec.observation
     if not isinstance(obs_spec, Mapping):
         raise ValueError(f"serving_ranked needs named observation features; got {obs_spec}")
-    key_of = {serving_input_name(k): k for k in obs_spec}
+    key_of = {ranked_input_name(k): k for k in obs_spec}
     inputs = {
         n: tf.TensorSpec([batch_size] + obs_spec[k].shape.as_list(), obs_spec[k].dtype, name=n)
         for n, k in key_of.items()

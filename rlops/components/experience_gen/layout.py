@@ -70,6 +70,13 @@ class Layout:
     def field(self, name: str) -> Field | None:
         return next((f for f in self.fields if f.name == name), None)
 
+    def require(self, name: str) -> Field:
+        """The field `name`, which the record kind's checks know the layout has."""
+        found = self.field(name)
+        if found is None:
+            raise KeyError(f"the {self.kind} layout has no field {name!r}")
+        return found
+
 
 def resolve_layout(config: ExperienceGenConfig, schema: SourceSchema) -> Layout:
     fields = FIELDS[config.record_kind](config, schema)

@@ -237,7 +237,7 @@ def validate_block(
 
 def ingest(
     plan: Plan, item: Any, table: item_table.ItemTable | None = _PLAN_TABLE
-) -> Iterator[tuple[int, ValidBatch | Quarantined | Unreadable]]:
+) -> Iterator[tuple[int, ValidBatch | BadStep | Quarantined | Unreadable]]:
     """read_item + validate_block, with the number of source records each output accounts for
     (an Unreadable range accounts for none: its records cannot be counted)."""
     for got in read_item(plan, item):
@@ -550,7 +550,7 @@ class AssembleSlatesFn(beam.DoFn):
     def __init__(self, config: ExperienceGenConfig, feature_names: tuple[str, ...]):
         self.config = config
         self.feature_names = feature_names
-        self.num_items = int(config.action_spec.maximum) - int(config.action_spec.minimum or 0) + 1
+        self.num_items = slates.num_items(config)
 
     def process(self, element: tuple[int, list[PageRows | BadStep]]) -> Iterator[Any]:
         _, got = element
@@ -624,7 +624,7 @@ class EncodeSlateRowsFn(beam.DoFn):
     def __init__(self, config: ExperienceGenConfig, feature_names: tuple[str, ...]):
         self.config = config
         self.feature_names = feature_names
-        self.num_items = int(config.action_spec.maximum) - int(config.action_spec.minimum or 0) + 1
+        self.num_items = slates.num_items(config)
 
     def process(self, batch: ValidBatch) -> Iterator[Any]:
         units = splits.key_hash(np.asarray(batch.columns[records.SLATE_ID], object))
@@ -766,6 +766,7 @@ def read_item_table(config: ExperienceGenConfig) -> beam.PTransform:
     from apache_beam.io import fileio
 
     src = config.item_source
+    assert src is not None  # per-arm plans only
 
     @beam.ptransform_fn
     def read(pbegin: beam.pvalue.PBegin) -> beam.PCollection:

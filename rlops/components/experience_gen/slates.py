@@ -60,6 +60,13 @@ def resolve_first_position(config: ExperienceGenConfig, positions: np.ndarray | 
     return dataclasses.replace(config, slate_columns=dataclasses.replace(c, first_position=first))
 
 
+def num_items(config: ExperienceGenConfig) -> int:
+    """K, from the action spec (set by the config or, with an item table, at planning)."""
+    spec = config.action_spec
+    assert spec is not None and spec.maximum is not None  # validated: slates need K
+    return int(spec.maximum) - int(spec.minimum or 0) + 1
+
+
 def resolve_items(config: ExperienceGenConfig) -> tuple[ExperienceGenConfig, tuple[str, ...]]:
     """With an item table: its ids in table order (an item's index is its row) and the config's
     action spec set to its K items (a configured spec must agree)."""

@@ -14,7 +14,7 @@ import numpy as np
 
 from rlops.components.common.decision_kinds import BANDIT, SLATE, decision_kind
 from rlops.components.experience_gen import convert, records, slates
-from rlops.components.experience_gen.config import ExperienceGenConfig
+from rlops.components.experience_gen.config import ExperienceGenConfig, SpecConfig
 from rlops.components.experience_gen.convert import MISSING_VALUE, RawColumn
 from rlops.components.experience_gen.layout import INT, Field, Layout
 
@@ -99,7 +99,7 @@ def validate(
             continue  # an optional column this source does not have
         rej.add_errors(ex.errors)
         if field.required:
-            rej.add(ex.missing, MISSING_VALUE, lambda i, f=field: f"{_label(f)}: missing value")
+            rej.add(ex.missing, MISSING_VALUE, _message(field, "missing value"))
         else:
             present[field.name] = ~ex.missing
         values[field.name] = ex.values
@@ -107,7 +107,7 @@ def validate(
             if layout.kind == SLATE:  # a slate's slot lists: a longer one is quarantined, not cut
                 values[slates.COUNT_PREFIX + field.name] = ex.counts
             else:
-                present[truncated_key(field.name)] = ex.counts > int(field.width)
+                present[truncated_key(field.name)] = ex.counts > int(field.width or 0)
     if layout.kind == BANDIT:
         _check_bandit(values, layout, config, rej)
     elif layout.kind == SLATE and config.slate_columns.position:
@@ -135,7 +135,7 @@ def validate(
     key = pick(values["_split_key"]) if "_split_key" in values else None
     time = pick(values["_split_time"]) if "_split_time" in values else None
     episodes = None
-    if id_ok is not None:  # so assembly can drop the rest of an episode that lost a step
+    if id_ok is not None and group_key is not None:  # assembly drops the rest of a group that lost a row
         ids = values[group_key]
         episodes = {i: str(ids[i]) for i in rej.items if id_ok[i]}
     return Validated(out, rows, rej.items, key, time, episodes)
@@ -164,8 +164,8 @@ def _finite(values: np.ndarray, field: Field, rej: _Rejects, as_float32: bool = 
 
 
 def _check_action(values: dict[str, np.ndarray], layout: Layout, config: ExperienceGenConfig, rej: _Rejects) -> None:
-    spec = config.action_spec
-    field = layout.field(records.ACTION)
+    spec = _spec(config)
+    field = layout.require(records.ACTION)
     a = values[records.ACTION]
     lo = -np.inf if spec.minimum is None else spec.minimum
     hi = np.inf if spec.maximum is None else spec.maximum
@@ -181,7 +181,7 @@ def _check_action(values: dict[str, np.ndarray], layout: Layout, config: Experie
 
 
 def _check_bandit(values: dict[str, np.ndarray], layout: Layout, config: ExperienceGenConfig, rej: _Rejects) -> None:
-    f = layout.field
+    f = layout.require
     for feature in layout.features:
         if feature.feature_kind != "categorical":
             _finite(values[feature.name], feature, rej)
@@ -212,7 +212,7 @@ def _check_bandit(values: dict[str, np.ndarray], layout: Layout, config: Experie
         rej.add(~binary, BAD_MASK, lambda i: f"{_label(field)}: {m[i].tolist()} is not all 0/1")
         rej.add(binary & ~m.any(axis=1), BAD_MASK, lambda i: f"{_label(field)}: allows no action")
         a = values[records.ACTION]
-        lo = int(config.action_spec.minimum or 0)
+        lo = int(_spec(config).minimum or 0)
         idx = np.clip(a - lo, 0, m.shape[1] - 1)
         allowed = m[np.arange(len(a)), idx] == 1
         rej.add(
@@ -236,7 +236,7 @@ def _check_probability(values: dict[str, np.ndarray], field: Field, rej: _Reject
 def _check_slate_row(values: dict[str, np.ndarray], layout: Layout, config: ExperienceGenConfig, rej: _Rejects) -> None:
     """One shown item's row: its slate id, a position inside the slate (made 0-based here), an
     item inside the action spec, a finite reward and propensities in (0, 1]."""
-    f = layout.field
+    f = layout.require
     for feature in layout.features:
         if feature.feature_kind != "categorical":
             _finite(values[feature.name], feature, rej)
@@ -255,7 +255,7 @@ def _check_slate_row(values: dict[str, np.ndarray], layout: Layout, config: Expe
     )
     values[records.POSITION] = pos - first
     if f(records.SLATE_ITEM).dtype == INT:  # indices; an item table's ids are mapped after validation
-        spec = config.action_spec
+        spec = _spec(config)
         lo = int(spec.minimum or 0)
         hi = int(spec.maximum if spec.maximum is not None else np.iinfo(np.int64).max)
         item = values[records.SLATE_ITEM]
@@ -271,13 +271,32 @@ def _check_slate_row(values: dict[str, np.ndarray], layout: Layout, config: Expe
         _check_probability(values, f(records.PROPENSITY_CASCADE), rej)
 
 
+def _message(field: Field, what: str) -> Callable[[int], str]:
+    return lambda i: f"{_label(field)}: {what}"
+
+
+def _lists_differ(field: Field, counts: np.ndarray, items: Field, item_counts: np.ndarray) -> Callable[[int], str]:
+    return lambda i: f"{_label(field)}: {counts[i]} values for the {item_counts[i]} items of {_label(items)}"
+
+
+def _not_all_probabilities(field: Field, p: np.ndarray, shown: np.ndarray) -> Callable[[int], str]:
+    return lambda i: f"{_label(field)}: {p[i][shown[i]].tolist()} not all in (0, 1]"
+
+
+def _spec(config: ExperienceGenConfig) -> SpecConfig:
+    """The action spec, which every record kind has by the time rows are validated (the config
+    requires it, or a simulation or the item table sets it at planning)."""
+    assert config.action_spec is not None
+    return config.action_spec
+
+
 def _check_slate_lists(
     values: dict[str, np.ndarray], layout: Layout, config: ExperienceGenConfig, rej: _Rejects
 ) -> None:
     """One slate per row, its slot fields lists in display order: lists of one length, at most
     slate_length, items inside the action spec and shown once, finite rewards, propensities in
     (0, 1] and a cascade propensity that never increases (and starts at the first propensity)."""
-    f = layout.field
+    f = layout.require
     for feature in layout.features:
         if feature.feature_kind != "categorical":
             _finite(values[feature.name], feature, rej)
@@ -289,11 +308,7 @@ def _check_slate_lists(
         other = values.get(slates.COUNT_PREFIX + name)
         if other is not None:
             rej.add(
-                other != count,
-                slates.SLATE_LISTS_DIFFER,
-                lambda i, o=other, n=name: (
-                    f"{_label(f(n))}: {o[i]} values for the {count[i]} items of {_label(f(records.SLATE_ITEM))}"
-                ),
+                other != count, slates.SLATE_LISTS_DIFFER, _lists_differ(f(name), other, f(records.SLATE_ITEM), count)
             )
     length = int(config.slate_length or 0)
     rej.add(count == 0, MISSING_VALUE, lambda i: f"{_label(f(records.SLATE_ITEM))}: no items shown")
@@ -305,7 +320,7 @@ def _check_slate_lists(
     shown = np.arange(length)[None, :] < count[:, None]
     items = values[records.SLATE_ITEM]
     if f(records.SLATE_ITEM).dtype == INT:  # indices; an item table's ids are mapped after validation
-        spec = config.action_spec
+        spec = _spec(config)
         lo = int(spec.minimum or 0)
         hi = int(spec.maximum if spec.maximum is not None else np.iinfo(np.int64).max)
         outside = ((items < lo) | (items > hi)) & shown
@@ -331,11 +346,7 @@ def _check_slate_lists(
             p = values[name]
             with np.errstate(invalid="ignore"):
                 bad = (~((p > 0) & (p <= 1)) & shown).any(1)
-            rej.add(
-                bad,
-                PROPENSITY_OUT_OF_RANGE,
-                lambda i, p=p, n=name: f"{_label(f(n))}: {p[i][shown[i]].tolist()} not all in (0, 1]",
-            )
+            rej.add(bad, PROPENSITY_OUT_OF_RANGE, _not_all_probabilities(f(name), p, shown))
     if records.PROPENSITY_CASCADE in values:
         c, p = values[records.PROPENSITY_CASCADE], values[records.PROPENSITY]
         with np.errstate(invalid="ignore"):
@@ -363,7 +374,7 @@ def _check_trajectory(
     config: ExperienceGenConfig,
     rej: _Rejects,
 ) -> None:
-    f = layout.field
+    f = layout.require
     ids = values[records.EPISODE_ID]
     rej.add(ids == "", MISSING_VALUE, lambda i: f"{_label(f(records.EPISODE_ID))}: empty episode id")
     step = values[records.STEP]
@@ -379,7 +390,7 @@ def _check_trajectory(
     if records.LOG_PROBABILITY in values:
         lp = values[records.LOG_PROBABILITY]
         _finite(lp, f(records.LOG_PROBABILITY), rej)
-        if config.action_spec.is_discrete:  # a probability mass is at most 1
+        if _spec(config).is_discrete:  # a probability mass is at most 1
             rej.add(
                 lp > 1e-6,
                 OUT_OF_RANGE,
@@ -390,4 +401,4 @@ def _check_trajectory(
     for name, v in values.items():
         if name.startswith(records.DIST_PARAMS_PREFIX):  # -inf logits are legal (masked actions)
             nan = np.isnan(v).any(axis=1)
-            rej.add(nan, NOT_FINITE, lambda i, fl=f(name): f"{_label(fl)}: NaN in distribution parameters")
+            rej.add(nan, NOT_FINITE, _message(f(name), "NaN in distribution parameters"))
