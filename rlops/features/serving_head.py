@@ -244,13 +244,19 @@ def frequency_pvalue(actions: Array, probs: Array) -> float:
     expected = calls * np.concatenate([[probs[rows, top].sum()], others.sum(0)])
     is_top = actions == top[None, :]
     observed = np.concatenate([[is_top.sum()], np.bincount(actions[~is_top], minlength=probs.shape[1])])
+    return pearson_pvalue(observed, expected)
+
+
+def pearson_pvalue(observed: Array, expected: Array) -> float:
+    """Pearson chi-square p-value of counts against expected counts, the cells expecting < 5
+    pooled into one (1.0 when fewer than two cells are left: nothing random to test)."""
     big = expected >= 5
     expected = np.append(expected[big], expected[~big].sum())
     observed = np.append(observed[big], observed[~big].sum())
     keep = expected > 0
     expected, observed = expected[keep], observed[keep]
     if len(expected) < 2:
-        return 1.0  # one cell: nothing random to test
+        return 1.0
     stat = float(((observed - expected) ** 2 / expected).sum())
     return chi2_sf(stat, len(expected) - 1)
 

@@ -228,22 +228,17 @@ def slot_frequency_pvalue(slates: np.ndarray, marginals: np.ndarray) -> float:
     [R, B, L] drawn R times on B rows against marginals [B, K, L]; per slot the cells are the items,
     counts summed over rows and calls, cells expecting < 5 pooled. (Rows differ, so counts vary
     less than a multinomial's: conservative.)"""
-    from rlops.features.serving_head import chi2_sf
+    from rlops.features.serving_head import pearson_pvalue
 
     calls, _, num_slots = slates.shape
     k = marginals.shape[1]
-    worst = 1.0
-    for slot in range(num_slots):
-        observed = np.bincount(slates[:, :, slot].ravel(), minlength=k).astype(np.float64)
-        expected = calls * marginals[:, :, slot].sum(0)
-        big = expected >= 5
-        observed = np.append(observed[big], observed[~big].sum())
-        expected = np.append(expected[big], expected[~big].sum())
-        keep = expected > 0
-        if keep.sum() < 2:
-            continue  # one cell: nothing random to test
-        stat = float(((observed[keep] - expected[keep]) ** 2 / expected[keep]).sum())
-        worst = min(worst, chi2_sf(stat, int(keep.sum()) - 1))
+    worst = min(
+        pearson_pvalue(
+            np.bincount(slates[:, :, slot].ravel(), minlength=k).astype(np.float64),
+            calls * marginals[:, :, slot].sum(0),
+        )
+        for slot in range(num_slots)
+    )
     return min(1.0, worst * num_slots)
 
 

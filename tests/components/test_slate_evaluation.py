@@ -167,7 +167,7 @@ def test_the_beam_engine_reads_the_files_and_agrees_with_memory(world, workers):
     options = SlateOptions(num_bootstrap=50)
     memory, _ = evaluate_slates(read_slate_logs(examples), "uniform", options)
     args = ("--direct_num_workers=2", "--direct_running_mode=multi_threading") if workers == 2 else ()
-    beam = evaluate_slates_beam(examples, "eval", "uniform", dataclasses.replace(options, beam_pipeline_args=args))
+    beam, _ = evaluate_slates_beam(examples, "eval", "uniform", dataclasses.replace(options, beam_pipeline_args=args))
     assert beam.num_records == memory.num_records == N
     for name, est in memory.candidate.items():
         other = beam.candidate[name]

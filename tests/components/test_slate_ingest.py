@@ -68,10 +68,15 @@ def test_pages_become_slates_that_read_back_exactly(tmp_path):
     assert result.record_kind == "slate"
     assert result.records_read == len(lines) == result.records_written
     assert sum(result.outputs_per_split.values()) == 200
+    assert_pages_read_back(lines, examples, 200)
+
+
+def assert_pages_read_back(lines: list[str], examples: str, pages: int) -> None:
+    """Every written slate equals its rows in position order (whatever the first position), padded
+    past a short page."""
     logs = {s: read_slate_logs(examples, s) for s in ("train", "eval")}
-    assert sum(len(x) for x in logs.values()) == 200
-    # every written slate equals its rows, in position order, padded past a short page
-    by_id = {}
+    assert sum(len(x) for x in logs.values()) == pages
+    by_id: dict[str, list] = {}
     for line in lines:
         rid, pos, item, click, p, pc, _ = line.split(",")
         by_id.setdefault(rid, []).append((int(pos), int(item), float(click), float(p), float(pc)))
@@ -89,10 +94,17 @@ def test_pages_become_slates_that_read_back_exactly(tmp_path):
 
 
 def test_first_position_is_read_from_the_data_when_it_decides(tmp_path):
-    result, examples, _ = run(tmp_path, page_rows(50, first=0))
+    lines = page_rows(50, first=0)
+    result, examples, _ = run(tmp_path, lines)
     assert result.records_quarantined == 0
-    logs = read_slate_logs(examples, "train")
-    assert (logs.slates[:, 0] >= 0).all()
+    assert_pages_read_back(lines, examples, 50)  # position 0 is the first slot, not an error
+
+
+def test_positions_that_cannot_tell_the_base_ask_which(tmp_path):
+    """Pages of at most 2 items under slate_length 3, positions 1..2: 0- or 1-based? One line."""
+    lines = [line for line in page_rows(30) if line.split(",")[1] in ("1", "2")]
+    with pytest.raises(Exception, match="could be 0- or 1-based; set 0 or 1"):
+        run(tmp_path, lines)
 
 
 def test_bad_rows_and_pages_are_quarantined_with_reasons(tmp_path):

@@ -320,25 +320,20 @@ def test_bare_ranking_policy_inputs(tmp_path, with_mask):
 
 
 @pytest.mark.slow  # the Pusher's code: on the pinned stack, beside the pipelines
-def test_the_pushers_verifier_checks_a_ranking_policys_pages(trained, tmp_path, monkeypatch):
+def test_the_pushers_verifier_sends_a_ranking_policy_to_the_page_checks(trained, tmp_path, monkeypatch):
     """The Pusher's verifier (what run_pusher calls on the staged copy) recognises a ranking export
-    and checks its pages' draws; the baked-in head is refused before anything is published."""
-    from rlops.components.pusher.core import serves_slates, subprocess_verifier
+    and runs verify_ranked on it (whose checks the tests above drive); its failure stops the push."""
+    from rlops.components.pusher import core
 
-    honest = _export(trained, tmp_path / "honest", PlackettLuce(0.4))
-    assert serves_slates(honest)
-    subprocess_verifier(_inputs(trained))(honest)
+    saved = _export(trained, tmp_path / "policy", PlackettLuce(0.4))
+    assert core.serves_slates(saved)
+    seen = []
 
-    def baked(batch):
-        return tf.raw_ops.RandomUniformInt(
-            shape=tf.reshape(tf.cast(batch, tf.int32), [1]),
-            minval=tf.constant(0, tf.int64),
-            maxval=tf.constant(np.iinfo(np.int64).max, tf.int64),
-            seed=7,
-            seed2=11,
-        )
+    def stuck(path, inputs):
+        seen.append(path)
+        raise RuntimeError("two fresh processes draw the same slates")
 
-    monkeypatch.setattr(rp, "fresh_row_seeds", baked)
-    stuck = _export(trained, tmp_path / "stuck", PlackettLuce(0.4))
-    with pytest.raises(RuntimeError, match="pushed ranking policy failed verification: .*two fresh processes"):
-        subprocess_verifier(_inputs(trained))(stuck)
+    monkeypatch.setattr(verify_ranked, "verify_ranked", stuck)
+    with pytest.raises(RuntimeError, match="pushed ranking policy failed verification: two fresh processes"):
+        core.subprocess_verifier(_inputs(trained))(saved)
+    assert seen == [saved]

@@ -211,9 +211,10 @@ class ToSlateBatch:
 
 def evaluate_slates_beam(
     examples_uri: str, split: str, policy: str, options: SlateOptions = SlateOptions()
-) -> SlateComparison:
+) -> tuple[SlateComparison, SlateLogs]:
     """evaluate_slates as a Beam pipeline over the split's files: the driver reads a sample (the
-    reward model's, and which estimators have their inputs), workers read, parse and sum."""
+    reward model's, and which estimators have their inputs), workers read, parse and sum. Returns
+    the estimates and that sample."""
     import tempfile
 
     import apache_beam as beam
@@ -242,7 +243,7 @@ def evaluate_slates_beam(
     with tempfile.TemporaryDirectory() as out_dir:
         sums = run_pipeline(build, o.beam_pipeline_args, out_dir)
     rule = TrustRule(o.num_bootstrap, o.confidence, o.min_records, o.min_ess)
-    return comparison_from_sums(sums, rule, 0, None)
+    return comparison_from_sums(sums, rule, 0, None), sample
 
 
 def evaluate_slates_on_logs(
@@ -252,8 +253,7 @@ def evaluate_slates_on_logs(
     observed: float | None = None
     shown: int | None = None
     if options.engine == "beam":
-        comparison = evaluate_slates_beam(examples_uri, split, policy, options)
-        logs = read_slate_logs(examples_uri, split, 1)  # the slate length and the items
+        comparison, logs = evaluate_slates_beam(examples_uri, split, policy, options)  # logs: a sample
     else:
         logs = read_slate_logs(examples_uri, split)
         comparison, _ = evaluate_slates(logs, policy, options)

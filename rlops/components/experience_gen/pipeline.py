@@ -363,14 +363,12 @@ def assign_splits(
 # --- trajectories: group steps into episodes --------------------------------------------------
 
 
-def key_steps(
-    batch: ValidBatch | BadStep, group_key: str = records.EPISODE_ID
-) -> Iterator[tuple[str, ValidBatch | BadStep]]:
-    """One (group id, its rows in this batch) per episode (or slate: `group_key`) in the batch."""
+def key_steps(batch: ValidBatch | BadStep) -> Iterator[tuple[str, ValidBatch | BadStep]]:
+    """One (episode id, its steps in this batch) per episode present in the batch."""
     if isinstance(batch, BadStep):
         yield batch.episode_id, batch
         return
-    ids = batch.columns[group_key]
+    ids = batch.columns[records.EPISODE_ID]
     uniq, inverse = np.unique(ids, return_inverse=True)
     order = np.argsort(inverse, kind="stable")
     bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
