@@ -29,8 +29,9 @@ The contract, for server authors:
 
 from __future__ import annotations
 
+import logging
 import math
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -46,9 +47,29 @@ NUM_UNIFORMS = 2  # per row: explore or not, which allowed action
 PROPENSITY_TOLERANCE = 1e-6
 # A push runs 16 draw tests (2 artifacts x 2 batch sizes x frequencies, repeats in each of two
 # processes, repeats across them): each fails below 1e-3 / 16, so an honest push fails one with
-# probability < 1e-3. With ~30 draws off the most likely action (draw_calls), a head that never
-# explores, or repeats its draws across calls or processes, fails at p < 1e-6.
+# probability < 1e-3, and `confirmed` draws again before it fails the push: < 1e-6 a night. With
+# ~30 draws off the most likely action (draw_calls), a head that never explores, or repeats its
+# draws across calls or processes, fails at p < 1e-6, on the fresh draws too.
 SIGNIFICANCE = 1e-3 / 16
+
+log = logging.getLogger(__name__)
+
+
+class ChanceFailure(str):
+    """A failed statistical draw check: an honest head fails one with probability < SIGNIFICANCE,
+    so a verifier confirms it on fresh draws (`confirmed`) before it fails a push. Failures chance
+    cannot explain (an action the row cannot take, a wrong propensity) are plain strings."""
+
+
+def confirmed(check: Callable[[], str | None]) -> str | None:
+    """Runs `check` (fresh draws on each call; it returns an error or None). A ChanceFailure is
+    drawn again, and the error stands only when the fresh draws fail too: returns the second run's
+    answer. An honest push then fails with probability < (1e-3)^2, a dishonest head fails twice."""
+    error = check()
+    if isinstance(error, ChanceFailure):
+        log.warning("a draw check failed (%s); confirming on fresh draws", error)
+        return check()
+    return error
 
 
 # ---- the allowed-actions rule ------------------------------------------------------------------
@@ -195,7 +216,8 @@ def draws_error(
     Fails (an error naming the check) when an action is one the row cannot take or is reported
     with another probability, when the frequencies of the actions do not match the probabilities
     (Pearson chi-square), or when draws repeat more often than independent draws do: between
-    calls within a process, and between processes at the same call (p < SIGNIFICANCE)."""
+    calls within a process, and between processes at the same call (p < SIGNIFICANCE; these
+    three return a ChanceFailure)."""
     draws = [np.asarray(r).astype(np.int64) for r in runs]
     for i, r in enumerate(draws):
         taken = probs[np.arange(probs.shape[0])[None, :], np.clip(r, 0, probs.shape[1] - 1)]
@@ -213,16 +235,18 @@ def draws_error(
                 )
     p = frequency_pvalue(np.concatenate(draws), probs)
     if p < SIGNIFICANCE:
-        return f"{what}: the drawn actions' frequencies do not match the reported probabilities (chi-square p={p:.2g})"
+        return ChanceFailure(
+            f"{what}: the drawn actions' frequencies do not match the reported probabilities (chi-square p={p:.2g})"
+        )
     for i, r in enumerate(draws):
         p = repeat_pvalue(r[0::2][: len(r) // 2], r[1::2][: len(r) // 2], probs)
         if p < SIGNIFICANCE:
-            return f"{what}: process {i} repeats its draws from call to call (p={p:.2g})"
+            return ChanceFailure(f"{what}: process {i} repeats its draws from call to call (p={p:.2g})")
     for i in range(1, len(draws)):
         m = min(len(draws[0]), len(draws[i]))
         p = repeat_pvalue(draws[0][:m], draws[i][:m], probs)
         if p < SIGNIFICANCE:
-            return f"{what}: two fresh processes draw the same actions (p={p:.2g})"
+            return ChanceFailure(f"{what}: two fresh processes draw the same actions (p={p:.2g})")
     return None
 
 

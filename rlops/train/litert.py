@@ -304,19 +304,23 @@ def check_draws(model_path: str, feeds: Mapping[str, np.ndarray], probs: np.ndar
     """The LiteRT file's draws against `probs` [B, K] (the exploring policy's, for the rows of
     `feeds`): the first row at batch 1 and the first DRAW_ROWS rows, each called repeatedly in two
     fresh processes (serving_head.draws_error: frequencies, repeats across calls and processes, each
-    propensity). Returns an error, or None."""
+    propensity; a chance failure confirmed on fresh draws). Returns an error, or None."""
     sizes = (1, min(DRAW_ROWS, len(probs)))
     jobs = [
         ({k: np.asarray(v)[:rows] for k, v in feeds.items()}, calls) for rows, calls in zip(sizes, draw_calls(probs))
     ]
-    processes = [run_standalone_jobs(model_path, jobs) for _ in range(2)]
-    for i, rows in enumerate(sizes):
-        actions = [np.asarray(p[i]["action"]).astype(np.int64) - minimum for p in processes]
-        propensities = [np.asarray(p[i]["propensity"]) for p in processes]
-        error = serving_head.draws_error(actions, probs[:rows], f"LiteRT at batch {rows}", propensities)
-        if error:
-            return error
-    return None
+
+    def check() -> str | None:
+        processes = [run_standalone_jobs(model_path, jobs) for _ in range(2)]
+        for i, rows in enumerate(sizes):
+            actions = [np.asarray(p[i]["action"]).astype(np.int64) - minimum for p in processes]
+            propensities = [np.asarray(p[i]["propensity"]) for p in processes]
+            error = serving_head.draws_error(actions, probs[:rows], f"LiteRT at batch {rows}", propensities)
+            if error:
+                return error
+        return None
+
+    return serving_head.confirmed(check)
 
 
 def draw_calls(probs: np.ndarray) -> tuple[int, int]:

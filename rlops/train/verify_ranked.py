@@ -14,9 +14,10 @@ batch N; this process then holds their slates to the exact numpy probabilities
 
 Each of the 8 tests (2 batch sizes x frequencies, repeats in each process, repeats across them)
 fails at rlops.features.serving_head.SIGNIFICANCE = 1e-3 / 16, the serving head's budget for 16
-tests a push (a LiteRT twin checked the same way makes 16): an honest push fails with probability
-< 1e-3. A head whose random ops carry baked-in seeds repeats across processes (or, stateless, across
-calls) and fails at p far below that.
+tests a push (a LiteRT twin checked the same way makes 16): an honest push fails one with
+probability < 1e-3, and such a failure is drawn again before it stands (serving_head.confirmed), so
+a push fails by chance with probability < 1e-6. A head whose random ops carry baked-in seeds repeats
+across processes (or, stateless, across calls) and fails at p far below that, both times.
 
     verify_ranked(saved_model_dir, inputs)   # raises RuntimeError naming the failed check
     ranked_verifier(inputs)                  # the same as a Pusher `verifier(local_dir)`
@@ -110,7 +111,7 @@ def slate_policy_from_metadata(metadata: Mapping[str, Any]) -> Any:
 def ranked_draws_error(draws: Sequence[Mapping[str, np.ndarray]], metadata: Mapping[str, Any]) -> str | None:
     """`draws`: one `draw` output per process. The first failed check (see the module docstring),
     or None."""
-    from rlops.features.serving_head import SIGNIFICANCE, allowed_mask
+    from rlops.features.serving_head import SIGNIFICANCE, ChanceFailure, allowed_mask
 
     policy = slate_policy_from_metadata(metadata)
     num_slots = int(metadata["num_slots"])
@@ -139,17 +140,20 @@ def ranked_draws_error(draws: Sequence[Mapping[str, np.ndarray]], metadata: Mapp
             slates.append(slate)
         p = slot_frequency_pvalue(np.concatenate(slates), marginals)
         if p < SIGNIFICANCE:
-            return f"{what}: the items' frequencies at some slot do not match the reported marginals (chi-square, Bonferroni p={p:.2g})"
+            return ChanceFailure(
+                f"{what}: the items' frequencies at some slot do not match the reported marginals "
+                f"(chi-square, Bonferroni p={p:.2g})"
+            )
         for i, s in enumerate(slates):
             half = len(s) // 2
             p = slot_repeat_pvalue(s[0::2][:half], s[1::2][:half], marginals)
             if p < SIGNIFICANCE:
-                return f"{what}: process {i} repeats its slates from call to call (p={p:.2g})"
+                return ChanceFailure(f"{what}: process {i} repeats its slates from call to call (p={p:.2g})")
         for i in range(1, len(slates)):
             m = min(len(slates[0]), len(slates[i]))
             p = slot_repeat_pvalue(slates[0][:m], slates[i][:m], marginals)
             if p < SIGNIFICANCE:
-                return f"{what}: two fresh processes draw the same slates (p={p:.2g})"
+                return ChanceFailure(f"{what}: two fresh processes draw the same slates (p={p:.2g})")
     return None
 
 
@@ -312,9 +316,15 @@ def run_draws(
 
 def verify_ranked(saved_model_dir: str, inputs: Mapping[str, Any], processes: int = 2, **kwargs: Any) -> None:
     """Draws from `serving_ranked` in `processes` fresh processes and checks them
-    (`ranked_draws_error`); RuntimeError naming the failed check. kwargs: `run_draws`'."""
-    results = [run_draws(saved_model_dir, inputs, **kwargs) for _ in range(processes)]
-    error = ranked_draws_error([d for d, _ in results], results[0][1]["metadata"])
+    (`ranked_draws_error`, a chance failure confirmed on fresh draws); RuntimeError naming the
+    failed check. kwargs: `run_draws`'."""
+    from rlops.features.serving_head import confirmed
+
+    def check() -> str | None:
+        results = [run_draws(saved_model_dir, inputs, **kwargs) for _ in range(processes)]
+        return ranked_draws_error([d for d, _ in results], results[0][1]["metadata"])
+
+    error = confirmed(check)
     if error:
         raise RuntimeError(f"pushed ranking policy failed verification in {processes} fresh processes: {error}")
 

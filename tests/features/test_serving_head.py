@@ -121,7 +121,26 @@ def test_draw_checks_catch_wrong_frequencies_and_impossible_actions():
     draws = [_sample(probs, 8, rng) for _ in range(2)]
     row = int(np.flatnonzero((probs == 0).any(1))[0])
     draws[1][3, row] = int(np.flatnonzero(probs[row] == 0)[0])
-    assert f"call 3 row {row} drew action index" in serving_head.draws_error(draws, probs, "x")
+    impossible = serving_head.draws_error(draws, probs, "x")
+    assert f"call 3 row {row} drew action index" in impossible
+    assert not isinstance(impossible, serving_head.ChanceFailure)  # no fresh draw explains it
+
+
+def test_a_chance_failure_is_confirmed_on_fresh_draws_before_it_stands():
+    rng = np.random.default_rng(11)
+    probs = _probs(64, 0.3, seed=11)
+    honest = [_sample(probs, 8, rng) for _ in range(2)]
+    twin = serving_head.draws_error([honest[0], honest[0].copy()], probs, "x")
+    assert isinstance(twin, serving_head.ChanceFailure)
+    answers = iter([twin, None])  # unlucky once, honest on the fresh draws: the push goes on
+    calls = []
+    assert serving_head.confirmed(lambda: calls.append(1) or next(answers)) is None
+    assert len(calls) == 2
+    stuck = [twin, serving_head.ChanceFailure("again")]  # fails twice: the second run's error stands
+    assert serving_head.confirmed(iter(stuck).__next__) == "again"
+    calls.clear()  # a failure chance cannot explain is not drawn again
+    assert serving_head.confirmed(lambda: calls.append(1) or "call 3 row 0 drew action index 7") is not None
+    assert len(calls) == 1
 
 
 def test_chi_square_tail_matches_scipy():

@@ -25,6 +25,7 @@ from rlops.components.common.keys import PUSHED_MODEL_KEY
 from rlops.components.common.model import BLESSED_PROPERTY, is_blessed, serving_dir
 from rlops.components.pusher import publish
 from rlops.components.pusher.storage import open_store
+from rlops.features import serving_head
 from rlops.features.serving_names import serving_inputs_from_records
 
 log = logging.getLogger(__name__)
@@ -149,7 +150,8 @@ DRAW_ROWS, DRAW_CALLS_MANY = 64, 8  # as rlops.train.litert checks its file
 def subprocess_verifier(inputs: dict[str, np.ndarray] | None) -> Callable[[str], None]:
     """Verifies the staged SavedModel in two fresh processes: each acts on `inputs` and calls
     serving_default repeatedly at batch 1 and batch DRAW_ROWS; the draws of both must follow the
-    serving head's probabilities and not repeat across calls or processes (draws_error). No
+    serving head's probabilities and not repeat across calls or processes (draws_error; a chance
+    failure is confirmed on fresh draws, serving_head.confirmed). No
     inputs (or an empty one) fail here, naming what to give (check_verify_inputs)."""
     checked = check_verify_inputs(inputs)
 
@@ -157,17 +159,22 @@ def subprocess_verifier(inputs: dict[str, np.ndarray] | None) -> Callable[[str],
         if serves_slates(local_dir):  # a ranking policy: its pages' draws are checked instead
             verify_slates(local_dir, checked)
             return
-        checks = []
-        for _ in range(2):
-            check = verify_in_subprocess(local_dir, checked, draws=True)
-            if not check.get("ok"):
-                raise RuntimeError(f"pushed policy failed verification in a fresh process: {check.get('error')}")
-            checks.append(check)
-        if checks[0].get("draws"):
-            error = draws_error(local_dir, [c["draws"] for c in checks])
-            if error:
-                raise RuntimeError(f"pushed policy failed verification in two fresh processes: {error}")
-        log.info("verified the staged policy in two fresh processes on %d inputs", checks[0]["num_actions"])
+        answered: list[int] = []
+
+        def check() -> str | None:
+            checks = []
+            for _ in range(2):
+                check = verify_in_subprocess(local_dir, checked, draws=True)
+                if not check.get("ok"):
+                    raise RuntimeError(f"pushed policy failed verification in a fresh process: {check.get('error')}")
+                checks.append(check)
+            answered.append(checks[0]["num_actions"])
+            return draws_error(local_dir, [c["draws"] for c in checks]) if checks[0].get("draws") else None
+
+        error = serving_head.confirmed(check)
+        if error:
+            raise RuntimeError(f"pushed policy failed verification in two fresh processes: {error}")
+        log.info("verified the staged policy in two fresh processes on %d inputs", answered[-1])
 
     return verify
 
@@ -196,7 +203,6 @@ def draws_error(saved_model_dir: str, draws: list[dict[str, np.ndarray]]) -> str
     """serving_default's draws (verify.py's output, one dict per process) against the serving
     head's probabilities for the same rows: greedy actions the same on every call, frequencies
     matching, no repeats across calls or processes, each propensity the probability drawn with."""
-    from rlops.features import serving_head
     from rlops.train.policy_saver import load_specs
 
     spec = load_specs(saved_model_dir)["action_spec"]
