@@ -145,6 +145,27 @@ class BanditColumns:
     candidates: str | None = None
     item_features: tuple[FeatureColumn, ...] = ()
     item_table_id: str | None = None  # the item table's id column (default: item_id's name)
+    # Per-arm columns of the log itself (with item_source): {name: pattern}, the pattern naming one
+    # numeric column per item by its id, e.g. {"affinity": "user-item_affinity_{item_id}"}. Each
+    # becomes one per-arm float feature per_arm/<name> [K], gathered per candidate like an item
+    # feature (and served as per_arm_<name> [B, K]); those columns are not global features. Every
+    # item of the item table needs its column (else an error at planning); a record whose cell is
+    # empty or not a number is quarantined.
+    per_arm_columns: dict[str, str] = field(default_factory=dict)
+
+
+ITEM_ID_PLACEHOLDER = "{item_id}"
+
+
+def per_arm_column(pattern: str, item_id: str) -> str:
+    """The log column of per-arm pattern `pattern` for item `item_id`."""
+    return pattern.replace(ITEM_ID_PLACEHOLDER, item_id)
+
+
+def per_arm_pattern_regex(pattern: str) -> re.Pattern[str]:
+    """Matches the columns a per-arm pattern names; group 1 is the item id."""
+    head, tail = pattern.split(ITEM_ID_PLACEHOLDER)
+    return re.compile(re.escape(head) + "(.+)" + re.escape(tail))
 
 
 @dataclass(frozen=True)
@@ -457,6 +478,11 @@ def _validate_items(config: "ExperienceGenConfig") -> None:
                 "bandit_columns.item_id / candidates / item_features need experience_gen.item_source "
                 "(the item-features table)"
             )
+        if c.per_arm_columns:
+            raise ValueError(
+                "bandit_columns.per_arm_columns: needs experience_gen.item_source, the item table whose ids "
+                f"fill {ITEM_ID_PLACEHOLDER} (a table of one id column will do)"
+            )
         return
     if not isinstance(src, FileSource) or not src.pattern:
         raise ValueError("item_source: needs a file source with a pattern (kind: file)")
@@ -464,8 +490,11 @@ def _validate_items(config: "ExperienceGenConfig") -> None:
         raise ValueError(f"item_source.format must be csv, jsonl or parquet, got {src.format!r}")
     if not c.item_id:
         raise ValueError("item_source is set: bandit_columns.item_id must name the logged item's id column")
-    if not c.item_features:
-        raise ValueError("item_source is set: bandit_columns.item_features must list the item table's features")
+    if not c.item_features and not c.per_arm_columns:
+        raise ValueError(
+            "item_source is set: bandit_columns.item_features must list the item table's features "
+            "(or per_arm_columns the log's per-item columns)"
+        )
     if not c.features:
         raise ValueError("item_source is set: bandit_columns.features must list the named global features")
     if c.action_mask or c.action_mask_prefix:
@@ -479,3 +508,30 @@ def _validate_items(config: "ExperienceGenConfig") -> None:
             "candidates a decision has)"
         )
     _validate_features(BanditColumns(features=c.item_features))
+    _validate_per_arm_columns(c)
+
+
+def _validate_per_arm_columns(c: BanditColumns) -> None:
+    """Each per-arm pattern names one column per item; its name is a new per-arm feature; no
+    global feature reads one of its columns (they are per-arm now)."""
+    from rlops.features.schema import RESERVED
+
+    item_names = {f.name for f in c.item_features}
+    for name, pattern in c.per_arm_columns.items():
+        where = f"bandit_columns.per_arm_columns['{name}']"
+        if not name or name in RESERVED:
+            raise ValueError(f"{where}: name the per-arm feature (not empty, not one of {', '.join(RESERVED)})")
+        if name in item_names:
+            raise ValueError(f"{where}: the item table's features already have '{name}'; name it differently")
+        if pattern.count(ITEM_ID_PLACEHOLDER) != 1:
+            raise ValueError(
+                f"{where}: {pattern!r} must hold {ITEM_ID_PLACEHOLDER} once, where each column has "
+                f"the item's id (e.g. 'user-item_affinity_{ITEM_ID_PLACEHOLDER}')"
+            )
+        regex = per_arm_pattern_regex(pattern)
+        for f in c.features:
+            if regex.fullmatch(f.source_column):
+                raise ValueError(
+                    f"bandit_columns.features['{f.name}']: column {f.source_column!r} is one of "
+                    f"per_arm_columns['{name}'] ({pattern!r}), a per-arm feature now; remove it from features"
+                )

@@ -233,8 +233,22 @@ class Stats:
         return self
 
 
-def batch_stats(columns: Mapping[str, np.ndarray], features: tuple[FeatureColumn, ...]) -> Stats:
+def per_arm_column_features(config: ExperienceGenConfig) -> tuple[FeatureColumn, ...]:
+    """The log's per-arm columns (bandit_columns.per_arm_columns) as float features; their
+    statistics come from the records' candidates, not from the item table."""
+    return tuple(FeatureColumn(name, kind=FLOAT) for name in config.bandit_columns.per_arm_columns)
+
+
+def batch_stats(
+    columns: Mapping[str, np.ndarray], features: tuple[FeatureColumn, ...], per_arm: tuple[FeatureColumn, ...] = ()
+) -> Stats:
+    """Statistics of the global `features`, and of the `per_arm` float features over each record's
+    candidates (`per_arm/<name>` [N, K]; arms past num_actions are padding, not counted)."""
     out = Stats()
+    for f in per_arm:
+        v = np.asarray(columns[records.PER_ARM_PREFIX + f.name], np.float64)
+        x = v[np.arange(v.shape[1])[None, :] < np.asarray(columns[records.NUM_ACTIONS])[:, None]]
+        out.sums[records.PER_ARM_PREFIX + f.name] = np.array([[len(x)], [x.sum()], [(x * x).sum()]], np.float64)
     for f in features:
         v = columns[f.name]
         if f.kind == CATEGORICAL:
@@ -275,6 +289,12 @@ def _dim(f: FeatureColumn) -> int:
 
 def feature_schema(features: tuple[FeatureColumn, ...], stats: Stats) -> FeatureSchema:
     """The schema of concrete feature columns given their statistics over the data."""
+    return FeatureSchema(feature_specs(features, stats))
+
+
+def feature_specs(features: tuple[FeatureColumn, ...], stats: Stats) -> tuple[FeatureSpec, ...]:
+    """The specs of concrete feature columns given their statistics (none for none: an item table
+    may hold only ids when the log's per-arm columns are the item features)."""
     specs = []
     for f in features:
         if f.kind == CATEGORICAL:
@@ -306,7 +326,7 @@ def feature_schema(features: tuple[FeatureColumn, ...], stats: Stats) -> Feature
             std = np.sqrt(np.maximum(s[2] / n - mean**2, 0.0))
             mean, std = tuple(mean.tolist()), tuple(std.tolist())
         specs.append(FeatureSpec(f.name, f.kind, dim=dim, mean=mean, std=std))
-    return FeatureSchema(tuple(specs))
+    return tuple(specs)
 
 
 RESERVED_KINDS = {
@@ -336,6 +356,16 @@ def write_schema(schema: FeatureSchema, examples_uri: str, reserved: tuple[str, 
     return path
 
 
+def per_arm_column_specs(per_arm: tuple[FeatureColumn, ...], stats: Stats) -> tuple[FeatureSpec, ...]:
+    """The per-arm columns' specs, normalized by their statistics over the candidates (batch_stats)."""
+    sums = {
+        f.name: stats.sums[records.PER_ARM_PREFIX + f.name]
+        for f in per_arm
+        if records.PER_ARM_PREFIX + f.name in stats.sums
+    }
+    return feature_specs(per_arm, Stats(sums=sums))
+
+
 class WriteSchemaFn(beam.DoFn):
     def __init__(
         self,
@@ -343,12 +373,14 @@ class WriteSchemaFn(beam.DoFn):
         examples_uri: str,
         reserved: tuple[str, ...],
         per_arm: tuple[FeatureSpec, ...] = (),
+        per_arm_columns: tuple[FeatureColumn, ...] = (),
     ):
         self.features, self.examples_uri, self.reserved = features, examples_uri, reserved
-        self.per_arm = per_arm
+        self.per_arm, self.per_arm_columns = per_arm, per_arm_columns
 
     def process(self, stats: Stats):
         schema = feature_schema(self.features, stats)
-        if self.per_arm:
-            schema = dataclasses.replace(schema, per_arm=self.per_arm)
+        per_arm = self.per_arm + per_arm_column_specs(self.per_arm_columns, stats)  # the item table's, then the log's
+        if per_arm:
+            schema = dataclasses.replace(schema, per_arm=per_arm)
         yield write_schema(schema, self.examples_uri, self.reserved)

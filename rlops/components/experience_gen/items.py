@@ -11,6 +11,8 @@ vectorized:
     candidates (default: every item, in table order) -> per_arm/<name> [K], or [K, dim] padded
                 for a multivalent item feature (an item's category list)
     num_actions = the number of candidates
+    per_arm/<name> [N, M] (a per-arm column pattern: one log column per item, in table order)
+                -> each record's candidates' values [K]
 
 An impression whose item id is not in the table, or not among its candidates, is quarantined
 with a reason naming the id.
@@ -30,7 +32,7 @@ from rlops.components.experience_gen.config import ExperienceGenConfig, FeatureC
 
 log = logging.getLogger(__name__)
 ITEM_ID, CANDIDATES = "item_id", "candidates"
-PER_ARM_PREFIX = "per_arm/"
+PER_ARM_PREFIX = records.PER_ARM_PREFIX
 NUM_ACTIONS = "num_actions"
 UNKNOWN_ITEM = "unknown_item_id"
 NOT_A_CANDIDATE = "item_not_candidate"
@@ -264,11 +266,14 @@ def join(
                 f"{cols.item_id}: item id {item_ids[i]!r} is not among the record's candidates",
             )
     keep = np.array([i for i in range(n) if i not in rejects], np.int64)
-    out = {name: v[keep] for name, v in columns.items() if name not in (ITEM_ID, CANDIDATES)}
+    wide = {name: v for name, v in columns.items() if name.startswith(PER_ARM_PREFIX)}  # [n, items]
+    out = {name: v[keep] for name, v in columns.items() if name not in (ITEM_ID, CANDIDATES) and name not in wide}
     out[records.ACTION] = action[keep]
     out[NUM_ACTIONS] = num_actions[keep].astype(np.int64)
     c = cand[keep]
     pad = c < 0
+    for name, v in wide.items():  # the log's per-arm columns: each candidate's own column, per record
+        out[name] = np.where(pad, FLOAT_PAD, np.asarray(v)[keep[:, None], np.maximum(c, 0)]).astype(np.float32)
     for f in table.features:
         v = table.columns[f.name][np.maximum(c, 0)]  # [n, K] (or [n, K, dim] for a category list)
         fill = (STRING_PAD if f.dtype == "string" else INT_PAD) if f.kind == "categorical" else FLOAT_PAD

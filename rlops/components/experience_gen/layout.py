@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from rlops.components.common.decision_kinds import BANDIT, SLATE, TRAJECTORY
 from rlops.components.experience_gen import json_paths, records
-from rlops.components.experience_gen.config import ExperienceGenConfig
+from rlops.components.experience_gen.config import ExperienceGenConfig, FileSource, per_arm_column
+from rlops.components.experience_gen.errors import closest
 
 FLOAT, INT, STRING, BOOL, TIMESTAMP = "float", "int", "string", "bool", "timestamp"
 
@@ -60,7 +62,8 @@ class Layout:
 
     @property
     def features(self) -> list[Field]:
-        """The bandit record's context features (the legacy dense `context` is one)."""
+        """The bandit record's context features (the legacy dense `context` is one; so is a per-arm
+        column's field, `per_arm/<name>`, whose values the item join gathers per candidate)."""
         return [f for f in self.fields if f.feature_kind is not None]
 
     @property
@@ -78,8 +81,11 @@ class Layout:
         return found
 
 
-def resolve_layout(config: ExperienceGenConfig, schema: SourceSchema) -> Layout:
+def resolve_layout(config: ExperienceGenConfig, schema: SourceSchema, item_ids: Sequence[str] = ()) -> Layout:
+    """`item_ids`: the item table's ids, in its order (per-arm columns: one column per item)."""
     fields = FIELDS[config.record_kind](config, schema)
+    if config.record_kind == BANDIT:
+        fields += per_arm_column_fields(config, schema, item_ids)
     by_column = {f.columns[0]: f for f in fields if len(f.columns) == 1}
     key = time = None
     s = config.splits
@@ -124,6 +130,30 @@ def _bandit_fields(config: ExperienceGenConfig, schema: SourceSchema) -> list[Fi
         out.append(Field(records.WEIGHT, (c.weight,), FLOAT))
     if c.timestamp:
         out.append(Field(records.TIMESTAMP, (c.timestamp,), TIMESTAMP))
+    return out
+
+
+def per_arm_column_fields(config: ExperienceGenConfig, schema: SourceSchema, item_ids: Sequence[str]) -> list[Field]:
+    """One float field `per_arm/<name>` [M] per per-arm pattern: its columns for the M items in the
+    item table's order (items.join gathers each record's candidates from it). A header or Parquet
+    schema (which lists every column) that lacks an item's column is an error naming it."""
+    patterns = config.bandit_columns.per_arm_columns
+    if patterns and not item_ids:
+        raise ValueError("bandit_columns.per_arm_columns: the item table has no items")
+    src = config.source
+    complete = isinstance(src, FileSource) and src.format in ("csv", "parquet") and bool(schema.names)
+    out = []
+    for name, pattern in patterns.items():
+        columns = tuple(per_arm_column(pattern, i) for i in item_ids)
+        missing = [c for c in columns if c not in schema.names] if complete else []
+        if missing:
+            names = ", ".join(repr(c) for c in missing[:3]) + (", ..." if len(missing) > 3 else "")
+            raise ValueError(
+                f"experience_gen.bandit_columns.per_arm_columns['{name}']: {len(missing)} of the "
+                f"{len(columns)} items of the item table have no column {pattern!r} in the logs ({names}); "
+                f"{closest(missing[0], list(schema.names))}"
+            )
+        out.append(Field(records.PER_ARM_PREFIX + name, columns, FLOAT, len(columns), feature_kind="float"))
     return out
 
 

@@ -80,7 +80,7 @@ def make_plan(config: ExperienceGenConfig) -> Plan:
     elif planned.joins_items:
         config, table = item_table.resolve(config)
     schema, header_file = source.columns(config, planned.inputs)
-    layout = resolve_layout(config, schema)
+    layout = resolve_layout(config, schema, () if table is None else table.ids.tolist())  # per-arm columns: by item
     if header_file is not None:  # a header / schema, not a first record
         check_columns(layout, schema, header_file)
         note = ignored_columns_note(layout, schema, header_file)
@@ -742,11 +742,13 @@ def _schema(p: beam.Pipeline, plan: Plan, valid: beam.PCollection, examples_uri:
             >> beam.Map(lambda _: features.write_schema(FeatureSchema.legacy(width), examples_uri, reserved))
         )
         return
+    arm_cols = features.per_arm_column_features(plan.config) if plan.item_table is not None else ()
     _ = (
         valid
-        | "FeatureStats" >> beam.Map(lambda b: features.batch_stats(b.columns, cols))
+        | "FeatureStats" >> beam.Map(lambda b: features.batch_stats(b.columns, cols, arm_cols))
         | "MergeStats" >> beam.CombineGlobally(features.MergeStats())
-        | "WriteSchema" >> beam.ParDo(features.WriteSchemaFn(cols, examples_uri, reserved, _per_arm_specs(plan)))
+        | "WriteSchema"
+        >> beam.ParDo(features.WriteSchemaFn(cols, examples_uri, reserved, _per_arm_specs(plan), arm_cols))
     )
 
 
@@ -755,7 +757,7 @@ def _per_arm_specs(plan: Plan) -> tuple:
     t = plan.item_table
     if t is None:
         return ()
-    return features.feature_schema(t.features, features.batch_stats(t.columns, t.features)).features
+    return features.feature_specs(t.features, features.batch_stats(t.columns, t.features))
 
 
 def read_item_table(config: ExperienceGenConfig) -> beam.PTransform:

@@ -26,6 +26,7 @@ from rlops.components.common.records import (  # noqa: F401 (re-exported: the la
     NEXT_STEP_TYPE,
     NUM_ACTIONS,
     OBSERVATION,
+    PER_ARM_PREFIX,
     POLICY_INFO_PREFIX,
     PROPENSITY,
     REWARD,
