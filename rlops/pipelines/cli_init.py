@@ -5,6 +5,7 @@
 Reads a sample of the logs as ingestion does (the first MiB, rows that do not parse skipped:
 experience_gen.sources.sample), profiles each column (infer_columns), guesses the action, reward,
 propensity, position and timestamp columns, joins an item table's features as per-arm features,
+reads columns named by item id (`affinity_<id>` for the table's items) as one per-arm feature each,
 lists every other column as a context feature (commented out, with the reason, where it looks
 unusable), and ends with the command that runs it. What it cannot decide is one `DECIDE:` line.
 """
@@ -25,8 +26,10 @@ from rlops.pipelines.infer_columns import (
     Column,
     Guess,
     Guesses,
+    PerItemColumns,
     guess_roles,
     is_row_index,
+    per_item_columns,
     profile,
     unused_reason,
 )
@@ -136,6 +139,8 @@ class Plan:
     item_rows: int = 0
     item_table_id: str | None = None
     item_features: list[Feature] = field(default_factory=list)
+    per_item: list[PerItemColumns] = field(default_factory=list)  # log columns named by item id
+    per_item_names: list[tuple[str, PerItemColumns]] = field(default_factory=list)  # their feature names
     decide: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -171,7 +176,11 @@ def plan_config(log_columns: list[Column], logs: str, item_columns: list[Column]
     plan = Plan(logs, log_columns, guesses, [], None, items)
     _decide_roles(plan, log_columns, item_columns is not None)
     roles = {g.column for r, g in guesses.roles.items() if r != "position"}  # position stays a feature
-    plan.features = [_feature(c, table=False) for c in log_columns if c.name not in roles]
+    action = guesses.roles.get("action")
+    if item_columns is not None and action is not None:  # columns named by item id: per-arm features
+        plan.per_item = per_item_columns(log_columns, join[action.column][0].values, roles)
+    per_item = {col for group in plan.per_item for col in group.columns.values()}
+    plan.features = [_feature(c, table=False) for c in log_columns if c.name not in roles | per_item]
     if not [f for f in plan.features if f.unused is None]:
         raise InitError(
             f"--from {logs}: no column is left for context features (columns: "
@@ -179,7 +188,8 @@ def plan_config(log_columns: list[Column], logs: str, item_columns: list[Column]
             + "); the bandit pipeline needs at least one"
         )
     _note_size(plan)
-    action = guesses.roles.get("action")
+    if item_columns is None and action is not None:
+        _note_per_action_columns(plan, log_columns, action.column)
     if item_columns is not None and action is not None:  # per-arm without an action: _decide_roles raised
         _plan_items(plan, item_columns, join[action.column][0])
     elif action is not None:
@@ -202,6 +212,18 @@ def _note_size(plan: Plan) -> None:
             f"the log holds {rows} rows: its eval split (1 in 10 by default) gets about {rows // 10}, under the "
             f"{DEFAULT_MIN_RECORDS} the Evaluator needs for an estimate (evaluator.min_eval_records), so a run trains "
             "but does not bless; give it more logs"
+        )
+
+
+def _note_per_action_columns(plan: Plan, columns: list[Column], action: str) -> None:
+    """Columns named by the action ids (`affinity_0`, `affinity_1`, ...) without an item table: say
+    how they become one per-arm feature instead of one global feature each."""
+    ids = next(c for c in columns if c.name == action).values
+    for group in per_item_columns(columns, ids, {action}):
+        plan.notes.append(
+            f"{len(group.columns)} columns {group.pattern} hold one value per action: give an item table "
+            f"(--items; one id column will do) and they become one per-arm feature "
+            f"(bandit_columns.per_arm_columns), not {len(group.columns)} context features"
         )
 
 
@@ -268,7 +290,8 @@ def _plan_items(plan: Plan, item_columns: list[Column], id_column: Column) -> No
     plan.item_table_id = id_column.name if id_column.name != action else None
     plan.item_features = [_feature(c, table=True) for c in item_columns if c.name != id_column.name]
     plan.action_spec = {"shape": [], "dtype": "int32", "minimum": 0, "maximum": id_column.distinct - 1}
-    if not [f for f in plan.item_features if f.unused is None]:
+    _name_per_item(plan)
+    if not [f for f in plan.item_features if f.unused is None] and not plan.per_item:
         raise InitError(
             f"--items {plan.items}: no usable feature column besides its ids ({id_column.name}); per-arm "
             "training needs at least one item feature"
@@ -278,6 +301,26 @@ def _plan_items(plan: Plan, item_columns: list[Column], id_column: Column) -> No
             f"the item table is larger than the 1 MiB sample ({id_column.distinct} items in it): set "
             "action_spec.maximum to the number of items - 1"
         )
+
+
+def _name_per_item(plan: Plan) -> None:
+    """Per-item column groups need names no item feature or reserved key has; items without a
+    column stop ingestion, so each such group is one DECIDE line."""
+    names = {f.spec["name"] for f in plan.item_features} | set(RESERVED)
+    named = []
+    for group in plan.per_item:
+        name = group.name
+        while name in names:
+            name += "_by_item"
+        names.add(name)
+        named.append((name, group))
+        if group.missing:
+            shown = ", ".join(repr(i) for i in group.missing[:3]) + (", ..." if len(group.missing) > 3 else "")
+            plan.decide.append(
+                f"{len(group.missing)} item(s) of the item table have no column {group.pattern} ({shown}): ingestion "
+                f"stops until every item has one; add the columns, or drop per_arm_columns.{name}"
+            )
+    plan.per_item_names = named
 
 
 def _feature(c: Column, table: bool) -> Feature:
@@ -372,10 +415,23 @@ def render(plan: Plan, command: str, out: str) -> str:
     lines.append("    features:                       # context features: kinds from the sample")
     lines += _feature_lines(plan.features, "      ")
     if items:
-        lines.append(
-            f"    item_features:                  # per-arm features of {os.path.basename(items)}, joined by id"
-        )
-        lines += _feature_lines(plan.item_features, "      ")
+        if any(f.unused is None for f in plan.item_features):
+            lines.append(
+                f"    item_features:                  # per-arm features of {os.path.basename(items)}, joined by id"
+            )
+            lines += _feature_lines(plan.item_features, "      ")
+        else:
+            lines.append(f"    item_features: []               # {os.path.basename(items)} gives the item ids only")
+            lines += _feature_lines(plan.item_features, "      ")
+    if plan.per_item_names:
+        lines.append("    per_arm_columns:                # log columns named by item id: one per-arm feature each")
+        for name, group in plan.per_item_names:
+            first = next(iter(group.columns.values()))
+            kinds = {c.describe() for c in plan.columns if c.name == first}
+            lines.append(
+                f"      {_flow(name)}: {_flow(group.pattern)}   # {len(group.columns)} columns "
+                f"({first}, ...: {', '.join(kinds)})"
+            )
     if g.column("timestamp"):
         lines += [
             "  # Split by time instead of by a hash of each decision (train before the boundary, eval after):",

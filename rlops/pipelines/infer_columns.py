@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -262,3 +262,60 @@ def unused_reason(c: Column) -> str | None:
     if c.kind == TIME:
         return "date-times: as a feature, derive an hour or weekday column"
     return None
+
+
+# --- per-item columns -----------------------------------------------------------------------------
+
+ITEM_ID_PLACEHOLDER = "{item_id}"  # experience_gen.config's: a per-arm column pattern's item id
+MIN_PER_ITEM_SHARE = 0.5  # a pattern must name a column for at least this share of the items
+
+
+@dataclass(frozen=True)
+class PerItemColumns:
+    """Numeric log columns that differ only by an item id (`affinity_sku1`, `affinity_sku2`, ...):
+    one value per item and decision, i.e. one per-arm feature."""
+
+    pattern: str  # e.g. "affinity_{item_id}"
+    columns: dict[str, str]  # item id -> its column, in the log's order
+    missing: tuple[str, ...]  # item ids without a column
+
+    @property
+    def name(self) -> str:
+        """The feature's name: the pattern without the id and the separators around it."""
+        head, tail = self.pattern.split(ITEM_ID_PLACEHOLDER)
+        parts = [p for p in (head.rstrip("_-. "), tail.lstrip("_-. ")) if p]
+        return "_".join(parts) or "per_item"
+
+
+def per_item_columns(columns: list[Column], item_ids: Iterable[str], taken: Iterable[str] = ()) -> list[PerItemColumns]:
+    """Groups of (mostly) numeric columns named `<head><item id><tail>`, one per pattern that names a column
+    for at least MIN_PER_ITEM_SHARE of the items (every item when the ids are integers; two or more
+    anyway), largest first; a column joins one group at most. `taken`: columns given a role."""
+    ids = sorted({str(i) for i in item_ids if str(i)}, key=len, reverse=True)
+    skip = set(taken)
+    groups: dict[tuple[str, str], dict[str, str]] = {}
+    numeric = {c.name for c in columns if c.kind in (FLOAT, INT)}
+    for c in columns:
+        # text too: one stray word ('abc') makes a number column text in the sample
+        if c.name in skip or not (c.name in numeric or (c.kind == STRING and not c.multivalent)):
+            continue
+        for i in ids:  # every place an id occurs in the name: 'a_11' is ('a_', '11', '') and ('a_', '1', '1')
+            start = c.name.find(i)
+            while start >= 0:
+                key = (c.name[:start], c.name[start + len(i) :])
+                groups.setdefault(key, {}).setdefault(i, c.name)
+                start = c.name.find(i, start + 1)
+    # Integer ids name many columns by chance (x_0, x_1, ...): those must name one for every item.
+    share = 1.0 if all(i.isdigit() for i in ids) else MIN_PER_ITEM_SHARE
+    out: list[PerItemColumns] = []
+    used: set[str] = set()
+    for (head, tail), found in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        found = {i: col for i, col in found.items() if col not in used}
+        if len(found) < max(2, share * len(ids)) or 2 * len(numeric.intersection(found.values())) <= len(found):
+            continue  # too few items, or mostly text (ids, not values)
+        order = {c.name: j for j, c in enumerate(columns)}
+        ordered = dict(sorted(found.items(), key=lambda kv: order[kv[1]]))
+        missing = tuple(sorted(set(ids) - set(found)))
+        out.append(PerItemColumns(head + ITEM_ID_PLACEHOLDER + tail, ordered, missing))
+        used.update(found.values())
+    return out

@@ -218,3 +218,42 @@ def test_config_errors_name_the_key(tmp_path, change, match):
         return
     with pytest.raises(ValueError, match=match):
         ExperienceGenConfig.from_json(cfg)
+
+
+def test_rlops_init_proposes_the_pattern_for_columns_named_by_item_id(tmp_path, capsys):
+    """A stray word in one affinity column does not split the group; an item without its column is
+    one DECIDE line; the YAML loads with the strict loader unchanged."""
+    import yaml
+
+    from rlops.pipelines import cli
+    from rlops.pipelines.config import load_config
+
+    _write_logs(tmp_path, rows=120)
+    logs = pd.read_csv(tmp_path / "logs.csv", dtype=str)
+    logs.loc[7, _column("sku-c")] = "abc"
+    logs.to_csv(tmp_path / "logs.csv", index=False)
+    out = tmp_path / "init.yaml"
+    assert cli.main(["init", "--from", str(tmp_path / "logs.csv"), "--items", str(tmp_path / "items.csv"),
+                     "--out", str(out)]) == 0  # fmt: skip
+    text = out.read_text()
+    cols = yaml.safe_load(text)["experience_gen"]["bandit_columns"]
+    assert cols["per_arm_columns"] == {"user-item_affinity": PATTERN}
+    assert [f["name"] for f in cols["features"]] == ["user_x"]  # the 4 columns are no global features
+    assert "DECIDE" not in text
+    config = load_config("bandit", str(out))
+    assert config.experience_gen.bandit_columns.per_arm_columns == {"user-item_affinity": PATTERN}
+
+    pd.DataFrame({"item_id": [*ITEMS, "sku-e"], "item_price": [1.0] * 5}).to_csv(tmp_path / "items.csv", index=False)
+    assert cli.main(["init", "--from", str(tmp_path / "logs.csv"), "--items", str(tmp_path / "items.csv"),
+                     "--out", str(out), "--force"]) == 0  # fmt: skip
+    (decide,) = [line for line in out.read_text().splitlines() if line.startswith("# DECIDE: ")]
+    assert "1 item(s) of the item table have no column user-item_affinity_{item_id} ('sku-e')" in decide
+
+    # Without an item table, columns named by the action ids are pointed out (as global features still).
+    plain = logs.drop(columns=["item"]).assign(action=[i % 4 for i in range(len(logs))])
+    plain.columns = [c.replace("sku-a", "0").replace("sku-b", "1").replace("sku-c", "2").replace("sku-d", "3")
+                     for c in plain.columns]  # fmt: skip
+    plain.to_csv(tmp_path / "plain.csv", index=False)
+    assert cli.main(["init", "--from", str(tmp_path / "plain.csv"), "--out", "-"]) == 0
+    printed = capsys.readouterr().out
+    assert "4 columns user-item_affinity_{item_id} hold one value per action: give an item table" in printed
