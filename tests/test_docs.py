@@ -85,6 +85,8 @@ NOT_RUN = {
     "docker build -t $IMAGE": "needs a Docker engine; tests/pipelines/test_vertex.py checks the Dockerfiles statically",
     "curl -s -d @request.json": "needs a running tensorflow_model_server (not installable here); "
     "docs/bring-your-own-logs.md calls the same signature in Python, test_pipelines.py serves REST instances",
+    "per_arm_columns: {affinity:": "run by tests/components/test_per_arm_columns.py: the config its wide logs are "
+    "ingested, trained, pushed and served with",
 }
 # CLI lines of run blocks that are only parsed (argparse), not sent: they talk to Vertex AI.
 # The requests they build are checked against fakes in test_vertex_submit.py.
