@@ -9,6 +9,7 @@ import tensorflow as tf
 from rlops.components.trainer.agents import (
     AGENTS,
     BANDIT,
+    PPO,
     BuildInputs,
     agent_names,
     agent_spec,
@@ -69,12 +70,33 @@ def test_every_non_bandit_agent_builds_from_its_default_config_on_a_tiny_spec():
     observation_spec = tf.TensorSpec((D,), tf.float32, "observation")
     action_spec = specs.BoundedTensorSpec((), tf.int64, 0, K - 1, name="action")
     inputs = BuildInputs(time_step_spec(observation_spec), action_spec, observation_spec)
-    others = [n for n, s in AGENTS.items() if not s.is_bandit]
+    others = [n for n, s in AGENTS.items() if s.pipeline == PPO]
     assert others, "the ppo pipeline has an agent"
     for name in others:
         agent = agent_spec(name).build(_config(name), inputs)
         actions = agent.policy.action(_time_step(tf.zeros((2, D)))).action.numpy()
         assert actions.shape == (2,) and set(actions.tolist()) <= set(range(K))
+
+
+def test_every_ranking_agent_builds_from_its_default_config_and_serves_a_page():
+    from rlops.agents.trajectories import restart
+    from rlops.components.trainer.agents import RANKING
+    from rlops.components.trainer.agents.ranking import ranking_specs
+
+    items, slots = 5, 3
+    ts_spec, action_spec = ranking_specs(D, items, slots, cascading=True)
+    for name in [n for n, s in AGENTS.items() if s.pipeline == RANKING]:
+        assert agent_spec(name).decision_kind == "slate"
+        inputs = BuildInputs(ts_spec, action_spec, ts_spec.observation, per_arm=True)
+        agent = agent_spec(name).build(_config(name), inputs)
+        observation = {
+            "global": tf.random.stateless_normal((4, D), seed=(1, 2)),
+            "per_arm": tf.eye(items, batch_shape=[4]),
+            "num_actions": tf.constant([5, 5, 4, 3], tf.int32),
+        }
+        pages = agent.collect_policy.action(restart(observation, 4)).action.numpy()
+        assert pages.shape == (4, slots) and all(len(set(p)) == slots for p in pages.tolist())
+        assert (pages < observation["num_actions"].numpy()[:, None]).all()  # only the candidates in use
 
 
 def test_the_config_and_the_pipelines_take_their_names_from_the_registry():

@@ -22,6 +22,7 @@ from rlops.components.trainer.bandit import train_bandit
 from rlops.components.trainer.config import TrainerConfig
 from rlops.components.trainer.layout import CONFIG_FILE, CURVE_FILE, METRICS_FILE
 from rlops.components.trainer.ppo import train_ppo
+from rlops.components.trainer.ranking import train_ranking
 from rlops.components.trainer.result import RETURN, TrainResult
 
 __all__ = [
@@ -60,6 +61,9 @@ TRAINING_PATHS: dict[str, TrainingPath] = {
         "PPO's budget is total_env_steps (online), or trainer.ppo_offline's num_passes / max_train_steps "
         "(from logged trajectories)",
     ),
+    decision_kinds.SLATE: TrainingPath(
+        train_ranking, TRAIN_STEPS_KEY, "agent '{agent}' trains offline on slates; its budget is train_steps"
+    ),
 }
 
 
@@ -75,7 +79,7 @@ def training_path(config: TrainerConfig) -> TrainingPath:
 
 
 def check_budget_kind(config: TrainerConfig, train_steps: object = None, total_env_steps: object = None) -> None:
-    """A run's budget override is the kind its agent takes: `train_steps` for bandits,
+    """A run's budget override is the kind its agent takes: `train_steps` for bandits and ranking,
     `total_env_steps` for PPO. Empty values (None, 0: a KFP parameter's default) override nothing;
     a RuntimeParameter (compile time) counts as given."""
     path = training_path(config)

@@ -14,7 +14,7 @@ from rlops.features import FeatureSchema
 
 def export_policies(
     serving_policy: Any,
-    collect_policy: Any,
+    collect_policy: Any | None,
     train_step: tf.Variable,
     model_uri: str,
     serving_epsilon: float | None = None,
@@ -23,7 +23,8 @@ def export_policies(
     """Both SavedModels share one variable list, so a checkpoint-only update of either loads
     into both (rlops.train.policy_saver). With `serving_epsilon`, the serving SavedModel gets
     `serving_default` (both get the same metadata, so their checkpoints stay interchangeable);
-    the feature schema goes beside it."""
+    the feature schema goes beside it. `collect_policy` None: the served policy is the one that
+    explores (a ranking policy's pages), and only the serving SavedModel is written."""
     from rlops.train.policy_saver import PolicySaver
     from rlops.train.strategy import is_chief, task_info
 
@@ -31,14 +32,16 @@ def export_policies(
     # lands in the artifact; the others write into a throw-away directory.
     chief = is_chief()
     out = model_uri if chief else os.path.join(model_uri, f".workertemp_{task_info()[1] or 0}")
-    shared = list({id(v): v for v in list(serving_policy.variables) + list(collect_policy.variables)}.values())
+    collect_variables = [] if collect_policy is None else list(collect_policy.variables)
+    shared = list({id(v): v for v in list(serving_policy.variables) + collect_variables}.values())
     meta = {} if serving_epsilon is None else {"serving_epsilon": float(serving_epsilon)}
     PolicySaver(serving_policy, train_step=train_step, variables=shared, serving_epsilon=serving_epsilon).save(
         serving_dir(out)
     )
-    PolicySaver(collect_policy, train_step=train_step, variables=shared, metadata=meta).save(
-        os.path.join(out, COLLECT_POLICY_DIR)
-    )
+    if collect_policy is not None:
+        PolicySaver(collect_policy, train_step=train_step, variables=shared, metadata=meta).save(
+            os.path.join(out, COLLECT_POLICY_DIR)
+        )
     if schema is not None:
         schema.save(serving_dir(out))
     if not chief:

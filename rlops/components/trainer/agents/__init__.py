@@ -6,7 +6,7 @@ A new agent touches this package only: its module (e.g. `my_agent.py` with `buil
 and its line in registry.py. Its hyperparameters are TrainerConfig fields or its own section.
 """
 
-from rlops.components.trainer.agents.base import BANDIT, PPO, AgentSpec, BuildInputs
+from rlops.components.trainer.agents.base import BANDIT, PPO, RANKING, AgentSpec, BuildInputs
 from rlops.components.trainer.agents.build import bandit_specs, make_bandit_agent, per_arm_specs, serving_policy
 from rlops.components.trainer.agents.registry import AGENTS, agent_names, agent_spec
 
@@ -14,6 +14,7 @@ __all__ = [
     "AGENTS",
     "BANDIT",
     "PPO",
+    "RANKING",
     "AgentSpec",
     "BuildInputs",
     "agent_names",

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 BANDIT = "bandit"  # trained offline from logged bandit feedback (the bandit pipeline)
 PPO = "ppo"  # trained online in an environment, or offline from logged trajectories (the ppo pipeline)
+RANKING = "ranking"  # trained offline from logged slates (the ranking pipeline)
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class AgentSpec:
 
     name: str
     build: Builder
-    pipeline: str  # BANDIT or PPO: which pipeline (and training path) trains it
+    pipeline: str  # BANDIT, PPO or RANKING: which pipeline (and training path) trains it
     linear: bool = False  # closed-form sums: one pass by default, order-free, forgetting_factor applies
     per_arm: bool = False  # can score each candidate's features (per-arm records)
     reward_network: bool = False  # trains a reward network: trainer.network and trainer.reward_loss apply

@@ -4,7 +4,7 @@ package (builder, options, SPEC) and its line below."""
 from __future__ import annotations
 
 from rlops.components.json_config import closest
-from rlops.components.trainer.agents import lin_ts, lin_ucb, neural_epsilon_greedy, ppo
+from rlops.components.trainer.agents import lin_ts, lin_ucb, neural_epsilon_greedy, ppo, ranking
 from rlops.components.trainer.agents.base import AgentSpec
 
 AGENTS: dict[str, AgentSpec] = {
@@ -14,6 +14,7 @@ AGENTS: dict[str, AgentSpec] = {
         lin_ucb.SPEC,
         lin_ts.SPEC,
         ppo.SPEC,
+        ranking.SPEC,
     )
 }
 
@@ -26,5 +27,5 @@ def agent_spec(name: str) -> AgentSpec:
 
 
 def agent_names(pipeline: str) -> list[str]:
-    """The agents a pipeline kind (bandit, ppo) trains, in registry order."""
+    """The agents a pipeline kind (bandit, ppo, ranking) trains, in registry order."""
     return [name for name, spec in AGENTS.items() if spec.pipeline == pipeline]
