@@ -4,15 +4,19 @@ to each candidate like the item table's features and served as one input per_arm
 
 End to end on a tiny wide log whose affinity column decides the reward: ingest (messy cells
 quarantined with a reason) -> train -> push (verified in fresh processes) -> a fresh process
-without rlops calls serving_default and prefers the high-affinity item."""
+without rlops calls serving_default and prefers the high-affinity item. The config is the one
+docs/ingestion.md shows (its per_arm_columns block), so the page cannot drift from the code."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from helpers import run_fresh_python
 
 from rlops.components.experience_gen import records
@@ -52,20 +56,22 @@ def _write_logs(root, rows: int = N, seed: int = 0) -> dict:
     return {"logs": logs, "affinity": affinity}
 
 
+DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "ingestion.md")
+
+
+def _docs_block() -> dict:
+    """The config docs/ingestion.md shows for per-arm columns: the one these tests run."""
+    text = open(DOCS, encoding="utf-8").read()
+    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if "per_arm_columns: {affinity:" in b]
+    return yaml.safe_load(block)["experience_gen"]
+
+
 def _config(root, **columns) -> dict:
-    return {
-        "source": {"kind": "file", "pattern": str(root / "logs.csv")},
-        "item_source": {"kind": "file", "pattern": str(root / "items.csv")},
-        "bandit_columns": {
-            "features": ["user_x"],
-            "item_id": "item",
-            "item_table_id": "item_id",
-            "reward": "click",
-            "item_features": ["item_price"],
-            "per_arm_columns": {"affinity": PATTERN},
-            **columns,
-        },
-    }
+    cfg = _docs_block()
+    cfg["source"]["pattern"] = str(root / "logs.csv")
+    cfg["item_source"]["pattern"] = str(root / "items.csv")
+    cfg["bandit_columns"].update(columns)
+    return cfg
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +128,7 @@ print(json.dumps({"rlops": any(m.startswith("rlops") for m in sys.modules),
 """
 
 
+@pytest.mark.slow  # trained, pushed (two fresh verifier processes) and served: ~15-25 s
 def test_trains_pushes_verified_and_a_fresh_process_prefers_the_high_affinity_item(wide, tmp_path):
     from rlops.components.pusher.core import push_policy, verification_inputs
     from rlops.components.trainer.config import TrainerConfig
@@ -223,8 +230,6 @@ def test_config_errors_name_the_key(tmp_path, change, match):
 def test_rlops_init_proposes_the_pattern_for_columns_named_by_item_id(tmp_path, capsys):
     """A stray word in one affinity column does not split the group; an item without its column is
     one DECIDE line; the YAML loads with the strict loader unchanged."""
-    import yaml
-
     from rlops.pipelines import cli
     from rlops.pipelines.config import load_config
 
