@@ -3,8 +3,11 @@ Parquet to validated, split, gzipped TFRecords with Beam's DirectRunner.
 
 For each format it also times a ceiling: a plain single-process loop that only parses the same
 file and writes the same gzipped TFRecords (Arrow parse, RecordBatchToExamples, TFRecord
-framing, zlib at the same level), no validation, no splits, no Beam. Each measurement runs in
-its own process so peak RSS is its own.
+framing, zlib at the same level), no validation, no splits, no Beam; for slates the loop also
+sorts the rows into pages and lays them out (numpy). Each measurement runs in its own process so
+peak RSS is its own; both clocks start after the imports (TensorFlow, Beam, tfx_bsl: process
+start-up, not per-record work) and each also reports its CPU seconds (all threads), steadier
+than wall time on a shared machine.
 
     python benchmarks/ingest.py --records 1000000
     python benchmarks/ingest.py --records 1000000 --case categorical   # named features (no ceiling)
@@ -17,8 +20,8 @@ The categorical case logs production-shaped records instead: four hashed 32-hex-
 vocabularies and float statistics computed in the pipeline). The multivalent case adds two
 multivalent categoricals of 1-8 values each: `interests` (40 hashed string ids) and `tags` (int64
 ids 0-99), as Parquet list columns or "|"-separated CSV cells. It prints one JSON line: per format
-records_per_s, ceiling_records_per_s, ratio, peak_rss_mb
-(pipeline), ceiling_peak_rss_mb; top-level figures are the worst format's.
+records_per_s, ceiling_records_per_s, ratio, cpu_ratio (ceiling CPU seconds / pipeline CPU seconds),
+peak_rss_mb (pipeline), ceiling_peak_rss_mb; top-level figures are the worst format's.
 """
 
 from __future__ import annotations
@@ -131,6 +134,8 @@ def _write(writer, table, path: str, fmt: str, chunk: int):
 
 
 def run_pipeline(path: str, fmt: str, out: str, features: int, beam_args: list[str], case: str = "float") -> dict:
+    import tensorflow  # noqa: F401 - the run imports it (clearing outputs, the schema): start-up, off the clock
+
     from rlops.components.experience_gen import (
         BanditColumns,
         ExperienceGenConfig,
@@ -154,14 +159,15 @@ def run_pipeline(path: str, fmt: str, out: str, features: int, beam_args: list[s
             slate_length=SLATE_LENGTH,
             action_spec=SpecConfig.discrete(NUM_ACTIONS),
         )
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), _cpu_seconds()
         result = run_experience_gen(config, os.path.join(out, "examples"), os.path.join(out, "quarantine"), beam_args)
-        seconds = time.perf_counter() - t
+        seconds, cpu = time.perf_counter() - t, _cpu_seconds() - cpu
         slates = sum(result.outputs_per_split.values())
         return {
             "records": result.records_written,
             "quarantined": result.records_quarantined,
             "seconds": seconds,
+            "cpu_seconds": cpu,
             "slates": slates,
         }
 
@@ -181,15 +187,22 @@ def run_pipeline(path: str, fmt: str, out: str, features: int, beam_args: list[s
         action_spec=SpecConfig.discrete(NUM_ACTIONS),
         splits=SplitConfig(key="user_id"),
     )
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), _cpu_seconds()
     result = run_experience_gen(config, os.path.join(out, "examples"), os.path.join(out, "quarantine"), beam_args)
-    seconds = time.perf_counter() - t
+    seconds, cpu = time.perf_counter() - t, _cpu_seconds() - cpu
     return {
         "records": result.records_written,
         "quarantined": result.records_quarantined,
         "seconds": seconds,
+        "cpu_seconds": cpu,
         "truncated": sum(result.truncated.values()),
     }
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process so far, all its threads."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def run_ceiling(path: str, fmt: str, out: str, features: int, level: int = 1) -> dict:
@@ -201,9 +214,10 @@ def run_ceiling(path: str, fmt: str, out: str, features: int, level: int = 1) ->
     from rlops.components.experience_gen.sinks import frame_records, gzip_compressor
 
     names = [f"x{i}" for i in range(features)]
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), _cpu_seconds()
     if fmt == "csv":
-        batches = _csv_batches(path, names + ["action", "reward", "propensity"])
+        wanted = names + ["action", "reward", "propensity"]
+        batches = _csv_batches(path, {c: pa.int64() if c == "action" else pa.float32() for c in wanted})
     else:
         import pyarrow.parquet as pq
 
@@ -235,10 +249,83 @@ def run_ceiling(path: str, fmt: str, out: str, features: int, level: int = 1) ->
             f.write(zip_.compress(frame_records(example_coder.RecordBatchToExamples(enc))))
             n += m
         f.write(zip_.flush())
-    return {"records": n, "seconds": time.perf_counter() - t}
+    return {"records": n, "seconds": time.perf_counter() - t, "cpu_seconds": _cpu_seconds() - cpu}
 
 
-def _csv_batches(path: str, columns: list[str], block: int = 16 << 20):
+SLATE_TYPES = {
+    "slate_id": "int64",
+    "position": "int64",
+    "item": "int64",
+    "reward": "float32",
+    "propensity": "float32",
+    "propensity_cascade": "float32",
+    **{c: "string" for c in USERS},
+}
+
+
+def run_slate_ceiling(path: str, fmt: str, out: str, level: int = 1, chunk: int = 8192) -> dict:
+    """Slate rows -> slate records in one loop: parse, sort the rows into pages, lay each page's
+    slots out, encode, frame, gzip (no validation, no page checks, no splits, no Beam)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from tfx_bsl.coders import example_coder
+
+    from rlops.components.experience_gen.sinks import frame_records, gzip_compressor
+
+    types = {c: getattr(pa, t)() for c, t in SLATE_TYPES.items()}
+    t, cpu = time.perf_counter(), _cpu_seconds()
+    if fmt == "csv":
+        table = pa.Table.from_batches(list(_csv_batches(path, types)))
+    else:
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path, columns=list(types))
+    cols = {c: table.column(c).to_numpy() for c in types if types[c] != pa.string()}
+    order = np.lexsort((cols["position"], cols["slate_id"]))
+    ids = cols["slate_id"][order]
+    starts = np.flatnonzero(np.concatenate([[True], ids[1:] != ids[:-1]]))
+    counts = np.diff(np.append(starts, len(ids)))
+    page = np.repeat(np.arange(len(starts)), counts)
+    slot = cols["position"][order] - 1
+
+    def laid(values: np.ndarray, fill: float, dtype: type) -> np.ndarray:
+        out = np.full((len(starts), SLATE_LENGTH), fill, dtype)
+        out[page, slot] = values[order]
+        return out
+
+    def lists(v: np.ndarray) -> pa.ListArray:
+        w = 1 if v.ndim == 1 else v.shape[1]
+        return pa.ListArray.from_arrays(pa.array(np.arange(0, len(v) * w + 1, w, dtype=np.int32)), pa.array(v.ravel()))
+
+    first = order[starts]
+    slots = {
+        "slate": laid(cols["item"], -1, np.int64),
+        "reward": laid(cols["reward"], 0.0, np.float32),
+        "propensity": laid(cols["propensity"], 1.0, np.float32),
+        "propensity_cascade": laid(cols["propensity_cascade"], 0.0, np.float32),
+    }
+    users = {c: pc.cast(table.column(c).take(pa.array(first)).combine_chunks(), pa.binary()) for c in USERS}
+    page_ids = pc.cast(pc.cast(pa.array(ids[starts]), pa.string()), pa.binary())
+    zip_ = gzip_compressor(level)
+    with open(os.path.join(out, "ceiling.tfrecord.gz"), "wb") as f:
+        for lo in range(0, len(starts), chunk):
+            hi = min(lo + chunk, len(starts))
+            arrays = [
+                pa.ListArray.from_arrays(pa.array(np.arange(hi - lo + 1, dtype=np.int32)), users[c][lo:hi])
+                for c in USERS
+            ]
+            arrays.append(pa.ListArray.from_arrays(pa.array(np.arange(hi - lo + 1, dtype=np.int32)), page_ids[lo:hi]))
+            arrays += [lists(v[lo:hi]) for v in slots.values()]
+            arrays += [lists(counts[lo:hi].astype(np.int64)), lists(np.full(hi - lo, NUM_ACTIONS, np.int64))]
+            names = [*USERS, "slate_id", *slots, "slate_length", "num_actions"]
+            enc = pa.RecordBatch.from_arrays(arrays, names)
+            f.write(zip_.compress(frame_records(example_coder.RecordBatchToExamples(enc))))
+        f.write(zip_.flush())
+    return {"records": len(ids), "seconds": time.perf_counter() - t, "cpu_seconds": _cpu_seconds() - cpu}
+
+
+def _csv_batches(path: str, types: dict, block: int = 16 << 20):
     """Line-aligned 16 MiB blocks, each parsed by Arrow's multi-threaded CSV reader."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
@@ -247,12 +334,9 @@ def _csv_batches(path: str, columns: list[str], block: int = 16 << 20):
 
     with open(path, "rb") as f:
         names = next(csv.reader([f.readline().decode()]))
-        types = {
-            c: (pa.float32() if c.startswith("x") else pa.int64() if c == "action" else pa.float32()) for c in columns
-        }
         opts = dict(
             read_options=pcsv.ReadOptions(column_names=names),
-            convert_options=pcsv.ConvertOptions(column_types=types, include_columns=columns),
+            convert_options=pcsv.ConvertOptions(column_types=types, include_columns=list(types)),
         )
         rest = b""
         while True:
@@ -270,9 +354,12 @@ def _csv_batches(path: str, columns: list[str], block: int = 16 << 20):
 
 
 def _child(args: argparse.Namespace) -> None:
-    fn = run_pipeline if args.child == "pipeline" else run_ceiling
-    extra = [args.beam_args.split(), args.case] if args.child == "pipeline" else []
-    out = fn(args.data, args.format, args.out, args.features, *extra)
+    if args.child == "pipeline":
+        out = run_pipeline(args.data, args.format, args.out, args.features, args.beam_args.split(), args.case)
+    elif args.case == "slate":
+        out = run_slate_ceiling(args.data, args.format, args.out)
+    else:
+        out = run_ceiling(args.data, args.format, args.out, args.features)
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     print(json.dumps(out))
 
@@ -348,11 +435,11 @@ def main() -> None:
             t = time.perf_counter()
             generate(data, fmt, args.records, args.features, case=args.case)
             gen_s = time.perf_counter() - t
-            # The ceiling loop encodes the dense float context only; the categorical case has none.
+            # The ceiling loops encode the dense float context or slates; the categorical cases have none.
             ceiling = (
                 _measure("ceiling", data, fmt, os.path.join(work, f"ceiling-{fmt}"), args)
-                if args.case == "float"
-                else {"records": 0, "seconds": float("nan"), "peak_rss_mb": 0.0}
+                if args.case in ("float", "slate")
+                else {"records": 0, "seconds": float("nan"), "cpu_seconds": float("nan"), "peak_rss_mb": 0.0}
             )
             pipe = _measure("pipeline", data, fmt, os.path.join(work, f"pipeline-{fmt}"), args)
             if pipe["quarantined"]:
@@ -363,6 +450,8 @@ def main() -> None:
                 "records_per_s": round(rate),
                 "ceiling_records_per_s": round(ceil_rate) if ceil_rate == ceil_rate else None,
                 "ratio": round(rate / ceil_rate, 3) if ceil_rate == ceil_rate else None,
+                "cpu_ratio": round(ceiling["cpu_seconds"] / pipe["cpu_seconds"], 3) if ceil_rate == ceil_rate else None,
+                "cpu_seconds": round(pipe["cpu_seconds"], 2),
                 "peak_rss_mb": round(pipe["peak_rss_mb"], 1),
                 "ceiling_peak_rss_mb": round(ceiling["peak_rss_mb"], 1),
                 "truncated": pipe.get("truncated", 0),

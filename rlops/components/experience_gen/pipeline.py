@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import apache_beam as beam
 import numpy as np
@@ -224,14 +224,10 @@ def validate_block(
     provenance = {}
     if grouped:
         lines, offsets = block.locate(v.rows)
-        payloads = np.empty(len(v.rows), object)
-        payloads[:] = [block.payload(r) for r in v.rows]
-        provenance = {
-            "file": np.full(len(v.rows), block.source_file, object),
-            "line": lines,
-            "offset": offsets,
-            "payload": payloads,
-        }
+        provenance = {"file": np.full(len(v.rows), block.source_file, object), "line": lines, "offset": offsets}
+        if not block.payload_from_file:  # else read back for the rows of a rejected group only
+            provenance["payload"] = np.empty(len(v.rows), object)
+            provenance["payload"][:] = block.payloads(v.rows)
     yield ValidBatch(v.columns, v.split_key, v.split_time, provenance)
 
 
@@ -482,7 +478,7 @@ class AssembleEpisodeFn(beam.DoFn):
                 (f"episode {episode_id!r}: {len(bad)} of its steps were quarantined (first: {bad[0].message})"),
             )
         if problem is not None:
-            yield from _quarantine_rows(ep, *problem)
+            yield from _quarantine_rows(ep, [problem] * len(ep), self.config)
             return
         serialized = records.encode_episode(episode_id, episode_steps(ep.columns))
         s = self.config.splits
@@ -586,9 +582,9 @@ class AssembleSlatesFn(beam.DoFn):
         problems = slates.page_problems(page_ids, group, rows.columns, length, first, bad_rows)
         if problems:
             bad = np.isin(group, list(problems))
-            for i in np.flatnonzero(bad).tolist():
-                code, message = problems[int(group[i])]
-                yield from _quarantine_rows(_take(rows, np.array([i])), code, message)
+            rejected = np.flatnonzero(bad)
+            reasons = [problems[g] for g in group[rejected].tolist()]
+            yield from _quarantine_rows(_take(rows, rejected), reasons, self.config)
             good_pages = np.setdiff1d(np.arange(len(page_ids)), list(problems))
             keep = ~bad
             rows = _take(rows, np.flatnonzero(keep))
@@ -639,13 +635,18 @@ class EncodeSlateRowsFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(split.name, ([serialized[j] for j in idx], len(idx)))
 
 
-def _quarantine_rows(group: ValidBatch, code: str, message: str) -> Iterator[Any]:
-    """Every row of a group that cannot be written, each with the group's reason."""
-    p = group.provenance
-    for i in range(len(group)):
+def _quarantine_rows(rows: ValidBatch, reasons: list[tuple[str, str]], config: ExperienceGenConfig) -> Iterator[Any]:
+    """Rows that cannot be written, each with its group's (reason, message); payloads that were
+    left in the source (Block.payload_from_file) are read back here."""
+    p = rows.provenance
+    if "payload" in p:
+        payloads: Sequence[bytes] = p["payload"].tolist()
+    else:
+        payloads = sources.read_back_payloads(config.source, p["file"], p["line"])
+    for i, (code, message) in enumerate(reasons):
         yield beam.pvalue.TaggedOutput(
             QUARANTINE_PREFIX,
-            Quarantined(code, message, str(p["file"][i]), int(p["line"][i]), int(p["offset"][i]), p["payload"][i]),
+            Quarantined(code, message, str(p["file"][i]), int(p["line"][i]), int(p["offset"][i]), payloads[i]),
         )
 
 

@@ -14,8 +14,12 @@ a new source is its module, its line in SOURCES and its config dataclass in conf
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import numpy as np
+
+from rlops.components.experience_gen.config import FileSource
 from rlops.components.experience_gen.sources.base import (
     PARSE_ERROR,
     TRUNCATED,
@@ -35,6 +39,7 @@ from rlops.components.experience_gen.sources.base import (
 )
 from rlops.components.experience_gen.sources.bigquery import BigQuery
 from rlops.components.experience_gen.sources.file import READERS, Files
+from rlops.components.experience_gen.sources.parquet import parquet_payloads
 from rlops.components.experience_gen.sources.peek import peek_schema
 from rlops.components.experience_gen.sources.simulation import Simulation
 
@@ -52,6 +57,25 @@ def source_of(source_config: Any) -> Source:
     if kind not in SOURCES:
         raise TypeError(f"experience_gen.source: unknown source kind {kind!r}; known: {', '.join(SOURCES)}")
     return SOURCES[kind]
+
+
+def read_back_payloads(source_config: Any, files: np.ndarray, lines: np.ndarray) -> list[bytes]:
+    """The payloads of rows whose Block left them to be read back (`Block.payload_from_file`:
+    Parquet rows), by file and 1-based row; a file that cannot be read again leaves its rows'
+    payloads empty (they are still quarantined, with their file and row)."""
+    assert isinstance(source_config, FileSource) and source_config.format == "parquet"
+    out: list[bytes] = [b""] * len(files)
+    files = np.asarray(files, object)
+    for path in sorted(set(files.tolist())):
+        picked = np.flatnonzero(files == path)
+        try:
+            payloads = parquet_payloads(path, source_config, np.asarray(lines)[picked])
+        except Exception as e:  # noqa: BLE001 - changed or gone since it was read: keep the rest
+            logging.getLogger(__name__).warning("quarantine: cannot read back rows of %s: %s", path, e)
+            continue
+        for i, payload in zip(picked.tolist(), payloads):
+            out[i] = payload
+    return out
 
 
 def runtime_parameters(source_config: Any) -> dict[str, tuple[type, Any]]:
@@ -85,6 +109,7 @@ __all__ = [
     "numpy_block",
     "peek_schema",
     "plan_ranges",
+    "read_back_payloads",
     "rows_block",
     "runtime_parameters",
     "source_of",

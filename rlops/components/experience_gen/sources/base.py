@@ -90,7 +90,7 @@ class SourceError(ValueError):
 class Block:
     """Parsed records from one place in one source. Rows index `columns`; `locate` / `payload`
     recover each row's line, byte offset and original bytes (only asked for bad rows, or for
-    trajectory steps, which carry them to episode assembly)."""
+    grouped rows: trajectory steps and slate pages, which carry them to their assembly)."""
 
     columns: dict[str, RawColumn]
     num_rows: int
@@ -98,10 +98,21 @@ class Block:
     text: bool
     locate: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
     payload: Callable[[int], bytes]
+    # Many rows' payloads at once, where a source can do better than one call per row.
+    many_payloads: Callable[[np.ndarray], list[bytes]] | None = None
+    # The payloads can be read back later from source_file by row (sources.read_back_payloads):
+    # grouped rows then carry no payload to their assembly (only a rejected group's rows need one).
+    payload_from_file: bool = False
 
     def quarantine(self, row: int, code: str, message: str) -> Quarantined:
         line, offset = self.locate(np.array([row]))
         return Quarantined(code, message, self.source_file, int(line[0]), int(offset[0]), self.payload(row))
+
+    def payloads(self, rows: np.ndarray) -> list[bytes]:
+        """The payloads of `rows`, in order."""
+        if self.many_payloads is not None:
+            return self.many_payloads(rows)
+        return [self.payload(int(r)) for r in rows]
 
 
 # --- the protocol ----------------------------------------------------------------------------
@@ -290,23 +301,32 @@ def row_block(
     def locate(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return row0 + rows + 1, np.full(len(rows), -1)
 
-    def payload(row: int) -> bytes:
+    def payloads(rows: np.ndarray) -> list[bytes]:
+        rows = np.asarray(rows, np.int64)
         if full is not None:
             if not whole:
                 whole.append(full())
-            record = whole[0].slice(int(row), 1).to_pylist()[0]
-        else:
-            record = {c: _cell(v, int(row)) for c, v in columns.items()}
-        return json.dumps(record, default=str).encode("utf-8")
+            return json_payloads(whole[0].take(pa.array(rows)))  # one conversion, not one per row
+        values = {c: _cells(v, rows) for c, v in columns.items()}
+        records = [dict(zip(values, cells)) for cells in zip(*values.values())] if values else [{}] * len(rows)
+        return [json.dumps(r, default=str).encode("utf-8") for r in records]
 
-    return Block(columns, num_rows, source_file, False, locate, payload)
+    def payload(row: int) -> bytes:
+        return payloads(np.array([row]))[0]
+
+    return Block(columns, num_rows, source_file, False, locate, payload, payloads, payload_from_file=full is not None)
 
 
-def _cell(column: RawColumn, row: int) -> Any:
+def json_payloads(table: pa.Table) -> list[bytes]:
+    """Each row of a table as the JSON object of its columns (a row block's payload)."""
+    return [json.dumps(r, default=str).encode("utf-8") for r in table.to_pylist()]
+
+
+def _cells(column: RawColumn, rows: np.ndarray) -> list:
     if isinstance(column, list):
-        return column[row]
+        return [column[r] for r in rows.tolist()]
     assert column is not None  # a row block holds every column it names
-    return column[row].as_py()
+    return column.take(pa.array(rows)).to_pylist()
 
 
 def rows_block(rows: list[dict], columns: list[str], source_name: str, row0: int = 0) -> Block:
@@ -314,6 +334,7 @@ def rows_block(rows: list[dict], columns: list[str], source_name: str, row0: int
     values: dict[str, RawColumn] = {c: [r.get(c) for r in rows] for c in columns}
     block = row_block(values, len(rows), source_name, row0)
     block.payload = lambda row: json.dumps(rows[int(row)], default=str).encode("utf-8")
+    block.many_payloads = None  # the rows as they came (per row: they are dicts already)
     return block
 
 

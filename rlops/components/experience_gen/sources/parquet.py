@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
+import numpy as np
+
 from rlops.components.experience_gen.config import FileSource
 from rlops.components.experience_gen.layout import Layout
-from rlops.components.experience_gen.sources.base import Block, FileRange, Unreadable, open_file, row_block
+from rlops.components.experience_gen.sources.base import (
+    Block,
+    FileRange,
+    Unreadable,
+    json_payloads,
+    open_file,
+    row_block,
+)
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
@@ -61,3 +70,24 @@ def read_parquet(rng: FileRange, source: FileSource, layout: Layout) -> Iterator
             row0 += group_rows
     finally:
         f.close()
+
+
+def parquet_payloads(path: str, source: FileSource, rows: np.ndarray) -> list[bytes]:
+    """The payloads of rows of a Parquet file (1-based row numbers, as a Block locates them), read
+    back: each row group that holds one of them is read once."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    index = np.asarray(rows, np.int64) - 1
+    out: list[bytes] = [b""] * len(index)
+    with open_file(path, source) as f:
+        pf = pq.ParquetFile(f)
+        sizes = [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)]
+        starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        group = np.searchsorted(starts, index, side="right") - 1
+        for g in np.unique(group).tolist():
+            picked = np.flatnonzero(group == g)
+            table = pf.read_row_group(g).take(pa.array(index[picked] - starts[g]))
+            for i, payload in zip(picked.tolist(), json_payloads(table)):
+                out[i] = payload
+    return out
