@@ -8,8 +8,9 @@
 
 Prints every estimator with its interval as a table, then one JSON line; writes a PNG plot only
 when --plot names one. A SavedModel is scored as it is served (serving_default's epsilon-greedy),
-its greedy policy beside it. The work is rlops.components.evaluator.on_logs.evaluate_on_logs (the
-Evaluator's own code).
+its greedy policy beside it; on slate Examples a ranking SavedModel is scored as it serves its pages
+(serving_ranked's slate policy), its greedy page beside it. The work is the Evaluator's own code
+(rlops.components.evaluator.on_logs, slate_evaluation, slate_policy).
 """
 
 from __future__ import annotations
@@ -149,6 +150,7 @@ def render_table(result: dict) -> str:
 def run_slates(args, config) -> int:
     """`rlops evaluate` on slate Examples: every slate estimator with its interval and ESS."""
     from rlops.components.evaluator.slate_evaluation import (
+        SLATE_POLICIES,
         SlateOptions,
         evaluate_slates_on_logs,
         render_slate_table,
@@ -163,7 +165,20 @@ def run_slates(args, config) -> int:
         engine="beam" if config.engine == "beam" else "memory",
         beam_pipeline_args=tuple(args.beam_pipeline_args),
     )
-    result = evaluate_slates_on_logs(args.examples, args.policy, args.split, options)
+    if args.policy in SLATE_POLICIES:
+        result = evaluate_slates_on_logs(args.examples, args.policy, args.split, options)
+    else:  # a ranking SavedModel, scored as it serves its pages
+        from rlops.components.evaluator.slate_config import SlateEvaluatorConfig
+        from rlops.components.evaluator.slate_policy import saved_policy_on_logs
+
+        slate_config = SlateEvaluatorConfig(
+            num_bootstrap=config.num_bootstrap,
+            confidence=config.confidence,
+            min_eval_records=config.min_eval_records,
+            min_ess=config.min_ess,
+            seed=config.seed,
+        )
+        result = saved_policy_on_logs(args.policy, args.examples, args.split, slate_config)
     print(render_slate_table(result))
     line = json.dumps(result, sort_keys=True, allow_nan=False)
     print(line)

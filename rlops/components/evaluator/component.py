@@ -28,6 +28,7 @@ from rlops.components.common.keys import (
 )
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.evaluator.executor import Executor
+from rlops.components.evaluator.slate_config import SlateEvaluatorConfig, evaluator_config_from_json
 
 
 class VertexMetrics(Artifact):
@@ -65,15 +66,18 @@ class Evaluator(base_component.BaseComponent):
 
     def __init__(
         self,
-        config: EvaluatorConfig | str,
+        config: EvaluatorConfig | SlateEvaluatorConfig | str,
         model: types.BaseChannel,
         examples: types.BaseChannel | None = None,
         baseline_model: types.BaseChannel | None = None,
         num_actions: int | None = None,
     ):
-        config = config if isinstance(config, EvaluatorConfig) else EvaluatorConfig.from_json(config)
+        if isinstance(config, str):
+            config = evaluator_config_from_json(config)
         if config.kind == "bandit" and (examples is None or not num_actions):
             raise ValueError("Evaluator: bandit evaluation needs `examples` (with an eval split) and `num_actions`")
+        if config.kind == "ranking" and examples is None:
+            raise ValueError("Evaluator: ranking evaluation needs `examples` (with an eval split)")
         spec = EvaluatorSpec(
             config=config.to_json(),
             num_actions=num_actions,

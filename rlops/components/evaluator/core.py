@@ -12,7 +12,8 @@ is replaced by the logging policy with a one-line note and `baseline_reason`; on
 loaded at all is a BaselineModelError naming it (baseline.py). Nothing is blessed
 without a trustworthy interval: no eval records, too few, or too small an effective sample size
 gives NOT_BLESSED with the reason, and the run goes on. PPO (ppo.py): returns of N episodes of
-each policy in the environment (first run: against a uniform random policy).
+each policy in the environment (first run: against a uniform random policy). Ranking
+(slate_policy.py): slate estimators of the page the candidate serves, on the eval split's pages.
 
 Blessing output follows TFX's Evaluator: a `BLESSED` or `NOT_BLESSED` file in the blessing
 artifact's directory, and custom properties `blessed`, `current_model(_id)`, `baseline_model(_id)`
@@ -35,6 +36,8 @@ from rlops.components.evaluator.bandit import evaluate_bandit
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.evaluator.plots import plot_comparison
 from rlops.components.evaluator.ppo import evaluate_ppo
+from rlops.components.evaluator.slate_config import SlateEvaluatorConfig, evaluator_config_from_json
+from rlops.components.evaluator.slate_policy import evaluate_slate_candidate
 from rlops.components.properties import finite_properties, json_safe
 
 log = logging.getLogger(__name__)
@@ -86,7 +89,7 @@ class EvalResult:
 
 
 def run_evaluator(
-    config: EvaluatorConfig | str,
+    config: EvaluatorConfig | SlateEvaluatorConfig | str,
     model_uri: str,
     evaluation_uri: str,
     blessing_uri: str,
@@ -96,8 +99,13 @@ def run_evaluator(
     beam_pipeline_args: list[str] | None = None,
 ) -> EvalResult:
     if isinstance(config, str):
-        config = EvaluatorConfig.from_json(config)
-    if config.kind == "bandit":
+        config = evaluator_config_from_json(config)
+    if isinstance(config, SlateEvaluatorConfig):  # logged pages (decision kind slate): slate_policy.py
+        if not examples_uri:
+            raise ValueError("evaluator: ranking evaluation needs the examples input")
+        metrics, improvement = evaluate_slate_candidate(config, examples_uri, model_uri, baseline_model_uri)
+        measure = config.estimator
+    elif config.kind == "bandit":
         if not examples_uri or not num_actions:
             raise ValueError("evaluator: bandit evaluation needs the examples input and num_actions")
         metrics, improvement = evaluate_bandit(

@@ -3,8 +3,7 @@ slate Examples.
 
 Policies given by name: `uniform` (L of the K items uniformly without replacement) and `logging`
 (the logged propensities themselves: every weight is 1, so each estimator returns the logs' own
-mean slate reward, a check of the plumbing). A slate policy served from a SavedModel comes with the
-ranking agent.
+mean slate reward, a check of the plumbing). A ranking SavedModel is slate_policy.py's.
 
 The target's terms (slate_estimators.SlateTarget) are exact for the uniform policy: its marginal
 of any item at any position is 1/K, its prefix probability prod_{t<=l} 1/(K-t), and its
@@ -35,7 +34,7 @@ from rlops.components.common.slates import (
     read_slate_logs,
     slate_record_spec,
 )
-from rlops.components.evaluator.estimators import TrustRule
+from rlops.components.evaluator.estimators import Estimate, TrustRule
 from rlops.components.evaluator.slate_estimators import (
     SlateComparison,
     SlateLog,
@@ -170,8 +169,8 @@ def reward_to_go_table(log: SlateLog, action_dist: np.ndarray, num_items: int) -
 def check_policy(policy: str) -> None:
     if policy not in SLATE_POLICIES:
         raise ValueError(
-            f"--policy: slate logs are evaluated for {' or '.join(SLATE_POLICIES)} "
-            f"(a ranking SavedModel comes with the ranking agent), got {policy!r}"
+            f"--policy: slate logs are evaluated here for {' or '.join(SLATE_POLICIES)} "
+            f"(a ranking SavedModel: slate_policy.py), got {policy!r}"
         )
 
 
@@ -260,17 +259,6 @@ def evaluate_slates_on_logs(
         mask = logs.slot_mask
         observed = float(np.where(mask, logs.rewards, 0.0).sum(1).mean())
         shown = int(mask.sum())
-    estimates: dict[str, dict[str, float | str | None]] = {}
-    for name, est in comparison.candidate.items():
-        trusted = est.reason is None
-        estimates[name] = {
-            "value": _number(est.value) if trusted or math.isfinite(est.lower) else None,
-            "lower": _number(est.lower),
-            "upper": _number(est.upper),
-            "ess": _number(comparison.ess["candidate"].get(name, math.nan)),
-        }
-        if est.reason:
-            estimates[name]["reason"] = est.reason
     return {
         "decision_kind": "slate",
         "policy": policy,
@@ -282,8 +270,25 @@ def evaluate_slates_on_logs(
         "observed_mean_slate_reward": observed,
         "confidence": options.confidence,
         "engine": options.engine,
-        "estimates": estimates,
+        "estimates": estimate_entries(comparison.candidate, comparison.ess["candidate"]),
     }
+
+
+def estimate_entries(estimates: dict[str, Estimate], ess: dict[str, float]) -> dict[str, dict]:
+    """`rlops evaluate`'s JSON of one policy's estimates: value (none where untrusted), interval, the
+    ESS of its weights, and the reason where there is no interval."""
+    out: dict[str, dict[str, float | str | None]] = {}
+    for name, est in estimates.items():
+        trusted = est.reason is None
+        out[name] = {
+            "value": _number(est.value) if trusted or math.isfinite(est.lower) else None,
+            "lower": _number(est.lower),
+            "upper": _number(est.upper),
+            "ess": _number(ess.get(name, math.nan)),
+        }
+        if est.reason:
+            out[name]["reason"] = est.reason
+    return out
 
 
 def _number(x: float) -> float | None:
@@ -291,19 +296,31 @@ def _number(x: float) -> float | None:
 
 
 def render_slate_table(result: dict) -> str:
-    """The estimates as a table: a value only where the trust rule gave an interval, else why not."""
+    """The estimates as a table: a value only where the trust rule gave an interval, else why not; a
+    ranking SavedModel's rows add its improvement over the logging policy."""
     conf = f"{result['confidence']:.0%}"
-    rows: list[Sequence[str]] = [("estimator", "value", f"{conf} interval", "ESS", "")]
+    versus = result.get("improvement_over_logging")
+    head = ("estimator", "value", f"{conf} interval", "ESS") + (("vs logging", f"{conf} interval") if versus else ())
+    rows: list[Sequence[str]] = [(*head, "")]
     for name, est in result["estimates"].items():
-        value = "none" if est["value"] is None else f"{est['value']:.5f}"
-        interval = "no interval" if est["lower"] is None else f"[{est['lower']:.5f}, {est['upper']:.5f}]"
-        ess = "-" if est["ess"] is None else f"{est['ess']:.1f}"
-        rows.append((name, value, interval, ess, est.get("reason", "")))
+        row = [name, *_value_and_interval(est, ""), "-" if est["ess"] is None else f"{est['ess']:.1f}"]
+        if versus:
+            row += _value_and_interval(versus[name], "+")
+        rows.append((*row, est.get("reason", "")))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths[:4]))
+    lines.insert(1, "  ".join("-" * w for w in widths[:-1]))
     line = f"slates {result['num_records']} (L={result['slate_length']}, K={result['num_items']}), {result['engine']} engine"
     if result["observed_mean_slate_reward"] is not None:
         line += f", logging policy observed {result['observed_mean_slate_reward']:.5f} per slate"
     lines.append(line)
+    if result.get("served_policy"):
+        lines.append(f"scored as served: {result['served_policy']['slate_policy']}")
     return "\n".join(lines)
+
+
+def _value_and_interval(est: dict, sign: str) -> list[str]:
+    value = "none" if est.get("value") is None else f"{est['value']:{sign}.5f}"
+    if est.get("lower") is None or est.get("upper") is None:
+        return [value, "no interval"]
+    return [value, f"[{est['lower']:{sign}.5f}, {est['upper']:{sign}.5f}]"]
