@@ -1,10 +1,15 @@
 """The Evaluator's bandit path: the served candidate against the served baseline (the last
 blessed model, or the logging policy on the first run or when that model cannot score the eval
-split) on the eval split's logs, on the engine the split's size calls for."""
+split) on the eval split's logs, on the engine the split's size calls for.
+
+Certifying the exploration (evaluator.serving_epsilons): a candidate that does not clear the gate
+served at its own epsilon is scored again, on the same engine, served at each larger epsilon of
+the grid, and the least exploring one that clears the gate is blessed (comparisons.certify); the
+blessing carries that epsilon, which the Pusher publishes the candidate serving."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from rlops.components.common import records
 from rlops.components.common.feedback import load_logged_feedback
@@ -12,11 +17,11 @@ from rlops.components.common.model import serving_dir
 from rlops.components.evaluator import beam, memory
 from rlops.components.evaluator.action_ids import policy_action_minimum
 from rlops.components.evaluator.baseline import fitting_baseline, load_baseline
-from rlops.components.evaluator.comparisons import LOGGING_BASELINE
+from rlops.components.evaluator.comparisons import LOGGING_BASELINE, Trial, against, certify, clears_gate, with_served
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.evaluator.engine import choose_engine
 from rlops.components.evaluator.estimators import LOGGING_POLICY, Estimate
-from rlops.components.evaluator.scoring import policy_probs
+from rlops.components.evaluator.scoring import epsilons_above, policy_probs, serving_epsilon
 from rlops.train.policy_saver import SavedPolicy
 
 
@@ -44,17 +49,45 @@ def evaluate_bandit(
     baseline_policy, skipped = fitting_baseline(loaded, baseline_model_uri, policy, num_actions, examples_uri, data)
     candidate = policy_probs(policy, data, num_actions)
     baseline = LOGGING_POLICY if baseline_policy is None else policy_probs(baseline_policy, data, num_actions)
+    reward_model = memory.choose_reward_model(config, data, policy)
     metrics, improvement = memory.evaluate_logged(
         config,
         data,
         candidate,
         baseline,
         baseline_model_uri if baseline_model_uri and baseline_policy is not None else LOGGING_BASELINE,
-        memory.choose_reward_model(config, data, policy),
+        reward_model,
     )
+
+    def served_at(epsilons: list[float]) -> list[Trial]:
+        base = baseline if isinstance(baseline, str) else baseline.served
+        others = memory.memory_against(
+            config, data, base, [candidate.served_at(e) for e in epsilons], num_actions, reward_model
+        )
+        return [Trial.of(config, e, c) for e, c in zip(epsilons, others)]
+
+    metrics, improvement = _certified(config, candidate.epsilon, metrics, improvement, served_at)
     if skipped:
         metrics["baseline_reason"] = skipped
     return metrics, improvement
+
+
+def _certified(
+    config: EvaluatorConfig,
+    own: float,
+    metrics: dict[str, Any],
+    improvement: Estimate,
+    served_at: Callable[[list[float]], list[Trial]],
+) -> tuple[dict[str, Any], Estimate]:
+    """The engine's comparison at the model's own epsilon, or, when that does not clear the gate,
+    the least exploring of the grid's larger epsilons that does (`served_at` scores the candidate
+    served at each): the metrics and improvement of the policy to serve."""
+    grid = epsilons_above(config.serving_epsilons, own)
+    trials = [Trial.from_metrics(own, metrics, improvement)]
+    if grid and not clears_gate(config, improvement):
+        trials += served_at(grid)
+    served = certify(config, trials)
+    return with_served(config, metrics, served), served.trial.improvement
 
 
 def _evaluate_on_beam(
@@ -70,16 +103,26 @@ def _evaluate_on_beam(
     """evaluate_bandit on the Beam engine; the baseline's fit is checked on the first records."""
     head = load_logged_feedback(examples_uri, max_records=1000, action_minimum=policy_action_minimum(policy))
     baseline_policy, skipped = fitting_baseline(loaded, baseline_model_uri, policy, num_actions, examples_uri, head)
+    baseline_uri = baseline_model_uri if baseline_policy is not None else None
     metrics, improvement = beam.evaluate_bandit(
-        config,
-        examples_uri,
-        policy,
-        model_uri,
-        baseline_policy,
-        baseline_model_uri if baseline_policy is not None else None,
-        num_actions,
-        beam_pipeline_args,
+        config, examples_uri, policy, model_uri, baseline_policy, baseline_uri, num_actions, beam_pipeline_args
     )
+
+    def served_at(epsilons: list[float]) -> list[Trial]:
+        base = (
+            beam.PolicySource("logging")
+            if baseline_policy is None
+            else beam.policy_source(baseline_policy, baseline_uri)
+        )
+        sources = [base] + [beam.PolicySource("saved_model", policy.path, model_uri, epsilon=e) for e in epsilons]
+        run = beam.run_split(
+            config, examples_uri, "eval", sources, num_actions, policy_action_minimum(policy), beam_pipeline_args
+        )
+        flags = [s.kind == "logging" for s in sources]
+        others = against(config, run.sums, flags, True, run.refits, 0, range(1, len(sources)))
+        return [Trial.of(config, e, c) for e, c in zip(epsilons, others)]
+
+    metrics, improvement = _certified(config, serving_epsilon(policy), metrics, improvement, served_at)
     if skipped:
         metrics["baseline_reason"] = skipped
     return metrics, improvement

@@ -244,6 +244,7 @@ class PolicySource:
     path: str | None = None  # the SavedModel (serving) directory
     uri: str | None = None  # what errors name (the model URI the user gave)
     greedy: bool = False
+    epsilon: float | None = None  # served at this epsilon instead of its own (comparisons.certify)
 
 
 def load_policies(sources: Sequence[PolicySource], where: str = "on a Beam worker") -> dict[str, Any]:
@@ -279,7 +280,10 @@ def batch_policies(
             path = str(src.path)
             if path not in probs:
                 probs[path] = policy_probs(loaded[path], data, num_actions)
-            out.append(probs[path].greedy if src.greedy else probs[path].served)
+            if src.greedy:
+                out.append(probs[path].greedy)
+            else:
+                out.append(probs[path].served if src.epsilon is None else probs[path].served_at(src.epsilon))
     return out, probs
 
 

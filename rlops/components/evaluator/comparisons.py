@@ -12,7 +12,7 @@ import numpy as np
 from rlops.components.common.feedback import LoggedFeedback
 from rlops.components.evaluator import estimators
 from rlops.components.evaluator.config import EvaluatorConfig
-from rlops.components.evaluator.estimators import Comparison
+from rlops.components.evaluator.estimators import Comparison, Estimate
 from rlops.components.evaluator.reward_models import RewardModelFn, refit_dm_replicates
 
 LOGGING_BASELINE = "logging_policy"  # metrics' `baseline` when the candidate is compared with the logs' policy
@@ -77,6 +77,140 @@ def comparisons(
     return main, estimators.comparison_from_sums(
         sums, 2, None, logging, with_model, rule, _columns(refits, slice(2, 3))
     )
+
+
+def against(
+    config: EvaluatorConfig,
+    sums: estimators.Sums,
+    logging: Sequence[bool],
+    with_model: bool,
+    refits: Refits | None,
+    baseline: int,
+    candidates: Sequence[int],
+) -> list[Comparison]:
+    """Each of policies `candidates` against policy `baseline` (refits' columns in policy order)."""
+    rule = trust_rule(config)
+    return [
+        estimators.comparison_from_sums(
+            sums,
+            c,
+            baseline,
+            logging,
+            with_model,
+            rule,
+            None if refits is None else (refits[0][:, [c, baseline]], refits[1]),
+        )
+        for c in candidates
+    ]
+
+
+def clears_gate(config: EvaluatorConfig, improvement: Estimate) -> bool:
+    """The blessing rule: a trusted improvement whose lower bound (use_lower_bound) or point
+    estimate is above min_improvement (what rlops.components.evaluator.core blesses on)."""
+    score = improvement.lower if config.use_lower_bound else improvement.value
+    return improvement.trusted and bool(score > config.min_improvement)
+
+
+@dataclass(frozen=True)
+class Trial:
+    """The candidate served at one epsilon against the baseline: what the gate looks at."""
+
+    epsilon: float
+    improvement: Estimate  # in the config's estimator
+    ess: dict[str, float]  # per policy ("candidate", "baseline")
+    reason: str | None  # why there is no trusted estimate, None when trusted
+    comparison: Comparison | None = None  # None: the engine's metrics already hold it (the own epsilon)
+
+    @staticmethod
+    def of(config: EvaluatorConfig, epsilon: float, comparison: Comparison) -> "Trial":
+        assert comparison.difference is not None
+        diag = comparison.diagnostics
+        return Trial(epsilon, comparison.difference[config.estimator], diag.ess, diag.reason, comparison)
+
+    @staticmethod
+    def from_metrics(epsilon: float, metrics: dict[str, Any], improvement: Estimate) -> "Trial":
+        """The engine's own comparison (bandit_metrics' output and the improvement it returned)."""
+        trust = metrics.get("trust", {})
+        return Trial(epsilon, improvement, dict(trust.get("ess") or {}), improvement.reason or trust.get("reason"))
+
+    def why_not(self, config: EvaluatorConfig) -> str:
+        """One clause: why this served policy does not clear the gate."""
+        if not self.improvement.trusted:
+            low = [ess for ess in self.ess.values() if ess < config.min_ess]
+            return (
+                f"{self.epsilon:g}: ESS {min(low):.1f} < {config.min_ess:g}"
+                if low
+                else f"{self.epsilon:g}: no trusted estimate"
+            )
+        which, score = (
+            ("lower bound", self.improvement.lower) if config.use_lower_bound else ("estimate", self.improvement.value)
+        )
+        return f"{self.epsilon:g}: {which} {score:.4f} <= {config.min_improvement:g}"
+
+    def as_dict(self, config: EvaluatorConfig) -> dict[str, Any]:
+        return {
+            "epsilon": self.epsilon,
+            "ess": self.ess.get("candidate"),
+            "clears_gate": clears_gate(config, self.improvement),
+            "improvement": self.improvement.as_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class Served:
+    """The exploration the candidate is judged at: the first trial that clears the gate (the
+    certified epsilon), else the model's own; `note` says what was tried when there was more than
+    the model's own epsilon to try."""
+
+    trial: Trial
+    certified: bool
+    note: str | None
+    tried: list[dict[str, Any]]
+
+
+def certify(config: EvaluatorConfig, trials: Sequence[Trial]) -> Served:
+    """The least exploring served policy that clears the gate: `trials` ascending by epsilon, the
+    model's own first; none clears: the model's own, with a note on every epsilon tried."""
+    tried = [t.as_dict(config) for t in trials]
+    grid = ", ".join(f"{t.epsilon:g}" for t in trials)
+    for i, trial in enumerate(trials):
+        if clears_gate(config, trial.improvement):
+            if i == 0:
+                return Served(trial, True, None, tried)
+            refused = "; ".join(t.why_not(config) for t in trials[:i])
+            certified = (
+                f"certified serving epsilon {trial.epsilon:g}, the least exploring of {grid} that clears the "
+                f"gate (trained {trials[0].epsilon:g}); not at {refused}"
+            )
+            return Served(trial, True, certified, tried)
+    refusals = "; ".join(t.why_not(config) for t in trials)
+    none = f"no serving epsilon of {grid} clears the gate: at {refusals}" if len(trials) > 1 else None
+    return Served(trials[0], False, none, tried)
+
+
+def with_served(config: EvaluatorConfig, metrics: dict[str, Any], served: Served) -> dict[str, Any]:
+    """bandit_metrics' output for the served policy: a certified epsilon's comparison (candidate,
+    baseline, improvement, trust) in place of the model's own, and `served_policy` saying which
+    epsilon is served, which was trained and each one tried; `certification`: the note."""
+    out = dict(metrics)
+    main = served.trial.comparison
+    if main is not None:
+        assert main.baseline is not None and main.difference is not None
+        out["candidate"] = {k: v.as_dict() for k, v in main.candidate.items()}
+        out["baseline_estimates"] = {k: v.as_dict() for k, v in main.baseline.items()}
+        out["improvement"] = {k: v.as_dict() for k, v in main.difference.items()}
+        kept = {k: metrics["trust"][k] for k in ("min_eval_records", "min_ess", "greedy_ess", "greedy_reason")}
+        out["trust"] = main.diagnostics.as_dict() | kept
+    served_policy = dict(metrics.get("served_policy") or {})
+    out["served_policy"] = served_policy | {
+        "candidate_epsilon": served.trial.epsilon,
+        "trained_epsilon": served_policy.get("candidate_epsilon"),
+        "certified": served.certified,
+        "tried": served.tried,
+    }
+    if served.note:
+        out["certification"] = served.note
+    return out
 
 
 def bandit_metrics(

@@ -17,6 +17,8 @@ from rlops.components.evaluator.reward_models import (
 from rlops.components.json_config import JsonConfig, closest
 
 KINDS = ("bandit", "ppo")
+# The serving epsilons the Evaluator may certify (issue 36; measured in docs/benchmarks.md, "Small logs").
+DEFAULT_SERVING_EPSILONS = (0.05, 0.1, 0.2, 0.3, 0.5)
 ENGINES = ("auto", "memory", "beam")
 DEFAULT_BEAM_THRESHOLD = 500_000
 # REWARD_MODEL_CHOICES (one list, in ope): "auto" is logistic when every reward is 0 or 1, else
@@ -40,7 +42,10 @@ class EvaluatorConfig(JsonConfig):
     last blessed model; on a first run the logging policy), measured by `estimator` (bandits) or
     the mean return (PPO), is above `min_improvement` -- its lower confidence bound when
     `use_lower_bound`, else its point estimate. No estimate is trusted, so nothing blesses, with
-    fewer than `min_eval_records` eval records or an effective sample size under `min_ess`."""
+    fewer than `min_eval_records` eval records or an effective sample size under `min_ess`.
+    Bandits: when the candidate as trained does not clear the gate, it is scored served at each
+    larger epsilon of `serving_epsilons`, and the least exploring one that clears it is blessed
+    (the Pusher then publishes the candidate serving exactly that epsilon)."""
 
     SECTION = "evaluator"
 
@@ -75,6 +80,13 @@ class EvaluatorConfig(JsonConfig):
     # gate: an effective sample size of the importance weights below this (the logs rarely took the
     # actions the policy takes) gives no interval, so no blessing
     min_ess: float = DEFAULT_MIN_ESS
+    # gate (bandits): the exploration levels the Evaluator may certify. A candidate whose served
+    # policy (its trainer.serving_epsilon) does not clear the gate is scored served at each epsilon
+    # here above its own, and the least exploring one that clears it is blessed: the Pusher
+    # publishes the candidate serving exactly that epsilon, and the blessing says which and why.
+    # More exploration weighs the logs more evenly (a larger ESS) but serves the greedy choice less
+    # often. [] : only the candidate's own epsilon.
+    serving_epsilons: tuple[float, ...] = DEFAULT_SERVING_EPSILONS
     env_id: str | None = None  # PPO: the Gymnasium environment the episodes run in
     num_episodes: int = 20  # PPO: episodes of each policy (>= 5)
     seed: int = 0  # the bootstrap's and the reward model's seed
@@ -119,6 +131,11 @@ class EvaluatorConfig(JsonConfig):
             raise bad("min_eval_records", "an integer >= 1")
         if not _is_number(self.min_ess) or self.min_ess < 0:
             raise bad("min_ess", "a number >= 0")
+        if not isinstance(self.serving_epsilons, (list, tuple)) or not all(
+            _is_number(e) and 0.0 <= e <= 1.0 for e in self.serving_epsilons
+        ):
+            raise bad("serving_epsilons", "a list of numbers in [0, 1] (serving epsilons the Evaluator may certify)")
+        self.serving_epsilons = tuple(sorted({float(e) for e in self.serving_epsilons}))
         for key in ("switch_tau", "dr_os_lambda"):
             value = getattr(self, key)
             if value is not None and (

@@ -31,7 +31,7 @@ from typing import Any
 import tensorflow as tf
 
 from rlops.components.common.keys import BLESSING_KEY, EVALUATION_KEY, METRICS_KEY
-from rlops.components.common.model import BLESSED_FILE, NOT_BLESSED_FILE
+from rlops.components.common.model import BLESSED_FILE, NOT_BLESSED_FILE, SERVING_EPSILON_PROPERTY
 from rlops.components.evaluator.bandit import evaluate_bandit
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.evaluator.plots import plot_comparison
@@ -73,6 +73,9 @@ class EvalResult:
             out["baseline_reason"] = self.baseline_reason
         elif baseline_uri:
             out.update(baseline_model=baseline_uri, baseline_model_id=baseline_id)
+        epsilon = (self.metrics.get("served_policy") or {}).get("candidate_epsilon")
+        if self.blessed and epsilon is not None:  # the exploration certified: what the Pusher publishes
+            out[SERVING_EPSILON_PROPERTY] = float(epsilon)
         return out
 
     def properties(
@@ -128,6 +131,8 @@ def run_evaluator(
         )
     if metrics.get("baseline_reason"):
         reason += f" ({metrics['baseline_reason']})"
+    if metrics.get("certification"):  # bandits: the serving epsilons tried beyond the model's own
+        reason += f" ({metrics['certification']})"
     metrics.update(
         {
             "blessed": blessed,

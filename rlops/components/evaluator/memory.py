@@ -11,7 +11,15 @@ import numpy as np
 from rlops.components.common.feedback import LoggedFeedback, load_logged_feedback
 from rlops.components.evaluator import estimators, reward_models
 from rlops.components.evaluator.action_ids import check_actions, check_policy_fits_logs, logs_num_actions
-from rlops.components.evaluator.comparisons import LogsRun, bandit_metrics, comparisons, dm_refits, policy_grids
+from rlops.components.evaluator.comparisons import (
+    LogsRun,
+    Refits,
+    against,
+    bandit_metrics,
+    comparisons,
+    dm_refits,
+    policy_grids,
+)
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.evaluator.estimators import LOGGING_POLICY, Comparison, Estimate
 from rlops.components.evaluator.reward_models import NETWORK, RewardModelFn
@@ -53,6 +61,32 @@ def memory_comparisons(
 ) -> tuple[Comparison, Comparison | None]:
     """comparisons.comparisons of `policies` (probabilities [N, K] or LOGGING_POLICY) on the
     records, with the reward model fitted toward the evaluated policies and DM's refits."""
+    sums, refits = _sums_and_refits(config, data, policies, num_actions, reward_model)
+    return comparisons(config, sums, [isinstance(p, str) for p in policies], True, refits)
+
+
+def memory_against(
+    config: EvaluatorConfig,
+    data: LoggedFeedback,
+    baseline: np.ndarray | str,
+    candidates: list[np.ndarray],
+    num_actions: int,
+    reward_model: str | RewardModelFn,
+) -> list[Comparison]:
+    """Each of `candidates` against `baseline` on the records: one reward model (fitted toward all
+    of them), one set of sums (the candidate served at other epsilons: comparisons.certify)."""
+    policies: list[np.ndarray | str] = [baseline, *candidates]
+    sums, refits = _sums_and_refits(config, data, policies, num_actions, reward_model)
+    return against(config, sums, [isinstance(p, str) for p in policies], True, refits, 0, range(1, len(policies)))
+
+
+def _sums_and_refits(
+    config: EvaluatorConfig,
+    data: LoggedFeedback,
+    policies: list[np.ndarray | str],
+    num_actions: int,
+    reward_model: str | RewardModelFn,
+) -> tuple[estimators.Sums, Refits | None]:
     q = reward_models.reward_predictions(
         reward_model,
         data,
@@ -63,8 +97,7 @@ def memory_comparisons(
         target=reward_models.evaluated_probability(policies, data.actions),
     )
     refits = dm_refits(config, data, reward_model, policies, num_actions)
-    sums = memory_sums(config, data, policies, q)
-    return comparisons(config, sums, [isinstance(p, str) for p in policies], True, refits)
+    return memory_sums(config, data, policies, q), refits
 
 
 def evaluate_logged(

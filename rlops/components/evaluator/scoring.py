@@ -5,7 +5,7 @@ rewards its network predicts. Both engines score policies through here."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -20,11 +20,30 @@ if TYPE_CHECKING:  # TensorFlow: the Beam engine imports this module before any 
 @dataclass(frozen=True)
 class PolicyProbs:
     """A policy's action probabilities on every logged record [N, K]: what it serves
-    (serving_default's epsilon-greedy) and its greedy choice."""
+    (serving_default's epsilon-greedy) and its greedy choice; `allowed` [N, K] the actions it
+    explores among (None: all)."""
 
     served: np.ndarray
     greedy: np.ndarray
     epsilon: float
+    allowed: np.ndarray | None = None
+
+    def served_at(self, epsilon: float) -> np.ndarray:
+        """What the same policy would serve at another epsilon: the serving head's rule, (1 - eps)
+        on the greedy action plus eps spread over the allowed actions (a row whose greedy action is
+        not allowed is served uniformly at any epsilon, as `greedy` already says)."""
+        allowed = np.ones_like(self.greedy, bool) if self.allowed is None else np.asarray(self.allowed) > 0
+        uniform = allowed / allowed.sum(1, keepdims=True)
+        return (1.0 - epsilon) * self.greedy + epsilon * uniform
+
+
+def epsilons_above(grid: Sequence[float], epsilon: float) -> list[float]:
+    """The grid's epsilons above a model's own (`epsilon`, float32 in its metadata), ascending:
+    the more exploring policies the Evaluator may certify instead of the one the model serves."""
+    return sorted({float(e) for e in grid if e > epsilon + EPSILON_TOLERANCE})
+
+
+EPSILON_TOLERANCE = 1e-6  # a float32 epsilon read back (0.1 -> 0.10000000149) equals the grid's 0.1
 
 
 def serving_epsilon(policy: SavedPolicy) -> float:
@@ -60,6 +79,7 @@ def policy_probs(policy: SavedPolicy, data: LoggedFeedback, num_actions: int) ->
         epsilon_greedy_probs(greedy, num_actions, epsilon, allowed),
         epsilon_greedy_probs(greedy, num_actions, 0.0, allowed),
         epsilon,
+        allowed,
     )
 
 

@@ -22,8 +22,8 @@ import numpy as np
 
 from rlops.components.common.feedback import load_logged_feedback
 from rlops.components.common.keys import PUSHED_MODEL_KEY
-from rlops.components.common.model import BLESSED_PROPERTY, is_blessed, serving_dir
-from rlops.components.pusher import publish
+from rlops.components.common.model import BLESSED_PROPERTY, SERVING_EPSILON_PROPERTY, is_blessed, serving_dir
+from rlops.components.pusher import epsilon as certified, publish
 from rlops.components.pusher.storage import open_store
 from rlops.features import serving_head
 from rlops.features.serving_names import serving_inputs_from_records
@@ -286,7 +286,15 @@ def _both(first: Callable[[str], None], second: Callable[[str], None]) -> Callab
 
 # The Evaluator's blessing properties a version marker keeps (both Evaluator faces write them;
 # `latest_published` reads current_model_id back).
-BLESSING_KEYS = ("blessed", "current_model", "current_model_id", "reason", "baseline_model", "baseline_model_id")
+BLESSING_KEYS = (
+    "blessed",
+    "current_model",
+    "current_model_id",
+    "reason",
+    "baseline_model",
+    "baseline_model_id",
+    SERVING_EPSILON_PROPERTY,  # the certified exploration the policy is published serving (epsilon.py)
+)
 
 
 def lineage(model_uri: str, examples_uri: str | None, blessing: Mapping[str, Any]) -> dict:
@@ -315,7 +323,8 @@ def run_pusher(
     """The Pusher's work, the one both faces (TFX executor, KFP entry point) call: the blessing's
     verdict (`blessing`: its properties; `blessing_uri`: its directory, for TFX's marker file),
     verification inputs from the eval split or the environment, the version marker's lineage, the
-    push, and the Vertex AI Model Registry upload (`vertex_upload`: RegistryConfig JSON)."""
+    push (at the serving epsilon the blessing certified: epsilon.py), and the Vertex AI Model
+    Registry upload (`vertex_upload`: RegistryConfig JSON)."""
     blessed = is_blessed(blessing_uri, blessing.get(BLESSED_PROPERTY))
     inputs = verification_inputs(examples_uri, verify_env_id) if blessed else None
     marker_lineage = lineage(model_uri, examples_uri, blessing)
@@ -327,6 +336,7 @@ def run_pusher(
         keep_last=keep_last,
         lineage=marker_lineage,
         litert_allow_flex=litert_allow_flex,
+        serving_epsilon=certified.certified_epsilon(blessing) if blessed else None,
     )
     if result.pushed and vertex_upload:  # alias, parent model, optional deployment
         from rlops.components.pusher import registry
@@ -352,8 +362,10 @@ def push_policy(
     gcs_client: Any = None,
     litert: bool = True,
     litert_allow_flex: bool = False,
+    serving_epsilon: float | None = None,
 ) -> PushResult:
-    """Publishes `policy_dir` (a policy SavedModel) as a new version under `destination`.
+    """Publishes `policy_dir` (a policy SavedModel) as a new version under `destination`, serving
+    `serving_epsilon` when given (the one the Evaluator certified; epsilon.serving_at).
 
     Not blessed: nothing is written and the current versions stay. The staged copy is verified by
     `verifier` (default: a fresh process acting on `verify_inputs`, which must hold >= 1 row); on
@@ -369,9 +381,12 @@ def push_policy(
         verifier = subprocess_verifier(verify_inputs)
     if litert:
         verifier = _both(verifier, litert_stage(verify_inputs, litert_allow_flex))
-    result = publish.publish(
-        policy_dir, destination, verifier, keep_last=keep_last, lineage=lineage, gcs_client=gcs_client
-    )
+    with tempfile.TemporaryDirectory(prefix="rlops-pusher-") as scratch:
+        if serving_epsilon is not None:
+            policy_dir = certified.serving_at(policy_dir, serving_epsilon, scratch, gcs_client)
+        result = publish.publish(
+            policy_dir, destination, verifier, keep_last=keep_last, lineage=lineage, gcs_client=gcs_client
+        )
     return PushResult(
         pushed=True, version=result.version, destination=result.url, removed_versions=result.removed_versions
     )
