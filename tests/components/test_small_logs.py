@@ -43,9 +43,7 @@ def evaluate(config: EvaluatorConfig, data: LoggedFeedback, probs: PolicyProbs):
     metrics, improvement = memory.evaluate_logged(config, data, probs, LOGGING_POLICY, "logging_policy", "auto")
 
     def served_at(epsilons):
-        others = memory.memory_against(
-            config, data, LOGGING_POLICY, [probs.served_at(e) for e in epsilons], K, "auto"
-        )
+        others = memory.memory_against(config, data, LOGGING_POLICY, [probs.served_at(e) for e in epsilons], K, "auto")
         return [comparisons.Trial.of(config, e, c) for e, c in zip(epsilons, others)]
 
     return bandit._certified(config, probs.epsilon, metrics, improvement, served_at)
@@ -137,7 +135,32 @@ def _exported(path: str, epsilon: float | None = 0.1) -> str:
     return path
 
 
-def test_the_pusher_publishes_the_policy_serving_the_certified_epsilon(tmp_path):
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> str:
+    """A small policy exported serving epsilon 0.1 (the Trainer's default)."""
+    return _exported(str(tmp_path_factory.mktemp("certify") / "model"))
+
+
+def test_the_beam_engine_scores_the_candidate_served_at_another_epsilon(exported):
+    """A PolicySource with an epsilon gives the served_at probabilities on each batch (what the
+    Beam engine's second scoring sums), its plain twin the model's own."""
+    from rlops.components.evaluator import beam
+    from rlops.components.evaluator.scoring import policy_probs
+    from rlops.train.policy_saver import SavedPolicy
+
+    rng = np.random.default_rng(0)
+    data = LoggedFeedback(
+        rng.normal(size=(32, 2)).astype(np.float32), rng.integers(0, K, 32), np.zeros(32), np.full(32, 0.2)
+    )
+    sources = [beam.PolicySource("saved_model", exported), beam.PolicySource("saved_model", exported, epsilon=0.4)]
+    (own, wider), _ = beam.batch_policies(sources, beam.load_policies(sources), data, K)
+    probs = policy_probs(SavedPolicy(exported), data, K)
+    np.testing.assert_allclose(own, probs.served)
+    np.testing.assert_allclose(wider, probs.served_at(0.4))
+    np.testing.assert_allclose(wider.max(1), 0.6 + 0.4 / K, rtol=1e-6)
+
+
+def test_the_pusher_publishes_the_policy_serving_the_certified_epsilon(tmp_path, exported):
     """The published version serves the blessing's epsilon (serving_default's propensities say
     so), acts as trained, and the Trainer's model is left as it was."""
     import tensorflow as tf
@@ -145,7 +168,7 @@ def test_the_pusher_publishes_the_policy_serving_the_certified_epsilon(tmp_path)
     from rlops.components.pusher import core
     from rlops.train.serving_epsilon import read_serving_epsilon
 
-    source = _exported(str(tmp_path / "model"))
+    source = exported
     result = core.push_policy(
         source, str(tmp_path / "serving"), True, None, verifier=lambda _: None, litert=False, serving_epsilon=0.4
     )
