@@ -98,6 +98,20 @@ def test_a_candidate_that_clears_the_gate_as_trained_is_judged_as_trained_only()
     assert "certification" not in metrics
 
 
+def test_a_refusal_by_the_bound_says_how_many_more_records_would_clear_it():
+    from rlops.components.evaluator.estimators import Estimate
+
+    config = EvaluatorConfig()
+    near = comparisons.Trial(0.3, Estimate(0.035, -0.016, 0.085), {"candidate": 40.0}, None)
+    assert near.why_not(config) == (
+        "0.3: lower bound -0.0160 <= 0 (estimate 0.0350; about 2.1x the eval records would clear it, were it to hold)"
+    )
+    worse = comparisons.Trial(0.5, Estimate(-0.01, -0.05, 0.03), {"candidate": 80.0}, None)
+    assert worse.why_not(config) == "0.5: lower bound -0.0500 <= 0"
+    thin = comparisons.Trial(0.1, Estimate(0.05, float("nan"), float("nan"), "few"), {"candidate": 12.3}, "few")
+    assert thin.why_not(config) == "0.1: ESS 12.3 < 30"
+
+
 def test_the_grid_starts_above_the_models_own_float32_epsilon():
     assert epsilons_above((0.05, 0.1, 0.2, 0.5), float(np.float32(0.1))) == [0.2, 0.5]
     probs = PolicyProbs(np.full((1, 3), 1 / 3), np.array([[0.0, 1.0, 0.0]]), 0.0, np.array([[True, True, False]]))

@@ -142,10 +142,14 @@ class Trial:
                 if low
                 else f"{self.epsilon:g}: no trusted estimate"
             )
-        which, score = (
-            ("lower bound", self.improvement.lower) if config.use_lower_bound else ("estimate", self.improvement.value)
-        )
-        return f"{self.epsilon:g}: {which} {score:.4f} <= {config.min_improvement:g}"
+        if not config.use_lower_bound:
+            return f"{self.epsilon:g}: estimate {self.improvement.value:.4f} <= {config.min_improvement:g}"
+        clause = f"{self.epsilon:g}: lower bound {self.improvement.lower:.4f} <= {config.min_improvement:g}"
+        value, lower = self.improvement.value, self.improvement.lower
+        if value > config.min_improvement:  # an interval ~ 1 / sqrt(records) wide: how many would clear it
+            factor = ((value - lower) / (value - config.min_improvement)) ** 2
+            clause += f" (estimate {value:.4f}; about {factor:.1f}x the eval records would clear it, were it to hold)"
+        return clause
 
     def as_dict(self, config: EvaluatorConfig) -> dict[str, Any]:
         return {
