@@ -67,10 +67,12 @@ def frame_records(records: Sequence[bytes]) -> bytes:
         out[:, 12 : 12 + size] = np.frombuffer(b"".join(records), np.uint8).reshape(n, size)
         out[:, 12 + size :] = footer
         return out.tobytes()
-    hb, fb = header.tobytes(), footer.tobytes()
-    parts: list[bytes] = []
-    for i, r in enumerate(records):
-        parts += (hb[12 * i : 12 * i + 12], r, fb[4 * i : 4 * i + 4])
+    # Varying sizes: interleave header, record, footer by slice assignment (void views list as
+    # bytes without a per-record Python step; 'S' views would drop trailing zero bytes).
+    parts: list[bytes] = [b""] * (3 * n)
+    parts[0::3] = header.view("V12").ravel().tolist()
+    parts[1::3] = records
+    parts[2::3] = np.ascontiguousarray(footer).view("V4").ravel().tolist()
     return b"".join(parts)
 
 
