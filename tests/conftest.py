@@ -147,3 +147,14 @@ def warm_fresh_python(tmp_path_factory):
     os.environ.pop(VERIFY_PYTHON_ENV, None)
     server.kill()
     server.wait()
+
+
+# RLOPS_TEST_TIMES=FILE: each test phase's duration appended to FILE as it ends ("seconds phase
+# nodeid"), so a run cut short still says where its time went (--durations prints only at the end).
+_TIMES = os.environ.get("RLOPS_TEST_TIMES")
+
+
+def pytest_runtest_logreport(report):
+    if _TIMES and report.duration >= 1.0:
+        with open(_TIMES, "a") as f:
+            f.write(f"{report.duration:.1f} {report.when} {report.nodeid}\n")
