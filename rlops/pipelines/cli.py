@@ -1,8 +1,8 @@
 """`rlops` command line.
 
-    rlops run bandit|ppo [--config FILE] [--set key=value ...]   run locally (LocalDagRunner)
-    rlops lineage bandit|ppo [--config FILE] [--version V]        where a pushed policy came from
-    rlops config bandit|ppo [--config FILE] [--set ...]           print the resolved config
+    rlops run bandit|ppo|ranking [--config FILE] [--set key=value ...]   run locally (LocalDagRunner)
+    rlops lineage bandit|ppo|ranking [--config FILE] [--version V]        where a pushed policy came from
+    rlops config bandit|ppo|ranking [--config FILE] [--set ...]           print the resolved config
     rlops init --from LOGS [--items ITEMS] [--out my.yaml]        a commented starter config from a log file
 
     rlops compile bandit|ppo --output pipeline.json [--image IMG] [--vertex-config FILE] [--vertex-set k=v] [--notify-url URL]
@@ -47,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
         ("config", "print the full effective config (defaults included), each field with its doc"),
     ):
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("kind", choices=["bandit", "ppo"])
+        p.add_argument("kind", choices=["bandit", "ppo", "ranking"])
         p.add_argument("--config", help="YAML file overlaid on the defaults")
         p.add_argument(
             "--set",

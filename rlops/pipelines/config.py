@@ -32,12 +32,14 @@ from rlops.pipelines.config_types import load_yaml
 
 if TYPE_CHECKING:
     from rlops.components.evaluator.config import EvaluatorConfig
+    from rlops.components.evaluator.slate_config import SlateEvaluatorConfig
     from rlops.components.experience_gen.config import BanditColumns, ExperienceGenConfig
     from rlops.components.trainer.config import TrainerConfig
 
 log = logging.getLogger(__name__)
 
-KINDS = ("bandit", "ppo")
+KINDS = ("bandit", "ppo", "ranking")
+WITH_EXPERIENCE_GEN = ("bandit", "ranking")  # the pipelines that ingest logs first
 TOP_LEVEL_KEYS = (
     "name",
     "root",
@@ -71,16 +73,16 @@ class PusherConfig:
 
 @dataclass
 class PipelineConfig:
-    kind: str  # bandit | ppo
+    kind: str  # bandit | ppo | ranking
     name: str  # the pipeline's name (ML Metadata, Vertex)
     root: str  # artifacts + metadata.sqlite
     serving_dir: str  # where the Pusher publishes versions
     enable_cache: bool  # TFX caching of unchanged steps
     warm_start: bool  # retrain from the last blessed model
     beam_args: list[str]  # Beam pipeline options, '--flag=value'
-    experience_gen: ExperienceGenConfig | None  # the bandit pipeline's ingestion; None for ppo
+    experience_gen: ExperienceGenConfig | None  # the bandit and ranking pipelines' ingestion; None for ppo
     trainer: TrainerConfig
-    evaluator: EvaluatorConfig
+    evaluator: EvaluatorConfig | SlateEvaluatorConfig
     pusher: PusherConfig = field(default_factory=PusherConfig)
     raw: dict[str, object] = field(default_factory=dict, repr=False)  # the merged YAML, as given
 
@@ -101,6 +103,7 @@ def schema(kind: str) -> dict[str, Any]:
     """The pipeline YAML's top-level keys and their types: what overlays, `--set` and the type
     check walk (tagged unions, e.g. experience_gen.source, are found from these hints)."""
     from rlops.components.evaluator.config import EvaluatorConfig
+    from rlops.components.evaluator.slate_config import SlateEvaluatorConfig
     from rlops.components.experience_gen.config import ExperienceGenConfig
     from rlops.components.trainer.config import TrainerConfig
 
@@ -111,9 +114,9 @@ def schema(kind: str) -> dict[str, Any]:
         "enable_cache": bool,
         "warm_start": bool,
         "beam_args": list[str] | None,
-        "experience_gen": ExperienceGenConfig | None if kind == "bandit" else dict | None,
+        "experience_gen": ExperienceGenConfig | None if kind in WITH_EXPERIENCE_GEN else dict | None,
         "trainer": TrainerConfig | None,
-        "evaluator": EvaluatorConfig | None,
+        "evaluator": (SlateEvaluatorConfig if kind == "ranking" else EvaluatorConfig) | None,
         "pusher": PusherConfig | None,
     }
 
@@ -213,7 +216,8 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
     """Validates every section (and what the paths point at) into typed configs."""
     from rlops.components.evaluator.config import EvaluatorConfig
     from rlops.components.evaluator.reward_models import NETWORK, REWARD_MODEL_CHOICES
-    from rlops.components.trainer.agents.registry import agent_names
+    from rlops.components.evaluator.slate_config import SlateEvaluatorConfig
+    from rlops.components.trainer.agents.registry import AGENTS, agent_names
     from rlops.components.trainer.config import TrainerConfig
 
     unknown = [k for k in raw if k not in TOP_LEVEL_KEYS]
@@ -224,36 +228,45 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
     _check_writable("root", root)
     experience_gen = None
     trainer_raw = dict(raw.get("trainer") or {})
-    if kind == "bandit":
+    if kind in WITH_EXPERIENCE_GEN:
         experience_gen = _section(raw, "experience_gen", _experience_gen_config)
         trained_by = decision_kind(experience_gen.record_kind).pipeline
         if trained_by != kind:  # the kind table says which pipeline trains on such records
             raise ConfigError(
                 f"experience_gen.record_kind: '{experience_gen.record_kind}' records train a {trained_by} "
-                f"policy, not a {kind} one; ingest them with `python -m rlops.components.experience_gen "
-                f"--config` and evaluate them with `rlops evaluate`"
+                f"policy, not a {kind} one; `rlops run {trained_by}` trains on them"
             )
+    if kind == "bandit":
+        assert experience_gen is not None
         spec = experience_gen.action_spec
         trainer_raw.setdefault("num_actions", int(spec.maximum) - int(spec.minimum) + 1)
         trainer_raw.setdefault("action_minimum", int(spec.minimum or 0))
         if experience_gen.item_source is not None:  # per-arm logs: a learner that personalises
             experience_gen = _with_item_id_feature(experience_gen, trainer_raw)
             trainer_raw = _per_arm_trainer(trainer_raw)
+    if kind == "ranking":  # pages of L of K items: a learner that scores each item per request
+        assert experience_gen is not None
+        _check_fillable(experience_gen)
+        from rlops.components.trainer.config import apply_per_arm_defaults
+
+        trainer_raw = apply_per_arm_defaults(trainer_raw, default_agent="ranking")
+    agent = str(trainer_raw.get("agent", TrainerConfig.agent))
+    if agent in AGENTS and AGENTS[agent].pipeline != kind:  # the registry says which pipeline trains an agent
+        names = agent_names(kind)
+        raise ConfigError(
+            f"trainer.agent: '{agent}' is not a {kind} agent; the {kind} pipeline trains "
+            + (f"'{names[0]}'" if len(names) == 1 else f"one of {', '.join(names)}")
+        )
     trainer = _section({"trainer": trainer_raw}, "trainer", TrainerConfig.from_dict)
     if experience_gen is not None:
         experience_gen = _with_split_minimums(experience_gen, 1)  # the Trainer takes a partial last batch
-    if trainer.registered.pipeline != kind:  # the registry says which pipeline trains an agent
-        names = agent_names(kind)
-        raise ConfigError(
-            f"trainer.agent: '{trainer.agent}' is not a {kind} agent; the {kind} pipeline trains "
-            + (f"'{names[0]}'" if len(names) == 1 else f"one of {', '.join(names)}")
-        )
     try:
-        trainer.check_inputs(has_examples=kind == "bandit")  # the ppo pipeline trains online
+        trainer.check_inputs(has_examples=kind in WITH_EXPERIENCE_GEN)  # the ppo pipeline trains online
     except ValueError as e:
         raise ConfigError(str(e)) from e
     if (
-        experience_gen is not None
+        kind == "bandit"
+        and experience_gen is not None
         and trainer.network == "dot_product"
         and not experience_gen.bandit_columns.item_features
     ):
@@ -261,10 +274,11 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
             "trainer.network: 'dot_product' scores each item by its features, and the examples have none; "
             "give experience_gen.bandit_columns.item_features (with item_source), or use 'common_tower'"
         )
-    evaluator = _section(raw, "evaluator", EvaluatorConfig.from_dict)
+    make_evaluator = SlateEvaluatorConfig.from_dict if kind == "ranking" else EvaluatorConfig.from_dict
+    evaluator = _section(raw, "evaluator", make_evaluator)
     if evaluator.kind != kind:
         raise ConfigError(f"evaluator.kind: '{evaluator.kind}' does not match the {kind} pipeline")
-    if evaluator.reward_model == NETWORK:  # found at load time, not after ingest and training
+    if isinstance(evaluator, EvaluatorConfig) and evaluator.reward_model == NETWORK:  # at load time, not after training
         fitted = ", ".join(c for c in REWARD_MODEL_CHOICES if c != NETWORK)
         raise ConfigError(
             f"evaluator.reward_model: '{NETWORK}' needs a candidate exported with its predicted rewards, "
@@ -272,7 +286,7 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
             f"('{NETWORK}' is for the Python API and `rlops evaluate` on such a policy)"
         )
     pusher = _section(raw, "pusher", lambda d: build(PusherConfig, d, "pusher"))
-    if experience_gen is not None and not pusher.litert_allow_flex:
+    if kind == "bandit" and experience_gen is not None and not pusher.litert_allow_flex:
         _check_litert_convertible(experience_gen.bandit_columns)
     serving_dir = str(raw.get("serving_dir") or os.path.join(root, "serving"))
     _check_writable("serving_dir", serving_dir)
@@ -293,6 +307,25 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
         pusher=pusher,
         raw=raw,
     )
+
+
+def _check_fillable(config: ExperienceGenConfig) -> None:
+    """A page of slate_length slots needs at least that many items (the action spec's, or the item
+    table's rows): found at load time, not after ingestion."""
+    length = int(config.slate_length or 0)
+    spec = config.action_spec
+    if spec is not None and spec.maximum is not None:
+        items, where = int(spec.maximum) - int(spec.minimum or 0) + 1, "experience_gen.action_spec"
+    elif config.item_source is not None and "://" not in config.item_source.pattern:
+        from rlops.components.experience_gen.slates import resolve_items
+
+        items, where = len(resolve_items(config)[1]), f"the item table {config.item_source.pattern}"
+    else:
+        return
+    if length > items:
+        raise ConfigError(
+            f"experience_gen.slate_length: {length} slots, but {where} has {items} items; no page can be filled"
+        )
 
 
 def _per_arm_trainer(trainer_raw: dict) -> dict:

@@ -3,6 +3,8 @@ for Vertex AI Pipelines (KubeflowV2DagRunner).
 
 bandit:  ExperienceGen -> Trainer -> Evaluator -> Pusher, with the latest blessed model (a TFX
          Resolver) feeding the Trainer's warm start and the Evaluator's baseline.
+ranking: the same nodes on slate logs (the Trainer's ranking path, the Evaluator's slate estimators,
+         the Pusher's page checks).
 ppo:     Trainer (online) -> Evaluator (episodes) -> Pusher, same resolver.
 
 Runners that compile for the cloud pass `runtime_params` (per-run values such as the data date
@@ -73,7 +75,7 @@ def create_bandit_pipeline(
 ) -> tfx_pipeline.Pipeline:
     _check_splits(config)
     gen_config = config.experience_gen
-    assert gen_config is not None  # _check_splits: the bandit pipeline has its ExperienceGen section
+    assert gen_config is not None  # _check_splits: the pipeline has its ExperienceGen section
     # Local runs key ExperienceGen's cache on the input files' fingerprints (a file replaced in
     # place is ingested again); on Vertex ingestion is never cached (vertex.DEFAULT_CACHING).
     fingerprint = input_fingerprint(gen_config) if local and config.enable_cache else None
@@ -110,11 +112,11 @@ def _check_splits(config: PipelineConfig) -> None:
     """The Trainer reads Split-train and the Evaluator Split-eval: a config without one of them
     (e.g. every record in eval, for ExperienceGen on its own) cannot run as this pipeline."""
     if config.experience_gen is None:
-        raise ValueError("the bandit pipeline needs an experience_gen section")
+        raise ValueError(f"the {config.kind} pipeline needs an experience_gen section")
     names = config.experience_gen.splits.names
     if not {"train", "eval"} <= set(names):
         raise ConfigError(
-            f"experience_gen.splits: the bandit pipeline trains on split 'train' and evaluates on "
+            f"experience_gen.splits: the {config.kind} pipeline trains on split 'train' and evaluates on "
             f"'eval'; the config has {names}"
         )
 
@@ -139,7 +141,7 @@ def create_ppo_pipeline(
     evaluator = Evaluator(
         config=config.evaluator, model=trainer.outputs["model"], baseline_model=resolver.outputs["model"]
     )
-    pusher = _pusher(config, trainer, evaluator, verify_env_id=config.evaluator.env_id)
+    pusher = _pusher(config, trainer, evaluator, verify_env_id=getattr(config.evaluator, "env_id", None))
     return tfx_pipeline.Pipeline(
         pipeline_name=config.name,
         pipeline_root=config.pipeline_root,
@@ -170,5 +172,6 @@ def create_pipeline(
     runtime_params: Mapping[str, Any] | None = None,
     trainer_factory: TrainerFactory | None = None,
 ) -> tfx_pipeline.Pipeline:
-    factory = create_bandit_pipeline if config.kind == "bandit" else create_ppo_pipeline
+    # bandit and ranking: ExperienceGen -> Trainer -> Evaluator -> Pusher (the kind is in their configs)
+    factory = create_ppo_pipeline if config.kind == "ppo" else create_bandit_pipeline
     return factory(config, local, runtime_params=runtime_params, trainer_factory=trainer_factory)

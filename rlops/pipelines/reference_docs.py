@@ -200,32 +200,35 @@ def _is_union_member(owner: type, key: str, cls: type) -> bool:
 
 
 def _top_level(out: list[str]) -> None:
-    from rlops.pipelines.config import TOP_LEVEL_KEYS, PipelineConfig, default_config, schema
+    from rlops.pipelines.config import KINDS, TOP_LEVEL_KEYS, PipelineConfig, default_config, schema
 
     docs = field_docs(PipelineConfig)
-    defaults = {kind: default_config(kind) for kind in ("bandit", "ppo")}
+    defaults = {kind: default_config(kind) for kind in KINDS}
     types = schema("bandit")
     out.append("## Top level\n")
     out.append(
         "The keys of a pipeline YAML file. Defaults are the shipped files' values "
-        "(`rlops/pipelines/configs/bandit.yaml`, `ppo.yaml`, printed at the end of this page).\n"
+        "(`rlops/pipelines/configs/bandit.yaml`, `ppo.yaml`, `ranking.yaml`, printed at the end of this "
+        "page); the ranking pipeline's `evaluator` is its own section (`kind: ranking`).\n"
     )
-    out.append("| key | type | default (bandit) | default (ppo) | what it does |\n|---|---|---|---|---|")
+    head = " | ".join(f"default ({kind})" for kind in KINDS)
+    out.append(f"| key | type | {head} | what it does |\n|---|---|{'---|' * len(KINDS)}---|")
     for key in TOP_LEVEL_KEYS:
         doc = docs.get(key, "")
         cells = []
-        for kind in ("bandit", "ppo"):
+        for kind in KINDS:
             value = defaults[kind].get(key)
             cells.append("section below" if isinstance(value, dict) else f"`{_yaml_value(value)}`")
-        out.append(f"| `{key}` | `{_cell(type_name(types[key]))}` | {cells[0]} | {cells[1]} | {_cell(doc)} |")
+        out.append(f"| `{key}` | `{_cell(type_name(types[key]))}` | {' | '.join(cells)} | {_cell(doc)} |")
     out.append("")
 
 
 def config_page() -> str:
     from rlops.components.evaluator.config import EvaluatorConfig
+    from rlops.components.evaluator.slate_config import SlateEvaluatorConfig
     from rlops.components.experience_gen.config import ExperienceGenConfig
     from rlops.components.trainer.config import TrainerConfig
-    from rlops.pipelines.config import PusherConfig
+    from rlops.pipelines.config import KINDS, PusherConfig
     from rlops.train.on_policy import PPOConfig
 
     out = [
@@ -242,6 +245,7 @@ def config_page() -> str:
         ("experience_gen", ExperienceGenConfig),
         ("trainer", TrainerConfig),
         ("evaluator", EvaluatorConfig),
+        ("evaluator", SlateEvaluatorConfig),
         ("pusher", PusherConfig),
     ):
         _section(key, cls, seen, out)
@@ -251,7 +255,7 @@ def config_page() -> str:
     )
     _section("trainer.ppo", PPOConfig, seen, out, depth=2, intro=intro)
     out.append("## The shipped pipeline files\n")
-    for kind in ("bandit", "ppo"):
+    for kind in KINDS:
         text = resources.files("rlops.pipelines").joinpath("configs").joinpath(f"{kind}.yaml").read_text()
         out.append(f"`rlops/pipelines/configs/{kind}.yaml`:\n\n```text\n{text.rstrip()}\n```\n")
     return "\n".join(out).rstrip() + "\n"

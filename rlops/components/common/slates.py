@@ -59,6 +59,7 @@ __all__ = [
     "parse_slates",
     "slate_record_spec",
     "holds_slates",
+    "read_slate_contexts",
     "read_slate_logs",
 ]
 
@@ -190,3 +191,23 @@ def read_slate_logs(examples_uri: str, split: str = "eval", max_records: int | N
     if max_records is not None:
         ds = ds.take(max_records)
     return parse_slates([r.numpy() for r in ds], spec)
+
+
+def read_slate_contexts(examples_uri: str, split: str = "eval", max_records: int | None = None) -> dict[str, Array]:
+    """The raw context features of a split's first pages, by record key (the Examples' feature
+    schema says which), and `num_actions` (K): what a ranking policy is asked to rank for them."""
+    import tensorflow as tf
+
+    from rlops.components.common.records import batch_parser, feature_parse_spec
+    from rlops.features import load as load_feature_schema
+
+    schema = load_feature_schema(examples_uri)
+    if schema is None:
+        raise ValueError(f"{examples_uri}: the slates have no feature schema (no context features)")
+    files = sorted(tf.io.gfile.glob(split_file_pattern(examples_uri, split)))
+    ds = tf.data.TFRecordDataset(files, compression_type="GZIP")
+    serialized = [r.numpy() for r in (ds if max_records is None else ds.take(max_records))]
+    if not serialized:
+        raise ValueError(f"split {split!r} of {examples_uri} holds no slates")
+    spec = {**feature_parse_spec(schema), NUM_ACTIONS: tf.io.FixedLenFeature([], tf.int64)}
+    return {k: v.numpy() for k, v in batch_parser(spec)(tf.constant(serialized)).items()}

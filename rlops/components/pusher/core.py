@@ -23,6 +23,7 @@ import numpy as np
 from rlops.components.common.feedback import load_logged_feedback
 from rlops.components.common.keys import PUSHED_MODEL_KEY
 from rlops.components.common.model import BLESSED_PROPERTY, SERVING_EPSILON_PROPERTY, is_blessed, serving_dir
+from rlops.components.common.slates import holds_slates, read_slate_contexts
 from rlops.components.pusher import epsilon as certified, publish
 from rlops.components.pusher.storage import open_store
 from rlops.features import serving_head
@@ -72,7 +73,10 @@ NUM_VERIFY_INPUTS = 64
 
 
 def verification_inputs(examples_uri: str | None, env_id: str | None) -> dict[str, np.ndarray] | None:
-    """Real observations for the pushed policy to act on: eval-split contexts or env observations."""
+    """Real observations for the pushed policy to act on: eval-split contexts or env observations
+    (slate Examples: the first pages' contexts, for a ranking policy to rank the K items for)."""
+    if examples_uri and holds_slates(examples_uri):
+        return read_slate_contexts(examples_uri, "eval", NUM_VERIFY_INPUTS)
     if examples_uri:
         data = load_logged_feedback(
             examples_uri,
@@ -261,6 +265,9 @@ def litert_stage(inputs: dict[str, np.ndarray] | None, allow_flex: bool = False)
     checked = check_verify_inputs(inputs)
 
     def stage(local_dir: str) -> None:
+        if serves_slates(local_dir):  # a ranking policy's pages have no LiteRT twin yet
+            log.info("no %s for a ranking policy: it is served by its SavedModel (serving_ranked)", litert.LITERT_FILE)
+            return
         policy = litert.convert_policy(local_dir, allow_flex=allow_flex)
         policy.save(local_dir)
         if allow_flex:

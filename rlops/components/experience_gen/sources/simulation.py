@@ -1,5 +1,6 @@
 """Simulation (`kind: simulation`): records logged by a policy acting in an environment
-(experience_gen/simulation.py runs it), one work item per shard. Its records are its config."""
+(experience_gen/simulation.py runs it; slate pages: slate_simulation.py), one work item per shard.
+Its records are its config."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any, Callable, ClassVar, Iterator, Mapping, cast
 
 import apache_beam as beam
 
-from rlops.components.experience_gen import simulation
+from rlops.components.common.decision_kinds import SLATE
+from rlops.components.experience_gen import simulation, slate_simulation
 from rlops.components.experience_gen.config import (
     BanditColumns,
     ExperienceGenConfig,
@@ -42,7 +44,14 @@ class Simulation:
 
     def plan(self, config: ExperienceGenConfig) -> SourcePlan:
         src = _source(config)
-        if simulation.is_gym(src):
+        if slate_simulation.is_slates(src) != (config.record_kind == SLATE):
+            raise ValueError(
+                f"experience_gen.source.env: {src.env!r} with record_kind {config.record_kind!r}; "
+                f"env '{slate_simulation.SLATES_ENV}' logs pages (record_kind: slate), and only it does"
+            )
+        if config.record_kind == SLATE:
+            config = slate_simulation.plan_config(config)
+        elif simulation.is_gym(src):
             dim, spec = simulation.gym_spaces(src)
             tcols = TrajectoryColumns(observation_dim=dim, log_probability="log_probability", terminal="terminated")
             config = dataclasses.replace(config, trajectory_columns=tcols, action_spec=config.action_spec or spec)
@@ -68,9 +77,12 @@ class Simulation:
         self, config: ExperienceGenConfig, layout: Layout, item: Any
     ) -> Iterator[Block | Quarantined | Unreadable]:
         src = _source(config)
-        gen = simulation.simulate_gym if simulation.is_gym(src) else simulation.simulate_bandit
+        if config.record_kind == SLATE:
+            batches = slate_simulation.simulate_slates(config, item)
+        else:
+            batches = (simulation.simulate_gym if simulation.is_gym(src) else simulation.simulate_bandit)(src, item)
         row0 = 0
-        for cols in gen(src, item):
+        for cols in batches:
             yield numpy_block(cols, f"simulation:{src.env}:shard-{item}", row0)
             row0 += len(cols["reward"])
 
