@@ -87,6 +87,8 @@ NOT_RUN = {
     "docs/bring-your-own-logs.md calls the same signature in Python, test_pipelines.py serves REST instances",
     "per_arm_columns: {affinity:": "run by tests/components/test_per_arm_columns.py: the config its wide logs are "
     "ingested, trained, pushed and served with",
+    ".venv/bin/rlops run ranking": "run by tests/pipelines/test_ranking_pipeline.py: its pipeline run is this line "
+    "(with a smaller bootstrap), checked to a verified push",
 }
 # CLI lines of run blocks that are only parsed (argparse), not sent: they talk to Vertex AI.
 # The requests they build are checked against fakes in test_vertex_submit.py.

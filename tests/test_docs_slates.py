@@ -1,6 +1,7 @@
 """docs/slates.md runs as written, top to bottom, in a directory of its own: the generator's files,
 the YAML saved as slates.yaml (the name the page gives it), ExperienceGen's CLI on it, then
-`rlops evaluate` on the slate Examples it wrote."""
+`rlops evaluate` on the slate Examples it wrote. Its `rlops run ranking` line is the run of
+tests/pipelines/test_ranking_pipeline.py."""
 
 from __future__ import annotations
 
@@ -20,9 +21,10 @@ SLATES = "docs/slates.md"
 def test_slates_page_runs_to_estimates(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     blocks = [b for b in page_blocks(SLATES) if b.lang != "text"]
-    assert [b.lang for b in blocks] == ["python", "yaml", "bash", "python"], [str(b) for b in blocks]
+    assert [b.lang for b in blocks] == ["python", "yaml", "bash", "python", "bash"], [str(b) for b in blocks]
     assert all(RUN.get(k) == "slates" for b in blocks for k in RUN if k in b.text)
-    python, yaml_block, bash, ranking = blocks
+    python, yaml_block, bash, ranking, pipeline = blocks
+    assert pipeline.text.startswith(".venv/bin/rlops run ranking")  # tests/pipelines/test_ranking_pipeline.py runs it
     script = tmp_path / "block_0.py"
     script.write_text(python.text)
     runpy.run_path(str(script), run_name="__main__")

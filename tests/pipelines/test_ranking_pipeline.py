@@ -1,4 +1,5 @@
-"""`rlops run ranking` end to end (TFX LocalDagRunner): simulated slate logs -> ExperienceGen ->
+"""`rlops run ranking` end to end (TFX LocalDagRunner), as docs/slates.md runs it: simulated slate
+logs -> ExperienceGen ->
 Trainer (RankingAgent) -> Evaluator (slate estimators) -> Pusher (serving_ranked's pages verified in
 two fresh processes). One small run; the tests read what it left: the pushed SavedModel answers
 serving_ranked in a fresh process, its pages beat the logging policy's by the slate generator's
@@ -20,7 +21,17 @@ from rlops.agents.ranking.propensities import Greedy, PlackettLuce
 from rlops.pipelines import cli
 from rlops.pipelines.config import load_config
 
-SMALL_RANKING = ["experience_gen.source.num_records=4000", "evaluator.num_bootstrap=200"]
+
+def doc_overrides() -> list[str]:
+    """docs/slates.md's `rlops run ranking` line, as --set overrides (the run below is that line)."""
+    from test_docs import block, command_lines
+
+    [line] = command_lines(block(".venv/bin/rlops run ranking").text)
+    assert line[:3] == [".venv/bin/rlops", "run", "ranking"], line
+    return [line[i + 1] for i, word in enumerate(line) if word == "--set"]
+
+
+SMALL_RANKING = [*doc_overrides(), "evaluator.num_bootstrap=200"]  # a smaller bootstrap than the page's
 
 SERVE_PAGES = """
 import json, sys, numpy as np, tensorflow as tf
