@@ -12,10 +12,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rlops.train.serving_epsilon import read_serving_epsilon
+
 pytestmark = pytest.mark.slow
 
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "closed_loop.py"
-NIGHTS, DECISIONS = 3, 10_000
+NIGHTS, DECISIONS = 2, 8_000  # night 1 is served by night 0's push: the loop closes once
 # The benchmark's product settings (docs/benchmarks.md, "Closed loop"), smaller: CTR 5% (at the default
 # 0.5% a night's eval split holds too few clicks where a new policy differs from the logger for
 # any interval to mean something), every night's logs so far, the per-arm two-tower network on
@@ -63,8 +65,8 @@ def loop(tmp_path_factory):
 # in 9 of 20 draws). Those runs take 14-18 minutes a world: too long for the test command.
 @pytest.mark.xfail(
     strict=True,
-    reason="not reached at 3 nights x 10k decisions, CTR 5%, serving epsilon 0.05: the "
-    "well-specified low-rank reference learner reaches 0.53 on world 0 there "
+    reason="not reached at 2 nights x 8k decisions, CTR 5%, serving epsilon 0.05: at 3 nights x 10k "
+    "the well-specified low-rank reference learner reaches 0.53 on world 0 "
     "(docs/benchmarks.md, Closed loop); remove this mark when it passes",
 )
 def test_served_policy_rises_and_closes_most_of_the_gap_to_the_optimum(loop):
@@ -108,7 +110,11 @@ def test_logged_propensities_are_the_served_policys_probabilities(loop):
     cl, config, result = loop
     night = next(n for n in result.nights[1:] if n.logged_by_version != cl.LOGGING_VERSION)
     logged = pd.read_parquet(os.path.join(config.workdir, f"night_{night.night}", "impressions.parquet"))
-    eps, k = config.serving_epsilon, cl.world(config).num_items
+    # The epsilon it was published serving: trainer.serving_epsilon, or a larger one the Evaluator
+    # certified (evaluator.serving_epsilons) when the trained one could not clear the gate.
+    version_dir = os.path.join(config.workdir, "pipeline", "serving", str(night.logged_by_version))
+    eps, k = read_serving_epsilon(version_dir), cl.world(config).num_items
+    assert eps is not None and eps >= config.serving_epsilon - 1e-6
     # epsilon-greedy over all K items: eps / K off the greedy item, 1 - eps + eps / K on it.
     assert np.isin(np.round(logged["propensity"], 5), np.round([eps / k, 1 - eps + eps / k], 5)).all()
     assert abs(logged["reward"].mean() - night.logged_value) < 4 * np.sqrt(night.logged_value / len(logged))
