@@ -14,7 +14,10 @@ Per-arm records: Ingest joins each valid batch with the item table, read by Read
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
+import operator
+import pickle
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
@@ -44,6 +47,7 @@ from rlops.components.experience_gen.sources.bigquery import bigquery_read as bi
 NS = sinks.METRICS_NAMESPACE
 READ, QUARANTINED, UNREADABLE, TRUNCATED = "read", "quarantined", "unreadable", "truncated"
 QUARANTINE_PREFIX = "quarantine"
+BAD_GROUPS = "bad_groups"  # IngestFn's output of BadStep marks (grouped kinds)
 EPISODE_NOT_CONTIGUOUS = "episode_not_contiguous"
 EPISODE_DUPLICATE_STEP = "episode_duplicate_step"
 EPISODE_TERMINAL_INSIDE = "episode_terminal_inside"
@@ -163,6 +167,34 @@ class ValidBatch:
     def __len__(self) -> int:
         return len(next(iter(self.columns.values())))
 
+    def nbytes(self) -> int:
+        arrays = [*self.columns.values(), *self.provenance.values(), self.split_key, self.split_time]
+        return sum(a.nbytes for a in arrays if a is not None)
+
+
+class ValidBatchCoder(beam.coders.Coder):
+    """Valid batches are pickled where they cross workers, and sized from their arrays: Beam sizes
+    sampled elements of every PCollection by encoding them, which for batches (few elements, each
+    thousands of rows) meant pickling nearly every batch once more, text columns value by value."""
+
+    def encode(self, value: ValidBatch) -> bytes:
+        return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+
+    def decode(self, encoded: bytes) -> ValidBatch:
+        return pickle.loads(encoded)
+
+    def is_deterministic(self) -> bool:
+        return False
+
+    def estimate_size(self, value: ValidBatch) -> int:
+        return value.nbytes()
+
+    def to_type_hint(self) -> type:
+        return ValidBatch
+
+
+beam.coders.registry.register_coder(ValidBatch, ValidBatchCoder)
+
 
 @dataclass(frozen=True)
 class BadStep:
@@ -250,9 +282,10 @@ def ingest(
 
 
 class IngestFn(beam.DoFn):
-    """Work item -> valid column batches (main output); Quarantined records and Unreadable byte
-    ranges ('quarantine'). Per-arm: the item table arrives as a side input (`table`), so the
-    DoFn itself does not carry it."""
+    """Work item -> valid column batches (main output, ValidBatch only: its coder sizes it cheaply);
+    Quarantined records and Unreadable byte ranges ('quarantine'); BadStep marks of grouped kinds
+    ('bad_groups'). Per-arm: the item table arrives as a side input (`table`), so the DoFn itself
+    does not carry it."""
 
     def __init__(self, plan: Plan):
         self.plan = dataclasses.replace(plan, item_table=None)
@@ -272,6 +305,8 @@ class IngestFn(beam.DoFn):
                 self.unreadable.inc()
             if isinstance(out, (Quarantined, Unreadable)):
                 yield beam.pvalue.TaggedOutput(QUARANTINE_PREFIX, out)
+            elif isinstance(out, BadStep):
+                yield beam.pvalue.TaggedOutput(BAD_GROUPS, out)
             else:
                 yield out
 
@@ -299,7 +334,14 @@ class EncodeBanditFn(beam.DoFn):
             if len(idx) == len(serialized):
                 yield beam.pvalue.TaggedOutput(s.name, (serialized, len(idx)))
             elif len(idx):
-                yield beam.pvalue.TaggedOutput(s.name, ([serialized[j] for j in idx], len(idx)))
+                yield beam.pvalue.TaggedOutput(s.name, (_pick(serialized, idx), len(idx)))
+
+
+def _pick(serialized: list[bytes], idx: np.ndarray) -> list[bytes]:
+    """serialized[idx] without a Python step per record."""
+    if len(idx) == 1:
+        return [serialized[int(idx[0])]]
+    return list(operator.itemgetter(*idx.tolist())(serialized))
 
 
 def encode_and_split(
@@ -392,9 +434,11 @@ def page_bucket(slate_ids: np.ndarray) -> np.ndarray:
     return splits.key_hash(np.asarray(slate_ids, object)) % np.uint64(PAGE_BUCKETS)
 
 
-def key_pages(batch: ValidBatch | BadStep) -> Iterator[tuple[int, PageRows | BadStep]]:
+def key_pages(batch: ValidBatch | BadStep, context: tuple[str, ...] = ()) -> Iterator[tuple[int, PageRows | BadStep]]:
     """A batch's rows by the hash bucket of their slate id: one element per bucket present (not
-    per page), so grouping costs a few hundred elements per batch whatever the pages' number."""
+    per page), so grouping costs a few hundred elements per batch whatever the pages' number.
+    `context`: the page's context features; a slate takes them from its first slot's row, so
+    text values of the other rows travel as None (a page without a first slot is rejected)."""
     if isinstance(batch, BadStep):
         yield int(page_bucket(np.array([batch.episode_id], object))[0]), batch
         return
@@ -402,11 +446,18 @@ def key_pages(batch: ValidBatch | BadStep) -> Iterator[tuple[int, PageRows | Bad
     order = np.argsort(bucket, kind="stable")
     uniq, starts = np.unique(bucket[order], return_index=True)
     bounds = [*starts.tolist(), len(order)]
+    later = batch.columns[records.POSITION][order] != 0
 
-    def lists(d: dict[str, np.ndarray]) -> dict[str, list]:
-        return {k: v[order].tolist() for k, v in d.items()}
+    def lists(d: dict[str, np.ndarray], blank: tuple[str, ...] = ()) -> dict[str, list]:
+        out = {}
+        for k, v in d.items():
+            v = v[order]
+            if k in blank and v.ndim == 1 and len(v) and isinstance(v[0], str):
+                v[later] = None
+            out[k] = v.tolist()
+        return out
 
-    columns, provenance = lists(batch.columns), lists(batch.provenance)
+    columns, provenance = lists(batch.columns, context), lists(batch.provenance)
     key = None if batch.split_key is None else batch.split_key[order].tolist()
     time = None if batch.split_time is None else batch.split_time[order].tolist()
     for k, b in enumerate(uniq.tolist()):
@@ -430,7 +481,7 @@ def _rows_of_pages(parts: list[PageRows]) -> ValidBatch:
         return np.asarray(values, dtype=object) if is_text else np.asarray(values)
 
     def joined(get) -> list:
-        return [x for p in parts for x in get(p)]
+        return list(itertools.chain.from_iterable(map(get, parts)))
 
     columns = {k: array(joined(lambda p, k=k: p.columns[k])) for k in parts[0].columns}
     provenance = {k: array(joined(lambda p, k=k: p.provenance[k])) for k in parts[0].provenance}
@@ -609,7 +660,7 @@ class AssembleSlatesFn(beam.DoFn):
         for i, split in enumerate(s.splits):
             idx = np.flatnonzero(which == i)
             if len(idx):
-                yield beam.pvalue.TaggedOutput(split.name, ([serialized[j] for j in idx], int(counts[idx].sum())))
+                yield beam.pvalue.TaggedOutput(split.name, (_pick(serialized, idx), int(counts[idx].sum())))
 
 
 class EncodeSlateRowsFn(beam.DoFn):
@@ -632,7 +683,7 @@ class EncodeSlateRowsFn(beam.DoFn):
         for i, split in enumerate(s.splits):
             idx = np.flatnonzero(which == i)
             if len(idx):
-                yield beam.pvalue.TaggedOutput(split.name, ([serialized[j] for j in idx], len(idx)))
+                yield beam.pvalue.TaggedOutput(split.name, (_pick(serialized, idx), len(idx)))
 
 
 def _quarantine_rows(rows: ValidBatch, reasons: list[tuple[str, str]], config: ExperienceGenConfig) -> Iterator[Any]:
@@ -642,7 +693,7 @@ def _quarantine_rows(rows: ValidBatch, reasons: list[tuple[str, str]], config: E
     if "payload" in p:
         payloads: Sequence[bytes] = p["payload"].tolist()
     else:
-        payloads = sources.read_back_payloads(config.source, p["file"], p["line"])
+        payloads = sources.read_back_payloads(config.source, p["file"], p["line"], p["offset"])
     for i, (code, message) in enumerate(reasons):
         yield beam.pvalue.TaggedOutput(
             QUARANTINE_PREFIX,
@@ -672,12 +723,13 @@ def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) 
     side = {}
     if plan.item_table is not None:  # per-arm: the item table read by Beam IO, joined as a side input
         side["table"] = beam.pvalue.AsSingleton(p | "ReadItemTable" >> read_item_table(cfg))
-    ingested = items | "Ingest" >> beam.ParDo(IngestFn(plan), **side).with_outputs(QUARANTINE_PREFIX, main="valid")
+    ingest = beam.ParDo(IngestFn(plan), **side).with_output_types(ValidBatch)
+    ingested = items | "Ingest" >> ingest.with_outputs(QUARANTINE_PREFIX, BAD_GROUPS, main="valid")
     valid = ingested.valid
     if cfg.reshuffle:
         valid = valid | "Reshuffle" >> beam.Reshuffle()
     names = cfg.splits.names
-    quarantined = [ingested[QUARANTINE_PREFIX]]
+    quarantined, bad = [ingested[QUARANTINE_PREFIX]], ingested[BAD_GROUPS]
     if plan.layout.kind == BANDIT:
         feature_names = tuple(f.name for f in plan.layout.features)
         if plan.item_table is not None:
@@ -694,19 +746,18 @@ def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) 
     elif plan.layout.kind == SLATE:
         feature_names = tuple(f.name for f in plan.layout.features)
         out = (
-            valid
-            | "KeyRows" >> beam.FlatMap(key_pages)
+            (valid | "KeyRows" >> beam.FlatMap(key_pages, feature_names), bad | "KeyBadRows" >> beam.FlatMap(key_pages))
+            | "AllRows" >> beam.Flatten()
             | "GroupSlates" >> beam.GroupByKey()
             | "Assemble" >> beam.ParDo(AssembleSlatesFn(cfg, feature_names)).with_outputs(QUARANTINE_PREFIX, *names)
         )
         quarantined.append(out[QUARANTINE_PREFIX])
         if feature_names:  # vocabularies and statistics over the valid rows
-            rows = valid | "RowBatches" >> beam.Filter(lambda b: isinstance(b, ValidBatch))
-            _schema(p, plan, rows, examples_uri)
+            _schema(p, plan, valid, examples_uri)
     else:
         out = (
-            valid
-            | "KeySteps" >> beam.FlatMap(key_steps)
+            (valid | "KeySteps" >> beam.FlatMap(key_steps), bad | "KeyBadSteps" >> beam.FlatMap(key_steps))
+            | "AllSteps" >> beam.Flatten()
             | "GroupEpisodes" >> beam.GroupByKey()
             | "Assemble" >> beam.ParDo(AssembleEpisodeFn(cfg)).with_outputs(QUARANTINE_PREFIX, *names)
         )

@@ -151,8 +151,7 @@ def assemble_slate_rows(
     shown = items != PADDING_ITEM
     n = len(items)
     out: dict[str, np.ndarray] = {name: columns[name] for name in features if name in columns}
-    ids = np.asarray(columns[records.SLATE_ID], object)
-    out[records.SLATE_ID] = np.array([str(v).encode("utf-8") for v in ids], object)
+    out[records.SLATE_ID] = _id_text(columns[records.SLATE_ID])
     out[records.SLATE] = items
     out[records.SLATE_LENGTH] = shown.sum(1).astype(np.int64)
     out[records.REWARD] = np.where(shown, columns[records.REWARD], 0.0)
@@ -275,7 +274,7 @@ def assemble_pages(
         return laid
 
     out: dict[str, np.ndarray] = {name: cols[name][starts] for name in features if name in cols}
-    out[records.SLATE_ID] = np.array([str(v).encode("utf-8") for v in ids], object)
+    out[records.SLATE_ID] = _id_text(ids)
     out[records.SLATE] = slots(cols[records.SLATE_ITEM], PADDING_ITEM, np.int64)
     out[records.SLATE_LENGTH] = counts.astype(np.int64)
     out[records.REWARD] = slots(cols[records.REWARD], 0.0, np.float64)
@@ -288,4 +287,12 @@ def assemble_pages(
     if records.TIMESTAMP in cols:
         out[records.TIMESTAMP] = cols[records.TIMESTAMP][starts]
     out[records.SPLIT_UNIT] = np.asarray(split_units, np.uint64).view(np.int64)
+    return out
+
+
+def _id_text(ids: np.ndarray) -> np.ndarray:
+    """Slate ids as text objects (the record encoder writes text as its UTF-8 bytes, in one Arrow
+    step: no per-slate encode here)."""
+    out = np.empty(len(ids), object)
+    out[:] = list(map(str, ids))
     return out

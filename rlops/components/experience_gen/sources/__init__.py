@@ -42,6 +42,7 @@ from rlops.components.experience_gen.sources.file import READERS, Files
 from rlops.components.experience_gen.sources.parquet import parquet_payloads
 from rlops.components.experience_gen.sources.peek import peek_schema
 from rlops.components.experience_gen.sources.simulation import Simulation
+from rlops.components.experience_gen.sources.text import text_payloads
 
 # The one table of source kinds: `kind` -> the class that reads it.
 SOURCES: dict[str, Source] = {
@@ -59,17 +60,22 @@ def source_of(source_config: Any) -> Source:
     return SOURCES[kind]
 
 
-def read_back_payloads(source_config: Any, files: np.ndarray, lines: np.ndarray) -> list[bytes]:
-    """The payloads of rows whose Block left them to be read back (`Block.payload_from_file`:
-    Parquet rows), by file and 1-based row; a file that cannot be read again leaves its rows'
-    payloads empty (they are still quarantined, with their file and row)."""
-    assert isinstance(source_config, FileSource) and source_config.format == "parquet"
+def read_back_payloads(source_config: Any, files: np.ndarray, lines: np.ndarray, offsets: np.ndarray) -> list[bytes]:
+    """The payloads of rows whose Block left them to be read back (`Block.payload_from_file`):
+    Parquet rows by file and 1-based row, CSV / JSON Lines lines by file and byte offset. A file
+    that cannot be read again leaves its rows' payloads empty (they are still quarantined, with
+    their file, line and offset)."""
+    assert isinstance(source_config, FileSource) and source_config.format in ("parquet", "csv", "jsonl")
+    by_row = source_config.format == "parquet"
     out: list[bytes] = [b""] * len(files)
     files = np.asarray(files, object)
     for path in sorted(set(files.tolist())):
         picked = np.flatnonzero(files == path)
         try:
-            payloads = parquet_payloads(path, source_config, np.asarray(lines)[picked])
+            if by_row:
+                payloads = parquet_payloads(path, source_config, np.asarray(lines)[picked])
+            else:
+                payloads = text_payloads(path, source_config, np.asarray(offsets)[picked])
         except Exception as e:  # noqa: BLE001 - changed or gone since it was read: keep the rest
             logging.getLogger(__name__).warning("quarantine: cannot read back rows of %s: %s", path, e)
             continue

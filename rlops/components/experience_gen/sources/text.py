@@ -214,7 +214,19 @@ def _text_block(
     def payload(row: int) -> bytes:
         return chunk.line(int(row if rows_to_lines is None else rows_to_lines[row]))
 
-    return Block(columns, num_rows, path, text, locate, payload)
+    return Block(columns, num_rows, path, text, locate, payload, payload_from_file=True)
+
+
+def text_payloads(path: str, source: FileSource, offsets: np.ndarray) -> list[bytes]:
+    """The payloads of rows of a text file (the line starting at each byte offset, as a Block
+    locates them, without its line end), read back in offset order."""
+    offsets = np.asarray(offsets, np.int64)
+    out: list[bytes] = [b""] * len(offsets)
+    with open_file(path, source) as f:
+        for i in np.argsort(offsets, kind="stable").tolist():
+            f.seek(int(offsets[i]))
+            out[i] = f.readline().rstrip(b"\r\n")
+    return out
 
 
 def _bad_line(chunk: _Chunk, path: str, i: int, code: str, message: str) -> Quarantined:
