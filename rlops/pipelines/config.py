@@ -311,21 +311,28 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
 
 def _check_fillable(config: ExperienceGenConfig) -> None:
     """A page of slate_length slots needs at least that many items (the action spec's, or the item
-    table's rows): found at load time, not after ingestion."""
+    table's rows), and a simulated world its known settings: found at load time, not after ingestion."""
+    from rlops.components.experience_gen.config import SimulationSource
+    from rlops.components.experience_gen.slate_simulation import is_slates, slate_world
+
     length = int(config.slate_length or 0)
     spec = config.action_spec
+    items, where = None, ""
     if spec is not None and spec.maximum is not None:
         items, where = int(spec.maximum) - int(spec.minimum or 0) + 1, "experience_gen.action_spec"
     elif config.item_source is not None and "://" not in config.item_source.pattern:
         from rlops.components.experience_gen.slates import resolve_items
 
         items, where = len(resolve_items(config)[1]), f"the item table {config.item_source.pattern}"
-    else:
-        return
-    if length > items:
+    if items is not None and length > items:
         raise ConfigError(
             f"experience_gen.slate_length: {length} slots, but {where} has {items} items; no page can be filled"
         )
+    if isinstance(config.source, SimulationSource) and is_slates(config.source):
+        try:
+            slate_world(config)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
 
 
 def _per_arm_trainer(trainer_raw: dict) -> dict:

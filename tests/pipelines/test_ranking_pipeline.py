@@ -179,6 +179,10 @@ def test_a_blessed_baseline_is_compared_paired_and_untrusted_is_null(ranking_run
         (["experience_gen.record_kind=bandit"], "'bandit' records train a bandit policy, not a ranking one"),
         (["evaluator.estimator=dr"], "evaluator.estimator: unknown slate estimator 'dr'"),
         (["trainer.agent=lin_ucb"], "trainer.agent: 'lin_ucb' is not a ranking agent"),
+        (
+            ["experience_gen.source.env_kwargs.click_modle=pbm"],
+            "env_kwargs.click_modle: unknown key; closest: click_model",
+        ),
     ],
 )
 def test_a_bad_ranking_config_is_one_line(overrides, message, capsys, tmp_path):

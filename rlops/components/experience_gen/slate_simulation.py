@@ -4,8 +4,9 @@ would log them: one row per page with list columns in display order, the request
 the clicks per slot and the exact propensities.
 
 The world's K items and L slots are the config's (`action_spec`, `slate_length`); `env_kwargs` takes
-the other SlateConfig fields (click_model, logging, temperature, ...). The world is the same in
-every shard (`seed`); each shard draws its own pages.
+the other SlateConfig fields (click_model, logging, temperature, ..., and `seed`: the world's users,
+items and relevance). The source's `seed` draws the pages: another seed is another day's logs of
+the same world. Each shard draws its own pages.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def slate_world(config: ExperienceGenConfig) -> Any:
             raise ValueError(
                 f"experience_gen.source.env_kwargs.{key}: the slates world takes it from experience_gen.{owner}"
             )
-    known = {f.name for f in dataclasses.fields(SlateConfig)} - set(SIZED_BY_CONFIG) - {"seed"}
+    known = {f.name for f in dataclasses.fields(SlateConfig)} - set(SIZED_BY_CONFIG)
     unknown = sorted(set(given) - known)
     if unknown:
         from rlops.components.json_config import closest
@@ -57,7 +58,7 @@ def slate_world(config: ExperienceGenConfig) -> Any:
     assert spec is not None and spec.maximum is not None  # validated: slates need K
     num_items = int(spec.maximum) - int(spec.minimum or 0) + 1
     try:
-        world = SlateConfig(num_items=num_items, num_slots=int(config.slate_length or 0), seed=src.seed, **given)
+        world = SlateConfig(num_items=num_items, num_slots=int(config.slate_length or 0), **given)
     except (TypeError, ValueError) as e:
         raise ValueError(f"experience_gen.source.env_kwargs: {e}") from None
     return SlateLogGenerator(world)
@@ -92,7 +93,7 @@ def simulate_slates(config: ExperienceGenConfig, shard: int) -> Iterator[dict[st
     batch = 0
     while left > 0:
         n = min(src.batch_size, left)
-        logs = world.sample(n, seed=shard * 1_000_003 + batch)
+        logs = world.sample(n, seed=(src.seed * 1_000_003 + shard) * 1_000_003 + batch)
         cols = {
             "slate_id": np.array([f"{shard}-{batch}-{i}" for i in range(n)], object),
             "item_id": logs.slates.astype(np.int64),
