@@ -1,28 +1,28 @@
 """A usable answer from a modest log (issue 36): which gate gives a decision on 10k rows?
 
 On production-shaped generator worlds (rlops.envs.logged_feedback: Thompson-like logging, an item
-table of `K` items, CTR `--ctr`), each world's `--rows` logged impressions go through the real
+table of `K` items, CTR `--ctr`), each draw of `--rows` logged impressions goes through the real
 components with the per-arm defaults (the config a user writes for these logs, as
 benchmarks/defaults_vs_vw.py writes it: ExperienceGen -> Trainer -> Evaluator), once per eval
-share in `--shares` (the train/eval hash split). On the eval split the candidate is scored as the
-Evaluator scores it (the same reward model, sums, bootstrap and trust rule), served at every ε of
-`--epsilons`, against the logging policy. Then per gate option:
+share in `--shares` (the train/eval hash split). Per run, two gates on the same eval split:
 
-- `default`: the eval share 10%, served at the trained ε (0.1): the Evaluator before issue 36;
-- `share_<s>`: eval share s, served at the trained ε;
-- `certify_<s>`: eval share s, the least ε in the grid (>= the trained one) whose comparison is
-  trusted (ESS >= min_ess) and whose improvement's lower bound is > 0 -- the policy then served;
-- `evaluator`: what the shipped Evaluator (its defaults, `run_evaluator`) decides at share 10%.
+- `fixed`: the candidate served at its trained epsilon only (the Evaluator before issue 36: the
+  first entry of what the shipped Evaluator tried);
+- `certify`: the shipped Evaluator (`run_evaluator` with the default config): the least exploring
+  epsilon of evaluator.serving_epsilons that clears the gate.
 
 Each decision's served policy is valued EXACTLY over the generator's population (its greedy
-action from the SavedModel's serving_default; ε-greedy value = (1 - ε) V(greedy) + ε V(uniform)),
-as a fraction of the gap from the logging policy (0) to the optimum (1); NOT BLESSED serves the
-logging policy on (0). Also per run: eval records, the ESS of the uniform policy, of the logging
-policy and of the candidate at each ε.
+action from the SavedModel's serving_default; epsilon-greedy value = (1 - eps) V(greedy) + eps
+V(uniform)), as a fraction of the gap from the logging policy (0) to the optimum (1); NOT BLESSED
+leaves the logging policy serving (0). Also per run: eval records, the ESS of the logging and the
+uniform policy, and the candidate's DR comparison against the logging policy served at each
+epsilon of `--epsilons` (one reward model and one set of sums, the Evaluator's functions).
+`summary`: per (rows, share, gate) the runs, trusted comparisons, blessings, blessings worse than
+the logger and the mean fraction served.
 
-    python benchmarks/small_logs.py --worlds 3:34,4:46,5:80 --rows 10000,100000
+    python benchmarks/small_logs.py --worlds 3:34,4:46,5:80 --rows 10000 --sample-seeds 1000,1001,1002,1003
 
-Prints one JSON line (per-run rows on stderr as they finish).
+Prints one JSON line (per-run rows on stderr as they finish). docs/benchmarks.md, "Small logs".
 """
 
 from __future__ import annotations
