@@ -95,6 +95,8 @@ def run_experience_gen(
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
+    from rlops.components.common.direct_runner import in_process_runner
+
     if isinstance(config, str):
         config = ExperienceGenConfig.from_json(config)
     check_credentials(config)  # gs:// / BigQuery: seconds, not minutes of client retries
@@ -105,7 +107,8 @@ def run_experience_gen(
     except ValueError as e:  # the config does not fit the data (make_plan's checks name the key)
         raise InputError(str(e)) from e
     _clear_outputs(examples_uri, quarantine_uri)
-    p = beam.Pipeline(options=PipelineOptions(list(beam_pipeline_args or [])))
+    options = PipelineOptions(list(beam_pipeline_args or []))
+    p = beam.Pipeline(runner=in_process_runner(options), options=options)  # DirectRunner: no Prism attempt
     pipeline.build(p, plan, examples_uri, quarantine_uri)
     beam_result = p.run()
     beam_result.wait_until_finish()
