@@ -46,7 +46,7 @@ def evaluate(config: EvaluatorConfig, data: LoggedFeedback, probs: PolicyProbs):
         others = memory.memory_against(config, data, LOGGING_POLICY, [probs.served_at(e) for e in epsilons], K, "auto")
         return [comparisons.Trial.of(config, e, c) for e, c in zip(epsilons, others)]
 
-    return bandit._certified(config, probs.epsilon, metrics, improvement, served_at)
+    return bandit._certified(config, None, probs.epsilon, metrics, improvement, served_at)
 
 
 FAST = {"num_bootstrap": 100, "dm_refits": 0}
@@ -96,6 +96,23 @@ def test_a_candidate_that_clears_the_gate_as_trained_is_judged_as_trained_only()
     assert comparisons.clears_gate(config, improvement)
     assert [t["epsilon"] for t in metrics["served_policy"]["tried"]] == [0.1]  # no second scoring
     assert "certification" not in metrics
+
+
+def test_a_policy_exported_without_serving_default_is_judged_as_it_is():
+    """No serving_default: no epsilon the Pusher could publish, so no other epsilon is tried."""
+    from types import SimpleNamespace
+
+    data = skewed_logs()
+    config = EvaluatorConfig(**FAST)
+    probs = candidate(len(data.actions))
+    metrics, improvement = memory.evaluate_logged(config, data, probs, LOGGING_POLICY, "logging_policy", "auto")
+    greedy_only = SimpleNamespace(loaded=SimpleNamespace(signatures={"action": None}))
+
+    def never(_):
+        raise AssertionError("scored at another epsilon")
+
+    metrics, _ = bandit._certified(config, greedy_only, probs.epsilon, metrics, improvement, never)
+    assert [t["epsilon"] for t in metrics["served_policy"]["tried"]] == [0.1]
 
 
 def test_a_refusal_by_the_bound_says_how_many_more_records_would_clear_it():

@@ -66,7 +66,7 @@ def evaluate_bandit(
         )
         return [Trial.of(config, e, c) for e, c in zip(epsilons, others)]
 
-    metrics, improvement = _certified(config, candidate.epsilon, metrics, improvement, served_at)
+    metrics, improvement = _certified(config, policy, candidate.epsilon, metrics, improvement, served_at)
     if skipped:
         metrics["baseline_reason"] = skipped
     return metrics, improvement
@@ -74,6 +74,7 @@ def evaluate_bandit(
 
 def _certified(
     config: EvaluatorConfig,
+    policy: SavedPolicy | None,
     own: float,
     metrics: dict[str, Any],
     improvement: Estimate,
@@ -81,8 +82,10 @@ def _certified(
 ) -> tuple[dict[str, Any], Estimate]:
     """The engine's comparison at the model's own epsilon, or, when that does not clear the gate,
     the least exploring of the grid's larger epsilons that does (`served_at` scores the candidate
-    served at each): the metrics and improvement of the policy to serve."""
-    grid = epsilons_above(config.serving_epsilons, own)
+    served at each): the metrics and improvement of the policy to serve. A policy exported without
+    serving_default (`policy`; None: it has one) has no epsilon to serve at: judged as it is."""
+    servable = policy is None or "serving_default" in policy.loaded.signatures
+    grid = epsilons_above(config.serving_epsilons, own) if servable else []
     trials = [Trial.from_metrics(own, metrics, improvement)]
     if grid and not clears_gate(config, improvement):
         trials += served_at(grid)
@@ -122,7 +125,7 @@ def _evaluate_on_beam(
         others = against(config, run.sums, flags, True, run.refits, 0, range(1, len(sources)))
         return [Trial.of(config, e, c) for e, c in zip(epsilons, others)]
 
-    metrics, improvement = _certified(config, serving_epsilon(policy), metrics, improvement, served_at)
+    metrics, improvement = _certified(config, policy, serving_epsilon(policy), metrics, improvement, served_at)
     if skipped:
         metrics["baseline_reason"] = skipped
     return metrics, improvement
