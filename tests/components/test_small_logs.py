@@ -11,6 +11,9 @@ improvement (+0.2 and more) is clear.
 
 from __future__ import annotations
 
+import json
+import os
+
 import numpy as np
 import pytest
 
@@ -196,7 +199,8 @@ def test_the_pusher_publishes_the_policy_serving_the_certified_epsilon(tmp_path,
     so), acts as trained, and the Trainer's model is left as it was."""
     import tensorflow as tf
 
-    from rlops.components.pusher import core
+    from rlops.components.pusher import core, publish
+    from rlops.components.pusher.storage import open_store
     from rlops.train.serving_epsilon import read_serving_epsilon
 
     source = exported
@@ -212,6 +216,9 @@ def test_the_pusher_publishes_the_policy_serving_the_certified_epsilon(tmp_path,
     expected = np.where(out["action"].numpy() == greedy, 0.6 + 0.4 / K, 0.4 / K)
     np.testing.assert_allclose(out["propensity"].numpy(), expected, rtol=1e-5)
     np.testing.assert_array_equal(greedy, trained.signatures["serving_default"](observation=obs)["greedy_action"])
+    # the version's marker names the Trainer's model as its source, not the rewritten scratch copy
+    with open(os.path.join(result.destination, publish.MARKER)) as f:
+        assert json.load(f)["source"] == open_store(source).url
     # the lineage in the version's marker keeps the certified epsilon
     assert core.lineage("m", None, {"blessed": 1, "serving_epsilon": 0.4})["evaluation"]["serving_epsilon"] == 0.4
 

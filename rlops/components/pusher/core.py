@@ -389,10 +389,17 @@ def push_policy(
     if litert:
         verifier = _both(verifier, litert_stage(verify_inputs, litert_allow_flex))
     with tempfile.TemporaryDirectory(prefix="rlops-pusher-") as scratch:
+        source = policy_dir
         if serving_epsilon is not None:
-            policy_dir = certified.serving_at(policy_dir, serving_epsilon, scratch, gcs_client)
+            source = certified.serving_at(policy_dir, serving_epsilon, scratch, gcs_client)
         result = publish.publish(
-            policy_dir, destination, verifier, keep_last=keep_last, lineage=lineage, gcs_client=gcs_client
+            source,
+            destination,
+            verifier,
+            keep_last=keep_last,
+            lineage=lineage,
+            gcs_client=gcs_client,
+            source_url=open_store(policy_dir, gcs_client).url,
         )
     return PushResult(
         pushed=True, version=result.version, destination=result.url, removed_versions=result.removed_versions

@@ -153,8 +153,11 @@ def publish(
     keep_last: int = 5,
     lineage: dict | None = None,
     gcs_client: Any = None,
+    source_url: str | None = None,
 ) -> PublishResult:
-    """Publishes the SavedModel at `source` as a new version of `destination`.
+    """Publishes the SavedModel at `source` as a new version of `destination`. The marker names
+    `source_url` as its source when given (a local copy rewritten before publishing names the
+    model it was made from).
 
     `verify(local_dir)` is called on the staged copy and raises to refuse it (then nothing becomes
     visible). Older rlops versions beyond `keep_last` are then removed (see `prune`).
@@ -188,7 +191,7 @@ def publish(
             "format": MARKER_FORMAT,
             "version": version,
             "pushed_at": time.time(),
-            "source": src.url,
+            "source": source_url or src.url,
             "files": sorted(files),
             "lineage": dict(lineage or {}),
         }
