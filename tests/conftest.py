@@ -37,6 +37,7 @@ except RuntimeError:  # already initialized by an earlier import
 LONGEST_FIRST = (
     "tests/pipelines/test_closed_loop.py",
     "tests/components/test_litert.py",
+    "tests/pipelines/test_ranking_pipeline.py",
     "tests/pipelines/test_vertex_emulator.py",
     "tests/components/test_trainer_per_arm_warm_start.py",
     "tests/components/test_evaluator_beam.py",
@@ -46,6 +47,8 @@ LONGEST_FIRST = (
     "tests/components/test_ope_varying_candidates.py",
     "tests/train/test_on_policy.py",
     "tests/pipelines/test_pipelines.py",
+    "tests/components/test_per_arm_columns.py",
+    "tests/components/test_small_logs.py",
     "tests/components/test_first_contact_ingest.py",
     "tests/components/test_kfp.py",
     "tests/train/test_jobs.py",
