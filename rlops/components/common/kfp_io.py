@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-# Beam's default runner (Prism) downloads a binary at start-up; pin the in-process DirectRunner,
-# as the pipelines' default config does. Pass beam_args (e.g. DataflowRunner flags) to change it.
+# Beam's default runner (Prism) downloads a binary at start-up; pin the DirectRunner, as the
+# pipelines' default config does. ExperienceGen then runs in process (common.direct_runner); the
+# Evaluator's Beam engine still goes through the DirectRunner, which in Beam 2.74 tries Prism
+# before it falls back. Pass beam_args (e.g. DataflowRunner flags) to change it.
 DEFAULT_BEAM_ARGS = ("--runner=DirectRunner", "--direct_num_workers=1", "--direct_running_mode=in_memory")
 RESOLVED = "resolved"  # metadata LatestPublished sets: 0 when no published version was found
 
