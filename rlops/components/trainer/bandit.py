@@ -11,7 +11,7 @@ from typing import Any
 import tensorflow as tf
 
 from rlops.components.common import records
-from rlops.components.trainer import masks, passes
+from rlops.components.trainer import masks
 from rlops.components.trainer.bandit_records import (
     checked_action,
     fit_info,
@@ -22,7 +22,7 @@ from rlops.components.trainer.bandit_records import (
 from rlops.components.trainer.bandit_schema import model_schema
 from rlops.components.trainer.config import TrainerConfig
 from rlops.components.trainer.export import export_policies
-from rlops.components.trainer.loop import train_loop
+from rlops.components.trainer.loop import train_passes
 from rlops.components.trainer.result import TrainResult
 from rlops.components.trainer.warm_start import base_mismatch, start_agent
 from rlops.features import FeatureSchema, Preprocessor
@@ -82,7 +82,7 @@ def train_bandit(
     base_model_uri: str | None = None,
 ) -> TrainResult:
     from rlops.components.trainer.agents import make_bandit_agent, serving_policy
-    from rlops.train.learner import Learner, create_train_step_counter
+    from rlops.train.learner import create_train_step_counter
     from rlops.train.strategy import get_strategy
 
     if not examples_uri:
@@ -114,60 +114,32 @@ def train_bandit(
     if warm and config.forgetting_factor != 1.0:  # LinUCB / LinTS only (the config checks)
         with strategy.scope():
             agent.forget(config.forgetting_factor)
-    to_trajectory = _trajectory_fn(logs, agent)
-    progress = _progress(strategy)
     linear = getattr(agent, "train_step_counts_examples", False)  # order-free sums: no shuffle
-
-    def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
-        # Called after the Learner restored its checkpoint: a resumed job skips what it trained on.
-        ds = passes.pass_dataset(
-            logs.pattern,
-            logs.feature_spec,
-            config.train_batch_size,
-            ctx,
-            epochs=config.epochs,
-            shuffle=not linear,
-            seed=config.seed,
-            skip_batches=int(progress.steps.numpy()),
-        )
-        return ds.map(to_trajectory, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
-
-    learner = Learner(
-        model_uri,
-        train_step,
+    run = train_passes(
         agent,
-        dataset_fn,
-        checkpoint_interval=config.checkpoint_interval,
-        summary_interval=config.summary_interval,
-        max_checkpoints_to_keep=config.max_checkpoints_to_keep,
-        strategy=strategy,
-        summary_root_dir=model_run_uri,
-        use_kwargs_in_agent_train=logs.weighted,
-        after_train_strategy_step_fn=progress.count,
-        checkpoint_extras={"progress": progress},
+        train_step,
+        strategy,
+        config,
+        model_uri,
+        model_run_uri,
+        logs.pattern,
+        logs.feature_spec,
+        _trajectory_fn(logs, agent),
+        shuffle=not linear,
+        weighted=logs.weighted,
     )
-    # A preempted run of this job resumes: its checkpoint holds the steps and records already done.
-    records_before = int(progress.records.numpy())
-    trained = train_loop(
-        learner,
-        int(progress.steps.numpy()),
-        config.max_train_steps,
-        config.steps_per_run,
-        passes=True,
-        note=lambda: f", {int(progress.records.numpy())} records",
-    )
+    trained = run.trained
     greedy, collect = _raw_feature_policies(serving_policy(agent), agent.collect_policy, logs, config)
     export_policies(
         greedy, collect, train_step, model_uri, serving_epsilon=config.exploration_epsilon, schema=logs.schema
     )
-    records_done = int(progress.records.numpy())
     return trained.result(
         warm,
         {
-            "train_records": records_done,
+            "train_records": run.records,
             # The bandits' rate: a LinUCB / LinTS step sums a batch of 4,096 records, so steps per
             # second (0.5 on 10k records, tracing included) says nothing; records per second does.
-            "records_per_sec": round((records_done - records_before) / max(trained.wall_s, 1e-9), 1),
+            "records_per_sec": run.records_per_sec,
             "batch_size": config.train_batch_size,
             "num_epochs": config.epochs,
             "context_dim": context_dim,
@@ -216,8 +188,3 @@ def _raw_feature_policies(greedy: Any, collect: Any, logs: FeedbackRecords, conf
     if logs.arm_pre is not None:  # ... plus per_arm/<name> [K] and num_actions
         return PerArmFeaturePolicy(greedy, logs.arm_pre), PerArmFeaturePolicy(collect, logs.arm_pre)
     return greedy, collect
-
-
-def _progress(strategy: tf.distribute.Strategy) -> passes.TrainProgress:
-    with strategy.scope():
-        return passes.TrainProgress()

@@ -1,5 +1,6 @@
 """The Trainer's training loop, shared by every path that trains through the strategy-aware
-Learner: Learner calls of a few train steps each, progress lines, a checkpoint at the end."""
+Learner: Learner calls of a few train steps each, progress lines, a checkpoint at the end; and
+`train_passes`, the offline paths' passes over a split's records (bandit and ranking)."""
 
 from __future__ import annotations
 
@@ -70,3 +71,80 @@ def train_loop(
     wall = time.perf_counter() - start
     learner.save_checkpoint()
     return Trained(done, resumed, curve, wall)
+
+
+@dataclass
+class PassesRun:
+    """What `train_passes` did: the loop's account, the records trained on in this model directory
+    (a resumed job's earlier ones included), and this run's records per second."""
+
+    trained: Trained
+    records: int
+    records_per_sec: float
+
+
+def train_passes(
+    agent: Any,
+    train_step: Any,
+    strategy: Any,
+    config: Any,
+    model_uri: str,
+    model_run_uri: str,
+    pattern: str,
+    feature_spec: dict[str, Any],
+    to_experience: Callable[[dict[str, Any]], Any],
+    shuffle: bool,
+    weighted: bool = False,
+    unit: str = "records",
+) -> PassesRun:
+    """`config.epochs` passes of `config.train_batch_size` over the records at `pattern` (parsed by
+    `feature_spec`, turned into the agent's experience by `to_experience`) through the Learner, up
+    to `config.max_train_steps`. The records done live in the checkpoint (passes.TrainProgress), so
+    a preempted job resumes where it stopped; `weighted`: the experience carries per-row weights."""
+    import tensorflow as tf
+
+    from rlops.components.trainer import passes
+    from rlops.train.learner import Learner
+
+    with strategy.scope():
+        progress = passes.TrainProgress()
+
+    def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        # Called after the Learner restored its checkpoint: a resumed job skips what it trained on.
+        ds = passes.pass_dataset(
+            pattern,
+            feature_spec,
+            config.train_batch_size,
+            ctx,
+            epochs=config.epochs,
+            shuffle=shuffle,
+            seed=config.seed,
+            skip_batches=int(progress.steps.numpy()),
+        )
+        return ds.map(to_experience, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
+
+    learner = Learner(
+        model_uri,
+        train_step,
+        agent,
+        dataset_fn,
+        checkpoint_interval=config.checkpoint_interval,
+        summary_interval=config.summary_interval,
+        max_checkpoints_to_keep=config.max_checkpoints_to_keep,
+        strategy=strategy,
+        summary_root_dir=model_run_uri,
+        use_kwargs_in_agent_train=weighted,
+        after_train_strategy_step_fn=progress.count,
+        checkpoint_extras={"progress": progress},
+    )
+    before = int(progress.records.numpy())
+    trained = train_loop(
+        learner,
+        int(progress.steps.numpy()),
+        config.max_train_steps,
+        config.steps_per_run,
+        passes=True,
+        note=lambda: f", {int(progress.records.numpy())} {unit}",
+    )
+    done = int(progress.records.numpy())
+    return PassesRun(trained, done, round((done - before) / max(trained.wall_s, 1e-9), 1))

@@ -19,10 +19,9 @@ import tensorflow as tf
 from rlops.components.common import records
 from rlops.components.common.records import NUM_ACTIONS, REWARD
 from rlops.components.common.slates import SLATE, SLATE_LENGTH, slate_record_spec
-from rlops.components.trainer import passes
 from rlops.components.trainer.config import TrainerConfig
 from rlops.components.trainer.export import export_policies
-from rlops.components.trainer.loop import train_loop
+from rlops.components.trainer.loop import train_passes
 from rlops.components.trainer.result import TrainResult
 from rlops.components.trainer.warm_start import base_mismatch, start_agent
 from rlops.features import FeatureSchema
@@ -119,7 +118,7 @@ def train_ranking(
     base_model_uri: str | None = None,
 ) -> TrainResult:
     from rlops.features.export import FeaturePolicy
-    from rlops.train.learner import Learner, create_train_step_counter
+    from rlops.train.learner import create_train_step_counter
     from rlops.train.strategy import get_strategy
 
     if not examples_uri:
@@ -139,54 +138,28 @@ def train_ranking(
 
     origin = start_agent(build, config, base_model_uri)
     agent, train_step = origin.agent, origin.train_step
-    with strategy.scope():
-        progress = passes.TrainProgress()
-
-    def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
-        # Called after the Learner restored its checkpoint: a resumed job skips what it trained on.
-        ds = passes.pass_dataset(
-            logs.pattern,
-            logs.feature_spec,
-            config.train_batch_size,
-            ctx,
-            epochs=config.epochs,
-            shuffle=True,
-            seed=config.seed,
-            skip_batches=int(progress.steps.numpy()),
-        )
-        return ds.map(lambda p: slate_trajectory(p, logs, cascading), num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
-
-    learner = Learner(
-        model_uri,
-        train_step,
+    run = train_passes(
         agent,
-        dataset_fn,
-        checkpoint_interval=config.checkpoint_interval,
-        summary_interval=config.summary_interval,
-        max_checkpoints_to_keep=config.max_checkpoints_to_keep,
-        strategy=strategy,
-        summary_root_dir=model_run_uri,
-        after_train_strategy_step_fn=progress.count,
-        checkpoint_extras={"progress": progress},
+        train_step,
+        strategy,
+        config,
+        model_uri,
+        model_run_uri,
+        logs.pattern,
+        logs.feature_spec,
+        lambda p: slate_trajectory(p, logs, cascading),
+        shuffle=True,
+        unit="slates",
     )
-    records_before = int(progress.records.numpy())
-    trained = train_loop(
-        learner,
-        int(progress.steps.numpy()),
-        config.max_train_steps,
-        config.steps_per_run,
-        passes=True,
-        note=lambda: f", {int(progress.records.numpy())} slates",
-    )
+    trained = run.trained
     # What servers call: the exploring page (serving_ranked), on the context's raw features.
     served = FeaturePolicy(agent.collect_policy, logs.preprocessor)
     export_policies(served, None, train_step, model_uri, schema=logs.schema)
-    records_done = int(progress.records.numpy())
     return trained.result(
         origin.warm_started_from,
         {
-            "train_records": records_done,
-            "records_per_sec": round((records_done - records_before) / max(trained.wall_s, 1e-9), 1),
+            "train_records": run.records,
+            "records_per_sec": run.records_per_sec,
             "batch_size": config.train_batch_size,
             "num_epochs": config.epochs,
             "num_items": logs.num_items,
