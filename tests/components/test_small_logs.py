@@ -118,6 +118,22 @@ def test_a_policy_exported_without_serving_default_is_judged_as_it_is():
     assert [t["epsilon"] for t in metrics["served_policy"]["tried"]] == [0.1]
 
 
+def test_too_few_eval_records_are_not_scored_at_other_epsilons():
+    """26 eval records against min_eval_records 100 (a first real log): no epsilon can make up
+    for missing records, so none is tried and the reason stays the record count."""
+    data = skewed_logs(n=60)
+    config = EvaluatorConfig(serving_epsilons=(0.3, 0.5), **FAST)
+    probs = candidate(len(data.actions))
+    metrics, improvement = memory.evaluate_logged(config, data, probs, LOGGING_POLICY, "logging_policy", "auto")
+
+    def never(_):
+        raise AssertionError("scored at another epsilon")
+
+    metrics, improvement = bandit._certified(config, None, probs.epsilon, metrics, improvement, never)
+    assert [t["epsilon"] for t in metrics["served_policy"]["tried"]] == [0.1]
+    assert "min_eval_records" in (improvement.reason or "") and "certification" not in metrics
+
+
 def test_a_refusal_by_the_bound_says_how_many_more_records_would_clear_it():
     from rlops.components.evaluator.estimators import Estimate
 

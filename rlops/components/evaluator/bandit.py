@@ -83,9 +83,12 @@ def _certified(
     """The engine's comparison at the model's own epsilon, or, when that does not clear the gate,
     the least exploring of the grid's larger epsilons that does (`served_at` scores the candidate
     served at each): the metrics and improvement of the policy to serve. A policy exported without
-    serving_default (`policy`; None: it has one) has no epsilon to serve at: judged as it is."""
+    serving_default (`policy`; None: it has one) has no epsilon to serve at: judged as it is. Nor
+    is one tried when the eval split holds fewer than min_eval_records (with weight > 0): more
+    exploration raises the ESS, never the number of records."""
     servable = policy is None or "serving_default" in policy.loaded.signatures
-    grid = epsilons_above(config.serving_epsilons, own) if servable else []
+    enough = metrics.get("trust", {}).get("num_records", 0) >= config.min_eval_records
+    grid = epsilons_above(config.serving_epsilons, own) if servable and enough else []
     trials = [Trial.from_metrics(own, metrics, improvement)]
     if grid and not clears_gate(config, improvement):
         trials += served_at(grid)
