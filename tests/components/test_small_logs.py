@@ -211,8 +211,8 @@ def test_the_beam_engine_scores_the_candidate_served_at_another_epsilon(exported
 
 
 def test_the_pusher_publishes_the_policy_serving_the_certified_epsilon(tmp_path, exported):
-    """The published version serves the blessing's epsilon (serving_default's propensities say
-    so), acts as trained, and the Trainer's model is left as it was."""
+    """The published version serves the blessing's epsilon (its draws and propensities say so, in
+    the SavedModel and the LiteRT file), acts as trained, and the Trainer's model is left as it was."""
     import tensorflow as tf
 
     from rlops.components.pusher import core, publish
@@ -220,10 +220,12 @@ def test_the_pusher_publishes_the_policy_serving_the_certified_epsilon(tmp_path,
     from rlops.train.serving_epsilon import read_serving_epsilon
 
     source = exported
-    result = core.push_policy(
-        source, str(tmp_path / "serving"), True, None, verifier=lambda _: None, litert=False, serving_epsilon=0.4
-    )
+    # The Pusher's own checks on the rewritten copy: serving_default's draws at batch 1 and 64 in
+    # two fresh processes, then the LiteRT file's, each against the propensities at 0.4.
+    rows = {"observation": np.random.default_rng(1).normal(size=(64, 2)).astype(np.float32)}
+    result = core.push_policy(source, str(tmp_path / "serving"), True, rows, serving_epsilon=0.4)
     assert result.pushed and read_serving_epsilon(result.destination) == pytest.approx(0.4)
+    assert os.path.exists(os.path.join(result.destination, "policy.tflite"))
     assert read_serving_epsilon(source) == pytest.approx(0.1)
     published, trained = tf.saved_model.load(result.destination), tf.saved_model.load(source)
     obs = tf.constant(np.random.default_rng(0).normal(size=(64, 2)), tf.float32)
