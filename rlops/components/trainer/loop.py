@@ -121,7 +121,10 @@ def train_passes(
             seed=config.seed,
             skip_batches=int(progress.steps.numpy()),
         )
-        return ds.map(to_experience, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
+        # Not autograph-converted: its branches are on Python values (the log's layout), and
+        # converting the experience builders (and the Keras preprocessing they call) costs seconds.
+        to_batch = tf.autograph.experimental.do_not_convert(to_experience)
+        return ds.map(to_batch, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
 
     learner = Learner(
         model_uri,
