@@ -5,8 +5,8 @@
     rlops config bandit|ppo|ranking [--config FILE] [--set ...]           print the resolved config
     rlops init --from LOGS [--items ITEMS] [--out my.yaml]        a commented starter config from a log file
 
-    rlops compile bandit|ppo --output pipeline.json [--image IMG] [--vertex-config FILE] [--vertex-set k=v] [--notify-url URL]
-                                                                  Vertex AI PipelineJob JSON
+    rlops compile bandit|ppo|ranking --output pipeline.json [--image IMG] [--vertex-config FILE] [--vertex-set k=v]
+                  [--notify-url URL]                              Vertex AI PipelineJob JSON
     rlops submit pipeline.json --project P --region R --pipeline-root gs://B/P [--param k=v] [--label k=v]
     rlops schedule create pipeline.json --cron "0 3 * * *" --time-zone Europe/Berlin [target flags]
     rlops schedule list|pause|resume|delete [SCHEDULE] --project P --region R
@@ -104,7 +104,7 @@ def _add_target_flags(p: argparse.ArgumentParser, job: bool = True) -> None:
 
 def _add_cloud_commands(sub) -> None:
     p = sub.add_parser("compile", help="compile a pipeline for Vertex AI Pipelines (PipelineJob JSON)")
-    p.add_argument("kind", choices=["bandit", "ppo"])
+    p.add_argument("kind", choices=["bandit", "ppo", "ranking"])
     p.add_argument("--config", help="YAML file overlaid on the defaults")
     p.add_argument(
         "--set",

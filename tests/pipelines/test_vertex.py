@@ -153,6 +153,17 @@ def test_runtime_parameters_default_to_the_config(bandit_job):
         "train_steps": {"type": "INT"},
     }
     assert runtime_defaults(files) == {"data_pattern": "gs://logs/{date}/*.csv", "data_date": "", "train_steps": "2000"}
+    # Slate logs in files: the same source parameters; the ranking Trainer's budget is its passes
+    # unless a run caps its steps (0: no cap).
+    slates = compile_job(
+        "ranking", ["experience_gen.source={kind: file, pattern: 'gs://logs/{date}/pages.csv', format: csv}"]
+    )
+    assert runtime_defaults(slates) == {
+        "data_pattern": "gs://logs/{date}/pages.csv",
+        "data_date": "",
+        "train_steps": "0",
+    }
+    assert tasks(slates)["Trainer"]["inputs"]["parameters"]["train_steps"] == {"componentInputParameter": "train_steps"}
     ppo = compile_job("ppo", ["trainer.ppo.total_env_steps=50000"])
     assert runtime_defaults(ppo) == {"total_env_steps": "50000"}
     assert "ExperienceGen" not in tasks(ppo)
@@ -236,6 +247,10 @@ def test_custom_job_worker_pools_and_the_tpu_variant():
     )
     assert all(p["container_spec"] == {"image_uri": IMAGE} for p in pools)
     assert "train_steps" not in runtime_defaults(job)  # run_fn reads the compiled budget
+    # The ranking Trainer trains from the Examples artifact too: the same run_fn takes its agent.
+    ranking = compile_job("ranking", vertex=[CUSTOM_JOB], image=IMAGE, project="my-proj", region="europe-west4")
+    assert trainer_custom_config(ranking)["rlops_trainer"]["agent"] == "ranking"
+    assert runtime_defaults(ranking) == {"num_records": "20000"}
     # TPU VMs: cloud-tpu with TPU_V3 x8, or a v5e slice with a topology.
     tpu = compile_job(
         vertex=[

@@ -25,9 +25,10 @@ import dataclasses
 import json
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from rlops import __version__
+from rlops.components.common.keys import TOTAL_ENV_STEPS_KEY, TRAIN_STEPS_KEY
 from rlops.pipelines.config import ConfigError, PipelineConfig
 from rlops.pipelines.vertex.patches import (
     EXIT_GROUP,
@@ -46,6 +47,9 @@ from rlops.pipelines.vertex.settings import (
     variant_image,
 )
 
+if TYPE_CHECKING:
+    from rlops.components.trainer.config import TrainerConfig
+
 RUN_FN = "rlops.components.trainer.run_fn.run_fn"
 
 
@@ -55,29 +59,41 @@ RUN_FN = "rlops.components.trainer.run_fn.run_fn"
 def runtime_parameters(config: PipelineConfig, vertex: VertexConfig) -> dict:
     """name -> TFX RuntimeParameter for what changes per run, defaulting to the config's values.
 
-    bandit: data_pattern (file sources), data_date (file/BigQuery sources: fills {date} and
-            {date_nodash}; '' = yesterday, UTC, at run time), num_records (simulations), train_steps.
-    ppo:    total_env_steps.
+    Pipelines that ingest logs (bandit, ranking): their source's parameters -- data_pattern (file
+    sources), data_date (file/BigQuery sources: fills {date} and {date_nodash}; '' = yesterday,
+    UTC, at run time), num_records (simulations). The Trainer's budget, by the training path of its
+    agent's decision kind (trainer.core.TRAINING_PATHS): train_steps (bandit, ranking: a cap on
+    train steps; 0 = the config's, its passes decide) or total_env_steps (ppo).
     A custom-job Trainer reads its budget from the compiled config (TFX's run_fn gets no
     per-run parameters), so train_steps is not a runtime parameter there.
     """
     from tfx.orchestration.data_types import RuntimeParameter
 
     from rlops.components.experience_gen.sources import runtime_parameters as source_parameters
+    from rlops.components.trainer.core import training_path
 
     params: dict[str, Any] = {}
-    if config.kind == "bandit":
-        assert config.experience_gen is not None  # a bandit config always has its ExperienceGen
+    if config.experience_gen is not None:
         for name, (ptype, default) in source_parameters(config.experience_gen.source).items():
             params[name] = RuntimeParameter(name, ptype, default)
-        if vertex.custom_job is None:
-            params["train_steps"] = RuntimeParameter("train_steps", int, int(config.trainer.max_train_steps or 0))
-    else:
-        from rlops.train.on_policy import PPOConfig
-
-        steps: Any = config.trainer.ppo.get("total_env_steps", PPOConfig.total_env_steps)
-        params["total_env_steps"] = RuntimeParameter("total_env_steps", int, int(steps))
+    budget = training_path(config.trainer).budget
+    if vertex.custom_job is None:
+        params[budget] = RuntimeParameter(budget, int, BUDGET_DEFAULTS[budget](config.trainer))
     return params
+
+
+def _total_env_steps(trainer: TrainerConfig) -> int:
+    from rlops.train.on_policy import PPOConfig
+
+    steps: Any = trainer.ppo.get("total_env_steps", PPOConfig.total_env_steps)  # an int, checked on load
+    return int(steps)
+
+
+# The Trainer's budget parameter (TrainingPath.budget) -> its default from the config.
+BUDGET_DEFAULTS: dict[str, Callable[[TrainerConfig], int]] = {
+    TRAIN_STEPS_KEY: lambda trainer: int(trainer.max_train_steps or 0),
+    TOTAL_ENV_STEPS_KEY: _total_env_steps,
+}
 
 
 # --- checks that need the pipeline config -------------------------------------------------------
@@ -123,10 +139,10 @@ def local_inputs(config: PipelineConfig) -> list[tuple[str, str]]:
 def _check_trainer(config: PipelineConfig, vertex: VertexConfig, trainer: StepResources) -> None:
     strategy = config.trainer.strategy
     if vertex.custom_job is not None:
-        if config.kind != "bandit":
+        if config.experience_gen is None:  # bandit and ranking train from ExperienceGen's Examples
             raise VertexConfigError(
                 "custom_job: TFX's Vertex training extension trains from an Examples input; "
-                "the ppo pipeline trains online -- give the Trainer step GPUs instead "
+                f"the {config.kind} pipeline trains online -- give the Trainer step GPUs instead "
                 "(steps.Trainer.accelerator_type/accelerator_count)"
             )
         for key in ("project", "region"):
@@ -208,7 +224,7 @@ def compile_pipeline(config: PipelineConfig, vertex: VertexConfig, output: str |
     resources = {step: vertex.step_resources(step) for step in STEPS}
     _check_trainer(config, vertex, resources["Trainer"])
     beam_args = list(config.beam_args)
-    if vertex.dataflow is not None and config.kind == "bandit":
+    if vertex.dataflow is not None and config.experience_gen is not None:
         for key in ("project", "region"):
             if not getattr(vertex, key):
                 raise VertexConfigError(f"{key}: Dataflow jobs run in a project and region; pass --{key}")
