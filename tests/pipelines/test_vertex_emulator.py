@@ -8,6 +8,10 @@ night 1 trains and beats the logging policy; night 2 warm-starts from night 1's 
 is compared against it; night 3 trains an untrained candidate (learning rate 0, no warm start),
 which is compared against the latest blessed model and not pushed.
 
+The ranking pipeline takes the same path: `rlops compile ranking`'s job runs one night of simulated
+slate logs to a push whose pages a server's fresh process reads, and the KFP sample pipeline on the
+ranking config's component configs runs the next night from that push.
+
 Found here before the fix (same data and budgets): on nights 2 and 3 the model resolver returned
 nothing although a blessed model existed (the blessing's current_model_id was the launcher's int
 hash, 5.24e18, not the model's resource name), so night 2 neither warm-started nor compared
@@ -81,6 +85,28 @@ def nights(tmp_path_factory):
     return emulator, job, runs
 
 
+def assert_ran_compiled_commands(emulator, job, run, artifacts_root: str) -> None:
+    """The run succeeded, each step through its compiled command and args, with output artifacts
+    named as Vertex names them and stored under the compiled pipeline root."""
+    assert run.state == "SUCCEEDED", {n: t.error for n, t in run.tasks.items() if t.error}
+    executors = job["pipelineSpec"]["deploymentSpec"]["executors"]
+    for step in ("ExperienceGen", "Trainer", "Evaluator", "Pusher"):
+        task = run.task(step)
+        container = executors[f"{step}_executor"]["container"]
+        assert (
+            task.argv[:3]
+            == container["command"]
+            == (TFX_LAUNCHER_WITH_SYSTEM_TITLES if step == "Evaluator" else LAUNCHER)
+        )
+        assert task.argv[3:] == [json.dumps(task.executor_input) if a == "{{$}}" else a for a in container["args"]]
+        for artifact in task.outputs.values():
+            assert (
+                artifact[0]["name"].startswith("projects/")
+                and "/metadataStores/default/artifacts/" in artifact[0]["name"]
+            )
+            assert artifact[0]["uri"].startswith(emulator.local_path(artifacts_root))
+
+
 def meta(run, task, key):
     artifact = run.artifact(task, key)
     return artifact["metadata"] if artifact else None
@@ -95,23 +121,7 @@ def versions(emulator):
 def test_every_step_runs_its_compiled_command_with_vertex_artifacts(nights):
     emulator, job, runs = nights
     first = runs[0]
-    assert first.state == "SUCCEEDED", {n: t.error for n, t in first.tasks.items() if t.error}
-    executors = job["pipelineSpec"]["deploymentSpec"]["executors"]
-    for step in ("ExperienceGen", "Trainer", "Evaluator", "Pusher"):
-        task = first.task(step)
-        container = executors[f"{step}_executor"]["container"]
-        assert (
-            task.argv[:3]
-            == container["command"]
-            == (TFX_LAUNCHER_WITH_SYSTEM_TITLES if step == "Evaluator" else LAUNCHER)
-        )
-        assert task.argv[3:] == [json.dumps(task.executor_input) if a == "{{$}}" else a for a in container["args"]]
-        for artifact in task.outputs.values():
-            assert (
-                artifact[0]["name"].startswith("projects/")
-                and "/metadataStores/default/artifacts/" in artifact[0]["name"]
-            )
-            assert artifact[0]["uri"].startswith(emulator.local_path(f"{BUCKET}/bandit/artifacts/"))
+    assert_ran_compiled_commands(emulator, job, first, f"{BUCKET}/bandit/artifacts/")
     gen = meta(first, "ExperienceGen", "examples")
     assert gen["records_read"] == RECORDS and gen["examples_train"] + gen["examples_eval"] == RECORDS
     # Night 1: nothing blessed yet -- both resolvers resolve nothing; compared with the logging policy.
@@ -175,6 +185,115 @@ def test_night_three_worse_candidate_is_compared_with_the_latest_blessed_and_not
     # The served version is still the latest blessed model's.
     served = os.path.join(emulator.local_path(f"{BUCKET}/bandit/serving"), versions(emulator)[-1])
     assert meta(latest_blessed, "Pusher", "pushed_model")["pushed_destination"] == served
+
+
+# --- the ranking pipeline on Vertex: `rlops compile ranking`, then the KFP specs ----------------------
+
+PAGES, RANKING_STEPS = 1000, 20  # each night's runtime parameters: simulated pages, the Trainer's step cap
+RANKING = [
+    f"root={BUCKET}/ranking",
+    "evaluator.num_bootstrap=100",
+    # ~120 eval pages cannot tell a 20-step policy from the logger (test_ranking_pipeline's larger
+    # run shows it learning); these nights are about the Vertex path, so the slate estimate blesses
+    # unless the policy is a click per page worse, and the Pusher's own page checks decide the push.
+    "evaluator.min_improvement=-1.0",
+]
+
+
+@pytest.fixture(scope="module")
+def ranking_nights(tmp_path_factory):
+    """Night 1: the job `rlops compile ranking` writes; night 2: the KFP sample pipeline given the
+    ranking config's component configs, publishing into the same serving directory."""
+    from rlops.components.kfp.sample_pipeline import build, pipeline_parameters
+    from rlops.pipelines.cli import main
+
+    tmp = tmp_path_factory.mktemp("ranking")
+    argv = ["compile", "ranking", *(a for s in RANKING for a in ("--set", s)), "--output", str(tmp / "ranking.json")]
+    assert main(argv) == 0
+    job = json.loads((tmp / "ranking.json").read_text())
+    emulator = VertexEmulator(str(tmp / "vertex"))
+    tfx = emulator.run(job, {"num_records": PAGES, "train_steps": RANKING_STEPS})
+    spec = compile_kfp(build(), tmp / "kfp.yaml")
+    params = {
+        **pipeline_parameters(load_config("ranking", overrides=RANKING)),
+        "push_destination": f"{BUCKET}/ranking/serving",
+        "num_records": PAGES,
+        "train_steps": RANKING_STEPS,
+    }
+    kfp = emulator.run(spec, params, pipeline_root=f"{BUCKET}/kfp/root", schedule_time="2026-11-24T02:00:00Z")
+    return emulator, job, tfx, kfp
+
+
+def assert_serves_pages(version: str) -> None:
+    """A server's fresh process (TensorFlow only) gets valid pages from the pushed version."""
+    from helpers import run_fresh_python
+    from test_ranking_pipeline import SERVE_PAGES
+
+    pages = run_fresh_python(SERVE_PAGES, version)  # num_actions 10, 10, 10, 4, 3
+    slates, marginals, cascade = (
+        np.asarray(pages[k]) for k in ("slate", "propensity_item_position", "propensity_cascade")
+    )
+    assert slates.shape == (5, 3) and all(len(set(s)) == 3 for s in slates.tolist())
+    assert (slates < np.array([10, 10, 10, 4, 3])[:, None]).all()
+    assert ((marginals > 0) & (marginals <= 1)).all() and np.allclose(cascade[:, 0], marginals[:, 0])
+    assert (np.diff(cascade, axis=1) <= 1e-7).all()
+
+
+@pytest.mark.slow
+def test_compiled_ranking_night_ends_in_a_verified_push_serving_pages(ranking_nights):
+    """The compiled job's steps by their own commands: slates simulated at the num_records given
+    at run time, the ranking Trainer capped by train_steps, the slate estimators' verdict, and a
+    push whose serving_ranked pages the Pusher drew in two fresh processes."""
+    emulator, job, run, _ = ranking_nights
+    assert job["pipelineSpec"]["root"]["inputDefinitions"]["parameters"] == {
+        "num_records": {"type": "INT"},
+        "train_steps": {"type": "INT"},
+    }
+    assert_ran_compiled_commands(emulator, job, run, f"{BUCKET}/ranking/artifacts/")
+    gen = meta(run, "ExperienceGen", "examples")
+    assert gen["record_kind"] == "slate"
+    assert gen["records_read"] == PAGES == gen["examples_train"] + gen["examples_eval"]
+    model = run.artifact("Trainer", "model")
+    # 12 passes of 256 pages would take ~48 steps: the runtime cap ended training
+    assert model["metadata"]["train_steps"] == RANKING_STEPS and model["metadata"]["warm_started_from"] == ""
+    blessing = meta(run, "Evaluator", "blessing")
+    assert "snrips" in blessing["reason"] and blessing["current_model_id"] == model["name"]
+    assert {"sips", "iips", "rips", "snrips"} <= set(json.loads(meta(run, "Evaluator", "evaluation")["improvement"]))
+    pushed = meta(run, "Pusher", "pushed_model")
+    assert pushed["pushed"] == 1 and pushed["pushed_model_id"] == model["name"], blessing["reason"]
+    assert os.path.dirname(pushed["pushed_destination"]) == emulator.local_path(f"{BUCKET}/ranking/serving")
+    assert_serves_pages(pushed["pushed_destination"])
+
+
+@pytest.mark.slow
+def test_kfp_specs_run_the_ranking_night_warm_started_from_the_compiled_push(ranking_nights):
+    """The KFP sample pipeline's four specs on the ranking config, each by kfp's executor:
+    LatestPublished finds the compiled night's push, the Trainer warm-starts from it, the Evaluator
+    compares the pages paired against it (system.Metrics scalars), and the Pusher, run under the
+    `blessed` condition, publishes a second verified version beside it."""
+    _, _, tfx, run = ranking_nights
+    assert run.state == "SUCCEEDED", {n: t.error for n, t in run.tasks.items() if t.error}
+    gen = run.task("experience-gen")
+    assert gen.argv[:2] == ["sh", "-ec"] and "kfp.dsl.executor_main" in gen.argv[2]
+    assert gen.executor_input["inputs"]["parameterValues"]["run_time"] == "2026-11-24T02:00:00Z"
+    examples = meta(run, "experience-gen", "examples")
+    assert examples["record_kind"] == "slate" and examples["records_read"] == PAGES
+    night1 = tfx.artifact("Trainer", "model")
+    assert run.artifact("latest-published", "base_model")["uri"] == night1["uri"]
+    model = run.artifact("trainer", "model")
+    assert model["metadata"]["warm_started_from"].startswith(night1["uri"])
+    assert model["metadata"]["train_steps"] == RANKING_STEPS
+    blessing = meta(run, "evaluator", "blessing")
+    assert blessing["baseline_model"] == night1["uri"] and blessing["baseline_model_id"] == night1["name"]
+    assert blessing["current_model_id"] == model["name"] and "snrips" in blessing["reason"]
+    evaluation = run.artifact("evaluator", "evaluation")  # scalars the Vertex console shows
+    assert evaluation["schema_title"] == "system.Metrics" and "candidate_snrips" in evaluation["metadata"]
+    assert run.task("evaluator").output_parameters["blessed"] is True and run.task("condition-1").state == "SUCCEEDED"
+    pushed = run.artifact("pusher", "pushed_model")
+    assert pushed["schema_title"] == "system.Model" and pushed["metadata"]["pushed"] == 1
+    assert pushed["uri"] == pushed["metadata"]["pushed_destination"] and os.path.isdir(pushed["uri"])
+    assert pushed["metadata"]["pushed_version"] > meta(tfx, "Pusher", "pushed_model")["pushed_version"]
+    assert pushed["metadata"]["containerSpec"]["imageUri"].startswith("us-docker.pkg.dev/vertex-ai/prediction/tf2-")
 
 
 # --- the emulator's own rules (fast) ---------------------------------------------------------
@@ -271,38 +390,6 @@ def compile_kfp(pipeline, path) -> dict:
     compiler.Compiler().compile(pipeline, str(path))
     with open(path) as f:
         return yaml.safe_load(f)
-
-
-@pytest.mark.slow
-def test_kfp_sample_pipeline_runs_on_emulated_vertex(tmp_path):
-    from rlops.components.experience_gen.config import SimulationSource
-    from rlops.components.kfp.sample_pipeline import build
-
-    spec = compile_kfp(build(image="us-docker.pkg.dev/p/r/rlops:9"), tmp_path / "sample.yaml")
-    assert {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()} == {
-        "us-docker.pkg.dev/p/r/rlops:9"
-    }
-    emulator = VertexEmulator(str(tmp_path / "vertex"))
-    params = {
-        **small_kfp_configs(source=SimulationSource(env="digits", num_records=20_000, seed=5)),
-        "push_destination": f"{BUCKET}/kfp/serving",
-        "num_records": 1500,
-    }
-    run = emulator.run(spec, params, pipeline_root=f"{BUCKET}/kfp/root", schedule_time="2026-11-24T02:00:00Z")
-    assert run.state == "SUCCEEDED", {n: t.error for n, t in run.tasks.items() if t.error}
-    gen = run.task("experience-gen")
-    assert gen.argv[:2] == ["sh", "-ec"] and "kfp.dsl.executor_main" in gen.argv[2]
-    assert gen.executor_input["inputs"]["parameterValues"]["run_time"] == "2026-11-24T02:00:00Z"
-    assert meta(run, "experience-gen", "examples")["records_read"] == 1500
-    evaluation = meta(run, "evaluator", "evaluation")  # system.Metrics scalars, shown by the Vertex console
-    assert run.artifact("evaluator", "evaluation")["schema_title"] == "system.Metrics"
-    assert evaluation["improvement_dr"] > 0 and run.task("evaluator").output_parameters["blessed"] is True
-    blessing = meta(run, "evaluator", "blessing")
-    assert blessing["current_model_id"] == run.artifact("trainer", "model")["name"]
-    pushed = run.artifact("pusher", "pushed_model")
-    assert run.task("condition-1").state == "SUCCEEDED" and pushed["schema_title"] == "system.Model"
-    assert pushed["uri"] == pushed["metadata"]["pushed_destination"] and os.path.isdir(pushed["uri"])
-    assert pushed["metadata"]["containerSpec"]["imageUri"].startswith("us-docker.pkg.dev/vertex-ai/prediction/tf2-")
 
 
 USER_PIPELINE = '''

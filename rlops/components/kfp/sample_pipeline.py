@@ -18,6 +18,9 @@ place; rlops does not depend on that package.)
 
 The YAML runs on Vertex AI Pipelines (`rlops submit bandit_kfp.yaml ...`) or any KFP v2 backend.
 It is a template for your own DAGs: the components take the same JSON configs as the TFX ones.
+Its parameters default to the bandit pipeline's configs; another pipeline's, e.g. ranking's
+(slate logs, the ranking Trainer, slate estimators, serving_ranked's page checks), are
+`pipeline_parameters(load_config("ranking"))` (rlops.pipelines.config) at submit time.
 (No `from __future__ import annotations`: KFP reads the pipeline signature's types at definition.)
 """
 
@@ -41,6 +44,16 @@ def default_configs(num_actions: int = 10) -> dict[str, str]:
         ).to_json(),
         "trainer": TrainerConfig(agent="neural_epsilon_greedy", num_actions=num_actions).to_json(),
         "evaluator": EvaluatorConfig(kind="bandit").to_json(),
+    }
+
+
+def pipeline_parameters(config) -> dict[str, str]:
+    """A pipeline config's (rlops.pipelines.config.PipelineConfig of a pipeline with ExperienceGen:
+    bandit, ranking) component configs as this pipeline's config parameters."""
+    return {
+        "experience_gen_config": config.experience_gen.to_json(),
+        "trainer_config": config.trainer.to_json(),
+        "evaluator_config": config.evaluator.to_json(),
     }
 
 
