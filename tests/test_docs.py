@@ -66,6 +66,7 @@ RUN = {
     "from rlops.components import kfp as rlops_kfp": "python",
     "from rlops.testing.vertex_emulator import VertexEmulator": "python",
     "from ai_edge_litert.interpreter import Interpreter": "python",  # test_litert_client_block_runs
+    "pages = interpreter.Interpreter(": "python",  # tests/train/test_litert_ranked.py runs it
     # docs/bring-your-own-logs.md, run top to bottom by test_bring_your_own_logs_page_runs_to_a_verified_push
     'LogConfig(logging="uniform", ctr=0.05, seed=0)': "byol",
     "name: my-logs": "byol",

@@ -3,7 +3,9 @@
     model = convert_policy("export/policy")            # TFLite builtin ops only, or LiteRTConversionError
     model = model.with_version(7)                       # the Pusher bakes in the published version
 
-The LiteRT file has the SavedModel's `serving_default` contract: one signature, `serving_default`,
+A ranking policy's file is serving_ranked's twin instead (rlops.train.litert_ranked: its own
+float32 head on the SavedModel's scores). Otherwise the LiteRT file has the SavedModel's
+`serving_default` contract: one signature, `serving_default`,
 whose inputs are the SavedModel's serving inputs under the same names (rlops.features.serving_names;
 raw features, strings included) and whose outputs are `action` (drawn from the exploring policy
 inside the graph by rlops.features.serving_head: TFLite's builtin RANDOM_UNIFORM with seeds (0, 0),
@@ -147,6 +149,16 @@ def _serving_function(loaded: Any) -> tuple[Any, str]:
     """The function to convert: serving_default's core (no version lookup) with the version as a
     constant, or the `action` signature of a policy without one."""
     version = tf.constant(VERSION_SENTINEL, tf.int64)
+    if "serving_ranked" in loaded.signatures:  # a ranking policy: its pages (rlops.train.litert_ranked)
+        from rlops.train import litert_ranked
+
+        if not litert_ranked.has_ranked_scores(loaded):
+            raise LiteRTConversionError(
+                "this ranking SavedModel was exported before LiteRT support (no ranked_scores "
+                "function); re-export it with this rlops (retrain it)"
+            )
+        concrete, _ = litert_ranked.ranked_serving_function(loaded, version)
+        return concrete, litert_ranked.SOURCE_SIGNATURE
     if hasattr(loaded, "serving_core") and "serving_default" in loaded.signatures:
         specs = loaded.signatures["serving_default"].structured_input_signature[1]
         core = loaded.serving_core
@@ -258,8 +270,13 @@ def compare(saved_model_dir: str, model_path: str, inputs: Mapping[str, np.ndarr
     """The LiteRT file (run standalone) against the SavedModel on `inputs` (keyed by serving input
     name): greedy actions identical, each sampled action allowed and its propensity within 1e-6 of
     the exploring policy's probability, the policy version the SavedModel reports; then its draws
-    (check_draws). Returns an error naming the first input row that differs, or None."""
+    (check_draws). Returns an error naming the first input row that differs, or None. A ranking
+    policy's file is held to serving_ranked's checks instead (litert_ranked.compare_ranked)."""
     loaded = tf.saved_model.load(saved_model_dir)
+    if "serving_ranked" in loaded.signatures:
+        from rlops.train import litert_ranked
+
+        return litert_ranked.compare_ranked(loaded, model_path, inputs)
     concrete, kind = _serving_function(loaded)
     specs = concrete.structured_input_signature[1]
     if len(specs) == 1 and set(specs).isdisjoint(inputs) and "observation" in inputs:

@@ -33,6 +33,10 @@ padded slate: the call fails (InvalidArgumentError) with "slate length L needs a
 candidates per request; request i has n" -- a padded slot would carry no propensity an estimator
 could use.
 
+`ranked_scores` (a function of the SavedModel, not a signature) is serving_ranked_masked up to
+its `scores` and the `allowed` [B, K] mask: the LiteRT twin's converter (rlops.train.litert_ranked)
+puts its own float32 head on it.
+
 `get_metadata` gains constants (they describe the graph, so no checkpoint can change them):
 `num_slots`, `num_candidates`, `slate_policy` ('plackett_luce', 'epsilon_per_slot', 'uniform',
 'greedy'), `temperature` and `quadrature_step` (PL) or `epsilon`, and `propensity_method`.
@@ -57,6 +61,8 @@ SIGNATURES = (SERVING_RANKED, SERVING_RANKED_MASKED, SERVING_RANKED_REPLAY)
 ACTION_MASK = "action_mask"
 ROW_SEEDS = "row_seeds"
 SCORES = "scores"
+ALLOWED = "allowed"
+RANKED_SCORES = "ranked_scores"  # the module function LiteRT converts (rlops.train.litert_ranked)
 OUTPUTS = (rp.SLATE, rp.PROPENSITY_ITEM_POSITION, rp.PROPENSITY_CASCADE, rp.GREEDY_SLATE, SCORES, rp.SEED)
 
 # metadata keys
@@ -162,6 +168,22 @@ def ranked_functions(
     replay_inputs = {**masked_inputs, ROW_SEEDS: tf.TensorSpec([batch_size], tf.int64, name=ROW_SEEDS)}
     function = tf.function(signature, autograph=False)
     module.serving_ranked = module.serving_ranked_masked = module.serving_ranked_replay = function
+
+    def scores_and_allowed(**features: tf.Tensor) -> dict:
+        # serving_ranked_masked up to its scores: what the LiteRT twin wraps in its float32 head
+        # (rlops.train.litert_ranked), since LiteRT has neither float64 nor the row-seed hash.
+        before_trace()
+        mask = None if ACTION_MASK in key_of else features.pop(ACTION_MASK)
+        observation = {key_of.get(n, n): v for n, v in features.items()}
+        if preprocessor is not None:
+            observation = preprocessor(observation)
+        scores, allowed = ranking.scores(observation)
+        allowed = utils.combine_masks(allowed, mask)
+        allowed = tf.ones(tf.shape(scores), tf.bool) if allowed is None else tf.cast(allowed, tf.bool)
+        return {SCORES: scores, ALLOWED: allowed}
+
+    module.ranked_scores = tf.function(scores_and_allowed, autograph=False)
+    module.ranked_scores.get_concrete_function(**masked_inputs)
     return {
         SERVING_RANKED: function.get_concrete_function(**inputs),
         SERVING_RANKED_MASKED: function.get_concrete_function(**masked_inputs),

@@ -108,9 +108,11 @@ def slate_policy_from_metadata(metadata: Mapping[str, Any]) -> Any:
     raise ValueError(f"get_metadata names no slate policy this check knows: slate_policy={kind!r}")
 
 
-def ranked_draws_error(draws: Sequence[Mapping[str, np.ndarray]], metadata: Mapping[str, Any]) -> str | None:
-    """`draws`: one `draw` output per process. The first failed check (see the module docstring),
-    or None."""
+def ranked_draws_error(
+    draws: Sequence[Mapping[str, np.ndarray]], metadata: Mapping[str, Any], name: str = SERVING_RANKED
+) -> str | None:
+    """`draws`: one `draw` output per process (`name` the artifact, for the messages). The first
+    failed check (see the module docstring), or None."""
     from rlops.features.serving_head import SIGNIFICANCE, ChanceFailure, allowed_mask
 
     policy = slate_policy_from_metadata(metadata)
@@ -119,7 +121,7 @@ def ranked_draws_error(draws: Sequence[Mapping[str, np.ndarray]], metadata: Mapp
     for part in ("one", "many"):
         scores = np.asarray(draws[0][f"{part}_scores"][0], np.float64)  # [B, K]
         batch, k = scores.shape
-        what = f"serving_ranked at batch {batch}"
+        what = f"{name} at batch {batch}"
         for i, d in enumerate(draws):
             if np.abs(d[f"{part}_scores"] - scores[None]).max() > 1e-5 * max(1.0, np.abs(scores).max()):
                 return f"{what}: scores change from call to call or between processes (process {i})"

@@ -21,16 +21,23 @@ Gumbel keys about once in 3,000 draws at K = 100 (ties go to the lower index).
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 import numpy.typing as npt
 import tensorflow as tf
 
-from rlops.agents.ranking.propensities import QUADRATURE_STEP, epsilon_rank_marginals as numpy_epsilon_rank_marginals
+from rlops.agents.ranking.propensities import (
+    LEFT_TAIL_BASE,
+    QUADRATURE_STEP,
+    epsilon_rank_marginals as numpy_epsilon_rank_marginals,
+)
 
-# The numpy module's grid (`PlackettLuce.marginals`): u = log t from -(16 + log(K) / 2) to 4 past
-# -log of the (L+1)-th largest weight, in steps of QUADRATURE_STEP.
-LEFT_TAIL_BASE = 16.0
+# The numpy module's grid (`PlackettLuce.marginals`): u = log t from -(LEFT_TAIL_BASE + log(K) / 2)
+# to 4 past -log of the (L+1)-th largest weight, in steps of QUADRATURE_STEP.
+# float32 (a LiteRT file) carries 6e-8 relative: its grid starts where the mass left of it is below
+# K e^(-2 left) / 2 = 1e-9 (left = 10 + log(K) / 2) instead of 3e-12.
+LEFT_TAIL_BASE_FLOAT32 = 10.0
 RIGHT_TAIL = 4.0
 
 KINDS = ("plackett_luce", "epsilon_per_slot", "uniform", "greedy")
@@ -105,26 +112,48 @@ def check_allowed(allowed: tf.Tensor, num_slots: int) -> tf.Tensor:
         return tf.identity(allowed)
 
 
-def _counts(allowed: tf.Tensor) -> tf.Tensor:
-    return tf.reduce_sum(tf.cast(allowed, tf.float64), -1)
+def _counts(allowed: tf.Tensor, dtype: tf.DType = tf.float64) -> tf.Tensor:
+    return tf.reduce_sum(tf.cast(allowed, dtype), -1)
 
 
-def _ranks(scores: tf.Tensor, allowed: tf.Tensor) -> tf.Tensor:
+def _ranks(scores: tf.Tensor, allowed: tf.Tensor, dtype: tf.DType = tf.float64) -> tf.Tensor:
     """[B, K] int32 rank of each item by descending score (ties: lowest index first), disallowed
     items after every allowed one."""
-    keys = tf.where(allowed, -tf.cast(scores, tf.float64), tf.constant(np.inf, tf.float64))
+    keys = tf.where(allowed, -tf.cast(scores, dtype), tf.constant(np.inf, dtype))
     order = tf.argsort(keys, axis=-1, stable=True)
     return tf.argsort(order, axis=-1, stable=True)
 
 
-def _taken_before(slates: tf.Tensor, num_items: tf.Tensor) -> tf.Tensor:
+def _taken_before(slates: tf.Tensor, num_items: tf.Tensor, dtype: tf.DType = tf.float64) -> tf.Tensor:
     """[B, L, K] bool: item k is shown at a slot before l."""
-    onehot = tf.one_hot(slates, num_items, dtype=tf.float64)  # [B, L, K]
+    onehot = tf.one_hot(slates, num_items, dtype=dtype)  # [B, L, K]
     return tf.math.cumsum(onehot, axis=1, exclusive=True) > 0
 
 
-def _masked_logits(scores: tf.Tensor, allowed: tf.Tensor, temperature: float) -> tf.Tensor:
-    return tf.where(allowed, tf.cast(scores, tf.float64) / temperature, tf.constant(-np.inf, tf.float64))
+def _masked_logits(
+    scores: tf.Tensor, allowed: tf.Tensor, temperature: float, dtype: tf.DType = tf.float64
+) -> tf.Tensor:
+    return tf.where(allowed, tf.cast(scores, dtype) / temperature, tf.constant(-np.inf, dtype))
+
+
+def _cumprod(x: tf.Tensor) -> tf.Tensor:
+    """Running products along axis 1 of [B, L] (L static): TFLite has no CUMPROD builtin."""
+    columns = [x[:, 0]]
+    for slot in range(1, int(x.shape[1])):
+        columns.append(columns[-1] * x[:, slot])
+    return tf.stack(columns, axis=1)
+
+
+def _arrived(wt: tf.Tensor) -> tf.Tensor:
+    """1 - e^(-wt) for wt >= 0 to full relative precision: expm1 in float64; in float32 (TFLite has
+    no EXPM1 builtin) its Taylor series below 1/2 (truncation < 1e-9 relative), 1 - e^(-wt) above
+    (relative error < 2e-7 there, as 1 - e^(-wt) >= 0.39)."""
+    if wt.dtype == tf.float64:
+        return -tf.math.expm1(-wt)
+    series = tf.ones_like(wt)
+    for n in range(9, 1, -1):  # x (1 - x/2 (1 - x/3 (1 - ...)))
+        series = 1.0 - wt / float(n) * series
+    return tf.where(wt < 0.5, wt * series, 1.0 - tf.exp(-wt))
 
 
 # ---- sampling ----------------------------------------------------------------------------------
@@ -135,21 +164,25 @@ def sample_slates(
     num_slots: int,
     uniforms: tf.Tensor | None,
     parameter: float = 1.0,
+    dtype: tf.DType = tf.float64,
+    check: bool = True,
 ) -> tf.Tensor:
-    """Slates [B, L] int32 (item indices in display order) for uniforms [B, num_uniforms] in (0, 1)."""
-    allowed = check_allowed(allowed, num_slots)
+    """Slates [B, L] int32 (item indices in display order) for uniforms [B, num_uniforms] in (0, 1).
+    `dtype` is the arithmetic's (float32: TFLite builtins); `check` False skips check_allowed (a
+    request with fewer than L allowed items then fills its last slots with masked ones)."""
+    allowed = check_allowed(allowed, num_slots) if check else tf.convert_to_tensor(allowed, tf.bool)
     if kind == "greedy":
-        return tf.math.top_k(-tf.cast(_ranks(scores, allowed), tf.float64), num_slots).indices
-    u = tf.cast(uniforms, tf.float64)
+        return tf.math.top_k(-tf.cast(_ranks(scores, allowed, dtype), dtype), num_slots).indices
+    u = tf.cast(uniforms, dtype)
     if kind in ("plackett_luce", "uniform"):
         # Gumbel-top-L: the L largest perturbed logits are an exact PL draw without replacement.
-        logits = tf.zeros_like(u) if kind == "uniform" else tf.cast(scores, tf.float64) / parameter
-        keys = tf.where(allowed, logits - tf.math.log(-tf.math.log(u)), tf.constant(-np.inf, tf.float64))
+        logits = tf.zeros_like(u) if kind == "uniform" else tf.cast(scores, dtype) / parameter
+        keys = tf.where(allowed, logits - tf.math.log(-tf.math.log(u)), tf.constant(-np.inf, dtype))
         return tf.math.top_k(keys, num_slots).indices
     if kind != "epsilon_per_slot":
         raise ValueError(f"unknown slate policy kind {kind!r}; known: {KINDS}")
-    ranks = tf.cast(_ranks(scores, allowed), tf.float64)
-    remaining = tf.cast(allowed, tf.float64)
+    ranks = tf.cast(_ranks(scores, allowed, dtype), dtype)
+    remaining = tf.cast(allowed, dtype)
     picks = []
     for slot in range(num_slots):
         # best remaining by rank; else the j-th remaining item, j = floor(u * count)
@@ -159,7 +192,7 @@ def sample_slates(
         uniform = tf.argmax(tf.cast(tf.cumsum(remaining, -1) > j[:, None], tf.int32), -1, output_type=tf.int32)
         pick = tf.where(u[:, 2 * slot] < parameter, uniform, best)
         picks.append(pick)
-        remaining *= 1.0 - tf.one_hot(pick, tf.shape(remaining)[-1], dtype=tf.float64)
+        remaining *= 1.0 - tf.one_hot(pick, tf.shape(remaining)[-1], dtype=dtype)
     return tf.stack(picks, axis=1)
 
 
@@ -202,32 +235,36 @@ def numpy_sample_slates(
 
 # ---- prefix (cascade) probabilities ------------------------------------------------------------
 def slate_prefix_probs(
-    kind: str, scores: tf.Tensor, allowed: tf.Tensor, slates: tf.Tensor, parameter: float = 1.0
+    kind: str,
+    scores: tf.Tensor,
+    allowed: tf.Tensor,
+    slates: tf.Tensor,
+    parameter: float = 1.0,
+    dtype: tf.DType = tf.float64,
 ) -> tf.Tensor:
-    """[B, L] float64: P(slates[:, :l+1] is the shown prefix); a slate that repeats an item or shows a
+    """[B, L] `dtype`: P(slates[:, :l+1] is the shown prefix); a slate that repeats an item or shows a
     masked one gets 0 from the offending slot on."""
     allowed = tf.convert_to_tensor(allowed, tf.bool)
     slates = tf.cast(slates, tf.int32)
     num_items = tf.shape(allowed)[-1]
-    remaining = tf.logical_and(allowed[:, None, :], tf.logical_not(_taken_before(slates, num_items)))  # [B, L, K]
+    taken = _taken_before(slates, num_items, dtype)
+    remaining = tf.logical_and(tf.expand_dims(allowed, 1), tf.logical_not(taken))  # [B, L, K]
     shown_ok = tf.gather(remaining, slates[..., None], axis=2, batch_dims=2)[..., 0]  # [B, L]
     if kind in ("plackett_luce", "uniform"):
-        logits = (
-            tf.zeros(tf.shape(allowed), tf.float64) if kind == "uniform" else tf.cast(scores, tf.float64) / parameter
-        )
-        logits = tf.broadcast_to(logits[:, None, :], tf.shape(remaining))
-        masked = tf.where(remaining, logits, tf.constant(-np.inf, tf.float64))
+        logits = tf.zeros(tf.shape(allowed), dtype) if kind == "uniform" else tf.cast(scores, dtype) / parameter
+        logits = tf.broadcast_to(tf.expand_dims(logits, 1), tf.shape(remaining))
+        masked = tf.where(remaining, logits, tf.constant(-np.inf, dtype))
         picked = tf.gather(logits, slates[..., None], axis=2, batch_dims=2)[..., 0]
         cond = tf.exp(picked - tf.reduce_logsumexp(masked, -1))
     elif kind in ("epsilon_per_slot", "greedy"):
         eps = parameter if kind == "epsilon_per_slot" else 0.0
-        ranks = tf.cast(_ranks(scores, allowed), tf.float64)
-        best = tf.argmin(tf.where(remaining, ranks[:, None, :], np.inf), axis=-1, output_type=tf.int32)  # [B, L]
-        left = tf.reduce_sum(tf.cast(remaining, tf.float64), -1)
-        cond = (1.0 - eps) * tf.cast(tf.equal(best, slates), tf.float64) + eps / tf.maximum(left, 1.0)
+        ranks = tf.cast(_ranks(scores, allowed, dtype), dtype)
+        best = tf.argmin(tf.where(remaining, tf.expand_dims(ranks, 1), np.inf), axis=-1, output_type=tf.int32)  # [B, L]
+        left = tf.reduce_sum(tf.cast(remaining, dtype), -1)
+        cond = (1.0 - eps) * tf.cast(tf.equal(best, slates), dtype) + eps / tf.maximum(left, 1.0)
     else:
         raise ValueError(f"unknown slate policy kind {kind!r}; known: {KINDS}")
-    return tf.math.cumprod(tf.where(shown_ok, cond, tf.zeros_like(cond)), axis=1)
+    return _cumprod(tf.where(shown_ok, cond, tf.zeros_like(cond)))
 
 
 # ---- marginals ---------------------------------------------------------------------------------
@@ -238,25 +275,30 @@ def slate_marginals(
     num_slots: int,
     parameter: float = 1.0,
     quadrature_step: float = QUADRATURE_STEP,
+    dtype: tf.DType = tf.float64,
+    check: bool = True,
 ) -> tf.Tensor:
-    """[B, K, L] float64: P(item k shown at slot l), exact (PL: to the quadrature's ~1e-13)."""
-    allowed = check_allowed(allowed, num_slots)
+    """[B, K, L] `dtype`: P(item k shown at slot l), exact (PL: to the quadrature's ~1e-13 in
+    float64). `dtype` and `check` as sample_slates'."""
+    allowed = check_allowed(allowed, num_slots) if check else tf.convert_to_tensor(allowed, tf.bool)
     if kind == "plackett_luce":
-        return plackett_luce_marginals(_masked_logits(scores, allowed, parameter), num_slots, quadrature_step)
+        return plackett_luce_marginals(_masked_logits(scores, allowed, parameter, dtype), num_slots, quadrature_step)
     if kind == "uniform":
-        per_item = tf.cast(allowed, tf.float64) / _counts(allowed)[:, None]
+        per_item = tf.cast(allowed, dtype) / tf.maximum(_counts(allowed, dtype), 1.0)[:, None]
         return tf.tile(per_item[:, :, None], [1, 1, num_slots])
-    ranks = _ranks(scores, allowed)
+    ranks = _ranks(scores, allowed, dtype)
     if kind == "greedy":
-        return tf.one_hot(ranks, num_slots, dtype=tf.float64)  # ranks >= L (and masked items) give 0
+        return tf.one_hot(ranks, num_slots, dtype=dtype)  # ranks >= L (and masked items) give 0
     if kind == "epsilon_per_slot":
         static_k = allowed.shape[-1]
         if isinstance(parameter, (int, float)) and static_k is not None:  # a constant table: few ops
-            tables = tf.constant(_epsilon_tables(int(static_k), num_slots, float(parameter)))
+            tables = tf.constant(_epsilon_tables(int(static_k), num_slots, float(parameter)), dtype)
             table = tf.gather(tables, tf.reduce_sum(tf.cast(allowed, tf.int32), -1))  # [B, K, L]
         else:
-            table = epsilon_rank_marginals(_counts(allowed), num_slots, parameter, tf.shape(allowed)[-1])
-        return tf.gather(table, ranks, axis=1, batch_dims=1) * tf.cast(allowed, tf.float64)[..., None]
+            table = tf.cast(
+                epsilon_rank_marginals(_counts(allowed), num_slots, parameter, tf.shape(allowed)[-1]), dtype
+            )
+        return tf.gather(table, ranks, axis=1, batch_dims=1) * tf.cast(allowed, dtype)[..., None]
     raise ValueError(f"unknown slate policy kind {kind!r}; known: {KINDS}")
 
 
@@ -271,82 +313,100 @@ def _epsilon_tables(num_items: int, num_slots: int, epsilon: float) -> npt.NDArr
 
 
 def plackett_luce_marginals(logits: tf.Tensor, num_slots: int, step: float = QUADRATURE_STEP) -> tf.Tensor:
-    """[B, K, L] PL marginals of float64 logits [B, K] (-inf: masked), by the quadrature of
-    `propensities.PlackettLuce.marginals`: P(i at l) = int w_i e^(-w_i t) PB_{-i}(l) dt in u = log t,
-    one grid for the batch (ending where the widest row's grid ends), the leave-one-out
-    Poisson-binomial polynomials by a binary tree of truncated products."""
-    logits = tf.convert_to_tensor(logits, tf.float64)
+    """[B, K, L] PL marginals of logits [B, K] (-inf: masked; float64, or float32 for TFLite), by the
+    quadrature of `propensities.PlackettLuce.marginals`: P(i at l) = int w_i e^(-w_i t) PB_{-i}(l) dt
+    in u = log t, one grid for the batch (ending where the widest row's grid ends), the leave-one-out
+    Poisson-binomial polynomials by a binary tree of truncated products. Every tensor past the grid
+    is [batch * nodes, ...] with static trailing dimensions: few ops, no shape arithmetic per level
+    (the op count, not the arithmetic, is what a K = 100 request waits for)."""
+    logits = tf.convert_to_tensor(logits)
+    dtype = logits.dtype
     first = tf.nn.softmax(logits, axis=-1)
     if num_slots == 1:
         return first[:, :, None]
-    num_items = tf.shape(logits)[1]
     static_k = logits.shape[1]
     if static_k is None:
         raise ValueError("Plackett-Luce marginals need a static number of candidates K (scores [B, K])")
-    logits = logits - tf.reduce_max(logits, -1, keepdims=True)  # w_max = 1 in every row
-    finite = tf.math.is_finite(logits)
-    allowed_count = tf.reduce_sum(tf.cast(finite, tf.int32), -1)
+    num_items = int(static_k)
+    peak = tf.reduce_max(logits, -1, keepdims=True)
+    logits = logits - tf.where(peak > -np.inf, peak, tf.zeros_like(peak))  # w_max = 1 in every row
+    allowed_count = tf.reduce_sum(tf.cast(logits > -np.inf, tf.int32), -1)
     # The grid ends at -log of the (L+1)-th largest weight (the smallest when only L are allowed).
-    top = tf.math.top_k(logits, tf.minimum(num_slots + 1, num_items)).values
-    edge = tf.gather(top, tf.minimum(num_slots, allowed_count - 1), axis=1, batch_dims=1)
-    left = LEFT_TAIL_BASE + 0.5 * tf.math.log(tf.cast(num_items, tf.float64))
-    span = tf.reduce_max(-edge) + left + RIGHT_TAIL
+    top = tf.math.top_k(logits, min(num_slots + 1, num_items)).values
+    edge = tf.gather(top, tf.maximum(tf.minimum(num_slots, allowed_count - 1), 0), axis=1, batch_dims=1)
+    edge = tf.where(edge > -np.inf, edge, tf.zeros_like(edge))  # a row with nothing allowed: any grid
+    left = (LEFT_TAIL_BASE if dtype == tf.float64 else LEFT_TAIL_BASE_FLOAT32) + 0.5 * math.log(num_items)
+    span = tf.reduce_max(-edge) + (left + RIGHT_TAIL)
     num_nodes = tf.cast(tf.math.ceil(span / step), tf.int32) + 1
-    log_t = -left + step * tf.cast(tf.range(num_nodes), tf.float64)  # [Q]
-    wt = tf.exp(logits)[:, None, :] * tf.exp(log_t)[None, :, None]  # [B, Q, K] = w_k t
-    trapezoid = tf.tensor_scatter_nd_update(
-        tf.fill([num_nodes], tf.constant(step, tf.float64)), [[0], [num_nodes - 1]], [0.5 * step, 0.5 * step]
-    )
+    node = tf.range(num_nodes)
+    log_t = -left + step * tf.cast(node, dtype)  # [Q]
+    wt = tf.expand_dims(tf.exp(logits), 1) * tf.reshape(tf.exp(log_t), [1, -1, 1])  # [B, Q, K] = w_k t
+    ends = tf.logical_or(tf.equal(node, 0), tf.equal(node, num_nodes - 1))
+    trapezoid = tf.where(ends, tf.constant(0.5 * step, dtype), tf.constant(step, dtype))
     density = wt * tf.exp(-wt) * trapezoid[None, :, None]  # density of T_k in u, with the weights
-    others = _leave_one_out(wt, num_slots)  # [B, Q, K, L]
-    out = tf.einsum("bqk,bqkc->bkc", density, others)
+    # Layout [coefficient, item, batch * node]: each product then broadcasts over leading
+    # dimensions only, with the long batch * node axis innermost (TensorFlow's broadcasting
+    # multiplies of small inner dimensions cost ~20x a plain one).
+    flat = tf.reshape(tf.transpose(wt, [2, 0, 1]), [num_items, -1])  # [K, B * Q]
+    others = tf.reshape(_leave_one_out(flat, num_slots), tf.concat([[num_slots, num_items], tf.shape(wt)[:2]], 0))
+    terms = others * tf.expand_dims(tf.transpose(density, [2, 0, 1]), 0)  # [L, K, B, Q]
+    out = tf.transpose(tf.reduce_sum(terms, -1), [2, 1, 0])  # [B, K, L]
     return tf.concat([first[:, :, None], out[:, :, 1:]], axis=-1)
 
 
 def _leave_one_out(wt: tf.Tensor, num_slots: int) -> tf.Tensor:
-    """[B, Q, K, L]: coefficients z^0..z^(L-1) of prod_{j != k} ((1 - q_j) + q_j z), q_j = 1 - e^(-wt_j):
-    an up pass of pairwise products (a level with an odd number of nodes gets the factor 1), then
-    a down pass handing each node the product of everything outside its subtree. A node keeps only
-    the coefficients it can have (2^depth + 1, at most L), so the wide low levels stay cheap."""
-    outer = tf.shape(wt)[:2]
-    num_items = int(wt.shape[-1])
-    levels = [tf.stack([tf.exp(-wt), -tf.math.expm1(-wt)], -1)]  # [B, Q, nodes, coefficients]
-    sizes = [(num_items, 2)]
-    while sizes[-1][0] > 1:
-        (n, c), node = sizes[-1], levels[-1]
-        pairs = tf.reshape(_pad_to_even(node, n, c), tf.concat([outer, [(n + 1) // 2, 2, c]], 0))
-        out = min(num_slots, 2 * c - 1)
-        levels.append(_poly_mul(pairs[:, :, :, 0], pairs[:, :, :, 1], out))
-        sizes.append(((n + 1) // 2, out))
-    rest = tf.ones(tf.concat([outer, [1, 1]], 0), tf.float64)  # the product outside the root: 1
-    rest_terms = 1
-    for node, (n, c) in zip(reversed(levels[:-1]), reversed(sizes[:-1])):
-        pairs = tf.reshape(_pad_to_even(node, n, c), tf.concat([outer, [(n + 1) // 2, 2, c]], 0))
-        out = min(num_slots, rest_terms + c - 1)
-        rest = _poly_mul(rest[:, :, :, None, :], tf.reverse(pairs, axis=[3]), out)  # times each child's sibling
-        rest = tf.reshape(rest, tf.concat([outer, [n + n % 2, out]], 0))[:, :, :n]
-        rest_terms = out
-    return tf.pad(rest, [[0, 0], [0, 0], [0, 0], [0, num_slots - rest_terms]])
-
-
-def _pad_to_even(node: tf.Tensor, n: int, c: int) -> tf.Tensor:
-    if n % 2 == 0:
-        return node
-    one = tf.broadcast_to(tf.one_hot(0, c, dtype=tf.float64), tf.concat([tf.shape(node)[:2], [1, c]], 0))
-    return tf.concat([node, one], 2)
+    """[L, K, M]: coefficients z^0..z^(L-1) of prod_{j != k} ((1 - q_j) + q_j z), q_j = 1 - e^(-wt_j),
+    for wt [K, M]: an up pass of pairwise products (node i with node i + n/2 at a level of n nodes;
+    an odd level gets the factor 1 as its last node), then a down pass handing each node the
+    product of everything outside its subtree. A node keeps only the coefficients it can have
+    (2^depth + 1, at most L), so the wide low levels stay cheap; every reshape is static but for M."""
+    num_items = int(wt.shape[0])
+    levels = [tf.stack([tf.exp(-wt), _arrived(wt)])]  # [coefficients, nodes, M]
+    sizes = []  # each level's number of real nodes (before an odd level's padding)
+    while True:
+        node = levels[-1]
+        c, n = (int(d) for d in node.shape[:2])
+        sizes.append(n)
+        if n % 2:  # pad with the polynomial 1
+            one = tf.constant(np.eye(c, 1), node.dtype)[:, :, None] * tf.ones_like(node[:1, :1])
+            levels[-1] = node = tf.concat([node, one], axis=1)
+            n += 1
+        if n == 2:  # the root's own product is never needed
+            break
+        levels.append(_poly_mul(node[:, : n // 2], node[:, n // 2 :], min(num_slots, 2 * c - 1)))
+    rest = tf.ones_like(levels[-1][:1, :1])  # [1, 1, M]: the product outside the root
+    for node, size in zip(reversed(levels), reversed(sizes)):
+        c, n = (int(d) for d in node.shape[:2])
+        siblings = tf.concat([node[:, n // 2 :], node[:, : n // 2]], axis=1)
+        out = min(num_slots, int(rest.shape[0]) + c - 1)
+        rest = _poly_mul(tf.concat([rest, rest], axis=1), siblings, out)[:, :size]
+    if int(rest.shape[0]) < num_slots:  # fewer items than slots: the higher coefficients are 0
+        rest = tf.pad(rest, [[0, num_slots - int(rest.shape[0])], [0, 0], [0, 0]])
+    assert int(rest.shape[1]) == num_items
+    return rest
 
 
 def _poly_mul(a: tf.Tensor, b: tf.Tensor, terms: int) -> tf.Tensor:
-    """Coefficients z^0..z^(terms-1) of a(z) b(z) for [..., ca] and [..., cb] coefficient tensors
-    (broadcasting): the outer product of the coefficients times a constant 0/1 matrix that sums the
-    pairs of each degree (one large matmul instead of many tiny ones)."""
-    ca, cb = int(a.shape[-1]), int(b.shape[-1])
+    """Coefficients z^0..z^(terms-1) of a(z) b(z) for coefficient-first tensors [ca, n, M] and
+    [cb, n, M] (n static): the outer product of the coefficients (broadcast over the leading
+    dimensions), summed by degree with a constant 0/1 matrix from the left (one matmul whose long
+    dimension is n * M)."""
+    ca, cb = int(a.shape[0]), int(b.shape[0])
+    n = int(a.shape[1])
+    if min(ca, cb) == 2:  # times a linear factor (a leaf): two shifted copies, no outer product
+        if ca == 2:
+            a, b, ca, cb = b, a, cb, ca
+        a = a[:terms]
+        low = a * b[:1]
+        high = a[: terms - 1] * b[1:]
+        rows = int(low.shape[0]), int(high.shape[0])
+        return tf.pad(low, [[0, terms - rows[0]], [0, 0], [0, 0]]) + tf.pad(
+            high, [[1, terms - 1 - rows[1]], [0, 0], [0, 0]]
+        )
     degree = np.add.outer(np.arange(ca), np.arange(cb)).ravel()
-    collect = (degree[:, None] == np.arange(terms)[None, :]).astype(np.float64)  # [ca * cb, terms]
-    pairs = a[..., :, None] * b[..., None, :]
-    shape = tf.shape(pairs)[:-2]
-    flat = tf.reshape(pairs, [-1, ca * cb]) @ tf.constant(collect)
-    return tf.reshape(flat, tf.concat([shape, [terms]], 0))
+    collect = (np.arange(terms)[:, None] == degree[None, :]).astype(a.dtype.as_numpy_dtype)  # [terms, ca * cb]
+    pairs = tf.reshape(tf.expand_dims(a, 1) * tf.expand_dims(b, 0), [ca * cb, -1])
+    return tf.reshape(tf.constant(collect) @ pairs, [terms, n, -1])
 
 
 def epsilon_rank_marginals(

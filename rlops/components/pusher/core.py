@@ -257,7 +257,8 @@ def litert_inputs(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def litert_stage(inputs: dict[str, np.ndarray] | None, allow_flex: bool = False) -> Callable[[str], None]:
     """Writes policy.tflite + policy_litert.json beside the staged SavedModel and checks them against
-    it in a fresh process that runs ai-edge-litert alone (rlops.train.litert.compare). A model that
+    it in fresh processes that run ai-edge-litert alone (rlops.train.litert.compare; a ranking
+    policy's pages: rlops.train.litert_ranked.compare_ranked, serving_ranked's checks). A model that
     needs Flex ops fails here with one line naming them, unless `allow_flex` (then the standalone
     runtime cannot run it, and only the conversion is checked)."""
     from rlops.train import litert
@@ -265,9 +266,9 @@ def litert_stage(inputs: dict[str, np.ndarray] | None, allow_flex: bool = False)
     checked = check_verify_inputs(inputs)
 
     def stage(local_dir: str) -> None:
-        if serves_slates(local_dir):  # a ranking policy's pages have no LiteRT twin yet
-            log.info("no %s for a ranking policy: it is served by its SavedModel (serving_ranked)", litert.LITERT_FILE)
-            return
+        rows = checked
+        if serves_slates(local_dir):  # a ranking policy: its pages are checked on the first ROWS_MANY rows
+            rows = {k: np.asarray(v)[: DRAW_ROWS - NUM_UNSEEN_ROWS] for k, v in checked.items()}
         policy = litert.convert_policy(local_dir, allow_flex=allow_flex)
         policy.save(local_dir)
         if allow_flex:
@@ -275,7 +276,7 @@ def litert_stage(inputs: dict[str, np.ndarray] | None, allow_flex: bool = False)
                 "litert_allow_flex: %s is not checked (ai-edge-litert has no Flex delegate)", litert.LITERT_FILE
             )
             return
-        error = litert.compare(local_dir, os.path.join(local_dir, litert.LITERT_FILE), litert_inputs(checked))
+        error = litert.compare(local_dir, os.path.join(local_dir, litert.LITERT_FILE), litert_inputs(rows))
         if error:
             raise RuntimeError(error)
         log.info("verified %s under ai-edge-litert alone", litert.LITERT_FILE)

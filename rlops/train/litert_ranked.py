@@ -1,0 +1,200 @@
+"""The LiteRT twin of a ranking policy's `serving_ranked`: `policy.tflite` with one signature,
+`serving_ranked`, that runs under ai-edge-litert alone (TFLite builtin ops only).
+
+    model = convert_ranked(loaded)          # rlops.train.litert.convert_policy calls it for ranking exports
+
+Inputs: `serving_ranked_masked`'s (the raw named features, `num_actions`, `action_mask` [B, K]; all
+ones when nothing is masked). Outputs: `slate`, `propensity_item_position`, `propensity_cascade`,
+`greedy_slate` [B, L], `scores` [B, K] and `policy_version` [B], as serving_ranked's; no `seed`
+(the file draws its own randomness, see below, so a LiteRT draw is not replayable).
+
+Why a head of its own: TFLite builtins have no float64 arithmetic and no 64-bit bitwise ops (the
+row-seed hash), and no Assert. The converter takes the SavedModel's `ranked_scores` (the scores and
+the allowed mask, preprocessing included) and puts on it the same head in float32 from
+rlops.agents.ranking.tf_propensities: Gumbel-top-L / epsilon per slot draws, the exact marginals
+(PL: the same quadrature and Poisson-binomial tree, stable in float32 because every product is of
+non-negative terms, the grid's left tail cut at 1e-9 for float32; 1 - e^(-x) by its series below 1/2 since TFLite has no EXPM1; the cascade's
+running product unrolled since it has no CUMPROD).
+
+Randomness: one builtin RANDOM_UNIFORM op whose seeds are pinned to (0, 0) (rlops.features.
+serving_head's contract): LiteRT seeds it from OS entropy when the op is prepared and advances it on
+every call, so draws are fresh on every call and independent across processes. A nonzero seed baked
+in would repeat, and the Pusher's draw checks refuse it. The uniforms are float32 (2^-24 cells,
+kept off 0 so every Gumbel key is finite): ties between two of the top L + 1 keys, which the
+float64 SavedModel avoids, happen here about once in 10^6 draws at K = 100, a change of the slate
+distribution far below the propensity tolerance.
+
+A request with fewer than L allowed candidates cannot raise (no Assert op): its slots past the
+allowed count hold -1 with propensities 0 (serving_ranked fails such a request instead).
+
+Accuracy against the float64 SavedModel: scores as TFLite's float32 kernels compute them (within
+SCORES_RTOL of the SavedModel's), marginals within 5e-7 relative of the exact ones (measured at
+K = 100, L = 5, logit spreads up to 30; float32 carries 6e-8 per operation), so the Pusher holds the file to the SavedModel's own
+tolerances (rlops.train.verify_ranked: 1e-6 absolute, 1e-5 relative for the cascade).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+import tensorflow as tf
+
+from rlops.agents.ranking import tf_propensities as tp
+from rlops.agents.ranking.ranking_policy import GREEDY_SLATE, PROPENSITY_CASCADE, PROPENSITY_ITEM_POSITION, SLATE
+
+SIGNATURE = "serving_ranked"
+SOURCE_SIGNATURE = "serving_ranked_masked"
+SCORES, ALLOWED, POLICY_VERSION = "scores", "allowed", "policy_version"
+RANKED_SCORES = "ranked_scores"  # rlops.train.ranked_serving.RANKED_SCORES
+SCORES_RTOL = 1e-5  # TFLite's float32 kernels against TensorFlow's, relative to the largest |score|
+SMALLEST_UNIFORM = 2.0**-24
+
+
+def head_parameters(metadata: Mapping[str, Any]) -> tuple[str, int, float, float]:
+    """(kind, L, temperature or epsilon, quadrature step) from a ranking export's get_metadata."""
+    kind = str(metadata["slate_policy"])
+    parameter = float(metadata.get("temperature", metadata.get("epsilon", 1.0 if kind == "uniform" else 0.0)))
+    step = float(metadata.get("quadrature_step", tp.QUADRATURE_STEP))
+    return kind, int(metadata["num_slots"]), parameter, step
+
+
+def fresh_uniforms(batch: tf.Tensor, count: int) -> tf.Tensor:
+    """[batch, count] float32 uniforms in (0, 1) from one builtin RANDOM_UNIFORM, seeds pinned to
+    (0, 0): LiteRT seeds it from OS entropy (see the module docstring)."""
+    shape = tf.stack([tf.cast(batch, tf.int32), tf.constant(count, tf.int32)])
+    return tf.maximum(tf.raw_ops.RandomUniform(shape=shape, dtype=tf.float32, seed=0, seed2=0), SMALLEST_UNIFORM)
+
+
+def litert_slate_head(
+    scores: tf.Tensor, allowed: tf.Tensor, num_slots: int, kind: str, parameter: float, step: float
+) -> dict[str, tf.Tensor]:
+    """serving_ranked's decision in float32 TFLite builtins, drawn from a fresh RANDOM_UNIFORM
+    (see the module docstring)."""
+    scores = tf.cast(scores, tf.float32)
+    allowed = tf.cast(allowed, tf.bool)
+    count = tp.num_uniforms(kind, int(scores.shape[1]), num_slots)
+    uniforms = fresh_uniforms(tf.shape(scores)[0], count) if count else None
+    f32 = {"dtype": tf.float32, "check": False}
+    slate = tp.sample_slates(kind, scores, allowed, num_slots, uniforms, parameter, **f32)
+    greedy = tp.sample_slates("greedy", scores, allowed, num_slots, None, **f32)
+    marginals = tp.slate_marginals(kind, scores, allowed, num_slots, parameter, step, **f32)  # [B, K, L]
+    at_slot = tf.gather(tf.transpose(marginals, [0, 2, 1]), slate[..., None], axis=2, batch_dims=2)[..., 0]
+    cascade = tp.slate_prefix_probs(kind, scores, allowed, slate, parameter, dtype=tf.float32)
+    filled = tf.range(num_slots)[None, :] < tf.reduce_sum(tf.cast(allowed, tf.int32), -1)[:, None]
+    none = tf.fill(tf.shape(slate), -1)
+    return {
+        SLATE: tf.where(filled, slate, none),
+        PROPENSITY_ITEM_POSITION: tf.where(filled, at_slot, tf.zeros_like(at_slot)),
+        PROPENSITY_CASCADE: tf.where(filled, cascade, tf.zeros_like(cascade)),
+        GREEDY_SLATE: tf.where(filled, greedy, none),
+    }
+
+
+def ranked_serving_function(loaded: Any, version: tf.Tensor) -> tuple[Any, dict]:
+    """The concrete function to convert for a loaded ranking SavedModel (it must have
+    `ranked_scores`), and the metadata it was built from."""
+    metadata = {k: v.numpy() for k, v in loaded.signatures["get_metadata"]().items()}
+    metadata = {k: v.decode() if isinstance(v, bytes) else v.item() for k, v in metadata.items()}
+    kind, num_slots, parameter, step = head_parameters(metadata)
+    specs = loaded.signatures[SOURCE_SIGNATURE].structured_input_signature[1]
+    scores_of = getattr(loaded, RANKED_SCORES)
+
+    def serve(**features: tf.Tensor) -> dict[str, tf.Tensor]:
+        out = scores_of(**features)
+        head = litert_slate_head(out[SCORES], out[ALLOWED], num_slots, kind, parameter, step)
+        return {**head, SCORES: out[SCORES], POLICY_VERSION: tf.fill(tf.shape(out[SCORES])[:1], version)}
+
+    named = {k: tf.TensorSpec(s.shape, s.dtype, name=k) for k, s in specs.items()}
+    return tf.function(serve, autograph=False).get_concrete_function(**named), metadata
+
+
+def has_ranked_scores(loaded: Any) -> bool:
+    return hasattr(loaded, RANKED_SCORES) and SOURCE_SIGNATURE in loaded.signatures
+
+
+# ---- verification: the file against its SavedModel ---------------------------------------------
+def compare_ranked(loaded: Any, model_path: str, inputs: Mapping[str, Any]) -> str | None:
+    """The LiteRT file, run in two fresh processes under ai-edge-litert alone, against the loaded
+    ranking SavedModel on the verification rows (any keys verify_ranked.serving_inputs takes):
+    its scores within SCORES_RTOL and its greedy slates equal to serving_ranked_masked's, the
+    policy version the SavedModel reports, then serving_ranked's draw checks on its pages
+    (verify_ranked.ranked_draws_error: allowed items only, none twice, exact propensities,
+    per-slot frequencies at batch 1 and at batch N, no repeats across calls or processes; a chance
+    failure confirmed on fresh draws). Returns an error, or None."""
+    from rlops.features.serving_head import confirmed
+    from rlops.train import verify_ranked as vr
+    from rlops.train.litert import VERSION_SENTINEL, run_standalone_jobs
+
+    serve = loaded.signatures[SOURCE_SIGNATURE]
+    specs = serve.structured_input_signature[1]
+    feeds = ranked_feeds(vr.serving_inputs(inputs), specs)
+    if isinstance(feeds, str):
+        return feeds
+    want = {k: v.numpy() for k, v in serve(**{k: tf.constant(v, specs[k].dtype) for k, v in feeds.items()}).items()}
+    metadata = {k: v.numpy() for k, v in loaded.signatures["get_metadata"]().items()}
+    metadata = {k: v.decode() if isinstance(v, bytes) else v.item() for k, v in metadata.items()}
+    jobs = [({k: v[:1] for k, v in feeds.items()}, vr.CALLS_ONE), (feeds, vr.CALLS_MANY)]
+    stored = {f"feed_{k}": v for k, v in feeds.items()}
+
+    def check() -> str | None:
+        processes = [run_standalone_jobs(model_path, jobs) for _ in range(2)]
+        for p in processes:
+            if bool(p[1]["modules_tensorflow"]) or bool(p[1]["modules_rlops"]):
+                return "LiteRT check: the standalone runner imported TensorFlow or rlops"
+        got = processes[0][1]
+        scale = max(1.0, float(np.abs(want[SCORES]).max()))
+        off = np.abs(got[SCORES][0] - want[SCORES]).max(axis=1) > SCORES_RTOL * scale
+        if off.any():
+            return f"LiteRT scores differ from the SavedModel's beyond {SCORES_RTOL:g} (relative) on row {int(np.argmax(off))}"
+        wrong = (got[GREEDY_SLATE][0] != want[GREEDY_SLATE]).any(axis=1)
+        if wrong.any():
+            row = int(np.argmax(wrong))
+            return (
+                f"LiteRT greedy_slate {got[GREEDY_SLATE][0][row].tolist()} != the SavedModel's "
+                f"{want[GREEDY_SLATE][row].tolist()} on verification row {row}"
+            )
+        version, expected = got[POLICY_VERSION][0], want[POLICY_VERSION]
+        unpublished = np.all(version == VERSION_SENTINEL) and np.all(expected == -1)
+        if not unpublished and not np.all(version == expected):
+            return f"LiteRT policy_version {version[:3]} != the SavedModel's {expected[:3]}"
+        draws = [
+            {**stored, **{f"{part}_{k}": p[i][k] for i, part in enumerate(("one", "many")) for k in DRAWN}}
+            for p in processes
+        ]
+        return vr.ranked_draws_error(draws, metadata, name="LiteRT")
+
+    return confirmed(check)
+
+
+DRAWN = (SLATE, PROPENSITY_ITEM_POSITION, PROPENSITY_CASCADE, GREEDY_SLATE, SCORES)
+
+
+def ranked_feeds(inputs: Mapping[str, np.ndarray], specs: Mapping[str, Any]) -> dict[str, np.ndarray] | str:
+    """The verification rows for serving_ranked_masked's inputs (at most verify_ranked.ROWS_MANY):
+    `num_actions` every candidate slot where not given, `action_mask` all ones where not given.
+    An error naming the input when one is missing."""
+    from rlops.train.verify_ranked import ACTION_MASK, ROWS_MANY
+
+    data = dict(inputs)
+    arms = [v for k, v in data.items() if k.startswith("per_arm") and np.ndim(v) >= 2]
+    if arms and "num_actions" in specs and "num_actions" not in data:
+        data["num_actions"] = np.full(len(arms[0]), arms[0].shape[1], np.int64)
+    if ACTION_MASK in specs and ACTION_MASK not in data and arms:
+        data[ACTION_MASK] = np.ones(arms[0].shape[:2], np.int64)
+    missing = sorted(set(specs) - set(data))
+    if missing:
+        return f"LiteRT check: no verification input for {missing}"
+    rows = min(ROWS_MANY, min(len(data[k]) for k in specs))
+    return {k: np.asarray(data[k])[:rows] for k in specs}
+
+
+__all__ = [
+    "SIGNATURE",
+    "compare_ranked",
+    "ranked_feeds",
+    "litert_slate_head",
+    "ranked_serving_function",
+    "head_parameters",
+    "has_ranked_scores",
+]
