@@ -223,36 +223,13 @@ def request(gen, contexts: dict) -> dict[str, np.ndarray]:
 
 def serve(serving_dir: str, requests: list[dict[str, np.ndarray]], scratch: str) -> tuple[list[dict], dict]:
     """Answers each request with the highest pushed version, in a fresh process without rlops."""
-    os.makedirs(scratch, exist_ok=True)
-    pairs = []
-    for i, req in enumerate(requests):
-        req_path, resp_path = os.path.join(scratch, f"request_{i}.npz"), os.path.join(scratch, f"response_{i}.npz")
-        np.savez(req_path, **req)
-        pairs.append(f"{req_path}:{resp_path}")
-    from rlops.components.pusher.core import VERIFY_PYTHON_ENV
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    from _common import serve_fresh
 
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    # The interpreter the Pusher verifies with, when one is set (the test suite's warm one: a fresh
-    # process forked from an interpreter that imported TensorFlow and nothing of rlops).
-    python = os.environ.get(VERIFY_PYTHON_ENV) or sys.executable
-    proc = subprocess.run(
-        [python, str(SERVE_SCRIPT), serving_dir, *pairs],
-        capture_output=True,
-        text=True,
-        cwd=scratch,
-        env=env,
-        timeout=600,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"serving process exited {proc.returncode}: {proc.stderr[-3000:]}")
-    info = json.loads(proc.stdout.strip().splitlines()[-1])
+    responses, info = serve_fresh(str(SERVE_SCRIPT), serving_dir, requests, scratch)
     if info["rlops_imported"]:
         raise RuntimeError("the serving process imported rlops; a server would not have it")
-    responses = []
-    for pair in pairs:
-        with np.load(pair.split(":")[1]) as f:
-            responses.append({k: f[k] for k in f.files})
     return responses, info
 
 
