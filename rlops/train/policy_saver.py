@@ -94,6 +94,22 @@ def _unique(variables: Sequence[tf.Variable]) -> list[tf.Variable]:
     return out
 
 
+def _resources(policy: Any, model_variables: Sequence[tf.Variable]) -> list[Any]:
+    """What the signatures may capture besides `model_variables`: the policy's other variables and
+    its resources (lookup tables with their vocabulary assets), found through its checkpoint
+    dependencies. Tracked instead of the policy itself: given the policy, tf.saved_model.save
+    reads every attribute of every object the policy holds (Keras layers, networks) looking for
+    functions, which cost a per-arm export a third of its time."""
+    from tensorflow.python.trackable.resource import CapturableResource
+
+    known = {id(v) for v in model_variables}
+    return [
+        obj
+        for obj in tf.train.TrackableView(policy).descendants()
+        if isinstance(obj, (tf.Variable, CapturableResource)) and id(obj) not in known
+    ]
+
+
 def _batched(spec_nest: Any, batch_size: int | None) -> Any:
     return tf.nest.map_structure(lambda s: tf.TensorSpec([batch_size] + s.shape.as_list(), s.dtype, s.name), spec_nest)
 
@@ -178,7 +194,7 @@ class PolicySaver:
         module.model_variables = model_variables
         module.train_step = train_step
         module.metadata = self.metadata
-        module.policy = policy  # tracks non-variable resources the policy might hold
+        module.resources = _resources(policy, model_variables)
         self._module = module
         self._signatures = self._build_functions(module)
 
