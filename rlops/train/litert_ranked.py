@@ -20,9 +20,9 @@ Randomness: one builtin RANDOM_UNIFORM op whose seeds are pinned to (0, 0) (rlop
 serving_head's contract): LiteRT seeds it from OS entropy when the op is prepared and advances it on
 every call, so draws are fresh on every call and independent across processes. A nonzero seed baked
 in would repeat, and the Pusher's draw checks refuse it. The uniforms are float32 (2^-24 cells,
-kept off 0 so every Gumbel key is finite): ties between two of the top L + 1 keys, which the
-float64 SavedModel avoids, happen here about once in 10^6 draws at K = 100, a change of the slate
-distribution far below the propensity tolerance.
+kept off 0 so every Gumbel key is finite): ties between two of the top L + 1 keys (which the
+float64 SavedModel avoids; the lower index wins) happen here of the order of once in 10^5 to 10^6
+draws at K = 100, a change of the slate distribution far below the propensity tolerance.
 
 A request with fewer than L allowed candidates cannot raise (no Assert op): its slots past the
 allowed count hold -1 with propensities 0 (serving_ranked fails such a request instead).
@@ -177,15 +177,16 @@ def ranked_feeds(inputs: Mapping[str, np.ndarray], specs: Mapping[str, Any]) -> 
     from rlops.train.verify_ranked import ACTION_MASK, ROWS_MANY
 
     data = dict(inputs)
-    arms = [v for k, v in data.items() if k.startswith("per_arm") and np.ndim(v) >= 2]
-    if arms and "num_actions" in specs and "num_actions" not in data:
-        data["num_actions"] = np.full(len(arms[0]), arms[0].shape[1], np.int64)
-    if ACTION_MASK in specs and ACTION_MASK not in data and arms:
-        data[ACTION_MASK] = np.ones(arms[0].shape[:2], np.int64)
+    rows = min((len(v) for v in data.values()), default=0)
+    num_items = int(specs[ACTION_MASK].shape[-1]) if ACTION_MASK in specs else None
+    if num_items and "num_actions" in specs and "num_actions" not in data:
+        data["num_actions"] = np.full(rows, num_items, np.int64)
+    if num_items and ACTION_MASK not in data:
+        data[ACTION_MASK] = np.ones((rows, num_items), np.int64)
     missing = sorted(set(specs) - set(data))
     if missing:
         return f"LiteRT check: no verification input for {missing}"
-    rows = min(ROWS_MANY, min(len(data[k]) for k in specs))
+    rows = min(ROWS_MANY, rows)
     return {k: np.asarray(data[k])[:rows] for k in specs}
 
 

@@ -122,10 +122,15 @@ def slate_head(
         uniforms, extra = tf_propensities.row_uniforms(row, count), {SEED: row}
     elif seed is not None or row_seeds is not None:
         raise ValueError("give `uniforms` or a seed (`seed` / `row_seeds`), not both")
-    slate = tf_propensities.sample_slates(kind, scores, allowed, num_slots, uniforms, parameter)
-    greedy = slate if kind == "greedy" else tf_propensities.sample_slates("greedy", scores, allowed, num_slots, None)
+    checked = {"check": False}  # check_allowed ran above
+    slate = tf_propensities.sample_slates(kind, scores, allowed, num_slots, uniforms, parameter, **checked)
+    greedy = (
+        slate
+        if kind == "greedy"
+        else tf_propensities.sample_slates("greedy", scores, allowed, num_slots, None, **checked)
+    )
     step = getattr(slate_policy, "quadrature_step", tf_propensities.QUADRATURE_STEP)  # PL: the policy's grid
-    marginals = tf_propensities.slate_marginals(kind, scores, allowed, num_slots, parameter, step)  # [B, K, L]
+    marginals = tf_propensities.slate_marginals(kind, scores, allowed, num_slots, parameter, step, **checked)
     at_slot = tf.gather(tf.transpose(marginals, [0, 2, 1]), slate[..., None], axis=2, batch_dims=2)[..., 0]
     cascade = tf_propensities.slate_prefix_probs(kind, scores, allowed, slate, parameter)
     return {

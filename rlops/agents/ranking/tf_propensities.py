@@ -1,5 +1,7 @@
 """The TensorFlow twin of `propensities`: slates drawn from uniforms, and their exact marginals and
-prefix (cascade) probabilities, in graph-friendly ops (float64 inside).
+prefix (cascade) probabilities, in graph-friendly ops (float64 inside; `dtype=tf.float32` and
+`check=False` give the same math in TFLite builtin ops only, for the LiteRT twin:
+rlops.train.litert_ranked).
 
     sample_slates(kind, scores, allowed, num_slots, uniforms, parameter)  -> slates [B, L] int32
     slate_marginals(kind, scores, allowed, num_slots, parameter)           -> [B, K, L]
@@ -171,8 +173,8 @@ def sample_slates(
     `dtype` is the arithmetic's (float32: TFLite builtins); `check` False skips check_allowed (a
     request with fewer than L allowed items then fills its last slots with masked ones)."""
     allowed = check_allowed(allowed, num_slots) if check else tf.convert_to_tensor(allowed, tf.bool)
-    if kind == "greedy":
-        return tf.math.top_k(-tf.cast(_ranks(scores, allowed, dtype), dtype), num_slots).indices
+    if kind == "greedy":  # top_k puts the lower index first among equal keys
+        return tf.math.top_k(tf.where(allowed, tf.cast(scores, dtype), tf.constant(-np.inf, dtype)), num_slots).indices
     u = tf.cast(uniforms, dtype)
     if kind in ("plackett_luce", "uniform"):
         # Gumbel-top-L: the L largest perturbed logits are an exact PL draw without replacement.
@@ -340,17 +342,19 @@ def plackett_luce_marginals(logits: tf.Tensor, num_slots: int, step: float = QUA
     num_nodes = tf.cast(tf.math.ceil(span / step), tf.int32) + 1
     node = tf.range(num_nodes)
     log_t = -left + step * tf.cast(node, dtype)  # [Q]
-    wt = tf.expand_dims(tf.exp(logits), 1) * tf.reshape(tf.exp(log_t), [1, -1, 1])  # [B, Q, K] = w_k t
+    # Layout [item, batch, node] (in the tree [coefficient, item, batch * node]): every product
+    # broadcasts over leading dimensions only, the long axis innermost (TensorFlow's broadcasting
+    # multiplies over small inner dimensions cost ~20x a plain one); w_k t is one matmul.
+    batch = tf.shape(logits)[0]
+    weights = tf.reshape(tf.transpose(tf.exp(logits)), [-1, 1])  # [K * B, 1]
+    wt = weights @ tf.reshape(tf.exp(log_t), [1, -1])  # [K * B, Q] = w_k t
     ends = tf.logical_or(tf.equal(node, 0), tf.equal(node, num_nodes - 1))
     trapezoid = tf.where(ends, tf.constant(0.5 * step, dtype), tf.constant(step, dtype))
-    density = wt * tf.exp(-wt) * trapezoid[None, :, None]  # density of T_k in u, with the weights
-    # Layout [coefficient, item, batch * node]: each product then broadcasts over leading
-    # dimensions only, with the long batch * node axis innermost (TensorFlow's broadcasting
-    # multiplies of small inner dimensions cost ~20x a plain one).
-    flat = tf.reshape(tf.transpose(wt, [2, 0, 1]), [num_items, -1])  # [K, B * Q]
-    others = tf.reshape(_leave_one_out(flat, num_slots), tf.concat([[num_slots, num_items], tf.shape(wt)[:2]], 0))
-    terms = others * tf.expand_dims(tf.transpose(density, [2, 0, 1]), 0)  # [L, K, B, Q]
-    out = tf.transpose(tf.reduce_sum(terms, -1), [2, 1, 0])  # [B, K, L]
+    density = wt * tf.exp(-wt) * tf.expand_dims(trapezoid, 0)  # density of T_k in u, with the weights
+    others = _leave_one_out(tf.reshape(wt, [num_items, -1]), num_slots)  # [L, K, B * Q]
+    terms = others * tf.reshape(density, [1, num_items, -1])
+    out = tf.reduce_sum(tf.reshape(terms, tf.stack([num_slots, num_items, batch, num_nodes])), -1)  # [L, K, B]
+    out = tf.transpose(out, [2, 1, 0])  # [B, K, L]
     return tf.concat([first[:, :, None], out[:, :, 1:]], axis=-1)
 
 
