@@ -25,9 +25,9 @@ from rlops.agents.networks import ActorNetwork
 from rlops.agents.policies import ActorPolicy, GreedyPolicy
 from rlops.agents.trajectories import time_step_spec
 from rlops.components.pusher import core, publish
+from rlops.components.pusher.core import VERIFY_PYTHON_ENV
 from rlops.train.policy_saver import PolicySaver
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OBS = tf.TensorSpec((4,), tf.float32, "observation")
 ACTIONS = specs.BoundedTensorSpec((), tf.int32, 0, 2, name="action")
 PROBES = np.random.default_rng(0).normal(size=(32, 4)).astype(np.float32)
@@ -39,6 +39,19 @@ print("pushing", flush=True)
 core.push_policy(sys.argv[1], sys.argv[2], True, {"observation": np.load(sys.argv[3])}, keep_last=10)
 print("pushed", flush=True)
 """
+
+
+def child_process(*args: str, **popen) -> subprocess.Popen:
+    """`python -c ...` in a process of its own session, so a SIGKILL of its group kills it all:
+    the suite's warm interpreter when there is one (conftest.warm_fresh_python: the client's
+    death kills the child forked for it), so the kill lands in the component's work rather than in
+    TensorFlow's import; rlops comes from the installed package, not PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    python = os.environ.get(VERIFY_PYTHON_ENV) or sys.executable
+    return subprocess.Popen(
+        [python, "-c", *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, **popen
+    )
 
 
 def answers(version_dir: str) -> np.ndarray:
@@ -62,11 +75,10 @@ def test_sigkilled_push_never_exposes_a_partial_version(tmp_path):
     v0 = publish.publish(policy_dir, dest, None, keep_last=10).version  # (push_policy needs verify inputs)
     expected = answers(os.path.join(dest, str(v0)))
     np.save(tmp_path / "probes.npy", PROBES)
-    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    argv = [sys.executable, "-c", CHILD, policy_dir, dest, str(tmp_path / "probes.npy")]
+    argv = [CHILD, policy_dir, dest, str(tmp_path / "probes.npy")]
     # How long one push takes on this machine (copy: ms; verification in a fresh process: seconds;
     # rename), so the kills land inside a push whatever the machine's speed or load.
-    reference = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    reference = child_process(*argv)
     assert reference.stdout.readline().strip() == "pushing"
     start = time.monotonic()
     assert reference.wait() == 0
@@ -77,9 +89,7 @@ def test_sigkilled_push_never_exposes_a_partial_version(tmp_path):
     # counts as a trial, and the next kill comes sooner.
     while killed < 2 and trials < 6:
         trials += 1
-        proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True
-        )
+        proc = child_process(*argv, start_new_session=True)
         assert proc.stdout.readline().strip() == "pushing"
         time.sleep(rng.uniform(0.05, 0.9) * duration)
         if proc.poll() is None:
@@ -333,7 +343,6 @@ def _kill_trials(chain, component: str, outputs: dict[str, str], check_killed, r
 
     fn = {"experience_gen": run_experience_gen, "trainer": run_trainer, "evaluator": run_evaluator}[component]
     rng = random.Random(seed)
-    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
     stats = {"component": component, "killed": 0, "delays": [], "left": []}
     for trial in range(TRIALS):
         kwargs = dict(chain["args"][component])
@@ -344,14 +353,7 @@ def _kill_trials(chain, component: str, outputs: dict[str, str], check_killed, r
         for attempt in range(8):
             trial_out = {k: str(chain["root"] / f"{component}{trial}_{attempt}" / v) for k, v in outputs.items()}
             kwargs.update(trial_out)
-            proc = subprocess.Popen(
-                [sys.executable, "-c", COMPONENT_CHILD, component, json.dumps(kwargs)],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                text=True,
-                env=env,
-                start_new_session=True,
-            )
+            proc = child_process(COMPONENT_CHILD, component, json.dumps(kwargs), start_new_session=True)
             assert proc.stdout.readline().strip() == "start"
             time.sleep(delay)
             killed = proc.poll() is None
