@@ -146,16 +146,16 @@ def _cumprod(x: tf.Tensor) -> tf.Tensor:
     return tf.stack(columns, axis=1)
 
 
-def _arrived(wt: tf.Tensor) -> tf.Tensor:
-    """1 - e^(-wt) for wt >= 0 to full relative precision: expm1 in float64; in float32 (TFLite has
-    no EXPM1 builtin) its Taylor series below 1/2 (truncation < 1e-9 relative), 1 - e^(-wt) above
-    (relative error < 2e-7 there, as 1 - e^(-wt) >= 0.39)."""
+def _arrived(wt: tf.Tensor, decay: tf.Tensor) -> tf.Tensor:
+    """1 - e^(-wt) for wt >= 0 (`decay` = e^(-wt)) to full relative precision: expm1 in float64; in
+    float32 (TFLite has no EXPM1 builtin) its Taylor series below 1/2 (truncation < 1e-9 relative),
+    1 - decay above (relative error < 2e-7 there, as 1 - e^(-wt) >= 0.39)."""
     if wt.dtype == tf.float64:
         return -tf.math.expm1(-wt)
     series = tf.ones_like(wt)
     for n in range(9, 1, -1):  # x (1 - x/2 (1 - x/3 (1 - ...)))
         series = 1.0 - wt / float(n) * series
-    return tf.where(wt < 0.5, wt * series, 1.0 - tf.exp(-wt))
+    return tf.where(wt < 0.5, wt * series, 1.0 - decay)
 
 
 # ---- sampling ----------------------------------------------------------------------------------
@@ -350,22 +350,23 @@ def plackett_luce_marginals(logits: tf.Tensor, num_slots: int, step: float = QUA
     wt = weights @ tf.reshape(tf.exp(log_t), [1, -1])  # [K * B, Q] = w_k t
     ends = tf.logical_or(tf.equal(node, 0), tf.equal(node, num_nodes - 1))
     trapezoid = tf.where(ends, tf.constant(0.5 * step, dtype), tf.constant(step, dtype))
-    density = wt * tf.exp(-wt) * tf.expand_dims(trapezoid, 0)  # density of T_k in u, with the weights
-    others = _leave_one_out(tf.reshape(wt, [num_items, -1]), num_slots)  # [L, K, B * Q]
+    decay = tf.exp(-wt)  # P(T_k > t)
+    density = wt * decay * tf.expand_dims(trapezoid, 0)  # density of T_k in u, with the weights
+    others = _leave_one_out(tf.reshape(wt, [num_items, -1]), tf.reshape(decay, [num_items, -1]), num_slots)
     terms = others * tf.reshape(density, [1, num_items, -1])
     out = tf.reduce_sum(tf.reshape(terms, tf.stack([num_slots, num_items, batch, num_nodes])), -1)  # [L, K, B]
     out = tf.transpose(out, [2, 1, 0])  # [B, K, L]
     return tf.concat([first[:, :, None], out[:, :, 1:]], axis=-1)
 
 
-def _leave_one_out(wt: tf.Tensor, num_slots: int) -> tf.Tensor:
+def _leave_one_out(wt: tf.Tensor, decay: tf.Tensor, num_slots: int) -> tf.Tensor:
     """[L, K, M]: coefficients z^0..z^(L-1) of prod_{j != k} ((1 - q_j) + q_j z), q_j = 1 - e^(-wt_j),
-    for wt [K, M]: an up pass of pairwise products (node i with node i + n/2 at a level of n nodes;
+    for wt [K, M] (decay = e^(-wt)): an up pass of pairwise products (node i with node i + n/2 at a level of n nodes;
     an odd level gets the factor 1 as its last node), then a down pass handing each node the
     product of everything outside its subtree. A node keeps only the coefficients it can have
     (2^depth + 1, at most L), so the wide low levels stay cheap; every reshape is static but for M."""
     num_items = int(wt.shape[0])
-    levels = [tf.stack([tf.exp(-wt), _arrived(wt)])]  # [coefficients, nodes, M]
+    levels = [tf.stack([decay, _arrived(wt, decay)])]  # [coefficients, nodes, M]
     sizes = []  # each level's number of real nodes (before an odd level's padding)
     while True:
         node = levels[-1]
