@@ -37,8 +37,8 @@ def test_generator_logs_train_evaluate_push(tmp_path, agent):
         },
         "trainer": {
             "agent": agent,
-            "train_steps": 600,
-            "steps_per_run": 200,
+            "train_steps": 300,
+            "steps_per_run": 100,
             "batch_size": 128,
             "learning_rate": 0.01,
             "alpha": 0.2,
