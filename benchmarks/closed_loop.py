@@ -129,6 +129,9 @@ class LoopConfig:
     switch_tau: float | None = None
     workdir: str = ""  # "" : a temporary directory, removed afterwards
     keep_workdir: bool = False
+    # Each night's `rlops run` through its entry point in this process rather than a subprocess
+    # (the test suite's way: the same run without importing TensorFlow and TFX again each night).
+    in_process: bool = False
     # --reference only: 'per_item' (one logistic regression per item) or 'lowrank' (one logistic
     # factorization model: user tower . item tower, the click model's own shape); its rank and L2.
     reference_model: str = "per_item"
@@ -381,18 +384,24 @@ def run_pipeline(config: LoopConfig, gen, root: str, night_dir: str, night: int)
     config_path, summary_path = os.path.join(night_dir, "night.yaml"), os.path.join(night_dir, "summary.json")
     with open(config_path, "w") as f:
         yaml.safe_dump(night_yaml(config, gen, root, night_dir, night), f, sort_keys=False)
-    rlops = os.path.join(os.path.dirname(sys.executable), "rlops")
-    command = [rlops, "run", "bandit", "--config", config_path, "--summary-json", summary_path]
-    proc = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        cwd=night_dir,
-        timeout=1800,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"rlops run bandit exited {proc.returncode}:\n{proc.stderr[-4000:]}")
+    argv = ["run", "bandit", "--config", config_path, "--summary-json", summary_path]
+    if config.in_process:
+        from rlops.pipelines import cli
+
+        if (code := cli.main(argv)) != 0:
+            raise RuntimeError(f"rlops run bandit exited {code}")
+    else:
+        rlops = os.path.join(os.path.dirname(sys.executable), "rlops")
+        proc = subprocess.run(
+            [rlops, *argv],
+            capture_output=True,
+            text=True,
+            cwd=night_dir,
+            timeout=1800,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"rlops run bandit exited {proc.returncode}:\n{proc.stderr[-4000:]}")
     with open(summary_path) as f:
         return json.load(f)
 

@@ -34,6 +34,7 @@ LOOP = dict(
     reward_loss="sigmoid_cross_entropy",
     hidden_sizes=(8,),
     item_id_feature=True,
+    in_process=True,
 )
 
 
