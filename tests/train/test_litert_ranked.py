@@ -108,6 +108,8 @@ def exported(tmp_path_factory):
     return _policy_dir(str(tmp_path_factory.mktemp("ranked") / "policy"))
 
 
+# The Pusher and ai-edge-litert: the pinned stack's (.venv-core has neither), so `make test` runs it there.
+@pytest.mark.slow
 def test_a_pushed_ranking_policys_litert_file_answers_in_a_fresh_process_without_tensorflow(exported, tmp_path):
     dest = str(tmp_path / "serving")
     pushed = core.push_policy(exported, dest, True, _inputs(ROWS), verifier=lambda d: None)  # the LiteRT stage runs
@@ -136,6 +138,8 @@ def test_a_pushed_ranking_policys_litert_file_answers_in_a_fresh_process_without
     assert out["policy_version"].tolist() == [pushed.version] * 2
 
 
+# The Pusher and ai-edge-litert: the pinned stack's (.venv-core has neither), so `make test` runs it there.
+@pytest.mark.slow
 def test_the_pusher_refuses_a_ranked_litert_file_with_baked_in_seeds(exported, tmp_path, monkeypatch):
     """A RANDOM_UNIFORM seeded at conversion: LiteRT re-seeds it to the same value, and the draw
     checks refuse the file before any version appears."""
