@@ -290,13 +290,13 @@ def test_an_existing_out_file_is_kept_unless_forced(tmp_path, capsys):
 @pytest.mark.slow
 def test_the_generated_per_arm_config_runs_to_a_verified_push_unchanged(tmp_path, monkeypatch):
     """`rlops run bandit --config <generated>`, nothing edited or overridden: ingest, train, evaluate,
-    and (10,000 rows of 5 items, the last clicked most: enough for an interval) bless and push."""
+    and (5,000 rows of 5 items, the last clicked most: enough for an interval) bless and push."""
     monkeypatch.chdir(tmp_path)  # the config's root, pipeline_root/bandit, lands here
-    logs, items = obd_like(tmp_path, rows=10_000, num_items=5)
+    logs, items = obd_like(tmp_path, rows=5_000, num_items=5)
     assert init("--from", logs, "--items", items, "--out", "my.yaml") == 0
     assert cli.main(["run", "bandit", "--config", "my.yaml", "--summary-json", "summary.json"]) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["records_written_train"] + summary["records_written_eval"] == 10_000
+    assert summary["records_written_train"] + summary["records_written_eval"] == 5_000
     assert summary["records_quarantined"] == 0
     assert summary["pushed"], summary.get("blessing_reason")
     assert os.listdir(tmp_path / "pipeline_root" / "bandit" / "serving")
