@@ -377,33 +377,35 @@ def night_yaml(config: LoopConfig, gen, root: str, night_dir: str, night: int) -
     }
 
 
-def run_pipeline(config: LoopConfig, gen, root: str, night_dir: str, night: int) -> dict:
-    """`rlops run bandit --config night.yaml` in a subprocess; returns the run summary JSON."""
-    import yaml
-
-    config_path, summary_path = os.path.join(night_dir, "night.yaml"), os.path.join(night_dir, "summary.json")
-    with open(config_path, "w") as f:
-        yaml.safe_dump(night_yaml(config, gen, root, night_dir, night), f, sort_keys=False)
-    argv = ["run", "bandit", "--config", config_path, "--summary-json", summary_path]
-    if config.in_process:
+def run_rlops(kind: str, config_path: str, overrides: tuple[str, ...], cwd: str, in_process: bool = False) -> dict:
+    """`rlops run <kind> --config ...` in a subprocess (or through its entry point in this process);
+    returns the run summary JSON."""
+    summary_path = os.path.join(cwd, f"{kind}_summary.json")
+    argv = ["run", kind, "--config", config_path, "--summary-json", summary_path]
+    argv += [a for o in overrides for a in ("--set", o)]
+    if in_process:
         from rlops.pipelines import cli
 
         if (code := cli.main(argv)) != 0:
-            raise RuntimeError(f"rlops run bandit exited {code}")
+            raise RuntimeError(f"rlops run {kind} exited {code}")
     else:
         rlops = os.path.join(os.path.dirname(sys.executable), "rlops")
-        proc = subprocess.run(
-            [rlops, *argv],
-            capture_output=True,
-            text=True,
-            cwd=night_dir,
-            timeout=1800,
-            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-        )
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+        proc = subprocess.run([rlops, *argv], capture_output=True, text=True, cwd=cwd, timeout=3600, env=env)
         if proc.returncode != 0:
-            raise RuntimeError(f"rlops run bandit exited {proc.returncode}:\n{proc.stderr[-4000:]}")
+            raise RuntimeError(f"rlops run {kind} exited {proc.returncode}:\n{proc.stderr[-4000:]}")
     with open(summary_path) as f:
         return json.load(f)
+
+
+def run_pipeline(config: LoopConfig, gen, root: str, night_dir: str, night: int) -> dict:
+    """`rlops run bandit --config night.yaml` (run_rlops); returns the run summary JSON."""
+    import yaml
+
+    config_path = os.path.join(night_dir, "night.yaml")
+    with open(config_path, "w") as f:
+        yaml.safe_dump(night_yaml(config, gen, root, night_dir, night), f, sort_keys=False)
+    return run_rlops("bandit", config_path, (), night_dir, config.in_process)
 
 
 def _latest(directory: str) -> str:

@@ -40,7 +40,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -243,27 +242,6 @@ def night_yaml(config: RankLoopConfig, gen, root: str, work: str) -> dict:
     }
 
 
-def run_rlops(kind: str, config_path: str, overrides: tuple[str, ...], cwd: str, in_process: bool = False) -> dict:
-    """`rlops run <kind> --config ...` in a subprocess (or through its entry point in this process);
-    returns the run summary JSON."""
-    summary_path = os.path.join(cwd, f"{kind}_summary.json")
-    argv = ["run", kind, "--config", config_path, "--summary-json", summary_path]
-    argv += [a for o in overrides for a in ("--set", o)]
-    if in_process:
-        from rlops.pipelines import cli
-
-        if (code := cli.main(argv)) != 0:
-            raise RuntimeError(f"rlops run {kind} exited {code}")
-    else:
-        rlops = os.path.join(os.path.dirname(sys.executable), "rlops")
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-        proc = subprocess.run([rlops, *argv], capture_output=True, text=True, cwd=cwd, timeout=3600, env=env)
-        if proc.returncode != 0:
-            raise RuntimeError(f"rlops run {kind} exited {proc.returncode}:\n{proc.stderr[-4000:]}")
-    with open(summary_path) as f:
-        return json.load(f)
-
-
 def write_yaml(path: str, content: dict) -> str:
     import yaml
 
@@ -311,7 +289,7 @@ def run_loop(config: RankLoopConfig, log=print) -> WorldResult:
             config_path = write_yaml(os.path.join(night_dir, "night.yaml"), night_yaml(config, gen, root, work))
             estimator = load_raw("ranking", config_path, config.overrides)["evaluator"]["estimator"]  # the gate's
             t0 = time.perf_counter()
-            summary = run_rlops("ranking", config_path, config.overrides, night_dir, config.in_process)
+            summary = single.run_rlops("ranking", config_path, config.overrides, night_dir, config.in_process)
             run_wall_s = time.perf_counter() - t0
             interval = single.candidate_interval(single.evaluator_metrics(root), estimator)
             pushed = int(os.path.basename(summary["pushed_destination"])) if summary.get("pushed") else None
@@ -480,7 +458,7 @@ def item_by_item(config: RankLoopConfig, gen, work: str, night_dir: str, populat
     root = os.path.join(directory, "pipeline")
     config_path = write_yaml(os.path.join(directory, "bandit.yaml"), item_by_item_yaml(config, gen, root, directory))
     t0 = time.perf_counter()
-    run_rlops("bandit", config_path, (), directory)
+    single.run_rlops("bandit", config_path, (), directory)
     wall = time.perf_counter() - t0
     contexts = {c: np.tile(gen.population[c][population], gen.num_slots) for c in gen.user_columns + gen.float_columns}
     contexts["position"] = np.repeat(np.arange(gen.num_slots), len(population))

@@ -94,8 +94,9 @@ def litert_slate_head(
 def ranked_serving_function(loaded: Any, version: tf.Tensor) -> tuple[Any, dict]:
     """The concrete function to convert for a loaded ranking SavedModel (it must have
     `ranked_scores`), and the metadata it was built from."""
-    metadata = {k: v.numpy() for k, v in loaded.signatures["get_metadata"]().items()}
-    metadata = {k: v.decode() if isinstance(v, bytes) else v.item() for k, v in metadata.items()}
+    from rlops.train.verify_ranked import read_metadata
+
+    metadata = read_metadata(loaded)
     kind, num_slots, parameter, step = head_parameters(metadata)
     specs = loaded.signatures[SOURCE_SIGNATURE].structured_input_signature[1]
     scores_of = getattr(loaded, RANKED_SCORES)
@@ -132,8 +133,7 @@ def compare_ranked(loaded: Any, model_path: str, inputs: Mapping[str, Any]) -> s
     if isinstance(feeds, str):
         return feeds
     want = {k: v.numpy() for k, v in serve(**{k: tf.constant(v, specs[k].dtype) for k, v in feeds.items()}).items()}
-    metadata = {k: v.numpy() for k, v in loaded.signatures["get_metadata"]().items()}
-    metadata = {k: v.decode() if isinstance(v, bytes) else v.item() for k, v in metadata.items()}
+    metadata = vr.read_metadata(loaded)
     jobs = [({k: v[:1] for k, v in feeds.items()}, vr.CALLS_ONE), (feeds, vr.CALLS_MANY)]
     stored = {f"feed_{k}": v for k, v in feeds.items()}
 

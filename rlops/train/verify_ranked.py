@@ -84,11 +84,13 @@ def draw(saved_model_dir: str, inputs_npz: str, out_npz: str, calls_one: int, ca
         value = v.numpy()
         out[f"feed_{k}"] = value.astype(np.bytes_) if value.dtype == object else value  # no pickles
     np.savez(out_npz, **out)
-    metadata = {}
-    for k, v in policy.signatures["get_metadata"]().items():
-        value = v.numpy()
-        metadata[k] = value.decode() if isinstance(value, bytes) else value.item()
-    return {"ok": True, "signature": name, "rows": rows, "metadata": metadata}
+    return {"ok": True, "signature": name, "rows": rows, "metadata": read_metadata(policy)}
+
+
+def read_metadata(loaded: Any) -> dict[str, Any]:
+    """A loaded SavedModel's `get_metadata` as JSON-ready Python values (strings decoded)."""
+    values = {k: v.numpy() for k, v in loaded.signatures["get_metadata"]().items()}
+    return {k: v.decode() if isinstance(v, bytes) else v.item() for k, v in values.items()}
 
 
 # ---- the parent: the checks --------------------------------------------------------------------
