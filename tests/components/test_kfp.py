@@ -1,6 +1,6 @@
-"""The KFP v2 component specs: each runs through kfp 2.5's kfp.local SubprocessRunner (in this
-interpreter, use_venv=False) on a small digits bandit, and its outputs match the TFX component's
-executor run on the same inputs; the specs load with kfp.components.load_component_from_file,
+"""The KFP v2 component specs: each runs through kfp 2.5's kfp.local SubprocessRunner (this venv's
+interpreter, use_venv=False, forked warm: warm_kfp_python) on a small digits bandit, and its
+outputs match the TFX component's executor run on the same inputs; the specs load with kfp.components.load_component_from_file,
 stay in sync with components.py, and the sample pure-KFP pipeline compiles.
 
 kfp 2.5's local runner refuses input artifacts ("not yet supported for local execution");
@@ -13,6 +13,7 @@ import contextlib
 import filecmp
 import json
 import os
+from collections.abc import Iterator
 from unittest import mock
 
 import numpy as np
@@ -101,7 +102,27 @@ def tree(root: str) -> set:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def warm_kfp_python():
+    """kfp.local's subprocesses (`python3 -m kfp.dsl.executor_main ...`) forked from the suite's
+    warm interpreter (tests/conftest.py: one that has imported TensorFlow): each is still a new
+    process running the spec's command, without paying TensorFlow's import again."""
+    from kfp.local import subprocess_task_handler
+
+    from rlops.components.pusher.core import VERIFY_PYTHON_ENV
+
+    shim = os.environ[VERIFY_PYTHON_ENV]
+
+    @contextlib.contextmanager
+    def warm_environment(use_venv: bool) -> Iterator[str]:
+        assert not use_venv
+        yield shim
+
+    with mock.patch.object(subprocess_task_handler, "environment", warm_environment):
+        yield
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, warm_kfp_python):
     """One small dataset and model, each made by the KFP spec (kfp.local) and by the TFX executor."""
     from tfx.types import standard_artifacts
 
