@@ -105,6 +105,16 @@ def _per_arm(kind: str, out: str, hash_buckets: int = 0) -> None:
     PolicySaver(PerArmFeaturePolicy(serving_policy(agent), pre), serving_epsilon=EPSILON).save(out)
 
 
+def _per_arm_under_a_global_seed(kind: str, out: str) -> None:
+    """Exported as the Trainer exports, after tf.random.set_seed: its draws must stay fresh all the
+    same (test_a_per_arm_policy_exported_under_a_global_seed_explores_freshly_in_both_artifacts)."""
+    tf.random.set_seed(0)
+    try:
+        _per_arm(kind, out)
+    finally:
+        tf.random.set_seed(None)
+
+
 def _ppo(out: str, stochastic: bool) -> None:
     import tf_keras
 
@@ -125,7 +135,7 @@ KINDS = {
     "lin_ts": lambda d: _dense("lin_ts", d),
     "neural_epsilon_greedy_masked": lambda d: _dense("neural_epsilon_greedy", d, masked=True),
     "lin_ts_masked": lambda d: _dense("lin_ts", d, masked=True),
-    "per_arm_neural_epsilon_greedy": lambda d: _per_arm("neural_epsilon_greedy", d),
+    "per_arm_neural_epsilon_greedy": lambda d: _per_arm_under_a_global_seed("neural_epsilon_greedy", d),
     "per_arm_lin_ucb": lambda d: _per_arm("lin_ucb", d),
     "per_arm_lin_ts": lambda d: _per_arm("lin_ts", d),
     "ppo_greedy": lambda d: _ppo(d, stochastic=False),
@@ -319,16 +329,11 @@ def test_a_policy_needing_flex_ops_fails_the_push_in_one_line_naming_the_op(tmp_
 
 
 # ---- exploration as logged: fresh draws in every artifact ------------------------------------------
-def test_a_per_arm_policy_exported_under_a_global_seed_explores_freshly_in_both_artifacts(tmp_path):
-    """The Trainer sets tf.random.set_seed before exporting. Both artifacts still draw freshly: at
-    batch 1 and 64, call after call, in two fresh processes each (the Pusher's draw checks)."""
-    path = str(tmp_path / "per_arm")
-    tf.random.set_seed(0)
-    try:
-        _per_arm("neural_epsilon_greedy", path)
-    finally:
-        tf.random.set_seed(None)
-    litert.convert_to_dir(path)
+def test_a_per_arm_policy_exported_under_a_global_seed_explores_freshly_in_both_artifacts(policies):
+    """The Trainer sets tf.random.set_seed before exporting (so does the fixture for this policy).
+    Both artifacts still draw freshly: at batch 1 and 64, call after call, in two fresh processes
+    each (the Pusher's draw checks)."""
+    path = policies["per_arm_neural_epsilon_greedy"]
     inputs = _verify_inputs(path, n=64)
     core.subprocess_verifier(inputs)(path)  # the SavedModel: raises on a failed draw check
     assert litert.compare(path, os.path.join(path, litert.LITERT_FILE), core.litert_inputs(inputs)) is None
