@@ -5,6 +5,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import learner_testlib as lt
@@ -13,10 +14,46 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
+from rlops.components.pusher.core import VERIFY_PYTHON_ENV
 from rlops.train import Learner, create_train_step_counter
 
 JOB = "learner_job.py"
 TIMEOUT_S = 150
+
+# Runs a job script as `python SCRIPT ARGS` would, after printing its pid and setting the worker's
+# TF_CONFIG: set here rather than in the environment, whose TF_* variables must match the warm
+# interpreter's for the job to run forked from it (rlops.testing.warm_python).
+_RUN_JOB = """
+import os, runpy, sys
+print("pid", os.getpid(), flush=True)
+os.environ["CUDA_VISIBLE_DEVICES"] = ""
+if sys.argv[1]:
+    os.environ["TF_CONFIG"] = sys.argv[1]
+sys.argv = sys.argv[2:]
+sys.path[0] = os.path.dirname(sys.argv[0])
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def start_job(script: str, args: list[str], tf_config: str = "") -> tuple[subprocess.Popen, int]:
+    """`python tests/train/SCRIPT ARGS` in the suite's warm interpreter when there is one (conftest:
+    it has imported TensorFlow and nothing of rlops; the job's own process, forked from it, sets
+    its strategy up before any op runs), else a fresh one. Returns the process and the job's pid
+    (the forked child's, which a SIGKILL must reach; the process's own when cold)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TF_CONFIG")}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    python = os.environ.get(VERIFY_PYTHON_ENV) or sys.executable
+    proc = subprocess.Popen(
+        [python, "-c", _RUN_JOB, tf_config, os.path.join(lt.HERE, script), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=lt.REPO,
+    )
+    first = proc.stdout.readline().split()
+    assert first[:1] == ["pid"], f"job did not start: {first}\n{proc.stderr.read()[-3000:]}"
+    return proc, int(first[1])
 
 
 def reference_weights(tmp_path, steps, global_batch):
@@ -57,7 +94,7 @@ def test_sigkill_mid_training_resumes_from_last_checkpoint(tmp_path):
     deadline = time.monotonic() + TIMEOUT_S
     root, out_file = str(tmp_path / "job"), str(tmp_path / "final.npz")
     args = ["--root", root, "--steps", "40", "--run-size", "5", "--checkpoint-interval", "10", "--out", out_file]
-    proc = lt.start_python(JOB, args + ["--sleep", "0.2"])
+    proc, job = start_job(JOB, args + ["--sleep", "0.2"])
     lines = []
     try:
         for line in proc.stdout:  # wait until past the step-20 checkpoint, then kill -9
@@ -68,14 +105,20 @@ def test_sigkill_mid_training_resumes_from_last_checkpoint(tmp_path):
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.kill()
+        try:
+            os.kill(job, signal.SIGKILL)  # the job itself, when forked from the warm interpreter
+        except ProcessLookupError:
+            pass
         proc.wait()
     assert proc.returncode == -signal.SIGKILL
+    while os.path.exists(f"/proc/{job}"):  # gone (reaped by its parent): it writes no more checkpoints
+        time.sleep(0.01)
     assert not os.path.exists(out_file)
     ckpts = tf.train.get_checkpoint_state(os.path.join(root, "train", "checkpoints")).all_model_checkpoint_paths
     last = max(int(p.rsplit("-", 1)[1]) for p in ckpts)
     assert 20 <= last < 40
 
-    out = finish(lt.start_python(JOB, args), max(1, deadline - time.monotonic()))
+    out = finish(start_job(JOB, args)[0], max(1, deadline - time.monotonic()))
     first = json.loads(out.splitlines()[0])
     assert first["restored_step"] == last, out
     steps = [int(line.split()[1]) for line in out.splitlines() if line.startswith("step ")]
@@ -109,7 +152,7 @@ def test_multi_worker_mirrored_two_processes(tmp_path):
             "--out",
             str(tmp_path / f"worker{i}.npz"),
         ]
-        procs.append(lt.start_python(JOB, args, TF_CONFIG=tf_config))
+        procs.append(start_job(JOB, args, tf_config)[0])
     deadline = time.monotonic() + TIMEOUT_S
     try:
         outs = [finish(p, max(1, deadline - time.monotonic())) for p in procs]
@@ -142,11 +185,11 @@ def test_ppo_multi_worker_two_processes_equals_one_replica(tmp_path):
     ports = lt.free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     procs = [
-        lt.start_python(
+        start_job(
             "ppo_job.py",
             ["--root", str(tmp_path / "job"), "--out", str(tmp_path / f"w{i}.npz")],
-            TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}),
-        )
+            json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}),
+        )[0]
         for i in range(2)
     ]
     deadline = time.monotonic() + TIMEOUT_S
