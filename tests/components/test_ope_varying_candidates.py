@@ -332,8 +332,9 @@ def test_experience_gen_trainer_evaluator_on_varying_candidates(world, tmp_path)
     served = _saved_policy_value(gen, serving_dir(str(d / "model")), served=True)
     assert gen.true_value(gen.uniform_policy) < served < truth  # exploring costs a little
 
+    # DM's interval (the refits') is not what this test checks: the fewest refits the config allows.
     result = core.run_evaluator(
-        EvaluatorConfig(num_bootstrap=200),
+        EvaluatorConfig(num_bootstrap=200, dm_refits=10),
         str(d / "model"),
         str(tmp_path / "evaluation"),
         str(tmp_path / "blessing"),
@@ -372,6 +373,8 @@ def test_rlops_evaluate_on_varying_candidates(world, tmp_path, capsys):
                     policy,
                     "--num-bootstrap",
                     "200",
+                    "--dm-refits",  # DM's interval is not what this test checks
+                    "10",
                     "--plot",
                     str(tmp_path / "p.png"),
                 ]
