@@ -56,7 +56,7 @@ def test_dm_interval_with_reward_model_refits_covers_the_true_value():
         dm = ope.estimate(data, target, q, num_bootstrap=100, seed=seed)["dm"]
         fixed += dm.lower <= truth <= dm.upper
         refits = ope.refit_dm_replicates(
-            data, [target], "logistic", gen.num_items, replicates=20, max_records=5_000, seed=seed
+            data, [target], "logistic", gen.num_items, replicates=10, max_records=5_000, seed=seed
         )
         dm = ope.estimate(data, target, q, num_bootstrap=100, seed=seed, dm_refits=refits)["dm"]
         refit += dm.lower <= truth <= dm.upper
