@@ -695,6 +695,17 @@ def test_per_arm_agents_beat_random_by_a_wide_margin(kind, ratio):
 # --- MultiWorkerMirroredStrategy: 2 worker processes -------------------------------------------
 
 
+# `python SCRIPT ARGS` for one worker whose TF_CONFIG is argv[1] (no GPU).
+_RUN_WORKER = """
+import os, runpy, sys
+os.environ["CUDA_VISIBLE_DEVICES"] = ""
+os.environ["TF_CONFIG"] = sys.argv[1]
+sys.argv = sys.argv[2:]
+sys.path[0] = os.path.dirname(sys.argv[0])
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_multi_worker_two_processes_equal_one_replica(tmp_path):
@@ -705,6 +716,8 @@ def test_multi_worker_two_processes_equal_one_replica(tmp_path):
     import socket
     import subprocess
     import sys
+
+    from rlops.components.pusher.core import VERIFY_PYTHON_ENV
 
     here = os.path.dirname(os.path.abspath(__file__))
     repo = os.path.dirname(os.path.dirname(here))
@@ -718,20 +731,21 @@ def test_multi_worker_two_processes_equal_one_replica(tmp_path):
     for s in socks:
         s.close()
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    # The workers run forked from the suite's warm interpreter when there is one (conftest: it has
+    # imported TensorFlow, nothing of rlops, and run no op): its TF_* environment must be theirs, so
+    # each sets its TF_CONFIG itself, before the job's strategy reads it.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TF_CONFIG")}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    python = os.environ.get(VERIFY_PYTHON_ENV) or sys.executable
     procs = []
     for i in range(2):
-        env = dict(
-            os.environ,
-            TF_CPP_MIN_LOG_LEVEL="3",
-            PYTHONWARNINGS="ignore",
-            CUDA_VISIBLE_DEVICES="",
-            PYTHONPATH=os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")]),
-            TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}),
-        )
         procs.append(
             subprocess.Popen(
                 [
-                    sys.executable,
+                    python,
+                    "-c",
+                    _RUN_WORKER,
+                    json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}),
                     os.path.join(here, "bandit_job.py"),
                     "--root",
                     str(tmp_path / f"w{i}"),

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from rlops.components.pusher.core import VERIFY_PYTHON_ENV
 from rlops.components.trainer import passes
 from rlops.components.trainer.config import LINEAR_BATCH_SIZE, TrainerConfig
 from rlops.components.trainer.core import METRICS_FILE, run_trainer
@@ -197,8 +198,12 @@ def test_workers_read_disjoint_files_or_disjoint_records():
     assert passes.shard_files(files, 1, 0) == (files, False)
 
 
+# One worker: its TF_CONFIG comes as argv[1], set before run_trainer builds its strategy (not in
+# the environment, whose TF_* variables must match the warm interpreter's for it to run forked).
 _WORKER = """
-import json, sys
+import json, os, sys
+os.environ["CUDA_VISIBLE_DEVICES"] = ""
+os.environ["TF_CONFIG"] = sys.argv.pop(1)
 from rlops.components.trainer.config import TrainerConfig
 from rlops.components.trainer.core import run_trainer
 examples, model, run = sys.argv[1:4]
@@ -221,19 +226,17 @@ def test_two_workers_count_each_record_once(day1, tmp_path):
     for s in socks:
         s.close()
     model, run = str(tmp_path / "model"), str(tmp_path / "run")
+    # The workers run forked from the suite's warm interpreter when there is one (conftest: it has
+    # imported TensorFlow, nothing of rlops, and run no op), else in a fresh one.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TF_CONFIG")}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    python = os.environ.get(VERIFY_PYTHON_ENV) or sys.executable
     procs = []
     for i in range(2):
-        env = dict(
-            os.environ,
-            TF_CPP_MIN_LOG_LEVEL="3",
-            PYTHONWARNINGS="ignore",
-            CUDA_VISIBLE_DEVICES="",
-            PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]),
-            TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}),
-        )
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-c", _WORKER.format(k=K), day1[0], model, run],
+                [python, "-c", _WORKER.format(k=K), tf_config, day1[0], model, run],
                 env=env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
