@@ -378,6 +378,9 @@ def test_beam_engine_equals_in_memory_on_per_arm_records(
             engine=engine,
             reward_model=reward_model,
             min_ess=0,  # a greedy policy over many arms: few effective records, intervals all the same
+            # The candidate served at the grid's larger epsilons (a second run_split on Beam) is
+            # compared on the auto cases; low_rank's own part is the first run's fit and predictions.
+            serving_epsilons=() if reward_model == "low_rank" else EvaluatorConfig.serving_epsilons,
         )
         out = tmp_path / engine
         results[engine] = core.run_evaluator(
@@ -400,6 +403,14 @@ def test_beam_engine_equals_in_memory_on_per_arm_records(
     assert got["reward_model"] == memory["reward_model"] and got["blessed"] == memory["blessed"]
     assert memory["reward_model"] == ("logistic_low_rank" if reward_model == "low_rank" else "logistic")
     assert memory["candidate"]["dr"]["lower"] < memory["candidate"]["dr"]["upper"], (memory["reason"], memory["trust"])
+    # The candidate served at each larger epsilon of the grid (not clearing the gate at its own):
+    # a second run_split on Beam, tried as in memory.
+    tried, got_tried = memory["served_policy"]["tried"], got["served_policy"]["tried"]
+    assert len(tried) == (1 if reward_model == "low_rank" else 4) and len(got_tried) == len(tried)
+    for want, trial in zip(tried, got_tried):
+        assert trial["epsilon"] == want["epsilon"] and trial["clears_gate"] == want["clears_gate"]
+        assert abs(trial["ess"] - want["ess"]) <= TOL * want["ess"]
+        assert_same_estimates({"improvement": trial["improvement"]}, {"improvement": want["improvement"]})
 
 
 def _arm_values_in_batches(features, sizes, seed):
