@@ -23,6 +23,7 @@ from rlops.components.common.model import NOT_BLESSED_FILE
 from rlops.components.evaluator import beam as beam_engine, bootstrap, core, estimators, on_logs, ope
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.experience_gen import records
+from rlops.components.pusher.core import VERIFY_PYTHON_ENV
 
 # Slow: the Beam engine against the in-memory one on 40k records; `make test` runs it.
 N = 40_000  # 2 shards of 2 read batches each: bundles, workers and chunks all split the sums
@@ -235,9 +236,16 @@ def test_beam_engine_equals_in_memory_on_40k_records_with_one_and_two_workers(wo
 
 
 def _cli(*args):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore")
+    """`rlops evaluate` in its own process: the suite's warm interpreter when there is one
+    (conftest.warm_fresh_python: forked from one that has imported TensorFlow and nothing of
+    rlops; `-W ignore` rather than PYTHONWARNINGS, which it could not honour warm)."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    python = os.environ.get(VERIFY_PYTHON_ENV) or sys.executable
     return subprocess.run(
-        [sys.executable, "-m", "rlops.pipelines.cli", "evaluate", *args], capture_output=True, text=True, env=env
+        [python, "-W", "ignore", "-m", "rlops.pipelines.cli", "evaluate", *args],
+        capture_output=True,
+        text=True,
+        env=env,
     )
 
 
