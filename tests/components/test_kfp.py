@@ -1,7 +1,8 @@
 """The KFP v2 component specs: each runs through kfp 2.5's kfp.local SubprocessRunner (this venv's
 interpreter, use_venv=False, forked warm: warm_kfp_python) on a small digits bandit, and its
-outputs match the TFX component's executor run on the same inputs; the specs load with kfp.components.load_component_from_file,
-stay in sync with components.py, and the sample pure-KFP pipeline compiles.
+outputs match the TFX component's executor run on the same inputs; the specs load with
+kfp.components.load_component_from_file, stay in sync with components.py, and the sample pure-KFP
+pipeline compiles.
 
 kfp 2.5's local runner refuses input artifacts ("not yet supported for local execution");
 `input_artifacts` below hands them to it the way a pipeline backend does -- as RuntimeArtifacts
