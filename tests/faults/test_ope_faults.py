@@ -3,6 +3,7 @@ bounded, and bad evaluator settings fail naming the key."""
 
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -11,6 +12,7 @@ import pytest
 
 from rlops.components.evaluator import ope
 from rlops.components.evaluator.config import EvaluatorConfig
+from rlops.components.pusher.core import VERIFY_PYTHON_ENV
 
 MEMORY_CHILD = r"""
 import json, resource, sys
@@ -96,8 +98,11 @@ SMALL_RUN = [
 
 
 def _run_bandit(root, overrides):
-    """`rlops run bandit` in its own process, as a user runs it: exit code and output."""
-    args = [sys.executable, "-m", "rlops.pipelines.cli", "run", "bandit", "--set", f"root={root}"]
+    """`rlops run bandit` in its own process, as a user runs it: exit code and output. The process
+    is the suite's warm interpreter when there is one (conftest.warm_fresh_python: forked from one
+    that has imported TensorFlow and nothing of rlops)."""
+    python = os.environ.get(VERIFY_PYTHON_ENV) or sys.executable
+    args = [python, "-m", "rlops.pipelines.cli", "run", "bandit", "--set", f"root={root}"]
     for item in SMALL_RUN + overrides:
         args += ["--set", item]
     return subprocess.run(args, capture_output=True, text=True, timeout=600)
