@@ -7,7 +7,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlops.train.on_policy import PPOConfig, train_ppo
+from rlops.envs.gym_env import GymVectorEnv
+from rlops.train.on_policy import PPOConfig, build_ppo_agent, train_ppo
 
 
 class PickOneEnv(gym.Env):
@@ -53,10 +54,12 @@ def test_learner_path_checkpoints_and_resumes(tmp_path):
     resumed = train_ppo(small(6), root_dir=root, summary_dir=summaries, checkpoint_interval=4)
     assert int(resumed.agent.train_step_counter.numpy()) == 6 * 2 and len(resumed.losses) == 2
     assert resumed.env_steps == 6 * 64
+    # The resumed job's weights are not those a fresh job starts from.
+    env = GymVectorEnv(small(1).env_id, 4)
+    fresh = [v.numpy() for v in build_ppo_agent(small(1), env).trainable_weights]
+    env.close()
     restored = [v.numpy() for v in resumed.agent.trainable_weights]
-    assert not all(
-        np.allclose(a, b) for a, b in zip(restored, [v.numpy() for v in train_ppo(small(1)).agent.trainable_weights])
-    )
+    assert not all(np.allclose(a, b) for a, b in zip(restored, fresh))
     assert any(name.startswith("events") for name in os.listdir(summaries))
 
 
