@@ -137,14 +137,14 @@ def warm_fresh_python(tmp_path_factory):
     the serving tests act in one (helpers.run_fresh_python); here those processes are forked from
     an interpreter that has imported TensorFlow and nothing else (rlops.testing.warm_python), which
     saves the import's seconds of CPU each and checks the same thing. Started in the background:
-    what runs before it listens runs cold."""
+    a process asked for before it listens waits for it."""
     if os.environ.get(VERIFY_PYTHON_ENV):
         yield
         return
     root = tmp_path_factory.mktemp("warm-verify")
     socket_path, shim = str(root / "python.sock"), str(root / "python")
     server = WarmPythonServer.start(socket_path, ("tensorflow", "numpy"), env=dict(os.environ), wait=False)
-    write_client_shim(shim, socket_path)
+    write_client_shim(shim, socket_path, starting_pid=server.pid)
     os.environ[VERIFY_PYTHON_ENV] = shim
     yield
     os.environ.pop(VERIFY_PYTHON_ENV, None)

@@ -347,10 +347,21 @@ def run_program(program: _Program) -> None:
 _CLIENT = """#!{python} -S
 # `python` for emulated containers: runs warm in {socket} (rlops.testing.warm_python), else cold.
 import array, json, os, signal, socket, sys
-REAL, SOCKET = {python!r}, {socket!r}
+REAL, SOCKET, STARTING = {python!r}, {socket!r}, {starting!r}
 def cold():
     os.execv(REAL, [REAL, *sys.argv[1:]])
+def starting():  # alive (not a zombie) and not yet listening
+    try:
+        with open(f"/proc/{{STARTING}}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z" and not os.path.exists(SOCKET)
+    except OSError:
+        return False
 try:
+    if STARTING:  # a server still importing: wait for it rather than import everything again
+        import time
+        deadline = time.monotonic() + 120
+        while starting() and time.monotonic() < deadline:
+            time.sleep(0.1)
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.connect(SOCKET)
     body = json.dumps({{"args": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd()}}).encode()
@@ -370,10 +381,12 @@ sys.exit(int(line[1]) if len(line) == 2 and line[0] == b"EXIT" else 1)
 """
 
 
-def write_client_shim(path: str, socket_path: str) -> None:
-    """An executable `python` at `path` that runs its command warm in the server at socket_path."""
+def write_client_shim(path: str, socket_path: str, starting_pid: int | None = None) -> None:
+    """An executable `python` at `path` that runs its command warm in the server at socket_path.
+    With `starting_pid` (a server started with wait=False), a command that comes while that server
+    is alive but not yet listening waits for it (up to 120 s) instead of running cold."""
     with open(path, "w") as f:
-        f.write(_CLIENT.format(python=sys.executable, socket=socket_path))
+        f.write(_CLIENT.format(python=sys.executable, socket=socket_path, starting=starting_pid))
     os.chmod(path, 0o755)
 
 

@@ -98,6 +98,28 @@ def test_no_server_means_a_cold_run(tmp_path):
     assert (result.returncode, result.stdout) == (0, "alone\n")
 
 
+def test_a_command_asked_for_while_the_server_imports_waits_for_it(tmp_path):
+    """A server started in the background (wait=False): a command that comes before it listens
+    runs warm once it does; one naming a server that has died runs cold at once."""
+    socket_path = str(tmp_path / "s.sock")
+    server = WarmPythonServer.start(socket_path, (PRELOADED, "pandas"), wait=False)
+    try:
+        shim = str(tmp_path / "python")
+        write_client_shim(shim, socket_path, starting_pid=server.pid)
+        assert not os.path.exists(socket_path)  # still importing pandas
+        result = _run(shim, ["-c", f"import sys; print({PRELOADED!r} in sys.modules)"], tmp_path)
+        assert result.stdout.split() == ["True"], result.stderr
+    finally:
+        server.kill()
+        server.wait()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    write_client_shim(shim, str(tmp_path / "nobody.sock"), starting_pid=gone.pid)
+    start = time.monotonic()
+    assert _run(shim, ["-c", "print('alone')"], tmp_path).stdout == "alone\n"
+    assert time.monotonic() - start < 30
+
+
 def test_a_killed_caller_takes_its_step_and_the_steps_children_with_it(warm, tmp_path):
     shim, _, _ = warm
     pids = tmp_path / "pids"
