@@ -318,12 +318,17 @@ def test_train_returns_loss_info_and_updates_state(action_spec):
     np.testing.assert_allclose(agent.reward_normalizer.count.numpy(), 4 * 7, rtol=1e-9)
 
 
-def test_masked_rows_do_not_influence_training():
+def test_masked_rows_do_not_influence_training(tmp_path):
     """Changing the data of boundary rows and weight-0 rows leaves the update unchanged."""
     results = []
     base = make_experience(make_agent(), boundary_at=3, seed=11)
+    # One agent, reset to its initial state between the two updates: one trace and XLA compile.
+    agent = make_agent(importance_ratio_clipping=0.2, use_gae=True, num_epochs=2)
+    agent.optimizer.build(agent.trainable_weights)  # the optimizer's slots are part of the state
+    initial = tf.train.Checkpoint(agent=agent)
+    saved = initial.write(str(tmp_path / "initial"))
     for perturb in (False, True):
-        agent = make_agent(importance_ratio_clipping=0.2, use_gae=True, num_epochs=2)
+        initial.read(saved).assert_consumed()
         exp = base
         weights = np.ones_like(exp.reward)
         weights[2, 4] = 0.0
