@@ -66,6 +66,15 @@ def make_agent(action_spec=DISCRETE, **kwargs):
     )
 
 
+def resetter(agent, tmp_path):
+    """A function that puts `agent` back to its state now (weights, optimizer slots, train step):
+    several updates from one start with one agent, i.e. one trace and XLA compile."""
+    agent.optimizer.build(agent.trainable_weights)
+    checkpoint = tf.train.Checkpoint(agent=agent)
+    saved = checkpoint.write(str(tmp_path / "initial_state"))
+    return lambda: checkpoint.read(saved).assert_consumed()
+
+
 def make_experience(agent, B=4, T=6, seed=0, boundary_at=None):
     """Random experience sampled from the agent's own collect policy."""
     rng = np.random.default_rng(seed)
@@ -322,13 +331,10 @@ def test_masked_rows_do_not_influence_training(tmp_path):
     """Changing the data of boundary rows and weight-0 rows leaves the update unchanged."""
     results = []
     base = make_experience(make_agent(), boundary_at=3, seed=11)
-    # One agent, reset to its initial state between the two updates: one trace and XLA compile.
     agent = make_agent(importance_ratio_clipping=0.2, use_gae=True, num_epochs=2)
-    agent.optimizer.build(agent.trainable_weights)  # the optimizer's slots are part of the state
-    initial = tf.train.Checkpoint(agent=agent)
-    saved = initial.write(str(tmp_path / "initial"))
+    reset = resetter(agent, tmp_path)
     for perturb in (False, True):
-        initial.read(saved).assert_consumed()
+        reset()
         exp = base
         weights = np.ones_like(exp.reward)
         weights[2, 4] = 0.0
@@ -344,14 +350,16 @@ def test_masked_rows_do_not_influence_training(tmp_path):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
-def test_per_row_weights_of_shape_b_equal_the_same_weights_over_time():
+def test_per_row_weights_of_shape_b_equal_the_same_weights_over_time(tmp_path):
     """weights [B] (one per batch row, TF-Agents' per-batch-entry weights) train exactly as [B, T]
     with each row's weight repeated over its time steps; unequal weights change the update."""
     exp = make_experience(make_agent(), boundary_at=3, seed=5)
     row_weights = np.array([1.0, 0.5, 2.0, 0.0], np.float32)
     results = []
+    agent = make_agent(importance_ratio_clipping=0.2, use_gae=True, num_epochs=2)
+    reset = resetter(agent, tmp_path)
     for weights in (row_weights, np.repeat(row_weights[:, None], exp.reward.shape[1], axis=1), None):
-        agent = make_agent(importance_ratio_clipping=0.2, use_gae=True, num_epochs=2)
+        reset()
         info = agent.train(exp, weights=weights)
         results.append((info.loss.numpy(), [v.numpy() for v in agent.trainable_weights]))
     np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-6)
