@@ -161,6 +161,9 @@ _TIMES = os.environ.get("RLOPS_TEST_TIMES")
 
 
 def pytest_runtest_logreport(report):
-    if _TIMES and report.duration >= 1.0:
+    # Under pytest-xdist the controller hears each worker's reports again: only the process that
+    # ran the test writes it (a worker, or the only process).
+    ran_here = os.environ.get("PYTEST_XDIST_WORKER") or not hasattr(report, "node")
+    if _TIMES and report.duration >= 1.0 and ran_here:
         with open(_TIMES, "a") as f:
             f.write(f"{report.duration:.1f} {report.when} {report.nodeid}\n")
