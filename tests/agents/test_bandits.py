@@ -717,7 +717,7 @@ def test_multi_worker_two_processes_equal_one_replica(tmp_path):
     import subprocess
     import sys
 
-    from rlops.components.pusher.core import VERIFY_PYTHON_ENV
+    from helpers import child_env, fresh_python
 
     here = os.path.dirname(os.path.abspath(__file__))
     repo = os.path.dirname(os.path.dirname(here))
@@ -734,9 +734,7 @@ def test_multi_worker_two_processes_equal_one_replica(tmp_path):
     # The workers run forked from the suite's warm interpreter when there is one (conftest: it has
     # imported TensorFlow, nothing of rlops, and run no op): its TF_* environment must be theirs, so
     # each sets its TF_CONFIG itself, before the job's strategy reads it.
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TF_CONFIG")}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    python = os.environ.get(VERIFY_PYTHON_ENV) or sys.executable
+    env, python = child_env(), fresh_python()
     procs = []
     for i in range(2):
         procs.append(

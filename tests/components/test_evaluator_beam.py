@@ -10,12 +10,12 @@ import dataclasses
 import math
 import os
 import subprocess
-import sys
 import tempfile
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import fresh_python
 from linear_policies import save_linear_policy
 
 from rlops.components.common import feedback
@@ -23,7 +23,6 @@ from rlops.components.common.model import NOT_BLESSED_FILE
 from rlops.components.evaluator import beam as beam_engine, bootstrap, core, estimators, on_logs, ope
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.experience_gen import records
-from rlops.components.pusher.core import VERIFY_PYTHON_ENV
 
 # Slow: the Beam engine against the in-memory one on 40k records; `make test` runs it.
 N = 40_000  # 2 shards of 2 read batches each: bundles, workers and chunks all split the sums
@@ -239,8 +238,7 @@ def _cli(*args):
     """`rlops evaluate` in its own process: the suite's warm interpreter when there is one
     (conftest.warm_fresh_python: forked from one that has imported TensorFlow and nothing of
     rlops; `-W ignore` rather than PYTHONWARNINGS, which it could not honour warm)."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    python = os.environ.get(VERIFY_PYTHON_ENV) or sys.executable
+    env, python = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), fresh_python()
     return subprocess.run(
         [python, "-W", "ignore", "-m", "rlops.pipelines.cli", "evaluate", *args],
         capture_output=True,

@@ -14,7 +14,6 @@ import contextlib
 import filecmp
 import json
 import os
-import time
 from collections.abc import Iterator
 from unittest import mock
 
@@ -112,17 +111,11 @@ def warm_kfp_python():
 
     from rlops.components.pusher.core import VERIFY_PYTHON_ENV
 
-    shim = os.environ[VERIFY_PYTHON_ENV]
-    # The suite starts that interpreter without waiting for its imports (its socket sits beside
-    # the shim, tests/conftest.py); until it listens the shim runs cold, so a run waits for it.
-    socket_path = os.path.join(os.path.dirname(shim), "python.sock")
+    shim = os.environ[VERIFY_PYTHON_ENV]  # waits for the interpreter while it still imports
 
     @contextlib.contextmanager
     def warm_environment(use_venv: bool) -> Iterator[str]:
         assert not use_venv
-        deadline = time.monotonic() + 120
-        while not os.path.exists(socket_path) and time.monotonic() < deadline:
-            time.sleep(0.1)
         yield shim
 
     with mock.patch.object(subprocess_task_handler, "environment", warm_environment):
@@ -141,7 +134,7 @@ def runs(tmp_path_factory, warm_kfp_python):
     root = tmp_path_factory.mktemp("kfp")
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root / "kfp_root"))
     out = {"root": root}
-    # The TFX executor first (in this process): the warm interpreter finishes its imports meanwhile.
+    # The TFX executor first (in this process), while the warm interpreter finishes its imports.
     tfx_examples = tfx_artifact(standard_artifacts.Examples, str(root / "tfx" / "examples"))
     tfx_quarantine = tfx_artifact(ExperienceQuarantine, str(root / "tfx" / "quarantine"))
     GenExecutor(GenExecutor.Context(beam_pipeline_args=BEAM_ARGS, tmp_dir=str(root / "tmp"))).Do(

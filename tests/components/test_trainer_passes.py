@@ -9,14 +9,13 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import types
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import child_env, fresh_python
 
-from rlops.components.pusher.core import VERIFY_PYTHON_ENV
 from rlops.components.trainer import passes
 from rlops.components.trainer.config import LINEAR_BATCH_SIZE, TrainerConfig
 from rlops.components.trainer.core import METRICS_FILE, run_trainer
@@ -228,9 +227,7 @@ def test_two_workers_count_each_record_once(day1, tmp_path):
     model, run = str(tmp_path / "model"), str(tmp_path / "run")
     # The workers run forked from the suite's warm interpreter when there is one (conftest: it has
     # imported TensorFlow, nothing of rlops, and run no op), else in a fresh one.
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TF_CONFIG")}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    python = os.environ.get(VERIFY_PYTHON_ENV) or sys.executable
+    env, python = child_env(), fresh_python()
     procs = []
     for i in range(2):
         tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})

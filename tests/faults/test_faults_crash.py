@@ -14,19 +14,18 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import child_env, fresh_python
 
 from rlops.agents import specs
 from rlops.agents.networks import ActorNetwork
 from rlops.agents.policies import ActorPolicy, GreedyPolicy
 from rlops.agents.trajectories import time_step_spec
 from rlops.components.pusher import core, publish
-from rlops.components.pusher.core import VERIFY_PYTHON_ENV
 from rlops.train.policy_saver import PolicySaver
 
 OBS = tf.TensorSpec((4,), tf.float32, "observation")
@@ -47,11 +46,13 @@ def child_process(*args: str, **popen) -> subprocess.Popen:
     the suite's warm interpreter when there is one (conftest.warm_fresh_python: the client's
     death kills the child forked for it), so the kill lands in the component's work rather than in
     TensorFlow's import; rlops comes from the installed package, not PYTHONPATH."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    python = os.environ.get(VERIFY_PYTHON_ENV) or sys.executable
     return subprocess.Popen(
-        [python, "-c", *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, **popen
+        [fresh_python(), "-c", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=child_env(),
+        **popen,
     )
 
 

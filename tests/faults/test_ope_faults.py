@@ -3,16 +3,15 @@ bounded, and bad evaluator settings fail naming the key."""
 
 import json
 import math
-import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from helpers import fresh_python
 
 from rlops.components.evaluator import ope
 from rlops.components.evaluator.config import EvaluatorConfig
-from rlops.components.pusher.core import VERIFY_PYTHON_ENV
 
 MEMORY_CHILD = r"""
 import json, resource, sys
@@ -101,8 +100,7 @@ def _run_bandit(root, overrides):
     """`rlops run bandit` in its own process, as a user runs it: exit code and output. The process
     is the suite's warm interpreter when there is one (conftest.warm_fresh_python: forked from one
     that has imported TensorFlow and nothing of rlops)."""
-    python = os.environ.get(VERIFY_PYTHON_ENV) or sys.executable
-    args = [python, "-m", "rlops.pipelines.cli", "run", "bandit", "--set", f"root={root}"]
+    args = [fresh_python(), "-m", "rlops.pipelines.cli", "run", "bandit", "--set", f"root={root}"]
     for item in SMALL_RUN + overrides:
         args += ["--set", item]
     return subprocess.run(args, capture_output=True, text=True, timeout=600)

@@ -5,7 +5,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import learner_testlib as lt
@@ -13,8 +12,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
+from helpers import child_env, fresh_python
 
-from rlops.components.pusher.core import VERIFY_PYTHON_ENV
 from rlops.train import Learner, create_train_step_counter
 
 JOB = "learner_job.py"
@@ -40,9 +39,7 @@ def start_job(script: str, args: list[str], tf_config: str = "") -> tuple[subpro
     it has imported TensorFlow and nothing of rlops; the job's own process, forked from it, sets
     its strategy up before any op runs), else a fresh one. Returns the process and the job's pid
     (the forked child's, which a SIGKILL must reach; the process's own when cold)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TF_CONFIG")}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    python = os.environ.get(VERIFY_PYTHON_ENV) or sys.executable
+    env, python = child_env(), fresh_python()
     proc = subprocess.Popen(
         [python, "-c", _RUN_JOB, tf_config, os.path.join(lt.HERE, script), *args],
         env=env,
