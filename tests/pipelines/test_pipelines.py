@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 SMALL_BANDIT = [
     "experience_gen.source.num_records=6000",
-    "trainer.train_steps=400",
+    "trainer.train_steps=200",
     "trainer.steps_per_run=100",
     "evaluator.num_bootstrap=200",
 ]
