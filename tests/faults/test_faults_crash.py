@@ -97,16 +97,16 @@ def test_sigkilled_push_never_exposes_a_partial_version(tmp_path):
     policy = GreedyPolicy(ActorPolicy(time_step_spec(OBS), ACTIONS, ActorNetwork(OBS, ACTIONS, (8,))))
     PolicySaver(policy).save(policy_dir)
     dest = str(tmp_path / "serving")
-    v0 = publish.publish(policy_dir, dest, None, keep_last=10).version  # (push_policy needs verify inputs)
+    # The first version, whose push also says how long one push takes on this machine (copy: ms;
+    # verification in fresh processes and the LiteRT twin: seconds; rename), so the kills land
+    # inside a push whatever the machine's speed or load: the child's own work after "pushing",
+    # timed here in this process, which has imported what it imports.
+    start = time.monotonic()
+    v0 = core.push_policy(policy_dir, dest, True, {"observation": PROBES}, keep_last=10).version
+    duration = time.monotonic() - start
     expected = answers(os.path.join(dest, str(v0)))
     np.save(tmp_path / "probes.npy", PROBES)
     argv = [CHILD, policy_dir, dest, str(tmp_path / "probes.npy")]
-    # How long one push takes on this machine (copy: ms; verification in a fresh process: seconds;
-    # rename), so the kills land inside a push whatever the machine's speed or load: the child's
-    # own work after "pushing", timed here in this process, which has imported what it imports.
-    start = time.monotonic()
-    core.push_policy(policy_dir, dest, True, {"observation": PROBES}, keep_last=10)
-    duration = time.monotonic() - start
     rng = random.Random(0)
     killed = trials = 0
     checked: dict[str, str] = {}
@@ -126,6 +126,7 @@ def test_sigkilled_push_never_exposes_a_partial_version(tmp_path):
         # Whatever was killed: every numbered version is complete and answers like the policy.
         assert str(v0) in versions(dest)
         assert_versions_answer(dest, expected, checked)
+    print(json.dumps({"push_s": round(duration, 2), "killed": killed, "trials": trials}))  # (pytest -s)
     assert killed >= 1
     again = core.push_policy(policy_dir, dest, True, {"observation": PROBES})  # the re-run publishes
     assert versions(dest)[-1] == str(again.version)
@@ -212,13 +213,12 @@ def test_later_pushes_remove_stale_staging_but_never_a_live_one(kind, tmp_path):
 D, K, N_RECORDS, TRIALS = 3, 4, 3000, 2
 THETA = np.array([[2.0, 0.0, -1.0], [-1.0, 2.0, 0.0], [0.0, -1.0, 2.0], [-0.5, -0.5, -0.5]])
 
+# Only the component's own module is imported (experience_gen's pulls in Beam: 1.4 CPU-s that a
+# Trainer or Evaluator child would not use), before "start": the kill delay times the work, not imports.
 COMPONENT_CHILD = """
-import json, sys
+import importlib, json, sys
 which, kwargs = sys.argv[1], json.loads(sys.argv[2])
-from rlops.components.evaluator.core import run_evaluator
-from rlops.components.experience_gen.core import run_experience_gen
-from rlops.components.trainer.core import run_trainer
-fn = {"experience_gen": run_experience_gen, "trainer": run_trainer, "evaluator": run_evaluator}[which]
+fn = getattr(importlib.import_module(f"rlops.components.{which}.core"), f"run_{which}")
 print("start", flush=True)
 fn(**kwargs)
 print("done", flush=True)
@@ -369,7 +369,7 @@ def _kill_trials(chain, component: str, outputs: dict[str, str], check_killed, r
 
     fn = {"experience_gen": run_experience_gen, "trainer": run_trainer, "evaluator": run_evaluator}[component]
     rng = random.Random(seed)
-    stats = {"component": component, "killed": 0, "delays": [], "left": []}
+    stats = {"component": component, "killed": 0, "finished_first": 0, "delays": [], "left": []}
     for trial in range(TRIALS):
         kwargs = dict(chain["args"][component])
         # (the child also pays TF's lazy start-up inside the call: about 2 s more than the reference here)
@@ -391,6 +391,7 @@ def _kill_trials(chain, component: str, outputs: dict[str, str], check_killed, r
             if killed:
                 break
             rerun_check(trial_out)  # it finished: its output must be the complete one
+            stats["finished_first"] += 1
             delay /= 2
         stats["left"].append(check_killed(trial_out))
         fn(**kwargs)  # the retry, into the same URIs
