@@ -109,8 +109,7 @@ SMALL = {
     ],
     "ppo": ["trainer.ppo.total_env_steps=2048", "evaluator.num_episodes=5"],
 }
-# `make run`'s default bandit run, small but big enough to be blessed and pushed (test_pipelines.py's
-# budget): run here only when the evaluate and serving lines run without test_run_lines before them.
+# `make run`'s default bandit run, small but big enough to be blessed and pushed: run here only when the evaluate and serving lines run without test_run_lines before them.
 DEFAULT_RUN = [
     "rlops",
     "run",
@@ -618,7 +617,7 @@ def test_make_lines_are_targets(runner):
 @pytest.mark.slow
 def test_run_lines(runner):
     # `make run` is checked as a target (test_make_lines_are_targets): its default bandit run to a
-    # verified push is tests/pipelines/test_pipelines.py's, at the same budget. Here the README's
+    # verified push is tests/pipelines/test_pipelines.py's, on a small budget. Here the README's
     # own `--set trainer.agent=lin_ucb` line blesses and pushes the policy the lines after it show.
     run_block(runner, ".venv/bin/rlops run ppo")
     runner.latest_version()  # asserts a pushed version
