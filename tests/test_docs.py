@@ -109,7 +109,8 @@ SMALL = {
     ],
     "ppo": ["trainer.ppo.total_env_steps=2048", "evaluator.num_episodes=5"],
 }
-# `make run`'s default bandit run, small but big enough to be blessed and pushed: run here only when the evaluate and serving lines run without test_run_lines before them.
+# `make run`'s default bandit run, small but big enough to be blessed and pushed: run here only when
+# the evaluate and serving lines run without test_run_lines before them.
 DEFAULT_RUN = [
     "rlops",
     "run",
