@@ -395,7 +395,44 @@ def main(argv: Sequence[str]) -> None:
         raise SystemExit("usage: python -m rlops.testing.warm_python serve SOCKET [MODULE ...]")
     program = WarmPythonServer(argv[1]).serve(argv[2:])
     if program is not None:  # a forked child: become the program
-        run_program(program)
+        server_main = sys.modules.get("__main__")
+        try:
+            run_program(program)
+            code = 0
+        except SystemExit as e:
+            code = _exit_status(e)
+        _exit_without_teardown(code, server_main)  # an uncaught exception ends it the normal way: traceback, status 1
+
+
+def _exit_status(e: SystemExit) -> int:
+    """The status `python` exits with on SystemExit (a non-integer code is printed, status 1)."""
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code
+    print(e.code, file=sys.stderr)
+    return 1
+
+
+def _exit_without_teardown(code: int, server_main: object) -> None:
+    """Ends a forked child as the interpreter's exit does -- non-daemon threads joined, atexit
+    handlers run, the program's own garbage freed (its writers' __del__ flush), stdout and stderr
+    flushed -- less the teardown of every preloaded module, which writes to each page of the
+    server's heap that the child shares: ~0.4 s of CPU per step with TensorFlow, TFX and Beam."""
+    import atexit
+
+    threading._shutdown()  # type: ignore[attr-defined]  # what Py_Finalize does first
+    atexit._run_exitfuncs()
+    main = sys.modules.get("__main__")
+    if main is not None and main is not server_main:  # `-c` code's namespace (runpy drops a module's)
+        main.__dict__.clear()
+    gc.collect()  # the frozen heap is not walked: only what the program left behind
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            code = code or 120  # as Python exits when it cannot flush stdout
+    os._exit(code & 0xFF)
 
 
 if __name__ == "__main__":
