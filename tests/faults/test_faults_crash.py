@@ -19,7 +19,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers import child_env, fresh_python
+from helpers import child_env, fresh_python, run_fresh_python
 
 from rlops.agents import specs
 from rlops.agents.networks import ActorNetwork
@@ -100,7 +100,10 @@ def test_sigkilled_push_never_exposes_a_partial_version(tmp_path):
     # The first version, whose push also says how long one push takes on this machine (copy: ms;
     # verification in fresh processes and the LiteRT twin: seconds; rename), so the kills land
     # inside a push whatever the machine's speed or load: the child's own work after "pushing",
-    # timed here in this process, which has imported what it imports.
+    # timed here in this process, which has imported what it imports. The clock starts once the
+    # suite's warm interpreter listens (it may still be importing TensorFlow when this test comes
+    # first): a reference that waited for it would put the kills after the end of most pushes.
+    assert run_fresh_python("print(1)") == 1
     start = time.monotonic()
     v0 = core.push_policy(policy_dir, dest, True, {"observation": PROBES}, keep_last=10).version
     duration = time.monotonic() - start
