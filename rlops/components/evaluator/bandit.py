@@ -122,7 +122,14 @@ def _evaluate_on_beam(
         )
         sources = [base] + [beam.PolicySource("saved_model", policy.path, model_uri, epsilon=e) for e in epsilons]
         run = beam.run_split(
-            config, examples_uri, "eval", sources, num_actions, policy_action_minimum(policy), beam_pipeline_args
+            config,
+            examples_uri,
+            "eval",
+            sources,
+            num_actions,
+            policy_action_minimum(policy),
+            beam_pipeline_args,
+            loaded=[policy] if baseline_policy is None else [policy, baseline_policy],
         )
         flags = [s.kind == "logging" for s in sources]
         others = against(config, run.sums, flags, True, run.refits, 0, range(1, len(sources)))

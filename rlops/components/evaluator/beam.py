@@ -25,7 +25,7 @@ import pickle
 import tempfile
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -247,11 +247,14 @@ class PolicySource:
     epsilon: float | None = None  # served at this epsilon instead of its own (comparisons.certify)
 
 
-def load_policies(sources: Sequence[PolicySource], where: str = "on a Beam worker") -> dict[str, Any]:
-    """Each SavedModel source loaded once; a failure is a WorkerError naming the policy and `where`."""
+def load_policies(
+    sources: Sequence[PolicySource], where: str = "on a Beam worker", preloaded: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Each SavedModel source loaded once (unless `preloaded` holds its path); a failure is a
+    WorkerError naming the policy and `where`."""
     from rlops.train.policy_saver import SavedPolicy
 
-    loaded: dict[str, Any] = {}
+    loaded: dict[str, Any] = dict(preloaded or {})
     for src in sources:
         if src.kind == "saved_model" and str(src.path) not in loaded:
             try:
@@ -679,13 +682,16 @@ def run_split(
     action_minimum: int,
     beam_pipeline_args: Sequence[str] | None = None,
     out_dir: str | None = None,
+    loaded: Sequence[SavedPolicy] = (),
 ) -> BeamRun:
     """Both passes over the split, and the driver's work between them. `num_actions` None: the
-    logs' own (their action mask's or per-arm width, else the largest logged action + 1)."""
+    logs' own (their action mask's or per-arm width, else the largest logged action + 1).
+    `loaded`: SavedPolicies the caller has loaded already, which the driver scores the sample with
+    instead of loading them again."""
     if out_dir is None:  # the passes' side files; nothing in them outlives the run
         with tempfile.TemporaryDirectory(prefix="rlops-evaluator-") as scratch:
             return run_split(
-                config, examples_uri, split, sources, num_actions, action_minimum, beam_pipeline_args, scratch
+                config, examples_uri, split, sources, num_actions, action_minimum, beam_pipeline_args, scratch, loaded
             )
     files = split_files(examples_uri, split)
     if not files:
@@ -718,10 +724,10 @@ def run_split(
     on_sample, target = None, None
     if config.reward_model_balance or config.dm_refits:
         try:
-            loaded = load_policies(sources, where="by the Evaluator's driver")
+            driver = load_policies(sources, "by the Evaluator's driver", {str(p.path): p for p in loaded})
         except WorkerError as e:
             raise _worker_error(e) from None
-        on_sample, _ = batch_policies(sources, loaded, sample, num_actions)
+        on_sample, _ = batch_policies(sources, driver, sample, num_actions)
         target = reward_models.evaluated_probability(on_sample, sample.actions)
     model = reward_models.fit_fold_models(
         reward_models.subset(sample, fit_rows),
@@ -774,7 +780,16 @@ def evaluate_policy_on_logs(
         sources = [policy_source(saved, policy), PolicySource("logging"), policy_source(saved, policy, greedy=True)]
     else:
         sources = [PolicySource(policy if policy == "uniform" else "logging"), PolicySource("logging")]
-    run = run_split(config, examples_uri, split, sources, num_actions, action_minimum, beam_pipeline_args)
+    run = run_split(
+        config,
+        examples_uri,
+        split,
+        sources,
+        num_actions,
+        action_minimum,
+        beam_pipeline_args,
+        loaded=[saved] if saved else [],
+    )
     main, greedy = comparisons(config, run.sums, [s.kind == "logging" for s in sources], True, run.refits)
     epsilon = serving_epsilon(saved) if saved is not None else None
     return LogsRun(main, greedy, run.num_records, run.num_actions, run.reward_model, epsilon, "beam")
@@ -798,7 +813,8 @@ def evaluate_bandit(
         PolicySource("logging") if baseline is None else policy_source(baseline, baseline_uri),
         policy_source(candidate, model_uri, greedy=True),
     ]
-    run = run_split(config, examples_uri, "eval", sources, num_actions, minimum, beam_pipeline_args)
+    loaded = [candidate] if baseline is None else [candidate, baseline]
+    run = run_split(config, examples_uri, "eval", sources, num_actions, minimum, beam_pipeline_args, loaded=loaded)
     main, greedy = comparisons(config, run.sums, [s.kind == "logging" for s in sources], True, run.refits)
     assert greedy is not None and main.difference is not None
     epsilons = (serving_epsilon(candidate), None if baseline is None else serving_epsilon(baseline))
