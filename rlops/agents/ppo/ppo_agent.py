@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
+from tensorboard.plugins.histogram import metadata as histogram_metadata
 
 from rlops.agents import specs
 from rlops.agents.networks import ActorNetwork, ValueNetwork
@@ -803,7 +804,28 @@ class PPOAgent(tf.Module):
         rows that count (weight > 0, every replica's rows), tags TF-Agents' names under Debug/;
         with `summarize_grads_and_vars` a histogram per variable and the last gradient step's
         applied gradients and their norms (TF-Agents: every first and last epoch, inside the
-        update). Variables are named by their path in the agent, so tags are unique."""
+        update). Variables are named by their path in the agent, so tags are unique.
+
+        The recording condition is decided once for all of them: every tf.summary op would
+        otherwise build its own tf.cond graph on it, the bulk of a summarizing train trace."""
+        should = tf.summary.should_record_summaries()
+        static = tf.get_static_value(should)
+        if static is not None:
+            if static:
+                self._write_all_summaries(loss_info, kl, debug, grads)
+            return
+
+        scope = tf.get_current_name_scope()
+
+        def record() -> tf.Tensor:
+            # The tags keep the caller's name scope, not the cond's.
+            with tf.name_scope(scope + "/" if scope else ""), tf.summary.record_if(True):
+                self._write_all_summaries(loss_info, kl, debug, grads)
+            return tf.constant(True)
+
+        tf.cond(should, record, lambda: tf.constant(False))
+
+    def _write_all_summaries(self, loss_info: LossInfo, kl: tf.Tensor, debug: dict[str, Any], grads: list[Any]) -> None:
         step = self.train_step_counter
         extra = loss_info.extra
         with tf.name_scope("Losses/"):
@@ -831,10 +853,10 @@ class PPOAgent(tf.Module):
             names = self._variable_paths()
             with tf.name_scope("Variables/"):
                 for name, var in zip(names, self._trainable):
-                    tf.summary.histogram(name, var, step=step)
+                    _histogram(name, var, step)
             with tf.name_scope("Gradients/"):
                 for name, grad in zip(names, grads):
-                    tf.summary.histogram(name + "_gradient", grad, step=step)
+                    _histogram(name + "_gradient", grad, step)
                     tf.summary.scalar(name + "_gradient_norm", tf.norm(grad), step=step)
 
     def _write_debug_summaries(self, debug: dict[str, Any], step: tf.Variable) -> None:
@@ -842,7 +864,7 @@ class PPOAgent(tf.Module):
         rows = {k: tf.boolean_mask(v, valid) for k, v in debug.items() if k != "weights"}
         with tf.name_scope("Debug/"):
             for name, value in rows.items():
-                tf.summary.histogram(name, value, step=step)
+                _histogram(name, value, step)
             for name, key in (
                 ("rewards_mean", "rewards"),
                 ("rewards_normalized_mean", "rewards_normalized"),
@@ -863,6 +885,41 @@ class PPOAgent(tf.Module):
             for path, var in module._flatten(predicate=lambda v: isinstance(v, tf.Variable), with_path=True):
                 paths.setdefault(id(var), "/".join([attr, *map(str, path)]))
         return [paths.get(id(v), v.name.replace(":", "_")) for v in self._trainable]
+
+
+_HISTOGRAM_BUCKETS = 30  # tf.summary.histogram's default
+_HISTOGRAM_METADATA = histogram_metadata.create_summary_metadata(display_name=None, description=None)
+
+
+def _histogram(name: str, data: tf.Tensor, step: tf.Variable) -> None:
+    """tf.summary.histogram, the same tag, metadata and buckets bit for bit, without its two
+    nested tf.conds (empty data; one distinct value): each case's buckets are computed and one is
+    picked by tf.where, a handful of ops where the conds build three function graphs."""
+    with tf.summary.experimental.summary_scope(name, "histogram_summary", values=[data, step]) as (tag, _):
+        tf.summary.write(tag, lambda: _histogram_buckets(data), step=step, metadata=_HISTOGRAM_METADATA)
+
+
+def _histogram_buckets(data: tf.Tensor) -> tf.Tensor:
+    """[30, 3] rows of (left edge, right edge, count): tensorboard's histogram summary_v2._buckets,
+    op for op. The bucket count is a placeholder with a default, as opaque to grappler as it is
+    inside tensorboard's cond branch: a constant there lets grappler fold the edges' arithmetic
+    into other roundings."""
+    k = tf.compat.v1.placeholder_with_default(_HISTOGRAM_BUCKETS, [])
+    data = tf.cast(tf.reshape(tf.stop_gradient(data), [-1]), tf.float64)
+    size = tf.size(data)
+    low, high = tf.reduce_min(data), tf.reduce_max(data)
+    spread = high - low
+    # Several distinct values: k equal-width buckets from min to max, the last one closed.
+    index = tf.minimum(tf.cast(tf.floor((data - low) / (spread / tf.cast(k, tf.float64))), tf.int32), k - 1)
+    counts = tf.cast(tf.reduce_sum(tf.one_hot(index, depth=k, dtype=tf.float64), axis=0), tf.float64)
+    edges = tf.linspace(low, high, k + 1)
+    edges = tf.concat([edges[:-1], [high]], 0)
+    several = tf.transpose(tf.stack([edges[:-1], edges[1:], counts]))
+    # One distinct value: zero-width buckets at it, every count in the last one.
+    at = tf.fill([k], high)
+    last = tf.cast(tf.concat([tf.fill([k], 0)[:-1], [size]], 0)[:k], tf.float64)
+    one = tf.transpose(tf.stack([at, at, last]))
+    return tf.where(size == 0, tf.zeros((k, 3), tf.float64), tf.where(spread == 0, one, several))
 
 
 def _fmix32(h: tf.Tensor) -> tf.Tensor:
