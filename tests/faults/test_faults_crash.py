@@ -373,29 +373,31 @@ def _kill_trials(chain, component: str, outputs: dict[str, str], check_killed, r
     fn = {"experience_gen": run_experience_gen, "trainer": run_trainer, "evaluator": run_evaluator}[component]
     rng = random.Random(seed)
     stats = {"component": component, "killed": 0, "finished_first": 0, "delays": [], "left": []}
+    # The child's work after "start" lasts about the reference's plus TF's lazy start-up inside the
+    # call (about 2 s here); a child that finished first (a quieter moment than the reference's, which
+    # a loaded machine can make seconds longer) says how long a whole run takes now: later kills come
+    # within that.
+    span = chain["seconds"][component] + 2.0
     for trial in range(TRIALS):
         kwargs = dict(chain["args"][component])
-        # (the child also pays TF's lazy start-up inside the call: about 2 s more than the reference here)
-        delay = rng.uniform(0.1, 1.0) * (chain["seconds"][component] + 2.0)
-        # A child that finished first (a quieter moment than the reference's, which a loaded machine can
-        # make seconds longer): kill sooner, down to 1/128 of the first delay.
         for attempt in range(8):
+            delay = rng.uniform(0.1, 1.0) * span
             trial_out = {k: str(chain["root"] / f"{component}{trial}_{attempt}" / v) for k, v in outputs.items()}
             kwargs.update(trial_out)
             proc = child_process(COMPONENT_CHILD, component, json.dumps(kwargs), start_new_session=True)
             assert proc.stdout.readline().strip() == "start"
-            time.sleep(delay)
-            killed = proc.poll() is None
-            if killed:
+            started = time.monotonic()
+            try:
+                proc.wait(timeout=delay)
+            except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
                 stats["killed"] += 1
                 stats["delays"].append(round(delay, 2))
-            proc.wait()
-            if killed:
                 break
+            span = time.monotonic() - started
             rerun_check(trial_out)  # it finished: its output must be the complete one
             stats["finished_first"] += 1
-            delay /= 2
         stats["left"].append(check_killed(trial_out))
         fn(**kwargs)  # the retry, into the same URIs
         rerun_check(trial_out)
