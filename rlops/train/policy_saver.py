@@ -221,19 +221,20 @@ class PolicySaver:
                 out.update(_flat_with_paths(step.info, "info"))
             return out
 
-        def action_signature(*flat):
-            _unseeded_graph()
-            time_step = tf.nest.pack_sequence_as(ts_spec, list(flat[:n_ts]))
-            state = tf.nest.pack_sequence_as(state_spec, list(flat[n_ts:]))
-            return flat_outputs(policy.action(time_step, state))
-
-        action_sig = tf.function(action_signature, input_signature=input_specs, autograph=False)
-
         def action(time_step, policy_state=()):
             _unseeded_graph()
             return policy.action(time_step, policy_state)
 
+        # TF-Agents' `action` function; the `action` signature and the serving signatures call it,
+        # so the SavedModel holds the policy's graph once rather than once per signature.
         module.action = tf.function(action, input_signature=[ts_spec, state_spec], autograph=False)
+
+        def action_signature(*flat):
+            time_step = tf.nest.pack_sequence_as(ts_spec, list(flat[:n_ts]))
+            state = tf.nest.pack_sequence_as(state_spec, list(flat[n_ts:]))
+            return flat_outputs(module.action(time_step, state))
+
+        action_sig = tf.function(action_signature, input_signature=input_specs, autograph=False)
 
         batch_spec = tf.TensorSpec((), tf.int32, name="batch_size")
 
@@ -293,7 +294,7 @@ class PolicySaver:
         by the serving head (rlops.features.serving_head: the allowed actions, the draw, its probability)."""
         from rlops.features import serving_head
 
-        policy, spec = self.policy, self.action_spec
+        spec = self.action_spec
         if not specs_lib.is_discrete(spec) or spec.shape.rank != 0 or tf.nest.flatten(self.policy_state_spec):
             raise ValueError("serving_epsilon: serving_default needs a stateless policy with one discrete action")
         num_actions, minimum = specs_lib.num_actions(spec), int(spec.minimum)
@@ -324,7 +325,7 @@ class PolicySaver:
                 discount=tf.ones(batch, self.time_step_spec.discount.dtype),
                 observation=observation,
             )
-            greedy = policy.action(time_step, ()).action
+            greedy = module.action(time_step, ()).action  # the policy's graph, shared (_build_functions)
             eps = module.metadata[SERVING_EPSILON].read_value()
             # the mask argument (serving_masked) or input (a policy trained with masks); per-arm candidates
             allowed = serving_head.allowed_actions_tf(features, num_actions, mask)
@@ -334,10 +335,11 @@ class PolicySaver:
             number = tf.strings.to_number(version.lookup(tf.constant(0, tf.int64)), tf.int64)
             return {**out, POLICY_VERSION: tf.fill(tf.shape(out["action"])[:1], number)}
 
+        # The signatures are only signatures: a module attribute would be traced again when saved
+        # (a second copy of each in the SavedModel).
         serving = tf.function(
             lambda **features: with_version(head(features, None)), input_signature=None, autograph=False
         )
-        module.serving_default = serving
         # serving_default less its version lookup (an asset-initialized table LiteRT cannot load):
         # what rlops.train.litert converts, baking the published version in as a constant.
         core = tf.function(lambda **features: head(features, None), input_signature=None, autograph=False)
@@ -346,17 +348,14 @@ class PolicySaver:
         # serving_default drawing with caller-supplied uniforms: a decision the caller can replay
         uniforms_spec = tf.TensorSpec([self.batch_size, serving_head.NUM_UNIFORMS], tf.float32, name=UNIFORMS)
         replay = tf.function(lambda uniforms, **features: with_version(head(features, None, uniforms)), autograph=False)
-        module.serving_replay = replay
         out = {
             "serving_default": serving.get_concrete_function(**inputs),
             "serving_replay": replay.get_concrete_function(uniforms=uniforms_spec, **inputs),
         }
         if "action_mask" in inputs:  # the mask is already an input: serving_masked is serving_default
-            module.serving_masked = serving
             return {**out, "serving_masked": serving.get_concrete_function(**inputs)}
         mask_spec = tf.TensorSpec([self.batch_size, num_actions], tf.int64, name="action_mask")
         masked = tf.function(lambda action_mask, **features: with_version(head(features, action_mask)), autograph=False)
-        module.serving_masked = masked
         return {**out, "serving_masked": masked.get_concrete_function(action_mask=mask_spec, **inputs)}
 
     def _version_table(self, module: tf.Module) -> tf.lookup.StaticHashTable:

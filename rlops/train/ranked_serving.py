@@ -124,9 +124,9 @@ def ranked_functions(
     before_trace: Callable[[], None],
     with_version: Callable[[dict[str, tf.Tensor]], dict[str, tf.Tensor]],
 ) -> dict[str, Any]:
-    """The three signatures' concrete functions for `policy` (find_ranking must accept it); also set
-    as attributes of `module`. `before_trace` runs first while each traces (PolicySaver's unseeded
-    graph); `with_version` adds `policy_version`."""
+    """The three signatures' concrete functions for `policy` (find_ranking must accept it), and
+    `module.ranked_scores` (RANKED_SCORES). `before_trace` runs first while each traces
+    (PolicySaver's unseeded graph); `with_version` adds `policy_version`."""
     found = find_ranking(policy)
     if found is None:
         raise ValueError(f"serving_ranked needs a RankingPolicy (or a feature policy around one); got {policy!r}")
@@ -166,8 +166,8 @@ def ranked_functions(
     if ACTION_MASK not in inputs:  # else the policy's observation already holds the mask
         masked_inputs[ACTION_MASK] = tf.TensorSpec([batch_size, num_items], tf.int64, name=ACTION_MASK)
     replay_inputs = {**masked_inputs, ROW_SEEDS: tf.TensorSpec([batch_size], tf.int64, name=ROW_SEEDS)}
+    # Signatures only: a module attribute would be traced again when saved (a second copy of each).
     function = tf.function(signature, autograph=False)
-    module.serving_ranked = module.serving_ranked_masked = module.serving_ranked_replay = function
 
     def scores_and_allowed(**features: tf.Tensor) -> dict:
         # serving_ranked_masked up to its scores: what the LiteRT twin wraps in its float32 head
