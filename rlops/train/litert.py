@@ -100,9 +100,10 @@ def published(model: bytes, description: dict, version: int) -> tuple[bytes, dic
     return set_version(model, version, current), {**description, "policy_version": int(version)}
 
 
-def convert_policy(saved_model_dir: str, allow_flex: bool = False) -> LiteRTPolicy:
-    """The SavedModel at `saved_model_dir` as a LiteRT policy (see the module docstring)."""
-    loaded = tf.saved_model.load(saved_model_dir)
+def convert_policy(saved_model_dir: str, allow_flex: bool = False, loaded: Any = None) -> LiteRTPolicy:
+    """The SavedModel at `saved_model_dir` as a LiteRT policy (see the module docstring); `loaded`:
+    that SavedModel, when the caller has loaded it already."""
+    loaded = tf.saved_model.load(saved_model_dir) if loaded is None else loaded
     concrete, kind = _serving_function(loaded)
     converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], _captured_state(loaded))
     ops = [tf.lite.OpsSet.TFLITE_BUILTINS] + ([tf.lite.OpsSet.SELECT_TF_OPS] if allow_flex else [])
@@ -282,13 +283,14 @@ def _savable(value: Any) -> np.ndarray:
     return value.astype(np.bytes_) if value.dtype.kind in "OU" else value
 
 
-def compare(saved_model_dir: str, model_path: str, inputs: Mapping[str, np.ndarray]) -> str | None:
+def compare(saved_model_dir: str, model_path: str, inputs: Mapping[str, np.ndarray], loaded: Any = None) -> str | None:
     """The LiteRT file (run standalone) against the SavedModel on `inputs` (keyed by serving input
     name): greedy actions identical, each sampled action allowed and its propensity within 1e-6 of
     the exploring policy's probability, the policy version the SavedModel reports; then its draws
     (check_draws). Returns an error naming the first input row that differs, or None. A ranking
-    policy's file is held to serving_ranked's checks instead (litert_ranked.compare_ranked)."""
-    loaded = tf.saved_model.load(saved_model_dir)
+    policy's file is held to serving_ranked's checks instead (litert_ranked.compare_ranked).
+    `loaded`: the SavedModel, when the caller has loaded it already."""
+    loaded = tf.saved_model.load(saved_model_dir) if loaded is None else loaded
     if "serving_ranked" in loaded.signatures:
         from rlops.train import litert_ranked
 

@@ -303,7 +303,7 @@ def test_unseen_strings_are_part_of_the_pusher_check():
 def test_a_litert_policy_that_disagrees_fails_the_push_naming_the_input(policies, tmp_path, monkeypatch):
     path = policies["lin_ucb"]
     other = litert.convert_policy(policies["neural_epsilon_greedy"])  # another policy's file
-    monkeypatch.setattr(litert, "convert_policy", lambda d, allow_flex=False: other)
+    monkeypatch.setattr(litert, "convert_policy", lambda d, allow_flex=False, loaded=None: other)
     dest = str(tmp_path / "serving")
     with pytest.raises(
         RuntimeError,

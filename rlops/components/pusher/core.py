@@ -269,14 +269,17 @@ def litert_stage(inputs: dict[str, np.ndarray] | None, allow_flex: bool = False)
         rows = checked
         if serves_slates(local_dir):  # a ranking policy: its pages are checked on the first ROWS_MANY rows
             rows = {k: np.asarray(v)[: DRAW_ROWS - NUM_UNSEEN_ROWS] for k, v in checked.items()}
-        policy = litert.convert_policy(local_dir, allow_flex=allow_flex)
+        import tensorflow as tf
+
+        loaded = tf.saved_model.load(local_dir)  # once, for the conversion and the comparison
+        policy = litert.convert_policy(local_dir, allow_flex=allow_flex, loaded=loaded)
         policy.save(local_dir)
         if allow_flex:
             log.warning(
                 "litert_allow_flex: %s is not checked (ai-edge-litert has no Flex delegate)", litert.LITERT_FILE
             )
             return
-        error = litert.compare(local_dir, os.path.join(local_dir, litert.LITERT_FILE), litert_inputs(rows))
+        error = litert.compare(local_dir, os.path.join(local_dir, litert.LITERT_FILE), litert_inputs(rows), loaded)
         if error:
             raise RuntimeError(error)
         log.info("verified %s under ai-edge-litert alone", litert.LITERT_FILE)
