@@ -157,17 +157,29 @@ def ranked_functions(
         out = rp.slate_head(scores, ranking.num_slots, ranking.slate_policy, allowed, row_seeds=row_seeds)
         return with_version({**out, SCORES: scores})
 
-    def signature(**features: tf.Tensor) -> dict:
+    def replay(**features: tf.Tensor) -> dict:
         # keyword inputs only: every input is then listed by structured_input_signature[1]
-        mask = None if ACTION_MASK in key_of else features.pop(ACTION_MASK, None)
-        return decide(features, mask, features.pop(ROW_SEEDS, None))
+        mask = None if ACTION_MASK in key_of else features.pop(ACTION_MASK)
+        return decide(features, mask, features.pop(ROW_SEEDS))
 
     masked_inputs = dict(inputs)
     if ACTION_MASK not in inputs:  # else the policy's observation already holds the mask
         masked_inputs[ACTION_MASK] = tf.TensorSpec([batch_size, num_items], tf.int64, name=ACTION_MASK)
     replay_inputs = {**masked_inputs, ROW_SEEDS: tf.TensorSpec([batch_size], tf.int64, name=ROW_SEEDS)}
-    # Signatures only: a module attribute would be traced again when saved (a second copy of each).
-    function = tf.function(signature, autograph=False)
+    # One trace of the scoring, the draw and the exact marginals, which all three signatures call:
+    # serving_ranked and _masked are serving_ranked_replay with fresh row seeds (unmasked: with a
+    # mask allowing every candidate, as no mask does). Signatures only: a module attribute would be
+    # traced again when saved (a second copy).
+    shared = tf.function(replay, autograph=False)
+
+    def fresh(**features: tf.Tensor) -> dict:
+        before_trace()  # the seeds' random op is in this graph
+        batch = tf.shape(next(iter(features.values())))[0]
+        if ACTION_MASK not in features:
+            features[ACTION_MASK] = tf.ones(tf.stack([batch, num_items]), tf.int64)
+        return shared(**features, **{ROW_SEEDS: rp.resolve_row_seeds(batch)})
+
+    function = tf.function(fresh, autograph=False)
 
     def scores_and_allowed(**features: tf.Tensor) -> dict:
         # serving_ranked_masked up to its scores: what the LiteRT twin wraps in its float32 head
@@ -187,7 +199,7 @@ def ranked_functions(
     return {
         SERVING_RANKED: function.get_concrete_function(**inputs),
         SERVING_RANKED_MASKED: function.get_concrete_function(**masked_inputs),
-        SERVING_RANKED_REPLAY: function.get_concrete_function(**replay_inputs),
+        SERVING_RANKED_REPLAY: shared.get_concrete_function(**replay_inputs),
     }
 
 
