@@ -225,16 +225,24 @@ class PolicySaver:
             _unseeded_graph()
             return policy.action(time_step, policy_state)
 
-        # TF-Agents' `action` function; the `action` signature and the serving signatures call it,
-        # so the SavedModel holds the policy's graph once rather than once per signature.
-        module.action = tf.function(action, input_signature=[ts_spec, state_spec], autograph=False)
+        # The policy's graph, traced once: TF-Agents' `action` function, the `action` signature and
+        # the serving signatures call it, so the SavedModel holds it once rather than once per
+        # signature (a concrete function is saved as it is; a tf.function is traced again).
+        policy_action = tf.function(action, input_signature=[ts_spec, state_spec], autograph=False)
+        policy_action = policy_action.get_concrete_function()
+        module.action = tf.function(
+            lambda time_step, policy_state=(): policy_action(time_step, policy_state),
+            input_signature=[ts_spec, state_spec],
+            autograph=False,
+        )
 
         def action_signature(*flat):
             time_step = tf.nest.pack_sequence_as(ts_spec, list(flat[:n_ts]))
             state = tf.nest.pack_sequence_as(state_spec, list(flat[n_ts:]))
-            return flat_outputs(module.action(time_step, state))
+            return flat_outputs(policy_action(time_step, state))
 
         action_sig = tf.function(action_signature, input_signature=input_specs, autograph=False)
+        self._policy_action = policy_action
 
         batch_spec = tf.TensorSpec((), tf.int32, name="batch_size")
 
@@ -325,7 +333,7 @@ class PolicySaver:
                 discount=tf.ones(batch, self.time_step_spec.discount.dtype),
                 observation=observation,
             )
-            greedy = module.action(time_step, ()).action  # the policy's graph, shared (_build_functions)
+            greedy = self._policy_action(time_step, ()).action  # the policy's graph, once (_build_functions)
             eps = module.metadata[SERVING_EPSILON].read_value()
             # the mask argument (serving_masked) or input (a policy trained with masks); per-arm candidates
             allowed = serving_head.allowed_actions_tf(features, num_actions, mask)
