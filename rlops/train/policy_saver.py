@@ -242,7 +242,6 @@ class PolicySaver:
             return flat_outputs(policy_action(time_step, state))
 
         action_sig = tf.function(action_signature, input_signature=input_specs, autograph=False)
-        self._policy_action = policy_action
 
         batch_spec = tf.TensorSpec((), tf.int32, name="batch_size")
 
@@ -280,7 +279,7 @@ class PolicySaver:
             "get_metadata": module.get_metadata.get_concrete_function(),
         }
         if self.serving_epsilon is not None:
-            out.update(self._serving_functions(module))
+            out.update(self._serving_functions(module, policy_action))
         if ranking is not None:
             out.update(self._ranked_functions(module))
         return out
@@ -297,7 +296,7 @@ class PolicySaver:
 
         return ranked_serving.ranked_functions(module, self.policy, self.batch_size, _unseeded_graph, with_version)
 
-    def _serving_functions(self, module: tf.Module) -> dict[str, Any]:
+    def _serving_functions(self, module: tf.Module, policy_action: Any) -> dict[str, Any]:
         """serving_default / serving_masked: raw named inputs -> exploring action + propensity, drawn
         by the serving head (rlops.features.serving_head: the allowed actions, the draw, its probability)."""
         from rlops.features import serving_head
@@ -333,7 +332,7 @@ class PolicySaver:
                 discount=tf.ones(batch, self.time_step_spec.discount.dtype),
                 observation=observation,
             )
-            greedy = self._policy_action(time_step, ()).action  # the policy's graph, once (_build_functions)
+            greedy = policy_action(time_step, ()).action  # the policy's graph, traced once (_build_functions)
             eps = module.metadata[SERVING_EPSILON].read_value()
             # the mask argument (serving_masked) or input (a policy trained with masks); per-arm candidates
             allowed = serving_head.allowed_actions_tf(features, num_actions, mask)
