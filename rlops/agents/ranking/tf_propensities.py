@@ -147,11 +147,13 @@ def _cumprod(x: tf.Tensor) -> tf.Tensor:
 
 
 def _arrived(wt: tf.Tensor, decay: tf.Tensor) -> tf.Tensor:
-    """1 - e^(-wt) for wt >= 0 (`decay` = e^(-wt)) to full relative precision: expm1 in float64; in
-    float32 (TFLite has no EXPM1 builtin) its Taylor series below 1/2 (truncation < 1e-9 relative),
-    1 - decay above (relative error < 2e-7 there, as 1 - e^(-wt) >= 0.39)."""
+    """1 - e^(-wt) for wt >= 0 (`decay` = e^(-wt)). float64: 1 - decay, whose absolute error (1e-16)
+    is all the marginals see (a Poisson-binomial coefficient moves by at most K times it), and one
+    subtraction costs a tenth of expm1. float32 (a LiteRT file) needs relative precision where the
+    arrival is small: its Taylor series below 1/2 (truncation < 1e-9 relative), 1 - decay above
+    (relative error < 2e-7 there, as 1 - e^(-wt) >= 0.39)."""
     if wt.dtype == tf.float64:
-        return -tf.math.expm1(-wt)
+        return 1.0 - decay
     series = tf.ones_like(wt)
     for n in range(9, 1, -1):  # x (1 - x/2 (1 - x/3 (1 - ...)))
         series = 1.0 - wt / float(n) * series
@@ -318,9 +320,8 @@ def plackett_luce_marginals(logits: tf.Tensor, num_slots: int, step: float = QUA
     """[B, K, L] PL marginals of logits [B, K] (-inf: masked; float64, or float32 for TFLite), by the
     quadrature of `propensities.PlackettLuce.marginals`: P(i at l) = int w_i e^(-w_i t) PB_{-i}(l) dt
     in u = log t, one grid for the batch (ending where the widest row's grid ends), the leave-one-out
-    Poisson-binomial polynomials by a binary tree of truncated products. Every tensor past the grid
-    is [batch * nodes, ...] with static trailing dimensions: few ops, no shape arithmetic per level
-    (the op count, not the arithmetic, is what a K = 100 request waits for)."""
+    Poisson-binomial polynomials by a binary tree of truncated products on [items, batch * nodes]
+    tensors (static but for the long axis: no shape arithmetic per level)."""
     logits = tf.convert_to_tensor(logits)
     dtype = logits.dtype
     first = tf.nn.softmax(logits, axis=-1)
@@ -342,76 +343,64 @@ def plackett_luce_marginals(logits: tf.Tensor, num_slots: int, step: float = QUA
     num_nodes = tf.cast(tf.math.ceil(span / step), tf.int32) + 1
     node = tf.range(num_nodes)
     log_t = -left + step * tf.cast(node, dtype)  # [Q]
-    # Layout [item, batch, node] (in the tree [coefficient, item, batch * node]): every product
-    # broadcasts over leading dimensions only, the long axis innermost (TensorFlow's broadcasting
-    # multiplies over small inner dimensions cost ~20x a plain one); w_k t is one matmul.
+    # Layout [item, batch, node] (in the tree: a list of coefficients, each [item, batch * node]):
+    # the long axis innermost, every product elementwise on equal shapes.
     batch = tf.shape(logits)[0]
     weights = tf.reshape(tf.transpose(tf.exp(logits)), [-1, 1])  # [K * B, 1]
-    wt = weights @ tf.reshape(tf.exp(log_t), [1, -1])  # [K * B, Q] = w_k t
+    wt = weights * tf.reshape(tf.exp(log_t), [1, -1])  # [K * B, Q] = w_k t
     ends = tf.logical_or(tf.equal(node, 0), tf.equal(node, num_nodes - 1))
     trapezoid = tf.where(ends, tf.constant(0.5 * step, dtype), tf.constant(step, dtype))
     decay = tf.exp(-wt)  # P(T_k > t)
     density = wt * decay * tf.expand_dims(trapezoid, 0)  # density of T_k in u, with the weights
     others = _leave_one_out(tf.reshape(wt, [num_items, -1]), tf.reshape(decay, [num_items, -1]), num_slots)
-    terms = others * tf.reshape(density, [1, num_items, -1])
-    out = tf.reduce_sum(tf.reshape(terms, tf.stack([num_slots, num_items, batch, num_nodes])), -1)  # [L, K, B]
-    out = tf.transpose(out, [2, 1, 0])  # [B, K, L]
-    return tf.concat([first[:, :, None], out[:, :, 1:]], axis=-1)
+    terms = tf.stack(others[1:]) * tf.reshape(density, [1, num_items, -1])  # slot 0 is the softmax
+    out = tf.reduce_sum(tf.reshape(terms, tf.stack([num_slots - 1, num_items, batch, num_nodes])), -1)
+    out = tf.transpose(out, [2, 1, 0])  # [B, K, L - 1]
+    return tf.concat([first[:, :, None], out], axis=-1)
 
 
-def _leave_one_out(wt: tf.Tensor, decay: tf.Tensor, num_slots: int) -> tf.Tensor:
-    """[L, K, M]: coefficients z^0..z^(L-1) of prod_{j != k} ((1 - q_j) + q_j z), q_j = 1 - e^(-wt_j),
-    for wt [K, M] (decay = e^(-wt)): an up pass of pairwise products (node i with node i + n/2 at a level of n nodes;
-    an odd level gets the factor 1 as its last node), then a down pass handing each node the
-    product of everything outside its subtree. A node keeps only the coefficients it can have
-    (2^depth + 1, at most L), so the wide low levels stay cheap; every reshape is static but for M."""
+def _leave_one_out(wt: tf.Tensor, decay: tf.Tensor, num_slots: int) -> list[tf.Tensor]:
+    """Coefficients z^0..z^(L-1) ([K, M] each) of prod_{j != k} ((1 - q_j) + q_j z), q_j =
+    1 - e^(-wt_j), for wt [K, M] (decay = e^(-wt)): an up pass of pairwise products (node i with
+    node i + n/2 at a level of n nodes; an odd level gets the polynomial 1 as its last node), then a
+    down pass handing each node the product of everything outside its subtree. A polynomial is the
+    list of its coefficients ([nodes, M] each), keeping only those it can have (2^depth + 1, at most
+    L): every product is elementwise on equal shapes, over exactly the terms of degree < L."""
     num_items = int(wt.shape[0])
-    levels = [tf.stack([decay, _arrived(wt, decay)])]  # [coefficients, nodes, M]
-    sizes = []  # each level's number of real nodes (before an odd level's padding)
+    node = [decay, _arrived(wt, decay)]
+    levels = []  # per level: its halves and its number of real nodes (before an odd level's padding)
     while True:
-        node = levels[-1]
-        c, n = (int(d) for d in node.shape[:2])
-        sizes.append(n)
-        if n % 2:  # pad with the polynomial 1
-            one = tf.constant(np.eye(c, 1), node.dtype)[:, :, None] * tf.ones_like(node[:1, :1])
-            levels[-1] = node = tf.concat([node, one], axis=1)
-            n += 1
-        if n == 2:  # the root's own product is never needed
+        size = int(node[0].shape[0])
+        if size % 2:  # pad with the polynomial 1
+            node = [tf.concat([c, (tf.ones_like if d == 0 else tf.zeros_like)(c[:1])], 0) for d, c in enumerate(node)]
+        half = (size + 1) // 2
+        low, high = [c[:half] for c in node], [c[half:] for c in node]
+        levels.append((low, high, size))
+        if half == 1:  # the root's own product is never needed
             break
-        levels.append(_poly_mul(node[:, : n // 2], node[:, n // 2 :], min(num_slots, 2 * c - 1)))
-    rest = tf.ones_like(levels[-1][:1, :1])  # [1, 1, M]: the product outside the root
-    for node, size in zip(reversed(levels), reversed(sizes)):
-        c, n = (int(d) for d in node.shape[:2])
-        siblings = tf.concat([node[:, n // 2 :], node[:, : n // 2]], axis=1)
-        out = min(num_slots, int(rest.shape[0]) + c - 1)
-        rest = _poly_mul(tf.concat([rest, rest], axis=1), siblings, out)[:, :size]
-    if int(rest.shape[0]) < num_slots:  # fewer items than slots: the higher coefficients are 0
-        rest = tf.pad(rest, [[0, num_slots - int(rest.shape[0])], [0, 0], [0, 0]])
-    assert int(rest.shape[1]) == num_items
-    return rest
+        node = _poly_mul(low, high, min(num_slots, 2 * len(node) - 1))
+    rest: list[tf.Tensor] = []  # the product outside each node (at the root: 1)
+    for low, high, size in reversed(levels):
+        siblings = [tf.concat([h, lo], 0) for lo, h in zip(low, high)]
+        if rest:
+            terms = min(num_slots, len(rest) + len(siblings) - 1)
+            rest = _poly_mul([tf.concat([c, c], 0) for c in rest], siblings, terms)
+        else:
+            rest = siblings
+        if size % 2:
+            rest = [c[:size] for c in rest]
+    assert int(rest[0].shape[0]) == num_items
+    return rest + [tf.zeros_like(rest[0])] * (num_slots - len(rest))  # fewer items than slots: 0
 
 
-def _poly_mul(a: tf.Tensor, b: tf.Tensor, terms: int) -> tf.Tensor:
-    """Coefficients z^0..z^(terms-1) of a(z) b(z) for coefficient-first tensors [ca, n, M] and
-    [cb, n, M] (n static): the outer product of the coefficients (broadcast over the leading
-    dimensions), summed by degree with a constant 0/1 matrix from the left (one matmul whose long
-    dimension is n * M)."""
-    ca, cb = int(a.shape[0]), int(b.shape[0])
-    n = int(a.shape[1])
-    if min(ca, cb) == 2:  # times a linear factor (a leaf): two shifted copies, no outer product
-        if ca == 2:
-            a, b, ca, cb = b, a, cb, ca
-        a = a[:terms]
-        low = a * b[:1]
-        high = a[: terms - 1] * b[1:]
-        rows = int(low.shape[0]), int(high.shape[0])
-        return tf.pad(low, [[0, terms - rows[0]], [0, 0], [0, 0]]) + tf.pad(
-            high, [[1, terms - 1 - rows[1]], [0, 0], [0, 0]]
-        )
-    degree = np.add.outer(np.arange(ca), np.arange(cb)).ravel()
-    collect = (np.arange(terms)[:, None] == degree[None, :]).astype(a.dtype.as_numpy_dtype)  # [terms, ca * cb]
-    pairs = tf.reshape(tf.expand_dims(a, 1) * tf.expand_dims(b, 0), [ca * cb, -1])
-    return tf.reshape(tf.constant(collect) @ pairs, [terms, n, -1])
+def _poly_mul(a: list[tf.Tensor], b: list[tf.Tensor], terms: int) -> list[tf.Tensor]:
+    """Coefficients z^0..z^(terms-1) of a(z) b(z), for polynomials as lists of equal-shape
+    coefficient tensors."""
+    out = []
+    for d in range(terms):
+        products = [a[i] * b[d - i] for i in range(max(0, d - len(b) + 1), min(d + 1, len(a)))]
+        out.append(products[0] if len(products) == 1 else tf.add_n(products))
+    return out
 
 
 def epsilon_rank_marginals(
