@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import functools
 import json
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
@@ -72,6 +71,7 @@ class _Chunk:
     data: bytes  # whole lines; the last may lack its newline only at the end of the file
     offset: int  # file offset of data[0]
     first_line: Callable[[], int]  # 1-based line number of data[0] (may read the file prefix)
+    newlines: int  # data.count(b"\n"), counted once by the reader (a scan of the whole chunk)
     _starts: np.ndarray | None = field(default=None, repr=False)
 
     @property
@@ -82,9 +82,9 @@ class _Chunk:
             self._starts = starts[starts < len(self.data)]
         return self._starts
 
-    @functools.cached_property
+    @property
     def num_lines(self) -> int:
-        return self.data.count(b"\n") + (0 if self.data.endswith(b"\n") else 1)
+        return self.newlines + (0 if self.data.endswith(b"\n") else 1)
 
     def line(self, i: int) -> bytes:
         return self.lines(i, i + 1).rstrip(b"\r\n")
@@ -146,24 +146,26 @@ def _text_chunks_unchecked(
                     "torn line and everything after it) are lost",
                 )
                 return
-            buf = leftover + more
-            if not buf:
+            if not more and not leftover:
                 return
             if more:
-                cut = buf.rfind(b"\n") + 1
+                cut = more.rfind(b"\n") + 1
                 if cut == 0:  # one line longer than a block: keep reading
-                    leftover = buf
+                    leftover += more
                     continue
-                data, leftover = buf[:cut], buf[cut:]
+                # One copy of the block: the partial line before it + its whole lines.
+                data = b"".join((leftover, memoryview(more)[:cut])) if leftover else more[:cut]
+                leftover = more[cut:]
             else:
-                data, leftover = buf, b""
+                data, leftover = leftover, b""
             if end is not None and pos + len(data) > end:  # stop at the first line starting >= end
                 k = data.find(b"\n", end - pos - 1)
                 if k != -1:
                     data = data[: k + 1]
-            chunk = _Chunk(data, pos, counter(pos, lines_before if known else None))
+            newlines = data.count(b"\n")
+            chunk = _Chunk(data, pos, counter(pos, lines_before if known else None), newlines)
             if known:
-                lines_before += data.count(b"\n")
+                lines_before += newlines
             pos += len(data)
             yield chunk
             if not more:
