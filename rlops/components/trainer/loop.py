@@ -111,6 +111,16 @@ def train_passes(
 
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
         # Called after the Learner restored its checkpoint: a resumed job skips what it trained on.
+        skip = int(progress.steps.numpy())
+        # Not autograph-converted: its branches are on Python values (the log's layout), and
+        # converting the experience builders (and the Keras preprocessing they call) costs seconds.
+        to_batch = tf.autograph.experimental.do_not_convert(to_experience)
+        if shuffle and config.in_memory_bytes:
+            held = passes.hold_in_memory(pattern, feature_spec, to_batch, ctx, config.in_memory_bytes)
+            if held is not None:
+                return passes.permuted_passes(held, config.train_batch_size, config.epochs, config.seed, skip).prefetch(
+                    2
+                )
         ds = passes.pass_dataset(
             pattern,
             feature_spec,
@@ -119,11 +129,8 @@ def train_passes(
             epochs=config.epochs,
             shuffle=shuffle,
             seed=config.seed,
-            skip_batches=int(progress.steps.numpy()),
+            skip_batches=skip,
         )
-        # Not autograph-converted: its branches are on Python values (the log's layout), and
-        # converting the experience builders (and the Keras preprocessing they call) costs seconds.
-        to_batch = tf.autograph.experimental.do_not_convert(to_experience)
         return ds.map(to_batch, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
 
     learner = Learner(
