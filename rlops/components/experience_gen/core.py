@@ -112,6 +112,7 @@ def run_experience_gen(
     pipeline.build(p, plan, examples_uri, quarantine_uri)
     beam_result = p.run()
     beam_result.wait_until_finish()
+    pipeline.write_legacy_schema(plan, examples_uri)
     counters = _counters(beam_result)
     result = _result(config, counters, examples_uri, quarantine_uri)
     if counters.get(pipeline.UNREADABLE, 0):
