@@ -352,16 +352,17 @@ def plackett_luce_marginals(logits: tf.Tensor, num_slots: int, step: float = QUA
     trapezoid = tf.where(ends, tf.constant(0.5 * step, dtype), tf.constant(step, dtype))
     decay = tf.exp(-wt)  # P(T_k > t)
     density = wt * decay * tf.expand_dims(trapezoid, 0)  # density of T_k in u, with the weights
-    others = _leave_one_out(tf.reshape(wt, [num_items, -1]), tf.reshape(decay, [num_items, -1]), num_slots)
-    terms = tf.stack(others[1:]) * tf.reshape(density, [1, num_items, -1])  # slot 0 is the softmax
-    out = tf.reduce_sum(tf.reshape(terms, tf.stack([num_slots - 1, num_items, batch, num_nodes])), -1)
-    out = tf.transpose(out, [2, 1, 0])  # [B, K, L - 1]
-    return tf.concat([first[:, :, None], out], axis=-1)
+    flat = [tf.reshape(x, [num_items, -1]) for x in (wt, decay, density)]
+    terms = _leave_one_out(*flat, num_slots)  # [K, B * Q] each, slot 0's unused (the softmax)
+    shape = tf.stack([num_items, batch, num_nodes])
+    out = tf.stack([tf.reduce_sum(tf.reshape(t, shape), -1) for t in terms[1:]], -1)  # [K, B, L - 1]
+    return tf.concat([first[:, :, None], tf.transpose(out, [1, 0, 2])], axis=-1)
 
 
-def _leave_one_out(wt: tf.Tensor, decay: tf.Tensor, num_slots: int) -> list[tf.Tensor]:
-    """Coefficients z^0..z^(L-1) ([K, M] each) of prod_{j != k} ((1 - q_j) + q_j z), q_j =
-    1 - e^(-wt_j), for wt [K, M] (decay = e^(-wt)): an up pass of pairwise products (node i with
+def _leave_one_out(wt: tf.Tensor, decay: tf.Tensor, weight: tf.Tensor, num_slots: int) -> list[tf.Tensor]:
+    """Coefficients z^0..z^(L-1) ([K, M] each) of weight_k prod_{j != k} ((1 - q_j) + q_j z), q_j =
+    1 - e^(-wt_j), for wt and weight [K, M] (decay = e^(-wt); the weight multiplies the leaves'
+    sibling factors, 2 products per item instead of L): an up pass of pairwise products (node i with
     node i + n/2 at a level of n nodes; an odd level gets the polynomial 1 as its last node), then a
     down pass handing each node the product of everything outside its subtree. A polynomial is the
     list of its coefficients ([nodes, M] each), keeping only those it can have (2^depth + 1, at most
@@ -382,6 +383,9 @@ def _leave_one_out(wt: tf.Tensor, decay: tf.Tensor, num_slots: int) -> list[tf.T
     rest: list[tf.Tensor] = []  # the product outside each node (at the root: 1)
     for low, high, size in reversed(levels):
         siblings = [tf.concat([h, lo], 0) for lo, h in zip(low, high)]
+        if size == num_items:  # the leaves
+            padded = tf.pad(weight, [[0, size % 2], [0, 0]])
+            siblings = [c * padded for c in siblings]
         if rest:
             terms = min(num_slots, len(rest) + len(siblings) - 1)
             rest = _poly_mul([tf.concat([c, c], 0) for c in rest], siblings, terms)
