@@ -373,9 +373,9 @@ def _leave_one_out(wt: tf.Tensor, decay: tf.Tensor, weight: tf.Tensor, num_slots
     while True:
         size = int(node[0].shape[0])
         if size % 2:  # pad with the polynomial 1
-            node = [tf.concat([c, (tf.ones_like if d == 0 else tf.zeros_like)(c[:1])], 0) for d, c in enumerate(node)]
+            node = [tf.pad(c, [[0, 1], [0, 0]], constant_values=float(d == 0)) for d, c in enumerate(node)]
         half = (size + 1) // 2
-        low, high = [c[:half] for c in node], [c[half:] for c in node]
+        low, high = (list(x) for x in zip(*(tf.split(c, 2) for c in node)))
         levels.append((low, high, size))
         if half == 1:  # the root's own product is never needed
             break
