@@ -70,6 +70,25 @@ def extract(columns: Mapping[str, RawColumn], num_rows: int, field: Field, text:
     return Extracted(values.T, missing, errors)  # [N, W], column-major until encoding copies it
 
 
+def extract_keys(columns: Mapping[str, RawColumn], num_rows: int, field: Field, text: bool) -> Extracted:
+    """Split keys (a text field) as their UTF-8 bytes: splits.key_hash hashes bytes as it hashes the
+    text they encode, and bytes straight from Arrow skip a Python str per row and its re-encoding
+    (most of the cost of hashing a million keys)."""
+    arr = json_paths.with_paths(columns, field.columns, num_rows).get(field.columns[0])
+    if isinstance(arr, (pa.Array, pa.ChunkedArray)) and (
+        pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)
+    ):
+        arr = _chunk(arr)
+        missing = arr.is_null().to_numpy(zero_copy_only=False) if arr.null_count else np.zeros(len(arr), bool)
+        binary = pc.cast(arr, pa.large_binary() if pa.types.is_large_string(arr.type) else pa.binary())
+        return Extracted(np.asarray(binary.fill_null(b"").to_numpy(zero_copy_only=False), object), missing, {})
+    out = extract(columns, num_rows, field, text)
+    encoded = np.empty(len(out.values), object)
+    encoded[:] = [v.encode() for v in out.values.tolist()]
+    out.values = encoded
+    return out
+
+
 def _is_list(arr: RawColumn) -> bool:
     if isinstance(arr, (pa.Array, pa.ChunkedArray)):
         return pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type) or pa.types.is_fixed_size_list(arr.type)

@@ -32,7 +32,7 @@ class Validated:
     columns: dict[str, np.ndarray]  # canonical field -> values of the valid rows
     rows: np.ndarray  # int64 indices of the valid rows in the input batch
     rejects: dict[int, tuple[str, str]]  # input row -> (reason code, message)
-    split_key: np.ndarray | None = None  # valid rows' split key (str objects)
+    split_key: np.ndarray | None = None  # valid rows' split key (UTF-8 bytes objects)
     split_time: np.ndarray | None = None  # valid rows' split time (int64)
     # grouped kinds (trajectories, slates): rejected row -> its episode / slate id, if readable
     reject_episodes: dict[int, str] | None = None
@@ -90,7 +90,10 @@ def validate(
     id_ok = None
     group_key = decision_kind(layout.kind).group_key
     for field in layout.all_fields:
-        ex = convert.extract(raw, num_rows, field, text)
+        if field is layout.split_key:
+            ex = convert.extract_keys(raw, num_rows, field, text)
+        else:
+            ex = convert.extract(raw, num_rows, field, text)
         if field.name == group_key:
             id_ok = ~ex.missing & (ex.values != "")
             id_ok[list(ex.errors)] = False
