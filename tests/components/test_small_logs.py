@@ -46,10 +46,31 @@ def evaluate(config: EvaluatorConfig, data: LoggedFeedback, probs: PolicyProbs):
     metrics, improvement = memory.evaluate_logged(config, data, probs, LOGGING_POLICY, "logging_policy", "auto")
 
     def served_at(epsilons):
-        others = memory.memory_against(config, data, LOGGING_POLICY, [probs.served_at(e) for e in epsilons], K, "auto")
-        return [comparisons.Trial.of(config, e, c) for e, c in zip(epsilons, others)]
+        return memory.trials_at(config, data, LOGGING_POLICY, probs, epsilons, K, "auto")
 
     return bandit._certified(config, None, probs.epsilon, metrics, improvement, served_at)
+
+
+def test_the_served_trial_reports_dms_refit_interval_as_if_every_trial_had_refitted():
+    """Trials leave DM's reward-model refits (no gate but DM's reads them) to the one served: the
+    metrics are those of refitting for every trial, and DM as the gate refits every trial."""
+    data = skewed_logs()
+    probs = candidate(len(data.actions))
+    for estimator in ("dr", "dm"):
+        config = EvaluatorConfig(num_bootstrap=100, dm_refits=10, min_ess=20, estimator=estimator)
+        grid = [0.2, 0.3, 0.5]
+        eager = memory.memory_against(config, data, LOGGING_POLICY, [probs.served_at(e) for e in grid], K, "auto")
+        trials = memory.trials_at(config, data, LOGGING_POLICY, probs, grid, K, "auto")
+        assert (estimator == "dm") == all(t.complete is None for t in trials)
+        for trial, full in zip(trials, eager):
+            assert trial.completed().comparison == full
+            assert trial.improvement == full.difference[estimator]
+            # Deferred: DM's interval without the refits, every other estimate as reported.
+            assert {k: v for k, v in trial.comparison.difference.items() if k != "dm"} == {
+                k: v for k, v in full.difference.items() if k != "dm"
+            }
+        served = comparisons.certify(config, [trials[0].completed(), *trials[1:]])
+        assert served.trial.complete is None and served.trial.comparison in eager
 
 
 FAST = {"num_bootstrap": 100, "dm_refits": 0}

@@ -61,10 +61,7 @@ def evaluate_bandit(
 
     def served_at(epsilons: list[float]) -> list[Trial]:
         base = baseline if isinstance(baseline, str) else baseline.served
-        others = memory.memory_against(
-            config, data, base, [candidate.served_at(e) for e in epsilons], num_actions, reward_model
-        )
-        return [Trial.of(config, e, c) for e, c in zip(epsilons, others)]
+        return memory.trials_at(config, data, base, candidate, epsilons, num_actions, reward_model)
 
     metrics, improvement = _certified(config, policy, candidate.epsilon, metrics, improvement, served_at)
     if skipped:

@@ -4,8 +4,8 @@ metrics and the `rlops evaluate` run. The engines differ only in how they get th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -120,12 +120,24 @@ class Trial:
     ess: dict[str, float]  # per policy ("candidate", "baseline")
     reason: str | None  # why there is no trusted estimate, None when trusted
     comparison: Comparison | None = None  # None: the engine's metrics already hold it (the own epsilon)
+    # The comparison as reported when served, where `comparison` left out what no gate reads (DM's
+    # reward-model refits: memory.deferred_against); None: `comparison` is complete.
+    complete: Callable[[], Comparison] | None = None
 
     @staticmethod
-    def of(config: EvaluatorConfig, epsilon: float, comparison: Comparison) -> "Trial":
+    def of(
+        config: EvaluatorConfig,
+        epsilon: float,
+        comparison: Comparison,
+        complete: Callable[[], Comparison] | None = None,
+    ) -> "Trial":
         assert comparison.difference is not None
         diag = comparison.diagnostics
-        return Trial(epsilon, comparison.difference[config.estimator], diag.ess, diag.reason, comparison)
+        return Trial(epsilon, comparison.difference[config.estimator], diag.ess, diag.reason, comparison, complete)
+
+    def completed(self) -> "Trial":
+        """This trial with its comparison as reported (see `complete`)."""
+        return self if self.complete is None else replace(self, comparison=self.complete(), complete=None)
 
     @staticmethod
     def from_metrics(epsilon: float, metrics: dict[str, Any], improvement: Estimate) -> "Trial":
@@ -174,22 +186,23 @@ class Served:
 
 def certify(config: EvaluatorConfig, trials: Sequence[Trial]) -> Served:
     """The least exploring served policy that clears the gate: `trials` ascending by epsilon, the
-    model's own first; none clears: the model's own, with a note on every epsilon tried."""
+    model's own first; none clears: the model's own, with a note on every epsilon tried. The
+    served trial comes completed (Trial.complete)."""
     tried = [t.as_dict(config) for t in trials]
     grid = ", ".join(f"{t.epsilon:g}" for t in trials)
     for i, trial in enumerate(trials):
         if clears_gate(config, trial.improvement):
             if i == 0:
-                return Served(trial, True, None, tried)
+                return Served(trial.completed(), True, None, tried)
             refused = "; ".join(t.why_not(config) for t in trials[:i])
             certified = (
                 f"certified serving epsilon {trial.epsilon:g}, the least exploring of {grid} that clears the "
                 f"gate (trained {trials[0].epsilon:g}); not at {refused}"
             )
-            return Served(trial, True, certified, tried)
+            return Served(trial.completed(), True, certified, tried)
     refusals = "; ".join(t.why_not(config) for t in trials)
     none = f"no serving epsilon of {grid} clears the gate: at {refusals}" if len(trials) > 1 else None
-    return Served(trials[0], False, none, tried)
+    return Served(trials[0].completed(), False, none, tried)
 
 
 def with_served(config: EvaluatorConfig, metrics: dict[str, Any], served: Served) -> dict[str, Any]:

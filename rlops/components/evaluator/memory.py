@@ -4,7 +4,7 @@ comparisons. Small splits and tests; both engines give the same numbers."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -14,6 +14,7 @@ from rlops.components.evaluator.action_ids import check_actions, check_policy_fi
 from rlops.components.evaluator.comparisons import (
     LogsRun,
     Refits,
+    Trial,
     against,
     bandit_metrics,
     comparisons,
@@ -75,9 +76,71 @@ def memory_against(
 ) -> list[Comparison]:
     """Each of `candidates` against `baseline` on the records: one reward model (fitted toward all
     of them), one set of sums (the candidate served at other epsilons: comparisons.certify)."""
+    comparisons_now, with_refits = deferred_against(config, data, baseline, candidates, num_actions, reward_model)
+    return comparisons_now if with_refits is None else with_refits()
+
+
+def trials_at(
+    config: EvaluatorConfig,
+    data: LoggedFeedback,
+    baseline: np.ndarray | str,
+    candidate: PolicyProbs,
+    epsilons: list[float],
+    num_actions: int,
+    reward_model: str | RewardModelFn,
+) -> list[Trial]:
+    """comparisons.certify's trials: the candidate served at each of `epsilons` against `baseline`,
+    DM's refits deferred to the trial that is served (deferred_against)."""
+    served = [candidate.served_at(e) for e in epsilons]
+    others, with_refits = deferred_against(config, data, baseline, served, num_actions, reward_model)
+    return [Trial.of(config, e, c, _nth(with_refits, i)) for i, (e, c) in enumerate(zip(epsilons, others))]
+
+
+def _nth(comparisons: Callable[[], list[Comparison]] | None, i: int) -> Callable[[], Comparison] | None:
+    return None if comparisons is None else (lambda: comparisons()[i])
+
+
+def deferred_against(
+    config: EvaluatorConfig,
+    data: LoggedFeedback,
+    baseline: np.ndarray | str,
+    candidates: list[np.ndarray],
+    num_actions: int,
+    reward_model: str | RewardModelFn,
+) -> tuple[list[Comparison], Callable[[], list[Comparison]] | None]:
+    """memory_against with DM's reward-model refits left for later where no gate reads them (the
+    config's estimator is not DM): the comparisons without DM's refit interval, and a call that
+    gives them as memory_against does (None: they already are). The refits are most of what a
+    trial costs, and only the trial that is served reports DM's interval."""
     policies: list[np.ndarray | str] = [baseline, *candidates]
-    sums, refits = _sums_and_refits(config, data, policies, num_actions, reward_model)
-    return against(config, sums, [isinstance(p, str) for p in policies], True, refits, 0, range(1, len(policies)))
+    flags = [isinstance(p, str) for p in policies]
+    sums = memory_sums(config, data, policies, _predictions(config, data, policies, num_actions, reward_model))
+
+    def with_refits() -> list[Comparison]:
+        refits = dm_refits(config, data, reward_model, policies, num_actions)
+        return against(config, sums, flags, True, refits, 0, range(1, len(policies)))
+
+    if config.estimator == "dm":
+        return with_refits(), None
+    return against(config, sums, flags, True, None, 0, range(1, len(policies))), with_refits
+
+
+def _predictions(
+    config: EvaluatorConfig,
+    data: LoggedFeedback,
+    policies: list[np.ndarray | str],
+    num_actions: int,
+    reward_model: str | RewardModelFn,
+) -> np.ndarray:
+    return reward_models.reward_predictions(
+        reward_model,
+        data,
+        num_actions,
+        seed=config.seed,
+        balance=config.reward_model_balance,
+        sample_size=config.reward_model_sample,
+        target=reward_models.evaluated_probability(policies, data.actions),
+    )
 
 
 def _sums_and_refits(
@@ -87,15 +150,7 @@ def _sums_and_refits(
     num_actions: int,
     reward_model: str | RewardModelFn,
 ) -> tuple[estimators.Sums, Refits | None]:
-    q = reward_models.reward_predictions(
-        reward_model,
-        data,
-        num_actions,
-        seed=config.seed,
-        balance=config.reward_model_balance,
-        sample_size=config.reward_model_sample,
-        target=reward_models.evaluated_probability(policies, data.actions),
-    )
+    q = _predictions(config, data, policies, num_actions, reward_model)
     refits = dm_refits(config, data, reward_model, policies, num_actions)
     return memory_sums(config, data, policies, q), refits
 
