@@ -118,9 +118,8 @@ def train_passes(
         if shuffle and config.in_memory_bytes:
             held = passes.hold_in_memory(pattern, feature_spec, to_batch, ctx, config.in_memory_bytes)
             if held is not None:
-                return passes.permuted_passes(held, config.train_batch_size, config.epochs, config.seed, skip).prefetch(
-                    2
-                )
+                permuted = passes.permuted_passes(held, config.train_batch_size, config.epochs, config.seed, skip)
+                return permuted.prefetch(2)
         ds = passes.pass_dataset(
             pattern,
             feature_spec,
