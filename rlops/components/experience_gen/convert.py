@@ -75,6 +75,8 @@ def extract_keys(columns: Mapping[str, RawColumn], num_rows: int, field: Field, 
     text they encode, and bytes straight from Arrow skip a Python str per row and its re-encoding
     (most of the cost of hashing a million keys)."""
     arr = json_paths.with_paths(columns, field.columns, num_rows).get(field.columns[0])
+    if isinstance(arr, (pa.Array, pa.ChunkedArray)) and pa.types.is_integer(arr.type):  # as extract: to text
+        arr = pc.cast(arr, pa.string())
     if isinstance(arr, (pa.Array, pa.ChunkedArray)) and (
         pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)
     ):
