@@ -765,6 +765,29 @@ def test_no_page_points_outside_the_repository():
             assert where.startswith(ROOT + os.sep) and os.path.exists(where), f"{path}: link {target}"
 
 
+# What a comment would say only about the code's past (an issue, a session, a commit, a figure that
+# changed): that history belongs in the commit messages and the benchmarks page.
+HISTORY = re.compile(r"\b[Ii]ssue \d+|\bsession \d+|\bas before\b|\bno longer\b|\bcommit [0-9a-f]{7,}\b|\bwas [\d.,]+")
+
+
+def test_no_comment_or_docstring_in_the_package_tells_its_history():
+    hits = [
+        f"{os.path.relpath(path, ROOT)}:{number}: {line.strip()}"
+        for path in sorted(glob.glob(os.path.join(ROOT, "rlops", "**", "*.py"), recursive=True))
+        for number, line in enumerate(open(path, encoding="utf-8"), 1)
+        if HISTORY.search(line)
+    ]
+    assert not hits, "\n".join(hits)
+
+
+def test_the_readme_is_a_first_page_and_every_benchmark_has_its_current_row():
+    assert len(open(README, encoding="utf-8").read().splitlines()) <= 150
+    page = open(os.path.join(DOCS, "benchmarks.md"), encoding="utf-8").read()
+    scripts = [p for p in sorted(os.listdir(os.path.join(ROOT, "benchmarks"))) if p.endswith(".py") and p[0] != "_"]
+    missing = [s for s in scripts if f"benchmarks/{s}" not in page]
+    assert not missing, f"benchmarks without their command and figures on docs/benchmarks.md: {missing}"
+
+
 def test_the_test_command_builds_the_site_strictly_and_a_failed_build_fails_it():
     """`make test`'s lint part builds the site with --strict; a failed build sets the part's status
     (the other parts still run: each command is `|| status=1`, none stops the shell)."""

@@ -147,7 +147,7 @@ def merge_raw(tp: Any, base: Any, overlay: Any, default_kind: str | None = None)
     replaces the member whole, so no field of the default member (a simulation's num_records
     under a file source) leaks into the user's. Anything else replaces."""
     if tp is Any or not isinstance(overlay, dict) or not isinstance(base, dict):
-        return copy.deepcopy(overlay)  # untyped keys (and values) are replaced, as before
+        return copy.deepcopy(overlay)  # untyped keys (and values) are replaced
     members = tagged_members(tp)
     if members is not None:
         if TAG in overlay:

@@ -1,7 +1,7 @@
 """Training infrastructure: strategy-aware Learner, checkpoints, triggers, policy export.
 
 The names below load TensorFlow, so they are imported on first use (`from rlops.train import
-Learner` works as before): `rlops.train.policy_files`, the exported policy's file names, stays
+Learner` works): `rlops.train.policy_files`, the exported policy's file names, stays
 TensorFlow-free for the Pusher's publisher and rollback. (`rlops.train.on_policy`, the PPO
 collect/train loop, is imported on its own: it pulls in Gymnasium.)
 """

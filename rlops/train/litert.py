@@ -21,7 +21,7 @@ one-/multi-hot, the exploring head (RANDOM_UNIFORM, CUMSUM, ONE_HOT, ARG_MAX). W
 reads a string's bytes (StringToHashBucketFast, StringLength, Substr, DecodePaddedRaw,
 UnicodeDecode, StringSplit, StringToNumber) -- no TFLite builtin exposes a string's bytes, so no
 string hash can be written in builtins. The default schema needs none: with one OOV bucket every
-unseen value lands in it, and rlops.features no longer hashes for it (the same ids as before). A
+unseen value lands in it, and rlops.features does not hash for it. A
 feature with `hash_buckets`, or more than one OOV bucket, needs the Flex delegate: conversion
 fails with one line naming the op unless `allow_flex`.
 

@@ -17,7 +17,7 @@ from rlops.components.evaluator.reward_models import (
 from rlops.components.json_config import JsonConfig, closest
 
 KINDS = ("bandit", "ppo")
-# The serving epsilons the Evaluator may certify (issue 36; measured in docs/benchmarks.md, "Small logs").
+# The serving epsilons the Evaluator may certify (measured in docs/benchmarks.md, "Small logs").
 DEFAULT_SERVING_EPSILONS = (0.05, 0.1, 0.2, 0.3, 0.5)
 ENGINES = ("auto", "memory", "beam")
 DEFAULT_BEAM_THRESHOLD = 500_000

@@ -290,7 +290,7 @@ def _parse_chunk(
     cols = fast(chunk.lines(lo, hi))
     if cols is not None:
         n = len(next(iter(cols.values()))) if cols else hi - lo
-        if n == hi - lo:  # else blank lines were skipped: rows no longer map to lines
+        if n == hi - lo:  # else blank lines were skipped: rows do not map to lines
             yield _text_block(chunk, path, cols, None if whole else np.arange(lo, hi), n, text)
             return
     if hi - lo <= CAREFUL_LINES:
