@@ -96,8 +96,8 @@ def trials_at(
     return [Trial.of(config, e, c, _nth(with_refits, i)) for i, (e, c) in enumerate(zip(epsilons, others))]
 
 
-def _nth(comparisons: Callable[[], list[Comparison]] | None, i: int) -> Callable[[], Comparison] | None:
-    return None if comparisons is None else (lambda: comparisons()[i])
+def _nth(every: Callable[[], list[Comparison]] | None, i: int) -> Callable[[], Comparison] | None:
+    return None if every is None else (lambda: every()[i])
 
 
 def deferred_against(
