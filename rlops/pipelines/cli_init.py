@@ -188,6 +188,7 @@ def plan_config(log_columns: list[Column], logs: str, item_columns: list[Column]
             + "); the bandit pipeline needs at least one"
         )
     _note_size(plan)
+    _note_stray(plan)
     if item_columns is None and action is not None:
         _note_per_action_columns(plan, log_columns, action.column)
     if item_columns is not None and action is not None:  # per-arm without an action: _decide_roles raised
@@ -212,6 +213,19 @@ def _note_size(plan: Plan) -> None:
             f"the log holds {rows} rows: its eval split (1 in 10 by default) gets about {rows // 10}, under the "
             f"{DEFAULT_MIN_RECORDS} the Evaluator needs for an estimate (evaluator.min_eval_records), so a run trains "
             "but does not bless; give it more logs"
+        )
+
+
+def _note_stray(plan: Plan) -> None:
+    """Number columns with a few values that are not numbers: their rows are quarantined, and past
+    max_bad_record_ratio of the records the run stops at ingestion."""
+    stray = {c.name: len(c.stray) for c in plan.columns if c.stray}
+    if stray:
+        which = ", ".join(f"{name} ({n})" for name, n in stray.items())
+        plan.notes.append(
+            f"values that are not numbers in number columns ({which}) make their rows quarantined as wrong_type; "
+            "past experience_gen.max_bad_record_ratio (1% of the records by default) the run stops at ingestion, "
+            "naming them: fix those rows, or raise the ratio"
         )
 
 

@@ -19,6 +19,10 @@ import pyarrow.compute as pc
 FLOAT, INT, STRING, BOOL, TIME, LIST, EMPTY = "float", "int", "string", "bool", "timestamp", "list", "empty"
 SEPARATOR = "|"  # text cells holding several values (FeatureColumn.separator)
 MAX_ACTIONS = 100_000  # more distinct action ids than this is not an action column
+# A text column whose values are numbers but for at most this share (and at least one of them): a
+# number column with stray values (a typo, "n/a"), which ingestion quarantines as wrong_type,
+# rather than a column of text ids.
+MAX_STRAY_SHARE = 0.01
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,7 @@ class Column:
     integral: bool = False  # numbers, all whole
     multivalent: bool = False  # text cells holding SEPARATOR-separated values, or a list column
     list_of: str | None = None  # LIST: FLOAT | INT | STRING
+    stray: tuple[str, ...] = ()  # numbers read from text: the sampled values that are not numbers
 
     @property
     def numeric(self) -> bool:
@@ -54,7 +59,8 @@ class Column:
             return "0/1"
         if self.kind in (FLOAT, INT):
             word = "ints" if self.kind == INT else "floats"
-            return f"{self.distinct} distinct {word}, {_num(self.low)}..{_num(self.high)}"
+            text = f"{self.distinct} distinct {word}, {_num(self.low)}..{_num(self.high)}"
+            return f"{text}; {_stray_note(self)}" if self.stray else text
         if self.kind == LIST:
             return f"lists of {self.list_of}s"
         if self.multivalent:
@@ -94,19 +100,48 @@ def _profile(name: str, column: pa.ChunkedArray) -> Column:
     if pa.types.is_timestamp(t) or pa.types.is_date(t):
         return Column(name, TIME, rows, non_null, distinct, texts)
     if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
-        floats = values.cast(pa.float64())
-        low, high = pc.min(floats).as_py(), pc.max(floats).as_py()
-        integral = bool(pc.all(pc.equal(pc.floor(floats), floats)).as_py())
-        binary = bool(pc.all(pc.is_in(floats, pa.array([0.0, 1.0]))).as_py())
         kind = INT if pa.types.is_integer(t) else FLOAT
-        return Column(name, kind, rows, non_null, distinct, texts, low, high, binary, integral)
+        return _numbers(name, rows, non_null, values.cast(pa.float64()), texts, kind)
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t):
         strings = values.cast(pa.string())
+        numbers = _mostly_numbers(name, rows, non_null, strings)
+        if numbers is not None:
+            return numbers
         with_sep = pc.sum(pc.match_substring(strings, SEPARATOR)).as_py() or 0
         if _looks_like_time(strings):
             return Column(name, TIME, rows, non_null, distinct, texts)
         return Column(name, STRING, rows, non_null, distinct, texts, multivalent=with_sep * 2 >= non_null)
     return Column(name, STRING, rows, non_null, distinct, texts)
+
+
+def _numbers(
+    name: str, rows: int, non_null: int, floats: pa.Array, texts: frozenset[str], kind: str, stray: tuple[str, ...] = ()
+) -> Column:
+    low, high = pc.min(floats).as_py(), pc.max(floats).as_py()
+    integral = bool(pc.all(pc.equal(pc.floor(floats), floats)).as_py())
+    binary = bool(pc.all(pc.is_in(floats, pa.array([0.0, 1.0]))).as_py())
+    return Column(name, kind, rows, non_null, _distinct(floats), texts, low, high, binary, integral, stray=stray)
+
+
+def _mostly_numbers(name: str, rows: int, non_null: int, strings: pa.Array) -> Column | None:
+    """A text column of numbers with a few stray values (MAX_STRAY_SHARE), profiled as the numbers
+    it holds; None when it is text."""
+    floats: list[float] = []
+    numbers: list[str] = []
+    stray: list[str] = []
+    for text in strings.to_pylist():
+        try:
+            floats.append(float(text))
+            numbers.append(text)
+        except ValueError:
+            stray.append(text)
+            if len(stray) > MAX_STRAY_SHARE * non_null:
+                return None  # text: a text column's first few values decide it
+    if not stray or not floats:
+        return None
+    column = pa.array(floats, pa.float64())
+    kind = INT if all(f.is_integer() for f in floats) else FLOAT
+    return _numbers(name, rows, non_null, column, frozenset(numbers), kind, tuple(dict.fromkeys(stray)))
 
 
 def _distinct(values: pa.Array) -> int:
@@ -173,7 +208,17 @@ def _name_match(role: str, name: str) -> str | None:
 
 
 def _fits(role: str, c: Column) -> str | None:
-    """Why the content fits the role, or None."""
+    """Why the content fits the role (and which sampled values ingestion will quarantine), or None."""
+    reason = _content_fits(role, c)
+    return reason if reason is None or not c.stray else f"{reason}; {_stray_note(c)}"
+
+
+def _stray_note(c: Column) -> str:
+    shown = ", ".join(repr(v) for v in c.stray[:3])
+    return f"{len(c.stray)} not a number ({shown}): ingestion quarantines those rows (wrong_type)"
+
+
+def _content_fits(role: str, c: Column) -> str | None:
     if role == "reward":
         if c.kind in (FLOAT, INT, BOOL):
             return "0/1" if c.binary else f"numbers, {_num(c.low)}..{_num(c.high)}"

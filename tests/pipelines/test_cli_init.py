@@ -234,6 +234,46 @@ def test_ragged_rows_are_skipped_as_ingestion_does(tmp_path):
     assert (r.records_written, r.records_quarantined, r.reasons) == (ROWS - 3, 3, {"parse_error": 3})
 
 
+def test_a_stray_text_value_leaves_a_number_column_a_number_column(tmp_path, capsys):
+    """One typo in an age and one in an action (of 400 rows): the columns stay ints (the action an
+    action, not text ids that need an item table), the config says which values ingestion will
+    quarantine and when the run stops, and ingestion does exactly that. Many text values: text."""
+    logs = plain_log(tmp_path)
+    lines = open(logs).read().splitlines()
+    lines[5] = "abc," + lines[5].split(",", 1)[1]  # age
+    lines[9] = ",".join(lines[9].split(",")[:3] + ["one"] + lines[9].split(",")[4:])  # action
+    with open(logs, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    out = tmp_path / "stray.yaml"
+    assert init("--from", logs, "--out", str(out)) == 0
+    text = out.read_text()
+    assert guesses(text)["action"] == (
+        "action  (sure: name match; 5 distinct ints, 0..4; 1 not a number ('one'): "
+        "ingestion quarantines those rows (wrong_type))"
+    )
+    assert decisions(text) == []
+    assert (
+        "1 not a number ('abc')" in text
+        and "(age (1), action (1)) make their rows quarantined" in capsys.readouterr().out
+    )
+    raw = yaml.safe_load(text)["experience_gen"]
+    assert raw["action_spec"]["maximum"] == 4
+    assert raw["bandit_columns"]["features"][0] == {"name": "age", "kind": "categorical", "dtype": "int64"}
+    from rlops.components.experience_gen import run_experience_gen
+
+    config = load_config("bandit", str(out)).experience_gen  # 2 of 400: under the default 1%, the run goes on
+    r = run_experience_gen(config, str(tmp_path / "examples"), str(tmp_path / "quarantine"))
+    assert (r.records_written, r.records_quarantined, r.reasons) == (ROWS - 2, 2, {"wrong_type": 2})
+
+    # A column whose text values are more than a stray few stays text.
+    mixed = tmp_path / "mixed.csv"
+    mixed.write_text(
+        "code,action,reward,p\n" + "".join(f"{'A' if i % 10 == 0 else ''}{i % 20},{i % 3},0,0.3\n" for i in range(200))
+    )
+    assert init("--from", str(mixed), "--out", "-") == 0
+    assert "{name: code, kind: categorical, dtype: string}" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     "content, message",
     [
