@@ -36,6 +36,7 @@ from rlops.components.experience_gen import (
     sources,
     splits,
     validation,
+    writes,
 )
 from rlops.components.experience_gen.config import ExperienceGenConfig, FileSource
 from rlops.components.experience_gen.errors import closest
@@ -47,6 +48,7 @@ from rlops.components.experience_gen.sources.bigquery import bigquery_read as bi
 NS = sinks.METRICS_NAMESPACE
 READ, QUARANTINED, UNREADABLE, TRUNCATED = "read", "quarantined", "unreadable", "truncated"
 QUARANTINE_PREFIX = "quarantine"
+QUARANTINE_DEST = "<quarantine>"  # its name among the written destinations: no split can take it
 BAD_GROUPS = "bad_groups"  # IngestFn's output of BadStep marks (grouped kinds)
 EPISODE_NOT_CONTIGUOUS = "episode_not_contiguous"
 EPISODE_DUPLICATE_STEP = "episode_duplicate_step"
@@ -762,15 +764,12 @@ def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) 
             | "Assemble" >> beam.ParDo(AssembleEpisodeFn(cfg)).with_outputs(QUARANTINE_PREFIX, *names)
         )
         quarantined.append(out[QUARANTINE_PREFIX])
-    for name in names:
-        sinks.write_split(out[name], examples_uri, name, cfg.compression_level, cfg.num_shards)
-    _ = (
-        quarantined
-        | "AllQuarantined" >> beam.Flatten()
-        | "FormatQuarantine" >> beam.ParDo(FormatQuarantineFn())
-        | "WriteQuarantine"
-        >> beam.io.WriteToText(FileSystems.join(quarantine_uri, QUARANTINE_PREFIX), file_name_suffix=".jsonl.gz")
+    lines = quarantined | "AllQuarantined" >> beam.Flatten() | "FormatQuarantine" >> beam.ParDo(FormatQuarantineFn())
+    dests = {n: writes.tfrecord_split(examples_uri, n, cfg.compression_level, cfg.num_shards) for n in names}
+    dests[QUARANTINE_DEST] = writes.Destination(
+        QUARANTINE_DEST, FileSystems.join(quarantine_uri, QUARANTINE_PREFIX), ".jsonl.gz", writes.TEXT
     )
+    writes.write_all({**{n: out[n] for n in names}, QUARANTINE_DEST: lines}, dests)
 
 
 def _reserved(plan: Plan) -> tuple[str, ...]:

@@ -1,10 +1,9 @@
-"""Batched, gzipped TFRecord output through Beam's file sinks.
+"""Batched, gzipped TFRecord encoding for the files `writes` produces.
 
 Elements are whole batches of serialized records, so no per-record Python runs inside Beam.
 Framing (length, masked CRC32C) is vectorized with NumPy; gzip runs in a background thread
 (zlib and ISA-L release the GIL), so compression overlaps parsing and encoding on a second
 core. With the optional `isal` package installed, compression is ~5x cheaper (same format).
-Beam's FileBasedSink still owns temp files, shard naming and the final rename.
 """
 
 from __future__ import annotations
@@ -15,11 +14,7 @@ import zlib
 from types import ModuleType
 from typing import Any, Callable, Sequence
 
-import apache_beam as beam
 import numpy as np
-from apache_beam.io.filebasedsink import FileBasedSink
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 
 crc32c: Callable[[bytes], int]
 _fast_zlib: ModuleType | None
@@ -117,41 +112,3 @@ class GzipWriter:
         self._raw.close()
         if self._error is not None:
             raise self._error
-
-
-class TFRecordBatchSink(FileBasedSink):
-    """FileBasedSink whose elements are (list of serialized records, units they stand for)."""
-
-    def __init__(self, file_path_prefix: str, split: str, compression_level: int = 1, num_shards: int = 0):
-        super().__init__(
-            file_path_prefix,
-            coder=None,
-            file_name_suffix=".gz",
-            num_shards=num_shards,
-            shard_name_template="-SSSSS-of-NNNNN",
-            mime_type="application/octet-stream",
-            compression_type=CompressionTypes.UNCOMPRESSED,
-        )
-        self.split = split
-        self.compression_level = compression_level
-
-    def open(self, temp_path: str) -> GzipWriter:
-        return GzipWriter(
-            FileSystems.create(temp_path, self.mime_type, CompressionTypes.UNCOMPRESSED), self.compression_level
-        )
-
-    def write_record(self, file_handle: GzipWriter, value: tuple[Sequence[bytes], int]) -> None:
-        records, units = value
-        file_handle.write(frame_records(records))
-        beam.metrics.Metrics.counter(METRICS_NAMESPACE, f"{WRITTEN_RECORDS}:{self.split}").inc(len(records))
-        beam.metrics.Metrics.counter(METRICS_NAMESPACE, f"{WRITTEN_UNITS}:{self.split}").inc(units)
-
-    def close(self, file_handle: GzipWriter) -> None:
-        file_handle.close()
-
-
-def write_split(pcoll: beam.PCollection, examples_uri: str, split: str, compression_level: int, num_shards: int) -> Any:
-    from rlops.components.experience_gen.records import split_dir
-
-    prefix = FileSystems.join(split_dir(examples_uri, split), "data_tfrecord")
-    return pcoll | f"Write[{split}]" >> beam.io.Write(TFRecordBatchSink(prefix, split, compression_level, num_shards))
