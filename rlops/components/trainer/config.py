@@ -45,12 +45,17 @@ PER_ARM_DEFAULTS: dict[str, object] = {
     "learning_rate": 0.005,
     "batch_size": 1024,
     "num_epochs": 12,  # passes over the train split: the steps grow with the logs
+    "average_weights": True,  # export the weights' moving average over about the last pass
 }
 PER_ARM_DEFAULT_AGENT = "neural_epsilon_greedy"  # the agent PER_ARM_DEFAULTS are for
 # The ranking agent scores a page's candidates with the same network (the ranking pipeline's
 # defaults), in batches of 256 pages: a page trains up to L slots, and on 20,000 generator pages
 # (K=12, L=4) 256 gave 0.92 of the greedy page's gap to the best page, 1024 (a quarter of the steps) 0.88.
-RANKING_DEFAULTS: dict[str, object] = {**PER_ARM_DEFAULTS, "batch_size": 256}
+# Weight averaging was measured for single-item decisions only, so pages train as measured.
+RANKING_DEFAULTS: dict[str, object] = {
+    **{k: v for k, v in PER_ARM_DEFAULTS.items() if k != "average_weights"},
+    "batch_size": 256,
+}
 
 
 def apply_per_arm_defaults(given: dict, default_agent: str = PER_ARM_DEFAULT_AGENT) -> dict:
@@ -118,6 +123,11 @@ class TrainerConfig(JsonConfig):
     # each step also shrinks every weight by learning_rate x weight_decay of itself), an L2-like
     # pull towards 0 for small, repeated logs. 0: none, TF-Agents' agent and numbers.
     weight_decay: float = 0.0
+    # neural_epsilon_greedy / ranking: export the reward network's weights averaged over about the
+    # last pass of training (an exponential moving average, at most 100 steps long; trainer/averaging.py)
+    # instead of the last step's, which carry the noise of the last few batches. False: the last
+    # step's, TF-Agents' agent and numbers.
+    average_weights: bool = False
     epsilon: float = 0.1  # collect (logging) policy's exploration
     serving_epsilon: float | None = None  # serving_default's exploration (None: epsilon)
     # Logged action masks (an `action_mask` column) are honoured by default: the agent is built with
@@ -224,6 +234,11 @@ class TrainerConfig(JsonConfig):
         if self.weight_decay and not spec.reward_network:
             raise ValueError(
                 f"trainer.weight_decay: decays the agent's reward network; agent '{self.agent}' has none (leave it at 0)"
+            )
+        if self.average_weights and not spec.reward_network:
+            raise ValueError(
+                f"trainer.average_weights: averages the agent's reward network; agent '{self.agent}' has none "
+                "(leave it at false)"
             )
         if self.network == "dot_product" and not self.hidden_sizes:
             raise ValueError("trainer.hidden_sizes: network 'dot_product' needs at least one size (the embedding's)")

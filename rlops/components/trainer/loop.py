@@ -103,11 +103,13 @@ def train_passes(
     a preempted job resumes where it stopped; `weighted`: the experience carries per-row weights."""
     import tensorflow as tf
 
-    from rlops.components.trainer import passes
+    from rlops.components.trainer import averaging, passes
     from rlops.train.learner import Learner
 
     with strategy.scope():
         progress = passes.TrainProgress()
+    average = averaging.weight_average(agent, config, strategy)
+    held_records: list[int] = []  # this input pipeline's split size, when it is held in memory
 
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
         # Called after the Learner restored its checkpoint: a resumed job skips what it trained on.
@@ -118,6 +120,7 @@ def train_passes(
         if shuffle and config.in_memory_bytes:
             held = passes.hold_in_memory(pattern, feature_spec, to_batch, ctx, config.in_memory_bytes)
             if held is not None:
+                held_records.append(int(tf.nest.flatten(held)[0].shape[0]))
                 permuted = passes.permuted_passes(held, config.train_batch_size, config.epochs, config.seed, skip)
                 return permuted.prefetch(2)
         ds = passes.pass_dataset(
@@ -143,10 +146,12 @@ def train_passes(
         strategy=strategy,
         summary_root_dir=model_run_uri,
         use_kwargs_in_agent_train=weighted,
-        after_train_strategy_step_fn=progress.count,
-        checkpoint_extras={"progress": progress},
+        after_train_strategy_step_fn=progress.count if average is None else _and_update(progress.count, average),
+        checkpoint_extras={"progress": progress} if average is None else {"progress": progress, "average": average},
     )
     before = int(progress.records.numpy())
+    if average is not None:
+        average.start(held_records[0] if held_records else None, config.train_batch_size)
     trained = train_loop(
         learner,
         int(progress.steps.numpy()),
@@ -155,5 +160,17 @@ def train_passes(
         passes=True,
         note=lambda: f", {int(progress.records.numpy())} {unit}",
     )
+    if average is not None:
+        average.finalize()
     done = int(progress.records.numpy())
     return PassesRun(trained, done, round((done - before) / max(trained.wall_s, 1e-9), 1))
+
+
+def _and_update(count: Callable[[Any, Any], None], average: Any) -> Callable[[Any, Any], None]:
+    """The Learner's after-step function: count the step's records, then move the weight average."""
+
+    def after_step(sample_and_info: Any, loss_info: Any) -> None:
+        count(sample_and_info, loss_info)
+        average.update()
+
+    return after_step
