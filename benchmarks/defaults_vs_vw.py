@@ -17,6 +17,13 @@ impressions are written as Parquet files (impressions and the item table), and:
    `--vw-passes` passes over a cache. The time is its training only (parsing the text included).
    Without `--vw-python` (or when it cannot import vowpalwabbit) the peer is skipped and says why.
 
+3. With `--reference-l2 10,30` (a comma-separated L2 grid), a yardstick that is not a product: the
+   well-specified model (closed_loop's `lowrank` reference: one logistic factorization model of the
+   click model's own shape, rank 4, the item's id and features, fitted to convergence by L-BFGS)
+   fitted on a seeded 90% of the same rows for each L2, and the L2 whose held-out log loss on the
+   other 10% is lowest. What the logs allow a learner that contains the truth and picks its own
+   regularization; the grid's best fraction is what it reaches only when told the answer.
+
 Each learner's GREEDY policy is valued exactly over the generator's whole finite user population
 (benchmarks/closed_loop.py's machinery: the trained SavedModel's serving_default in a fresh process,
 its greedy_action; VW's lowest predicted cost), as a fraction of the way from the logging policy's
@@ -27,6 +34,7 @@ value (0) to the optimum's (1).
         --set trainer.reward_loss=squared_error --set trainer.weight_decay=0 \
         --set trainer.hidden_sizes=[64] --set trainer.learning_rate=0.001 --set trainer.batch_size=32 \
         --set trainer.train_steps=2000   # the defaults before per-arm logs had their own (2,000 x 32)
+    python benchmarks/defaults_vs_vw.py --worlds 3,4,5,6,7,8 --skip-rlops --reference-l2 10,30,100
 
 Prints one JSON line: per world, each learner's fraction of the gap, its wall times, rlops'
 records trained and the ratio of rlops' whole run to VW's training.
@@ -145,6 +153,35 @@ def fraction_of_gap(gen, greedy: np.ndarray) -> float:
     return round((gen.true_value(lambda _: probs) - logging) / (optimal - logging), 4)
 
 
+# ---- the well-specified yardstick ----------------------------------------------------------------
+
+
+def run_reference(gen, logs, l2_grid: list[float], rank: int = 4) -> dict:
+    """The lowrank reference at each L2 on a seeded 90% of the rows: its greedy fraction and its
+    held-out log loss on the rest; `chosen` is the L2 with the lowest held-out loss."""
+    from rlops.components.evaluator.reward_models import fit_low_rank
+
+    x, a = gen.encode(logs.contexts()), np.asarray(logs.impressions["action"])
+    r = np.asarray(logs.impressions["reward"], float)
+    held = np.random.default_rng(7).random(len(r)) < 0.1
+    population = gen.encode(gen.population_contexts()[0])
+    items = gen.item_feature_matrix()
+    per_l2 = {}
+    for l2 in l2_grid:
+        fit = x[~held], a[~held], r[~held], np.ones(int((~held).sum()))
+        model = fit_low_rank(*fit, len(items), "logistic", items, rank, l2)
+        p = np.clip(model.predict(x[held])[np.arange(int(held.sum())), a[held]], 1e-9, 1 - 1e-9)
+        loss = float(-np.mean(r[held] * np.log(p) + (1 - r[held]) * np.log(1 - p)))
+        per_l2[l2] = {"fraction": fraction_of_gap(gen, model.predict(population).argmax(1)), "heldout_log_loss": loss}
+    chosen = min(per_l2, key=lambda l2: per_l2[l2]["heldout_log_loss"])
+    return {
+        "chosen_l2": chosen,
+        "fraction": per_l2[chosen]["fraction"],
+        "best_fraction": max(v["fraction"] for v in per_l2.values()),
+        "per_l2": {str(k): {**v, "heldout_log_loss": round(v["heldout_log_loss"], 6)} for k, v in per_l2.items()},
+    }
+
+
 # ---- Vowpal Wabbit -------------------------------------------------------------------------------
 
 
@@ -260,6 +297,7 @@ def main() -> None:
     ap.add_argument("--vw-args", default=VW_ARGS)
     ap.add_argument("--vw-passes", type=int, default=VW_PASSES)
     ap.add_argument("--skip-rlops", action="store_true")
+    ap.add_argument("--reference-l2", default="", help="L2 grid of the well-specified yardstick, e.g. 10,30")
     ap.add_argument("--workdir", default="", help="keep logs, configs and pipeline roots here")
     args = ap.parse_args()
     sys.path.insert(0, str(HERE))
@@ -279,6 +317,8 @@ def main() -> None:
             row: dict = {"world": seed}
             if not args.skip_rlops:
                 row["rlops"] = run_rlops(gen, directory, args.overrides)
+            if args.reference_l2:
+                row["reference"] = run_reference(gen, logs, [float(v) for v in args.reference_l2.split(",")])
             if skipped is None:
                 row["vw"] = run_vw(gen, logs, directory, args.vw_python, args.vw_args, args.vw_passes)
             if "rlops" in row and "vw" in row:
@@ -304,6 +344,7 @@ def main() -> None:
         per_world=per_world,
         rlops_mean_fraction=mean("rlops", "fraction"),
         vw_mean_fraction=mean("vw", "fraction"),
+        reference_mean_fraction=mean("reference", "fraction"),
         rlops_mean_run_wall_s=mean("rlops", "run_wall_s"),
         vw_mean_train_wall_s=mean("vw", "train_wall_s"),
         wall_s=round(time.perf_counter() - t0, 1),
