@@ -46,6 +46,7 @@ import tensorflow as tf
 
 from rlops.features import serving_head
 from rlops.train.policy_files import LITERT_FILE, LITERT_SPEC_FILE, UNPUBLISHED_VERSION
+from rlops.train.processes import at_once
 
 LITERT_FORMAT = "rlops.policy_litert/1"
 SIGNATURE = "serving_default"
@@ -346,7 +347,7 @@ def check_draws(model_path: str, feeds: Mapping[str, np.ndarray], probs: np.ndar
     ]
 
     def check() -> str | None:
-        processes = [run_standalone_jobs(model_path, jobs) for _ in range(2)]
+        processes = at_once(lambda: run_standalone_jobs(model_path, jobs))
         for i, rows in enumerate(sizes):
             actions = [np.asarray(p[i]["action"]).astype(np.int64) - minimum for p in processes]
             propensities = [np.asarray(p[i]["propensity"]) for p in processes]

@@ -42,6 +42,7 @@ import tensorflow as tf
 
 from rlops.agents.ranking import tf_propensities as tp
 from rlops.agents.ranking.ranking_policy import GREEDY_SLATE, PROPENSITY_CASCADE, PROPENSITY_ITEM_POSITION, SLATE
+from rlops.train.processes import at_once
 
 SIGNATURE = "serving_ranked"
 SOURCE_SIGNATURE = "serving_ranked_masked"
@@ -138,7 +139,7 @@ def compare_ranked(loaded: Any, model_path: str, inputs: Mapping[str, Any]) -> s
     stored = {f"feed_{k}": v for k, v in feeds.items()}
 
     def check() -> str | None:
-        processes = [run_standalone_jobs(model_path, jobs) for _ in range(2)]
+        processes = at_once(lambda: run_standalone_jobs(model_path, jobs))
         for p in processes:
             if bool(p[1]["modules_tensorflow"]) or bool(p[1]["modules_rlops"]):
                 return "LiteRT check: the standalone runner imported TensorFlow or rlops"

@@ -40,6 +40,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from rlops.train.processes import at_once
+
 # The Pusher's interpreter for fresh-process checks (rlops.components.pusher.core.VERIFY_PYTHON_ENV;
 # this layer cannot import the components).
 VERIFY_PYTHON_ENV = "RLOPS_VERIFY_PYTHON"
@@ -325,7 +327,7 @@ def verify_ranked(saved_model_dir: str, inputs: Mapping[str, Any], processes: in
     from rlops.features.serving_head import confirmed
 
     def check() -> str | None:
-        results = [run_draws(saved_model_dir, inputs, **kwargs) for _ in range(processes)]
+        results = at_once(lambda: run_draws(saved_model_dir, inputs, **kwargs), processes)
         return ranked_draws_error([d for d, _ in results], results[0][1]["metadata"])
 
     error = confirmed(check)

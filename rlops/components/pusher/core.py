@@ -28,6 +28,7 @@ from rlops.components.pusher import epsilon as certified, publish
 from rlops.components.pusher.storage import open_store
 from rlops.features import serving_head
 from rlops.features.serving_names import serving_inputs_from_records
+from rlops.train.processes import at_once
 
 log = logging.getLogger(__name__)
 
@@ -166,12 +167,10 @@ def subprocess_verifier(inputs: dict[str, np.ndarray] | None) -> Callable[[str],
         answered: list[int] = []
 
         def check() -> str | None:
-            checks = []
-            for _ in range(2):
-                check = verify_in_subprocess(local_dir, checked, draws=True)
+            checks = at_once(lambda: verify_in_subprocess(local_dir, checked, draws=True))
+            for check in checks:
                 if not check.get("ok"):
                     raise RuntimeError(f"pushed policy failed verification in a fresh process: {check.get('error')}")
-                checks.append(check)
             answered.append(checks[0]["num_actions"])
             return draws_error(local_dir, [c["draws"] for c in checks]) if checks[0].get("draws") else None
 
