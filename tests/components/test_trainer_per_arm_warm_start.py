@@ -234,21 +234,26 @@ def test_a_changed_vocabulary_keeps_the_base_models_and_says_so(world, tmp_path,
 
 
 def test_an_averaging_warm_start_starts_its_average_at_the_base(world, tmp_path):
-    """trainer.average_weights: the optimizer builds its average from the fresh network, before the
-    base model's weights are restored; the average must start at the base's weights, so a warm
-    start that trains no step exports the base exactly, and one that trains a few stays near it."""
+    """trainer.average_weights: the average starts at the base's weights, whether the base averaged
+    or not, so a warm start that trains no step exports exactly what the base exported, and one that
+    trains a few stays near it. A base that averaged checkpoints the weights it exported."""
     import dataclasses
 
     from rlops.components.trainer.core import run_trainer
 
-    base = world["neural_epsilon_greedy"]
-    for steps in (0, 3):
-        warm = str(tmp_path / f"warm{steps}")
-        config = dataclasses.replace(_config("neural_epsilon_greedy", world["gen"], steps), average_weights=True)
-        run_trainer(config, warm, warm + "_run", world["next_ex"], base_model_uri=base)
-        for b, w in zip(_variables(base), _variables(warm), strict=True):
-            if steps == 0:
-                np.testing.assert_array_equal(w, b)
-            else:  # 3 Adam steps of lr 3e-3 move a weight by at most ~1e-2
-                assert np.abs(w - b).max() < 0.05
-    np.testing.assert_array_equal(_greedy(str(tmp_path / "warm0"), world["next_ex"]), _greedy(base, world["next_ex"]))
+    def config(steps: int, average: bool):
+        return dataclasses.replace(_config("neural_epsilon_greedy", world["gen"], steps), average_weights=average)
+
+    averaged_base = str(tmp_path / "averaged_base")
+    run_trainer(config(50, True), averaged_base, averaged_base + "_run", world["base_ex"])
+    for base in (world["neural_epsilon_greedy"], averaged_base):
+        for steps, average in ((0, True), (0, False), (3, True)):
+            warm = str(tmp_path / f"warm_{os.path.basename(base)}_{steps}_{average}")
+            run_trainer(config(steps, average), warm, warm + "_run", world["next_ex"], base_model_uri=base)
+            for b, w in zip(_variables(base), _variables(warm), strict=True):
+                if steps == 0:
+                    np.testing.assert_array_equal(w, b)
+                else:  # 3 Adam steps of lr 3e-3 move a weight by at most ~1e-2
+                    assert np.abs(w - b).max() < 0.05
+        warm0 = str(tmp_path / f"warm_{os.path.basename(base)}_0_True")
+        np.testing.assert_array_equal(_greedy(warm0, world["next_ex"]), _greedy(base, world["next_ex"]))

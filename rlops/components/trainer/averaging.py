@@ -10,7 +10,8 @@ The window is about one pass of the train split, at most MAX_WINDOW_STEPS steps:
 few steps per pass must not average in weights from the start of training. The average is its own
 object in the Learner's checkpoint, not optimizer state: a preempted job resumes its average, and a
 base model trained with or without averaging warm-starts either way (the average then starts at
-the base's weights).
+the base's weights). Once training ends the average is written over the weights and checkpointed,
+so the checkpoint holds what is exported, and a warm start continues from what the base served.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class WeightAverage(tf.Module):
             self.momentum = tf.Variable(
                 1.0 - 1.0 / MAX_WINDOW_STEPS, trainable=False, aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA
             )
-            # Set once the average has started: a checkpoint that holds it 1 holds a running average.
+            # True once the average has started: a checkpoint that holds it True holds a running average.
             self.started = tf.Variable(False, trainable=False, aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         self._strategy = strategy
 
@@ -67,8 +68,8 @@ class WeightAverage(tf.Module):
             average.assign(m * average + (1.0 - m) * weight)
 
     def finalize(self) -> None:
-        """Writes the average over the network's weights, once training is done and checkpointed
-        (the checkpoint keeps both, so a later resume continues from the trained weights)."""
+        """Writes the average over the network's weights once training is done (the caller then
+        checkpoints them: the exported weights are the ones a warm start continues from)."""
         with self._strategy.scope():
             for average, weight in zip(self.averages, self._weights):
                 weight.assign(average)

@@ -161,7 +161,10 @@ def train_passes(
         note=lambda: f", {int(progress.records.numpy())} {unit}",
     )
     if average is not None:
+        # The checkpoint then holds the weights that are exported: a warm start from this model
+        # starts from what it served (train_steps 0 re-exports it as is).
         average.finalize()
+        learner.save_checkpoint()
     done = int(progress.records.numpy())
     return PassesRun(trained, done, round((done - before) / max(trained.wall_s, 1e-9), 1))
 
