@@ -23,6 +23,7 @@ from rlops.components.experience_gen import (
     pipeline,
 )
 from rlops.components.experience_gen.sources import Quarantined
+from rlops.components.experience_gen.sources.bigquery import bigquery_read
 
 
 def test_json_round_trip_for_every_source_kind():
@@ -127,12 +128,12 @@ def _bq_config(**kw) -> ExperienceGenConfig:
 
 def test_bigquery_read_transform_and_graph():
     plan = pipeline.make_plan(_bq_config())
-    read = pipeline.bigquery_read(plan.config.source)
+    read = bigquery_read(plan.config.source)
     assert isinstance(read, beam.io.ReadFromBigQuery)
     assert read._kwargs["query"].startswith("SELECT") and read._kwargs["use_standard_sql"]
     assert read._kwargs["project"] == "proj" and read.gcs_location.get() == "gs://bucket/tmp"
     assert read.method == "EXPORT" and not read.use_native_datetime  # EXPORT gives text timestamps
-    table = pipeline.bigquery_read(BigQuerySource(table="proj:logs.decisions", method="DIRECT_READ"))
+    table = bigquery_read(BigQuerySource(table="proj:logs.decisions", method="DIRECT_READ"))
     assert table._kwargs["table"] == "proj:logs.decisions" and table.method == "DIRECT_READ"
     assert table.use_native_datetime
     p = beam.Pipeline()

@@ -43,7 +43,6 @@ from rlops.components.experience_gen.errors import closest
 from rlops.components.experience_gen.layout import Layout, SourceSchema, resolve_layout
 from rlops.components.experience_gen.sources import Block, Quarantined, Unreadable
 from rlops.components.experience_gen.sources.base import compression_type
-from rlops.components.experience_gen.sources.bigquery import bigquery_read as bigquery_read  # moved; re-exported
 
 NS = sinks.METRICS_NAMESPACE
 READ, QUARANTINED, UNREADABLE, TRUNCATED = "read", "quarantined", "unreadable", "truncated"
