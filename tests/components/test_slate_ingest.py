@@ -17,6 +17,7 @@ from rlops.components.experience_gen import (
     run_experience_gen,
 )
 from rlops.components.experience_gen.config import FeatureColumn
+from rlops.components.experience_gen.errors import InputError
 
 K, L = 6, 3
 HEADER = "request,pos,item,click,pscore,pscore_cascade,user"
@@ -158,6 +159,28 @@ def test_whole_run_mistakes_are_one_line(tmp_path, change, message):
         config = slate_config(str(path), **change)
         run_experience_gen(config, str(tmp_path / "ex"), str(tmp_path / "q"))
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_slate_id_column_that_does_not_group_is_one_line(tmp_path):
+    """A per-row id mapped as the slate id: every page would be one row, most of them past the first
+    position. That is the config's mistake, not 360 bad rows: one line naming the column."""
+    path = tmp_path / "pages.csv"
+    rows = page_rows(200)
+    path.write_text("\n".join([HEADER + ",row_id", *[f"{r},x{i}" for i, r in enumerate(rows)]]) + "\n")
+    config = slate_config(str(path), columns=dict(slate_id="row_id"))
+    with pytest.raises(InputError) as e:
+        run_experience_gen(config, str(tmp_path / "ex"), str(tmp_path / "q"))
+    message = str(e.value)
+    assert "\n" not in message
+    assert message.startswith("experience_gen.slate_columns.slate_id: column 'row_id' does not group rows into pages")
+    assert f"each of its {len(rows)} ids held one row" in message
+
+
+def test_pages_of_one_item_at_the_first_position_are_valid(tmp_path):
+    """Every page one row long, each at the first position: short pages, not a grouping mistake."""
+    rows = [f"r{i},1,{i % K},{i % 2},{1 / K:.10f},{1 / K:.10f},u0" for i in range(40)]
+    result, _, _ = run(tmp_path, rows, columns=dict(first_position=1))
+    assert result.records_written == 40 and result.records_quarantined == 0
 
 
 def test_generator_files_with_an_item_table_ingest_unchanged(tmp_path):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
 from rlops.components.common.decision_kinds import decision_kind
-from rlops.components.experience_gen import pipeline, sinks, sources
+from rlops.components.experience_gen import pipeline, sinks, slates, sources
 from rlops.components.experience_gen.cloud import check_credentials
 from rlops.components.experience_gen.config import ExperienceGenConfig
 from rlops.components.experience_gen.errors import InputError
@@ -119,6 +119,14 @@ def run_experience_gen(
         result.unreadable = read_unreadable(quarantine_uri)
     if result.bad_record_ratio > config.max_bad_record_ratio:  # the error shows one of each top reason
         result.examples = reason_examples(quarantine_uri, [code for code, _ in result.top_reasons()])
+    grouping = slates.grouping_error(
+        config,
+        counters.get(pipeline.SLATE_IDS, 0),
+        counters.get(pipeline.SLATE_IDS_GROUPING, 0),
+        result.reasons.get(slates.SLATE_MISSING_POSITION, 0),
+    )
+    if grouping:  # the config's mistake, not its rows': exit 2 as for any config that does not fit
+        raise InputError(grouping)
     check(result, config.max_bad_record_ratio, config.min_split_records)
     return result
 

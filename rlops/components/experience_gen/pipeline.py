@@ -49,6 +49,7 @@ READ, QUARANTINED, UNREADABLE, TRUNCATED = "read", "quarantined", "unreadable", 
 QUARANTINE_PREFIX = "quarantine"
 QUARANTINE_DEST = "<quarantine>"  # its name among the written destinations: no split can take it
 BAD_GROUPS = "bad_groups"  # IngestFn's output of BadStep marks (grouped kinds)
+SLATE_IDS, SLATE_IDS_GROUPING = "slate_ids", "slate_ids_grouping"  # pages seen, and those of > 1 row
 EPISODE_NOT_CONTIGUOUS = "episode_not_contiguous"
 EPISODE_DUPLICATE_STEP = "episode_duplicate_step"
 EPISODE_TERMINAL_INSIDE = "episode_terminal_inside"
@@ -614,6 +615,8 @@ class AssembleSlatesFn(beam.DoFn):
         order = np.lexsort((rows.columns[records.POSITION], group))
         rows, group = _take(rows, order), group[order]
         counts = np.bincount(group, minlength=len(page_ids))
+        beam.metrics.Metrics.counter(NS, SLATE_IDS).inc(len(page_ids))
+        beam.metrics.Metrics.counter(NS, SLATE_IDS_GROUPING).inc(int((counts > 1).sum()))
         ends = np.cumsum(counts)
         for first_page in range(0, len(page_ids), PAGE_CHUNK):  # bounded encode batches
             last_page = min(first_page + PAGE_CHUNK, len(page_ids))

@@ -60,6 +60,24 @@ def resolve_first_position(config: ExperienceGenConfig, positions: np.ndarray | 
     return dataclasses.replace(config, slate_columns=dataclasses.replace(c, first_position=first))
 
 
+MIN_PAGES_TO_JUDGE_GROUPING = 10  # fewer pages than this cannot tell a bad id column from short pages
+
+
+def grouping_error(config: ExperienceGenConfig, slate_ids: int, grouping: int, missing_first: int) -> str | None:
+    """One line when the slate id column does not group rows into pages: every id held one row,
+    yet rows sat past the first position (their pages' first rows went under other ids). None
+    otherwise: pages of one item at the first position are valid short pages."""
+    length = int(config.slate_length or 0)
+    if length < 2 or slate_ids < MIN_PAGES_TO_JUDGE_GROUPING or grouping or not missing_first:
+        return None
+    column = config.slate_columns.slate_id
+    return (
+        f"experience_gen.slate_columns.slate_id: column {column!r} does not group rows into pages: each of "
+        f"its {slate_ids} ids held one row, and {missing_first} of them sit past the first position "
+        f"(slate_length {length}); map the column a page's rows share (a request or impression id)"
+    )
+
+
 def num_items(config: ExperienceGenConfig) -> int:
     """K, from the action spec (set by the config or, with an item table, at planning)."""
     spec = config.action_spec
