@@ -41,7 +41,7 @@ class Column:
     integral: bool = False  # numbers, all whole
     multivalent: bool = False  # text cells holding SEPARATOR-separated values, or a list column
     list_of: str | None = None  # LIST: FLOAT | INT | STRING
-    stray: tuple[str, ...] = ()  # numbers read from text: the sampled values that are not numbers
+    stray: tuple[str, ...] = ()  # numbers read from text: the sampled cells that are not numbers, one per row
 
     @property
     def numeric(self) -> bool:
@@ -101,7 +101,7 @@ def _profile(name: str, column: pa.ChunkedArray) -> Column:
         return Column(name, TIME, rows, non_null, distinct, texts)
     if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
         kind = INT if pa.types.is_integer(t) else FLOAT
-        return _numbers(name, rows, non_null, values.cast(pa.float64()), texts, kind)
+        return _numbers(name, rows, non_null, values.cast(pa.float64()), texts, kind, distinct)
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t):
         strings = values.cast(pa.string())
         numbers = _mostly_numbers(name, rows, non_null, strings)
@@ -115,12 +115,19 @@ def _profile(name: str, column: pa.ChunkedArray) -> Column:
 
 
 def _numbers(
-    name: str, rows: int, non_null: int, floats: pa.Array, texts: frozenset[str], kind: str, stray: tuple[str, ...] = ()
+    name: str,
+    rows: int,
+    non_null: int,
+    floats: pa.Array,
+    texts: frozenset[str],
+    kind: str,
+    distinct: int,
+    stray: tuple[str, ...] = (),
 ) -> Column:
     low, high = pc.min(floats).as_py(), pc.max(floats).as_py()
     integral = bool(pc.all(pc.equal(pc.floor(floats), floats)).as_py())
     binary = bool(pc.all(pc.is_in(floats, pa.array([0.0, 1.0]))).as_py())
-    return Column(name, kind, rows, non_null, _distinct(floats), texts, low, high, binary, integral, stray=stray)
+    return Column(name, kind, rows, non_null, distinct, texts, low, high, binary, integral, stray=stray)
 
 
 def _mostly_numbers(name: str, rows: int, non_null: int, strings: pa.Array) -> Column | None:
@@ -141,7 +148,7 @@ def _mostly_numbers(name: str, rows: int, non_null: int, strings: pa.Array) -> C
         return None
     column = pa.array(floats, pa.float64())
     kind = INT if all(f.is_integer() for f in floats) else FLOAT
-    return _numbers(name, rows, non_null, column, frozenset(numbers), kind, tuple(dict.fromkeys(stray)))
+    return _numbers(name, rows, non_null, column, frozenset(numbers), kind, _distinct(column), tuple(stray))
 
 
 def _distinct(values: pa.Array) -> int:
@@ -214,7 +221,7 @@ def _fits(role: str, c: Column) -> str | None:
 
 
 def _stray_note(c: Column) -> str:
-    shown = ", ".join(repr(v) for v in c.stray[:3])
+    shown = ", ".join(repr(v) for v in list(dict.fromkeys(c.stray))[:3])
     return f"{len(c.stray)} not a number ({shown}): ingestion quarantines those rows (wrong_type)"
 
 

@@ -235,12 +235,13 @@ def test_ragged_rows_are_skipped_as_ingestion_does(tmp_path):
 
 
 def test_a_stray_text_value_leaves_a_number_column_a_number_column(tmp_path, capsys):
-    """One typo in an age and one in an action (of 400 rows): the columns stay ints (the action an
-    action, not text ids that need an item table), the config says which values ingestion will
+    """The same typo in two ages and one in an action (of 400 rows): the columns stay ints (the action
+    an action, not text ids that need an item table), the config says how many rows ingestion will
     quarantine and when the run stops, and ingestion does exactly that. Many text values: text."""
     logs = plain_log(tmp_path)
     lines = open(logs).read().splitlines()
-    lines[5] = "abc," + lines[5].split(",", 1)[1]  # age
+    for i in (5, 7):
+        lines[i] = "abc," + lines[i].split(",", 1)[1]  # age
     lines[9] = ",".join(lines[9].split(",")[:3] + ["one"] + lines[9].split(",")[4:])  # action
     with open(logs, "w") as f:
         f.write("\n".join(lines) + "\n")
@@ -253,17 +254,17 @@ def test_a_stray_text_value_leaves_a_number_column_a_number_column(tmp_path, cap
     )
     assert decisions(text) == []
     assert (
-        "1 not a number ('abc')" in text
-        and "(age (1), action (1)) make their rows quarantined" in capsys.readouterr().out
+        "2 not a number ('abc')" in text
+        and "(age (2), action (1)) make their rows quarantined" in capsys.readouterr().out
     )
     raw = yaml.safe_load(text)["experience_gen"]
     assert raw["action_spec"]["maximum"] == 4
     assert raw["bandit_columns"]["features"][0] == {"name": "age", "kind": "categorical", "dtype": "int64"}
     from rlops.components.experience_gen import run_experience_gen
 
-    config = load_config("bandit", str(out)).experience_gen  # 2 of 400: under the default 1%, the run goes on
+    config = load_config("bandit", str(out)).experience_gen  # 3 of 400: under the default 1%, the run goes on
     r = run_experience_gen(config, str(tmp_path / "examples"), str(tmp_path / "quarantine"))
-    assert (r.records_written, r.records_quarantined, r.reasons) == (ROWS - 2, 2, {"wrong_type": 2})
+    assert (r.records_written, r.records_quarantined, r.reasons) == (ROWS - 3, 3, {"wrong_type": 3})
 
     # A column whose text values are more than a stray few stays text.
     mixed = tmp_path / "mixed.csv"
