@@ -23,6 +23,8 @@ impressions are written as Parquet files (impressions and the item table), and:
    fitted on a seeded 90% of the same rows for each L2, and the L2 whose held-out log loss on the
    other 10% is lowest. What the logs allow a learner that contains the truth and picks its own
    regularization; the grid's best fraction is what it reaches only when told the answer.
+   `--reference-rank 4,8` fits each rank too and chooses the (rank, L2) pair the same way: rank 4
+   is the click model's own, which a product is not told (the default embedding is 8 wide).
 
 Each learner's GREEDY policy is valued exactly over the generator's whole finite user population
 (benchmarks/closed_loop.py's machinery: the trained SavedModel's serving_default in a fresh process,
@@ -35,6 +37,8 @@ value (0) to the optimum's (1).
         --set trainer.hidden_sizes=[64] --set trainer.learning_rate=0.001 --set trainer.batch_size=32 \
         --set trainer.train_steps=2000   # the defaults before per-arm logs had their own (2,000 x 32)
     python benchmarks/defaults_vs_vw.py --worlds 3,4,5,6,7,8 --skip-rlops --reference-l2 10,30,100
+    python benchmarks/defaults_vs_vw.py --worlds 3 --sample-seed 1001 --skip-rlops \
+        --reference-l2 10,30,100 --reference-rank 4,8   # another draw of world 3's logs
 
 Prints one JSON line: per world, each learner's fraction of the gap, its wall times, rlops'
 records trained and the ratio of rlops' whole run to VW's training.
@@ -156,9 +160,9 @@ def fraction_of_gap(gen, greedy: np.ndarray) -> float:
 # ---- the well-specified yardstick ----------------------------------------------------------------
 
 
-def run_reference(gen, logs, l2_grid: list[float], rank: int = 4) -> dict:
-    """The lowrank reference at each L2 on a seeded 90% of the rows: its greedy fraction and its
-    held-out log loss on the rest; `chosen` is the L2 with the lowest held-out loss."""
+def run_reference(gen, logs, l2_grid: list[float], ranks: tuple[int, ...] = (4,)) -> dict:
+    """The lowrank reference at each (rank, L2) on a seeded 90% of the rows: its greedy fraction
+    and its held-out log loss on the rest; `chosen` is the setting with the lowest held-out loss."""
     from rlops.components.evaluator.reward_models import fit_low_rank
 
     x, a = gen.encode(logs.contexts()), np.asarray(logs.impressions["action"])
@@ -166,19 +170,25 @@ def run_reference(gen, logs, l2_grid: list[float], rank: int = 4) -> dict:
     held = np.random.default_rng(7).random(len(r)) < 0.1
     population = gen.encode(gen.population_contexts()[0])
     items = gen.item_feature_matrix()
-    per_l2 = {}
-    for l2 in l2_grid:
-        fit = x[~held], a[~held], r[~held], np.ones(int((~held).sum()))
-        model = fit_low_rank(*fit, len(items), "logistic", items, rank, l2)
-        p = np.clip(model.predict(x[held])[np.arange(int(held.sum())), a[held]], 1e-9, 1 - 1e-9)
-        loss = float(-np.mean(r[held] * np.log(p) + (1 - r[held]) * np.log(1 - p)))
-        per_l2[l2] = {"fraction": fraction_of_gap(gen, model.predict(population).argmax(1)), "heldout_log_loss": loss}
-    chosen = min(per_l2, key=lambda l2: per_l2[l2]["heldout_log_loss"])
+    per_setting = {}
+    for rank in ranks:
+        for l2 in l2_grid:
+            fit = x[~held], a[~held], r[~held], np.ones(int((~held).sum()))
+            model = fit_low_rank(*fit, len(items), "logistic", items, rank, l2)
+            p = np.clip(model.predict(x[held])[np.arange(int(held.sum())), a[held]], 1e-9, 1 - 1e-9)
+            loss = float(-np.mean(r[held] * np.log(p) + (1 - r[held]) * np.log(1 - p)))
+            fraction = fraction_of_gap(gen, model.predict(population).argmax(1))
+            per_setting[(rank, l2)] = {"fraction": fraction, "heldout_log_loss": loss}
+    chosen_rank, chosen_l2 = min(per_setting, key=lambda k: per_setting[k]["heldout_log_loss"])
     return {
-        "chosen_l2": chosen,
-        "fraction": per_l2[chosen]["fraction"],
-        "best_fraction": max(v["fraction"] for v in per_l2.values()),
-        "per_l2": {str(k): {**v, "heldout_log_loss": round(v["heldout_log_loss"], 6)} for k, v in per_l2.items()},
+        "chosen_rank": chosen_rank,
+        "chosen_l2": chosen_l2,
+        "fraction": per_setting[(chosen_rank, chosen_l2)]["fraction"],
+        "best_fraction": max(v["fraction"] for v in per_setting.values()),
+        "per_setting": {
+            f"rank {k[0]}, l2 {k[1]:g}": {**v, "heldout_log_loss": round(v["heldout_log_loss"], 6)}
+            for k, v in per_setting.items()
+        },
     }
 
 
@@ -298,6 +308,7 @@ def main() -> None:
     ap.add_argument("--vw-passes", type=int, default=VW_PASSES)
     ap.add_argument("--skip-rlops", action="store_true")
     ap.add_argument("--reference-l2", default="", help="L2 grid of the well-specified yardstick, e.g. 10,30")
+    ap.add_argument("--reference-rank", default="4", help="its rank grid, e.g. 4,8 (the click model's own: 4)")
     ap.add_argument("--workdir", default="", help="keep logs, configs and pipeline roots here")
     args = ap.parse_args()
     sys.path.insert(0, str(HERE))
@@ -318,7 +329,9 @@ def main() -> None:
             if not args.skip_rlops:
                 row["rlops"] = run_rlops(gen, directory, args.overrides)
             if args.reference_l2:
-                row["reference"] = run_reference(gen, logs, [float(v) for v in args.reference_l2.split(",")])
+                l2_grid = [float(v) for v in args.reference_l2.split(",")]
+                ranks = tuple(int(v) for v in args.reference_rank.split(","))
+                row["reference"] = run_reference(gen, logs, l2_grid, ranks)
             if skipped is None:
                 row["vw"] = run_vw(gen, logs, directory, args.vw_python, args.vw_args, args.vw_passes)
             if "rlops" in row and "vw" in row:
