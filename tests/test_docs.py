@@ -66,6 +66,7 @@ RUN = {
     "from rlops.components import kfp as rlops_kfp": "python",
     "from rlops.testing.vertex_emulator import VertexEmulator": "python",
     "from ai_edge_litert.interpreter import Interpreter": "python",  # test_litert_client_block_runs
+    'serving = "pipeline_root/bandit/serving"': "python",  # test_readme_serving_block_runs
     "pages = interpreter.Interpreter(": "python",  # tests/train/test_litert_ranked.py runs it
     # docs/bring-your-own-logs.md, run top to bottom by test_bring_your_own_logs_page_runs_to_a_verified_push
     'LogConfig(logging="uniform", ctr=0.05, seed=0)': "byol",
@@ -632,6 +633,31 @@ def test_evaluate_and_serving_lines(runner):
     before = runner.latest_version()
     run_block(runner, "rlops serving list gs://BUCKET")
     assert int(runner.latest_version()) > int(before)  # rollback re-published as a new version
+
+
+@pytest.mark.slow
+def test_readme_serving_block_runs(runner):
+    """The README's serving call, in a fresh process, on the version the README's lines pushed: it
+    answers as the exploration contract says (an action drawn with the propensity it reports)."""
+    import sys
+
+    if not os.path.isdir(runner.serving()):
+        runner.run(DEFAULT_RUN)
+    version = runner.latest_version()
+    text = block('serving = "pipeline_root/bandit/serving"').text
+    text = text.replace('"pipeline_root/bandit/serving"', repr(runner.serving()))
+    text += (
+        "\nassert int(out['policy_version'][0]) == int(version)"
+        "\neps = float(tf.saved_model.load(os.path.join(serving, version)).signatures['get_metadata']()"
+        "['serving_epsilon'])"
+        "\nk, a, g, p = 10, int(out['action'][0]), int(out['greedy_action'][0]), float(out['propensity'][0])"
+        "\nassert abs(p - ((1 - eps) * (a == g) + eps / k)) < 1e-6, (a, g, p, eps)"
+        "\nactions = [int(serve(context=tf.constant(np.full((1, 64), 0.5), tf.float32))['action'][0]) for _ in range(300)]"
+        "\nassert eps == 0 or len(set(actions)) > 1, actions  # fresh draws on every call"
+    )
+    proc = subprocess.run([sys.executable, "-c", text], capture_output=True, text=True, timeout=300, cwd=runner.tmp)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().endswith(f"[{version}], shape=(1,), dtype=int64)"), proc.stdout[-500:]
 
 
 def test_config_lines(runner):

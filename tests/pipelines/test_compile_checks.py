@@ -53,6 +53,26 @@ def test_every_part_of_a_comma_separated_pattern_is_checked():
         _check_cloud_paths(config)
 
 
+@pytest.mark.parametrize(
+    "source, key, path",
+    [
+        (
+            "{kind: bigquery, table: 'p.d.logs', gcs_location: '/tmp/bq-export'}",
+            "source.gcs_location",
+            "/tmp/bq-export",
+        ),
+        ("{kind: simulation, policy: epsilon_greedy, policy_path: 'models/42'}", "source.policy_path", "models/42"),
+    ],
+)
+def test_a_local_export_location_or_logging_policy_is_refused(source, key, path):
+    in_the_cloud = source.replace(f"'{path}'", f"'gs://b/{path.lstrip('/')}'")
+    _check_cloud_paths(load_config("bandit", overrides=CLOUD[1:] + [f"experience_gen.source={in_the_cloud}"]))
+    config = load_config("bandit", overrides=CLOUD[1:] + [f"experience_gen.source={source}"])
+    with pytest.raises(ConfigError) as e:
+        _check_cloud_paths(config)
+    assert str(e.value) == f"experience_gen.{key}: a cloud step cannot read local files; use gs:// (got '{path}')"
+
+
 # --- offline checks before the credentials ------------------------------------------------------------
 
 
