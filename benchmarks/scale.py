@@ -3,13 +3,16 @@ NeuralEpsilonGreedy) and evaluate, each step in its own process so its peak RSS 
 
     python benchmarks/scale.py --records 1000000
     python benchmarks/scale.py --records 1000000 --records 10000000 --records 30000000
+    python benchmarks/scale.py --records 4000000 --steps ingest,evaluate_uniform
 
 The impressions are production-shaped (benchmarks/ingest.py's categorical case: four hashed
 32-hex-char user columns, four floats and a position as named features, 10 actions, a uniform
 logging policy), written as Parquet, then ExperienceGen (Beam DirectRunner) splits them by user
 into train and eval (`--eval-share`, default 50%). The Trainer trains each agent on the train
 split; the Evaluator scores the LinUCB policy on the eval split (the Beam path above its size
-threshold). Prints one JSON line: per N and step wall_s, records, records_per_s and peak_rss_mb;
+threshold), and `rlops evaluate --policy uniform` scores the uniform policy there on the Beam
+engine, with the number of actions read from the Examples (`evaluate_uniform`). `--steps` runs
+a subset (ingest always runs). Prints one JSON line: per N and step wall_s, records, records_per_s and peak_rss_mb;
 the peak-RSS growth per extra 10M rows of each step, and the step that limits a nightly run.
 """
 
@@ -28,7 +31,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-STEPS = ("ingest", "train_lin_ucb", "train_neural_epsilon_greedy", "evaluate")
+STEPS = ("ingest", "train_lin_ucb", "train_neural_epsilon_greedy", "evaluate", "evaluate_uniform")
 TRAINERS = {"train_lin_ucb": "lin_ucb", "train_neural_epsilon_greedy": "neural_epsilon_greedy"}
 
 
@@ -77,18 +80,22 @@ def train(work: str, agent: str) -> dict:
     return {"records": int(metrics["train_records"]), "train_steps": result.train_steps}
 
 
-def evaluate(work: str) -> dict:
-    out = os.path.join(work, "evaluate.json")
+def evaluate(work: str, policy: str) -> dict:
+    """`rlops evaluate` on the eval split: the LinUCB model, or `uniform` on the Beam engine with
+    no --num-actions (read from the Examples)."""
+    out = os.path.join(work, f"evaluate_{os.path.basename(policy)}.json")
     cmd = [
         os.path.join(os.path.dirname(sys.executable), "rlops"),
         "evaluate",
         "--examples",
         os.path.join(work, "examples"),
         "--policy",
-        os.path.join(work, "model_lin_ucb"),
+        policy,
         "--json",
         out,
     ]
+    if policy == "uniform":
+        cmd += ["--engine", "beam"]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     with open(out) as f:
         result = json.load(f)
@@ -102,8 +109,10 @@ def _child(step: str, work: str, eval_share: int) -> None:
         out = ingest(work, eval_share)
     elif step in TRAINERS:
         out = train(work, TRAINERS[step])
+    elif step == "evaluate":
+        out = evaluate(work, os.path.join(work, "model_lin_ucb"))
     else:
-        out = evaluate(work)
+        out = evaluate(work, "uniform")
     out["wall_s"] = round(time.perf_counter() - start, 2)
     out["records_per_s"] = round(out["records"] / out["wall_s"]) if out["wall_s"] else None
     # The step's own peak and its children's (Beam's multi-processing workers, `rlops evaluate`).
@@ -139,6 +148,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, action="append", help="impressions (repeat for several N)")
     parser.add_argument("--eval-share", type=int, default=50, help="percent of users in the eval split")
+    parser.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated subset of {','.join(STEPS)}")
     parser.add_argument("--workdir", default=None, help="keep the data here (default: a temp dir, removed)")
     parser.add_argument("--child", choices=STEPS, help=argparse.SUPPRESS)
     parser.add_argument("--work", help=argparse.SUPPRESS)
@@ -148,6 +158,11 @@ def main() -> None:
 
     from ingest import generate
 
+    steps = [s for s in STEPS if s == "ingest" or s in args.steps.split(",")]
+    if unknown := sorted(set(args.steps.split(",")) - set(STEPS)):
+        parser.error(f"--steps: unknown step(s) {', '.join(unknown)}; choose from {', '.join(STEPS)}")
+    if "evaluate" in steps and "train_lin_ucb" not in steps:
+        parser.error("--steps: evaluate scores the LinUCB model; add train_lin_ucb")
     rows = []
     for n in sorted(args.records or [1_000_000]):
         work = tempfile.mkdtemp(prefix=f"scale_{n}_", dir=args.workdir)
@@ -155,7 +170,7 @@ def main() -> None:
             start = time.perf_counter()
             generate(os.path.join(work, "logs.parquet"), "parquet", n, 0, case="categorical")
             row = {"records": n, "generate_s": round(time.perf_counter() - start, 1), "steps": {}}
-            for step in STEPS:
+            for step in steps:
                 row["steps"][step] = _run_step(step, work, args.eval_share)
                 print(f"scale: N={n} {step}: {row['steps'][step]}", file=sys.stderr, flush=True)
             rows.append(row)
@@ -169,8 +184,8 @@ def main() -> None:
                 "benchmark": "scale",
                 "cpus": os.cpu_count(),
                 "rows": rows,
-                "rss_growth_gb_per_10m_rows": {s: _growth_gb_per_10m(rows, s) for s in STEPS},
-                "limiting_step": max(STEPS, key=lambda s: largest[s]["wall_s"]),
+                "rss_growth_gb_per_10m_rows": {s: _growth_gb_per_10m(rows, s) for s in steps},
+                "limiting_step": max(steps, key=lambda s: largest[s]["wall_s"]),
             }
         )
     )

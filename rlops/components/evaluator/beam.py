@@ -31,6 +31,7 @@ import numpy as np
 
 from rlops.components.common import feedback
 from rlops.components.common.feedback import LoggedFeedback, split_files
+from rlops.components.common.heap import trim_heap
 from rlops.components.common.record_keys import file_record_keys, unit_record_keys
 from rlops.components.common.records import PER_ARM_PREFIX
 from rlops.components.evaluator import estimators, reward_models
@@ -717,7 +718,10 @@ def run_split(
     elif logged > num_actions:  # a logged action the policy does not have: named before any scoring
         check_policy_fits_logs(num_actions, in_logs)
     parser.catalog = catalog = arm_catalog(arms, examples_uri)
+    trim_heap()  # the pass read every record in this process (the DirectRunner's in-process runner)
     sample = parser.parse(list(recs), keys)
+    del recs
+    trim_heap()
     kind = reward_models.resolve_reward_model(config.reward_model, sample.rewards)
     fit_rows = np.arange(min(config.reward_model_sample, len(keys)))
     # The balancing weights and the refits need every policy on the sample: scored here, in the driver.
