@@ -12,8 +12,9 @@ into train and eval (`--eval-share`, default 50%). The Trainer trains each agent
 split; the Evaluator scores the LinUCB policy on the eval split (the Beam path above its size
 threshold), and `rlops evaluate --policy uniform` scores the uniform policy there on the Beam
 engine, with the number of actions read from the Examples (`evaluate_uniform`). `--steps` runs
-a subset (ingest always runs). Prints one JSON line: per N and step wall_s, records, records_per_s and peak_rss_mb;
-the peak-RSS growth per extra 10M rows of each step, and the step that limits a nightly run.
+a subset (ingest always runs). Prints one JSON line: per N and step wall_s, records,
+records_per_s and peak_rss_mb; the peak-RSS growth per extra 10M rows of each step, and the step
+that limits a nightly run.
 """
 
 from __future__ import annotations
