@@ -84,6 +84,15 @@ class RunSummary:
         out = {k: v for k, v in self.__dict__.items() if k != "ingest"}
         return {**out, **self.ingest}  # records_* at the top level of --summary-json
 
+    def _reason_beyond_estimates(self) -> str | None:
+        """The blessing reason without the words the `estimates` line has just printed (why there
+        is no estimate), so a refusal reads once."""
+        estimates, reason = str(self.metrics.get("estimates", "")), self.blessing_reason
+        why = estimates.removeprefix("none: ")
+        if reason and why != estimates and why and why in reason:
+            return reason.replace(why, "see estimates")
+        return reason
+
     def render(self) -> str:
         lines = [f"pipeline {self.pipeline} finished in {self.wall_s:.1f}s"]
         for node, state in self.components.items():
@@ -92,7 +101,7 @@ class RunSummary:
             lines.append(f"  {render_ingest(self.ingest)}")
         for key, value in self.metrics.items():
             lines.append(f"  {key}: {value}")
-        lines.append(f"  blessed: {self.blessed}  ({self.blessing_reason})")
+        lines.append(f"  blessed: {self.blessed}  ({self._reason_beyond_estimates()})")
         lines.append(f"  pushed: {self.pushed}" + (f" -> {self.pushed_destination}" if self.pushed else ""))
         return "\n".join(lines)
 

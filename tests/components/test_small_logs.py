@@ -163,6 +163,8 @@ def test_a_refusal_by_the_bound_says_how_many_more_records_would_clear_it():
     assert near.why_not(config) == (
         "0.3: lower bound -0.0160 <= 0 (estimate 0.0350; about 2.1x the eval records would clear it, were it to hold)"
     )
+    far = comparisons.Trial(0.5, Estimate(0.0006, -0.063, 0.064), {"candidate": 60.0}, None)
+    assert "about 11,236x the eval records" in far.why_not(config)  # not 11236.0x
     worse = comparisons.Trial(0.5, Estimate(-0.01, -0.05, 0.03), {"candidate": 80.0}, None)
     assert worse.why_not(config) == "0.5: lower bound -0.0500 <= 0"
     thin = comparisons.Trial(0.1, Estimate(0.05, float("nan"), float("nan"), "few"), {"candidate": 12.3}, "few")

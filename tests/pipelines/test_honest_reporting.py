@@ -81,6 +81,25 @@ def test_run_summary_says_why_there_is_no_estimate_instead_of_a_number():
     assert lines["estimates"].startswith("none: only 60 eval records") and "more eval records" in lines["estimates"]
 
 
+def test_the_run_summary_gives_the_reason_for_no_estimate_once():
+    from rlops.pipelines.local import RunSummary
+
+    why = "effective sample size of the importance weights too small: candidate 18.6 < 30 (min_ess)"
+    summary = RunSummary(
+        "p",
+        1.0,
+        metrics={"estimates": f"none: {why}"},
+        blessed=False,
+        blessing_reason=f"not blessed: no trustworthy estimate of the improvement in dr: {why} (no serving "
+        "epsilon of 0.1, 0.3 clears the gate: at 0.1: ESS 18.6 < 30; 0.3: ESS 29.0 < 30)",
+    )
+    text = summary.render()
+    assert text.count(why) == 1, text
+    assert "blessed: False  (not blessed: no trustworthy estimate of the improvement in dr: see estimates (no " in text
+    trusted = RunSummary("p", 1.0, metrics={"candidate_dr": "0.1"}, blessed=False, blessing_reason="lower bound < 0")
+    assert "blessed: False  (lower bound < 0)" in trusted.render()
+
+
 def test_no_minus_zero_anywhere_a_number_is_printed():
     assert number(-0.00001) == "0.0000" and number(-0.00001, "+") == "+0.0000"
     assert number(-0.00006) == "-0.0001" and number(0.15254) == "0.1525"

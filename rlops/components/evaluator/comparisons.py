@@ -160,7 +160,8 @@ class Trial:
         value, lower = self.improvement.value, self.improvement.lower
         if value > config.min_improvement:  # an interval ~ 1 / sqrt(records) wide: how many would clear it
             factor = ((value - lower) / (value - config.min_improvement)) ** 2
-            clause += f" (estimate {value:.4f}; about {factor:.1f}x the eval records would clear it, were it to hold)"
+            times = f"{factor:.1f}" if factor < 10 else f"{factor:,.0f}"
+            clause += f" (estimate {value:.4f}; about {times}x the eval records would clear it, were it to hold)"
         return clause
 
     def as_dict(self, config: EvaluatorConfig) -> dict[str, Any]:
