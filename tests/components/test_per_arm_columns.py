@@ -138,11 +138,13 @@ def test_trains_pushes_verified_and_a_fresh_process_prefers_the_high_affinity_it
     examples = str(root / "ex")
     cfg = TrainerConfig(agent="lin_ucb", num_actions=len(ITEMS), batch_size=128, alpha=0.1)
     run_trainer(cfg, str(tmp_path / "model"), str(tmp_path / "run"), examples)
-    # Verified in two fresh processes on the eval split's records (LiteRT: the Pusher's other stage,
-    # not what this feature changes).
+    # Verified in two fresh processes on the eval split's records, the SavedModel and the LiteRT file
+    # (same greedy actions and propensities, honest draws), both taking the wide column as one input.
     policy, serving = serving_dir(str(tmp_path / "model")), str(tmp_path / "serving")
-    pushed = push_policy(policy, serving, True, verification_inputs(examples, None), litert=False)
+    pushed = push_policy(policy, serving, True, verification_inputs(examples, None), litert=True)
     assert pushed.pushed and str(pushed.destination).endswith(f"/{pushed.version}")
+    with open(os.path.join(str(pushed.destination), "policy_litert.json")) as f:
+        assert json.load(f)["inputs"]["per_arm_affinity"]["shape"] == [None, 4]
     # Two requests: the high affinity on item 2, then on item 0 (the item with it wins, whichever).
     affinity = [[0.1, 0.1, 0.9, 0.1], [0.9, 0.1, 0.1, 0.1]]
     got = run_fresh_python(FRESH, json.dumps({"model": pushed.destination, "affinity": affinity}), cwd=tmp_path)
