@@ -33,3 +33,16 @@ def test_freed_small_objects_go_back_to_the_os_after_a_trim():
     assert ok == "True"
     assert freed > held - 60, (held, freed)  # free() alone keeps the pages resident
     assert trimmed < freed - 180, (held, freed, trimmed)  # the trim returns them
+
+
+def test_every_in_process_evaluator_pass_trims_the_heap_after_it(monkeypatch, tmp_path):
+    """The Evaluator's Beam passes run in the driver's process (the DirectRunner): run_pipeline gives
+    what they read and freed back before the driver fits anything."""
+    import apache_beam as beam
+
+    from rlops.components.evaluator import beam as engine
+
+    trims: list[int] = []
+    monkeypatch.setattr(engine, "trim_heap", lambda: trims.append(1) or True)
+    value = engine.run_pipeline(lambda p: p | beam.Create([3, 4]) | beam.CombineGlobally(sum), None, str(tmp_path))
+    assert value == 7 and trims == [1]

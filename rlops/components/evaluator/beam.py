@@ -532,6 +532,7 @@ def run_pipeline(build, beam_pipeline_args: Sequence[str] | None, out_dir: str) 
     with tf.io.gfile.GFile(path, "rb") as f:
         value = pickle.loads(f.read())
     tf.io.gfile.remove(path)
+    trim_heap()  # the DirectRunner's in-process runner read every record here and freed it
     return value
 
 
@@ -718,9 +719,8 @@ def run_split(
     elif logged > num_actions:  # a logged action the policy does not have: named before any scoring
         check_policy_fits_logs(num_actions, in_logs)
     parser.catalog = catalog = arm_catalog(arms, examples_uri)
-    trim_heap()  # the pass read every record in this process (the DirectRunner's in-process runner)
     sample = parser.parse(list(recs), keys)
-    del recs
+    del recs  # parsed, the serialized sample is not read again: its pages go back before the fit
     trim_heap()
     kind = reward_models.resolve_reward_model(config.reward_model, sample.rewards)
     fit_rows = np.arange(min(config.reward_model_sample, len(keys)))
