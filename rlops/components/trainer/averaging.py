@@ -77,6 +77,6 @@ class WeightAverage(tf.Module):
 
 def weight_average(agent: Any, config: Any, strategy: tf.distribute.Strategy) -> WeightAverage | None:
     """The average of `agent`'s reward network when `config.average_weights`, else None."""
-    if not getattr(config, "average_weights", False):
+    if not config.average_weights:
         return None
     return WeightAverage(agent._variables_to_train(), strategy)
