@@ -4,6 +4,7 @@
     rlops lineage bandit|ppo|ranking [--config FILE] [--version V]        where a pushed policy came from
     rlops config bandit|ppo|ranking [--config FILE] [--set ...]           print the resolved config
     rlops init --from LOGS [--items ITEMS] [--out my.yaml]        a commented starter config from a log file
+    rlops examples DIR [--split NAME] [--columns a,b] [--limit N] an Examples directory's records as CSV
 
     rlops compile bandit|ppo|ranking --output pipeline.json [--image IMG] [--vertex-config FILE] [--vertex-set k=v]
                   [--notify-url URL]                              Vertex AI PipelineJob JSON
@@ -29,6 +30,7 @@ entry_point_setup()  # before cli_* import TensorFlow / TFX: Keras mode, quiet s
 
 from rlops.pipelines import (
     cli_evaluate,  # noqa: E402
+    cli_examples,  # noqa: E402
     cli_init,  # noqa: E402
     cli_runs,  # noqa: E402
     cli_serving,  # noqa: E402
@@ -74,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_evaluate.add_parser(sub)
     cli_serving.add_parser(sub)
     cli_init.add_parser(sub)
+    cli_examples.add_parser(sub)
     return parser
 
 

@@ -236,6 +236,11 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
                 f"experience_gen.record_kind: '{experience_gen.record_kind}' records train a {trained_by} "
                 f"policy, not a {kind} one; `rlops run {trained_by}` trains on them"
             )
+    if experience_gen is not None and experience_gen.events is not None and not experience_gen.events.pending_dir:
+        pending_dir = os.path.join(root, "events_pending")  # decisions that wait for the next night
+        experience_gen = dataclasses.replace(
+            experience_gen, events=dataclasses.replace(experience_gen.events, pending_dir=pending_dir)
+        )
     if kind == "bandit":
         assert experience_gen is not None
         spec = experience_gen.action_spec
@@ -390,8 +395,6 @@ def _with_split_minimums(config: ExperienceGenConfig, min_train: int) -> Experie
 
 
 def _experience_gen_config(d: dict) -> ExperienceGenConfig:
-    import tensorflow as tf
-
     from rlops.components.experience_gen.config import ExperienceGenConfig, FileSource
 
     config = ExperienceGenConfig.from_json(d)
@@ -402,9 +405,19 @@ def _experience_gen_config(d: dict) -> ExperienceGenConfig:
                 "experience_gen.bandit_columns.context: no context columns mapped; set `features` "
                 "(named context features), `context` (column names) or `context_prefix`"
             )
-        if "://" not in config.source.pattern and not tf.io.gfile.glob(config.source.pattern):
-            raise ConfigError(f"experience_gen.source.pattern: no files match '{config.source.pattern}'")
+        _check_matches("experience_gen.source.pattern", config.source.pattern)
+    if config.events is not None and isinstance(config.events.source, FileSource):
+        _check_matches("experience_gen.events.source.pattern", config.events.source.pattern)
     return config
+
+
+def _check_matches(key: str, pattern: str) -> None:
+    """Each part of a comma-separated local pattern matches a file (gs:// is listed by the run)."""
+    import tensorflow as tf
+
+    for part in (p.strip() for p in pattern.split(",")):
+        if part and "://" not in part and not tf.io.gfile.glob(part):
+            raise ConfigError(f"{key}: no files match '{part}'")
 
 
 def _check_writable(key: str, path: str) -> None:

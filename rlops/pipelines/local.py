@@ -217,6 +217,20 @@ def ingest_counts(examples) -> dict:
     )
     out.update({k: artifact_property(examples, k) for k in splits})
     out["quarantine_reasons"] = json.loads(artifact_property(examples, "quarantine_reasons") or "{}")
+    events = artifact_property(examples, "events")
+    if events:  # events to rewards: read = written + quarantined + pending, and every event's category
+        out["records"] = {
+            "read": out["records_read"],
+            "written": out["records_written"],
+            "quarantined": out["records_quarantined"],
+            "pending": artifact_property(examples, "records_pending"),
+        }
+        out["events"] = json.loads(events)
+        out["events_read"] = artifact_property(examples, "events_read")
+        out["events_carried"] = artifact_property(examples, "events_carried")
+    constant = artifact_property(examples, "constant_reward")
+    if constant is not None:
+        out["constant_reward"] = constant
     return out
 
 
@@ -226,12 +240,25 @@ def render_ingest(counts: dict, top: int = 3) -> str:
     per_split = ", ".join(f"{k[len(prefix) :]} {v}" for k, v in counts.items() if k.startswith(prefix))
     reasons = sorted(counts.get("quarantine_reasons", {}).items(), key=lambda kv: (-kv[1], kv[0]))
     why = ", ".join(f"{code} {n}" for code, n in reasons[:top]) + (", ..." if len(reasons) > top else "")
-    return (
+    line = (
         f"records: read {counts.get('records_read')}, written {counts.get('records_written')}"
         + (f" ({per_split})" if per_split else "")
         + f", quarantined {counts.get('records_quarantined')}"
         + (f" ({why})" if why else "")
     )
+    if "records" in counts:
+        line += f", pending {counts['records']['pending']} (their window is open: joined by the next run)"
+    if "events" in counts:
+        carried = counts.get("events_carried") or 0
+        shown = ", ".join(f"{k} {v}" for k, v in counts["events"].items())
+        line += f"\n  events: read {counts.get('events_read')}" + (f" + {carried} carried" if carried else "")
+        line += f": {shown}"
+    if counts.get("constant_reward") is not None:
+        line += (
+            f"\n  warning: every written reward is {counts['constant_reward']:g}: nothing to learn from, and the "
+            "Evaluator will not bless on it"
+        )
+    return line
 
 
 def _estimate_text(est: dict, sign: str = "") -> str:

@@ -45,6 +45,11 @@ if TYPE_CHECKING:  # TensorFlow is imported inside the readers that use it
 CONTEXT, ACTION, REWARD, PROPENSITY = "context", "action", "reward", "propensity"
 ACTION_MASK, WEIGHT, TIMESTAMP = "action_mask", "weight", "timestamp"
 BANDIT_ORDER = (CONTEXT, ACTION, REWARD, PROPENSITY, ACTION_MASK, WEIGHT, TIMESTAMP)
+# Beside the splits when every written reward is the same ({"reward", "records"}): the Evaluator
+# will not bless on such Examples.
+CONSTANT_REWARD_FILE = "constant_reward.json"
+# The decision's id (bandit_columns.decision_id), written as bytes; its time is read, not written.
+DECISION_ID, DECISION_TIME = "decision_id", "decision_time"
 # Written after the fields above (never part of the content they hash): one of the two.
 SPLIT_UNIT, SPLIT_CONTENT = "split_unit", "split_content"
 SPLIT_HASHES = (SPLIT_UNIT, SPLIT_CONTENT)

@@ -120,7 +120,14 @@ def run_evaluator(
         measure = "mean_return"
     score = improvement.lower if config.use_lower_bound else improvement.value
     which = f"lower {config.confidence:.0%} bound" if config.use_lower_bound else "point estimate"
-    if not improvement.trusted:  # too little data: no rule may bless, whatever the point estimate says
+    constant = constant_reward(examples_uri)
+    if constant is not None:  # every logged reward the same: estimates say nothing about the policies
+        blessed = False
+        reason = (
+            f"not blessed: every reward in the Examples is {constant:g} (ExperienceGen warned): an INNER JOIN "
+            "that kept only clicked decisions, or an events window too short, leaves nothing to compare policies on"
+        )
+    elif not improvement.trusted:  # too little data: no rule may bless, whatever the point estimate says
         blessed = False
         reason = f"not blessed: no trustworthy estimate of the improvement in {measure}: {improvement.reason}"
     else:
@@ -155,6 +162,20 @@ def run_evaluator(
     if "://" not in evaluation_uri and metrics.get("candidate"):
         plot_comparison(metrics, os.path.join(evaluation_uri, "estimates.png"))
     return EvalResult(blessed=blessed, reason=reason, metrics=metrics)
+
+
+def constant_reward(examples_uri: str | None) -> float | None:
+    """The one reward every written record has, when ExperienceGen marked the Examples so (None:
+    the rewards differ)."""
+    from rlops.components.common.records import CONSTANT_REWARD_FILE
+
+    if not examples_uri:
+        return None
+    path = os.path.join(examples_uri, CONSTANT_REWARD_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        return float(json.load(f)["reward"])
 
 
 def evaluation_properties(result: EvalResult) -> dict[str, Any]:

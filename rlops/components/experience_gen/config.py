@@ -152,6 +152,13 @@ class BanditColumns:
     # item of the item table needs its column (else an error at planning); a record whose cell is
     # empty or not a number is quarantined.
     per_arm_columns: dict[str, str] = field(default_factory=dict)
+    # The decision's own id, written into every record as `decision_id` (events join on it; when
+    # no split key is set the split is drawn from it, so configs that select different features
+    # split the same rows).
+    decision_id: str | None = None
+    # When the decision was made (ISO-8601 with an offset, epoch seconds or milliseconds, a
+    # BigQuery TIMESTAMP): the start of its events' attribution window. Needed with `events`.
+    decision_time: str | None = None
 
 
 ITEM_ID_PLACEHOLDER = "{item_id}"
@@ -284,6 +291,53 @@ class SimulationSource:
 
 # Tagged by `kind`: a source section the user gives replaces the default member, never merges.
 Source = Union[FileSource, BigQuerySource, SimulationSource]
+EventsSource = Union[FileSource, BigQuerySource]
+
+AGGREGATES = ("first", "max", "sum", "count")
+VALUE = "value"  # a `rewards` entry that takes the event's value column
+
+
+@dataclass(frozen=True)
+class EventsColumns:
+    """Where each event field lives in the events source. `type`, `value` and `event_id` are
+    optional (null): with no type every event is one type (`rewards` then has one entry); with no
+    event id, exact repeats of a row are repeats."""
+
+    decision_id: str = "decision_id"  # the decision the event is about (bandit_columns.decision_id's values)
+    time: str = "time"  # when it happened (the same forms as bandit_columns.decision_time)
+    type: str | None = "type"  # e.g. click, purchase
+    value: str | None = None  # a number per event, e.g. a purchase's amount (rewards: {purchase: value})
+    event_id: str | None = None  # repeated ids (an event sent twice) count once
+
+
+@dataclass(frozen=True)
+class EventsConfig:
+    """Rewards from a second stream of events, joined to the decisions by decision id
+    (docs/events.md). An event counts when decision_time <= time <= decision_time + window."""
+
+    source: EventsSource = field(default_factory=FileSource)
+    columns: EventsColumns = field(default_factory=EventsColumns)
+    # How long after a decision its events count, e.g. 30m, 2h, 1d (s, m, h, d; a bare number is
+    # seconds). Events after it are `late`: the window defines the reward, so keep it fixed.
+    window: str = "30m"
+    # Per event type: a constant reward (click: 1.0) or `value` (the event's value column). Types
+    # not listed are counted as `unmapped_type` and give no reward.
+    rewards: dict[str, Union[float, str]] = field(default_factory=lambda: {"click": 1.0})
+    # Per type (or one word for all) how its counted events combine, after repeats are dropped:
+    # first (the earliest's), max, sum, or count (their number).
+    aggregate: Union[str, dict[str, str]] = "max"
+    default_reward: float = 0.0  # the reward of a decision none of whose events counts
+    # Decisions whose window is still open at the cutoff wait for the next run. `auto`: the latest
+    # event time read; or a time (ISO-8601 with offset, epoch seconds or milliseconds).
+    cutoff: str = "auto"
+    # Where waiting decisions (and their events so far) are kept between runs; the pipelines set
+    # it under the pipeline root (Vertex: the GCS root). Required when running ExperienceGen alone.
+    pending_dir: str | None = None
+
+    def aggregate_of(self, event_type: str) -> str:
+        if isinstance(self.aggregate, str):
+            return self.aggregate
+        return self.aggregate.get(event_type, "max")
 
 
 @dataclass(frozen=True)
@@ -332,6 +386,8 @@ class ExperienceGenConfig:
     compression_level: int = 1  # gzip level of the output shards (1: fastest)
     num_shards: int = 0  # per split; 0 lets the runner decide
     reshuffle: bool = False  # redistribute parsed batches (helps Dataflow with few big files)
+    # Rewards from a stream of events joined by decision id, instead of a reward column (bandit).
+    events: EventsConfig | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -362,6 +418,8 @@ class ExperienceGenConfig:
         if self.record_kind == BANDIT:
             _validate_features(self.bandit_columns)
             _validate_items(self)
+        if self.events is not None:
+            _validate_events(self)
         if self.record_kind == SLATE:
             _validate_slates(self)
         if isinstance(src, BigQuerySource) and bool(src.query) == bool(src.table):
@@ -535,3 +593,70 @@ def _validate_per_arm_columns(c: BanditColumns) -> None:
                     f"bandit_columns.features['{f.name}']: column {f.source_column!r} is one of "
                     f"per_arm_columns['{name}'] ({pattern!r}), a per-arm feature now; remove it from features"
                 )
+
+
+def _validate_events(config: "ExperienceGenConfig") -> None:
+    """The events section: its source, a positive window, rewards and aggregates by name."""
+    from rlops.components.experience_gen import events as events_join  # the join parses windows and times
+
+    ev = config.events
+    assert ev is not None
+    if config.record_kind != BANDIT:
+        raise ValueError(
+            f"experience_gen.events: joins events to bandit decisions; record_kind is {config.record_kind!r}"
+        )
+    c = config.bandit_columns
+    if not c.decision_id or not c.decision_time:
+        missing = "decision_id" if not c.decision_id else "decision_time"
+        raise ValueError(
+            f"experience_gen.bandit_columns.{missing}: events join on the decision's id and time; map both columns"
+        )
+    if isinstance(ev.source, FileSource) and not ev.source.pattern:
+        raise ValueError("experience_gen.events.source.pattern is empty")
+    if isinstance(ev.source, FileSource) and ev.source.format not in ("csv", "jsonl", "parquet"):
+        raise ValueError(f"experience_gen.events.source.format must be csv, jsonl or parquet, got {ev.source.format!r}")
+    if isinstance(ev.source, BigQuerySource) and bool(ev.source.query) == bool(ev.source.table):
+        raise ValueError("experience_gen.events.source: a BigQuery source needs exactly one of query or table")
+    events_join.parse_window(ev.window)  # a one-line error naming experience_gen.events.window
+    if ev.cutoff != "auto":
+        events_join.parse_cutoff(ev.cutoff)
+    if not ev.rewards:
+        raise ValueError(
+            "experience_gen.events.rewards: name at least one event type and its reward, e.g. {click: 1.0}"
+        )
+    for name, reward in ev.rewards.items():
+        if isinstance(reward, str) and reward != VALUE:
+            raise ValueError(
+                f"experience_gen.events.rewards['{name}']: a number or 'value' (the event's value column), got {reward!r}"
+            )
+        if reward == VALUE and not ev.columns.value:
+            raise ValueError(
+                f"experience_gen.events.rewards['{name}']: 'value' needs experience_gen.events.columns.value "
+                "(the column holding each event's value)"
+            )
+    if ev.columns.type is None and len(ev.rewards) != 1:
+        raise ValueError(
+            "experience_gen.events.rewards: with no type column (events.columns.type: null) every event is one "
+            f"type, so give exactly one entry; got {sorted(ev.rewards)}"
+        )
+    words = [ev.aggregate] if isinstance(ev.aggregate, str) else list(ev.aggregate.values())
+    for word in words:
+        if word not in AGGREGATES:
+            raise ValueError(
+                f"experience_gen.events.aggregate: {word!r} is not one of {', '.join(AGGREGATES)}"
+                f"{_did_you_mean(word, AGGREGATES)}"
+            )
+    if isinstance(ev.aggregate, dict):
+        unknown = sorted(set(ev.aggregate) - set(ev.rewards))
+        if unknown:
+            raise ValueError(
+                f"experience_gen.events.aggregate['{unknown[0]}']: not a type in events.rewards "
+                f"({', '.join(sorted(ev.rewards))}){_did_you_mean(unknown[0], tuple(ev.rewards))}"
+            )
+
+
+def _did_you_mean(word: str, choices: tuple[str, ...]) -> str:
+    import difflib
+
+    near = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.5)
+    return f"; did you mean {near[0]!r}?" if near else ""

@@ -159,7 +159,10 @@ def _scalar_arrow(arr: pa.Array, num_rows: int, dtype: str, column: str, text: b
             try:  # integers as logged, else date-times as epoch microseconds
                 return Extracted(_numpy(pc.cast(arr, pa.int64()), np.int64), missing, {})
             except pa.ArrowInvalid:
-                us = pc.cast(pc.cast(arr, pa.timestamp("us")), pa.int64())  # naive ISO 8601, as UTC
+                try:
+                    us = pc.cast(pc.cast(arr, pa.timestamp("us")), pa.int64())  # naive ISO 8601, as UTC
+                except pa.ArrowInvalid:  # with offsets (Z, +02:00): else each value is parsed below
+                    us = pc.cast(pc.cast(arr, pa.timestamp("us", tz="UTC")), pa.int64())
                 return Extracted(_numpy(us, np.int64), missing, {})
         if pa.types.is_string(t) or pa.types.is_large_string(t):
             if not text:

@@ -56,6 +56,22 @@ class IngestResult:
     truncated: dict[str, int] = field(default_factory=dict)
     # quarantine reason -> one record's "file line N: message" (filled when the run fails on them)
     examples: dict[str, str] = field(default_factory=dict)
+    # events to rewards: decisions whose window was open at the cutoff (kept for the next run), and
+    # every event in exactly one category (events.CATEGORIES); None without an events section
+    records_pending: int = 0
+    events: dict[str, int] | None = None
+    events_read: int = 0  # events read this run (malformed ones included)
+    events_carried: int = 0  # events carried in with the decisions that waited from the last run
+    reward_range: tuple[float, float] | None = None  # the smallest and largest reward written
+
+    @property
+    def constant_reward(self) -> float | None:
+        """The reward every written record has, when they all have the same one (else None): the
+        trap of an INNER JOIN with a clicks-only table, or of a window too short to see any event."""
+        if self.reward_range is None or self.records_written < 2:
+            return None
+        lo, hi = self.reward_range
+        return lo if lo == hi else None
 
     @property
     def bad_record_ratio(self) -> float:
@@ -78,6 +94,13 @@ class IngestResult:
             "bad_record_ratio": round(self.bad_record_ratio, 6),
             "quarantine_reasons": json.dumps(self.reasons, sort_keys=True),
         }
+        if self.events is not None:
+            out["records_pending"] = self.records_pending
+            out["events"] = json.dumps(self.events)  # in events.CATEGORIES' order
+            out["events_read"] = self.events_read
+            out["events_carried"] = self.events_carried
+        if self.constant_reward is not None:  # the Evaluator refuses to bless on such data
+            out["constant_reward"] = self.constant_reward
         for split in self.split_names:
             out[f"records_written_{split}"] = self.written_per_split.get(split, 0)
             out[f"examples_{split}"] = self.outputs_per_split.get(split, 0)
@@ -115,6 +138,16 @@ def run_experience_gen(
     pipeline.write_legacy_schema(plan, examples_uri)
     counters = _counters(beam_result)
     result = _result(config, counters, examples_uri, quarantine_uri)
+    result.reward_range = _reward_range(beam_result)
+    if plan.pending is not None:
+        _settle_events(plan, result, counters)
+    if result.constant_reward is not None:
+        log.warning(
+            "experience_gen: every one of the %d written rewards is %g: nothing to learn from, and the Evaluator "
+            "will not bless on it (an INNER JOIN that kept only clicked decisions? an events window too short?)",
+            result.records_written,
+            result.constant_reward,
+        )
     if counters.get(pipeline.UNREADABLE, 0):
         result.unreadable = read_unreadable(quarantine_uri)
     if result.bad_record_ratio > config.max_bad_record_ratio:  # the error shows one of each top reason
@@ -128,7 +161,65 @@ def run_experience_gen(
     if grouping:  # the config's mistake, not its rows': exit 2 as for any config that does not fit
         raise InputError(grouping)
     check(result, config.max_bad_record_ratio, config.min_split_records)
+    _mark_constant_reward(result)
+    if plan.pending is not None:  # only a run that landed hands its waiting decisions to the next
+        from rlops.components.experience_gen import event_store
+
+        assert result.events is not None
+        event_store.commit(plan.pending, {"decisions": result.records_pending, "events": result.events["pending"]})
     return result
+
+
+def _mark_constant_reward(result: IngestResult) -> None:
+    """A marker beside the splits when every written reward is the same: the Evaluator reads it."""
+    import tensorflow as tf
+
+    from rlops.components.common.records import CONSTANT_REWARD_FILE
+
+    if result.constant_reward is None:
+        return
+    with tf.io.gfile.GFile(os.path.join(result.examples_uri, CONSTANT_REWARD_FILE), "w") as f:
+        json.dump({"reward": result.constant_reward, "records": result.records_written}, f)
+
+
+def _settle_events(plan: Any, result: IngestResult, counters: Mapping[str, int]) -> None:
+    """The events' counts, and the check that every event landed in one category."""
+    from rlops.components.experience_gen import event_graph, events
+
+    result.records_pending = counters.get(event_graph.RECORDS_PENDING, 0)
+    result.events = {c: counters.get(event_graph.EVENTS_PREFIX + c, 0) for c in events.CATEGORIES}
+    result.events_read = counters.get(event_graph.EVENTS_READ, 0)
+    result.events_carried = counters.get(event_graph.EVENTS_CARRIED, 0)
+    assert plan.config.events is not None
+    if result.events_read == 0 and plan.config.events.cutoff == "auto":
+        raise InputError(
+            f"experience_gen.events.source: no event was read ({_events_where(plan.config.events.source)}), so with "
+            "cutoff auto no decision's window can close; check the events source, or set experience_gen.events.cutoff"
+        )
+    if result.events_read + result.events_carried != sum(result.events.values()):
+        raise ExperienceGenError(
+            f"event accounting does not add up: read {result.events_read} + carried {result.events_carried} != "
+            + " + ".join(f"{k} {v}" for k, v in result.events.items()),
+            result,
+        )
+
+
+def _events_where(src: Any) -> str:
+    return f"pattern {src.pattern!r}" if getattr(src, "pattern", None) else f"BigQuery {src.table or 'query'}"
+
+
+def _reward_range(beam_result: Any) -> tuple[float, float] | None:
+    from apache_beam.metrics.metric import MetricsFilter
+
+    query = beam_result.metrics().query(
+        MetricsFilter().with_namespace(sinks.METRICS_NAMESPACE).with_name(pipeline.REWARDS)
+    )
+    found = [d.committed or d.attempted for d in query["distributions"]]
+    found = [d for d in found if d is not None and d.count]
+    if not found:
+        return None
+    scale = pipeline.REWARD_SCALE
+    return min(d.min for d in found) / scale, max(d.max for d in found) / scale
 
 
 def _clear_outputs(examples_uri: str, quarantine_uri: str) -> None:
@@ -199,10 +290,11 @@ def check(
             f"counted or quarantined one by one: {shown}",
             result,
         )
-    if result.records_read != result.records_written + result.records_quarantined:
+    if result.records_read != result.records_written + result.records_quarantined + result.records_pending:
         raise ExperienceGenError(
             f"record accounting does not add up: read {result.records_read} != written "
-            f"{result.records_written} + quarantined {result.records_quarantined}",
+            f"{result.records_written} + quarantined {result.records_quarantined}"
+            + (f" + pending {result.records_pending}" if result.records_pending else ""),
             result,
         )
     if result.bad_record_ratio > max_bad_record_ratio:

@@ -114,7 +114,12 @@ def _bandit_fields(config: ExperienceGenConfig, schema: SourceSchema) -> list[Fi
             out.append(Field("candidates", (c.candidates,), STRING))
     else:
         out.append(Field(records.ACTION, (c.action,), INT))
-    out.append(Field(records.REWARD, (c.reward,), FLOAT))
+    if config.events is None:  # else the events join gives each decision its reward
+        out.append(Field(records.REWARD, (c.reward,), FLOAT))
+    if c.decision_id:
+        out.append(Field(records.DECISION_ID, (c.decision_id,), STRING))
+    if c.decision_time:
+        out.append(Field(records.DECISION_TIME, (c.decision_time,), TIMESTAMP))
     if c.propensity:
         out.append(Field(records.PROPENSITY, (c.propensity,), FLOAT, required=config.require_propensity))
     elif config.require_propensity:

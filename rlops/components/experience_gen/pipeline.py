@@ -27,6 +27,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from rlops.components.common.decision_kinds import BANDIT, SLATE, decision_kind
 from rlops.components.experience_gen import (
+    event_graph,
+    event_store,
     features,
     items as item_table,
     json_paths,
@@ -54,6 +56,9 @@ EPISODE_NOT_CONTIGUOUS = "episode_not_contiguous"
 EPISODE_DUPLICATE_STEP = "episode_duplicate_step"
 EPISODE_TERMINAL_INSIDE = "episode_terminal_inside"
 EPISODE_HAS_BAD_STEP = "episode_has_bad_step"
+REWARD_SCALE = 1_000_000  # rewards enter the distribution in millionths
+REWARDS = "rewards"  # a distribution of the written rewards (its min and max: constant rewards warn)
+DUPLICATE_DECISION = "duplicate_decision"  # events: a decision read again while it waits from the last run
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,7 @@ class Plan:
     items: tuple = ()
     item_table: item_table.ItemTable | None = None  # per-arm: the joined item-features table (small)
     item_ids: tuple[str, ...] = ()  # slates with an item table: its ids, an item's index is its row
+    pending: event_store.Plan | None = None  # events: where waiting decisions are read and written
 
     @property
     def item_index(self) -> dict[str, int]:
@@ -94,7 +100,40 @@ def make_plan(config: ExperienceGenConfig) -> Plan:
             logging.getLogger(__name__).info(note)
     if config.record_kind == SLATE and config.slate_columns.position:  # the position column is there
         config = slates.resolve_first_position(config, _sampled_ints(peek, config.slate_columns.position))
-    return Plan(config, layout, planned.items, table, item_ids)
+    pending = None
+    if config.events is not None:
+        pending = event_store.plan(_pending_dir(config), _inputs_key(config), _layout_key(layout))
+    return Plan(config, layout, planned.items, table, item_ids, pending)
+
+
+def _pending_dir(config: ExperienceGenConfig) -> str:
+    assert config.events is not None
+    if not config.events.pending_dir:
+        raise ValueError(
+            "experience_gen.events.pending_dir: set where decisions whose window is still open wait for the next "
+            "run (the pipelines set it under the pipeline root)"
+        )
+    return config.events.pending_dir
+
+
+def _inputs_key(config: ExperienceGenConfig) -> str:
+    """What this run reads (the sources as configured for today, and their files' stamps): equal
+    keys mean the same night run again (event_store.plan)."""
+    import hashlib
+    import json
+
+    from rlops.components.experience_gen.sources.base import file_stamps
+
+    assert config.events is not None
+    parts: list = [dataclasses.asdict(config.source), dataclasses.asdict(config.events.source)]
+    for src in (config.source, config.events.source):
+        if isinstance(src, FileSource):
+            parts.append(file_stamps(src.pattern))
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def _layout_key(layout: Layout) -> str:
+    return ",".join(f"{f.name}:{f.dtype}:{f.width}" for f in layout.all_fields)
 
 
 def _sampled_ints(peek: Any, column: str | None) -> np.ndarray | None:
@@ -215,7 +254,7 @@ _PLAN_TABLE: Any = object()  # default of `table`: the plan's own (in-process) i
 
 
 def validate_block(
-    plan: Plan, block: Block, table: item_table.ItemTable | None = _PLAN_TABLE
+    plan: Plan, block: Block, table: item_table.ItemTable | None = _PLAN_TABLE, pending: np.ndarray | None = None
 ) -> Iterator[ValidBatch | BadStep | Quarantined]:
     """A Block -> its Quarantined rows, one ValidBatch of the rest (if any), and for trajectories
     a BadStep per quarantined step whose episode is known."""
@@ -244,6 +283,22 @@ def validate_block(
         v.rows = v.rows[keep]
         v.split_key = None if v.split_key is None else v.split_key[keep]
         v.split_time = None if v.split_time is None else v.split_time[keep]
+    if pending is not None and len(pending) and len(v.rows):  # events: a decision already waiting
+        ids = v.columns[records.DECISION_ID]
+        hashes = splits.key_hash(ids)
+        where = np.minimum(np.searchsorted(pending, hashes), len(pending) - 1)
+        again = pending[where] == hashes
+        if again.any():
+            for i in np.flatnonzero(again).tolist():
+                v.rejects[int(v.rows[i])] = (
+                    DUPLICATE_DECISION,
+                    f"decision {ids[i]!r} is already waiting from the last run (its window was open at the cutoff)",
+                )
+            keep = ~again
+            v.columns = {k: c[keep] for k, c in v.columns.items()}
+            v.rows = v.rows[keep]
+            v.split_key = None if v.split_key is None else v.split_key[keep]
+            v.split_time = None if v.split_time is None else v.split_time[keep]
     for row, (code, message) in sorted(v.rejects.items()):
         q = block.quarantine(row, code, message)
         yield q
@@ -266,7 +321,7 @@ def validate_block(
 
 
 def ingest(
-    plan: Plan, item: Any, table: item_table.ItemTable | None = _PLAN_TABLE
+    plan: Plan, item: Any, table: item_table.ItemTable | None = _PLAN_TABLE, pending: np.ndarray | None = None
 ) -> Iterator[tuple[int, ValidBatch | BadStep | Quarantined | Unreadable]]:
     """read_item + validate_block, with the number of source records each output accounts for
     (an Unreadable range accounts for none: its records cannot be counted)."""
@@ -278,7 +333,7 @@ def ingest(
             yield 0, got
             continue
         first = True
-        for out in validate_block(plan, got, table):
+        for out in validate_block(plan, got, table, pending):
             yield (got.num_rows if first else 0), out
             first = False
 
@@ -294,8 +349,10 @@ class IngestFn(beam.DoFn):
         self.read = beam.metrics.Metrics.counter(NS, READ)
         self.unreadable = beam.metrics.Metrics.counter(NS, UNREADABLE)
 
-    def process(self, item: Any, table: item_table.ItemTable | None = None) -> Iterator[Any]:
-        for n, out in ingest(self.plan, item, table):
+    def process(
+        self, item: Any, table: item_table.ItemTable | None = None, pending: np.ndarray | None = None
+    ) -> Iterator[Any]:
+        for n, out in ingest(self.plan, item, table, pending):
             self.read.inc(n)
             if isinstance(out, ValidBatch):  # multivalent lists cut to their dim: counted per feature
                 for k, v in out.columns.items():
@@ -328,8 +385,13 @@ class EncodeBanditFn(beam.DoFn):
         self.config = config
         self.feature_names = feature_names
         self.multivalent = multivalent or {}
+        self.rewards = beam.metrics.Metrics.distribution(NS, REWARDS)
 
     def process(self, batch: ValidBatch) -> Iterator[Any]:
+        reward = batch.columns.get(records.REWARD)
+        if reward is not None and len(reward):  # the run warns when every written reward is the same
+            self.rewards.update(int(round(float(np.min(reward)) * REWARD_SCALE)))  # Beam's distributions are integers
+            self.rewards.update(int(round(float(np.max(reward)) * REWARD_SCALE)))
         serialized, which = encode_and_split(self.config, batch, self.feature_names, self.multivalent)
         for i, s in enumerate(self.config.splits.splits):
             idx = np.flatnonzero(which == i)
@@ -357,7 +419,8 @@ def encode_and_split(
     unit = split_hash(batch.columns, batch.split_key, batch.split_time, feature_names)
     columns = batch.columns
     if unit is not None:
-        name = records.SPLIT_UNIT if batch.split_key is not None else records.SPLIT_CONTENT
+        keyed = batch.split_key is not None or records.DECISION_ID in columns
+        name = records.SPLIT_UNIT if keyed else records.SPLIT_CONTENT
         columns = {**columns, name: unit.view(np.int64)}
     serialized = records.encode_bandit(columns, feature_names, multivalent)
     return serialized, assign_splits(config, batch.columns, batch.split_key, batch.split_time, feature_names, unit)
@@ -378,6 +441,8 @@ def split_hash(
     choices had not, and its estimates skewed low."""
     if time is not None:
         return None
+    if key is None and records.DECISION_ID in columns:  # the decision's own id: the same split whatever features
+        return splits.key_hash(columns[records.DECISION_ID])
     order = tuple(feature_names) + tuple(
         k for k in records.BANDIT_ORDER if k not in feature_names and k != records.REWARD
     )
@@ -727,11 +792,17 @@ def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) 
     side = {}
     if plan.item_table is not None:  # per-arm: the item table read by Beam IO, joined as a side input
         side["table"] = beam.pvalue.AsSingleton(p | "ReadItemTable" >> read_item_table(cfg))
+    if plan.pending is not None and plan.pending.part_files():  # events: decisions read again while waiting
+        side["pending"] = beam.pvalue.AsSingleton(event_graph.pending_ids(p, plan.pending.part_files()))
     ingest = beam.ParDo(IngestFn(plan), **side).with_output_types(ValidBatch)
     ingested = items | "Ingest" >> ingest.with_outputs(QUARANTINE_PREFIX, BAD_GROUPS, main="valid")
     valid = ingested.valid
     if cfg.reshuffle:
         valid = valid | "Reshuffle" >> beam.Reshuffle()
+    event_lines = []
+    if plan.pending is not None:  # events to rewards: decisions meet the events (event_graph.py)
+        valid, lines = event_graph.join_rewards(p, cfg, valid, plan.pending)
+        event_lines.append(lines)
     names = cfg.splits.names
     quarantined, bad = [ingested[QUARANTINE_PREFIX]], ingested[BAD_GROUPS]
     if plan.layout.kind == BANDIT:
@@ -767,6 +838,8 @@ def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) 
         )
         quarantined.append(out[QUARANTINE_PREFIX])
     lines = quarantined | "AllQuarantined" >> beam.Flatten() | "FormatQuarantine" >> beam.ParDo(FormatQuarantineFn())
+    if event_lines:
+        lines = (lines, *event_lines) | "AllQuarantineLines" >> beam.Flatten()
     dests = {n: writes.tfrecord_split(examples_uri, n, cfg.compression_level, cfg.num_shards) for n in names}
     dests[QUARANTINE_DEST] = writes.Destination(
         QUARANTINE_DEST, FileSystems.join(quarantine_uri, QUARANTINE_PREFIX), ".jsonl.gz", writes.TEXT

@@ -17,6 +17,8 @@ from rlops.components.common.records import (  # noqa: F401 (re-exported: the la
     ACTION_MASK,
     BANDIT_ORDER,
     CONTEXT,
+    DECISION_ID,
+    DECISION_TIME,
     DISCOUNT,
     DIST_PARAMS_PREFIX,
     EPISODE_ID,
@@ -118,7 +120,7 @@ def encode_bandit(
     from tfx_bsl.coders import example_coder
 
     features = [CONTEXT] if features is None else list(features)
-    trailing = (*BANDIT_ORDER, *SPLIT_HASHES)
+    trailing = (*BANDIT_ORDER, DECISION_ID, *SPLIT_HASHES)
     names = [k for k in features if k in columns] + [k for k in trailing if k in columns and k != CONTEXT]
     arrays = []
     for k in names:

@@ -190,7 +190,8 @@ def _check_bandit(values: dict[str, np.ndarray], layout: Layout, config: Experie
             _finite(values[feature.name], feature, rej)
     if records.ACTION in values:  # per-arm records get theirs from the item join
         _check_action(values, layout, config, rej)
-    _finite(values[records.REWARD], f(records.REWARD), rej)
+    if records.REWARD in values:  # else events give the rewards (events.py)
+        _finite(values[records.REWARD], f(records.REWARD), rej)
     if records.PROPENSITY in values:
         p = values[records.PROPENSITY]
         with np.errstate(invalid="ignore"):

@@ -115,12 +115,16 @@ def _check_cloud_paths(config: PipelineConfig) -> None:
         raise ConfigError(f"{key}: a cloud step cannot read local files; use gs:// (got '{path}'){others}")
 
 
-# Every path a cloud step reads from the ExperienceGen config: (key, attribute).
+# Every path a cloud step reads (or, for waiting decisions, keeps) from the ExperienceGen config:
+# (key, attribute path).
 CLOUD_READ_PATHS = (
     ("experience_gen.source.pattern", ("source", "pattern")),
     ("experience_gen.item_source.pattern", ("item_source", "pattern")),
     ("experience_gen.source.policy_path", ("source", "policy_path")),
     ("experience_gen.source.gcs_location", ("source", "gcs_location")),
+    ("experience_gen.events.source.pattern", ("events", "source", "pattern")),
+    ("experience_gen.events.source.gcs_location", ("events", "source", "gcs_location")),
+    ("experience_gen.events.pending_dir", ("events", "pending_dir")),
 )
 
 
@@ -128,8 +132,10 @@ def local_inputs(config: PipelineConfig) -> list[tuple[str, str]]:
     """(key, path) of each local path the ExperienceGen config would read (a comma-separated
     pattern counts each part)."""
     out = []
-    for key, (section, attribute) in CLOUD_READ_PATHS:
-        value = getattr(getattr(config.experience_gen, section, None), attribute, None)
+    for key, attributes in CLOUD_READ_PATHS:
+        value: object = config.experience_gen
+        for attribute in attributes:
+            value = getattr(value, attribute, None)
         for part in str(value or "").split(","):
             if part.strip() and "://" not in part:
                 out.append((key, part.strip()))

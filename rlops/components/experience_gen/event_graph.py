@@ -1,0 +1,336 @@
+"""The events join in the Beam graph (events.py holds the join itself; event_store.py the waiting
+decisions):
+
+    events files / BigQuery ─ ParseEvents ─┬─ chunks ─┐
+                                           └─ malformed ── quarantine
+    waiting decisions (last run) ─ ReadPending ─ events ─┴─ EventTable (one, side input)
+                                               └ decisions ─┐
+    valid decision batches (Ingest) ────────────────────────┴─ JoinRewards ─┬─ settled batches ─ EncodeSplit
+                                                                            ├─ waiting ─ WritePending
+                                                                            └─ categories ─ EventOutcomes ─ counts, quarantine
+
+Decisions never cross a shuffle: each batch meets the whole events table (the small side) where it
+is. Per-event categories come back as (event index, code) arrays and are merged once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Iterator
+
+import apache_beam as beam
+import numpy as np
+
+from rlops.components.experience_gen import event_store, events, records, sinks
+from rlops.components.experience_gen.config import BigQuerySource, EventsConfig, ExperienceGenConfig, FileSource
+from rlops.components.experience_gen.sources import Quarantined
+from rlops.components.experience_gen.sources.base import compression_type
+
+NS = sinks.METRICS_NAMESPACE
+EVENTS_PREFIX = "events:"  # Beam counters events:<category>, events:read, events:carried
+EVENTS_READ, EVENTS_CARRIED = "events:read", "events:carried"
+RECORDS_PENDING = "records_pending"
+CATEGORIES_TAG, PENDING_TAG, MALFORMED_TAG = "categories", "pending", "malformed"
+
+
+def counter(name: str) -> Any:
+    return beam.metrics.Metrics.counter(NS, name)
+
+
+# --- reading events -----------------------------------------------------------------------------
+
+
+class ParseEventsFileFn(beam.DoFn):
+    """A matched events file -> one EventChunk, and its malformed rows (tagged) as Quarantined."""
+
+    def __init__(self, config: EventsConfig):
+        self.config = config
+
+    def process(self, f: Any) -> Iterator[Any]:
+        src = self.config.source
+        assert isinstance(src, FileSource)
+        path = f.metadata.path
+        with f.open(compression_type=compression_type(path, src)) as fh:
+            table = read_events_table(fh.read(), src, self.config)
+        first = 0 if src.format == "parquet" else 2 if (src.format == "csv" and src.csv_header) else 1
+        yield from _chunk_outputs(table, self.config, path, np.arange(table.num_rows) + first)
+
+
+def read_events_table(data: bytes, src: FileSource, config: EventsConfig) -> Any:
+    """An events file's bytes -> a pyarrow Table of the mapped columns (ids and types as text)."""
+    import io
+
+    import pyarrow as pa
+
+    c = config.columns
+    wanted = [x for x in (c.decision_id, c.time, c.type, c.value, c.event_id) if x]
+    if src.format == "parquet":
+        import pyarrow.parquet as pq
+
+        pf = pq.ParquetFile(io.BytesIO(data))
+        names = pf.schema_arrow.names
+        return pf.read(columns=[x for x in wanted if x in names])
+    if src.format == "jsonl":
+        import pyarrow.json as pj
+
+        return pj.read_json(io.BytesIO(data))
+    import pyarrow.csv as pc
+
+    text = {x: pa.string() for x in wanted}
+    read = pc.ReadOptions(column_names=list(src.csv_column_names) or None, autogenerate_column_names=False)
+    if not data.strip():
+        return pa.table({})
+    return pc.read_csv(
+        io.BytesIO(data),
+        read_options=read,
+        parse_options=pc.ParseOptions(delimiter=src.csv_delimiter),
+        convert_options=pc.ConvertOptions(column_types=text, strings_can_be_null=True),
+    )
+
+
+def _chunk_outputs(table: Any, config: EventsConfig, path: str, lines: np.ndarray) -> Iterator[Any]:
+    check_event_columns(table.column_names, config, path, table.num_rows)
+    n = table.num_rows
+    columns = {name: table.column(name) for name in table.column_names}
+    chunk, bad = events.event_chunk(columns, n, config, path, lines)
+    counter(EVENTS_READ).inc(n)
+    for i, message in bad:
+        counter(EVENTS_PREFIX + events.MALFORMED).inc()
+        row = {k: _plain(v[i].as_py()) for k, v in columns.items()}
+        payload = json.dumps(row, sort_keys=True).encode("utf-8")
+        yield beam.pvalue.TaggedOutput(
+            MALFORMED_TAG,
+            Quarantined(events.EVENT_REASON_PREFIX + events.MALFORMED, message, path, int(lines[i]), -1, payload),
+        )
+    if len(chunk):
+        yield chunk
+
+
+def _plain(v: Any) -> Any:
+    return v if isinstance(v, (str, int, float, bool, type(None))) else str(v)
+
+
+def check_event_columns(names: list[str], config: EventsConfig, path: str, rows: int) -> None:
+    """Every mapped events column is in the file (a file with no rows at all may have none):
+    one error naming the config key, the column and the file's closest columns."""
+    from rlops.components.experience_gen.errors import InputError, closest
+
+    if rows == 0 and not names:
+        return
+    c = config.columns
+    for key in ("decision_id", "time", "type", "value", "event_id"):
+        column = getattr(c, key)
+        if column and column not in names:
+            raise InputError(
+                f"experience_gen.events.columns.{key}: column {column!r} is not in {path}; {closest(column, names)}"
+            )
+
+
+class ParseEventRowsFn(beam.DoFn):
+    """A batch of BigQuery rows (dicts) -> one EventChunk and its malformed rows."""
+
+    def __init__(self, config: EventsConfig, name: str):
+        self.config = config
+        self.name = name
+
+    def process(self, rows: list[dict]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        c = self.config.columns
+        wanted = [x for x in (c.decision_id, c.time, c.type, c.value, c.event_id) if x]
+        present = set().union(*(r.keys() for r in rows)) if rows else set()
+        table = pa.table({k: pa.array([_plain(r.get(k)) for r in rows]) for k in wanted if k in present})
+        yield from _chunk_outputs(table, self.config, self.name, np.full(len(rows), -1))
+
+
+def read_events(p: beam.Pipeline, config: EventsConfig) -> Any:
+    """The events source -> (EventChunk PCollection, malformed Quarantined PCollection)."""
+    src = config.source
+    if isinstance(src, BigQuerySource):
+        from rlops.components.experience_gen.sources.bigquery import bigquery_read
+
+        parsed = (
+            p
+            | "ReadEventsBigQuery" >> bigquery_read(src)
+            | "BatchEvents"
+            >> beam.BatchElements(min_batch_size=min(1000, src.batch_size), max_batch_size=src.batch_size)
+            | "ParseEvents"
+            >> beam.ParDo(ParseEventRowsFn(config, f"bigquery:{src.table or 'query'}")).with_outputs(
+                MALFORMED_TAG, main="chunks"
+            )
+        )
+    else:
+        from apache_beam.io import fileio
+
+        assert isinstance(src, FileSource)
+        patterns = [x.strip() for x in src.pattern.split(",") if x.strip()]
+        parsed = (
+            p
+            | "EventPatterns" >> beam.Create(patterns)
+            | "MatchEventFiles" >> fileio.MatchAll()
+            | "OpenEventFiles" >> fileio.ReadMatches()
+            | "ParseEvents" >> beam.ParDo(ParseEventsFileFn(config)).with_outputs(MALFORMED_TAG, main="chunks")
+        )
+    return parsed.chunks, parsed[MALFORMED_TAG]
+
+
+# --- waiting decisions from the last run -----------------------------------------------------------
+
+
+def read_pending(p: beam.Pipeline, paths: list[str]) -> tuple[Any, Any]:
+    """The last run's waiting decisions -> (ValidBatch PCollection, carried EventChunk PCollection)."""
+    parts = p | "PendingParts" >> beam.Create(paths) | "ReadPending" >> beam.Map(event_store.read_part)
+    return (
+        parts | "PendingDecisions" >> beam.ParDo(_CarriedDecisionsFn()),
+        parts | "PendingEvents" >> beam.ParDo(_CarriedEventsFn()),
+    )
+
+
+class _CarriedDecisionsFn(beam.DoFn):
+    def process(self, part: event_store.PendingPart) -> Iterator[Any]:
+        from rlops.components.experience_gen.pipeline import READ
+
+        counter(READ).inc(len(part.batch))  # read = written + quarantined + pending counts them again
+        yield part.batch
+
+
+class _CarriedEventsFn(beam.DoFn):
+    def process(self, part: event_store.PendingPart) -> Iterator[Any]:
+        counter(EVENTS_CARRIED).inc(len(part.events))
+        if len(part.events):
+            yield part.events
+
+
+def pending_ids(p: beam.Pipeline, paths: list[str]) -> Any:
+    """The decision-id hashes that wait from the last run, sorted (a singleton side input)."""
+    from rlops.components.experience_gen import splits
+
+    def ids(part: event_store.PendingPart) -> np.ndarray:
+        return splits.key_hash(part.batch.columns[records.DECISION_ID])
+
+    return (
+        p
+        | "PendingIdParts" >> beam.Create(paths)
+        | "ReadPendingIds" >> beam.Map(lambda path: ids(event_store.read_part(path)))
+        | "AllPendingIds" >> beam.combiners.ToList()
+        | "SortPendingIds"
+        >> beam.Map(lambda parts: np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.uint64))
+    )
+
+
+# --- the join --------------------------------------------------------------------------------------
+
+
+class JoinRewardsFn(beam.DoFn):
+    """Decisions -> settled ones with their reward (main), waiting ones with their events
+    ('pending'), and the categories of the events they met ('categories')."""
+
+    def __init__(self, config: EventsConfig):
+        self.config = config
+
+    def process(self, batch: Any, table: events.EventTable) -> Iterator[Any]:
+        cols = batch.columns
+        times = events.normalize_epoch(cols[records.DECISION_TIME])
+        j = events.join_batch(cols[records.DECISION_ID], times, table, self.config)
+        if len(j.event_index):
+            yield beam.pvalue.TaggedOutput(CATEGORIES_TAG, (j.event_index, j.event_code))
+        waiting = np.flatnonzero(j.pending)
+        if len(waiting):
+            counter(RECORDS_PENDING).inc(len(waiting))
+            carried = table.chunk.take(np.unique(j.pending_events), carried=True)
+            yield beam.pvalue.TaggedOutput(PENDING_TAG, event_store.PendingPart(_rows(batch, waiting), carried))
+        settled = np.flatnonzero(~j.pending)
+        if len(settled):
+            out = batch if len(settled) == len(batch) else _rows(batch, settled)
+            yield dataclasses.replace(out, columns={**out.columns, records.REWARD: j.reward[settled]})
+
+
+def _rows(batch: Any, idx: np.ndarray) -> Any:
+    """The rows `idx` of a ValidBatch (columns, split key and time, provenance)."""
+    pick = lambda v: None if v is None else v[idx]  # noqa: E731
+    return dataclasses.replace(
+        batch,
+        columns={k: v[idx] for k, v in batch.columns.items()},
+        split_key=pick(batch.split_key),
+        split_time=pick(batch.split_time),
+        provenance={k: v[idx] for k, v in batch.provenance.items()},
+    )
+
+
+class WritePendingFn(beam.DoFn):
+    def __init__(self, directory: str):
+        self.directory = directory
+
+    def process(self, part: event_store.PendingPart) -> Iterator[str]:
+        yield event_store.write_part(self.directory, part)
+
+
+class EventOutcomesFn(beam.DoFn):
+    """The merged (index, code) arrays of every batch -> one category per event of the table:
+    counted (events:<category>), and late, early and unknown ones listed in the quarantine."""
+
+    def process(self, parts: list, table: events.EventTable) -> Iterator[Quarantined]:
+        codes = events.categories_of(len(table), parts)
+        counts = np.bincount(codes, minlength=len(events.CATEGORIES))
+        for name, n in zip(events.CATEGORIES, counts.tolist()):
+            if n:
+                counter(EVENTS_PREFIX + name).inc(n)
+        ev = table.chunk
+        quarantined = [events.CODES[c] for c in events.QUARANTINED_EVENTS if c != events.MALFORMED]
+        for i in np.flatnonzero(np.isin(codes, quarantined)).tolist():
+            name = events.CATEGORIES[codes[i]]
+            yield Quarantined(
+                events.EVENT_REASON_PREFIX + name,
+                f"event at {events.iso(int(ev.time[i]))} ({ev.types[ev.type_code[i]]}): {_WHY[name]}",
+                str(ev.file[i]),
+                int(ev.line[i]),
+                -1,
+                b"",
+            )
+
+
+_WHY = {
+    events.LATE: "after its decision's window (experience_gen.events.window)",
+    events.BEFORE_DECISION: "before its decision was made (clock skew?)",
+    events.UNKNOWN_DECISION: "no decision with its id in this run (nor waiting from the last one)",
+}
+
+
+class FormatEventQuarantineFn(beam.DoFn):
+    """Events in the quarantine are listed, not counted as bad records (they are not decisions)."""
+
+    def process(self, q: Quarantined) -> Iterator[str]:
+        yield q.to_json()
+
+
+def join_rewards(p: beam.Pipeline, config: ExperienceGenConfig, valid: Any, store: event_store.Plan) -> tuple[Any, Any]:
+    """Valid decision batches -> (settled batches with rewards, quarantine JSON lines of events).
+    Waiting decisions are written into the store's new generation."""
+    ev = config.events
+    assert ev is not None
+    chunks, malformed = read_events(p, ev)
+    paths = store.part_files()
+    carried_batches, carried_events = read_pending(p, paths)
+    table = beam.pvalue.AsSingleton(
+        (chunks, carried_events)
+        | "AllEvents" >> beam.Flatten()
+        | "EventChunks" >> beam.combiners.ToList()
+        | "EventTable" >> beam.Map(lambda cs: events.build_table(cs, ev))
+    )
+    decisions = (valid, carried_batches) | "AllDecisions" >> beam.Flatten()
+    joined = decisions | "JoinRewards" >> beam.ParDo(JoinRewardsFn(ev), table).with_outputs(
+        CATEGORIES_TAG, PENDING_TAG, main="settled"
+    )
+    _ = joined[PENDING_TAG] | "WritePending" >> beam.ParDo(WritePendingFn(store.path))
+    outcomes = (
+        joined[CATEGORIES_TAG]
+        | "AllCategories" >> beam.combiners.ToList()
+        | "EventOutcomes" >> beam.ParDo(EventOutcomesFn(), table)
+    )
+    lines = (
+        (outcomes, malformed)
+        | "AllEventQuarantine" >> beam.Flatten()
+        | "FormatEventQuarantine" >> beam.ParDo(FormatEventQuarantineFn())
+    )
+    return joined.settled, lines

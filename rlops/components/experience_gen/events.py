@@ -1,0 +1,375 @@
+"""Events to rewards: the join of decisions with a stream of events, in NumPy (docs/events.md).
+
+The Beam graph (event_graph.py) reads the events into one compact `EventTable` (hashes, times,
+type codes and values, sorted by decision), hands it to every worker as a side input, and joins
+each batch of decisions against it with `join_batch`: decisions stream through without a shuffle
+(events are the small side: a few per decision at most, 40 bytes each here). Every event that a
+decision meets gets one category; an event no decision meets is `unknown_decision`.
+
+An event's category, checked in this order (the contract users read in docs/events.md):
+malformed (no decision id, no time, a `value` type without a number) -> unknown_decision -> pending
+(its decision waits for the next run) -> duplicate (an earlier event of the decision has its id) ->
+unmapped_type -> before_decision -> late -> attributed. "Earlier" is the order of time, then
+carried events before this run's, then file path, then line.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from rlops.components.experience_gen import splits
+from rlops.components.experience_gen.config import VALUE, EventsConfig
+
+ATTRIBUTED, DUPLICATE, LATE, BEFORE_DECISION = "attributed", "duplicate", "late", "before_decision"
+UNKNOWN_DECISION, UNMAPPED_TYPE, PENDING, MALFORMED = "unknown_decision", "unmapped_type", "pending", "malformed"
+# Every event of a run lands in exactly one of these (IngestResult.events, --summary-json `events`).
+CATEGORIES = (ATTRIBUTED, DUPLICATE, LATE, BEFORE_DECISION, UNKNOWN_DECISION, UNMAPPED_TYPE, PENDING, MALFORMED)
+# Codes in the per-event category arrays; an event no decision met stays UNKNOWN_CODE.
+CODES = {name: i for i, name in enumerate(CATEGORIES)}
+UNKNOWN_CODE = CODES[UNKNOWN_DECISION]
+# Events in these categories are listed in the quarantine with their file and line (never counted
+# toward max_bad_record_ratio: they are not decisions).
+QUARANTINED_EVENTS = (LATE, BEFORE_DECISION, UNKNOWN_DECISION, MALFORMED)
+EVENT_REASON_PREFIX = "event_"
+
+DECISION_ID, DECISION_TIME = "decision_id", "decision_time"
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_WINDOW = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)\s*")
+_SECONDS_BELOW, _MILLIS_BELOW = 1e11, 1e14  # epoch magnitudes: seconds until 5138, ms until 5138
+
+
+def parse_window(text: str | float) -> int:
+    """'30m' -> microseconds; s, m, h, d (a bare number is seconds). Zero or negative: an error."""
+    m = _WINDOW.fullmatch(str(text))
+    if m is None:
+        raise ValueError(
+            f"experience_gen.events.window: {text!r} is not a duration; write e.g. 30m, 2h, 1d or 45s (> 0)"
+        )
+    us = float(m.group(1)) * _UNITS[m.group(2) or "s"] * 1e6
+    if us <= 0:
+        raise ValueError(f"experience_gen.events.window: {text!r} must be longer than 0 (e.g. 30m)")
+    return int(round(us))
+
+
+def parse_cutoff(text: str) -> int:
+    """A cutoff time -> epoch microseconds (ISO-8601, epoch seconds or milliseconds)."""
+    us, ok = to_micros(np.array([text], object))
+    if not ok[0]:
+        raise ValueError(
+            f"experience_gen.events.cutoff: {text!r} is not a time; use auto, an ISO-8601 time with an offset "
+            "(2026-12-01T00:00:00+00:00) or epoch seconds"
+        )
+    return int(us[0])
+
+
+def normalize_epoch(values: np.ndarray) -> np.ndarray:
+    """Integer epoch times in any of seconds, milliseconds or microseconds -> microseconds, by their
+    magnitude (|t| < 1e11: seconds; < 1e14: milliseconds; else microseconds)."""
+    v = np.asarray(values, np.int64)
+    a = np.abs(v)
+    return np.where(a < _SECONDS_BELOW, v * 1_000_000, np.where(a < _MILLIS_BELOW, v * 1_000, v))
+
+
+def to_micros(values: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Times in any accepted form -> (epoch microseconds int64, parsed ok). Numbers by magnitude;
+    text: a number, or a date-time (ISO-8601; an offset is honoured, none means UTC; BigQuery's
+    '... UTC'); datetime objects; numpy datetime64."""
+    import pandas as pd
+
+    arr = np.asarray(values)
+    if arr.dtype.kind == "M":
+        ns = arr.astype("datetime64[us]").astype(np.int64)
+        return ns, ~np.isnat(arr)
+    if arr.dtype.kind in "iu":
+        return normalize_epoch(arr.astype(np.int64)), np.ones(len(arr), bool)
+    if arr.dtype.kind == "f":
+        ok = np.isfinite(arr)
+        f = np.where(ok, arr, 0.0)
+        a = np.abs(f)
+        us = np.where(a < _SECONDS_BELOW, f * 1e6, np.where(a < _MILLIS_BELOW, f * 1e3, f))
+        return np.round(us).astype(np.int64), ok
+    series = pd.Series(arr.astype(object), dtype=object)
+    numbers = pd.to_numeric(series, errors="coerce").to_numpy(np.float64)
+    us, ok = to_micros(numbers)
+    text = ~ok & series.map(lambda v: isinstance(v, (str, datetime.datetime))).to_numpy(bool)
+    if text.any():
+        parsed = pd.to_datetime(series[text], utc=True, errors="coerce")
+        good = parsed.notna().to_numpy()
+        where = np.flatnonzero(text)
+        us[where[good]] = parsed[good].view(np.int64).to_numpy() // 1000
+        ok[where[good]] = True
+    return us, ok
+
+
+def iso(us: int) -> str:
+    """Epoch microseconds as an ISO-8601 UTC time, for messages."""
+    return datetime.datetime.fromtimestamp(us / 1e6, datetime.timezone.utc).isoformat()
+
+
+# --- the events, as read -------------------------------------------------------------------------
+
+
+@dataclass
+class EventChunk:
+    """Events of one file (or carried with waiting decisions), columns of equal length. `types`
+    names the type codes (an event's `type_code` indexes it)."""
+
+    decision: np.ndarray  # uint64: the decision id's hash (splits.key_hash)
+    time: np.ndarray  # int64 epoch microseconds
+    type_code: np.ndarray  # int32 into `types`
+    value: np.ndarray  # float64 (NaN: none)
+    event_id: np.ndarray  # uint64: the event id's hash (or the row's, when no id column)
+    file: np.ndarray  # object: the source file (or table) each event came from
+    line: np.ndarray  # int64: its line (CSV, JSON Lines: 1-based, the header is line 1) or row
+    types: tuple[str, ...]
+    carried: bool = False  # read by an earlier run, carried with a waiting decision
+
+    def __len__(self) -> int:
+        return len(self.decision)
+
+    def take(self, idx: np.ndarray, carried: bool | None = None) -> "EventChunk":
+        return EventChunk(
+            self.decision[idx],
+            self.time[idx],
+            self.type_code[idx],
+            self.value[idx],
+            self.event_id[idx],
+            self.file[idx],
+            self.line[idx],
+            self.types,
+            self.carried if carried is None else carried,
+        )
+
+
+def event_chunk(
+    columns: Mapping[str, Any], n: int, config: EventsConfig, path: str, lines: np.ndarray
+) -> tuple[EventChunk, list[tuple[int, str]]]:
+    """Raw event columns (by source column name; values as read) -> the chunk of well-formed
+    events and (row, message) for each malformed one."""
+    c = config.columns
+    ids = _text(columns.get(c.decision_id), n)
+    time, time_ok = to_micros(_values(columns.get(c.time), n))
+    types = _text(columns.get(c.type), n) if c.type else np.full(n, next(iter(config.rewards)), object)
+    value = _numbers(columns.get(c.value), n) if c.value else np.full(n, np.nan)
+    value_types = {t for t, r in config.rewards.items() if r == VALUE}
+    needs_value = np.isin(types, list(value_types)) if value_types else np.zeros(n, bool)
+    bad: list[tuple[int, str]] = []
+    no_id = ids == ""
+    for i in np.flatnonzero(no_id | ~time_ok | (needs_value & ~np.isfinite(value))).tolist():
+        if no_id[i]:
+            bad.append((i, f"events column {c.decision_id!r} is empty"))
+        elif not time_ok[i]:
+            shown = _values(columns.get(c.time), n)[i]
+            bad.append((i, f"events column {c.time!r}: {shown!r} is not a time"))
+        else:
+            bad.append((i, f"events column {c.value!r}: type {types[i]!r} takes its reward from the value, got none"))
+    keep = np.ones(n, bool)
+    keep[[i for i, _ in bad]] = False
+    names, codes = np.unique(types[keep], return_inverse=True)
+    if c.event_id:
+        eid = splits.key_hash(_text(columns.get(c.event_id), n)[keep])
+    else:  # exact repeats of the row are repeats
+        eid = splits.content_hash(
+            {"t": time[keep], "k": types[keep], "v": value[keep], "d": ids[keep]}, ("d", "t", "k", "v")
+        )
+    chunk = EventChunk(
+        splits.key_hash(ids[keep]),
+        time[keep],
+        codes.astype(np.int32),
+        value[keep],
+        eid,
+        np.full(int(keep.sum()), path, object),
+        np.asarray(lines, np.int64)[keep],
+        tuple(str(t) for t in names),
+    )
+    return chunk, bad
+
+
+def _values(col: Any, n: int) -> np.ndarray:
+    if col is None:
+        return np.full(n, None, object)
+    if hasattr(col, "to_numpy") and not isinstance(col, np.ndarray):
+        try:
+            return np.asarray(col.to_numpy(zero_copy_only=False))
+        except TypeError:
+            return np.asarray(col.to_numpy())
+    return np.asarray(col)
+
+
+def _text(col: Any, n: int) -> np.ndarray:
+    v = _values(col, n)
+    out = np.empty(n, object)
+    for i, x in enumerate(v.tolist()):
+        out[i] = (
+            ""
+            if x is None or (isinstance(x, float) and math.isnan(x))
+            else (x.decode() if isinstance(x, bytes) else str(x))
+        )
+    return out
+
+
+def _numbers(col: Any, n: int) -> np.ndarray:
+    import pandas as pd
+
+    v = _values(col, n)
+    if v.dtype.kind in "iuf":
+        return v.astype(np.float64)
+    return pd.to_numeric(pd.Series(v, dtype=object), errors="coerce").to_numpy(np.float64)
+
+
+@dataclass
+class EventTable:
+    """Every event a run joins (read and carried), sorted by (decision, time, carried first, file,
+    line); `cutoff` in epoch microseconds."""
+
+    chunk: EventChunk
+    cutoff: int
+    carried: np.ndarray  # bool per event: carried in with a waiting decision (else read this run)
+
+    def __len__(self) -> int:
+        return len(self.chunk)
+
+
+def build_table(chunks: Sequence[EventChunk], config: EventsConfig) -> EventTable:
+    """One sorted table of every chunk; the cutoff (configured, or the latest event read: `auto`)."""
+    types = tuple(sorted({t for c in chunks for t in c.types}))
+    index = {t: i for i, t in enumerate(types)}
+
+    def recoded(c: EventChunk) -> np.ndarray:
+        lookup = np.array([index[t] for t in c.types], np.int32)
+        return lookup[c.type_code] if len(c.type_code) else np.zeros(0, np.int32)
+
+    def cat(get: Any, dtype: Any) -> np.ndarray:
+        parts = [np.asarray(get(c), dtype) for c in chunks]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+    carried = cat(lambda c: np.full(len(c), c.carried), bool)
+    files = cat(lambda c: c.file, object)
+    all_events = EventChunk(
+        cat(lambda c: c.decision, np.uint64),
+        cat(lambda c: c.time, np.int64),
+        cat(recoded, np.int32),
+        cat(lambda c: c.value, np.float64),
+        cat(lambda c: c.event_id, np.uint64),
+        files,
+        cat(lambda c: c.line, np.int64),
+        types,
+    )
+    file_rank = np.unique(files, return_inverse=True)[1] if len(files) else np.zeros(0, np.int64)
+    order = np.lexsort((all_events.line, file_rank, ~carried, all_events.time, all_events.decision))
+    table = all_events.take(order)
+    carried = carried[order]
+    read_times = table.time[~carried]
+    if config.cutoff != "auto":
+        cutoff = parse_cutoff(config.cutoff)
+    elif len(read_times):
+        cutoff = int(read_times.max())
+    else:
+        cutoff = NO_CUTOFF
+    return EventTable(table, cutoff, carried)
+
+
+NO_CUTOFF = np.iinfo(np.int64).min  # `auto` with no event read: the run cannot settle a decision
+
+
+# --- the join -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Joined:
+    """One batch of decisions after the join: per decision its reward and whether it waits, and
+    per event it met (an index into the table) its category code."""
+
+    reward: np.ndarray  # float32 [N] (waiting decisions: 0, unused)
+    pending: np.ndarray  # bool [N]
+    event_index: np.ndarray  # int64 [M]
+    event_code: np.ndarray  # int8 [M]
+    pending_events: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # table rows carried on
+
+
+def join_batch(decision_ids: np.ndarray, decision_times: np.ndarray, table: EventTable, config: EventsConfig) -> Joined:
+    """Rewards of N decisions (ids as text, times in epoch microseconds) from the events table."""
+    ev = table.chunk
+    window = parse_window(config.window)
+    n = len(decision_ids)
+    keys = splits.key_hash(np.asarray(decision_ids, object))
+    t_d = np.asarray(decision_times, np.int64)
+    pending = t_d + window > table.cutoff
+    lo = np.searchsorted(ev.decision, keys, "left")
+    hi = np.searchsorted(ev.decision, keys, "right")
+    counts = hi - lo
+    total = int(counts.sum())
+    reward = np.full(n, config.default_reward, np.float32)
+    if not total:
+        return Joined(reward, pending, np.zeros(0, np.int64), np.zeros(0, np.int8))
+    dec = np.repeat(np.arange(n), counts)  # one pair per (decision, event of its id)
+    starts = np.cumsum(counts) - counts
+    idx = np.arange(total) - np.repeat(starts, counts) + np.repeat(lo, counts)  # table rows, in table order
+    code = np.full(total, CODES[ATTRIBUTED], np.int8)
+    waits = pending[dec]
+    code[waits] = CODES[PENDING]
+    # duplicates: the first of each (decision, event id) in table order stays
+    order = np.lexsort((idx, ev.event_id[idx], dec))
+    same = (dec[order][1:] == dec[order][:-1]) & (ev.event_id[idx][order][1:] == ev.event_id[idx][order][:-1])
+    dup = np.zeros(total, bool)
+    dup[order[1:][same]] = True
+    open_ = code == CODES[ATTRIBUTED]
+    code[open_ & dup] = CODES[DUPLICATE]
+    mapped = np.array([t in config.rewards for t in ev.types], bool)
+    types = ev.type_code[idx]
+    code[(code == CODES[ATTRIBUTED]) & ~mapped[types]] = CODES[UNMAPPED_TYPE]
+    t_e = ev.time[idx]
+    code[(code == CODES[ATTRIBUTED]) & (t_e < t_d[dec])] = CODES[BEFORE_DECISION]
+    code[(code == CODES[ATTRIBUTED]) & (t_e > t_d[dec] + window)] = CODES[LATE]
+    counted = code == CODES[ATTRIBUTED]
+    if counted.any():
+        reward = _rewards(n, dec[counted], types[counted], ev.value[idx][counted], ev.types, config)
+    return Joined(reward, pending, idx, code, idx[waits])
+
+
+def _rewards(
+    n: int, dec: np.ndarray, types: np.ndarray, values: np.ndarray, names: tuple[str, ...], config: EventsConfig
+) -> np.ndarray:
+    """Per decision: the sum over types of the aggregated contributions of its attributed events
+    (pairs in table order: by decision, then time); default_reward for decisions with none."""
+    total = np.zeros(n, np.float64)
+    any_counted = np.zeros(n, bool)
+    for code in np.unique(types).tolist():
+        name = names[code]
+        mine = types == code
+        d = dec[mine]
+        reward = config.rewards[name]
+        contrib = values[mine] if reward == VALUE else np.full(len(d), float(reward))
+        how = config.aggregate_of(name)
+        agg = np.zeros(n, np.float64)
+        if how == "sum":
+            np.add.at(agg, d, contrib)
+        elif how == "count":
+            np.add.at(agg, d, 1.0)
+        elif how == "max":
+            agg[:] = -np.inf
+            np.maximum.at(agg, d, contrib)
+            agg[np.isneginf(agg)] = 0.0
+        else:  # first: the earliest (pairs are in table order within a decision)
+            first_d, first_at = np.unique(d, return_index=True)
+            agg[first_d] = contrib[first_at]
+        total += agg
+        any_counted[d] = True
+    return np.where(any_counted, total, config.default_reward).astype(np.float32)
+
+
+def categories_of(table_size: int, parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Per event of the table its category code: the one the join gave it, UNKNOWN_CODE for events
+    no decision met (a decision id met twice keeps the larger code: one category per event)."""
+    out = np.full(table_size, -1, np.int8)
+    for idx, code in parts:
+        np.maximum.at(out, idx, code)
+    out[out < 0] = UNKNOWN_CODE
+    return out
