@@ -5,6 +5,7 @@
     rlops config bandit|ppo|ranking [--config FILE] [--set ...]           print the resolved config
     rlops init --from LOGS [--items ITEMS] [--out my.yaml]        a commented starter config from a log file
     rlops examples DIR [--split NAME] [--columns a,b] [--limit N] an Examples directory's records as CSV
+    rlops ingest --config C.yaml [--set k=v] [--out DIR] [--summary-json F]   ExperienceGen alone, with its counts
 
     rlops compile bandit|ppo|ranking --output pipeline.json [--image IMG] [--vertex-config FILE] [--vertex-set k=v]
                   [--notify-url URL]                              Vertex AI PipelineJob JSON
@@ -31,6 +32,7 @@ entry_point_setup()  # before cli_* import TensorFlow / TFX: Keras mode, quiet s
 from rlops.pipelines import (
     cli_evaluate,  # noqa: E402
     cli_examples,  # noqa: E402
+    cli_ingest,  # noqa: E402
     cli_init,  # noqa: E402
     cli_runs,  # noqa: E402
     cli_serving,  # noqa: E402
@@ -77,6 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_serving.add_parser(sub)
     cli_init.add_parser(sub)
     cli_examples.add_parser(sub)
+    cli_ingest.add_parser(sub)
     return parser
 
 

@@ -416,7 +416,7 @@ def _check_matches(key: str, pattern: str) -> None:
     import tensorflow as tf
 
     for part in (p.strip() for p in pattern.split(",")):
-        if part and "://" not in part and not tf.io.gfile.glob(part):
+        if part and "://" not in part and "{date" not in part and not tf.io.gfile.glob(part):
             raise ConfigError(f"{key}: no files match '{part}'")
 
 

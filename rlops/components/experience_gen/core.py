@@ -422,18 +422,35 @@ def apply_runtime_params(
         source = dataclasses.replace(source, **{field: type(getattr(source, field))(value)})
     fields = [f for f in reader.dated_fields if getattr(source, f)]
     dated = [f for f in fields if any(p in getattr(source, f) for p in DATE_PLACEHOLDERS)]
-    if dated:
+    events = config.events
+    events_dated = events is not None and _has_date(events.source)
+    if dated or events_dated:
         day = resolve_date(data_date, today)
-        values = {}
-        for f in dated:
-            text = getattr(source, f)
-            for placeholder, fmt in DATE_PLACEHOLDERS.items():
-                text = text.replace(placeholder, day.strftime(fmt))
-            values[f] = text
-        source = dataclasses.replace(source, **values)
+        source = _dated(source, day)
+        if events is not None:  # the events of the same day (events/{date}/*.parquet)
+            events = dataclasses.replace(events, source=_dated(events.source, day))
     elif data_date:
         raise ValueError(
             f"data_date: {data_date!r} given, but the source has no {{date}} placeholder in its "
             f"{' or '.join(fields) or 'settings'}"
         )
-    return config if source is config.source else dataclasses.replace(config, source=source)
+    if source is config.source and events is config.events:
+        return config
+    return dataclasses.replace(config, source=source, events=events)
+
+
+def _has_date(source: Any) -> bool:
+    fields = sources.source_of(source).dated_fields
+    return any(p in (getattr(source, f) or "") for f in fields for p in DATE_PLACEHOLDERS)
+
+
+def _dated(source: Any, day: datetime.date) -> Any:
+    """The source with {date} / {date_nodash} in its dated fields replaced by `day`."""
+    values = {}
+    for f in sources.source_of(source).dated_fields:
+        text = getattr(source, f)
+        if text and any(p in text for p in DATE_PLACEHOLDERS):
+            for placeholder, fmt in DATE_PLACEHOLDERS.items():
+                text = text.replace(placeholder, day.strftime(fmt))
+            values[f] = text
+    return dataclasses.replace(source, **values) if values else source

@@ -117,18 +117,14 @@ def _pending_dir(config: ExperienceGenConfig) -> str:
 
 
 def _inputs_key(config: ExperienceGenConfig) -> str:
-    """What this run reads (the sources as configured for today, and their files' stamps): equal
-    keys mean the same night run again (event_store.plan)."""
+    """Which night this run reads: its two sources as resolved for the run (patterns or queries
+    with the date filled in). Equal keys mean the same night run again (event_store.plan), even
+    when its files were written again or corrected in between."""
     import hashlib
     import json
 
-    from rlops.components.experience_gen.sources.base import file_stamps
-
     assert config.events is not None
-    parts: list = [dataclasses.asdict(config.source), dataclasses.asdict(config.events.source)]
-    for src in (config.source, config.events.source):
-        if isinstance(src, FileSource):
-            parts.append(file_stamps(src.pattern))
+    parts = [dataclasses.asdict(config.source), dataclasses.asdict(config.events.source)]
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 

@@ -192,6 +192,8 @@ def _check_bandit(values: dict[str, np.ndarray], layout: Layout, config: Experie
         _check_action(values, layout, config, rej)
     if records.REWARD in values:  # else events give the rewards (events.py)
         _finite(values[records.REWARD], f(records.REWARD), rej)
+    if records.DECISION_ID in values:  # an empty id ("" in Parquet or JSON) joins nothing: not a decision id
+        rej.add(values[records.DECISION_ID] == "", MISSING_VALUE, _message(f(records.DECISION_ID), "empty id"))
     if records.PROPENSITY in values:
         p = values[records.PROPENSITY]
         with np.errstate(invalid="ignore"):
