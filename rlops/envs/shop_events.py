@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -40,8 +41,8 @@ class ShopConfig:
 
 @dataclass
 class Night:
-    decisions: "object"  # pandas DataFrame: impression_id, ts (ISO-8601), u0.., item, propensity
-    events: "object"  # pandas DataFrame: impression_id, event_time, event_type, amount, event_id
+    decisions: Any  # pandas DataFrame: impression_id, ts (ISO-8601), u0.., item, propensity
+    events: Any  # pandas DataFrame: impression_id, event_time, event_type, amount, event_id
 
 
 class ShopEventLogs:

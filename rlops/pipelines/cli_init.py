@@ -1,6 +1,6 @@
 """`rlops init`: a commented starter config for the bandit pipeline, from a log file.
 
-    rlops init --from logs.csv [--items item_table.csv] [--out my.yaml] [--force]
+    rlops init --from logs.csv [--items item_table.csv] [--events events.csv] [--out my.yaml] [--force]
 
 Reads a sample of the logs as ingestion does (the first MiB, rows that do not parse skipped:
 experience_gen.sources.sample), profiles each column (infer_columns), guesses the action, reward,
@@ -8,6 +8,16 @@ propensity, position and timestamp columns, joins an item table's features as pe
 reads columns named by item id (`affinity_<id>` for the table's items) as one per-arm feature each,
 lists every other column as a context feature (commented out, with the reason, where it looks
 unusable), and ends with the command that runs it. What it cannot decide is one `DECIDE:` line.
+
+With --events (a file of clicks, purchases, ...: one row per event) the rewards come from the
+events instead of a reward column (experience_gen.events): the events file is sampled and profiled
+the same way, and the section proposes the join (the events column whose sampled values are most
+often a decisions id column's: bandit_columns.decision_id, events.columns.decision_id), the time on
+both sides (ISO-8601 text or epoch seconds/milliseconds: bandit_columns.decision_time,
+events.columns.time), the type column with the types seen and their counts, a value and an event id
+column where there is one, and rewards by type name (click: 1.0; a purchase, order or conversion:
+its value; other types commented out). The decisions' id and time are not context features, and a
+column named like a reward is left out of them (the outcome would leak into the features).
 """
 
 from __future__ import annotations
@@ -19,14 +29,25 @@ from dataclasses import dataclass, field
 
 from rlops.features import schema
 from rlops.pipelines.infer_columns import (
+    DECISION_ID,
+    DECISION_TIME,
+    EVENT_DECISION_ID,
+    EVENT_ID,
+    EVENT_ROLES,
+    EVENT_TIME,
+    EVENT_TYPE,
+    EVENT_VALUE,
     FLOAT,
     INT,
     LIST,
     STRING,
     Column,
+    EventGuesses,
     Guess,
     Guesses,
     PerItemColumns,
+    event_type_word,
+    guess_event_roles,
     guess_roles,
     is_row_index,
     per_item_columns,
@@ -48,6 +69,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--from", dest="logs", required=True, metavar="LOGS", help="a log file: CSV, JSON Lines or Parquet")
     p.add_argument("--items", help="an item table (one row per item: its id and features) for per-arm features")
     p.add_argument(
+        "--events",
+        help="an events file (one row per click, purchase, ...: the decision's id, a time, a type) to make the "
+        "rewards from: proposes experience_gen.events (the join, times, types and their rewards) instead of a "
+        "reward column",
+    )
+    p.add_argument(
         "--out", default=DEFAULT_OUT, help=f"where to write the config (default {DEFAULT_OUT}; - for stdout)"
     )
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
@@ -61,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
             raise InitError(f"--out {args.out}: the file exists; pass --force to overwrite it")
         if args.out != "-" and not os.path.isdir(os.path.dirname(args.out) or "."):
             raise InitError(f"--out {args.out}: no such folder: {os.path.dirname(args.out)}")
-        text, plan = starter_config(args.logs, args.items, args.out)
+        text, plan = starter_config(args.logs, args.items, args.out, getattr(args, "events", None))
     except InitError as e:
         print(f"rlops: error: {e}", file=sys.stderr)
         return 2
@@ -129,6 +156,29 @@ class Feature:
 
 
 @dataclass
+class EventReward:
+    """One event type's entry in events.rewards; `reward` None: left out (counted as unmapped_type)."""
+
+    type: str
+    reward: float | str | None
+    count: int
+    note: str
+
+
+@dataclass
+class EventsPlan:
+    path: str
+    columns: list[Column]  # the events' profiled columns
+    guesses: EventGuesses
+    rewards: list[EventReward] = field(default_factory=list)
+
+    @property
+    def binary(self) -> bool:
+        """Every reward 0 or 1: max of constants 1.0, 0 by default (clicks)."""
+        return all(r.reward in (None, 1.0) for r in self.rewards)
+
+
+@dataclass
 class Plan:
     logs: str
     columns: list[Column]  # the logs' profiled columns
@@ -143,10 +193,16 @@ class Plan:
     per_item_names: list[tuple[str, PerItemColumns]] = field(default_factory=list)  # their feature names
     decide: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    events: EventsPlan | None = None  # --events: rewards from the events
 
     def guess_lines(self) -> list[str]:
         lines = []
         for role in ("action", "reward", "propensity", "position", "timestamp"):
+            if role == "reward" and self.events is not None:
+                lines.append(
+                    f"{role:<10} <- the events of {os.path.basename(self.events.path)} (experience_gen.events)"
+                )
+                continue
             g = self.guesses.roles.get(role)
             if g is None:
                 lines.append(f"{role:<10} <- (none found)")
@@ -154,13 +210,24 @@ class Plan:
             if role == "action" and self.items:
                 g = Guess("item_id", g.column, g.sure, g.why)
             lines.append(g.line())
+        if self.events is not None:
+            for role in EVENT_ROLES:
+                eg = self.events.guesses.roles.get(role)
+                lines.append(eg.line() if eg else f"{role} <- (none found)")
         return lines
 
     def summary(self) -> list[str]:
         return self.guess_lines() + [f"note: {n}" for n in self.notes] + [f"DECIDE: {d}" for d in self.decide]
 
 
-def plan_config(log_columns: list[Column], logs: str, item_columns: list[Column] | None, items: str | None) -> Plan:
+def plan_config(
+    log_columns: list[Column],
+    logs: str,
+    item_columns: list[Column] | None,
+    items: str | None,
+    event_columns: list[Column] | None = None,
+    events: str | None = None,
+) -> Plan:
     join: dict[str, tuple[Column, float]] = {}  # log column -> (item table id column, share found)
     action_fits = None
     if item_columns is not None:
@@ -173,14 +240,29 @@ def plan_config(log_columns: list[Column], logs: str, item_columns: list[Column]
             return f"{c.describe()}; {share:.0%} of them are ids in {os.path.basename(items or '')}'s {ic.name}"
 
     guesses = guess_roles(log_columns, action_fits)
+    outcome = None  # with events: a decisions column named like a reward, left out of the features
+    if event_columns is not None:
+        guesses.rejected.pop("reward", None)
+        reward = guesses.roles.pop("reward", None)
+        if reward is not None and reward.sure != "a guess":
+            outcome = reward
     plan = Plan(logs, log_columns, guesses, [], None, items)
-    _decide_roles(plan, log_columns, item_columns is not None)
+    _decide_roles(plan, log_columns, item_columns is not None, event_columns is not None)
     roles = {g.column for r, g in guesses.roles.items() if r != "position"}  # position stays a feature
+    if event_columns is not None and events is not None:
+        plan.events = _plan_events(plan, event_columns, events)
+        roles |= {g.column for r, g in plan.events.guesses.roles.items() if r in (DECISION_ID, DECISION_TIME)}
     action = guesses.roles.get("action")
     if item_columns is not None and action is not None:  # columns named by item id: per-arm features
         plan.per_item = per_item_columns(log_columns, join[action.column][0].values, roles)
     per_item = {col for group in plan.per_item for col in group.columns.values()}
     plan.features = [_feature(c, table=False) for c in log_columns if c.name not in roles | per_item]
+    for f in plan.features:
+        if outcome is not None and f.column.name == outcome.column:
+            f.unused = (
+                f"named like a reward ({outcome.why.removeprefix('name match; ')}): the rewards come from the "
+                "events, and the outcome as a feature would leak into the policy"
+            )
     if not [f for f in plan.features if f.unused is None]:
         raise InitError(
             f"--from {logs}: no column is left for context features (columns: "
@@ -257,7 +339,7 @@ def _item_joins(log_columns: list[Column], item_columns: list[Column]) -> dict[s
     return out
 
 
-def _decide_roles(plan: Plan, columns: list[Column], per_arm: bool) -> None:
+def _decide_roles(plan: Plan, columns: list[Column], per_arm: bool, events: bool = False) -> None:
     g = plan.guesses
     for role, why in g.rejected.items():
         plan.notes.append(f"not taken as the {role}: {why}")
@@ -276,7 +358,7 @@ def _decide_roles(plan: Plan, columns: list[Column], per_arm: bool) -> None:
             f"the action column '{g.roles['action'].column}' holds text ids: give the item table (--items, "
             "per-arm features joined by id) or write the actions as integers 0..K-1"
         )
-    if "reward" not in g.roles:
+    if "reward" not in g.roles and not events:
         plan.decide.append(
             "no reward column found: set bandit_columns.reward to the column of the observed reward "
             "(a number per row; clicks as 0/1)"
@@ -294,6 +376,75 @@ def _decide_roles(plan: Plan, columns: list[Column], per_arm: bool) -> None:
             f"decision with {pos.name} as a context feature (serving: one call per position); keep that, or "
             f"delete the {pos.name} feature line to learn one choice for all slots"
         )
+
+
+def _plan_events(plan: Plan, event_columns: list[Column], events: str) -> EventsPlan:
+    """The events section: the join and time columns (a DECIDE line each where none is found), the
+    types seen and the reward of each."""
+    taken = {g.column for r, g in plan.guesses.roles.items() if r in ("action", "propensity", "position")}
+    eg = guess_event_roles(plan.columns, event_columns, taken)
+    ev = EventsPlan(events, event_columns, eg)
+    d, e = eg.column(DECISION_ID), eg.column(EVENT_DECISION_ID)
+    if eg.overlap is None and d and e:
+        plan.decide.append(
+            f"the sampled values of {events}'s '{e}' and {plan.logs}'s '{d}' did not overlap (no id in common in "
+            "the samples), so the join is a guess by name: check that both hold the decision's id in the same form, "
+            "or set bandit_columns.decision_id and events.columns.decision_id to the columns that do"
+        )
+    elif eg.overlap is None:
+        plan.decide.append(
+            f"no id column of {events} shares a sampled value with an id column of {plan.logs} (one value per "
+            "decision): set bandit_columns.decision_id and events.columns.decision_id to the columns holding the "
+            "decision's id"
+        )
+    if not eg.column(DECISION_TIME):
+        plan.decide.append(
+            f"no time column found in {plan.logs} (ISO-8601 text, or epoch seconds or milliseconds): each decision's "
+            "events are counted from its time; set bandit_columns.decision_time"
+        )
+    if not eg.column(EVENT_TIME):
+        plan.decide.append(
+            f"no time column found in {events} (ISO-8601 text, or epoch seconds or milliseconds): set "
+            "events.columns.time to the column of when each event happened"
+        )
+    value = eg.column(EVENT_VALUE)
+    type_column = next((c for c in event_columns if c.name == eg.column(EVENT_TYPE)), None)
+    if type_column is None:
+        name = os.path.basename(events).lower()
+        word = event_type_word(name)
+        key = "click" if word == "click" else "purchase" if word == "conversion" else "event"
+        rows = max((c.rows for c in event_columns), default=0)
+        note = f"no type column: every event is this one type ({rows} in the sample)"
+        ev.rewards = [EventReward(key, 1.0, rows, note + (f"; or value: the reward is its {value}" if value else ""))]
+        return ev
+    for event_type, n in type_column.counts:
+        word = event_type_word(event_type)
+        if word == "click":
+            ev.rewards.append(EventReward(event_type, 1.0, n, f"{n} in the sample"))
+        elif word == "conversion" and value:
+            ev.rewards.append(EventReward(event_type, "value", n, f"{n} in the sample; the reward is its {value}"))
+        elif word == "conversion":
+            ev.rewards.append(EventReward(event_type, 1.0, n, f"{n} in the sample; no value column found: a constant"))
+        else:
+            ev.rewards.append(EventReward(event_type, None, n, f"{n} in the sample: no reward (unmapped_type)"))
+    if ev.rewards and all(r.reward is None for r in ev.rewards):
+        first = ev.rewards[0]
+        first.reward, first.note = 1.0, f"{first.count} in the sample: the most frequent type"
+        plan.decide.append(
+            f"no event type of {events} reads as a click or a purchase ({_type_counts(type_column)}): the most "
+            f"frequent, '{first.type}', rewards 1.0 and the others none; give each type its reward in events.rewards"
+        )
+    left = [r for r in ev.rewards if r.reward is None]
+    if left:
+        plan.notes.append(
+            f"event types {', '.join(f'{r.type} ({r.count})' for r in left)} give no reward (each counted as "
+            "unmapped_type): uncomment them in events.rewards to give them one"
+        )
+    return ev
+
+
+def _type_counts(column: Column) -> str:
+    return ", ".join(f"{t} ({n})" for t, n in column.counts)
 
 
 def _plan_items(plan: Plan, item_columns: list[Column], id_column: Column) -> None:
@@ -385,11 +536,15 @@ def render(plan: Plan, command: str, out: str) -> str:
     """The commented YAML for `plan`."""
     g = plan.guesses
     items = plan.items
+    ev = plan.events
     lines = [
-        f"# Bandit pipeline config for {plan.logs}{f' with the item table {items}' if items else ''}, written by",
+        f"# Bandit pipeline config for {plan.logs}{f' with the item table {items}' if items else ''}"
+        + (f" and rewards from the events in {ev.path}" if ev else "")
+        + ", written by",
         f"#   {command}",
         f"# from {max(c.rows for c in plan.columns)} sampled rows of {os.path.basename(plan.logs)}"
         + (f" and {plan.item_rows} of {os.path.basename(items)}" if items else "")
+        + (f" and {max((c.rows for c in ev.columns), default=0)} of {os.path.basename(ev.path)}" if ev else "")
         + " (rows that do not parse are skipped, as ingestion quarantines them).",
         "# Column guesses (check them; each says why and how sure):",
         *[f"#   {line}" for line in plan.guess_lines()],
@@ -422,10 +577,31 @@ def render(plan: Plan, command: str, out: str) -> str:
             lines.append(f"    item_table_id: {_flow(plan.item_table_id)}   # the item table's id column")
     elif action:
         lines.append(f"    action: {_flow(action)}")
-    lines.append(f"    reward: {_flow(g.column('reward') or 'reward')}")
+    if ev is None:
+        lines.append(f"    reward: {_flow(g.column('reward') or 'reward')}")
     lines.append(f"    propensity: {_flow(g.column('propensity'))}")
     if g.column("timestamp"):
         lines.append(f"    timestamp: {_flow(g.column('timestamp'))}")
+    if ev is not None:
+        eg = ev.guesses
+        lines += [
+            _entry(
+                "    ",
+                "decision_id",
+                eg.column(DECISION_ID) or "decision_id",
+                "joins the events (events.columns.decision_id)"
+                if eg.column(DECISION_ID)
+                else "DECIDE: the column of each decision's id",
+            ),
+            _entry(
+                "    ",
+                "decision_time",
+                eg.column(DECISION_TIME) or "decision_time",
+                "where each decision's events window starts"
+                if eg.column(DECISION_TIME)
+                else "DECIDE: the column of each decision's time",
+            ),
+        ]
     lines.append("    features:                       # context features: kinds from the sample")
     lines += _feature_lines(plan.features, "      ")
     if items:
@@ -446,13 +622,15 @@ def render(plan: Plan, command: str, out: str) -> str:
                 f"      {_flow(name)}: {_flow(group.pattern)}   # {len(group.columns)} columns "
                 f"({first}, ...: {', '.join(kinds)})"
             )
+    if ev is not None:
+        lines += _events_lines(ev)
     if g.column("timestamp"):
         lines += [
             "  # Split by time instead of by a hash of each decision (train before the boundary, eval after):",
             f"  # splits: {{splits: [{{name: train}}, {{name: eval}}], time_column: {g.column('timestamp')},"
             " time_boundaries: [<epoch microseconds for date-times, else units as logged>]}",
         ]
-    binary = any(c.binary for c in plan.columns if c.name == g.column("reward"))
+    binary = ev.binary if ev else any(c.binary for c in plan.columns if c.name == g.column("reward"))
     lines += [
         "trainer:",
         "  agent: neural_epsilon_greedy     # or lin_ucb, lin_ts",
@@ -473,10 +651,99 @@ def render(plan: Plan, command: str, out: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def starter_config(logs: str, items: str | None = None, out: str = DEFAULT_OUT) -> tuple[str, Plan]:
+def _entry(indent: str, key: str, value: object, note: str, width: int = 34) -> str:
+    """`key: value` in flow style, its comment beside it at `width` (further when it is longer)."""
+    text = f"{indent}{key}: {_flow(value)}"
+    return f"{text:<{width}}  # {note}"
+
+
+def _why(g: Guess | None, missing: str) -> str:
+    return f"{g.sure}: {g.why}" if g else missing
+
+
+def _events_lines(ev: EventsPlan) -> list[str]:
+    """The experience_gen.events section."""
+    eg = ev.guesses
+    name = os.path.basename(ev.path)
+    r = eg.roles
+    value = eg.column(EVENT_VALUE)
+    source = {"kind": "file", "pattern": ev.path, "format": file_format(ev.path)}
+    lines = [
+        f"{'  events:':<34}  # the rewards: events of {name} joined to each decision by its id",
+        f"    source: {_flow(source)}"
+        + ("   # relative paths are read from where rlops runs" if not os.path.isabs(ev.path) else ""),
+        "    columns:",
+        _entry(
+            "      ",
+            "decision_id",
+            eg.column(EVENT_DECISION_ID) or "decision_id",
+            _why(r.get(EVENT_DECISION_ID), "DECIDE: the column of the decision's id"),
+        ),
+        _entry(
+            "      ",
+            "time",
+            eg.column(EVENT_TIME) or "time",
+            _why(r.get(EVENT_TIME), "DECIDE: when each event happened"),
+        ),
+        _entry(
+            "      ",
+            "type",
+            eg.column(EVENT_TYPE),
+            _why(r.get(EVENT_TYPE), "no type column found: every event is one type, rewards' only entry"),
+        ),
+        _entry("      ", "value", value, _why(r.get(EVENT_VALUE), "no value column found (a purchase's amount)")),
+        _entry(
+            "      ",
+            "event_id",
+            eg.column(EVENT_ID),
+            f"{_why(r.get(EVENT_ID), '')}: an event sent twice counts once"
+            if r.get(EVENT_ID)
+            else "no event id column found: exact repeats of a row count once",
+        ),
+        _entry(
+            "    ",
+            "window",
+            "30m",
+            "how long after a decision its events count: the window defines the reward (later events are late), "
+            "so keep it fixed once chosen",
+        ),
+    ]
+    type_column = next((c for c in ev.columns if c.name == eg.column(EVENT_TYPE)), None)
+    if type_column is not None:
+        lines.append(f"    # event types in the sample: {_type_counts(type_column)}")
+    lines.append(
+        f"{'    rewards:':<34}  # per event type: a constant, or value (the event's {value or 'value column'})"
+    )
+    for reward in ev.rewards:
+        if reward.reward is None:
+            lines.append(_entry("      # ", reward.type, 1.0, reward.note))
+        else:
+            lines.append(_entry("      ", reward.type, reward.reward, reward.note))
+    lines += [
+        _entry("    ", "aggregate", "max", "how a decision's events of one type combine: max, sum, first or count"),
+        _entry("    ", "default_reward", 0.0, "the reward of a decision none of whose events counts"),
+        _entry(
+            "    ",
+            "cutoff",
+            "auto",
+            "decisions whose window is still open at the latest event read wait for the next run",
+        ),
+    ]
+    return lines
+
+
+def starter_config(
+    logs: str, items: str | None = None, out: str = DEFAULT_OUT, events: str | None = None
+) -> tuple[str, Plan]:
     """The starter YAML for these files, and the plan behind it."""
     log_columns = read_columns(logs, "--from")
     item_columns = read_columns(items, "--items") if items else None
-    plan = plan_config(log_columns, logs, item_columns, items)
-    command = f"rlops init --from {logs}" + (f" --items {items}" if items else "") + f" --out {out}"
+    event_columns = read_columns(events, "--events") if events else None
+    plan = plan_config(log_columns, logs, item_columns, items, event_columns, events)
+    command = (
+        f"rlops init --from {logs}"
+        + (f" --items {items}" if items else "")
+        + (f" --events {events}" if events else "")
+        + f" --out {out}"
+    )
     return render(plan, command, out), plan

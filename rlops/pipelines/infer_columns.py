@@ -23,6 +23,7 @@ MAX_ACTIONS = 100_000  # more distinct action ids than this is not an action col
 # number column with stray values (a typo, "n/a"), which ingestion quarantines as wrong_type,
 # rather than a column of text ids.
 MAX_STRAY_SHARE = 0.01
+MAX_COUNTED = 50  # text columns with at most this many distinct values keep each value's count
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class Column:
     multivalent: bool = False  # text cells holding SEPARATOR-separated values, or a list column
     list_of: str | None = None  # LIST: FLOAT | INT | STRING
     stray: tuple[str, ...] = ()  # numbers read from text: the sampled cells that are not numbers, one per row
+    # text columns of at most MAX_COUNTED distinct values: (value, rows), most frequent first
+    counts: tuple[tuple[str, int], ...] = field(default=(), repr=False)
 
     @property
     def numeric(self) -> bool:
@@ -110,7 +113,9 @@ def _profile(name: str, column: pa.ChunkedArray) -> Column:
         with_sep = pc.sum(pc.match_substring(strings, SEPARATOR)).as_py() or 0
         if _looks_like_time(strings):
             return Column(name, TIME, rows, non_null, distinct, texts)
-        return Column(name, STRING, rows, non_null, distinct, texts, multivalent=with_sep * 2 >= non_null)
+        multivalent = with_sep * 2 >= non_null
+        counts = _counts(strings) if distinct <= MAX_COUNTED and not multivalent else ()
+        return Column(name, STRING, rows, non_null, distinct, texts, multivalent=multivalent, counts=counts)
     return Column(name, STRING, rows, non_null, distinct, texts)
 
 
@@ -149,6 +154,12 @@ def _mostly_numbers(name: str, rows: int, non_null: int, strings: pa.Array) -> C
     column = pa.array(floats, pa.float64())
     kind = INT if all(f.is_integer() for f in floats) else FLOAT
     return _numbers(name, rows, non_null, column, frozenset(numbers), kind, _distinct(column), tuple(stray))
+
+
+def _counts(strings: pa.Array) -> tuple[tuple[str, int], ...]:
+    """(value, rows) of each distinct value, most frequent first (ties: by value)."""
+    pairs = [(str(v["values"]), int(v["counts"])) for v in pc.value_counts(strings).to_pylist()]
+    return tuple(sorted(pairs, key=lambda vc: (-vc[1], vc[0])))
 
 
 def _distinct(values: pa.Array) -> int:
@@ -371,3 +382,266 @@ def per_item_columns(columns: list[Column], item_ids: Iterable[str], taken: Iter
         out.append(PerItemColumns(head + ITEM_ID_PLACEHOLDER + tail, ordered, missing))
         used.update(found.values())
     return out
+
+
+# --- events (`rlops init --events`) -----------------------------------------------------------------
+# A second file of events (clicks, purchases, ...) that the rewards are made from: which of its
+# columns holds the decision's id (and which decisions column it joins), the times on both sides,
+# the event's type, value and id. Each is a Guess of its own; where none fits the role is absent.
+
+DECISION_ID, DECISION_TIME = "decision_id", "decision_time"
+EVENT_DECISION_ID, EVENT_TIME, EVENT_TYPE, EVENT_VALUE, EVENT_ID = (
+    "events.decision_id",
+    "events.time",
+    "events.type",
+    "events.value",
+    "events.event_id",
+)
+EVENT_ROLES = (DECISION_ID, DECISION_TIME, EVENT_DECISION_ID, EVENT_TIME, EVENT_TYPE, EVENT_VALUE, EVENT_ID)
+
+JOIN_TOKENS = ("impression", "decision", "request", "recommendation", "prediction", "serving", "served", "offer")
+TIME_NAMES = ("ts", "time", "timestamp", "datetime", "date", "event_time", "event_ts", "decision_time", "created_at")
+TIME_TOKENS = ("ts", "time", "timestamp", "datetime", "date")
+TYPE_NAMES = ("type", "event_type", "event", "event_name", "kind", "event_kind", "name", "action", "category")
+TYPE_TOKENS = ("type", "event", "kind")
+VALUE_NAMES = ("value", "amount", "revenue", "price", "total", "order_value", "purchase_value", "gmv", "sales")
+VALUE_TOKENS = ("value", "amount", "revenue", "price", "total", "gmv", "sales", "spend")
+CLICK_WORDS = ("click", "tap")
+CONVERSION_WORDS = ("purchase", "order", "conversion", "convert", "buy", "checkout", "transaction", "sale")
+MOSTLY_UNIQUE = 0.9  # an id column: at least this share of its sampled values distinct
+MAX_EVENT_TYPES = 50  # more distinct values than this is not an event type column
+# epoch times by magnitude (as experience_gen.events reads them), limited to 1979..2286
+EPOCH_RANGES = (("seconds", 3e8, 1e10, 1), ("milliseconds", 3e11, 1e13, 1e3), ("microseconds", 3e14, 1e16, 1e6))
+
+
+def id_like(name: str) -> bool:
+    """id, *_id, *Id, *_uuid, *_key, ids."""
+    tokens = _tokens(name)
+    return (bool(tokens) and tokens[-1] in ("id", "ids", "uuid", "key")) or bool(re.search(r"[a-z0-9]I[dD]$", name))
+
+
+def event_id_named(name: str) -> bool:
+    """event_id, eventid, *_event_id, id (in an events file the row's own id), event_uuid."""
+    low = name.lower()
+    return low in ("id", "uuid", "event_uuid", "event_key") or low.endswith(("event_id", "eventid"))
+
+
+def join_name_score(name: str) -> int:
+    """2: an id named like a decision's (impression_id, request_id, ...); 1: another id; 0."""
+    if not id_like(name) or event_id_named(name):
+        return 0
+    return 2 if any(t.startswith(JOIN_TOKENS) for t in _tokens(name)) else 1
+
+
+def time_name_score(name: str) -> int:
+    """2: ts, time, timestamp, event_time, ...; 1: a time token (send_time, date_local) or *_at; 0."""
+    low = name.lower()
+    if low in TIME_NAMES:
+        return 2
+    return 1 if any(t in TIME_TOKENS for t in _tokens(name)) or low.endswith("_at") else 0
+
+
+def epoch_unit(c: Column) -> tuple[str, float] | None:
+    """(unit, per second) of a number column whose whole range reads as epoch times, else None."""
+    if c.kind not in (INT, FLOAT) or c.low is None or c.high is None or c.binary:
+        return None
+    for unit, low, high, per_second in EPOCH_RANGES:
+        if low <= c.low and c.high < high:
+            return unit, per_second
+    return None
+
+
+def time_fits(c: Column) -> str | None:
+    """Why the column parses as a time (ISO-8601 text, or epoch seconds/milliseconds by magnitude)."""
+    import datetime
+
+    if c.kind == TIME:
+        return "date-times"
+    epoch = epoch_unit(c)
+    if epoch is None:
+        return None
+    unit, per_second = epoch
+
+    def day(v: float | None) -> str:
+        when = datetime.datetime.fromtimestamp((v or 0) / per_second, datetime.timezone.utc)
+        return when.strftime("%Y-%m-%d %H:%M")
+
+    return f"epoch {unit}, {day(c.low)}..{day(c.high)} UTC"
+
+
+def event_type_word(event_type: str) -> str | None:
+    """'click' for a type named like a click, 'conversion' for a purchase/order/conversion, else None."""
+    low = event_type.lower()
+    if any(w in low for w in CLICK_WORDS):
+        return "click"
+    if any(w in low for w in CONVERSION_WORDS):
+        return "conversion"
+    return None
+
+
+@dataclass
+class EventGuesses:
+    """Roles (EVENT_ROLES) -> Guess; `overlap`: (sampled events' join values found among the
+    decisions', of how many distinct), None when no pair of columns shares a value."""
+
+    roles: dict[str, Guess] = field(default_factory=dict)
+    overlap: tuple[int, int] | None = None
+
+    def column(self, role: str) -> str | None:
+        g = self.roles.get(role)
+        return g.column if g else None
+
+
+def guess_event_roles(decisions: list[Column], events: list[Column], taken: Iterable[str] = ()) -> EventGuesses:
+    """The join of a decisions sample and an events sample: see the section's comment. `taken`:
+    decisions columns that have another role (the action, the propensity)."""
+    out = EventGuesses()
+    used_d, used_e = set(taken), set[str]()
+
+    def keep(role: str, g: Guess | None) -> None:
+        if g is not None:
+            out.roles[role] = g
+            (used_e if role.startswith("events.") else used_d).add(g.column)
+
+    # the event's own id: named so, and (nearly) one row each
+    for c in events:
+        if event_id_named(c.name) and c.kind in (INT, STRING) and c.distinct >= MOSTLY_UNIQUE * c.non_null > 0:
+            keep(EVENT_ID, Guess(EVENT_ID, c.name, "sure", f"name match; {c.distinct} distinct in {c.non_null} events"))
+            break
+    keep(DECISION_TIME, _time_guess(DECISION_TIME, decisions, used_d))
+    keep(EVENT_TIME, _time_guess(EVENT_TIME, events, used_e))
+    _join(out, decisions, events, used_d, used_e)
+    for role in (DECISION_ID, EVENT_DECISION_ID):
+        if role in out.roles:
+            (used_e if role.startswith("events.") else used_d).add(out.roles[role].column)
+    if DECISION_TIME not in out.roles:  # an unnamed epoch column, now that the id is known
+        keep(DECISION_TIME, _time_guess(DECISION_TIME, decisions, used_d, by_content=True))
+    if EVENT_TIME not in out.roles:
+        keep(EVENT_TIME, _time_guess(EVENT_TIME, events, used_e, by_content=True))
+    keep(EVENT_TYPE, _type_guess(events, used_e))
+    keep(EVENT_VALUE, _value_guess(events, used_e))
+    return out
+
+
+def _time_guess(role: str, columns: list[Column], used: set[str], by_content: bool = False) -> Guess | None:
+    """A time column: by name and content (by_content: content alone, the first epoch column)."""
+    found = []
+    for i, c in enumerate(columns):
+        why = time_fits(c) if c.name not in used else None
+        score = time_name_score(c.name)
+        if why is None or (id_like(c.name) and not score) or (not score and not by_content and c.kind != TIME):
+            continue
+        side = "event" if role == EVENT_TIME else "decision"
+        found.append(((-score, side not in c.name.lower(), c.kind != TIME, i), c, score, why))
+    if not found:
+        return None
+    _, c, score, why = min(found, key=lambda f: f[0])
+    sure = {2: "sure", 1: "likely"}.get(score, "likely" if c.kind == TIME else "a guess")
+    return Guess(role, c.name, sure, f"{'name match' if score else 'content only'}; {why}")
+
+
+def _join(out: EventGuesses, decisions: list[Column], events: list[Column], used_d: set[str], used_e: set[str]) -> None:
+    """The events column whose sampled values are most often a decisions column's (an id column:
+    nearly one row per decision), names like impression_id winning among the close ones; with none
+    in common, the same-named id columns (overlap stays None)."""
+    ids_d = [
+        c
+        for c in decisions
+        if c.name not in used_d
+        and c.kind in (INT, STRING)
+        and not c.multivalent
+        and c.values
+        and c.distinct >= MOSTLY_UNIQUE * c.non_null
+        and not time_name_score(c.name)
+    ]
+    ids_e = [
+        c
+        for c in events
+        if c.name not in used_e
+        and c.kind in (INT, STRING)
+        and not c.multivalent
+        and c.values
+        and not event_id_named(c.name)
+        and not time_name_score(c.name)
+    ]
+    pairs = [(d, e, len(d.values & e.values)) for d in ids_d for e in ids_e]
+    pairs = [p for p in pairs if p[2]]
+    if pairs:
+        best = max(n / len(e.values) for _, e, n in pairs)
+
+        def rank(p: tuple[Column, Column, int]) -> tuple:
+            d, e, n = p
+            share = n / len(e.values)
+            names = join_name_score(d.name) + join_name_score(e.name) if share >= best / 2 else -1
+            return (names, share, d.name == e.name)
+
+        d, e, n = max(pairs, key=rank)
+        share = n / len(e.values)
+        sure = "sure" if share >= 0.5 else "likely"
+        out.overlap = (n, len(e.values))
+        out.roles[DECISION_ID] = Guess(
+            DECISION_ID,
+            d.name,
+            sure,
+            f"{n} of the events' {len(e.values)} sampled {e.name} values are among its values",
+        )
+        out.roles[EVENT_DECISION_ID] = Guess(
+            EVENT_DECISION_ID, e.name, sure, f"{share:.0%} of its sampled values are the decisions' {d.name} values"
+        )
+        return
+    named_d = [c for c in ids_d if join_name_score(c.name)]
+    named_e = [c for c in ids_e if join_name_score(c.name)]
+    same = [(d, e) for d in named_d for e in named_e if d.name == e.name]
+    if same:
+        d, e = max(same, key=lambda de: join_name_score(de[0].name))
+    elif named_d and named_e:
+        d = max(named_d, key=lambda c: join_name_score(c.name))
+        e = max(named_e, key=lambda c: join_name_score(c.name))
+    else:
+        return
+    why = (
+        "an id column of the same name; their sampled values do not overlap"
+        if d.name == e.name
+        else ("an id column; no sampled value in common")
+    )
+    out.roles[DECISION_ID] = Guess(DECISION_ID, d.name, "a guess", why)
+    out.roles[EVENT_DECISION_ID] = Guess(EVENT_DECISION_ID, e.name, "a guess", why)
+
+
+def _type_guess(events: list[Column], used: set[str]) -> Guess | None:
+    """A text column of a few repeated values: by name (type, event_type, ...), else by the values
+    (click, purchase, ...), else the only such column."""
+    found = []
+    for i, c in enumerate(events):
+        if c.name in used or c.kind != STRING or c.multivalent or not 0 < c.distinct <= MAX_EVENT_TYPES:
+            continue
+        if c.distinct == c.non_null and c.non_null > 1:
+            continue  # every value once: not a type
+        low = c.name.lower()
+        score = 2 if low in TYPE_NAMES else 1 if any(t in TYPE_TOKENS for t in _tokens(c.name)) else 0
+        words = sum(1 for v, _ in c.counts if event_type_word(v))
+        found.append(((-score, -words, i), c, score, words))
+    if not found:
+        return None
+    _, c, score, words = min(found, key=lambda f: f[0])
+    if not score and not words and len(found) > 1:
+        return None
+    shown = f"{c.distinct} distinct strings"
+    if score:
+        return Guess(EVENT_TYPE, c.name, "sure" if score == 2 else "likely", f"name match; {shown}")
+    return Guess(EVENT_TYPE, c.name, "a guess", f"content only; {shown}")
+
+
+def _value_guess(events: list[Column], used: set[str]) -> Guess | None:
+    """A number column named like an amount, else the only number column left."""
+    numbers = [c for c in events if c.name not in used and c.kind in (FLOAT, INT) and not epoch_unit(c)]
+    for c in numbers:
+        low = c.name.lower()
+        if low in VALUE_NAMES or any(t in VALUE_TOKENS for t in _tokens(c.name)):
+            sure = "sure" if low in VALUE_NAMES else "likely"
+            return Guess(EVENT_VALUE, c.name, sure, f"name match; {c.describe()} ({c.non_null} of {c.rows} events)")
+    numbers = [c for c in numbers if not id_like(c.name)]
+    if len(numbers) == 1:
+        c = numbers[0]
+        return Guess(EVENT_VALUE, c.name, "a guess", f"content only; {c.describe()} ({c.non_null} of {c.rows} events)")
+    return None

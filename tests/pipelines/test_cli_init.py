@@ -341,3 +341,221 @@ def test_the_generated_per_arm_config_runs_to_a_verified_push_unchanged(tmp_path
     assert summary["records_quarantined"] == 0
     assert summary["pushed"], summary.get("blessing_reason")
     assert os.listdir(tmp_path / "pipeline_root" / "bandit" / "serving")
+
+
+# --- --events: rewards from a stream of events ------------------------------------------------------
+
+DECISIONS = 120
+
+
+def impressions_and_events(directory, epoch: bool = False, item_ids: bool = False) -> tuple[str, str, dict]:
+    """An impressions table (impression_id, ts, two user features, action or item_id, propensity)
+    and a clicks + purchases (+ views) table (impression_id, event_time, event_type, amount,
+    event_id). ISO-8601 times with an offset, or (epoch) seconds in the decisions and milliseconds
+    in the events. Returns the paths and each impression's expected reward (settled or not)."""
+    import datetime
+
+    rng = np.random.default_rng(4)
+    start = datetime.datetime(2026, 12, 1, 8, 0, tzinfo=datetime.timezone(datetime.timedelta(hours=1)))
+
+    def when(t: datetime.datetime, millis: bool) -> str:
+        if not epoch:
+            return t.isoformat()
+        return str(int(t.timestamp() * 1000)) if millis else str(int(t.timestamp()))
+
+    action = "item_id" if item_ids else "action"
+    decisions = [f"impression_id,ts,age,country,{action},propensity"]
+    events = ["impression_id,event_time,event_type,amount,event_id"]
+    expected: dict[str, float] = {}
+    for i in range(DECISIONS):
+        imp, t = f"imp-{i:05d}", start + datetime.timedelta(minutes=i)
+        a = int(rng.integers(0, 4))
+        decisions.append(
+            f"{imp},{when(t, False)},{int(rng.integers(18, 70))},{['fr', 'de', 'us'][i % 3]},"
+            f"{f'sku{a}' if item_ids else a},0.25"
+        )
+        reward = 0.0
+        if i % 4 == 0:  # seen: a type with no reward
+            events.append(f"{imp},{when(t, True)},view,,ev-{len(events)}")
+        if i % 3 == 0:
+            events.append(f"{imp},{when(t + datetime.timedelta(minutes=2), True)},click,,ev-{len(events)}")
+            reward += 1.0
+            if i % 9 == 0:
+                amount = 10 + i % 7 + 0.5
+                events.append(
+                    f"{imp},{when(t + datetime.timedelta(minutes=5), True)},purchase,{amount},ev-{len(events)}"
+                )
+                reward += amount  # rewards add up over types
+        expected[imp] = reward
+    d_path, e_path = os.path.join(directory, "decisions.csv"), os.path.join(directory, "events.csv")
+    with open(d_path, "w") as f:
+        f.write("\n".join(decisions) + "\n")
+    with open(e_path, "w") as f:
+        f.write("\n".join(events) + "\n")
+    return d_path, e_path, expected
+
+
+def test_events_propose_the_join_times_types_and_rewards_and_ingestion_runs_on_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # the config's root (and the events' waiting decisions) land here
+    logs, events, expected = impressions_and_events(tmp_path)
+    out = tmp_path / "cfg.yaml"
+    assert init("--from", logs, "--events", events, "--out", str(out)) == 0
+    printed = capsys.readouterr().out
+    text = out.read_text()
+    g = guesses(text)
+    assert g["reward"] == "the events of events.csv (experience_gen.events)"
+    assert g["decision_id"].startswith(
+        "impression_id  (sure: 60 of the events' 60 sampled impression_id values are among its values"
+    )
+    assert g["events.decision_id"].startswith("impression_id  (sure: 100% of its sampled values")
+    assert g["decision_time"] == "ts  (sure: name match; date-times)"
+    assert g["events.time"] == "event_time  (sure: name match; date-times)"
+    assert g["events.type"].startswith("event_type  (sure")
+    assert g["events.value"].startswith("amount  (sure")
+    assert g["events.event_id"].startswith("event_id  (sure")
+    assert decisions(text) == []
+    assert "# event types in the sample: click (40), view (30), purchase (14)" in text
+    assert "      # view: 1.0                   # 30 in the sample: no reward (unmapped_type)" in text
+    assert "note: event types view (30) give no reward" in printed
+    assert "window: 30m" in text and "the window defines the reward" in text
+
+    raw = yaml.safe_load(text)["experience_gen"]
+    cols = raw["bandit_columns"]
+    assert "reward" not in cols
+    assert (cols["decision_id"], cols["decision_time"], cols["action"], cols["propensity"]) == (
+        "impression_id",
+        "ts",
+        "action",
+        "propensity",
+    )
+    assert [f["name"] for f in cols["features"]] == ["age", "country"]  # not the id, not the time
+    assert raw["events"] == {
+        "source": {"kind": "file", "pattern": events, "format": "csv"},
+        "columns": {
+            "decision_id": "impression_id",
+            "time": "event_time",
+            "type": "event_type",
+            "value": "amount",
+            "event_id": "event_id",
+        },
+        "window": "30m",
+        "rewards": {"click": 1.0, "purchase": "value"},
+        "aggregate": "max",
+        "default_reward": 0.0,
+        "cutoff": "auto",
+    }
+
+    from rlops.components.experience_gen import run_experience_gen
+    from rlops.pipelines.cli_examples import read_examples
+
+    config = load_config("bandit", str(out)).experience_gen  # the strict loader, the file unchanged
+    assert config.events is not None and config.events.rewards == {"click": 1.0, "purchase": "value"}
+    assert (config.bandit_columns.decision_id, config.bandit_columns.decision_time) == ("impression_id", "ts")
+    r = run_experience_gen(config, str(tmp_path / "examples"), str(tmp_path / "quarantine"))
+    assert r.records_quarantined == 0 and r.records_written + r.records_pending == DECISIONS
+    # cutoff auto: the last event (impression 117's purchase, minute 122); windows closed by then: 0..92
+    assert (r.records_written, r.records_pending) == (93, 27)
+    assert r.events["unmapped_type"] > 0 and r.events["malformed"] == r.events["unknown_decision"] == 0
+    _, rows = read_examples(str(tmp_path / "examples"), columns=["decision_id", "reward"])
+    rewards = {d: float(v) for d, v in rows}
+    assert len(rewards) == r.records_written
+    assert rewards["imp-00003"] == 1.0  # clicked
+    assert rewards["imp-00001"] == 0.0 and rewards["imp-00004"] == 0.0  # nothing, a view only
+    assert rewards["imp-00009"] == pytest.approx(1.0 + 12.5)  # a click and a purchase of 12.5
+    assert all(rewards[d] == pytest.approx(expected[d]) for d in rewards)
+
+
+def test_epoch_times_an_item_table_and_a_reward_column_in_the_decisions(tmp_path):
+    """Epoch seconds in the decisions, milliseconds in the events; text item ids joined to an item
+    table; a `clicked` column in the decisions is neither the reward nor a feature."""
+    logs, events, _ = impressions_and_events(tmp_path, epoch=True, item_ids=True)
+    lines = open(logs).read().splitlines()
+    lines = [lines[0] + ",clicked"] + [line + f",{i % 2}" for i, line in enumerate(lines[1:])]
+    with open(logs, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    items = tmp_path / "items.csv"
+    items.write_text("item_id,price\n" + "".join(f"sku{i},{i}.5\n" for i in range(4)))
+    out = tmp_path / "cfg.yaml"
+    assert init("--from", logs, "--items", str(items), "--events", events, "--out", str(out)) == 0
+    text = out.read_text()
+    g = guesses(text)
+    assert g["decision_time"] == "ts  (sure: name match; epoch seconds, 2026-12-01 07:00..2026-12-01 08:59 UTC)"
+    assert g["events.time"] == (
+        "event_time  (sure: name match; epoch milliseconds, 2026-12-01 07:00..2026-12-01 09:02 UTC)"
+    )
+    assert g["item_id"].startswith("item_id  (sure")
+    assert decisions(text) == []
+    cols = yaml.safe_load(text)["experience_gen"]["bandit_columns"]
+    assert "reward" not in cols and (cols["decision_id"], cols["decision_time"]) == ("impression_id", "ts")
+    assert [f["name"] for f in cols["features"]] == ["age", "country"]
+    (clicked,) = [line for line in text.splitlines() if "{name: clicked" in line]
+    assert (
+        clicked.lstrip().startswith("# - ") and "left out: named like a reward (0/1): the rewards come from" in clicked
+    )
+    config = load_config("bandit", str(out)).experience_gen
+    assert config.events is not None and config.events.columns.time == "event_time"
+    assert config.bandit_columns.item_id == "item_id"
+
+
+def test_events_that_join_nothing_and_have_no_type_column_say_so(tmp_path, capsys):
+    logs, _, _ = impressions_and_events(tmp_path)
+    clicks = tmp_path / "clicks.csv"  # other ids, one kind of event: no type column
+    clicks.write_text("impression_id,clicked_at\n" + "".join(f"x{i},2026-12-01T08:{i:02d}:30Z\n" for i in range(30)))
+    out = tmp_path / "cfg.yaml"
+    assert init("--from", logs, "--events", str(clicks), "--out", str(out)) == 0
+    text = out.read_text()
+    (decide,) = decisions(text)
+    assert decide.startswith(
+        f"the sampled values of {clicks}'s 'impression_id' and {logs}'s 'impression_id' did not overlap"
+    )
+    assert f"DECIDE: {decide}" in capsys.readouterr().out
+    g = guesses(text)
+    assert g["decision_id"].startswith("impression_id  (a guess: an id column of the same name")
+    assert g["events.time"].startswith("clicked_at  (likely: name match; date-times")
+    assert g["events.type"] == g["events.value"] == g["events.event_id"] == "(none found)"
+    ev = yaml.safe_load(text)["experience_gen"]["events"]
+    assert ev["columns"] == {
+        "decision_id": "impression_id",
+        "time": "clicked_at",
+        "type": None,
+        "value": None,
+        "event_id": None,
+    }
+    assert ev["rewards"] == {"click": 1.0}  # one type: named after the file
+    config = load_config("bandit", str(out)).experience_gen
+    assert config.events is not None and config.events.columns.type is None
+
+    # Types none of which reads as a click or a purchase: the most frequent rewards 1.0, a DECIDE line.
+    views = tmp_path / "views.csv"
+    views.write_text(
+        "impression_id,event_time,kind\n"
+        + "".join(f"imp-{i:05d},2026-12-01T08:{i:02d}:30Z,{'view' if i % 3 else 'share'}\n" for i in range(30))
+    )
+    assert init("--from", logs, "--events", str(views), "--out", "-") == 0
+    text = capsys.readouterr().out
+    (decide,) = decisions(text)
+    assert decide.startswith(f"no event type of {views} reads as a click or a purchase (view (20), share (10))")
+    assert yaml.safe_load(text)["experience_gen"]["events"]["rewards"] == {"view": 1.0}
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "file not found (closest: 'events.csv', 'decisions.csv')"),
+        ("", "no records to read: '{path}' is empty"),
+        (
+            "impression_id,event_time,event_type\n",
+            "no records to read: '{path}' is header-only (a CSV header, no records)",
+        ),
+    ],
+    ids=["missing", "empty", "header-only"],
+)
+def test_an_events_file_without_events_exits_2_in_one_line(tmp_path, capsys, content, message):
+    logs, events, _ = impressions_and_events(tmp_path)
+    path = tmp_path / "evnts.csv" if content is None else tmp_path / "events.csv"
+    if content is not None:
+        path.write_text(content)
+    assert init("--from", logs, "--events", str(path), "--out", str(tmp_path / "x.yaml")) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == f"rlops: error: --events {path}: " + message.format(path=path)
+    assert not (tmp_path / "x.yaml").exists()

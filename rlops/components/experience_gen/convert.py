@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence, TypeAlias
 
@@ -156,14 +157,7 @@ def _scalar_arrow(arr: pa.Array, num_rows: int, dtype: str, column: str, text: b
                 )
             raise _Bad()
         if (pa.types.is_string(t) or pa.types.is_large_string(t)) and dtype == TIMESTAMP:
-            try:  # integers as logged, else date-times as epoch microseconds
-                return Extracted(_numpy(pc.cast(arr, pa.int64()), np.int64), missing, {})
-            except pa.ArrowInvalid:
-                try:
-                    us = pc.cast(pc.cast(arr, pa.timestamp("us")), pa.int64())  # naive ISO 8601, as UTC
-                except pa.ArrowInvalid:  # with offsets (Z, +02:00): else each value is parsed below
-                    us = pc.cast(pc.cast(arr, pa.timestamp("us", tz="UTC")), pa.int64())
-                return Extracted(_numpy(us, np.int64), missing, {})
+            return Extracted(_numpy(text_timestamps(arr), np.int64), missing, {})
         if pa.types.is_string(t) or pa.types.is_large_string(t):
             if not text:
                 raise _Bad()
@@ -193,6 +187,30 @@ def _scalar_arrow(arr: pa.Array, num_rows: int, dtype: str, column: str, text: b
         raise _Bad()
     except (_Bad, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return _scalar_py(arr.to_pylist(), dtype, column, text)
+
+
+_OFFSET = re.compile(r"(Z|[+-]\d\d:?\d\d)$")
+
+
+def text_timestamps(arr: pa.Array) -> pa.Array:
+    """Text times as int64: integers as logged, date-times (ISO 8601; naive ones as UTC) as epoch
+    microseconds. The first value picks which parse to try first (a failed cast costs as much as
+    several good ones); ArrowInvalid when none fits every value (then each is parsed alone)."""
+    present = arr.drop_null()
+    first = present[0].as_py() if len(present) else None
+    parses = [
+        lambda: pc.cast(arr, pa.int64()),
+        lambda: pc.cast(pc.cast(arr, pa.timestamp("us")), pa.int64()),
+        lambda: pc.cast(pc.cast(arr, pa.timestamp("us", tz="UTC")), pa.int64()),
+    ]
+    if isinstance(first, str) and not first.strip().lstrip("-").isdigit():
+        parses = parses[2:] + parses[1:2] if _OFFSET.search(first.strip()) else parses[1:]
+    for parse in parses[:-1]:
+        try:
+            return parse()
+        except pa.ArrowInvalid:
+            continue
+    return parses[-1]()
 
 
 _STRING_TARGET = {FLOAT: pa.float64(), INT: pa.int64(), TIMESTAMP: pa.int64(), BOOL: pa.bool_()}

@@ -178,21 +178,26 @@ def read_events(p: beam.Pipeline, config: EventsConfig) -> Any:
 # --- waiting decisions from the last run -----------------------------------------------------------
 
 
-def read_pending(p: beam.Pipeline, paths: list[str]) -> tuple[Any, Any]:
-    """The last run's waiting decisions -> (ValidBatch PCollection, carried EventChunk PCollection)."""
-    parts = p | "PendingParts" >> beam.Create(paths) | "ReadPending" >> beam.Map(event_store.read_part)
+@dataclasses.dataclass(frozen=True)
+class PendingItem:
+    """A work item of the Ingest step: one part file of the decisions that waited from the last run.
+    Carried decisions enter where the logs' do, so they meet the events in the same fused step
+    (a Flatten of two steps' batches would make the runner hold every decision in memory)."""
+
+    path: str
+
+    def batch(self) -> Any:
+        return event_store.read_part(self.path).batch
+
+
+def carried_events(p: beam.Pipeline, paths: list[str]) -> Any:
+    """The events carried with the last run's waiting decisions (EventChunk PCollection)."""
     return (
-        parts | "PendingDecisions" >> beam.ParDo(_CarriedDecisionsFn()),
-        parts | "PendingEvents" >> beam.ParDo(_CarriedEventsFn()),
+        p
+        | "PendingParts" >> beam.Create(paths)
+        | "ReadPending" >> beam.Map(event_store.read_part)
+        | "PendingEvents" >> beam.ParDo(_CarriedEventsFn())
     )
-
-
-class _CarriedDecisionsFn(beam.DoFn):
-    def process(self, part: event_store.PendingPart) -> Iterator[Any]:
-        from rlops.components.experience_gen.pipeline import READ
-
-        counter(READ).inc(len(part.batch))  # read = written + quarantined + pending counts them again
-        yield part.batch
 
 
 class _CarriedEventsFn(beam.DoFn):
@@ -270,7 +275,7 @@ class EventOutcomesFn(beam.DoFn):
     """The merged (index, code) arrays of every batch -> one category per event of the table:
     counted (events:<category>), and late, early and unknown ones listed in the quarantine."""
 
-    def process(self, parts: list, table: events.EventTable) -> Iterator[Quarantined]:
+    def process(self, parts: list, table: events.EventTable) -> Iterator[str]:
         codes = events.categories_of(len(table), parts)
         counts = np.bincount(codes, minlength=len(events.CATEGORIES))
         for name, n in zip(events.CATEGORIES, counts.tolist()):
@@ -278,16 +283,39 @@ class EventOutcomesFn(beam.DoFn):
                 counter(EVENTS_PREFIX + name).inc(n)
         ev = table.chunk
         quarantined = [events.CODES[c] for c in events.QUARANTINED_EVENTS if c != events.MALFORMED]
-        for i in np.flatnonzero(np.isin(codes, quarantined)).tolist():
-            name = events.CATEGORIES[codes[i]]
-            yield Quarantined(
-                events.EVENT_REASON_PREFIX + name,
-                f"event at {events.iso(int(ev.time[i]))} ({ev.types[ev.type_code[i]]}): {_WHY[name]}",
-                str(ev.file[i]),
-                int(ev.line[i]),
-                -1,
-                b"",
-            )
+        listed = np.flatnonzero(np.isin(codes, quarantined))
+        for start in range(0, len(listed), LINES_PER_ELEMENT):  # many lines per element: a few elements
+            yield "\n".join(quarantine_lines(ev, codes, listed[start : start + LINES_PER_ELEMENT]))
+
+
+def quarantine_lines(ev: events.EventChunk, codes: np.ndarray, idx: np.ndarray) -> list[str]:
+    """The quarantine's JSON line (Quarantined.to_json's fields, no payload) of each event `idx`,
+    built from per-(category, type) and per-file pieces: tens of thousands of late clicks a night."""
+    times = np.char.add(np.datetime_as_string(ev.time[idx].astype("datetime64[us]"), unit="s").astype(str), "+00:00")
+    heads: dict[tuple[int, int], str] = {}
+    tails: dict[tuple[int, int], str] = {}
+    files: dict[str, str] = {}
+    out = []
+    for i, when in zip(idx.tolist(), times.tolist()):
+        key = (int(codes[i]), int(ev.type_code[i]))
+        head = heads.get(key)
+        if head is None:
+            name = events.CATEGORIES[key[0]]
+            reason = json.dumps(events.EVENT_REASON_PREFIX + name)
+            head = heads[key] = f'{{"reason": {reason}, "message": "event at '
+            tails[key] = json.dumps(f" ({ev.types[key[1]]}): {_WHY[name]}")[1:-1]
+        path = ev.files[ev.file[i]]
+        where = files.get(path)
+        if where is None:
+            where = files[path] = json.dumps(path)
+        out.append(
+            f'{head}{when}{tails[key]}", "source_file": {where}, "line": {int(ev.line[i])}, "offset": -1, '
+            '"payload": "", "payload_encoding": "utf-8", "payload_truncated": false}'
+        )
+    return out
+
+
+LINES_PER_ELEMENT = 20_000  # quarantine lines joined into one text element (the writer appends a newline)
 
 
 _WHY = {
@@ -305,23 +333,22 @@ class FormatEventQuarantineFn(beam.DoFn):
 
 
 def join_rewards(p: beam.Pipeline, config: ExperienceGenConfig, valid: Any, store: event_store.Plan) -> tuple[Any, Any]:
-    """Valid decision batches -> (settled batches with rewards, quarantine JSON lines of events).
-    Waiting decisions are written into the store's new generation."""
+    """Valid decision batches (the last run's waiting ones among them: PendingItem) -> (settled
+    batches with rewards, quarantine JSON lines of events). Waiting decisions are written into the
+    store's new generation."""
     ev = config.events
     assert ev is not None
     chunks, malformed = read_events(p, ev)
-    paths = store.part_files()
-    carried_batches, carried_events = read_pending(p, paths)
     table = beam.pvalue.AsSingleton(
-        (chunks, carried_events)
+        (chunks, carried_events(p, store.part_files()))
         | "AllEvents" >> beam.Flatten()
         | "EventChunks" >> beam.combiners.ToList()
         | "EventTable" >> beam.Map(lambda cs: events.build_table(cs, ev))
     )
-    decisions = (valid, carried_batches) | "AllDecisions" >> beam.Flatten()
-    joined = decisions | "JoinRewards" >> beam.ParDo(JoinRewardsFn(ev), table).with_outputs(
-        CATEGORIES_TAG, PENDING_TAG, main="settled"
-    )
+    from rlops.components.experience_gen.pipeline import ValidBatch  # its coder sizes batches cheaply
+
+    join = beam.ParDo(JoinRewardsFn(ev), table).with_output_types(ValidBatch)
+    joined = valid | "JoinRewards" >> join.with_outputs(CATEGORIES_TAG, PENDING_TAG, main="settled")
     _ = joined[PENDING_TAG] | "WritePending" >> beam.ParDo(WritePendingFn(store.path))
     outcomes = (
         joined[CATEGORIES_TAG]
@@ -329,8 +356,7 @@ def join_rewards(p: beam.Pipeline, config: ExperienceGenConfig, valid: Any, stor
         | "EventOutcomes" >> beam.ParDo(EventOutcomesFn(), table)
     )
     lines = (
-        (outcomes, malformed)
-        | "AllEventQuarantine" >> beam.Flatten()
-        | "FormatEventQuarantine" >> beam.ParDo(FormatEventQuarantineFn())
-    )
+        outcomes,
+        malformed | "FormatEventQuarantine" >> beam.ParDo(FormatEventQuarantineFn()),
+    ) | "AllEventQuarantine" >> beam.Flatten()
     return joined.settled, lines

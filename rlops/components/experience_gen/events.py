@@ -119,16 +119,18 @@ def iso(us: int) -> str:
 @dataclass
 class EventChunk:
     """Events of one file (or carried with waiting decisions), columns of equal length. `types`
-    names the type codes (an event's `type_code` indexes it)."""
+    names the type codes (an event's `type_code` indexes it), `files` the file codes: numbers
+    only in the arrays, so a chunk pickles (crosses Beam's steps) at memory speed."""
 
     decision: np.ndarray  # uint64: the decision id's hash (splits.key_hash)
     time: np.ndarray  # int64 epoch microseconds
     type_code: np.ndarray  # int32 into `types`
     value: np.ndarray  # float64 (NaN: none)
     event_id: np.ndarray  # uint64: the event id's hash (or the row's, when no id column)
-    file: np.ndarray  # object: the source file (or table) each event came from
+    file: np.ndarray  # int32 into `files`: the source file (or table) each event came from
     line: np.ndarray  # int64: its line (CSV, JSON Lines: 1-based, the header is line 1) or row
     types: tuple[str, ...]
+    files: tuple[str, ...]
     carried: bool = False  # read by an earlier run, carried with a waiting decision
 
     def __len__(self) -> int:
@@ -144,6 +146,7 @@ class EventChunk:
             self.file[idx],
             self.line[idx],
             self.types,
+            self.files,
             self.carried if carried is None else carried,
         )
 
@@ -155,7 +158,7 @@ def event_chunk(
     events and (row, message) for each malformed one."""
     c = config.columns
     ids = _text(columns.get(c.decision_id), n)
-    time, time_ok = to_micros(_values(columns.get(c.time), n))
+    time, time_ok = _times(columns.get(c.time), n)
     types = _text(columns.get(c.type), n) if c.type else np.full(n, next(iter(config.rewards)), object)
     value = _numbers(columns.get(c.value), n) if c.value else np.full(n, np.nan)
     value_types = {t for t, r in config.rewards.items() if r == VALUE}
@@ -185,11 +188,35 @@ def event_chunk(
         codes.astype(np.int32),
         value[keep],
         eid,
-        np.full(int(keep.sum()), path, object),
+        np.zeros(int(keep.sum()), np.int32),
         np.asarray(lines, np.int64)[keep],
         tuple(str(t) for t in names),
+        (path,),
     )
     return chunk, bad
+
+
+def _times(col: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """An events time column -> (epoch microseconds, parsed ok): Arrow's casts when every value
+    fits one form (fast), else value by value (to_micros)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    if isinstance(col, pa.Array) and col.null_count == 0:
+        t = col.type
+        try:
+            if pa.types.is_string(t) or pa.types.is_large_string(t):
+                from rlops.components.experience_gen.convert import text_timestamps
+
+                return normalize_epoch(text_timestamps(col).to_numpy()), np.ones(n, bool)
+            if pa.types.is_timestamp(t):
+                us = pc.cast(pc.cast(col, pa.timestamp("us", tz=t.tz)), pa.int64())
+                return us.to_numpy().astype(np.int64), np.ones(n, bool)
+        except pa.ArrowInvalid:
+            pass  # mixed forms: value by value
+    return to_micros(_values(col, n))
 
 
 def _values(col: Any, n: int) -> np.ndarray:
@@ -204,6 +231,18 @@ def _values(col: Any, n: int) -> np.ndarray:
 
 
 def _text(col: Any, n: int) -> np.ndarray:
+    """Values as text ("" for missing), ids and types alike."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(col, (pa.Array, pa.ChunkedArray)):
+        try:
+            text = pc.cast(col, pa.string()).fill_null("")
+            if isinstance(text, pa.ChunkedArray):
+                text = text.combine_chunks()
+            return np.asarray(text.to_numpy(zero_copy_only=False), object)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass  # e.g. a column of lists: value by value below
     v = _values(col, n)
     out = np.empty(n, object)
     for i, x in enumerate(v.tolist()):
@@ -240,30 +279,30 @@ class EventTable:
 def build_table(chunks: Sequence[EventChunk], config: EventsConfig) -> EventTable:
     """One sorted table of every chunk; the cutoff (configured, or the latest event read: `auto`)."""
     types = tuple(sorted({t for c in chunks for t in c.types}))
-    index = {t: i for i, t in enumerate(types)}
+    files = tuple(sorted({f for c in chunks for f in c.files}))  # a file's code is its rank: the tie order
 
-    def recoded(c: EventChunk) -> np.ndarray:
-        lookup = np.array([index[t] for t in c.types], np.int32)
-        return lookup[c.type_code] if len(c.type_code) else np.zeros(0, np.int32)
+    def recoded(codes: np.ndarray, names: tuple[str, ...], all_names: tuple[str, ...]) -> np.ndarray:
+        index = {t: i for i, t in enumerate(all_names)}
+        lookup = np.array([index[t] for t in names], np.int32)
+        return lookup[codes] if len(codes) else np.zeros(0, np.int32)
 
     def cat(get: Any, dtype: Any) -> np.ndarray:
         parts = [np.asarray(get(c), dtype) for c in chunks]
         return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
     carried = cat(lambda c: np.full(len(c), c.carried), bool)
-    files = cat(lambda c: c.file, object)
     all_events = EventChunk(
         cat(lambda c: c.decision, np.uint64),
         cat(lambda c: c.time, np.int64),
-        cat(recoded, np.int32),
+        cat(lambda c: recoded(c.type_code, c.types, types), np.int32),
         cat(lambda c: c.value, np.float64),
         cat(lambda c: c.event_id, np.uint64),
-        files,
+        cat(lambda c: recoded(c.file, c.files, files), np.int32),
         cat(lambda c: c.line, np.int64),
         types,
+        files,
     )
-    file_rank = np.unique(files, return_inverse=True)[1] if len(files) else np.zeros(0, np.int64)
-    order = np.lexsort((all_events.line, file_rank, ~carried, all_events.time, all_events.decision))
+    order = np.lexsort((all_events.line, all_events.file, ~carried, all_events.time, all_events.decision))
     table = all_events.take(order)
     carried = carried[order]
     read_times = table.time[~carried]

@@ -348,6 +348,11 @@ class IngestFn(beam.DoFn):
     def process(
         self, item: Any, table: item_table.ItemTable | None = None, pending: np.ndarray | None = None
     ) -> Iterator[Any]:
+        if isinstance(item, event_graph.PendingItem):  # decisions that waited from the last run
+            batch = item.batch()
+            self.read.inc(len(batch))  # read = written + quarantined + pending counts them again
+            yield batch
+            return
         for n, out in ingest(self.plan, item, table, pending):
             self.read.inc(n)
             if isinstance(out, ValidBatch):  # multivalent lists cut to their dim: counted per feature
@@ -785,6 +790,9 @@ class FormatQuarantineFn(beam.DoFn):
 def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) -> None:
     cfg = plan.config
     items = sources.source_of(cfg.source).read(p, cfg, plan.items)
+    if plan.pending is not None and plan.pending.part_files():  # work items: small, cheap to flatten
+        waiting = [event_graph.PendingItem(path) for path in plan.pending.part_files()]
+        items = (items, p | "PendingItems" >> beam.Create(waiting)) | "AllItems" >> beam.Flatten()
     side = {}
     if plan.item_table is not None:  # per-arm: the item table read by Beam IO, joined as a side input
         side["table"] = beam.pvalue.AsSingleton(p | "ReadItemTable" >> read_item_table(cfg))
