@@ -78,6 +78,11 @@ RUN = {
     # docs/slates.md, run top to bottom by tests/test_docs_slates.py
     "from rlops.envs.slate_feedback import SlateConfig, SlateLogGenerator": "slates",
     "record_kind: slate": "slates",
+    # docs/events.md, run top to bottom by tests/test_docs_events.py
+    "decision_id: impression_id     # carried": "events",
+    "from rlops.envs.shop_events import ShopConfig, ShopEventLogs": "events",
+    ".venv/bin/rlops ingest --config shop.yaml": "events",
+    "FROM `my-proj.shop.events`": "events",
     "python -m rlops.components.experience_gen --config slates.yaml": "slates",
     "from rlops.agents.ranking.ranking_policy import slate_head": "slates",
 }
@@ -380,42 +385,66 @@ def test_the_eval_only_block_runs_experience_gen_alone_and_the_pipeline_refuses_
     assert "experience_gen.splits" in line and "'train'" in line
 
 
-def test_the_bigquery_block_maps_rows_of_the_logging_tables_shape(tmp_path):
-    """No BigQuery here: the block's own config ingests rows as BigQuery hands them over (the
-    logging table's REPEATED STRING payloads, the joined reward), one of them missing its request."""
-    from rlops.components.experience_gen import pipeline
-    from rlops.components.experience_gen.sources import Quarantined
+def test_the_bigquery_block_maps_rows_of_the_logging_tables_shape(tmp_path, monkeypatch):
+    """No BigQuery here: the block's own config ingests rows as BigQuery hands them over (Beam's
+    BigQuery read replaced by them: the logging table's REPEATED STRING payloads, one request missing
+    its payload; the events table's clicks, one late, one for a request nobody logged), end to end
+    through ExperienceGen: each request's reward comes from its clicks in the window."""
+    import apache_beam as beam
+
+    from rlops.components.experience_gen import core
+    from rlops.components.experience_gen.sources import bigquery
+    from rlops.pipelines.cli_examples import read_examples
 
     raw = load_yaml(block("kind: bigquery").text)
     raw["experience_gen"]["action_spec"] = {"shape": [], "dtype": "int32", "minimum": 0, "maximum": 3}
+    raw["experience_gen"]["max_bad_record_ratio"] = 0.5
+    raw["root"] = str(tmp_path / "root")
     path = tmp_path / "my.yaml"
     path.write_text(yaml.safe_dump(raw))
     config = load_config("bandit", str(path)).experience_gen
 
-    def row(i: int, request: dict | None, action: int, propensity: float, reward: float) -> dict:
+    def row(i: int, request: dict | None, action: int, propensity: float) -> dict:
         payload = {"action": action, "propensity": propensity, "greedy_action": action}
         return {
             "request_id": 1000 + i,
-            "logging_time": f"2026-11-23T10:00:{i:02d}Z",
+            "logging_time": f"2026-11-23T10:0{i}:00Z",
             "request_payload": [json.dumps(request)] if request is not None else [],
             "response_payload": [json.dumps(payload)],
-            "reward": reward,
         }
 
-    rows = [
-        row(0, {"user_a": "fr", "price": 1.5}, 1, 0.5, 1.0),
-        row(1, {"user_a": "us", "price": -0.5}, 3, 0.2, 0.0),
-        row(2, None, 2, 0.3, 1.0),
+    requests = [
+        row(i, {"user_a": u, "price": p}, a, 0.25)
+        for i, (u, p, a) in enumerate([("fr", 1.5, 1), ("us", -0.5, 3), ("fr", 0.5, 0), ("de", 2.0, 2)])
     ]
-    outs = [out for _, out in pipeline.ingest(pipeline.make_plan(config), (rows, "bigquery:query"))]
-    valid = [o for o in outs if isinstance(o, pipeline.ValidBatch)]
-    bad = [o for o in outs if isinstance(o, Quarantined)]
-    assert sum(len(v) for v in valid) == 2 and len(bad) == 1
-    columns = valid[0].columns
-    assert columns["action"].reshape(-1).tolist() == [1, 3]
-    np.testing.assert_allclose(columns["price"].reshape(-1), [1.5, -0.5])
-    assert [v.decode() if isinstance(v, bytes) else v for v in columns["user_a"].reshape(-1)] == ["fr", "us"]
-    assert "request_payload[0]" in json.loads(bad[0].to_json())["message"]
+    requests.append(row(4, None, 2, 0.3))
+    clicks = [
+        {"request_id": "1000", "event_time": "2026-11-23T10:05:00Z", "event_type": "click"},
+        {"request_id": "1002", "event_time": "2026-11-23T11:30:00Z", "event_type": "click"},  # after its 30m
+        {"request_id": "9999", "event_time": "2026-11-23T10:06:00Z", "event_type": "click"},  # nobody's
+        {"request_id": "1003", "event_time": "2026-11-23T12:00:00Z", "event_type": "click"},  # the latest: the cutoff
+    ]
+    monkeypatch.setattr(
+        bigquery, "bigquery_read", lambda src: beam.Create(clicks if "feedback" in src.query else requests)
+    )
+    monkeypatch.setattr(core, "check_credentials", lambda config: None)
+    result = core.run_experience_gen(config, str(tmp_path / "ex"), str(tmp_path / "q"))
+    assert (result.records_read, result.records_written, result.records_quarantined) == (5, 4, 1)
+    assert result.events == {
+        "attributed": 1,
+        "duplicate": 0,
+        "late": 2,
+        "before_decision": 0,
+        "unknown_decision": 1,
+        "unmapped_type": 0,
+        "pending": 0,
+        "malformed": 0,
+    }
+    _, rows = read_examples(str(tmp_path / "ex"), columns=["decision_id", "action", "reward", "price"])
+    got = {r[0]: (int(r[1]), float(r[2]), float(r[3])) for r in rows}
+    assert got == {"1000": (1, 1.0, 1.5), "1001": (3, 0.0, -0.5), "1002": (0, 0.0, 0.5), "1003": (2, 0.0, 2.0)}
+    [bad] = [q for q in core.read_quarantine(str(tmp_path / "q")) if not q["reason"].startswith("event_")]
+    assert "request_payload[0]" in bad["message"]
 
 
 @pytest.mark.parametrize("key", [k for k, how in RUN.items() if how == "config yaml"])

@@ -88,6 +88,7 @@ def counts_of(result: Any) -> dict:
         out["events"] = dict(result.events)
         out["events_read"] = result.events_read
         out["events_carried"] = result.events_carried
+        out["notes"] = list(result.notes)
     if result.constant_reward is not None:
         out["constant_reward"] = result.constant_reward
     return out

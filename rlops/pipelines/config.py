@@ -236,6 +236,13 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
                 f"experience_gen.record_kind: '{experience_gen.record_kind}' records train a {trained_by} "
                 f"policy, not a {kind} one; `rlops run {trained_by}` trains on them"
             )
+    given = raw.get("experience_gen")
+    columns_given = given.get("bandit_columns") if isinstance(given, dict) else None
+    columns_given = columns_given if isinstance(columns_given, dict) else {}
+    if experience_gen is not None and experience_gen.events is not None and "reward" in columns_given:
+        raise ConfigError(
+            "experience_gen.bandit_columns.reward: the rewards come from experience_gen.events; map one or the other"
+        )
     if experience_gen is not None and experience_gen.events is not None and not experience_gen.events.pending_dir:
         pending_dir = os.path.join(root, "events_pending")  # decisions that wait for the next night
         experience_gen = dataclasses.replace(

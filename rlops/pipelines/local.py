@@ -228,6 +228,7 @@ def ingest_counts(examples) -> dict:
         out["events"] = json.loads(events)
         out["events_read"] = artifact_property(examples, "events_read")
         out["events_carried"] = artifact_property(examples, "events_carried")
+        out["notes"] = json.loads(artifact_property(examples, "notes") or "[]")
     constant = artifact_property(examples, "constant_reward")
     if constant is not None:
         out["constant_reward"] = constant
@@ -253,6 +254,8 @@ def render_ingest(counts: dict, top: int = 3) -> str:
         shown = ", ".join(f"{k} {v}" for k, v in counts["events"].items())
         line += f"\n  events: read {counts.get('events_read')}" + (f" + {carried} carried" if carried else "")
         line += f": {shown}"
+    for note in counts.get("notes", []):
+        line += f"\n  {note}"
     if counts.get("constant_reward") is not None:
         line += (
             f"\n  warning: every written reward is {counts['constant_reward']:g}: nothing to learn from, and the "

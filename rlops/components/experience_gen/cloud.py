@@ -8,6 +8,7 @@ fails in one line with the fix, as `rlops submit` does.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from typing import Any
@@ -31,6 +32,14 @@ def cloud_inputs(config: ExperienceGenConfig) -> list[str]:
     item = config.item_source
     if item is not None and any(p.strip().startswith("gs://") for p in item.pattern.split(",")):
         out.append(f"experience_gen.item_source.pattern '{item.pattern}'")
+    events = config.events
+    if events is not None:  # the events source reads from the cloud the same ways
+        out += [
+            "experience_gen.events." + where.removeprefix("experience_gen.")
+            for where in sources.source_of(events.source).cloud_inputs(
+                dataclasses.replace(config, source=events.source)
+            )
+        ]
     return out
 
 
@@ -38,6 +47,12 @@ def raw_cloud_inputs(section: dict) -> list[str]:
     """cloud_inputs of an experience_gen section still in its YAML form (a dict): a check that can
     run before the typed config is built (which imports TensorFlow, seconds)."""
     out = []
+    events = section.get("events")
+    if isinstance(events, dict) and isinstance(events.get("source"), dict):
+        out += [
+            "experience_gen.events." + where.removeprefix("experience_gen.")
+            for where in raw_cloud_inputs({"source": events["source"]})
+        ]
     for key in ("source", "item_source"):
         s = section.get(key)
         if not isinstance(s, dict):

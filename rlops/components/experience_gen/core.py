@@ -63,6 +63,7 @@ class IngestResult:
     events_read: int = 0  # events read this run (malformed ones included)
     events_carried: int = 0  # events carried in with the decisions that waited from the last run
     reward_range: tuple[float, float] | None = None  # the smallest and largest reward written
+    notes: list[str] = field(default_factory=list)  # what the user should know, one line each
 
     @property
     def constant_reward(self) -> float | None:
@@ -99,6 +100,7 @@ class IngestResult:
             out["events"] = json.dumps(self.events)  # in events.CATEGORIES' order
             out["events_read"] = self.events_read
             out["events_carried"] = self.events_carried
+            out["notes"] = json.dumps(self.notes)
         if self.constant_reward is not None:  # the Evaluator refuses to bless on such data
             out["constant_reward"] = self.constant_reward
         for split in self.split_names:
@@ -133,8 +135,14 @@ def run_experience_gen(
     options = PipelineOptions(list(beam_pipeline_args or []))
     p = beam.Pipeline(runner=in_process_runner(options), options=options)  # DirectRunner: no Prism attempt
     pipeline.build(p, plan, examples_uri, quarantine_uri)
-    beam_result = p.run()
-    beam_result.wait_until_finish()
+    try:
+        beam_result = p.run()
+        beam_result.wait_until_finish()
+    finally:
+        if plan.events_scratch is not None:  # the events' chunks and table: this run's only
+            from rlops.components.experience_gen import event_files
+
+            event_files.remove(plan.events_scratch)
     pipeline.write_legacy_schema(plan, examples_uri)
     counters = _counters(beam_result)
     result = _result(config, counters, examples_uri, quarantine_uri)
@@ -191,6 +199,9 @@ def _settle_events(plan: Any, result: IngestResult, counters: Mapping[str, int])
     result.events_read = counters.get(event_graph.EVENTS_READ, 0)
     result.events_carried = counters.get(event_graph.EVENTS_CARRIED, 0)
     assert plan.config.events is not None
+    result.notes.extend(_type_notes(plan.config.events.rewards, counters))
+    for note in result.notes:
+        log.info("experience_gen: %s", note)
     if result.events_read == 0 and plan.config.events.cutoff == "auto":
         raise InputError(
             f"experience_gen.events.source: no event was read ({_events_where(plan.config.events.source)}), so with "
@@ -202,6 +213,27 @@ def _settle_events(plan: Any, result: IngestResult, counters: Mapping[str, int])
             + " + ".join(f"{k} {v}" for k, v in result.events.items()),
             result,
         )
+
+
+def _type_notes(rewards: Mapping[str, Any], counters: Mapping[str, int]) -> list[str]:
+    """A rewards entry for a type no event had, and the types read that no entry names."""
+    from rlops.components.experience_gen import event_graph
+
+    prefix = event_graph.EVENT_TYPE_PREFIX
+    seen = {k[len(prefix) :]: v for k, v in counters.items() if k.startswith(prefix)}
+    shown = ", ".join(f"{t} {n}" for t, n in sorted(seen.items(), key=lambda kv: -kv[1])) or "none"
+    notes = [
+        f"note: experience_gen.events.rewards['{t}']: no event of this type was read (types read: {shown})"
+        for t in rewards
+        if t not in seen
+    ]
+    unmapped = {t: n for t, n in seen.items() if t not in rewards}
+    if unmapped:
+        names = ", ".join(f"{t} ({n})" for t, n in sorted(unmapped.items(), key=lambda kv: -kv[1]))
+        notes.append(
+            f"note: event types that experience_gen.events.rewards does not name count as unmapped_type: {names}"
+        )
+    return notes
 
 
 def _events_where(src: Any) -> str:

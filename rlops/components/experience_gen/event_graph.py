@@ -21,8 +21,9 @@ from typing import Any, Iterator
 
 import apache_beam as beam
 import numpy as np
+from apache_beam.io.filesystems import FileSystems
 
-from rlops.components.experience_gen import event_store, events, records, sinks
+from rlops.components.experience_gen import event_files, event_store, events, records, sinks
 from rlops.components.experience_gen.config import BigQuerySource, EventsConfig, ExperienceGenConfig, FileSource
 from rlops.components.experience_gen.sources import Quarantined
 from rlops.components.experience_gen.sources.base import compression_type
@@ -30,6 +31,7 @@ from rlops.components.experience_gen.sources.base import compression_type
 NS = sinks.METRICS_NAMESPACE
 EVENTS_PREFIX = "events:"  # Beam counters events:<category>, events:read, events:carried
 EVENTS_READ, EVENTS_CARRIED = "events:read", "events:carried"
+EVENT_TYPE_PREFIX = "event_type:"  # well-formed events read per type (notes on rewards' types)
 RECORDS_PENDING = "records_pending"
 CATEGORIES_TAG, PENDING_TAG, MALFORMED_TAG = "categories", "pending", "malformed"
 
@@ -44,8 +46,9 @@ def counter(name: str) -> Any:
 class ParseEventsFileFn(beam.DoFn):
     """A matched events file -> one EventChunk, and its malformed rows (tagged) as Quarantined."""
 
-    def __init__(self, config: EventsConfig):
+    def __init__(self, config: EventsConfig, scratch: str):
         self.config = config
+        self.scratch = scratch
 
     def process(self, f: Any) -> Iterator[Any]:
         src = self.config.source
@@ -54,7 +57,7 @@ class ParseEventsFileFn(beam.DoFn):
         with f.open(compression_type=compression_type(path, src)) as fh:
             table = read_events_table(fh.read(), src, self.config)
         first = 0 if src.format == "parquet" else 2 if (src.format == "csv" and src.csv_header) else 1
-        yield from _chunk_outputs(table, self.config, path, np.arange(table.num_rows) + first)
+        yield from _chunk_outputs(table, self.config, path, np.arange(table.num_rows) + first, self.scratch)
 
 
 def read_events_table(data: bytes, src: FileSource, config: EventsConfig) -> Any:
@@ -89,7 +92,9 @@ def read_events_table(data: bytes, src: FileSource, config: EventsConfig) -> Any
     )
 
 
-def _chunk_outputs(table: Any, config: EventsConfig, path: str, lines: np.ndarray) -> Iterator[Any]:
+def _chunk_outputs(table: Any, config: EventsConfig, path: str, lines: np.ndarray, scratch: str) -> Iterator[Any]:
+    """A parsed events table -> its chunk, written to `scratch` (an event_files.ChunkRef), and its
+    malformed rows (tagged) as Quarantined."""
     check_event_columns(table.column_names, config, path, table.num_rows)
     n = table.num_rows
     columns = {name: table.column(name) for name in table.column_names}
@@ -104,7 +109,10 @@ def _chunk_outputs(table: Any, config: EventsConfig, path: str, lines: np.ndarra
             Quarantined(events.EVENT_REASON_PREFIX + events.MALFORMED, message, path, int(lines[i]), -1, payload),
         )
     if len(chunk):
-        yield chunk
+        codes, counts = np.unique(chunk.type_code, return_counts=True)
+        for code, count in zip(codes.tolist(), counts.tolist()):
+            counter(EVENT_TYPE_PREFIX + chunk.types[code]).inc(count)
+        yield event_files.write_chunk(scratch, chunk)
 
 
 def _plain(v: Any) -> Any:
@@ -127,12 +135,33 @@ def check_event_columns(names: list[str], config: EventsConfig, path: str, rows:
             )
 
 
+def check_first_events_file(config: EventsConfig) -> None:
+    """At planning: the first events file's columns hold every mapped one (one error naming the
+    config key and the closest columns, before any decision is read)."""
+    from rlops.components.experience_gen.sources.base import match_files
+
+    src = config.source
+    if not isinstance(src, FileSource):
+        return
+    try:
+        path = match_files(src.pattern)[0][0]
+    except FileNotFoundError as e:
+        raise ValueError(f"experience_gen.events.source.pattern: {e}") from e
+    with FileSystems.open(path, compression_type=compression_type(path, src)) as f:
+        data = f.read() if src.format == "parquet" else f.read(1 << 20)
+    if src.format != "parquet" and len(data) == 1 << 20:
+        data = data[: data.rfind(b"\n") + 1]  # whole lines of the first MiB
+    table = read_events_table(data, src, config)
+    check_event_columns(table.column_names, config, path, table.num_rows)
+
+
 class ParseEventRowsFn(beam.DoFn):
     """A batch of BigQuery rows (dicts) -> one EventChunk and its malformed rows."""
 
-    def __init__(self, config: EventsConfig, name: str):
+    def __init__(self, config: EventsConfig, name: str, scratch: str):
         self.config = config
         self.name = name
+        self.scratch = scratch
 
     def process(self, rows: list[dict]) -> Iterator[Any]:
         import pyarrow as pa
@@ -141,11 +170,11 @@ class ParseEventRowsFn(beam.DoFn):
         wanted = [x for x in (c.decision_id, c.time, c.type, c.value, c.event_id) if x]
         present = set().union(*(r.keys() for r in rows)) if rows else set()
         table = pa.table({k: pa.array([_plain(r.get(k)) for r in rows]) for k in wanted if k in present})
-        yield from _chunk_outputs(table, self.config, self.name, np.full(len(rows), -1))
+        yield from _chunk_outputs(table, self.config, self.name, np.full(len(rows), -1), self.scratch)
 
 
-def read_events(p: beam.Pipeline, config: EventsConfig) -> Any:
-    """The events source -> (EventChunk PCollection, malformed Quarantined PCollection)."""
+def read_events(p: beam.Pipeline, config: EventsConfig, scratch: str) -> Any:
+    """The events source -> (ChunkRef PCollection, malformed Quarantined PCollection)."""
     src = config.source
     if isinstance(src, BigQuerySource):
         from rlops.components.experience_gen.sources.bigquery import bigquery_read
@@ -156,7 +185,7 @@ def read_events(p: beam.Pipeline, config: EventsConfig) -> Any:
             | "BatchEvents"
             >> beam.BatchElements(min_batch_size=min(1000, src.batch_size), max_batch_size=src.batch_size)
             | "ParseEvents"
-            >> beam.ParDo(ParseEventRowsFn(config, f"bigquery:{src.table or 'query'}")).with_outputs(
+            >> beam.ParDo(ParseEventRowsFn(config, f"bigquery:{src.table or 'query'}", scratch)).with_outputs(
                 MALFORMED_TAG, main="chunks"
             )
         )
@@ -170,7 +199,7 @@ def read_events(p: beam.Pipeline, config: EventsConfig) -> Any:
             | "EventPatterns" >> beam.Create(patterns)
             | "MatchEventFiles" >> fileio.MatchAll()
             | "OpenEventFiles" >> fileio.ReadMatches()
-            | "ParseEvents" >> beam.ParDo(ParseEventsFileFn(config)).with_outputs(MALFORMED_TAG, main="chunks")
+            | "ParseEvents" >> beam.ParDo(ParseEventsFileFn(config, scratch)).with_outputs(MALFORMED_TAG, main="chunks")
         )
     return parsed.chunks, parsed[MALFORMED_TAG]
 
@@ -190,21 +219,24 @@ class PendingItem:
         return event_store.read_part(self.path).batch
 
 
-def carried_events(p: beam.Pipeline, paths: list[str]) -> Any:
-    """The events carried with the last run's waiting decisions (EventChunk PCollection)."""
+def carried_events(p: beam.Pipeline, paths: list[str], scratch: str) -> Any:
+    """The events carried with the last run's waiting decisions (ChunkRef PCollection)."""
     return (
         p
         | "PendingParts" >> beam.Create(paths)
         | "ReadPending" >> beam.Map(event_store.read_part)
-        | "PendingEvents" >> beam.ParDo(_CarriedEventsFn())
+        | "PendingEvents" >> beam.ParDo(_CarriedEventsFn(scratch))
     )
 
 
 class _CarriedEventsFn(beam.DoFn):
+    def __init__(self, scratch: str):
+        self.scratch = scratch
+
     def process(self, part: event_store.PendingPart) -> Iterator[Any]:
         counter(EVENTS_CARRIED).inc(len(part.events))
         if len(part.events):
-            yield part.events
+            yield event_files.write_chunk(self.scratch, part.events)
 
 
 def pending_ids(p: beam.Pipeline, paths: list[str]) -> Any:
@@ -234,7 +266,8 @@ class JoinRewardsFn(beam.DoFn):
     def __init__(self, config: EventsConfig):
         self.config = config
 
-    def process(self, batch: Any, table: events.EventTable) -> Iterator[Any]:
+    def process(self, batch: Any, table_ref: event_files.TableRef) -> Iterator[Any]:
+        table = event_files.load_table(table_ref)
         cols = batch.columns
         times = events.normalize_epoch(cols[records.DECISION_TIME])
         j = events.join_batch(cols[records.DECISION_ID], times, table, self.config)
@@ -275,7 +308,8 @@ class EventOutcomesFn(beam.DoFn):
     """The merged (index, code) arrays of every batch -> one category per event of the table:
     counted (events:<category>), and late, early and unknown ones listed in the quarantine."""
 
-    def process(self, parts: list, table: events.EventTable) -> Iterator[str]:
+    def process(self, parts: list, table_ref: event_files.TableRef) -> Iterator[str]:
+        table = event_files.load_table(table_ref)
         codes = events.categories_of(len(table), parts)
         counts = np.bincount(codes, minlength=len(events.CATEGORIES))
         for name, n in zip(events.CATEGORIES, counts.tolist()):
@@ -332,18 +366,22 @@ class FormatEventQuarantineFn(beam.DoFn):
         yield q.to_json()
 
 
-def join_rewards(p: beam.Pipeline, config: ExperienceGenConfig, valid: Any, store: event_store.Plan) -> tuple[Any, Any]:
+def join_rewards(
+    p: beam.Pipeline, config: ExperienceGenConfig, valid: Any, store: event_store.Plan, scratch: str
+) -> tuple[Any, Any, Any]:
     """Valid decision batches (the last run's waiting ones among them: PendingItem) -> (settled
-    batches with rewards, quarantine JSON lines of events). Waiting decisions are written into the
-    store's new generation."""
+    batches with rewards, quarantine lines of late, early and unknown events, those of malformed
+    ones). Waiting decisions are written into the store's new generation; the events' chunks and
+    table into `scratch` (removed by the run when it ends)."""
     ev = config.events
     assert ev is not None
-    chunks, malformed = read_events(p, ev)
+    chunks, malformed = read_events(p, ev, scratch)
+    table_dir = FileSystems.join(scratch, "table")
     table = beam.pvalue.AsSingleton(
-        (chunks, carried_events(p, store.part_files()))
+        (chunks, carried_events(p, store.part_files(), scratch))
         | "AllEvents" >> beam.Flatten()
         | "EventChunks" >> beam.combiners.ToList()
-        | "EventTable" >> beam.Map(lambda cs: events.build_table(cs, ev))
+        | "EventTable" >> beam.Map(lambda refs: event_files.build_table_files(refs, ev, table_dir))
     )
     from rlops.components.experience_gen.pipeline import ValidBatch  # its coder sizes batches cheaply
 
@@ -355,8 +393,4 @@ def join_rewards(p: beam.Pipeline, config: ExperienceGenConfig, valid: Any, stor
         | "AllCategories" >> beam.combiners.ToList()
         | "EventOutcomes" >> beam.ParDo(EventOutcomesFn(), table)
     )
-    lines = (
-        outcomes,
-        malformed | "FormatEventQuarantine" >> beam.ParDo(FormatEventQuarantineFn()),
-    ) | "AllEventQuarantine" >> beam.Flatten()
-    return joined.settled, lines
+    return joined.settled, outcomes, malformed | "FormatEventQuarantine" >> beam.ParDo(FormatEventQuarantineFn())

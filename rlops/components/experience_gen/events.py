@@ -1,9 +1,9 @@
 """Events to rewards: the join of decisions with a stream of events, in NumPy (docs/events.md).
 
 The Beam graph (event_graph.py) reads the events into one compact `EventTable` (hashes, times,
-type codes and values, sorted by decision), hands it to every worker as a side input, and joins
-each batch of decisions against it with `join_batch`: decisions stream through without a shuffle
-(events are the small side: a few per decision at most, 40 bytes each here). Every event that a
+type codes and values, sorted by decision; event_files.py keeps it on disk, memory-mapped) and
+joins each batch of decisions against it with `join_batch`: decisions stream through without a
+shuffle (events are the small side: a few per decision at most, 44 bytes each here). Every event that a
 decision meets gets one category; an event no decision meets is `unknown_decision`.
 
 An event's category, checked in this order (the contract users read in docs/events.md):
@@ -274,45 +274,6 @@ class EventTable:
 
     def __len__(self) -> int:
         return len(self.chunk)
-
-
-def build_table(chunks: Sequence[EventChunk], config: EventsConfig) -> EventTable:
-    """One sorted table of every chunk; the cutoff (configured, or the latest event read: `auto`)."""
-    types = tuple(sorted({t for c in chunks for t in c.types}))
-    files = tuple(sorted({f for c in chunks for f in c.files}))  # a file's code is its rank: the tie order
-
-    def recoded(codes: np.ndarray, names: tuple[str, ...], all_names: tuple[str, ...]) -> np.ndarray:
-        index = {t: i for i, t in enumerate(all_names)}
-        lookup = np.array([index[t] for t in names], np.int32)
-        return lookup[codes] if len(codes) else np.zeros(0, np.int32)
-
-    def cat(get: Any, dtype: Any) -> np.ndarray:
-        parts = [np.asarray(get(c), dtype) for c in chunks]
-        return np.concatenate(parts) if parts else np.zeros(0, dtype)
-
-    carried = cat(lambda c: np.full(len(c), c.carried), bool)
-    all_events = EventChunk(
-        cat(lambda c: c.decision, np.uint64),
-        cat(lambda c: c.time, np.int64),
-        cat(lambda c: recoded(c.type_code, c.types, types), np.int32),
-        cat(lambda c: c.value, np.float64),
-        cat(lambda c: c.event_id, np.uint64),
-        cat(lambda c: recoded(c.file, c.files, files), np.int32),
-        cat(lambda c: c.line, np.int64),
-        types,
-        files,
-    )
-    order = np.lexsort((all_events.line, all_events.file, ~carried, all_events.time, all_events.decision))
-    table = all_events.take(order)
-    carried = carried[order]
-    read_times = table.time[~carried]
-    if config.cutoff != "auto":
-        cutoff = parse_cutoff(config.cutoff)
-    elif len(read_times):
-        cutoff = int(read_times.max())
-    else:
-        cutoff = NO_CUTOFF
-    return EventTable(table, cutoff, carried)
 
 
 NO_CUTOFF = np.iinfo(np.int64).min  # `auto` with no event read: the run cannot settle a decision

@@ -27,6 +27,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from rlops.components.common.decision_kinds import BANDIT, SLATE, decision_kind
 from rlops.components.experience_gen import (
+    event_files,
     event_graph,
     event_store,
     features,
@@ -50,6 +51,9 @@ NS = sinks.METRICS_NAMESPACE
 READ, QUARANTINED, UNREADABLE, TRUNCATED = "read", "quarantined", "unreadable", "truncated"
 QUARANTINE_PREFIX = "quarantine"
 QUARANTINE_DEST = "<quarantine>"  # its name among the written destinations: no split can take it
+# Late, early and unknown events: written where they are listed (a Flatten with the records'
+# quarantine would hold every line in memory first); `quarantine*` files, read as one quarantine.
+EVENTS_QUARANTINE_DEST, EVENTS_QUARANTINE_PREFIX = "<events quarantine>", "quarantine-events"
 BAD_GROUPS = "bad_groups"  # IngestFn's output of BadStep marks (grouped kinds)
 SLATE_IDS, SLATE_IDS_GROUPING = "slate_ids", "slate_ids_grouping"  # pages seen, and those of > 1 row
 EPISODE_NOT_CONTIGUOUS = "episode_not_contiguous"
@@ -71,6 +75,7 @@ class Plan:
     item_table: item_table.ItemTable | None = None  # per-arm: the joined item-features table (small)
     item_ids: tuple[str, ...] = ()  # slates with an item table: its ids, an item's index is its row
     pending: event_store.Plan | None = None  # events: where waiting decisions are read and written
+    events_scratch: str | None = None  # events: this run's chunks and table (event_files.py)
 
     @property
     def item_index(self) -> dict[str, int]:
@@ -102,8 +107,10 @@ def make_plan(config: ExperienceGenConfig) -> Plan:
         config = slates.resolve_first_position(config, _sampled_ints(peek, config.slate_columns.position))
     pending = None
     if config.events is not None:
+        event_graph.check_first_events_file(config.events)
         pending = event_store.plan(_pending_dir(config), _inputs_key(config), _layout_key(layout))
-    return Plan(config, layout, planned.items, table, item_ids, pending)
+    scratch = None if pending is None else event_files.scratch_dir(pending.path)
+    return Plan(config, layout, planned.items, table, item_ids, pending, scratch)
 
 
 def _pending_dir(config: ExperienceGenConfig) -> str:
@@ -803,10 +810,13 @@ def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) 
     valid = ingested.valid
     if cfg.reshuffle:
         valid = valid | "Reshuffle" >> beam.Reshuffle()
-    event_lines = []
+    event_lines, outcome_lines = [], None
     if plan.pending is not None:  # events to rewards: decisions meet the events (event_graph.py)
-        valid, lines = event_graph.join_rewards(p, cfg, valid, plan.pending)
-        event_lines.append(lines)
+        assert plan.events_scratch is not None
+        valid, outcome_lines, malformed_lines = event_graph.join_rewards(
+            p, cfg, valid, plan.pending, plan.events_scratch
+        )
+        event_lines.append(malformed_lines)
     names = cfg.splits.names
     quarantined, bad = [ingested[QUARANTINE_PREFIX]], ingested[BAD_GROUPS]
     if plan.layout.kind == BANDIT:
@@ -848,7 +858,13 @@ def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) 
     dests[QUARANTINE_DEST] = writes.Destination(
         QUARANTINE_DEST, FileSystems.join(quarantine_uri, QUARANTINE_PREFIX), ".jsonl.gz", writes.TEXT
     )
-    writes.write_all({**{n: out[n] for n in names}, QUARANTINE_DEST: lines}, dests)
+    outputs = {**{n: out[n] for n in names}, QUARANTINE_DEST: lines}
+    if outcome_lines is not None:
+        outputs[EVENTS_QUARANTINE_DEST] = outcome_lines
+        dests[EVENTS_QUARANTINE_DEST] = writes.Destination(
+            EVENTS_QUARANTINE_DEST, FileSystems.join(quarantine_uri, EVENTS_QUARANTINE_PREFIX), ".jsonl.gz", writes.TEXT
+        )
+    writes.write_all(outputs, dests)
 
 
 def _reserved(plan: Plan) -> tuple[str, ...]:
