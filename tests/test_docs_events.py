@@ -79,6 +79,34 @@ def test_events_page_runs_two_nights(tmp_path, monkeypatch, capsys):
     assert not set(ids["night1"]) & set(ids["night2"]) and len(set(ids["night2"])) == len(ids["night2"])
 
 
+def test_the_bring_your_own_logs_events_block_overlays_a_config(tmp_path, monkeypatch):
+    """docs/bring-your-own-logs.md's second shape: its block over the page's shop config (reward
+    column dropped) loads, with the events section it shows."""
+    from test_docs import block
+
+    from rlops.pipelines.config import build_config, load_raw, merge_raw, schema
+
+    monkeypatch.chdir(tmp_path)
+    config, python, _, _ = _blocks()
+    _nights(tmp_path, python)
+    base = yaml.safe_load(config.text)
+    del base["experience_gen"]["events"]
+    for key in ("decision_id", "decision_time"):
+        del base["experience_gen"]["bandit_columns"][key]
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))
+    raw = merge_raw(
+        schema("bandit"), load_raw("bandit", "base.yaml"), load_yaml_text(block("# rewards as events").text)
+    )
+    built = build_config("bandit", raw).experience_gen
+    assert built.bandit_columns.decision_id == "impression_id" and built.bandit_columns.decision_time == "ts"
+    assert built.events is not None and built.events.rewards == {"click": 1.0, "purchase": "value"}
+    assert built.events.pending_dir == "pipeline_root/shop/events_pending"
+
+
+def load_yaml_text(text: str) -> dict:
+    return yaml.safe_load(text)
+
+
 @pytest.mark.slow
 def test_the_bigquery_events_block_gives_the_files_rewards(tmp_path, monkeypatch):
     """The page's BigQuery events section on the same events as rows (as Beam's BigQuery read

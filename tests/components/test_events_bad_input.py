@@ -14,9 +14,12 @@ from rlops.pipelines import cli
 DECISIONS = "impression_id,ts,u0,item,propensity\n" + "".join(
     f"i{i},2026-12-01T10:{i % 60:02d}:00+00:00,{i / 10},{i % 3},0.3333\n" for i in range(60)
 )
-EVENTS = "impression_id,event_time,event_type,amount\n" + "".join(
-    f"i{i},2026-12-01T10:{i % 60 + 1:02d}:00+00:00,click,\n" for i in range(0, 60, 3)
-) + "i5,2026-12-01T10:07:00+00:00,purchase,abc\n" + "i7,2026-12-01T13:00:00+00:00,click,\n"
+EVENTS = (
+    "impression_id,event_time,event_type,amount\n"
+    + "".join(f"i{i},2026-12-01T10:{i % 60 + 1:02d}:00+00:00,click,\n" for i in range(0, 60, 3))
+    + "i5,2026-12-01T10:07:00+00:00,purchase,abc\n"
+    + "i7,2026-12-01T13:00:00+00:00,click,\n"
+)
 
 
 def _config(tmp_path, events: str = EVENTS, **events_section) -> str:
@@ -61,12 +64,17 @@ def _one_line_error(capsys, argv: list[str]) -> str:
 @pytest.mark.parametrize(
     "change, expected",
     [
-        ({"columns": {"decision_id": "impression_id", "time": "event_tme", "type": "event_type"}},
-         "experience_gen.events.columns.time: column 'event_tme' is not in"),
+        (
+            {"columns": {"decision_id": "impression_id", "time": "event_tme", "type": "event_type"}},
+            "experience_gen.events.columns.time: column 'event_tme' is not in",
+        ),
         ({"window": "0m"}, "experience_gen.events.window: '0m' must be longer than 0"),
         ({"window": "-5m"}, "experience_gen.events.window: '-5m' is not a duration"),
         ({"window": "half an hour"}, "experience_gen.events.window: 'half an hour' is not a duration"),
-        ({"aggregate": "maxx"}, "experience_gen.events.aggregate: 'maxx' is not one of first, max, sum, count; did you mean 'max'?"),
+        (
+            {"aggregate": "maxx"},
+            "experience_gen.events.aggregate: 'maxx' is not one of first, max, sum, count; did you mean 'max'?",
+        ),
         ({"aggregate": {"clik": "max"}}, "experience_gen.events.aggregate['clik']: not a type in events.rewards"),
         ({"cutoff": "tomorrow"}, "experience_gen.events.cutoff: 'tomorrow' is not a time"),
         ({"rewards": {"purchase": "amount"}}, "experience_gen.events.rewards['purchase']: a number or 'value'"),

@@ -261,18 +261,24 @@ def pending_ids(p: beam.Pipeline, paths: list[str]) -> Any:
 
 class JoinRewardsFn(beam.DoFn):
     """Decisions -> settled ones with their reward (main), waiting ones with their events
-    ('pending'), and the categories of the events they met ('categories')."""
+    ('pending'), and, once per bundle, the category of every event its decisions met
+    ('categories': one int8 per event of the table, -1 where none met it)."""
 
     def __init__(self, config: EventsConfig):
         self.config = config
+
+    def start_bundle(self) -> None:
+        self.codes: np.ndarray | None = None
 
     def process(self, batch: Any, table_ref: event_files.TableRef) -> Iterator[Any]:
         table = event_files.load_table(table_ref)
         cols = batch.columns
         times = events.normalize_epoch(cols[records.DECISION_TIME])
         j = events.join_batch(cols[records.DECISION_ID], times, table, self.config)
-        if len(j.event_index):
-            yield beam.pvalue.TaggedOutput(CATEGORIES_TAG, (j.event_index, j.event_code))
+        if len(j.event_index):  # kept per bundle: a few bytes per event instead of an element per batch
+            if self.codes is None:
+                self.codes = np.full(len(table), -1, np.int8)
+            np.maximum.at(self.codes, j.event_index, j.event_code)
         waiting = np.flatnonzero(j.pending)
         if len(waiting):
             counter(RECORDS_PENDING).inc(len(waiting))
@@ -282,6 +288,13 @@ class JoinRewardsFn(beam.DoFn):
         if len(settled):
             out = batch if len(settled) == len(batch) else _rows(batch, settled)
             yield dataclasses.replace(out, columns={**out.columns, records.REWARD: j.reward[settled]})
+
+    def finish_bundle(self) -> Iterator[Any]:
+        from apache_beam.transforms.window import GlobalWindows
+
+        if self.codes is not None:
+            yield beam.pvalue.TaggedOutput(CATEGORIES_TAG, GlobalWindows.windowed_value(self.codes))
+            self.codes = None
 
 
 def _rows(batch: Any, idx: np.ndarray) -> Any:

@@ -365,11 +365,12 @@ def _rewards(
     return np.where(any_counted, total, config.default_reward).astype(np.float32)
 
 
-def categories_of(table_size: int, parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-    """Per event of the table its category code: the one the join gave it, UNKNOWN_CODE for events
-    no decision met (a decision id met twice keeps the larger code: one category per event)."""
+def categories_of(table_size: int, parts: Sequence[np.ndarray]) -> np.ndarray:
+    """Per event of the table its category code, from the join's per-bundle codes (-1: not met
+    there): the largest any bundle gave it (a decision id met twice: still one category per event),
+    UNKNOWN_CODE for events no decision met."""
     out = np.full(table_size, -1, np.int8)
-    for idx, code in parts:
-        np.maximum.at(out, idx, code)
+    for codes in parts:
+        np.maximum(out, codes, out=out)
     out[out < 0] = UNKNOWN_CODE
     return out
