@@ -230,6 +230,9 @@ class SlateColumns:
     features: tuple[FeatureColumn, ...] = ()  # the request's context, as for bandit logs
     timestamp: str | None = None
     item_table_id: str | None = None  # with item_source: the table's id column (default: item_id's name)
+    # When the page was shown (rows per shown item, with experience_gen.events): the start of its
+    # events' window; the same forms as bandit_columns.decision_time.
+    decision_time: str | None = None
 
 
 @dataclass(frozen=True)
@@ -308,6 +311,9 @@ class EventsColumns:
     type: str | None = "type"  # e.g. click, purchase
     value: str | None = None  # a number per event, e.g. a purchase's amount (rewards: {purchase: value})
     event_id: str | None = None  # repeated ids (an event sent twice) count once
+    # Slates (record_kind: slate): the item the event is about; with decision_id (the page's id)
+    # it names the slot whose reward it makes.
+    item: str | None = None
 
 
 @dataclass(frozen=True)
@@ -601,16 +607,29 @@ def _validate_events(config: "ExperienceGenConfig") -> None:
 
     ev = config.events
     assert ev is not None
-    if config.record_kind != BANDIT:
+    if config.record_kind == SLATE:
+        s = config.slate_columns
+        if not s.position or not s.decision_time:
+            raise ValueError(
+                "experience_gen.events: slate logs join events per shown item: rows per item (slate_columns.position) "
+                "and slate_columns.decision_time (when the page was shown) are needed"
+            )
+        if not ev.columns.item:
+            raise ValueError(
+                "experience_gen.events.columns.item: slate events name the page (columns.decision_id) and the item "
+                "they are about; map the events' item column"
+            )
+    elif config.record_kind != BANDIT:
         raise ValueError(
-            f"experience_gen.events: joins events to bandit decisions; record_kind is {config.record_kind!r}"
+            f"experience_gen.events: joins events to bandit or slate decisions; record_kind is {config.record_kind!r}"
         )
-    c = config.bandit_columns
-    if not c.decision_id or not c.decision_time:
-        missing = "decision_id" if not c.decision_id else "decision_time"
-        raise ValueError(
-            f"experience_gen.bandit_columns.{missing}: events join on the decision's id and time; map both columns"
-        )
+    else:
+        c = config.bandit_columns
+        if not c.decision_id or not c.decision_time:
+            missing = "decision_id" if not c.decision_id else "decision_time"
+            raise ValueError(
+                f"experience_gen.bandit_columns.{missing}: events join on the decision's id and time; map both columns"
+            )
     if isinstance(ev.source, FileSource) and not ev.source.pattern:
         raise ValueError("experience_gen.events.source.pattern is empty")
     if isinstance(ev.source, FileSource) and ev.source.format not in ("csv", "jsonl", "parquet"):

@@ -67,7 +67,7 @@ def read_events_table(data: bytes, src: FileSource, config: EventsConfig) -> Any
     import pyarrow as pa
 
     c = config.columns
-    wanted = [x for x in (c.decision_id, c.time, c.type, c.value, c.event_id) if x]
+    wanted = [x for x in (c.decision_id, c.time, c.type, c.value, c.event_id, c.item) if x]
     if src.format == "parquet":
         import pyarrow.parquet as pq
 
@@ -127,7 +127,7 @@ def check_event_columns(names: list[str], config: EventsConfig, path: str, rows:
     if rows == 0 and not names:
         return
     c = config.columns
-    for key in ("decision_id", "time", "type", "value", "event_id"):
+    for key in ("decision_id", "time", "type", "value", "event_id", "item"):
         column = getattr(c, key)
         if column and column not in names:
             raise InputError(
@@ -167,7 +167,7 @@ class ParseEventRowsFn(beam.DoFn):
         import pyarrow as pa
 
         c = self.config.columns
-        wanted = [x for x in (c.decision_id, c.time, c.type, c.value, c.event_id) if x]
+        wanted = [x for x in (c.decision_id, c.time, c.type, c.value, c.event_id, c.item) if x]
         present = set().union(*(r.keys() for r in rows)) if rows else set()
         table = pa.table({k: pa.array([_plain(r.get(k)) for r in rows]) for k in wanted if k in present})
         yield from _chunk_outputs(table, self.config, self.name, np.full(len(rows), -1), self.scratch)

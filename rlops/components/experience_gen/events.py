@@ -158,6 +158,9 @@ def event_chunk(
     events and (row, message) for each malformed one."""
     c = config.columns
     ids = _text(columns.get(c.decision_id), n)
+    if c.item:  # slates: the slot is its page and its item
+        items = _text(columns.get(c.item), n)
+        ids = np.where((ids == "") | (items == ""), "", slot_ids(ids, items)).astype(object)
     time, time_ok = _times(columns.get(c.time), n)
     types = _text(columns.get(c.type), n) if c.type else np.full(n, next(iter(config.rewards)), object)
     value = _numbers(columns.get(c.value), n) if c.value else np.full(n, np.nan)
@@ -194,6 +197,17 @@ def event_chunk(
         (path,),
     )
     return chunk, bad
+
+
+SLOT_SEPARATOR = "\x1f"  # a slate slot's decision id: its page's id and its item, as logged
+
+
+def slot_ids(pages: np.ndarray, items: np.ndarray) -> np.ndarray:
+    """The decision id of each shown item of a slate log: its page's id and its item id."""
+    import pandas as pd
+
+    joined = pd.Series(pages, dtype=object).astype(str).str.cat(pd.Series(items).astype(str), sep=SLOT_SEPARATOR)
+    return joined.to_numpy(object)
 
 
 def _times(col: Any, n: int) -> tuple[np.ndarray, np.ndarray]:

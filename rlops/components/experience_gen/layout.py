@@ -263,9 +263,12 @@ def _slate_fields(config: ExperienceGenConfig, schema: SourceSchema) -> list[Fie
         Field(records.SLATE_ID, (c.slate_id,), STRING),
         Field(records.POSITION, (c.position,), INT),
         Field(records.SLATE_ITEM, (c.item_id,), item_dtype),
-        Field(records.REWARD, (c.reward,), FLOAT),
         Field(records.PROPENSITY, (c.propensity,), FLOAT),
     ]
+    if config.events is None:  # else the events join gives each slot its reward
+        out.append(Field(records.REWARD, (c.reward,), FLOAT))
+    elif c.decision_time:
+        out.append(Field(records.DECISION_TIME, (c.decision_time,), TIMESTAMP))
     if c.propensity_cascade:
         out.append(Field(records.PROPENSITY_CASCADE, (c.propensity_cascade,), FLOAT))
     if c.timestamp:

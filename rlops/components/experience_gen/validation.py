@@ -260,6 +260,10 @@ def _check_slate_row(values: dict[str, np.ndarray], layout: Layout, config: Expe
         ),
     )
     values[records.POSITION] = pos - first
+    if config.events is not None:  # a shown item's events name its page and the item as logged
+        from rlops.components.experience_gen.events import slot_ids
+
+        values[records.DECISION_ID] = slot_ids(ids, values[records.SLATE_ITEM])
     if f(records.SLATE_ITEM).dtype == INT:  # indices; an item table's ids are mapped after validation
         spec = _spec(config)
         lo = int(spec.minimum or 0)
@@ -271,7 +275,8 @@ def _check_slate_row(values: dict[str, np.ndarray], layout: Layout, config: Expe
             lambda i: f"{_label(f(records.SLATE_ITEM))}: item {item[i]} outside the action spec [{lo}, {hi}]",
         )
         values[records.SLATE_ITEM] = item - lo
-    _finite(values[records.REWARD], f(records.REWARD), rej)
+    if records.REWARD in values:  # else events give each slot its reward
+        _finite(values[records.REWARD], f(records.REWARD), rej)
     _check_probability(values, f(records.PROPENSITY), rej)
     if records.PROPENSITY_CASCADE in values:
         _check_probability(values, f(records.PROPENSITY_CASCADE), rej)
