@@ -50,7 +50,7 @@ RUN = {
     "from rlops.train.on_policy import PPOConfig, train_ppo": "python",
     'pattern: "gs://my-logs/': "pipeline yaml",
     'pattern: "logs/*.csv"': "pipeline yaml",
-    "kind: bigquery": "pipeline yaml",
+    "logging_rlops_42.request_response_logging": "pipeline yaml",
     "the default: ~90% train": "pipeline yaml",
     "key: user_feature_3": "pipeline yaml",
     "time_column: ts": "pipeline yaml",
@@ -323,7 +323,7 @@ RUN_ELSEWHERE = {  # block -> the test that runs it
     "the default: ~90% train": "test_readme_split_settings_do_what_it_says",
     "key: user_feature_3": "test_readme_split_settings_do_what_it_says",
     "time_column: ts": "test_readme_split_settings_do_what_it_says",
-    "kind: bigquery": "test_the_bigquery_block_maps_rows_of_the_logging_tables_shape",
+    "logging_rlops_42.request_response_logging": "test_the_bigquery_block_maps_rows_of_the_logging_tables_shape",
     "splits: {splits: [{name: eval}]}": "test_the_eval_only_block_runs_experience_gen_alone_and_the_pipeline_refuses_it",
 }
 
@@ -397,9 +397,10 @@ def test_the_bigquery_block_maps_rows_of_the_logging_tables_shape(tmp_path, monk
     from rlops.components.experience_gen.sources import bigquery
     from rlops.pipelines.cli_examples import read_examples
 
-    raw = load_yaml(block("kind: bigquery").text)
+    raw = load_yaml(block("logging_rlops_42.request_response_logging").text)
     raw["experience_gen"]["action_spec"] = {"shape": [], "dtype": "int32", "minimum": 0, "maximum": 3}
     raw["experience_gen"]["max_bad_record_ratio"] = 0.5
+    raw["experience_gen"]["min_split_records"] = {"train": 0, "eval": 0}  # four requests: any split will do
     raw["root"] = str(tmp_path / "root")
     path = tmp_path / "my.yaml"
     path.write_text(yaml.safe_dump(raw))

@@ -65,7 +65,7 @@ def _one_line_error(capsys, argv: list[str]) -> str:
     "change, expected",
     [
         (
-            {"columns": {"decision_id": "impression_id", "time": "event_tme", "type": "event_type"}},
+            {"columns": {"decision_id": "impression_id", "time": "event_tme", "type": "event_type", "value": "amount"}},
             "experience_gen.events.columns.time: column 'event_tme' is not in",
         ),
         ({"window": "0m"}, "experience_gen.events.window: '0m' must be longer than 0"),

@@ -157,6 +157,19 @@ def event_chunk(
     """Raw event columns (by source column name; values as read) -> the chunk of well-formed
     events and (row, message) for each malformed one."""
     c = config.columns
+    if n == 0:
+        empty = np.zeros(0, np.int64)
+        return EventChunk(
+            empty.astype(np.uint64),
+            empty,
+            empty.astype(np.int32),
+            empty.astype(np.float64),
+            empty.astype(np.uint64),
+            empty.astype(np.int32),
+            empty,
+            (),
+            (path,),
+        ), []
     ids = _text(columns.get(c.decision_id), n)
     if c.item:  # slates: the slot is its page and its item
         items = _text(columns.get(c.item), n)
