@@ -108,3 +108,40 @@ def test_bad_cron_is_named_before_the_credentials(template, capsys):
     assert main(["schedule", "create", template, *TARGET, "--cron", "0 3 * *"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rlops: --cron: '0 3 * *' is not a 5-field cron expression"), err
+
+
+def _with_events(pattern: str, pending_dir: str | None = None):
+    """A config whose rewards come from an events stream at `pattern`."""
+    events = f"{{source: {{kind: file, pattern: '{pattern}', format: csv}}, columns: {{decision_id: imp, time: t}}}}"
+    overrides = CLOUD + [
+        f"experience_gen.events={events}",
+        "experience_gen.bandit_columns.decision_id=imp",
+        "experience_gen.bandit_columns.decision_time=ts",
+        "experience_gen.bandit_columns.context=[f1]",
+    ]
+    if pending_dir:
+        overrides.append(f"experience_gen.events.pending_dir={pending_dir}")
+    return load_config("bandit", overrides=overrides)
+
+
+def test_events_are_carried_to_the_cloud_and_a_local_events_path_is_refused(tmp_path):
+    """The events section travels in the compiled spec, its waiting decisions under the gs:// root;
+    a local events pattern or pending_dir is one line naming its key."""
+    config = _with_events("gs://logs/events/{date}/*.csv")
+    assert config.experience_gen.events.pending_dir == "gs://my-bucket/rlops/bandit/events_pending"
+    _check_cloud_paths(config)
+    local = tmp_path / "today.csv"
+    local.write_text("imp,t\n")
+    with pytest.raises(ConfigError) as e:
+        _check_cloud_paths(_with_events(str(local)))
+    assert str(e.value) == (
+        f"experience_gen.events.source.pattern: a cloud step cannot read local files; use gs:// (got '{local}')"
+    )
+    with pytest.raises(ConfigError) as e:
+        _check_cloud_paths(_with_events("gs://logs/events/*.csv", pending_dir="/tmp/pending"))
+    assert str(e.value).startswith("experience_gen.events.pending_dir: a cloud step cannot read local files")
+    from rlops.pipelines.vertex.compile import compile_pipeline
+    from rlops.pipelines.vertex.settings import load_vertex_config
+
+    spec = json.dumps(compile_pipeline(config, load_vertex_config()))
+    assert "gs://my-bucket/rlops/bandit/events_pending" in spec and "gs://logs/events/{date}/*.csv" in spec
