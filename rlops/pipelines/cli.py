@@ -15,7 +15,8 @@
     rlops runs list|show|wait [JOB] --project P --region R       (and `rlops submit ... --wait`)
 
 Errors print one line (`rlops: ...`) and exit 2 for bad input (config, data, flags), 1 for
-anything else; `--debug` (anywhere on the command line) shows the Python traceback instead.
+anything else; `--debug` (anywhere on the command line) shows the Python traceback instead. A
+reader that closes stdout early (`rlops config bandit | head`) ends it quietly, status 141.
 """
 
 from __future__ import annotations
@@ -278,13 +279,20 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv
     args = _parser().parse_args([a for a in argv if a != "--debug"])
     if debug:
-        return _dispatch(args)
+        try:
+            return _dispatch(args)
+        except BrokenPipeError:
+            if _stdout_reader_gone():
+                return _reader_gone()
+            raise
     try:
         return _dispatch(args)
     except KeyboardInterrupt:
         print("rlops: interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # noqa: BLE001 - one line for the user; --debug shows the traceback
+        if isinstance(e, BrokenPipeError) and _stdout_reader_gone():
+            return _reader_gone()  # `rlops config bandit | head`: the reader has had what it wanted
         user = isinstance(e, _user_errors())
         text = " ".join(str(e).split()) or type(e).__name__
         if len(text) > 2000:
@@ -298,6 +306,43 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
         return 2 if user else 1
+
+
+# The status a shell reports for a writer whose reader went away (128 + SIGPIPE: `yes | head`).
+# Not 0: a command cut short did not finish (`rlops run ... | head -1` may stop before its
+# summary), and `set -o pipefail` scripts see what they see for any other Unix tool.
+EXIT_READER_GONE = 141
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (`rlops config bandit | head`), rather
+    than some other pipe or socket having broken (a failure to report)."""
+    try:
+        sys.stdout.flush()  # what could not be written is still buffered: writing it fails again
+    except BrokenPipeError:
+        return True
+    except (OSError, ValueError):
+        return False
+    try:
+        import select
+
+        poll = select.poll()  # a pipe without a reader polls POLLERR (Linux, macOS)
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poll.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows), stdout without a descriptor
+        return False
+
+
+def _reader_gone() -> int:
+    """Ends quietly: stdout onto /dev/null, so the interpreter's last flush of what is still
+    buffered does not print 'Exception ignored ... BrokenPipeError' on its way out."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return EXIT_READER_GONE
 
 
 def _dispatch(args: argparse.Namespace) -> int:

@@ -46,6 +46,7 @@ from rlops.pipelines.infer_columns import (
     Guess,
     Guesses,
     PerItemColumns,
+    describe_columns,
     event_type_word,
     guess_event_roles,
     guess_roles,
@@ -455,12 +456,21 @@ def _plan_items(plan: Plan, item_columns: list[Column], id_column: Column) -> No
     plan.item_table_id = id_column.name if id_column.name != action else None
     plan.item_features = [_feature(c, table=True) for c in item_columns if c.name != id_column.name]
     plan.action_spec = {"shape": [], "dtype": "int32", "minimum": 0, "maximum": id_column.distinct - 1}
-    _name_per_item(plan)
     if not [f for f in plan.item_features if f.unused is None] and not plan.per_item:
         raise InitError(
             f"--items {plan.items}: no usable feature column besides its ids ({id_column.name}); per-arm "
             "training needs at least one item feature"
         )
+    # The config sets trainer.network (render), which keeps the loader from adding the item id as an
+    # item feature (pipelines.config._with_item_id_feature): it is written out instead, as that adds it.
+    plan.item_features.append(
+        Feature(
+            id_column,
+            {"name": id_column.name, "kind": "categorical"},
+            "the item's own id: an embedding per item (a new item gets the out-of-vocabulary one)",
+        )
+    )
+    _name_per_item(plan)
     if plan.items and os.path.getsize(plan.items) > SAMPLE_BYTES:
         plan.decide.append(
             f"the item table is larger than the 1 MiB sample ({id_column.distinct} items in it): set "
@@ -605,22 +615,18 @@ def render(plan: Plan, command: str, out: str) -> str:
     lines.append("    features:                       # context features: kinds from the sample")
     lines += _feature_lines(plan.features, "      ")
     if items:
-        if any(f.unused is None for f in plan.item_features):
-            lines.append(
-                f"    item_features:                  # per-arm features of {os.path.basename(items)}, joined by id"
-            )
-            lines += _feature_lines(plan.item_features, "      ")
-        else:
-            lines.append(f"    item_features: []               # {os.path.basename(items)} gives the item ids only")
-            lines += _feature_lines(plan.item_features, "      ")
+        lines.append(
+            f"    item_features:                  # per-arm features of {os.path.basename(items)}, joined by id"
+        )
+        lines += _feature_lines(plan.item_features, "      ")
     if plan.per_item_names:
         lines.append("    per_arm_columns:                # log columns named by item id: one per-arm feature each")
         for name, group in plan.per_item_names:
             first = next(iter(group.columns.values()))
-            kinds = {c.describe() for c in plan.columns if c.name == first}
+            members = set(group.columns.values())
+            described = describe_columns(c for c in plan.columns if c.name in members)  # all of them, not the first
             lines.append(
-                f"      {_flow(name)}: {_flow(group.pattern)}   # {len(group.columns)} columns "
-                f"({first}, ...: {', '.join(kinds)})"
+                f"      {_flow(name)}: {_flow(group.pattern)}   # {len(group.columns)} columns ({first}, ...: {described})"
             )
     if ev is not None:
         lines += _events_lines(ev)
@@ -630,16 +636,7 @@ def render(plan: Plan, command: str, out: str) -> str:
             f"  # splits: {{splits: [{{name: train}}, {{name: eval}}], time_column: {g.column('timestamp')},"
             " time_boundaries: [<epoch microseconds for date-times, else units as logged>]}",
         ]
-    binary = ev.binary if ev else any(c.binary for c in plan.columns if c.name == g.column("reward"))
-    lines += [
-        "trainer:",
-        "  agent: neural_epsilon_greedy     # or lin_ucb, lin_ts",
-        "  serving_epsilon: 0.1             # the pushed policy explores this share and reports each propensity",
-    ]
-    if binary:
-        lines.append("  # reward_loss: sigmoid_cross_entropy   # for 0/1 rewards such as clicks")
-    if items:
-        lines.append("  # network: dot_product            # a user tower and an item tower (common_tower: one MLP)")
+    lines += ["trainer:", *_trainer_lines(plan)]
     lines += [
         "evaluator:",
         "  kind: bandit",
@@ -649,6 +646,54 @@ def render(plan: Plan, command: str, out: str) -> str:
         f"#   rlops run bandit --config {out if out != '-' else DEFAULT_OUT}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _trainer_lines(plan: Plan) -> list[str]:
+    """The trainer section: the reward network's loss from the rewards seen (0/1: the log loss of
+    clicks; other numbers: squared error) and, with an item table, the two-tower network the per-arm
+    defaults use, each set rather than left to a default the reader cannot see."""
+    ev, reward = plan.events, plan.guesses.column("reward")
+    column = next((c for c in plan.columns if c.name == reward), None)
+    if ev is not None:
+        binary: bool | None = ev.binary
+        seen = "every event type's reward is 0 or 1" if ev.binary else "events give rewards other than 0/1"
+    elif column is not None:
+        binary, seen = column.binary, f"{reward} is {column.describe()} in the sample"
+    else:
+        binary, seen = None, ""
+    extra = ["network"] if plan.items else []
+    if binary is not None:
+        extra.append("reward_loss")
+    lines = [
+        _entry(
+            "  ",
+            "agent",
+            "neural_epsilon_greedy",
+            "or lin_ucb, lin_ts" + (f" (then delete {' and '.join(extra)})" if extra else ""),
+        ),
+        _entry("  ", "serving_epsilon", 0.1, "the pushed policy explores this share and reports each propensity"),
+    ]
+    if plan.items:
+        lines.append(
+            _entry(
+                "  ",
+                "network",
+                "dot_product",
+                "the per-arm default: a user tower and an item tower (common_tower: one MLP)",
+            )
+        )
+    if binary:
+        lines.append(
+            _entry("  ", "reward_loss", "sigmoid_cross_entropy", f"the log loss of 0/1 rewards (clicks): {seen}")
+        )
+    elif binary is False:
+        lines.append(_entry("  ", "reward_loss", "squared_error", f"rewards are not 0/1: {seen}"))
+    else:
+        lines.append(
+            "  # reward_loss: sigmoid_cross_entropy     # DECIDE with the reward column: 0/1 rewards (clicks); "
+            "squared_error for others"
+        )
+    return lines
 
 
 def _entry(indent: str, key: str, value: object, note: str, width: int = 34) -> str:

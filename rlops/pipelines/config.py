@@ -65,10 +65,16 @@ class PusherConfig:
     keep_last: int = 5  # newest rlops versions kept in serving_dir (>= 1)
     vertex_upload: RegistryConfig | None = None  # also register (and deploy) in Vertex AI Model Registry
     litert_allow_flex: bool = False  # publish a policy.tflite needing Flex ops instead of failing
+    # FOR INTEGRATION TESTS ONLY: a directory (local or gs://) a candidate that did NOT bless is
+    # published to, verified as a blessed push is, with an UNBLESSED file and `unblessed: true` in
+    # its marker; never serving_dir (refused). null: an unblessed candidate is not published at all.
+    stage_unblessed: str | None = None
 
     def __post_init__(self) -> None:
         if self.keep_last < 1:
             raise ConfigValueError(f"pusher.keep_last: must be >= 1 (versions to keep), got {self.keep_last}")
+        if self.stage_unblessed is not None and not self.stage_unblessed.strip():
+            raise ConfigValueError("pusher.stage_unblessed: empty; give a directory for unblessed candidates, or null")
 
 
 @dataclass
@@ -413,6 +419,10 @@ def _experience_gen_config(d: dict) -> ExperienceGenConfig:
                 "(named context features), `context` (column names) or `context_prefix`"
             )
         _check_matches("experience_gen.source.pattern", config.source.pattern)
+        if isinstance(config.item_source, FileSource) and "://" not in config.source.pattern:
+            # local logs: their item table is checked as they are (logs in the cloud: `rlops
+            # compile` refuses a local item table in its own words)
+            _check_matches("experience_gen.item_source.pattern", config.item_source.pattern)
     if config.events is not None and isinstance(config.events.source, FileSource):
         _check_matches("experience_gen.events.source.pattern", config.events.source.pattern)
     return config

@@ -163,6 +163,7 @@ def _pusher(config: PipelineConfig, trainer, evaluator, examples=None, verify_en
         verify_env_id=verify_env_id,
         vertex_upload=json.dumps(dataclasses.asdict(vertex)) if vertex else None,
         litert_allow_flex=config.pusher.litert_allow_flex,
+        stage_unblessed=config.pusher.stage_unblessed,
     )
 
 

@@ -73,6 +73,23 @@ class Column:
         return f"{self.distinct} distinct {'strings' if self.kind == STRING else self.kind + 's'}"
 
 
+def describe_columns(columns: Iterable[Column]) -> str:
+    """One description of several columns read as one feature (per-item columns): '0/1' only when
+    every one of them is 0/1; number columns as one range over all of them ('ints, 0..3': a first
+    column that happens to be 0/1 does not label counts that reach 3); else each one's description."""
+    cols = list(columns)
+    if not cols:
+        return "no columns"
+    if all(c.binary for c in cols):
+        return "0/1"
+    numbers = [c for c in cols if c.kind in (FLOAT, INT, BOOL) and c.low is not None and c.high is not None]
+    if len(numbers) == len(cols):
+        word = "ints" if all(c.kind in (INT, BOOL) for c in numbers) else "floats"
+        low, high = min(c.low for c in numbers if c.low is not None), max(c.high for c in numbers if c.high is not None)
+        return f"{word}, {_num(low)}..{_num(high)}"
+    return "; ".join(dict.fromkeys(c.describe() for c in cols))
+
+
 def _num(v: float | None) -> str:
     return "?" if v is None else str(int(v)) if float(v).is_integer() else f"{v:.4g}"
 

@@ -278,15 +278,38 @@ def _estimate_text(est: dict, sign: str = "") -> str:
     return f"{value} [{number(lower, sign)}, {number(upper, sign)}]"
 
 
+def _untrusted_text(metrics: dict) -> str | None:
+    """The point estimates the Evaluator did not trust (metrics.json's `untrusted_value`), labelled
+    as such: `candidate dr 0.0512, snips 0.0498; improvement dr +0.0120, ... (point estimates
+    without an interval, not trusted: see estimates)`. The reason is the `estimates` line's, just
+    above, so it reads once. None where there is no such number."""
+    parts = []
+    for group, sign in (("candidate", ""), ("improvement", "+")):
+        values = [
+            f"{name} {number(est['untrusted_value'], sign)}"
+            for name, est in (metrics.get(group) or {}).items()
+            if isinstance(est.get("untrusted_value"), (int, float)) and math.isfinite(est["untrusted_value"])
+        ]
+        if values:
+            parts.append(f"{group} " + ", ".join(values))
+    if not parts:
+        return None
+    return "; ".join(parts) + " (point estimates without an interval, not trusted: see estimates)"
+
+
 def _key_metrics(metrics: dict) -> dict:
     """The summary's lines. No trusted comparison: one line saying why, and what would make one
-    (the reason ends with it), instead of a row of untrusted numbers."""
+    (the reason ends with it), then the untrusted point estimates on a line of their own, labelled
+    as untrusted, instead of a row of `candidate_<estimator>` lines that would read as results."""
     out = {"baseline": metrics.get("baseline")}
     if metrics.get("eval_records") is not None:  # records the Evaluator read: check against the eval split
         out["eval_records"] = metrics["eval_records"]
     trust = metrics.get("trust", {})
     if trust.get("trusted") is False:
         out["estimates"] = f"none: {trust.get('reason') or 'not trusted'}"
+        untrusted = _untrusted_text(metrics)
+        if untrusted:  # the numbers `rlops evaluate --json` has, on their own line, never as a result
+            out["untrusted_estimates"] = untrusted
         return out
     for name, est in metrics.get("candidate", {}).items():
         out[f"candidate_{name}"] = _estimate_text(est)

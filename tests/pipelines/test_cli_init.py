@@ -126,6 +126,7 @@ def test_open_bandit_like_logs_with_an_item_table_become_a_per_arm_config(tmp_pa
     assert cols["item_features"] == [
         {"name": "item_feature_0", "kind": "float"},
         *[{"name": f"item_feature_{i}", "kind": "categorical", "dtype": "string"} for i in range(1, 4)],
+        {"name": "item_id", "kind": "categorical"},  # the per-arm default's item id feature, written out
     ]
     assert raw["action_spec"] == {"shape": [], "dtype": "int32", "minimum": 0, "maximum": ITEMS - 1}
     assert raw["item_source"] == {"kind": "file", "pattern": items, "format": "csv"}
@@ -326,6 +327,106 @@ def test_an_existing_out_file_is_kept_unless_forced(tmp_path, capsys):
         capsys.readouterr().err.strip()
         == f"rlops: error: --out {tmp_path}/nowhere/x.yaml: no such folder: {tmp_path}/nowhere"
     )
+
+
+def _with_affinities(logs: str, num_items: int = ITEMS) -> None:
+    """OBD's user-item_affinity_<item> columns: counts of past clicks, the first one 0/1 in the
+    sample and the others reaching 3."""
+    import pandas as pd
+
+    frame = pd.read_csv(logs, index_col=0)
+    rng = np.random.default_rng(3)
+    for i in range(num_items):
+        counts = rng.integers(0, 2, size=len(frame)) if i == 0 else np.minimum(rng.poisson(0.4, len(frame)), 3)
+        frame[f"user-item_affinity_{i}"] = counts
+    assert frame[[f"user-item_affinity_{i}" for i in range(1, num_items)]].to_numpy().max() == 3
+    frame.to_csv(logs)
+
+
+def test_per_item_columns_are_described_by_all_of_them_not_the_first(tmp_path):
+    """The affinity columns reach 3: the per_arm_columns line says so, even though the first one
+    the sample holds is 0/1."""
+    logs, items = obd_like(tmp_path)
+    _with_affinities(logs)
+    out = tmp_path / "my.yaml"
+    assert init("--from", logs, "--items", items, "--out", str(out)) == 0
+    (line,) = [ln for ln in out.read_text().splitlines() if "per_arm_columns" not in ln and "affinity_{item_id}" in ln]
+    assert line.endswith(f"# {ITEMS} columns (user-item_affinity_0, ...: ints, 0..3)"), line
+    assert "0/1" not in line
+    config = load_config("bandit", str(out))
+    assert config.experience_gen.bandit_columns.per_arm_columns == {
+        "user-item_affinity": "user-item_affinity_{item_id}"
+    }
+    import pyarrow as pa
+
+    from rlops.pipelines.infer_columns import describe_columns, profile
+
+    columns = profile({"a": pa.chunked_array([[0, 1, 1]]), "b": pa.chunked_array([[1, 0, 0]])})
+    assert describe_columns(columns) == "0/1"
+    columns = profile({"a": pa.chunked_array([[0, 1, 1]]), "b": pa.chunked_array([[0, 2, 1]])})
+    assert describe_columns(columns) == "ints, 0..2" and columns[1].describe() == "3 distinct ints, 0..2"
+
+
+def _trainer_and_columns(path) -> tuple:
+    config = load_config("bandit", str(path))
+    return config.trainer, config.experience_gen.bandit_columns
+
+
+def test_zero_one_rewards_set_the_click_loss_and_an_item_table_the_two_tower_network(tmp_path):
+    """0/1 rewards (clicks) and an item table: the config sets the log loss and the dot_product
+    network instead of leaving them commented out, and it is the same config the per-arm defaults
+    gave when they were left unset (the item id an item feature, the same budget and sizes)."""
+    logs, items = obd_like(tmp_path)
+    out = tmp_path / "my.yaml"
+    assert init("--from", logs, "--items", items, "--out", str(out)) == 0
+    text = out.read_text()
+    trainer = yaml.safe_load(text)["trainer"]
+    assert trainer["network"] == "dot_product" and trainer["reward_loss"] == "sigmoid_cross_entropy"
+    assert "# reward_loss:" not in text and "# network:" not in text
+    assert "click is 0/1 in the sample" in text
+    loaded, columns = _trainer_and_columns(out)
+    assert (loaded.network, loaded.reward_loss, tuple(loaded.hidden_sizes)) == (
+        "dot_product",
+        "sigmoid_cross_entropy",
+        (8,),
+    )
+    # Without the written lines, the loader's per-arm defaults give exactly this config.
+    bare = tmp_path / "bare.yaml"
+    bare.write_text(
+        "\n".join(
+            ln
+            for ln in text.splitlines()
+            if not ln.startswith(("  network:", "  reward_loss:")) and "{name: item_id, kind: categorical}" not in ln
+        )
+    )
+    assert "network" not in yaml.safe_load(bare.read_text())["trainer"]
+    assert _trainer_and_columns(bare) == (loaded, columns)
+
+    # A single-item log of 0/1 rewards: the log loss, no per-arm network.
+    plain = tmp_path / "plain.yaml"
+    assert init("--from", plain_log(tmp_path), "--out", str(plain)) == 0
+    trainer = yaml.safe_load(plain.read_text())["trainer"]
+    assert trainer["reward_loss"] == "sigmoid_cross_entropy" and "network" not in trainer
+    assert _trainer_and_columns(plain)[0].reward_loss == "sigmoid_cross_entropy"
+
+
+def test_rewards_that_are_not_zero_one_set_squared_error_over_the_per_arm_log_loss(tmp_path):
+    """Ratings 0..4 with an item table: the per-arm default's log loss is for 0/1 rewards, so the
+    config sets squared_error (and keeps the two-tower network)."""
+    import pandas as pd
+
+    logs, items = obd_like(tmp_path)
+    frame = pd.read_csv(logs, index_col=0)
+    frame["click"] = np.random.default_rng(5).integers(0, 5, size=len(frame))
+    frame.to_csv(logs)
+    out = tmp_path / "my.yaml"
+    assert init("--from", logs, "--items", items, "--out", str(out)) == 0
+    text = out.read_text()
+    trainer = yaml.safe_load(text)["trainer"]
+    assert trainer["network"] == "dot_product" and trainer["reward_loss"] == "squared_error"
+    assert "rewards are not 0/1: click is 5 distinct ints, 0..4 in the sample" in text
+    loaded, _ = _trainer_and_columns(out)
+    assert (loaded.network, loaded.reward_loss) == ("dot_product", "squared_error")
 
 
 @pytest.mark.slow

@@ -40,6 +40,7 @@ TOO_MANY_CANDIDATES = "too_many_candidates"
 CANDIDATE_SEPARATOR = "|"
 # Padding of arms beyond a record's candidates (never scored: num_actions masks them).
 STRING_PAD, INT_PAD, FLOAT_PAD = "", -1, 0.0
+ITEM_SOURCE_PATTERN = "experience_gen.item_source.pattern"  # the config key its read errors name
 
 
 def per_arm_key(name: str) -> str:
@@ -84,8 +85,12 @@ def read_frames(src: FileSource) -> list:
     from rlops.components.experience_gen import sources
     from rlops.components.experience_gen.sources.base import open_file
 
+    try:
+        files = sources.match_files(src.pattern)
+    except FileNotFoundError as e:  # "source pattern part 'x' (of 'x') matched no files": which source
+        raise FileNotFoundError(f"{ITEM_SOURCE_PATTERN}: {str(e).removeprefix('source ')}") from e
     frames = []
-    for path, _ in sources.match_files(src.pattern):
+    for path, _ in files:
         with open_file(path, src) as fh:
             data = fh.read()
         try:

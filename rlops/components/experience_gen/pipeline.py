@@ -178,10 +178,18 @@ def ignored_columns_note(layout: Layout, schema: SourceSchema, path: str, shown:
     """One line naming the source's columns no config key maps (at most `shown`, then a count),
     or None when every column is read."""
     read = set(layout.columns)
-    ignored = [c for c in schema.names if c not in read]
+    ignored = [(i, c) for i, c in enumerate(schema.names, 1) if c not in read]
     if not ignored:
         return None
-    names = ", ".join(ignored[:shown]) + (f" and {len(ignored) - shown} more" if len(ignored) > shown else "")
+
+    def label(position: int, name: str) -> str:
+        if name.strip():
+            return name
+        # df.to_csv(path) writes the index as a first column named '': say which column it is
+        return f"(unnamed column {position}{': a pandas index?' if position == 1 else ''})"
+
+    names = ", ".join(label(i, c) for i, c in ignored[:shown])
+    names += f" and {len(ignored) - shown} more" if len(ignored) > shown else ""
     return f"experience_gen: {len(ignored)} column(s) of {path} not in the config, ignored: {names}"
 
 

@@ -124,12 +124,14 @@ def pusher(
     verify_env_id: str = "",
     vertex_upload: str = "",
     litert_allow_flex: bool = False,
+    stage_unblessed: str = "",
 ) -> NamedTuple("Outputs", [("pushed", bool)]):  # type: ignore[valid-type]
     """rlops Pusher: a blessed policy -> a new, verified version under push_destination (a local
     directory or gs://); nothing happens when not blessed. pushed_model: that version (its uri),
     with containerSpec.imageUri metadata for Vertex AI's prebuilt TensorFlow serving container;
     serving_model: the same as a google.UnmanagedContainerModel, what Google Cloud Pipeline
-    Components' ModelUploadOp takes."""
+    Components' ModelUploadOp takes. stage_unblessed: a directory an unblessed candidate is
+    published to instead, verified and marked UNBLESSED (integration tests only; pushed stays false)."""
     from rlops.components.kfp import entrypoint
 
     return (
@@ -144,6 +146,7 @@ def pusher(
             vertex_upload=vertex_upload,
             serving_model=serving_model,
             litert_allow_flex=litert_allow_flex,
+            stage_unblessed=stage_unblessed,
         ),
     )
 

@@ -23,6 +23,7 @@ from rlops.components.common.keys import (
     VERIFY_ENV_ID_KEY,
     VERTEX_UPLOAD_KEY,
 )
+from rlops.components.pusher.core import STAGE_UNBLESSED_KEY, check_staging_dir
 from rlops.components.pusher.executor import Executor
 from rlops.components.pusher.publish import validate_keep_last
 from rlops.components.pusher.registry import RegistryConfig
@@ -35,6 +36,7 @@ class PusherSpec(types.ComponentSpec):
         VERIFY_ENV_ID_KEY: ExecutionParameter(type=str, optional=True),
         VERTEX_UPLOAD_KEY: ExecutionParameter(type=str, optional=True),
         LITERT_ALLOW_FLEX_KEY: ExecutionParameter(type=int, optional=True),
+        STAGE_UNBLESSED_KEY: ExecutionParameter(type=str, optional=True),
     }
     INPUTS = {
         MODEL_KEY: ChannelParameter(type=standard_artifacts.Model),
@@ -52,6 +54,8 @@ class Pusher(base_component.BaseComponent):
     to also register the version in Vertex AI Model Registry (alias `champion`) and optionally deploy it.
     Every version carries policy.tflite beside the SavedModel (TFLite builtin ops only, checked
     under ai-edge-litert); `litert_allow_flex` publishes one that needs Flex ops instead of failing.
+    `stage_unblessed`: a directory a candidate that did NOT bless is published to instead (verified
+    the same way, marked UNBLESSED), never the serving directory: for integration tests only.
     """
 
     SPEC_CLASS = PusherSpec
@@ -67,12 +71,15 @@ class Pusher(base_component.BaseComponent):
         verify_env_id: str | None = None,
         vertex_upload: str | None = None,
         litert_allow_flex: bool = False,
+        stage_unblessed: str | None = None,
     ):
         if not push_destination:
             raise ValueError("Pusher: push_destination is empty")
         validate_keep_last(keep_last)  # at pipeline definition, not after a night of training
         if vertex_upload:
             RegistryConfig.from_json(vertex_upload)  # unknown keys, wrong types: one line naming the key
+        if stage_unblessed is not None:
+            check_staging_dir(stage_unblessed, push_destination)  # never the serving directory
         spec = PusherSpec(
             model=model,
             model_blessing=model_blessing,
@@ -82,6 +89,7 @@ class Pusher(base_component.BaseComponent):
             verify_env_id=verify_env_id,
             vertex_upload=vertex_upload,
             litert_allow_flex=int(bool(litert_allow_flex)),
+            stage_unblessed=stage_unblessed or None,
             pushed_model=types.Channel(type=standard_artifacts.PushedModel),
         )
         super().__init__(spec=spec)

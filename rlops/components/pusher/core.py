@@ -4,6 +4,10 @@ Publishing itself (layout, the invariant servers rely on, version claims, retent
 `publish.py`; this module adds the Pusher's policy: blessed only, verified in a fresh process on at
 least one real input, lineage in the version's marker, and a LiteRT twin (policy.tflite, checked
 under ai-edge-litert alone against the SavedModel: litert_stage).
+
+`stage_unblessed` (pusher.stage_unblessed): a candidate that did NOT bless is published, verified
+the same way, to that staging directory instead, never to the serving directory, for integration
+tests only; its version carries an UNBLESSED file and `unblessed: true` in its marker's lineage.
 """
 
 from __future__ import annotations
@@ -42,14 +46,23 @@ class PushResult:
     removed_versions: tuple[int, ...] = ()
     vertex_model: str | None = None  # the Vertex AI Model Registry version, when uploaded
     vertex_endpoint: str | None = None  # ... and the endpoint it was deployed to
+    staged_version: int | None = None  # not blessed, staged under stage_unblessed: its version there
+    staged_destination: str | None = None  # ... and that version's directory
 
     def properties(self, model_uri: str, model_id: int | str) -> dict[str, dict[str, Any]]:
         """The output artifact's properties by output key, as both faces write them (TFX Pusher's
-        names): `pushed`, and `reason` when nothing was pushed; else where and which version, the
+        names): `pushed`, and `reason` when nothing was pushed (with where an unblessed candidate
+        was staged: `staged_unblessed_destination`, `_version`); else where and which version, the
         model pushed and its id (`model_id`: its ML Metadata id locally, its resource name on
         Vertex AI), and the Model Registry version (and endpoint) when uploaded."""
         if not self.pushed:
-            return {PUSHED_MODEL_KEY: {"pushed": 0, "reason": self.reason}}
+            staged: dict[str, Any] = {}
+            if self.staged_destination:  # an unblessed candidate staged for integration tests
+                staged = {
+                    "staged_unblessed_destination": self.staged_destination,
+                    "staged_unblessed_version": self.staged_version,
+                }
+            return {PUSHED_MODEL_KEY: {"pushed": 0, "reason": self.reason, **staged}}
         out: dict[str, Any] = {
             "pushed": 1,
             "pushed_destination": self.destination,
@@ -329,15 +342,33 @@ def run_pusher(
     keep_last: int = 5,
     vertex_upload: str | None = None,
     litert_allow_flex: bool = False,
+    stage_unblessed: str | None = None,
 ) -> PushResult:
     """The Pusher's work, the one both faces (TFX executor, KFP entry point) call: the blessing's
     verdict (`blessing`: its properties; `blessing_uri`: its directory, for TFX's marker file),
     verification inputs from the eval split or the environment, the version marker's lineage, the
     push (at the serving epsilon the blessing certified: epsilon.py), and the Vertex AI Model
-    Registry upload (`vertex_upload`: RegistryConfig JSON)."""
+    Registry upload (`vertex_upload`: RegistryConfig JSON). `stage_unblessed`: a directory a
+    candidate that did not bless is published to instead (stage_unblessed_policy; never uploaded)."""
     blessed = is_blessed(blessing_uri, blessing.get(BLESSED_PROPERTY))
-    inputs = verification_inputs(examples_uri, verify_env_id) if blessed else None
+    if stage_unblessed:
+        check_staging_dir(stage_unblessed, push_destination)
+    staging = bool(stage_unblessed) and not blessed
+    inputs = verification_inputs(examples_uri, verify_env_id) if blessed or staging else None
     marker_lineage = lineage(model_uri, examples_uri, blessing)
+    if staging:
+        assert stage_unblessed is not None  # staging: stage_unblessed is set
+        return stage_unblessed_policy(
+            serving_dir(model_uri),
+            stage_unblessed,
+            inputs,
+            serving=push_destination,
+            why=str(blessing.get("reason") or ""),
+            keep_last=keep_last,
+            lineage=marker_lineage,
+            litert_allow_flex=litert_allow_flex,
+            serving_epsilon=certified.certified_epsilon(blessing),  # none certified: as the Trainer exported it
+        )
     result = push_policy(
         serving_dir(model_uri),
         push_destination,
@@ -359,6 +390,9 @@ def run_pusher(
             result, vertex_model=uploaded["versioned_name"], vertex_endpoint=uploaded.get("endpoint")
         )
     return result
+
+
+NOT_BLESSED = "model not blessed"
 
 
 def push_policy(
@@ -385,7 +419,39 @@ def push_policy(
     `litert_allow_flex`.
     """
     if not blessed:
-        return PushResult(pushed=False, reason="model not blessed")
+        return PushResult(pushed=False, reason=NOT_BLESSED)
+    result = _publish_verified(
+        policy_dir,
+        destination,
+        verify_inputs,
+        keep_last=keep_last,
+        lineage=lineage,
+        verifier=verifier,
+        gcs_client=gcs_client,
+        litert=litert,
+        litert_allow_flex=litert_allow_flex,
+        serving_epsilon=serving_epsilon,
+    )
+    return PushResult(
+        pushed=True, version=result.version, destination=result.url, removed_versions=result.removed_versions
+    )
+
+
+def _publish_verified(
+    policy_dir: str,
+    destination: str,
+    verify_inputs: dict[str, np.ndarray] | None,
+    keep_last: int,
+    lineage: dict | None,
+    verifier: Callable[[str], None] | None,
+    gcs_client: Any,
+    litert: bool,
+    litert_allow_flex: bool,
+    serving_epsilon: float | None,
+    extra_files: Mapping[str, bytes] | None = None,
+) -> publish.PublishResult:
+    """The one publishing path of a blessed push and a staged unblessed candidate: the verifier
+    (fresh processes, draws against propensities) and the LiteRT twin on the staged copy."""
     publish.validate_keep_last(keep_last)
     if verifier is None:
         verifier = subprocess_verifier(verify_inputs)
@@ -395,7 +461,7 @@ def push_policy(
         source = policy_dir
         if serving_epsilon is not None:
             source = certified.serving_at(policy_dir, serving_epsilon, scratch, gcs_client)
-        result = publish.publish(
+        return publish.publish(
             source,
             destination,
             verifier,
@@ -403,7 +469,106 @@ def push_policy(
             lineage=lineage,
             gcs_client=gcs_client,
             source_url=open_store(policy_dir, gcs_client).url,
+            extra_files=extra_files,
         )
-    return PushResult(
-        pushed=True, version=result.version, destination=result.url, removed_versions=result.removed_versions
+
+
+# --- an unblessed candidate, staged for integration tests (pusher.stage_unblessed) ------------------
+
+STAGE_UNBLESSED_KEY = "stage_unblessed"  # the TFX component's execution parameter
+UNBLESSED_FILE = "UNBLESSED"  # beside the staged SavedModel (as TFX's blessing has BLESSED / NOT_BLESSED)
+UNBLESSED_LINEAGE_KEY = "unblessed"  # true in a staged version's marker lineage (`rlops serving list` shows it)
+UNBLESSED_WARNING = (
+    "UNBLESSED candidate: it did not pass the Evaluator's gate and is published here for integration "
+    "tests only; never serve it to users"
+)
+
+
+def _same_place(a: str, b: str) -> bool:
+    def norm(path: str) -> str:
+        path = path.rstrip("/")
+        return path if "://" in path else os.path.realpath(os.path.abspath(path))
+
+    return norm(a) == norm(b)
+
+
+def check_staging_dir(staging: str, serving: str | None) -> None:
+    """ValueError unless `staging` may take unblessed candidates: not the serving directory."""
+    if not staging:
+        raise ValueError("pusher.stage_unblessed: empty; give a directory (or gs:// prefix) for unblessed candidates")
+    if serving and _same_place(staging, serving):
+        raise ValueError(
+            f"pusher.stage_unblessed: {staging} is the serving directory; unblessed candidates must go "
+            "elsewhere (servers load the highest version there)"
+        )
+
+
+def stage_unblessed_policy(
+    policy_dir: str,
+    staging: str,
+    verify_inputs: dict[str, np.ndarray] | None,
+    serving: str | None = None,
+    why: str = "",
+    keep_last: int = 5,
+    lineage: dict | None = None,
+    verifier: Callable[[str], None] | None = None,
+    gcs_client: Any = None,
+    litert: bool = True,
+    litert_allow_flex: bool = False,
+    serving_epsilon: float | None = None,
+) -> PushResult:
+    """Publishes a candidate that did NOT bless to `staging` (pusher.stage_unblessed), never to
+    `serving`: verified as a blessed push is (push_policy: fresh processes, draws against
+    propensities, LiteRT), with an UNBLESSED file beside the SavedModel and `unblessed: true` in
+    the marker's lineage. A `staging` that is `serving`, or that holds rlops versions not so
+    marked (a serving directory by mistake), is refused. The result says nothing was pushed
+    (`pushed` stays 0) and where the candidate was staged."""
+    check_staging_dir(staging, serving)
+    store = open_store(staging, gcs_client)
+    blessed_there = [v.number for v in publish.scan(store) if v.is_rlops and not _marked_unblessed(v.marker)]
+    if blessed_there:
+        raise ValueError(
+            f"pusher.stage_unblessed: {store.url} holds rlops versions that are not unblessed candidates "
+            f"({', '.join(map(str, blessed_there[:3]))}): it looks like a serving directory; give a directory "
+            "only unblessed candidates go to"
+        )
+    log.warning("%s: publishing to %s (not to the serving directory %s)", UNBLESSED_WARNING, store.url, serving)
+    text = f"{UNBLESSED_WARNING}.\nEvaluator: {why or NOT_BLESSED}\n"
+    result = _publish_verified(
+        policy_dir,
+        staging,
+        verify_inputs,
+        keep_last=keep_last,
+        lineage={**(lineage or {}), UNBLESSED_LINEAGE_KEY: True},
+        verifier=verifier,
+        gcs_client=gcs_client,
+        litert=litert,
+        litert_allow_flex=litert_allow_flex,
+        serving_epsilon=serving_epsilon,
+        extra_files={UNBLESSED_FILE: text.encode()},
     )
+    log.warning(
+        "staged the UNBLESSED candidate as version %d at %s: for integration tests only", result.version, result.url
+    )
+    return PushResult(
+        pushed=False,
+        reason=f"{NOT_BLESSED}; staged as UNBLESSED version {result.version} at {result.url} (integration tests only)",
+        removed_versions=result.removed_versions,
+        staged_version=result.version,
+        staged_destination=result.url,
+    )
+
+
+def _marked_unblessed(marker: dict | None) -> bool:
+    return bool(((marker or {}).get("lineage") or {}).get(UNBLESSED_LINEAGE_KEY))
+
+
+def is_unblessed_version(version_dir: str, gcs_client: Any = None) -> bool:
+    """Whether the published version at `version_dir` is a staged unblessed candidate."""
+    store = open_store(version_dir, gcs_client)
+    if store.exists(UNBLESSED_FILE):
+        return True
+    try:
+        return _marked_unblessed(json.loads(store.read(publish.MARKER)))
+    except Exception:  # noqa: BLE001 - no marker: not an rlops version, so not one of ours
+        return False

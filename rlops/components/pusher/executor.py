@@ -62,5 +62,6 @@ class Executor(base_executor.BaseExecutor):
             keep_last=5 if keep_last is None else keep_last,
             vertex_upload=exec_properties.get(VERTEX_UPLOAD_KEY) or None,
             litert_allow_flex=bool(exec_properties.get(LITERT_ALLOW_FLEX_KEY) or 0),
+            stage_unblessed=exec_properties.get(core.STAGE_UNBLESSED_KEY) or None,
         )
         set_custom_properties(pushed, result.properties(model.uri, model_reference(model, blessing))[PUSHED_MODEL_KEY])

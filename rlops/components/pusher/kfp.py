@@ -60,10 +60,13 @@ def pusher(
     vertex_upload: str = "",
     serving_model: Any = None,
     litert_allow_flex: bool = False,
+    stage_unblessed: str = "",
 ) -> bool:
     """serving_model (google.UnmanagedContainerModel): the pushed version with its serving
     container, for Google Cloud Pipeline Components' ModelUploadOp; only meaningful when pushed.
-    litert_allow_flex: publish a LiteRT policy that needs Flex ops (unchecked) instead of failing."""
+    litert_allow_flex: publish a LiteRT policy that needs Flex ops (unchecked) instead of failing.
+    stage_unblessed: a directory an unblessed candidate is published to (integration tests only;
+    the step still returns False: nothing was pushed to serve)."""
     from rlops.components.pusher import core
 
     result = core.run_pusher(
@@ -76,6 +79,7 @@ def pusher(
         keep_last=keep_last,
         vertex_upload=vertex_upload or None,
         litert_allow_flex=bool(litert_allow_flex),
+        stage_unblessed=stage_unblessed or None,
     )
     record(pushed_model, result.properties(model.uri, model.name)[PUSHED_MODEL_KEY])
     if not result.pushed:

@@ -43,7 +43,7 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from rlops.components.pusher.storage import LocalStore, Store, SubStore, open_store, transfer
 from rlops.train import policy_files
@@ -154,10 +154,12 @@ def publish(
     lineage: dict | None = None,
     gcs_client: Any = None,
     source_url: str | None = None,
+    extra_files: Mapping[str, bytes] | None = None,
 ) -> PublishResult:
     """Publishes the SavedModel at `source` as a new version of `destination`. The marker names
     `source_url` as its source when given (a local copy rewritten before publishing names the
-    model it was made from).
+    model it was made from). `extra_files` (name -> content) are written beside the SavedModel
+    after verification and listed in the marker (the UNBLESSED file of a staged candidate).
 
     `verify(local_dir)` is called on the staged copy and raises to refuse it (then nothing becomes
     visible). Older rlops versions beyond `keep_last` are then removed (see `prune`).
@@ -183,6 +185,11 @@ def publish(
                 local = _local_copy(dst, staging, tmp)
                 verify(local)
                 files += _keep_added(dst, staging, local, files)  # e.g. policy.tflite beside the SavedModel
+        for key, content in (extra_files or {}).items():
+            if key in files or key == MARKER:
+                raise ValueError(f"extra file {key!r} would replace a file of the SavedModel or the marker")
+            dst.write(dst.join(staging, key), content)
+            files.append(key)
         lease.renew(force=True)
         version = allocate_version(dst, owner)
         _write_version_asset(dst, staging, files, version)
