@@ -1,16 +1,17 @@
-"""The events join in the Beam graph (events.py holds the join itself; event_store.py the waiting
-decisions):
+"""The events join in the Beam graph (events.py holds the join itself, event_files.py the events
+on disk, event_store.py the waiting decisions):
 
-    events files / BigQuery ─ ParseEvents ─┬─ chunks ─┐
+    events files / BigQuery ─ ParseEvents ─┬─ chunk files ──┐
                                            └─ malformed ── quarantine
-    waiting decisions (last run) ─ ReadPending ─ events ─┴─ EventTable (one, side input)
-                                               └ decisions ─┐
-    valid decision batches (Ingest) ────────────────────────┴─ JoinRewards ─┬─ settled batches ─ EncodeSplit
-                                                                            ├─ waiting ─ WritePending
-                                                                            └─ categories ─ EventOutcomes ─ counts, quarantine
+    waiting decisions' events (last run) ─ PendingEvents ───┴─ EventTable: one sorted table on disk
+                                                                   (its reference: a side input)
+    work items + waiting decisions ─ Ingest ─ valid batches ─ JoinRewards ─┬─ settled ─ EncodeSplit
+                                                                           ├─ waiting ─ WritePending
+                                                                           └─ categories ─ EventOutcomes
+                                                                               (counts, quarantine)
 
-Decisions never cross a shuffle: each batch meets the whole events table (the small side) where it
-is. Per-event categories come back as (event index, code) arrays and are merged once.
+Decisions never cross a shuffle: each batch meets the whole events table (the small side, memory-
+mapped) where Ingest reads it. Each bundle's categories come back as one int8 per event, merged once.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 The Beam graph (event_graph.py) reads the events into one compact `EventTable` (hashes, times,
 type codes and values, sorted by decision; event_files.py keeps it on disk, memory-mapped) and
 joins each batch of decisions against it with `join_batch`: decisions stream through without a
-shuffle (events are the small side: a few per decision at most, 44 bytes each here). Every event that a
-decision meets gets one category; an event no decision meets is `unknown_decision`.
+shuffle (events are the small side: a few per decision at most, 44 bytes each here). Every
+event that a decision meets gets one category; an event no decision meets is `unknown_decision`.
 
 An event's category, checked in this order (the contract users read in docs/events.md):
 malformed (no decision id, no time, a `value` type without a number) -> unknown_decision -> pending
@@ -38,7 +38,6 @@ UNKNOWN_CODE = CODES[UNKNOWN_DECISION]
 QUARANTINED_EVENTS = (LATE, BEFORE_DECISION, UNKNOWN_DECISION, MALFORMED)
 EVENT_REASON_PREFIX = "event_"
 
-DECISION_ID, DECISION_TIME = "decision_id", "decision_time"
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _WINDOW = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)\s*")
@@ -106,11 +105,6 @@ def to_micros(values: Any) -> tuple[np.ndarray, np.ndarray]:
         us[where[good]] = parsed[good].view(np.int64).to_numpy() // 1000
         ok[where[good]] = True
     return us, ok
-
-
-def iso(us: int) -> str:
-    """Epoch microseconds as an ISO-8601 UTC time, for messages."""
-    return datetime.datetime.fromtimestamp(us / 1e6, datetime.timezone.utc).isoformat()
 
 
 # --- the events, as read -------------------------------------------------------------------------
