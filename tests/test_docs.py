@@ -806,6 +806,27 @@ def test_field_docs_are_read_from_comments_above_beside_and_below():
     }
 
 
+@dataclasses.dataclass(frozen=True)
+class _Undocumented:
+    """A planted violation: a config section one of whose fields says nothing."""
+
+    documented: int = 1  # what it does
+    bare: str = "x"
+
+
+def test_an_undocumented_field_fails_the_config_reference(monkeypatch):
+    """A config key without a doc would be a blank row: the generator (and so the docs test) fails."""
+    import rlops.pipelines.config as pipeline_config
+    from rlops.pipelines import reference_docs
+
+    with pytest.raises(reference_docs.UndocumentedField, match=r"_Undocumented\.bare has no documentation"):
+        reference_docs.field_doc(_Undocumented, "bare", reference_docs.field_docs(_Undocumented))
+    assert reference_docs.field_doc(_Undocumented, "documented", reference_docs.field_docs(_Undocumented))
+    monkeypatch.setattr(pipeline_config, "PusherConfig", _Undocumented)  # the pusher section gains it
+    with pytest.raises(reference_docs.UndocumentedField, match=r"_Undocumented\.bare has no documentation"):
+        reference_docs.config_page()
+
+
 def test_the_cli_reference_names_every_command_and_flag():
     from rlops.pipelines import reference_docs
 

@@ -87,8 +87,10 @@ class PipelineConfig:
     warm_start: bool  # retrain from the last blessed model
     beam_args: list[str]  # Beam pipeline options, '--flag=value'
     experience_gen: ExperienceGenConfig | None  # the bandit and ranking pipelines' ingestion; None for ppo
-    trainer: TrainerConfig
+    trainer: TrainerConfig  # the Trainer's settings (the agent, its network and training budget)
+    # The Evaluator's settings: off-policy evaluation and the blessing gate
     evaluator: EvaluatorConfig | SlateEvaluatorConfig
+    # Where blessed policies are published besides serving_dir, and how many versions stay
     pusher: PusherConfig = field(default_factory=PusherConfig)
     raw: dict[str, object] = field(default_factory=dict, repr=False)  # the merged YAML, as given
 

@@ -9,7 +9,9 @@ built from the `rlops` argument parsers (every command, its usage and every argu
     python -m rlops.pipelines.reference_docs --write    # regenerate the pages
     python -m rlops.pipelines.reference_docs --check    # exit 1 when a committed page is stale
 
-The docs test fails when a committed page differs from what this module writes.
+The docs test fails when a committed page differs from what this module writes, and the
+generator fails (UndocumentedField, naming the dataclass and field) on a field with no
+documentation: every config key has a doc.
 """
 
 from __future__ import annotations
@@ -66,6 +68,21 @@ def field_docs(cls: type) -> dict[str, str]:
             parts.append(" ".join(after.value.value.split()))
         docs[node.target.id] = " ".join(p for p in parts if p and not p.startswith("noqa"))
     return docs
+
+
+class UndocumentedField(ValueError):
+    """A config field the code keeps no documentation beside: the reference would show it blank."""
+
+
+def field_doc(cls: type, name: str, docs: dict[str, str]) -> str:
+    """`name`'s documentation in `docs` (field_docs(cls)); raises UndocumentedField when it has none."""
+    doc = docs.get(name, "")
+    if not doc:
+        raise UndocumentedField(
+            f"{cls.__module__}.{cls.__qualname__}.{name} has no documentation: write a comment above the "
+            "field or at the end of its line (what it does, its unit, why its default)"
+        )
+    return doc
 
 
 def class_doc(cls: type) -> str:
@@ -171,7 +188,7 @@ def _section(key: str, cls: type, seen: set[tuple[str, type]], out: list[str], d
             continue
         tp = hints[f.name]
         out.append(
-            f"| `{f.name}` | `{_cell(type_name(tp))}` | {_cell(default_text(f))} | {_cell(docs.get(f.name, ''))} |"
+            f"| `{f.name}` | `{_cell(type_name(tp))}` | {_cell(default_text(f))} | {_cell(field_doc(cls, f.name, docs))} |"
         )
         for sub in _dataclasses_in(tp):
             nested.append((f"{key}.{f.name}", sub))
@@ -214,7 +231,7 @@ def _top_level(out: list[str]) -> None:
     head = " | ".join(f"default ({kind})" for kind in KINDS)
     out.append(f"| key | type | {head} | what it does |\n|---|---|{'---|' * len(KINDS)}---|")
     for key in TOP_LEVEL_KEYS:
-        doc = docs.get(key, "")
+        doc = field_doc(PipelineConfig, key, docs)
         cells = []
         for kind in KINDS:
             value = defaults[kind].get(key)

@@ -28,21 +28,27 @@ log = logging.getLogger(__name__)
 class PPOConfig:
     """Hyperparameters of an on-policy PPO run (defaults: CartPole, CleanRL/TF-Agents-like)."""
 
+    # Gymnasium environment id to train in (offline, from logged trajectories: optional, it only gives the specs)
     env_id: str = "CartPole-v1"
-    num_envs: int = 8
+    num_envs: int = 8  # environments stepped in parallel; each iteration collects num_envs x num_steps steps
     num_steps: int = 32  # per env per iteration
+    # Environment steps of the whole run, over all envs (iterations = this / (num_envs x num_steps))
     total_env_steps: int = 100_000
+    # Passes over each iteration's batch of collected steps (in minibatches) before collecting again
     num_epochs: int = 20
     minibatch_size: int | None = None  # None: the full batch of num_envs * num_steps rows
-    learning_rate: float = 1e-3
+    learning_rate: float = 1e-3  # adam's step size (annealed to 0 over the run when anneal_lr)
     anneal_lr: bool = True  # linearly to 0 over the run
-    discount_factor: float = 0.98
-    lambda_value: float = 0.8
+    discount_factor: float = 0.98  # gamma: the per-step discount of future rewards in returns and advantages
+    lambda_value: float = 0.8  # GAE lambda: 0 gives one-step TD advantages, 1 Monte Carlo returns
+    # PPO's clip epsilon: the new / old policy probability ratio is clipped to [1 - this, 1 + this]
     importance_ratio_clipping: float = 0.2
-    entropy_regularization: float = 0.0
-    value_pred_loss_coef: float = 0.5
+    entropy_regularization: float = 0.0  # weight of the entropy bonus in the loss (more exploration); 0: none
+    value_pred_loss_coef: float = 0.5  # weight of the value network's loss in the total loss
+    # Clip each value prediction's change to +-this around the old one; null or 0: no clipping
     value_clipping: float | None = None
-    gradient_clipping: float | None = 0.5
+    gradient_clipping: float | None = 0.5  # clip gradients to this global norm (0.5 as CleanRL); null or 0: no clipping
+    # Normalize observations by a running mean and variance (clipped to +-observation_clip_value)
     normalize_observations: bool = False
     observation_clip_value: float = 5.0  # normalized observations clipped to +-this (TF-Agents 5, CleanRL 10)
     observation_variance_epsilon: float = 1e-3  # sqrt(var + this) (TF-Agents 1e-3, CleanRL 1e-8)
@@ -50,11 +56,12 @@ class PPOConfig:
     normalize_rewards: bool = False  # TF-Agents' normalizer in the agent: rewards / std of rewards
     scale_rewards_by_return: bool = False  # CleanRL / SB3: rewards / std of the discounted return, at collection
     adaptive_kl_beta: float = 0.0  # > 0 enables the adaptive KL penalty
+    # > 0: a quadratic penalty on the mean KL above this factor x the adaptive KL target; 0: none
     kl_cutoff_factor: float = 0.0
-    hidden_sizes: Sequence[int] = (64, 64)
-    initial_log_std: float = 0.0
-    seed: int = 0
-    eval_episodes: int = 20
+    hidden_sizes: Sequence[int] = (64, 64)  # layer widths of the actor network, and of the separate value network
+    initial_log_std: float = 0.0  # continuous actions: the Gaussian policy's initial log standard deviation (0: std 1)
+    seed: int = 0  # seeds the networks, the environments and collection (the Trainer passes trainer.seed)
+    eval_episodes: int = 20  # episodes of the trained (greedy) policy evaluated after training; 0 skips the evaluation
     target_return: float | None = 475.0  # for `steps_to_target` (mean of last 20 train episodes)
     log_every: int = 10  # iterations between progress lines; 0 silences them
     vector_env: str = "auto"  # collection backend: auto | sync | async | envpool (rlops.envs.gym_env)

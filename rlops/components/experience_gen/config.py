@@ -23,9 +23,10 @@ SPLIT_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 class SpecConfig:
     """A JSON-friendly (Bounded)TensorSpec: what the action (or observation) must look like."""
 
-    shape: tuple[int, ...] = ()
-    dtype: str = "int32"
-    minimum: float | None = None
+    shape: tuple[int, ...] = ()  # the action's shape; `[]` is one scalar (a discrete action is one scalar id)
+    dtype: str = "int32"  # TF dtype name; an integer dtype makes the action discrete (ids), a float one continuous
+    minimum: float | None = None  # the smallest valid action, inclusive (discrete: the first id); null: unbounded
+    # The largest valid action, inclusive (discrete ids: minimum..maximum); null: unbounded
     maximum: float | None = None
 
     @classmethod
@@ -91,15 +92,19 @@ class FeatureColumn:
     """
 
     SHORTHAND_FIELD: ClassVar[str] = "name"  # in JSON/YAML, "user_a" means {"name": "user_a"}
+    # The feature's name in the records and the served model's inputs; also its source column unless `column` is set
     name: str
     column: str | None = None  # source column; default: the feature's name
-    kind: str = "auto"
+    kind: str = "auto"  # auto | float | float_list | categorical; auto infers it from the data (see above)
     dtype: str = "auto"  # categorical: auto | string | int64
     dim: int | None = None  # float_list width / most values of a multivalent categorical (default: data)
+    # Categorical: the most frequent values that get their own id (a vocabulary computed over the data)
     vocab_size: int = 1000
+    # Categorical: ids shared by values outside the vocabulary (unseen at serving, or rarer ones)
     num_oov_buckets: int = 1
+    # Categorical: > 0 hashes values into this many ids instead of building a vocabulary; 0: vocabulary
     hash_buckets: int = 0
-    normalize: bool = True
+    normalize: bool = True  # float features: scale by the data's mean and standard deviation; false keeps raw values
     multivalent: bool = False  # a list of categorical values per record (implied by `separator`)
     separator: str | None = None  # text cells holding several values, e.g. "|"
     dim_percentile: float = 99.0  # multivalent dim inferred as this percentile of list lengths
@@ -124,15 +129,21 @@ class BanditColumns:
     BigQuery TIMESTAMP) become epoch microseconds. Every mapped field is required per record.
     """
 
-    context: tuple[str, ...] = ()
-    context_prefix: str | None = None
-    context_dim: int | None = None
+    context: tuple[str, ...] = ()  # columns of the dense float context (scalars, or one list-valued column)
+    context_prefix: str | None = None  # every column starting with this is a context column (ordered by numeric suffix)
+    context_dim: int | None = None  # the context's width; null: taken from the first file
+    # Column of the logged action id (an integer in action_spec's range); per-arm logs map item_id instead
     action: str = "action"
+    # Column of the decision's reward (a number); not read with `events`, whose join gives the reward
     reward: str = "reward"
+    # Column of the logging policy's probability of the logged action; null: none (require_propensity: false)
     propensity: str | None = "propensity"
     action_mask: tuple[str, ...] = ()  # one list-valued column, or one 0/1 column per action
+    # Every column starting with this is an action_mask column (one 0/1 per action)
     action_mask_prefix: str | None = None
+    # Column of a per-record weight (>= 0) that training and the evaluator's estimates apply; null: all 1
     weight: str | None = None
+    # Column kept in each record as `timestamp` (integers as logged, date-times as epoch microseconds)
     timestamp: str | None = None
     # Named context features (strings, ids, floats), each stored under its own name; an
     # alternative to the dense float `context` above (give one or the other).
@@ -142,7 +153,9 @@ class BanditColumns:
     # order), and the item table's feature columns, written per record as per_arm/<name> [K(, dim)].
     # The logged action becomes the index of the logged item among the candidates.
     item_id: str | None = None
+    # Column of the decision's candidate item ids, joined by "|" (null: every item of the item table)
     candidates: str | None = None
+    # The item table's feature columns, written per record as per_arm/<name>
     item_features: tuple[FeatureColumn, ...] = ()
     item_table_id: str | None = None  # the item table's id column (default: item_id's name)
     # Per-arm columns of the log itself (with item_source): {name: pattern}, the pattern naming one
@@ -183,17 +196,25 @@ class TrajectoryColumns:
     in a terminal state (discount 0) or was cut off (discount 1).
     """
 
-    episode_id: str = "episode_id"
+    episode_id: str = "episode_id"  # column naming the episode a step belongs to
+    # Column of the step's index in its episode: 0, 1, ... without gaps (else the episode is quarantined)
     step: str = "step"
-    observation: tuple[str, ...] = ("observation",)
+    observation: tuple[str, ...] = ("observation",)  # columns of the observation (scalars, or one list-valued column)
+    # Every column starting with this is an observation column (ordered by numeric suffix)
     observation_prefix: str | None = None
-    observation_dim: int | None = None
+    observation_dim: int | None = None  # the observation's width; null: taken from the first file
+    # Column of the action: one integer column for a discrete action_spec, else one per element or one list column
     action: tuple[str, ...] = ("action",)
+    # Every column starting with this is an action column (a vector action, ordered by numeric suffix)
     action_prefix: str | None = None
-    reward: str = "reward"
-    discount: str | None = None
+    reward: str = "reward"  # column of the step's reward
+    discount: str | None = None  # column of the step's discount (0 after a terminal step); null: derived from terminal
+    # Column of a boolean: the episode ended in a terminal state (discount 0 at its last step), not cut off. Null: every
+    # episode counts as cut off (its last step bootstraps); only the last step of an episode may be terminal
     terminal: str | None = "terminated"
+    # Column of the logging policy's log-probability of the action (offline PPO needs it or dist_params logits)
     log_probability: str | None = None
+    # Column of the logging policy's value estimate, kept as policy_info/value_prediction
     value_prediction: str | None = None
     # policy_info/dist_params/<name> <- a column (scalar or list-valued), columns joined by "|"
     # ("mu_0|mu_1"), or a prefix ending in "*" ("logit_*").
@@ -220,14 +241,18 @@ class SlateColumns:
     position equal to slate_length seen: 1-based)."""
 
     slate_id: str | None = "slate_id"  # required with `position`; else optional (default: the row)
+    # Column of the item's slot (rows per shown item); null: one row per slate, slot fields as lists
     position: str | None = "position"
-    first_position: int | None = None
-    item_id: str = "item_id"
-    reward: str = "reward"
+    first_position: int | None = None  # the first slot's number, 0 or 1; null: read from the data's sample
+    item_id: str = "item_id"  # column of the shown item's id (a list in display order without `position`)
+    reward: str = "reward"  # column of the slot's reward (e.g. a click); not read with `events`, whose join gives it
+    # Column of the logging policy's marginal probability of showing that item in that slot
     propensity: str = "propensity"
+    # Column of the probability of the slate up to and including the slot (optional)
     propensity_cascade: str | None = None
     separator: str = "|"  # list cells in text files (rows per slate)
     features: tuple[FeatureColumn, ...] = ()  # the request's context, as for bandit logs
+    # Column kept in each record as `timestamp` (integers as logged, date-times as epoch microseconds)
     timestamp: str | None = None
     item_table_id: str | None = None  # with item_source: the table's id column (default: item_id's name)
     # When the page was shown (rows per shown item, with experience_gen.events): the start of its
@@ -244,29 +269,31 @@ class FileSource:
     are split into `range_bytes` work items; Parquet, TFRecord and compressed files are one each.
     """
 
+    # Path or glob of the files (local, gs://, any Beam filesystem); several separated by commas; required
     pattern: str = ""
     format: str = "csv"  # one of FILE_FORMATS
     compression: str = "auto"  # auto (by extension) | gzip | none
-    csv_delimiter: str = ","
-    csv_header: bool = True
+    csv_delimiter: str = ","  # CSV field separator, one character (e.g. ";" or a tab)
+    csv_header: bool = True  # the first line of each CSV file names the columns; false: name them in csv_column_names
     csv_column_names: tuple[str, ...] = ()  # when the files have no header row
     block_bytes: int = 16 << 20  # parse unit for text files
     range_bytes: int = 128 << 20  # uncompressed text files are split into ranges this big
-    kind: str = "file"
+    kind: str = "file"  # `file` selects this source
 
 
 @dataclass(frozen=True)
 class BigQuerySource:
     """A query or a table read through beam.io.ReadFromBigQuery."""
 
-    query: str | None = None
+    query: str | None = None  # SQL whose result rows are the records (give query or table, not both)
     table: str | None = None  # "project:dataset.table" or "project.dataset.table"
+    # Google Cloud project the BigQuery jobs run in; null: Beam's default (the pipeline's project)
     project: str | None = None
-    use_standard_sql: bool = True
+    use_standard_sql: bool = True  # run `query` as GoogleSQL (standard SQL); false: legacy SQL
     method: str = "EXPORT"  # EXPORT | DIRECT_READ
     gcs_location: str | None = None  # temp location for EXPORT
-    batch_size: int = 10_000
-    kind: str = "bigquery"
+    batch_size: int = 10_000  # the most rows per batch handed to parsing (records; batches grow from 1000 to it)
+    kind: str = "bigquery"  # `bigquery` selects this source
 
 
 @dataclass(frozen=True)
@@ -279,17 +306,19 @@ class SimulationSource:
     exploration from TF's global RNG.
     """
 
-    env: str = "digits"
+    env: str = "digits"  # digits | linear (bandits) | slates (record_kind: slate) | gym:<id> (trajectories)
+    # Keyword arguments of the environment (gym:<id>: of gym.make; slates: the world's and its logging policy's)
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+    # The logging policy: random (uniform) | epsilon_greedy (around policy_path); slates: set in env_kwargs
     policy: str = "random"
-    policy_path: str | None = None
-    epsilon: float = 0.1
+    policy_path: str | None = None  # the SavedModel policy that epsilon_greedy logging follows
+    epsilon: float = 0.1  # epsilon_greedy: the probability of a uniformly random action instead of the saved policy's
     num_records: int = 10_000  # bandit decisions
     num_episodes: int = 10  # gym episodes
-    num_shards: int = 1
-    batch_size: int = 1024
-    seed: int = 0
-    kind: str = "simulation"
+    num_shards: int = 1  # work items the records are generated in, in parallel (records divided evenly among them)
+    batch_size: int = 1024  # bandits and slates: records generated per batch (gym: unused, episodes step one env)
+    seed: int = 0  # seeds the environment and the logging policy, per shard: same seed, same records (but see above)
+    kind: str = "simulation"  # `simulation` selects this source
 
 
 # Tagged by `kind`: a source section the user gives replaces the default member, never merges.
@@ -321,8 +350,9 @@ class EventsConfig:
     """Rewards from a second stream of events, joined to the decisions by decision id
     (docs/events.md). An event counts when decision_time <= time <= decision_time + window."""
 
+    # Where the events are read: files or BigQuery, as experience_gen.source
     source: EventsSource = field(default_factory=FileSource)
-    columns: EventsColumns = field(default_factory=EventsColumns)
+    columns: EventsColumns = field(default_factory=EventsColumns)  # which events column holds each event field
     # How long after a decision its events count, e.g. 30m, 2h, 1d (s, m, h, d; a bare number is
     # seconds). Events after it are `late`: the window defines the reward, so keep it fixed.
     window: str = "30m"
@@ -348,7 +378,8 @@ class EventsConfig:
 
 @dataclass(frozen=True)
 class Split:
-    name: str
+    name: str  # the split's name: letters, digits, _ or - (its directory is Split-<name>)
+    # Its share of the hash buckets: a record lands in it with probability hash_buckets / the total
     hash_buckets: int = 1
 
 
@@ -358,9 +389,13 @@ class SplitConfig:
     episode id) into buckets, or by time when `time_column` is set: split i holds records with
     boundaries[i-1] <= t < boundaries[i] (units as in the data)."""
 
+    # The output splits, each a name and its share of hash buckets (default 9:1, a 90% / 10% train / eval split)
     splits: tuple[Split, ...] = (Split("train", 9), Split("eval", 1))
+    # Column hashed to pick a record's split (e.g. a user id keeps a user's records in one split); null: see above
     key: str | None = None
+    # Split by time instead of by hash: the column whose value places a record (see time_boundaries)
     time_column: str | None = None
+    # Ascending, len(splits) - 1 of them; units as the time column's (date-times: epoch microseconds)
     time_boundaries: tuple[float, ...] = ()
 
     @property
@@ -371,15 +406,20 @@ class SplitConfig:
 @dataclass(frozen=True)
 class ExperienceGenConfig:
     record_kind: str = BANDIT  # bandit | trajectory | slate (rlops.components.common.decision_kinds)
+    # Where the records are read: files, a BigQuery query or table, or a simulation (`kind` picks one)
     source: Source = field(default_factory=FileSource)
+    # Which source column holds each bandit-feedback field (record_kind: bandit)
     bandit_columns: BanditColumns = field(default_factory=BanditColumns)
+    # Which source column holds each slate-log field (record_kind: slate)
     slate_columns: SlateColumns = field(default_factory=SlateColumns)
     slate_length: int | None = None  # slate: the most items a page shows (L)
     # A second, small source: the item-features table joined to the impressions by item id.
     item_source: FileSource | None = None
+    # Which source column holds each trajectory-step field (record_kind: trajectory)
     trajectory_columns: TrajectoryColumns = field(default_factory=TrajectoryColumns)
     action_spec: SpecConfig | None = None  # actions are checked against it (a simulation's env sets it)
     require_propensity: bool = True  # bandit: off-policy evaluation needs it
+    # How records are divided into output splits (train / eval by default)
     splits: SplitConfig = field(default_factory=SplitConfig)
     max_bad_record_ratio: float = 0.01  # fail above this share of quarantined records
     # split -> fewest valid records it must get (e.g. 1 for "train" and "eval"); the

@@ -33,19 +33,22 @@ class RegistryConfig(JsonConfig):
 
     SECTION = "vertex_upload"  # the key path errors name: the Pusher's JSON parameter, pusher.vertex_upload in YAML
 
-    project: str
-    region: str
-    display_name: str
+    project: str  # Google Cloud project of the Model Registry (and the endpoint)
+    region: str  # Vertex region, e.g. us-central1; also picks the prebuilt serving container
+    display_name: str  # the registry model's display name (and the deployed model's)
     parent_model: str | None = None  # model resource name or id: upload as a new version of it
+    # Version alias moved to each pushed version (Vertex keeps an alias on one version at a time)
     alias: str = "champion"
     serving_container_image_uri: str | None = None  # default: prebuilt TF CPU container of `region`
+    # TF version of Vertex's prebuilt prediction container (used without serving_container_image_uri);
+    # the default is the newest TF2 runtime Vertex lists (the export uses only ops it has; see DEFAULT_TF_RUNTIME)
     tf_version: str = DEFAULT_TF_RUNTIME
     labels: dict[str, str] = field(default_factory=dict)  # Vertex labels: strings to strings
     endpoint: str | None = None  # endpoint resource name or id: deploy there
     traffic_percentage: int = 100  # the new version's share; the rest stays with what is deployed
-    machine_type: str = "n1-standard-2"
-    min_replica_count: int = 1
-    max_replica_count: int = 1
+    machine_type: str = "n1-standard-2"  # Compute Engine machine type of the endpoint's serving nodes (with `endpoint`)
+    min_replica_count: int = 1  # fewest serving nodes the endpoint keeps for this version (with `endpoint`; >= 1)
+    max_replica_count: int = 1  # most serving nodes autoscaling may grow to (with `endpoint`; >= min_replica_count)
 
     def __post_init__(self) -> None:
         missing = [k for k in ("project", "region", "display_name") if not getattr(self, k)]

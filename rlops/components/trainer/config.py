@@ -106,6 +106,7 @@ class TrainerConfig(JsonConfig):
     # The first action id: logged actions (and the exported policy's) are action_minimum ..
     # action_minimum + num_actions - 1, the Examples' action_spec (e.g. ids that start at 1).
     action_minimum: int = 0
+    # Layer widths of the reward network (neural_epsilon_greedy, ranking); PPO: trainer.ppo.hidden_sizes
     hidden_sizes: tuple[int, ...] = (64,)
     # neural_epsilon_greedy with per-arm features: the reward network. 'common_tower': one MLP
     # (hidden_sizes) over concat(global, arm features). 'dot_product': a global tower and an arm
@@ -118,6 +119,7 @@ class TrainerConfig(JsonConfig):
     # rewards are then logits, not rewards; the greedy action (argmax) is the same as over
     # probabilities.
     reward_loss: str = "squared_error"
+    # Adam's step size for the reward network (neural_epsilon_greedy, ranking); PPO: trainer.ppo.learning_rate
     learning_rate: float = 1e-3
     # neural_epsilon_greedy: decoupled weight decay on the reward network (Adam's weight_decay:
     # each step also shrinks every weight by learning_rate x weight_decay of itself), an L2-like
@@ -167,9 +169,12 @@ class TrainerConfig(JsonConfig):
     # Learner.
     strategy: str = "auto"
     steps_per_run: int = 100  # train steps per tf.function call
+    # Train steps between checkpoints (checked after each steps_per_run call); a restarted Trainer resumes from the last
     checkpoint_interval: int = 500
+    # Train steps between TensorBoard summaries (written at steps divisible by it); <= 0: none
     summary_interval: int = 100
-    max_checkpoints_to_keep: int = 3
+    max_checkpoints_to_keep: int = 3  # how many of the most recent checkpoints stay on disk
+    # Seeds network initialisation, data shuffling and TF's global RNG (PPO: trainer.ppo's seed unless given there)
     seed: int = 0
 
     def __post_init__(self):
