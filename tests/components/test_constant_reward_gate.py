@@ -9,7 +9,7 @@ import os
 from rlops.components.common.records import CONSTANT_REWARD_FILE
 from rlops.components.evaluator import core
 from rlops.components.evaluator.config import EvaluatorConfig
-from rlops.components.evaluator.estimators import Estimate
+from rlops.components.evaluator.estimate import Estimate
 
 
 def _evaluate(tmp_path, monkeypatch, marked: bool):

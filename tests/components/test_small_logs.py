@@ -156,7 +156,7 @@ def test_too_few_eval_records_are_not_scored_at_other_epsilons():
 
 
 def test_a_refusal_by_the_bound_says_how_many_more_records_would_clear_it():
-    from rlops.components.evaluator.estimators import Estimate
+    from rlops.components.evaluator.estimate import Estimate
 
     config = EvaluatorConfig()
     near = comparisons.Trial(0.3, Estimate(0.035, -0.016, 0.085), {"candidate": 40.0}, None)

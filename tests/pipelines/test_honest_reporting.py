@@ -13,6 +13,7 @@ import yaml
 from rlops.components.evaluator import comparisons, core, estimators, ope
 from rlops.components.evaluator.action_ids import check_policy_fits_logs
 from rlops.components.evaluator.config import EvaluatorConfig
+from rlops.components.evaluator.estimate import Estimate
 from rlops.components.properties import json_safe, number
 from rlops.pipelines import cli_evaluate
 from rlops.pipelines.local import _key_metrics
@@ -146,9 +147,9 @@ def test_rewards_outside_0_1_widen_the_range_to_the_observed_one():
     assert estimators.value_bounds((0.0, 0.0)) == (0.0, 1.0)  # a night without a click is still [0, 1]
     assert estimators.value_bounds((-2.0, 5.0)) == (-2.0, 5.0)
     assert estimators.value_bounds(None) is None
-    e = estimators.clip_interval(estimators.Estimate(0.2, -0.1, 1.3), (0.0, 1.0))
+    e = estimators.clip_interval(Estimate(0.2, -0.1, 1.3), (0.0, 1.0))
     assert (e.value, e.lower, e.upper) == (0.2, 0.0, 1.0)
-    assert math.isnan(estimators.clip_interval(estimators.Estimate(0.2, math.nan, math.nan), (0, 1)).lower)
+    assert math.isnan(estimators.clip_interval(Estimate(0.2, math.nan, math.nan), (0, 1)).lower)
 
 
 # --- 5. a model and logs of different action counts ---------------------------------------------------

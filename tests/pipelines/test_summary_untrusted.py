@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from rlops.components.evaluator.estimators import Estimate
+from rlops.components.evaluator.estimate import Estimate
 from rlops.pipelines.local import RunSummary, _key_metrics
 
 WHY = "effective sample size of the importance weights too small: candidate 18.6 < 30 (min_ess); log with more exploration"

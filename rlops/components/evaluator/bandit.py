@@ -20,7 +20,8 @@ from rlops.components.evaluator.baseline import fitting_baseline, load_baseline
 from rlops.components.evaluator.comparisons import LOGGING_BASELINE, Trial, against, certify, clears_gate, with_served
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.evaluator.engine import choose_engine
-from rlops.components.evaluator.estimators import LOGGING_POLICY, Estimate
+from rlops.components.evaluator.estimate import Estimate
+from rlops.components.evaluator.estimators import LOGGING_POLICY
 from rlops.components.evaluator.scoring import epsilons_above, policy_probs, serving_epsilon
 from rlops.train.policy_saver import SavedPolicy
 

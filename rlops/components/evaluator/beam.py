@@ -45,7 +45,8 @@ from rlops.components.evaluator.comparisons import (
     policy_grids,
 )
 from rlops.components.evaluator.config import EvaluatorConfig
-from rlops.components.evaluator.estimators import LOGGING_POLICY, Estimate, Sums
+from rlops.components.evaluator.estimate import Estimate
+from rlops.components.evaluator.estimators import LOGGING_POLICY, Sums
 from rlops.components.evaluator.scoring import PolicyProbs, policy_probs, serving_epsilon
 
 if TYPE_CHECKING:  # TensorFlow: imported on the workers, when they load a policy

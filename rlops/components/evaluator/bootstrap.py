@@ -39,6 +39,7 @@ from rlops.components.common.record_keys import (
     S31 as _S31,
     splitmix64,
 )
+from rlops.components.evaluator.estimate import Estimate
 
 
 def _poisson_table() -> np.ndarray:
@@ -166,8 +167,6 @@ def difference_interval(
     min_episodes: int = 2,
 ):
     """mean(candidate) - mean(baseline) for two independent samples (e.g. episode returns)."""
-    from rlops.components.evaluator.estimators import Estimate
-
     check_bootstrap_args(num_bootstrap, confidence)
     rng = np.random.default_rng(seed)
     c, b = np.asarray(candidate, float), np.asarray(baseline, float)
@@ -187,8 +186,6 @@ def difference_interval(
 
 def mean_confidence_interval(values: np.ndarray, confidence: float = 0.95, num_bootstrap: int = 1000, seed: int = 0):
     """Mean with a bootstrap interval (PPO: returns over evaluation episodes)."""
-    from rlops.components.evaluator.estimators import Estimate
-
     check_bootstrap_args(num_bootstrap, confidence)
     values = np.asarray(values, float)
     idx = np.random.default_rng(seed).integers(0, len(values), size=(num_bootstrap, len(values)))

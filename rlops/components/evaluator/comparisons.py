@@ -12,7 +12,8 @@ import numpy as np
 from rlops.components.common.feedback import LoggedFeedback
 from rlops.components.evaluator import estimators
 from rlops.components.evaluator.config import EvaluatorConfig
-from rlops.components.evaluator.estimators import Comparison, Estimate
+from rlops.components.evaluator.estimate import Estimate
+from rlops.components.evaluator.estimators import Comparison
 from rlops.components.evaluator.reward_models import RewardModelFn, refit_dm_replicates
 
 LOGGING_BASELINE = "logging_policy"  # metrics' `baseline` when the candidate is compared with the logs' policy

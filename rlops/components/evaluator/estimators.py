@@ -65,6 +65,7 @@ import numpy as np
 
 from rlops.components.common.feedback import LoggedFeedback, first_bad
 from rlops.components.evaluator import bootstrap
+from rlops.components.evaluator.estimate import Estimate
 from rlops.features import serving_head
 
 LOGGING_POLICY = "logging"
@@ -76,28 +77,6 @@ TUNING_DELTA = 0.05  # OBP's confidence for the bias bound
 
 
 # ---- results (the data, LoggedFeedback, is rlops.components.common.feedback's) ---------------------
-
-
-@dataclass(frozen=True)
-class Estimate:
-    value: float
-    lower: float
-    upper: float
-    reason: str | None = None  # why there is no interval (NaN bounds), None when trusted
-
-    @property
-    def trusted(self) -> bool:
-        return self.reason is None and math.isfinite(self.lower) and math.isfinite(self.upper)
-
-    def as_dict(self) -> dict:
-        """What metrics.json and the CLIs' JSON hold: strict JSON, never NaN. An untrusted estimate
-        has no value (null) and says why; the estimator's raw output is kept apart, under
-        `untrusted_value`, so nobody reads it as a result."""
-        if self.reason or not self.trusted:
-            raw = self.value if math.isfinite(self.value) else None
-            why = self.reason or "no interval"
-            return {"value": None, "lower": None, "upper": None, "reason": why, "untrusted_value": raw}
-        return {"value": self.value, "lower": self.lower, "upper": self.upper}
 
 
 @dataclass(frozen=True)

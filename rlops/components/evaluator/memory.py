@@ -22,7 +22,8 @@ from rlops.components.evaluator.comparisons import (
     policy_grids,
 )
 from rlops.components.evaluator.config import EvaluatorConfig
-from rlops.components.evaluator.estimators import LOGGING_POLICY, Comparison, Estimate
+from rlops.components.evaluator.estimate import Estimate
+from rlops.components.evaluator.estimators import LOGGING_POLICY, Comparison
 from rlops.components.evaluator.reward_models import NETWORK, RewardModelFn
 from rlops.components.evaluator.scoring import PolicyProbs, network_predicted_rewards, policy_probs
 

@@ -16,6 +16,7 @@ from rlops.components.evaluator.bootstrap import (  # noqa: F401
     poisson_bootstrap_sums,
     refit_interval,
 )
+from rlops.components.evaluator.estimate import Estimate  # noqa: F401
 from rlops.components.evaluator.estimators import (  # noqa: F401
     DEFAULT_GRID,
     DEFAULT_MIN_ESS,
@@ -26,7 +27,6 @@ from rlops.components.evaluator.estimators import (  # noqa: F401
     TABLE,
     Comparison,
     Diagnostics,
-    Estimate,
     Estimator,
     apply_action_mask,
     compare,

@@ -11,7 +11,7 @@ from rlops.agents.policies import Policy
 from rlops.components.common.model import serving_dir
 from rlops.components.evaluator.bootstrap import difference_interval, mean_confidence_interval
 from rlops.components.evaluator.config import EvaluatorConfig
-from rlops.components.evaluator.estimators import Estimate
+from rlops.components.evaluator.estimate import Estimate
 from rlops.train.policy_saver import SavedPolicy
 
 

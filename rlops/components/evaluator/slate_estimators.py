@@ -68,10 +68,10 @@ import numpy as np
 
 from rlops.components.common.feedback import first_bad
 from rlops.components.evaluator import bootstrap
+from rlops.components.evaluator.estimate import Estimate
 from rlops.components.evaluator.estimators import (
     DEFAULT_MIN_ESS,
     DEFAULT_MIN_RECORDS,
-    Estimate,
     TrustRule,
     trust_reason,
 )

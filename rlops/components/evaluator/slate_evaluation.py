@@ -34,7 +34,8 @@ from rlops.components.common.slates import (
     read_slate_logs,
     slate_record_spec,
 )
-from rlops.components.evaluator.estimators import Estimate, TrustRule
+from rlops.components.evaluator.estimate import Estimate
+from rlops.components.evaluator.estimators import TrustRule
 from rlops.components.evaluator.slate_estimators import (
     SlateComparison,
     SlateLog,

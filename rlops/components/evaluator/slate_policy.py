@@ -25,7 +25,7 @@ from rlops.components.common import records
 from rlops.components.common.model import serving_dir
 from rlops.components.common.slates import SlateLogs, parse_slates, slate_record_spec
 from rlops.components.evaluator.comparisons import LOGGING_BASELINE
-from rlops.components.evaluator.estimators import Estimate
+from rlops.components.evaluator.estimate import Estimate
 from rlops.components.evaluator.slate_config import SlateEvaluatorConfig
 from rlops.components.evaluator.slate_estimators import (
     SlateComparison,
