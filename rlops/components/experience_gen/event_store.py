@@ -20,7 +20,7 @@ import json
 import pickle
 import re
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -156,8 +156,3 @@ def _prune(root: str) -> None:
         if g.number not in keep:
             files = FileSystems.match([FileSystems.join(g.path, "*")])[0].metadata_list
             FileSystems.delete([m.path for m in files])
-
-
-def iter_parts(paths: list[str]) -> Iterator[PendingPart]:
-    for path in paths:
-        yield read_part(path)
