@@ -79,10 +79,12 @@ def test_kfp_entry_records_counts_in_artifact_metadata(tmp_path, eg_data):
     run_for_kfp(_csv_config(eg_data, tmp_path).to_json(), ["--runner=DirectRunner"], examples, quarantine)
     assert examples.metadata["records_written"] == 200 and examples.metadata["split_names"] == ["train", "eval"]
     assert examples.metadata["payload_format"] == "FORMAT_TF_EXAMPLE"
+    assert examples.metadata["record_kind"] == "bandit"
     assert quarantine.metadata["records_quarantined"] == 0
     assert sorted(os.listdir(examples.uri)) == [
         "Split-eval",
         "Split-train",
+        "record_kind.json",
         "rlops_feature_schema.json",
         "schema.pbtxt",
     ]

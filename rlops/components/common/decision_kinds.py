@@ -4,13 +4,21 @@ A kind is `bandit` (one item of K per record), `trajectory` (the steps of an epi
 `slate` (an ordered list of L items of K). Each entry says how the kind's logs are laid out and
 read: the config section that maps its columns, whether source rows are grouped into one record by
 a key (an episode's steps, a page's shown items), the record format TFX's Examples artifact
-declares, the pipeline that trains it, and the off-policy estimators that apply to it. Components
-branch on these facts, never on the kind's name, so adding a kind adds an entry and its own modules.
+declares, the pipeline that trains it (`rlops run <pipeline>`: a kind plus its default agent) and
+whether its logs carry the logging policy's probabilities (off-policy evaluation needs them).
+
+The name travels: ExperienceGen writes it beside the splits (`record_kind.json`, and the
+artifact's `record_kind` property), the Trainer into the policy's metadata (`decision_kind`), and
+every component reads it from there (`read_record_kind`) to look up its own table's row: nothing
+probes a record or a signature to guess it. Components branch on these facts or their own table,
+never on the kind's name, so adding a kind adds an entry, its own modules and one row per table.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
+import os
 from dataclasses import dataclass
 
 BANDIT = "bandit"
@@ -30,23 +38,20 @@ class DecisionKind:
     group_key: str | None  # the record field whose rows form one record (None: a row is a record)
     payload_format: str  # what the Examples artifact declares (TFX's payload_format)
     pipeline: str  # the pipeline that trains a policy for it: `rlops run <pipeline>`
-    estimators: tuple[str, ...]  # off-policy estimators that apply to its records ((): none)
-    unit: str  # what one record is, for counts printed to users
+    default_agent: str  # what that pipeline trains unless trainer.agent says otherwise
+    logged_probabilities: bool  # its logs carry the logging policy's probabilities (off-policy evaluation)
 
     @property
     def grouped(self) -> bool:
         return self.group_key is not None
 
 
-SINGLE_ITEM_ESTIMATORS = ("ips", "snips", "dm", "dr", "sndr", "switch_dr", "dr_os")
-SLATE_ESTIMATORS = ("sips", "iips", "rips", "snsips", "sniips", "snrips", "cascade_dr", "pi")
-
 KINDS: dict[str, DecisionKind] = {
     k.name: k
     for k in (
-        DecisionKind(BANDIT, "bandit_columns", None, TF_EXAMPLE, "bandit", SINGLE_ITEM_ESTIMATORS, "decision"),
-        DecisionKind(TRAJECTORY, "trajectory_columns", "episode_id", TF_SEQUENCE_EXAMPLE, "ppo", (), "episode"),
-        DecisionKind(SLATE, "slate_columns", "slate_id", TF_EXAMPLE, "ranking", SLATE_ESTIMATORS, "slate"),
+        DecisionKind(BANDIT, "bandit_columns", None, TF_EXAMPLE, "bandit", "neural_epsilon_greedy", True),
+        DecisionKind(TRAJECTORY, "trajectory_columns", "episode_id", TF_SEQUENCE_EXAMPLE, "ppo", "ppo", False),
+        DecisionKind(SLATE, "slate_columns", "slate_id", TF_EXAMPLE, "ranking", "ranking", True),
     )
 }
 
@@ -61,12 +66,38 @@ def decision_kind(name: str, where: str = "record_kind") -> DecisionKind:
     return kind
 
 
-def kind_of_payload(payload_format: str, record_kind: str | None = None) -> DecisionKind:
-    """The kind of an Examples artifact: its `record_kind` property when written (slate and bandit
-    records are both tf.Examples), else the only kind with that payload format."""
-    if record_kind:
-        return decision_kind(record_kind)
-    matches = [k for k in KINDS.values() if k.payload_format == payload_format and k.name != SLATE]
-    if not matches:
-        raise ValueError(f"no decision kind writes payload format {payload_format!r}")
-    return matches[0]
+def kind_of_pipeline(pipeline: str) -> DecisionKind:
+    """The kind a pipeline (`rlops run <pipeline>`) trains on."""
+    for kind in KINDS.values():
+        if kind.pipeline == pipeline:
+            return kind
+    raise ValueError(f"pipeline must be one of {', '.join(PIPELINES)}, got {pipeline!r}")
+
+
+PIPELINES = tuple(k.pipeline for k in KINDS.values())  # `rlops run bandit | ppo | ranking`
+
+# Beside the Examples' splits: {"record_kind": name}. TFX's own components read only the splits.
+RECORD_KIND_FILE = "record_kind.json"
+
+
+def write_record_kind(examples_uri: str, name: str) -> None:
+    """Write the kind of the records under `examples_uri` beside their splits."""
+    import tensorflow as tf
+
+    decision_kind(name)
+    tf.io.gfile.makedirs(examples_uri)
+    with tf.io.gfile.GFile(os.path.join(examples_uri, RECORD_KIND_FILE), "w") as f:
+        f.write(json.dumps({"record_kind": name}))
+
+
+def read_record_kind(examples_uri: str) -> DecisionKind:
+    """The kind ExperienceGen wrote beside the splits. Examples without the file (written by hand,
+    or by rlops before the kind travelled) are read as bandit records: run ExperienceGen again to
+    have slates or trajectories read as such."""
+    import tensorflow as tf
+
+    path = os.path.join(examples_uri, RECORD_KIND_FILE)
+    if not tf.io.gfile.exists(path):
+        return KINDS[BANDIT]
+    with tf.io.gfile.GFile(path) as f:
+        return decision_kind(str(json.loads(f.read()).get("record_kind")), f"{path}: record_kind")

@@ -450,7 +450,7 @@ class ExperienceGenConfig:
                 )
         elif self.action_spec is None and self.item_source is None:  # a simulation takes it from its env
             raise ValueError("action_spec is required (e.g. SpecConfig.discrete(num_actions))")
-        if kind.estimators and self.action_spec is not None and not self.action_spec.is_discrete:
+        if kind.logged_probabilities and self.action_spec is not None and not self.action_spec.is_discrete:
             raise ValueError(f"{kind.name} records need a discrete action_spec, got dtype {self.action_spec.dtype}")
         if isinstance(src, FileSource):
             if not src.pattern:

@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
-from rlops.components.common.decision_kinds import decision_kind
+from rlops.components.common.decision_kinds import decision_kind, write_record_kind
 from rlops.components.experience_gen import pipeline, sinks, slates, sources
 from rlops.components.experience_gen.cloud import check_credentials
 from rlops.components.experience_gen.config import ExperienceGenConfig
@@ -144,6 +144,7 @@ def run_experience_gen(
 
             event_files.remove(plan.events_scratch)
     pipeline.write_legacy_schema(plan, examples_uri)
+    write_record_kind(examples_uri, config.record_kind)  # what every later component reads
     counters = _counters(beam_result)
     result = _result(config, counters, examples_uri, quarantine_uri)
     result.reward_range = _reward_range(beam_result)
