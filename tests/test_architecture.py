@@ -173,3 +173,137 @@ def test_lower_layers_may_not_import_components():
     found = _parse("rlops.train.planted", False, "from rlops.components.common import records\n")
     with pytest.raises(AssertionError, match="rlops.train.planted"):
         test_imports_point_down_the_layers(found)
+
+
+# --- decision kinds: a table per component, no branches (DESIGN.md, "Decision kinds") ----------
+
+# A kind's name, in either vocabulary users meet: the decision kinds and the pipelines that train them.
+KIND_NAMES = {"bandit", "trajectory", "slate", "continuous", "ppo", "ranking"}
+KIND_CONSTANTS = {"BANDIT", "TRAJECTORY", "SLATE", "CONTINUOUS"}  # as rlops.components.common.decision_kinds names them
+# Functions that guess a kind from data or an artifact instead of reading the name that travels.
+KIND_PROBES = {"holds_slates", "is_slates", "serves_slates", "kind_of_payload"}
+KIND_TABLE = "rlops.components.common.decision_kinds"
+# The layers below the components have no decision kinds: envs' simulators name file layouts
+# ("slate": one JSON record per page), which are not kinds.
+KIND_FREE = ("rlops.envs",)
+# A justified exception carries this marker and its reason on the line; there may be at most
+# MAX_JUSTIFIED of them in the whole package.
+JUSTIFIED = "# kind branch:"
+MAX_JUSTIFIED = 5
+
+
+@dataclass(frozen=True)
+class KindBranch:
+    module: str
+    line: int
+    text: str
+    justified: bool
+
+    def __str__(self) -> str:
+        return f"{self.module} (line {self.line}): {self.text}"
+
+
+def _kind_branches(module: str, source: str) -> list[KindBranch]:
+    """Comparisons and membership tests against a kind's name (a string, a constant imported from
+    the kind table, or a module constant bound to a kind's name), and calls to probes, in one
+    module's source."""
+    tree = ast.parse(source, module)
+    lines = source.splitlines()
+    constants = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == KIND_TABLE
+        for alias in node.names
+        if alias.name in KIND_CONSTANTS
+    }
+    for node in tree.body:  # NAME = "bandit", and A, B = "bandit", "x"
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+            pairs = (
+                zip(target.elts, value.elts)
+                if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple)
+                else [(target, value)]
+            )
+            for name, bound in pairs:
+                if isinstance(name, ast.Name) and isinstance(bound, ast.Constant) and bound.value in KIND_NAMES:
+                    constants.add(name.id)
+
+    def names_a_kind(node: ast.AST) -> bool:
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, str) and node.value in KIND_NAMES
+        if isinstance(node, ast.Name):
+            return node.id in constants
+        if isinstance(node, ast.Attribute):  # decision_kinds.SLATE
+            return node.attr in KIND_CONSTANTS
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(names_a_kind(e) for e in node.elts)
+        return False
+
+    found = []
+    for node in ast.walk(tree):
+        hit = False
+        if isinstance(node, ast.Compare) and any(
+            isinstance(o, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for o in node.ops
+        ):
+            hit = any(names_a_kind(x) for x in (node.left, *node.comparators))
+        elif isinstance(node, ast.Call):
+            f = node.func
+            hit = (f.id if isinstance(f, ast.Name) else getattr(f, "attr", None)) in KIND_PROBES
+        if hit:
+            line = lines[node.lineno - 1]
+            found.append(KindBranch(module, node.lineno, ast.unparse(node)[:100], JUSTIFIED in line))
+    return found
+
+
+@pytest.fixture(scope="module")
+def kind_branches() -> list[KindBranch]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = _module_name(path)
+        if module == KIND_TABLE or any(_within(module, free) for free in KIND_FREE):
+            continue
+        found += _kind_branches(module, path.read_text())
+    return found
+
+
+def check_kind_branches(found: list[KindBranch]) -> None:
+    bad = [b for b in found if not b.justified]
+    assert not bad, (
+        "code branches on a decision kind's name (or probes data for it) outside its component's table; "
+        f"look the kind up in the table instead (or justify it with '{JUSTIFIED} <why>'):\n  "
+        + "\n  ".join(str(b) for b in bad)
+    )
+    justified = [b for b in found if b.justified]
+    assert len(justified) <= MAX_JUSTIFIED, (
+        f"{len(justified)} justified kind branches (at most {MAX_JUSTIFIED}):\n  "
+        + ("\n  ".join(str(b) for b in justified))
+    )
+
+
+def test_no_component_branches_on_a_kind_name(kind_branches):
+    check_kind_branches(kind_branches)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from rlops.components.common.decision_kinds import SLATE\nif config.record_kind == SLATE:\n    pass\n",
+        "def f(kind):\n    return kind in ('bandit', 'ranking')\n",
+        "from rlops.components.common import decision_kinds\nok = decision_kinds.TRAJECTORY != kind\n",
+        "from rlops.components.common.slates import holds_slates\nx = holds_slates(uri)\n",
+    ],
+)
+def test_the_kind_rule_catches_a_planted_branch(source):
+    found = _kind_branches("rlops.components.pusher.planted", source)
+    with pytest.raises(AssertionError, match=r"rlops\.components\.pusher\.planted \(line \d+\)"):
+        check_kind_branches(found)
+
+
+def test_the_kind_rule_reads_justifications_and_their_limit():
+    justified = "if kind == 'slate':  # kind branch: a planted reason\n    pass\n"
+    check_kind_branches(_kind_branches("rlops.planted", justified))  # one justified: allowed
+    with pytest.raises(AssertionError, match="justified kind branches"):
+        check_kind_branches(_kind_branches("rlops.planted", justified * (MAX_JUSTIFIED + 1)))
+    # a module constant bound to a kind's name is one
+    with pytest.raises(AssertionError, match="rlops.planted"):
+        check_kind_branches(_kind_branches("rlops.planted", "PPO = 'ppo'\nok = agent.pipeline == PPO\n"))

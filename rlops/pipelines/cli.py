@@ -26,6 +26,7 @@ import json
 import os
 import sys
 
+from rlops.components.common.decision_kinds import PIPELINES
 from rlops.quiet import entry_point_setup
 
 entry_point_setup()  # before cli_* import TensorFlow / TFX: Keras mode, quiet start-up
@@ -52,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
         ("config", "print the full effective config (defaults included), each field with its doc"),
     ):
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("kind", choices=["bandit", "ppo", "ranking"])
+        p.add_argument("kind", choices=list(PIPELINES))
         p.add_argument("--config", help="YAML file overlaid on the defaults")
         p.add_argument(
             "--set",
@@ -111,7 +112,7 @@ def _add_target_flags(p: argparse.ArgumentParser, job: bool = True) -> None:
 
 def _add_cloud_commands(sub) -> None:
     p = sub.add_parser("compile", help="compile a pipeline for Vertex AI Pipelines (PipelineJob JSON)")
-    p.add_argument("kind", choices=["bandit", "ppo", "ranking"])
+    p.add_argument("kind", choices=list(PIPELINES))
     p.add_argument("--config", help="YAML file overlaid on the defaults")
     p.add_argument(
         "--set",

@@ -19,6 +19,7 @@ import argparse
 import json
 import sys
 
+from rlops.components.common.decision_kinds import BANDIT, SLATE
 from rlops.components.evaluator.config import DEFAULT_BEAM_THRESHOLD, ENGINES
 from rlops.components.evaluator.reward_models import (
     DEFAULT_BALANCE,
@@ -188,16 +189,45 @@ def run_slates(args, config) -> int:
     return 0
 
 
-def run(args) -> int:
-    from rlops.components.common.slates import holds_slates
-    from rlops.components.evaluator.config import EvaluatorConfig
+def run_bandit(args, config) -> int:
+    """`rlops evaluate` on bandit Examples: every single-item estimator with its interval and ESS."""
     from rlops.components.evaluator.on_logs import evaluate_on_logs
     from rlops.components.evaluator.plots import plot_policy_estimates
     from rlops.components.properties import json_safe
 
+    result = evaluate_on_logs(
+        config,
+        args.examples,
+        args.policy,
+        args.split,
+        args.num_actions,
+        args.action_minimum,
+        args.beam_pipeline_args,
+    )
+    if args.plot:
+        plot_policy_estimates(result, args.plot)
+        result["plot"] = args.plot
+    print(render_table(result))
+    line = json.dumps(json_safe(result), sort_keys=True, allow_nan=False)  # strict JSON: NaN -> null
+    print(line)
+    if args.json_path:
+        with open(args.json_path, "w") as f:
+            f.write(line + "\n")
+    return 0
+
+
+# What `rlops evaluate` runs per decision kind of the Examples (their record_kind): the kinds whose
+# logs carry the logging policy's probabilities.
+ON_LOGS = {BANDIT: run_bandit, SLATE: run_slates}
+
+
+def run(args) -> int:
+    from rlops.components.common.decision_kinds import read_record_kind
+    from rlops.components.evaluator.config import EvaluatorConfig
+
     try:
         config = EvaluatorConfig(
-            kind="bandit",
+            kind=BANDIT,
             reward_model=args.reward_model,
             num_bootstrap=args.num_bootstrap,
             reward_model_balance=args.reward_model_balance,
@@ -215,27 +245,13 @@ def run(args) -> int:
         print(f"rlops evaluate: --{key.replace('_', '-')}: {str(e).split(' ', 1)[1]}", file=sys.stderr)
         return 2
     try:
-        if holds_slates(args.examples, args.split):  # decision kind `slate`: the slate estimators
-            return run_slates(args, config)
-        result = evaluate_on_logs(
-            config,
-            args.examples,
-            args.policy,
-            args.split,
-            args.num_actions,
-            args.action_minimum,
-            args.beam_pipeline_args,
-        )
+        kind = read_record_kind(args.examples).name  # as ExperienceGen wrote it beside the splits
+        on_logs = ON_LOGS.get(kind)
+        if on_logs is None:
+            raise ValueError(
+                f"{args.examples} holds {kind} records: they carry no logging probabilities to evaluate a policy from"
+            )
+        return on_logs(args, config)
     except (ValueError, FileNotFoundError) as e:
         print(f"rlops evaluate: {e}", file=sys.stderr)
         return 2
-    if args.plot:
-        plot_policy_estimates(result, args.plot)
-        result["plot"] = args.plot
-    print(render_table(result))
-    line = json.dumps(json_safe(result), sort_keys=True, allow_nan=False)  # strict JSON: NaN -> null
-    print(line)
-    if args.json_path:
-        with open(args.json_path, "w") as f:
-            f.write(line + "\n")
-    return 0

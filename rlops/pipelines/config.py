@@ -24,7 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from rlops.components.common.decision_kinds import decision_kind
+from rlops.components.common.decision_kinds import (
+    BANDIT,
+    KINDS as DECISION_KINDS,
+    PIPELINES,
+    SLATE,
+    TRAJECTORY,
+    DecisionKind,
+    decision_kind,
+)
 from rlops.components.json_config import ConfigValueError, build, check, merge_raw, set_path, unknown_key
 from rlops.components.pusher.registry import RegistryConfig
 from rlops.features.schema import needs_string_hash
@@ -38,8 +46,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-KINDS = ("bandit", "ppo", "ranking")
-WITH_EXPERIENCE_GEN = ("bandit", "ranking")  # the pipelines that ingest logs first
+KINDS = tuple(PIPELINES)  # the pipelines, `rlops run <name>`: a decision kind plus its default agent
 TOP_LEVEL_KEYS = (
     "name",
     "root",
@@ -110,11 +117,11 @@ class PipelineConfig:
 def schema(kind: str) -> dict[str, Any]:
     """The pipeline YAML's top-level keys and their types: what overlays, `--set` and the type
     check walk (tagged unions, e.g. experience_gen.source, are found from these hints)."""
-    from rlops.components.evaluator.config import EvaluatorConfig
-    from rlops.components.evaluator.slate_config import SlateEvaluatorConfig
+    from rlops.components.evaluator.kinds import evaluation_path
     from rlops.components.experience_gen.config import ExperienceGenConfig
     from rlops.components.trainer.config import TrainerConfig
 
+    row = pipeline_kind(kind)
     return {
         "name": str | None,
         "root": str | None,
@@ -122,16 +129,15 @@ def schema(kind: str) -> dict[str, Any]:
         "enable_cache": bool,
         "warm_start": bool,
         "beam_args": list[str] | None,
-        "experience_gen": ExperienceGenConfig | None if kind in WITH_EXPERIENCE_GEN else dict | None,
+        "experience_gen": ExperienceGenConfig | None if row.ingests else dict | None,
         "trainer": TrainerConfig | None,
-        "evaluator": (SlateEvaluatorConfig if kind == "ranking" else EvaluatorConfig) | None,
+        "evaluator": evaluation_path(row.kind.name).config_class | None,
         "pusher": PusherConfig | None,
     }
 
 
 def default_config(kind: str) -> dict:
-    if kind not in KINDS:
-        raise ConfigError(f"pipeline: unknown kind '{kind}'; choose one of {', '.join(KINDS)}")
+    pipeline_kind(kind)
     text = resources.files("rlops.pipelines").joinpath("configs").joinpath(f"{kind}.yaml").read_text()
     return load_yaml(text)
 
@@ -222,9 +228,8 @@ def _section(raw: dict, key: str, make) -> Any:
 
 def build_config(kind: str, raw: dict) -> PipelineConfig:
     """Validates every section (and what the paths point at) into typed configs."""
-    from rlops.components.evaluator.config import EvaluatorConfig
+    from rlops.components.evaluator.kinds import evaluation_path, evaluator_config_from_dict
     from rlops.components.evaluator.reward_models import NETWORK, REWARD_MODEL_CHOICES
-    from rlops.components.evaluator.slate_config import SlateEvaluatorConfig
     from rlops.components.trainer.agents.registry import AGENTS, agent_names
     from rlops.components.trainer.config import TrainerConfig
 
@@ -236,7 +241,8 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
     _check_writable("root", root)
     experience_gen = None
     trainer_raw = dict(raw.get("trainer") or {})
-    if kind in WITH_EXPERIENCE_GEN:
+    row = pipeline_kind(kind)
+    if row.ingests:
         experience_gen = _section(raw, "experience_gen", _experience_gen_config)
         trained_by = decision_kind(experience_gen.record_kind).pipeline
         if trained_by != kind:  # the kind table says which pipeline trains on such records
@@ -256,20 +262,8 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
         experience_gen = dataclasses.replace(
             experience_gen, events=dataclasses.replace(experience_gen.events, pending_dir=pending_dir)
         )
-    if kind == "bandit":
-        assert experience_gen is not None
-        spec = experience_gen.action_spec
-        trainer_raw.setdefault("num_actions", int(spec.maximum) - int(spec.minimum) + 1)
-        trainer_raw.setdefault("action_minimum", int(spec.minimum or 0))
-        if experience_gen.item_source is not None:  # per-arm logs: a learner that personalises
-            experience_gen = _with_item_id_feature(experience_gen, trainer_raw)
-            trainer_raw = _per_arm_trainer(trainer_raw)
-    if kind == "ranking":  # pages of L of K items: a learner that scores each item per request
-        assert experience_gen is not None
-        _check_fillable(experience_gen)
-        from rlops.components.trainer.config import apply_per_arm_defaults
-
-        trainer_raw = apply_per_arm_defaults(trainer_raw, default_agent="ranking")
+    if experience_gen is not None:  # what the logs say about the learner (the kind's own rule)
+        experience_gen, trainer_raw = row.fit_trainer(experience_gen, trainer_raw)
     agent = str(trainer_raw.get("agent", TrainerConfig.agent))
     if agent in AGENTS and AGENTS[agent].pipeline != kind:  # the registry says which pipeline trains an agent
         names = agent_names(kind)
@@ -281,24 +275,14 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
     if experience_gen is not None:
         experience_gen = _with_split_minimums(experience_gen, 1)  # the Trainer takes a partial last batch
     try:
-        trainer.check_inputs(has_examples=kind in WITH_EXPERIENCE_GEN)  # the ppo pipeline trains online
+        trainer.check_inputs(has_examples=row.ingests)  # the ppo pipeline trains online
     except ValueError as e:
         raise ConfigError(str(e)) from e
-    if (
-        kind == "bandit"
-        and experience_gen is not None
-        and trainer.network == "dot_product"
-        and not experience_gen.bandit_columns.item_features
-    ):
-        raise ConfigError(
-            "trainer.network: 'dot_product' scores each item by its features, and the examples have none; "
-            "give experience_gen.bandit_columns.item_features (with item_source), or use 'common_tower'"
-        )
-    make_evaluator = SlateEvaluatorConfig.from_dict if kind == "ranking" else EvaluatorConfig.from_dict
-    evaluator = _section(raw, "evaluator", make_evaluator)
-    if evaluator.kind != kind:
-        raise ConfigError(f"evaluator.kind: '{evaluator.kind}' does not match the {kind} pipeline")
-    if isinstance(evaluator, EvaluatorConfig) and evaluator.reward_model == NETWORK:  # at load time, not after training
+    evaluator_raw = {"kind": row.kind.name, **(raw.get("evaluator") or {})}
+    evaluator = _section({"evaluator": evaluator_raw}, "evaluator", evaluator_config_from_dict)
+    if evaluation_path(evaluator.kind) is not evaluation_path(row.kind.name):
+        raise ConfigError(f"evaluator.kind: '{evaluator_raw['kind']}' does not match the {kind} pipeline")
+    if getattr(evaluator, "reward_model", None) == NETWORK:  # at load time, not after training
         fitted = ", ".join(c for c in REWARD_MODEL_CHOICES if c != NETWORK)
         raise ConfigError(
             f"evaluator.reward_model: '{NETWORK}' needs a candidate exported with its predicted rewards, "
@@ -306,8 +290,8 @@ def build_config(kind: str, raw: dict) -> PipelineConfig:
             f"('{NETWORK}' is for the Python API and `rlops evaluate` on such a policy)"
         )
     pusher = _section(raw, "pusher", lambda d: build(PusherConfig, d, "pusher"))
-    if kind == "bandit" and experience_gen is not None and not pusher.litert_allow_flex:
-        _check_litert_convertible(experience_gen.bandit_columns)
+    if experience_gen is not None:
+        row.check(experience_gen, trainer, pusher)
     serving_dir = str(raw.get("serving_dir") or os.path.join(root, "serving"))
     _check_writable("serving_dir", serving_dir)
     beam_args = raw.get("beam_args") or []
@@ -333,7 +317,7 @@ def _check_fillable(config: ExperienceGenConfig) -> None:
     """A page of slate_length slots needs at least that many items (the action spec's, or the item
     table's rows), and a simulated world its known settings: found at load time, not after ingestion."""
     from rlops.components.experience_gen.config import SimulationSource
-    from rlops.components.experience_gen.slate_simulation import is_slates, slate_world
+    from rlops.components.experience_gen.slate_simulation import slate_world
 
     length = int(config.slate_length or 0)
     spec = config.action_spec
@@ -348,7 +332,7 @@ def _check_fillable(config: ExperienceGenConfig) -> None:
         raise ConfigError(
             f"experience_gen.slate_length: {length} slots, but {where} has {items} items; no page can be filled"
         )
-    if isinstance(config.source, SimulationSource) and is_slates(config.source):
+    if isinstance(config.source, SimulationSource):  # slate records simulate only the slates world
         try:
             slate_world(config)
         except ValueError as e:
@@ -389,6 +373,82 @@ def _with_item_id_feature(config: ExperienceGenConfig, trainer_raw: dict) -> Exp
     return dataclasses.replace(config, bandit_columns=dataclasses.replace(cols, item_features=item_features))
 
 
+def _fit_bandit_trainer(config: ExperienceGenConfig, trainer_raw: dict) -> tuple[ExperienceGenConfig, dict]:
+    """Bandit logs: a context mapped, the action space from the action spec; per-arm logs (an item
+    table) get a learner that personalises."""
+    from rlops.components.experience_gen.config import FileSource
+
+    cols = config.bandit_columns
+    if isinstance(config.source, FileSource) and not cols.context and not cols.context_prefix and not cols.features:
+        raise ConfigError(
+            "experience_gen.bandit_columns.context: no context columns mapped; set `features` "
+            "(named context features), `context` (column names) or `context_prefix`"
+        )
+    spec = config.action_spec
+    assert spec is not None and spec.maximum is not None  # ExperienceGenConfig checks bandit logs have one
+    trainer_raw.setdefault("num_actions", int(spec.maximum) - int(spec.minimum or 0) + 1)
+    trainer_raw.setdefault("action_minimum", int(spec.minimum or 0))
+    if config.item_source is not None:
+        config = _with_item_id_feature(config, trainer_raw)
+        trainer_raw = _per_arm_trainer(trainer_raw)
+    return config, trainer_raw
+
+
+def _fit_slate_trainer(config: ExperienceGenConfig, trainer_raw: dict) -> tuple[ExperienceGenConfig, dict]:
+    """Pages of L of K items: pages that can be filled, and a learner that scores each item per request."""
+    from rlops.components.trainer.config import apply_per_arm_defaults
+
+    _check_fillable(config)
+    return config, apply_per_arm_defaults(trainer_raw, default_agent=decision_kind(config.record_kind).default_agent)
+
+
+def _check_bandit(config: ExperienceGenConfig, trainer: TrainerConfig, pusher: PusherConfig) -> None:
+    """A dot-product learner needs item features, and the LiteRT policy a feature it can convert."""
+    if trainer.network == "dot_product" and not config.bandit_columns.item_features:
+        raise ConfigError(
+            "trainer.network: 'dot_product' scores each item by its features, and the examples have none; "
+            "give experience_gen.bandit_columns.item_features (with item_source), or use 'common_tower'"
+        )
+    if not pusher.litert_allow_flex:
+        _check_litert_convertible(config.bandit_columns)
+
+
+def _unchanged(config: ExperienceGenConfig, trainer_raw: dict) -> tuple[ExperienceGenConfig, dict]:
+    return config, trainer_raw
+
+
+def _no_check(config: ExperienceGenConfig, trainer: TrainerConfig, pusher: PusherConfig) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class PipelineKind:
+    """One pipeline (`rlops run <name>`): the decision kind it trains on and its own load-time rules."""
+
+    kind: DecisionKind
+    ingests: bool  # ExperienceGen first (else the Trainer collects online, in an environment)
+    # the logs' facts -> the trainer section's defaults (given experience_gen, the raw trainer section)
+    fit_trainer: Any = _unchanged
+    check: Any = _no_check  # (experience_gen, trainer, pusher) -> None, or a ConfigError
+
+
+PIPELINE_KINDS: dict[str, PipelineKind] = {
+    row.kind.pipeline: row
+    for row in (
+        PipelineKind(DECISION_KINDS[BANDIT], True, _fit_bandit_trainer, _check_bandit),
+        PipelineKind(DECISION_KINDS[TRAJECTORY], False),
+        PipelineKind(DECISION_KINDS[SLATE], True, _fit_slate_trainer),
+    )
+}
+
+
+def pipeline_kind(name: str) -> PipelineKind:
+    row = PIPELINE_KINDS.get(name)
+    if row is None:
+        raise ConfigError(f"pipeline: unknown kind '{name}'; choose one of {', '.join(KINDS)}")
+    return row
+
+
 def check_types(kind: str, raw: dict) -> None:
     """Every value has its key's type (no "fasle" read as True, no 2.5 train steps found only
     after ingestion), every key is known (closest names otherwise); the error names the key path.
@@ -414,12 +474,6 @@ def _experience_gen_config(d: dict) -> ExperienceGenConfig:
 
     config = ExperienceGenConfig.from_json(d)
     if isinstance(config.source, FileSource):
-        cols = config.bandit_columns
-        if config.record_kind == "bandit" and not cols.context and not cols.context_prefix and not cols.features:
-            raise ConfigError(
-                "experience_gen.bandit_columns.context: no context columns mapped; set `features` "
-                "(named context features), `context` (column names) or `context_prefix`"
-            )
         _check_matches("experience_gen.source.pattern", config.source.pattern)
         if isinstance(config.item_source, FileSource) and "://" not in config.source.pattern:
             # local logs: their item table is checked as they are (logs in the cloud: `rlops

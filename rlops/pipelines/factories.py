@@ -30,7 +30,7 @@ from rlops.components.experience_gen.component import ExperienceGen
 from rlops.components.experience_gen.fingerprint import input_fingerprint
 from rlops.components.pusher.component import Pusher
 from rlops.components.trainer.component import Trainer
-from rlops.pipelines.config import ConfigError, PipelineConfig
+from rlops.pipelines.config import ConfigError, PipelineConfig, pipeline_kind
 
 RESOLVER_ID = "latest_blessed_model_resolver"
 # Optional per-run execution parameters, by the component that takes them.
@@ -173,6 +173,7 @@ def create_pipeline(
     runtime_params: Mapping[str, Any] | None = None,
     trainer_factory: TrainerFactory | None = None,
 ) -> tfx_pipeline.Pipeline:
-    # bandit and ranking: ExperienceGen -> Trainer -> Evaluator -> Pusher (the kind is in their configs)
-    factory = create_ppo_pipeline if config.kind == "ppo" else create_bandit_pipeline
+    # a pipeline that ingests logs: ExperienceGen -> Trainer -> Evaluator -> Pusher (the kind is in
+    # their configs); else the Trainer collects online (PPO)
+    factory = create_bandit_pipeline if pipeline_kind(config.kind).ingests else create_ppo_pipeline
     return factory(config, local, runtime_params=runtime_params, trainer_factory=trainer_factory)

@@ -105,7 +105,7 @@ def convert_policy(saved_model_dir: str, allow_flex: bool = False, loaded: Any =
     """The SavedModel at `saved_model_dir` as a LiteRT policy (see the module docstring); `loaded`:
     that SavedModel, when the caller has loaded it already."""
     loaded = tf.saved_model.load(saved_model_dir) if loaded is None else loaded
-    concrete, kind = _serving_function(loaded)
+    concrete, kind = _conversion(saved_model_dir).function(loaded)
     converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], _captured_state(loaded))
     ops = [tf.lite.OpsSet.TFLITE_BUILTINS] + ([tf.lite.OpsSet.SELECT_TF_OPS] if allow_flex else [])
     converter.target_spec.supported_ops = ops
@@ -163,20 +163,23 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else "unknown error"
 
 
+def _ranked_function(loaded: Any) -> tuple[Any, str]:
+    """A ranking policy's function to convert: its pages (rlops.train.litert_ranked)."""
+    from rlops.train import litert_ranked
+
+    if not litert_ranked.has_ranked_scores(loaded):
+        raise LiteRTConversionError(
+            "this ranking SavedModel was exported before LiteRT support (no ranked_scores "
+            "function); re-export it with this rlops (retrain it)"
+        )
+    concrete, _ = litert_ranked.ranked_serving_function(loaded, tf.constant(VERSION_SENTINEL, tf.int64))
+    return concrete, litert_ranked.SOURCE_SIGNATURE
+
+
 def _serving_function(loaded: Any) -> tuple[Any, str]:
     """The function to convert: serving_default's core (no version lookup) with the version as a
     constant, or the `action` signature of a policy without one."""
     version = tf.constant(VERSION_SENTINEL, tf.int64)
-    if "serving_ranked" in loaded.signatures:  # a ranking policy: its pages (rlops.train.litert_ranked)
-        from rlops.train import litert_ranked
-
-        if not litert_ranked.has_ranked_scores(loaded):
-            raise LiteRTConversionError(
-                "this ranking SavedModel was exported before LiteRT support (no ranked_scores "
-                "function); re-export it with this rlops (retrain it)"
-            )
-        concrete, _ = litert_ranked.ranked_serving_function(loaded, version)
-        return concrete, litert_ranked.SOURCE_SIGNATURE
     if hasattr(loaded, "serving_core") and "serving_default" in loaded.signatures:
         specs = loaded.signatures["serving_default"].structured_input_signature[1]
         core = loaded.serving_core
@@ -292,10 +295,19 @@ def compare(saved_model_dir: str, model_path: str, inputs: Mapping[str, np.ndarr
     policy's file is held to serving_ranked's checks instead (litert_ranked.compare_ranked).
     `loaded`: the SavedModel, when the caller has loaded it already."""
     loaded = tf.saved_model.load(saved_model_dir) if loaded is None else loaded
-    if "serving_ranked" in loaded.signatures:
-        from rlops.train import litert_ranked
+    return _conversion(saved_model_dir).compare(saved_model_dir, loaded, model_path, inputs)
 
-        return litert_ranked.compare_ranked(loaded, model_path, inputs)
+
+def _compare_ranked(saved_model_dir: str, loaded: Any, model_path: str, inputs: Mapping[str, np.ndarray]) -> str | None:
+    from rlops.train import litert_ranked
+
+    return litert_ranked.compare_ranked(loaded, model_path, inputs)
+
+
+def _compare_decisions(
+    saved_model_dir: str, loaded: Any, model_path: str, inputs: Mapping[str, np.ndarray]
+) -> str | None:
+    """One decision per row (serving_default, or `action`): see `compare`."""
     concrete, kind = _serving_function(loaded)
     specs = concrete.structured_input_signature[1]
     if len(specs) == 1 and set(specs).isdisjoint(inputs) and "observation" in inputs:
@@ -435,3 +447,30 @@ __all__ = [
     "flex_ops",
     "set_version",
 ]
+
+
+@dataclasses.dataclass(frozen=True)
+class Conversion:
+    """How a decision kind's policy becomes its LiteRT file, and how the file is checked."""
+
+    function: Callable[[Any], tuple[Any, str]]  # the loaded SavedModel -> (function to convert, its source)
+    # (SavedModel dir, loaded, file, inputs) -> an error, or None
+    compare: Callable[[str, Any, str, Mapping[str, np.ndarray]], str | None]
+
+
+# Keyed by the export's decision kind (policy_saver.model_decision_kind; the names of
+# rlops.components.common.decision_kinds, which this layer sits below).
+CONVERSIONS: dict[str, Conversion] = {
+    "bandit": Conversion(_serving_function, _compare_decisions),
+    "trajectory": Conversion(_serving_function, _compare_decisions),
+    "slate": Conversion(_ranked_function, _compare_ranked),
+}
+
+
+def _conversion(saved_model_dir: str) -> Conversion:
+    from rlops.train.policy_saver import model_decision_kind
+
+    kind = model_decision_kind(saved_model_dir)
+    if kind not in CONVERSIONS:
+        raise LiteRTConversionError(f"a {kind} policy has no LiteRT form yet")
+    return CONVERSIONS[kind]

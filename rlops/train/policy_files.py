@@ -10,3 +10,8 @@ VERSION_ASSET = "rlops_policy_version.txt"
 UNPUBLISHED_VERSION = -1  # the asset's number before a Pusher publishes the policy
 LITERT_FILE = "policy.tflite"  # the LiteRT policy beside the SavedModel, when exported
 LITERT_SPEC_FILE = "policy_litert.json"  # its description: inputs, outputs, version
+# The decision kind an export was trained for (rlops.components.common.decision_kinds): in
+# policy_specs.json and get_metadata. Exports without it are read as one of the two kinds that
+# existed before it travelled (policy_saver.model_decision_kind).
+DECISION_KIND = "decision_kind"
+LEGACY_BANDIT, LEGACY_SLATE = "bandit", "slate"

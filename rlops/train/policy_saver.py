@@ -63,7 +63,15 @@ from rlops.agents import specs as specs_lib
 from rlops.agents.policies import Policy
 from rlops.agents.trajectories import PolicyStep
 from rlops.features.serving_names import serving_input_for_record_key, serving_input_name
-from rlops.train.policy_files import SPECS_FILE, SPECS_FORMAT, UNPUBLISHED_VERSION, VERSION_ASSET
+from rlops.train.policy_files import (
+    DECISION_KIND,
+    LEGACY_BANDIT,
+    LEGACY_SLATE,
+    SPECS_FILE,
+    SPECS_FORMAT,
+    UNPUBLISHED_VERSION,
+    VERSION_ASSET,
+)
 
 SERVING_EPSILON = "serving_epsilon"
 UNIFORMS = "uniforms"  # serving_replay's input: [B, 2] uniforms in [0, 1) the decision is drawn with
@@ -77,6 +85,7 @@ __all__ = [
     "restore_checkpoint",
     "latest_checkpoint",
     "load_specs",
+    "model_decision_kind",
     "SPECS_FILE",
     "CHECKPOINT_PREFIX",
     "VERSION_ASSET",
@@ -147,6 +156,7 @@ class PolicySaver:
         metadata: Mapping[str, Any] | None = None,
         variables: Sequence[tf.Variable] | None = None,
         serving_epsilon: float | None = None,
+        decision_kind: str | None = None,
     ):
         # TF-Agents' arguments, in TF-Agents' order; the unsupported values raise with the reason.
         if not use_nest_path_signatures:
@@ -171,6 +181,7 @@ class PolicySaver:
                 raise ValueError(f"serving_epsilon must be in [0, 1], got {serving_epsilon}")
             metadata = {SERVING_EPSILON: tf.constant(float(serving_epsilon)), **(metadata or {})}
         self.serving_epsilon = serving_epsilon
+        self.decision_kind = decision_kind
         self.batch_size = batch_size
         if train_step is None:
             train_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="train_step")
@@ -265,6 +276,8 @@ class PolicySaver:
 
         def get_metadata() -> dict[str, tf.Tensor]:
             out = {k: v.read_value() for k, v in module.metadata.items()}
+            if self.decision_kind:  # a constant: what the policy decides, never a checkpoint's to change
+                out[DECISION_KIND] = tf.constant(self.decision_kind)
             if ranking is not None:  # constants: they describe this graph, no checkpoint may change them
                 from rlops.train import ranked_serving
 
@@ -422,6 +435,7 @@ class PolicySaver:
             "signatures": {k: {"inputs": inputs[k], "outputs": names[k]} for k in self._signatures},
             "metadata": sorted(self.metadata),
             "num_model_variables": len(self._module.model_variables),
+            **({DECISION_KIND: self.decision_kind} if self.decision_kind else {}),
         }
 
 
@@ -618,6 +632,16 @@ def latest_checkpoint(checkpoints_dir: str) -> str | None:
     names = [n.rstrip("/") for n in tf.io.gfile.listdir(checkpoints_dir)]
     steps = [n for n in names if n.startswith(CHECKPOINT_PREFIX) and n[len(CHECKPOINT_PREFIX) :].isdigit()]
     return os.path.join(checkpoints_dir, max(steps, key=lambda n: int(n[len(CHECKPOINT_PREFIX) :]))) if steps else None
+
+
+def model_decision_kind(saved_model_dir: str) -> str:
+    """The decision kind the exported policy was trained for (`decision_kind` in its specs). A
+    policy exported without one (by hand, or before the kind travelled) is read by the one probe
+    left: a policy that serves pages (`serving_ranked`) is a slate policy, any other a bandit one."""
+    specs = load_specs(saved_model_dir)
+    if specs.get(DECISION_KIND):
+        return str(specs[DECISION_KIND])
+    return LEGACY_SLATE if "serving_ranked" in specs.get("signatures", {}) else LEGACY_BANDIT
 
 
 def load_specs(saved_model_dir: str) -> dict:

@@ -32,7 +32,8 @@ import tensorflow as tf
 model = tf.saved_model.load(sys.argv[1])
 fn = model.signatures["serving_default"]
 specs = fn.structured_input_signature[1]
-meta = {k: float(v.numpy()) for k, v in model.signatures["get_metadata"]().items()}
+meta = {k: v.numpy().decode() if v.dtype == tf.string else float(v.numpy())
+        for k, v in model.signatures["get_metadata"]().items()}
 
 
 def answer(body):

@@ -321,12 +321,25 @@ def test_bare_ranking_policy_inputs(tmp_path, with_mask):
 
 @pytest.mark.slow  # the Pusher's code: on the pinned stack, beside the pipelines
 def test_the_pushers_verifier_sends_a_ranking_policy_to_the_page_checks(trained, tmp_path, monkeypatch):
-    """The Pusher's verifier (what run_pusher calls on the staged copy) recognises a ranking export
-    and runs verify_ranked on it (whose checks the tests above drive); its failure stops the push."""
+    """The Pusher's verifier (what run_pusher calls on the staged copy) reads a ranking export's
+    decision kind and runs verify_ranked on it (whose checks the tests above drive); its failure
+    stops the push. An export without the kind (older rlops) is read as slate by its signatures."""
     from rlops.components.pusher import core
+    from rlops.train.policy_saver import load_specs, model_decision_kind
 
     saved = _export(trained, tmp_path / "policy", PlackettLuce(0.4))
-    assert core.serves_slates(saved)
+    assert "decision_kind" not in load_specs(saved) and model_decision_kind(saved) == "slate"
+    gen, pre, agent, _ = trained
+    policy = RankingPolicy(
+        agent.collect_policy.time_step_spec, agent.collect_policy.action_spec, agent.scoring_network, PlackettLuce(0.4)
+    )
+    named = str(tmp_path / "named")
+    PolicySaver(
+        PerArmFeaturePolicy(policy, pre), train_step=tf.Variable(7, dtype=tf.int64), decision_kind="slate"
+    ).save(named)
+    assert load_specs(named)["decision_kind"] == "slate" and model_decision_kind(named) == "slate"
+    metadata = tf.saved_model.load(named).signatures["get_metadata"]()
+    assert metadata["decision_kind"].numpy() == b"slate"
     seen = []
 
     def stuck(path, inputs):

@@ -66,15 +66,20 @@ def decision_kind(name: str, where: str = "record_kind") -> DecisionKind:
     return kind
 
 
-def kind_of_pipeline(pipeline: str) -> DecisionKind:
-    """The kind a pipeline (`rlops run <pipeline>`) trains on."""
-    for kind in KINDS.values():
-        if kind.pipeline == pipeline:
-            return kind
-    raise ValueError(f"pipeline must be one of {', '.join(PIPELINES)}, got {pipeline!r}")
+PIPELINES = {k.pipeline: k for k in KINDS.values()}  # `rlops run bandit | ppo | ranking` -> its kind
 
 
-PIPELINES = tuple(k.pipeline for k in KINDS.values())  # `rlops run bandit | ppo | ranking`
+def kind_named(name: str, where: str) -> DecisionKind:
+    """A kind by its own name or by the name of the pipeline that trains it (`ppo` is trajectory,
+    `ranking` slate): the two vocabularies users meet, read in this one place."""
+    kind = KINDS.get(name) or PIPELINES.get(name)
+    if kind is not None:
+        return kind
+    names = [*KINDS, *(p for p in PIPELINES if p not in KINDS)]
+    near = difflib.get_close_matches(str(name), names, n=2, cutoff=0.5)
+    hint = f"; did you mean {' or '.join(repr(n) for n in near)}?" if near else ""
+    raise ValueError(f"{where}: unknown kind {name!r}; choose one of {', '.join(names)}{hint}")
+
 
 # Beside the Examples' splits: {"record_kind": name}. TFX's own components read only the splits.
 RECORD_KIND_FILE = "record_kind.json"

@@ -58,7 +58,6 @@ __all__ = [
     "TFRECORD_SUFFIX",
     "parse_slates",
     "slate_record_spec",
-    "holds_slates",
     "read_slate_contexts",
     "read_slate_logs",
 ]
@@ -101,17 +100,6 @@ class SlateLogs:
         )
 
 
-def holds_slates(examples_uri: str, split: str = "eval") -> bool:
-    """Whether a split's records are slates (decision kind `slate`); False when it has none."""
-    from rlops.components.common.records import first_example
-
-    try:
-        example = first_example(split_file_pattern(examples_uri, split))
-    except Exception:  # noqa: BLE001 - unreadable or missing: the kind's own reader says why
-        return False
-    return example is not None and SLATE in example.features.feature
-
-
 @dataclass(frozen=True)
 class SlateRecordSpec:
     """How a split's slate records are parsed (read once from its first record)."""
@@ -151,7 +139,7 @@ def slate_record_spec(examples_uri: str, split: str) -> SlateRecordSpec:
     if example is None:
         raise ValueError(f"split {split!r} of {examples_uri} holds no slates")
     first = example.features.feature
-    if SLATE not in first:
+    if SLATE not in first:  # kind branch: the record field `slate`, checked to name Examples written as another kind
         raise ValueError(
             f"{examples_uri} holds no slate records (no '{SLATE}' feature): "
             f"was it written with experience_gen.record_kind: slate?"

@@ -26,9 +26,8 @@ from rlops.components.common.keys import (
     MODEL_KEY,
     NUM_ACTIONS_KEY,
 )
-from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.evaluator.executor import Executor
-from rlops.components.evaluator.slate_config import SlateEvaluatorConfig, evaluator_config_from_json
+from rlops.components.evaluator.kinds import AnyEvaluatorConfig, evaluation_path, evaluator_config_from_json
 
 
 class VertexMetrics(Artifact):
@@ -66,7 +65,7 @@ class Evaluator(base_component.BaseComponent):
 
     def __init__(
         self,
-        config: EvaluatorConfig | SlateEvaluatorConfig | str,
+        config: AnyEvaluatorConfig | str,
         model: types.BaseChannel,
         examples: types.BaseChannel | None = None,
         baseline_model: types.BaseChannel | None = None,
@@ -74,10 +73,9 @@ class Evaluator(base_component.BaseComponent):
     ):
         if isinstance(config, str):
             config = evaluator_config_from_json(config)
-        if config.kind == "bandit" and (examples is None or not num_actions):
-            raise ValueError("Evaluator: bandit evaluation needs `examples` (with an eval split) and `num_actions`")
-        if config.kind == "ranking" and examples is None:
-            raise ValueError("Evaluator: ranking evaluation needs `examples` (with an eval split)")
+        missing = evaluation_path(config.kind).missing(examples is not None, num_actions)
+        if missing:  # found when the pipeline is built, not when the step runs
+            raise ValueError(f"Evaluator: {config.kind} evaluation needs {missing}")
         spec = EvaluatorSpec(
             config=config.to_json(),
             num_actions=num_actions,

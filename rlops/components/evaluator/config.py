@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from rlops.components.common.decision_kinds import BANDIT, kind_named
 from rlops.components.evaluator.estimators import DEFAULT_MIN_ESS, DEFAULT_MIN_RECORDS, ESTIMATORS
 from rlops.components.evaluator.reward_models import (
     DEFAULT_BALANCE,
@@ -16,7 +17,6 @@ from rlops.components.evaluator.reward_models import (
 )
 from rlops.components.json_config import JsonConfig, closest
 
-KINDS = ("bandit", "ppo")
 # The serving epsilons the Evaluator may certify (measured in docs/benchmarks.md, "Small logs").
 DEFAULT_SERVING_EPSILONS = (0.05, 0.1, 0.2, 0.3, 0.5)
 ENGINES = ("auto", "memory", "beam")
@@ -49,7 +49,9 @@ class EvaluatorConfig(JsonConfig):
 
     SECTION = "evaluator"
 
-    kind: str = "bandit"  # bandit (off-policy estimates on logged feedback) | ppo (episodes in an env)
+    # The decision kind evaluated: bandit (off-policy estimates on logged feedback) or trajectory
+    # (episodes in an environment); the pipelines' names `bandit` and `ppo` are read the same
+    kind: str = BANDIT
     estimator: str = "dr"  # the estimator that decides: ips, snips, dm, dr, sndr, switch_dr or dr_os
     min_improvement: float = 0.0  # bless only above this improvement, in the reward's units
     # true: the lower end of the improvement's confidence interval must clear min_improvement
@@ -95,8 +97,8 @@ class EvaluatorConfig(JsonConfig):
         def bad(key: str, need: str) -> ValueError:
             return ValueError(f"evaluator.{key} must be {need}, got {getattr(self, key)!r}")
 
-        if self.kind not in KINDS:
-            raise ValueError(f"evaluator.kind: unknown kind '{self.kind}'; choose one of {', '.join(KINDS)}")
+        kind = kind_named(self.kind, "evaluator.kind")
+        self.kind = kind.name
         if self.estimator not in ESTIMATORS:
             raise ValueError(
                 f"evaluator.estimator: unknown estimator '{self.estimator}'; choose one of {', '.join(ESTIMATORS)}"
@@ -144,5 +146,5 @@ class EvaluatorConfig(JsonConfig):
                 raise bad(key, "null (tuned) or a number >= 0")
         if not _is_int(self.seed):
             raise bad("seed", "an integer")
-        if self.kind == "ppo" and not self.env_id:
+        if not kind.logged_probabilities and not self.env_id:  # nothing to estimate from: episodes
             raise ValueError("evaluator.env_id: PPO evaluation runs episodes and needs a Gymnasium environment id")

@@ -30,14 +30,16 @@ from typing import Any
 
 import tensorflow as tf
 
+from rlops.components.common.decision_kinds import read_record_kind
 from rlops.components.common.keys import BLESSING_KEY, EVALUATION_KEY, METRICS_KEY
 from rlops.components.common.model import BLESSED_FILE, NOT_BLESSED_FILE, SERVING_EPSILON_PROPERTY
-from rlops.components.evaluator.bandit import evaluate_bandit
-from rlops.components.evaluator.config import EvaluatorConfig
+from rlops.components.evaluator.kinds import (
+    AnyEvaluatorConfig,
+    EvaluationInputs,
+    evaluation_path,
+    evaluator_config_from_json,
+)
 from rlops.components.evaluator.plots import plot_comparison
-from rlops.components.evaluator.ppo import evaluate_ppo
-from rlops.components.evaluator.slate_config import SlateEvaluatorConfig, evaluator_config_from_json
-from rlops.components.evaluator.slate_policy import evaluate_slate_candidate
 from rlops.components.properties import finite_properties, json_safe
 
 log = logging.getLogger(__name__)
@@ -92,7 +94,7 @@ class EvalResult:
 
 
 def run_evaluator(
-    config: EvaluatorConfig | SlateEvaluatorConfig | str,
+    config: AnyEvaluatorConfig | str,
     model_uri: str,
     evaluation_uri: str,
     blessing_uri: str,
@@ -101,23 +103,13 @@ def run_evaluator(
     num_actions: int | None = None,
     beam_pipeline_args: list[str] | None = None,
 ) -> EvalResult:
+    """The candidate against its baseline, by the path of its decision kind (evaluator.kinds)."""
     if isinstance(config, str):
         config = evaluator_config_from_json(config)
-    if isinstance(config, SlateEvaluatorConfig):  # logged pages (decision kind slate): slate_policy.py
-        if not examples_uri:
-            raise ValueError("evaluator: ranking evaluation needs the examples input")
-        metrics, improvement = evaluate_slate_candidate(config, examples_uri, model_uri, baseline_model_uri)
-        measure = config.estimator
-    elif config.kind == "bandit":
-        if not examples_uri or not num_actions:
-            raise ValueError("evaluator: bandit evaluation needs the examples input and num_actions")
-        metrics, improvement = evaluate_bandit(
-            config, examples_uri, model_uri, num_actions, baseline_model_uri, beam_pipeline_args
-        )
-        measure = config.estimator
-    else:
-        metrics, improvement = evaluate_ppo(config, model_uri, baseline_model_uri)
-        measure = "mean_return"
+    path = checked_path(config, examples_uri, num_actions)
+    given = EvaluationInputs(model_uri, examples_uri, baseline_model_uri, num_actions, beam_pipeline_args)
+    metrics, improvement = path.evaluate(config, given)
+    measure = path.measure(config)
     score = improvement.lower if config.use_lower_bound else improvement.value
     which = f"lower {config.confidence:.0%} bound" if config.use_lower_bound else "point estimate"
     constant = constant_reward(examples_uri)
@@ -162,6 +154,24 @@ def run_evaluator(
     if "://" not in evaluation_uri and metrics.get("candidate"):
         plot_comparison(metrics, os.path.join(evaluation_uri, "estimates.png"))
     return EvalResult(blessed=blessed, reason=reason, metrics=metrics)
+
+
+def checked_path(config: AnyEvaluatorConfig, examples_uri: str | None, num_actions: int | None) -> Any:
+    """The config's kind's row, once the inputs it needs are given and the Examples (when it
+    reads them) hold that kind's records (their record_kind, as ExperienceGen wrote it)."""
+    path = evaluation_path(config.kind)
+    if not isinstance(config, path.config_class):
+        raise ValueError(f"evaluator: a {config.kind} evaluation is configured by {path.config_class.__name__}")
+    missing = path.missing(examples_uri is not None, num_actions)
+    if missing:
+        raise ValueError(f"evaluator: {config.kind} evaluation needs {missing}")
+    if path.reads_examples and examples_uri:
+        logged = read_record_kind(examples_uri).name
+        if evaluation_path(logged) is not path:
+            raise ValueError(
+                f"evaluator.kind: '{config.kind}', but the Examples at {examples_uri} hold {logged} records"
+            )
+    return path
 
 
 def constant_reward(examples_uri: str | None) -> float | None:

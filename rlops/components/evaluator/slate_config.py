@@ -1,18 +1,15 @@
-"""The ranking pipeline's Evaluator config (`evaluator.kind: ranking`): which slate estimator
-blesses, and the gate, as the bandit EvaluatorConfig's fields of the same names."""
+"""The slate kind's Evaluator config (`evaluator.kind: slate`, the ranking pipeline's): which slate
+estimator blesses, and the gate, as the bandit EvaluatorConfig's fields of the same names."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 
-from rlops.components.evaluator.config import EvaluatorConfig
+from rlops.components.common.decision_kinds import SLATE, kind_named
 from rlops.components.evaluator.estimators import DEFAULT_MIN_ESS, DEFAULT_MIN_RECORDS
 from rlops.components.evaluator.slate_estimators import ESTIMATORS
 from rlops.components.json_config import JsonConfig, closest
-
-RANKING = "ranking"
 
 
 @dataclass
@@ -25,7 +22,9 @@ class SlateEvaluatorConfig(JsonConfig):
 
     SECTION = "evaluator"
 
-    kind: str = RANKING  # ranking: slate estimators on the eval split's logged pages
+    kind: str = (
+        SLATE  # slate estimators on the eval split's logged pages (`ranking`, the pipeline's name, reads the same)
+    )
     # The estimator that decides (docs/slates.md, "Which estimator to trust when"). snrips: prefix
     # weights, self-normalized per slot; unbiased in the limit under position-based, cascade and DCM
     # clicks alike, needs no reward model, and on the slate generator's exact truth its RMSE equals
@@ -40,8 +39,7 @@ class SlateEvaluatorConfig(JsonConfig):
     seed: int = 0  # the bootstrap's seed
 
     def __post_init__(self) -> None:
-        if self.kind != RANKING:
-            raise ValueError(f"evaluator.kind: the ranking evaluator's kind is '{RANKING}', got '{self.kind}'")
+        self.kind = kind_named(self.kind, "evaluator.kind").name
         if self.estimator not in ESTIMATORS:
             raise ValueError(
                 f"evaluator.estimator: unknown slate estimator '{self.estimator}'; {closest(self.estimator, ESTIMATORS)}"
@@ -56,11 +54,3 @@ class SlateEvaluatorConfig(JsonConfig):
             raise ValueError(f"evaluator.min_eval_records must be an integer >= 1, got {self.min_eval_records!r}")
         if not (math.isfinite(self.min_ess) and self.min_ess >= 0):
             raise ValueError(f"evaluator.min_ess must be a number >= 0, got {self.min_ess!r}")
-
-
-def evaluator_config_from_json(text: str) -> EvaluatorConfig | SlateEvaluatorConfig:
-    """The Evaluator's config from its JSON, by its kind: ranking, else the bandit / PPO config."""
-    raw = json.loads(text)
-    if isinstance(raw, dict) and raw.get("kind") == RANKING:
-        return SlateEvaluatorConfig.from_dict(raw)
-    return EvaluatorConfig.from_dict(raw)

@@ -24,10 +24,11 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from rlops.components.common.decision_kinds import BANDIT, SLATE, TRAJECTORY, read_record_kind
 from rlops.components.common.feedback import load_logged_feedback
 from rlops.components.common.keys import PUSHED_MODEL_KEY
 from rlops.components.common.model import BLESSED_PROPERTY, SERVING_EPSILON_PROPERTY, is_blessed, serving_dir
-from rlops.components.common.slates import holds_slates, read_slate_contexts
+from rlops.components.common.slates import read_slate_contexts
 from rlops.components.pusher import epsilon as certified, publish
 from rlops.components.pusher.storage import open_store
 from rlops.features import serving_head
@@ -87,22 +88,10 @@ NUM_VERIFY_INPUTS = 64
 
 
 def verification_inputs(examples_uri: str | None, env_id: str | None) -> dict[str, np.ndarray] | None:
-    """Real observations for the pushed policy to act on: eval-split contexts or env observations
-    (slate Examples: the first pages' contexts, for a ranking policy to rank the K items for)."""
-    if examples_uri and holds_slates(examples_uri):
-        return read_slate_contexts(examples_uri, "eval", NUM_VERIFY_INPUTS)
+    """Real observations for the pushed policy to act on: eval-split contexts, read as the
+    Examples' decision kind lays them out (PUSH_KINDS), or env observations."""
     if examples_uri:
-        data = load_logged_feedback(
-            examples_uri,
-            max_records=NUM_VERIFY_INPUTS,  # not the whole split
-            action_minimum=None,
-        )  # inputs only: any action ids
-        # A policy trained with action masks takes `observation_action_mask` too (others ignore it).
-        mask = {} if data.action_mask is None else {"observation_action_mask": data.action_mask}
-        if data.features is not None:  # a policy exported with its features takes them raw, by serving name
-            return {**{f"observation_{k}": v for k, v in serving_inputs_from_records(data.features).items()}, **mask}
-        dense = data.contexts.astype(np.float32)
-        return {"observation": dense, **({"observation_context": dense, **mask} if mask else {})}
+        return push_kind(read_record_kind(examples_uri).name).read_inputs(examples_uri)
     if env_id:
         from rlops.envs.gym_env import GymVectorEnv
 
@@ -111,6 +100,27 @@ def verification_inputs(examples_uri: str | None, env_id: str | None) -> dict[st
         env.close()
         return {"observation": obs}
     return None
+
+
+def decision_inputs(examples_uri: str) -> dict[str, np.ndarray]:
+    """The first records' contexts, keyed for the `action` signature (and serving_default's
+    features): raw named features when the policy was exported with them."""
+    data = load_logged_feedback(
+        examples_uri,
+        max_records=NUM_VERIFY_INPUTS,  # not the whole split
+        action_minimum=None,
+    )  # inputs only: any action ids
+    # A policy trained with action masks takes `observation_action_mask` too (others ignore it).
+    mask = {} if data.action_mask is None else {"observation_action_mask": data.action_mask}
+    if data.features is not None:  # a policy exported with its features takes them raw, by serving name
+        return {**{f"observation_{k}": v for k, v in serving_inputs_from_records(data.features).items()}, **mask}
+    dense = data.contexts.astype(np.float32)
+    return {"observation": dense, **({"observation_context": dense, **mask} if mask else {})}
+
+
+def page_inputs(examples_uri: str) -> dict[str, np.ndarray]:
+    """The first pages' contexts, for a ranking policy to rank the K items for."""
+    return read_slate_contexts(examples_uri, "eval", NUM_VERIFY_INPUTS)
 
 
 def check_verify_inputs(inputs: dict[str, np.ndarray] | None) -> dict[str, np.ndarray]:
@@ -174,32 +184,28 @@ def subprocess_verifier(inputs: dict[str, np.ndarray] | None) -> Callable[[str],
     checked = check_verify_inputs(inputs)
 
     def verify(local_dir: str) -> None:
-        if serves_slates(local_dir):  # a ranking policy: its pages' draws are checked instead
-            verify_slates(local_dir, checked)
-            return
-        answered: list[int] = []
-
-        def check() -> str | None:
-            checks = at_once(lambda: verify_in_subprocess(local_dir, checked, draws=True))
-            for check in checks:
-                if not check.get("ok"):
-                    raise RuntimeError(f"pushed policy failed verification in a fresh process: {check.get('error')}")
-            answered.append(checks[0]["num_actions"])
-            return draws_error(local_dir, [c["draws"] for c in checks]) if checks[0].get("draws") else None
-
-        error = serving_head.confirmed(check)
-        if error:
-            raise RuntimeError(f"pushed policy failed verification in two fresh processes: {error}")
-        log.info("verified the staged policy in two fresh processes on %d inputs", answered[-1])
+        model_push_kind(local_dir).verify(local_dir, checked)
 
     return verify
 
 
-def serves_slates(saved_model_dir: str) -> bool:
-    """Whether the staged SavedModel is a ranking policy (it serves `serving_ranked`)."""
-    from rlops.train.policy_saver import load_specs
+def verify_decisions(local_dir: str, checked: dict[str, np.ndarray]) -> None:
+    """One decision per row: `action` on the inputs and serving_default's draws, in two fresh
+    processes (subprocess_verifier)."""
+    answered: list[int] = []
 
-    return "serving_ranked" in load_specs(saved_model_dir).get("signatures", {})
+    def check() -> str | None:
+        checks = at_once(lambda: verify_in_subprocess(local_dir, checked, draws=True))
+        for check in checks:
+            if not check.get("ok"):
+                raise RuntimeError(f"pushed policy failed verification in a fresh process: {check.get('error')}")
+        answered.append(checks[0]["num_actions"])
+        return draws_error(local_dir, [c["draws"] for c in checks]) if checks[0].get("draws") else None
+
+    error = serving_head.confirmed(check)
+    if error:
+        raise RuntimeError(f"pushed policy failed verification in two fresh processes: {error}")
+    log.info("verified the staged policy in two fresh processes on %d inputs", answered[-1])
 
 
 def verify_slates(local_dir: str, inputs: dict[str, np.ndarray]) -> None:
@@ -279,8 +285,9 @@ def litert_stage(inputs: dict[str, np.ndarray] | None, allow_flex: bool = False)
 
     def stage(local_dir: str) -> None:
         rows = checked
-        if serves_slates(local_dir):  # a ranking policy: its pages are checked on the first ROWS_MANY rows
-            rows = {k: np.asarray(v)[: DRAW_ROWS - NUM_UNSEEN_ROWS] for k, v in checked.items()}
+        limit = model_push_kind(local_dir).litert_rows
+        if limit is not None:
+            rows = {k: np.asarray(v)[:limit] for k, v in checked.items()}
         import tensorflow as tf
 
         loaded = tf.saved_model.load(local_dir)  # once, for the conversion and the comparison
@@ -305,6 +312,38 @@ def _both(first: Callable[[str], None], second: Callable[[str], None]) -> Callab
         second(local_dir)
 
     return run
+
+
+@dataclass(frozen=True)
+class PushKind:
+    """The Pusher's row for one decision kind: how its Examples give verification inputs, how its
+    staged policy's draws are verified, and on how many rows its LiteRT file is compared."""
+
+    read_inputs: Callable[[str], dict[str, np.ndarray]]  # the Examples' URI -> the verification inputs
+    verify: Callable[[str, dict[str, np.ndarray]], None]  # (staged dir, inputs) -> None, or RuntimeError
+    litert_rows: int | None = None  # None: every input row
+
+
+PUSH_KINDS: dict[str, PushKind] = {
+    BANDIT: PushKind(decision_inputs, verify_decisions),
+    TRAJECTORY: PushKind(decision_inputs, verify_decisions),
+    # pages: checked on the first ROWS_MANY rows (the out-of-vocabulary copies come on top)
+    SLATE: PushKind(page_inputs, verify_slates, DRAW_ROWS - NUM_UNSEEN_ROWS),
+}
+
+
+def push_kind(kind: str) -> PushKind:
+    row = PUSH_KINDS.get(kind)
+    if row is None:
+        raise ValueError(f"the Pusher cannot verify {kind} policies yet")
+    return row
+
+
+def model_push_kind(saved_model_dir: str) -> PushKind:
+    """The row of the decision kind the staged policy was trained for (its policy_specs.json)."""
+    from rlops.train.policy_saver import model_decision_kind
+
+    return push_kind(model_decision_kind(saved_model_dir))
 
 
 # The Evaluator's blessing properties a version marker keeps (both Evaluator faces write them;
