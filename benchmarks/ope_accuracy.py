@@ -10,7 +10,7 @@ real logs: DM 0.157, IPW 0.311, DR 0.292, Switch-DR 0.258, DR-os 0.160.
 --varying-candidates K_MIN K_MAX: each decision shows K_MIN..K_MAX of the 34 items (random order,
 from the generator's pool of candidate lists), Thompson among the shown items; the target is
 uniform over each decision's candidates and the reward model the shared [global, arm features]
-one (ope.fit_arm_reward_model).
+one (reward_models.fit_arm_reward_model).
 
 Memory: in a separate process (its own peak RSS), the whole Evaluator computation on
 --memory-rows eval rows (ridge reward model fit, then candidate vs logging policy over 34
@@ -44,18 +44,19 @@ from benchmarks._common import emit  # noqa: E402
 MEMORY_CHILD = r"""
 import json, resource, sys, time
 import numpy as np
-from rlops.components.evaluator import ope
+from rlops.components.common.feedback import LoggedFeedback
+from rlops.components.evaluator import estimators, reward_models
 n, resamples, k, d = int(sys.argv[1]), int(sys.argv[2]), 34, 8
 rng = np.random.default_rng(0)
 x = rng.normal(size=(n, d))
 logging = rng.dirichlet(np.ones(k) * 0.5)
 actions = rng.choice(k, n, p=logging)
 rewards = (rng.random(n) < 0.005 * (1 + (x[:, 0] > 0))).astype(float)
-data = ope.LoggedFeedback(x, actions, rewards, logging[actions])
+data = LoggedFeedback(x, actions, rewards, logging[actions])
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 t = time.perf_counter()
-q = ope.reward_predictions("ridge", data, k)
-cand, base, diff = ope.compare(data, ope.uniform_probs(n, k), ope.LOGGING_POLICY, q, num_bootstrap=resamples)
+q = reward_models.reward_predictions("ridge", data, k)
+cand, base, diff = estimators.compare(data, estimators.uniform_probs(n, k), estimators.LOGGING_POLICY, q, num_bootstrap=resamples)
 print(json.dumps({"rows": n, "resamples": resamples, "actions": k, "seconds": time.perf_counter() - t,
                   "inputs_rss_mb": before, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "trusted": diff["dr"].trusted}))
@@ -77,7 +78,8 @@ def accuracy(
     """Relative error and 95% coverage of every estimator over `seeds` samples of `n` logs.
     DM's coverage twice: `dm_fixed_model` is the bootstrap with the reward model held fixed
     (what DM's interval was), `dm` the interval with `dm_refits` reward-model refits."""
-    from rlops.components.evaluator import ope
+    from rlops.components.common.feedback import LoggedFeedback
+    from rlops.components.evaluator import estimators, reward_models
     from rlops.envs.logged_feedback import LogConfig, LogGenerator
 
     gen = LogGenerator(
@@ -102,14 +104,14 @@ def accuracy(
                 "action_mask": (logs.candidates >= 0).astype(float),
             }
         )
-        data = ope.LoggedFeedback(
+        data = LoggedFeedback(
             gen.encode(logs.contexts()), imp["action"], imp["reward"].astype(float), imp["propensity"], **arms
         )
-        target = ope.uniform_probs(n, gen.num_slots, data.action_mask)
-        max_weight.append(float(ope.importance_weights(data, target).max()))
-        q = ope.reward_predictions(reward_model, data, gen.num_slots, seed=seed, balance=balance, clip=clip)
-        fixed = ope.estimate(data, target, q, num_bootstrap=num_bootstrap, seed=seed)
-        refits = ope.refit_dm_replicates(
+        target = estimators.uniform_probs(n, gen.num_slots, data.action_mask)
+        max_weight.append(float(estimators.importance_weights(data, target).max()))
+        q = reward_models.reward_predictions(reward_model, data, gen.num_slots, seed=seed, balance=balance, clip=clip)
+        fixed = estimators.estimate(data, target, q, num_bootstrap=num_bootstrap, seed=seed)
+        refits = reward_models.refit_dm_replicates(
             data,
             [target],
             reward_model,
@@ -120,7 +122,7 @@ def accuracy(
             balance=balance,
             clip=clip,
         )
-        est = ope.estimate(data, target, q, num_bootstrap=num_bootstrap, seed=seed, dm_refits=refits)
+        est = estimators.estimate(data, target, q, num_bootstrap=num_bootstrap, seed=seed, dm_refits=refits)
         negative += int(min(e.value for e in est.values()) < 0)
         for name, e in list(est.items()) + [("dm_fixed_model", fixed["dm"])]:
             if name != "dm_fixed_model":

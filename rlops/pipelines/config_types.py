@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from rlops.components.json_config import ConfigValueError, build, check  # noqa: F401 - re-exported
+from rlops.components.json_config import build, check
 
 
 class _Loader(yaml.SafeLoader):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlops.components.evaluator import ope, reward_models
+from rlops.components.evaluator import reward_models
 
 
 def bilinear_world(seed: int = 0, n: int = 8000, m: int = 40, d: int = 5, da: int = 3):
@@ -67,8 +67,8 @@ def test_bilinear_term_recovers_a_user_by_item_click_model_the_old_model_misses(
     slopes gamma_m from each item's own few clicks, shrunk) the error is 0.070-0.088, and the
     greedy choice per user loses about 2-5x more clicks to the best item."""
     x, items, actions, rewards, f, truth = bilinear_world()
-    new = ope.fit_arm_reward_model(x, items, actions, rewards, f, kind="logistic_bilinear", seed=1)
-    old = ope.fit_arm_reward_model(x, items, actions, rewards, f, kind="logistic", seed=1)
+    new = reward_models.fit_arm_reward_model(x, items, actions, rewards, f, kind="logistic_bilinear", seed=1)
+    old = reward_models.fit_arm_reward_model(x, items, actions, rewards, f, kind="logistic", seed=1)
     err_new, err_old = np.abs(new - truth).mean(), np.abs(old - truth).mean()
     assert err_new < 0.045 < err_old, (err_new, err_old)
     rows = np.arange(len(x))
@@ -83,5 +83,7 @@ def test_items_never_logged_get_the_interaction_from_their_features():
     """An item no record logged has no gamma_m; x^T B f(m) still ranks it per user."""
     x, items, actions, rewards, f, truth = bilinear_world(seed=4)
     keep = actions != 0  # item 0: a candidate everywhere, never logged
-    q = ope.fit_arm_reward_model(x[keep], items[keep], actions[keep], rewards[keep], f, kind="bilinear", seed=1)
+    q = reward_models.fit_arm_reward_model(
+        x[keep], items[keep], actions[keep], rewards[keep], f, kind="bilinear", seed=1
+    )
     assert np.corrcoef(q[:, 0], truth[keep, 0])[0, 1] > 0.95

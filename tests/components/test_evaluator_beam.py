@@ -20,8 +20,9 @@ from helpers import fresh_python
 from linear_policies import save_linear_policy
 
 from rlops.components.common import feedback
+from rlops.components.common.feedback import LoggedFeedback
 from rlops.components.common.model import NOT_BLESSED_FILE
-from rlops.components.evaluator import beam as beam_engine, bootstrap, core, estimators, on_logs, ope
+from rlops.components.evaluator import beam as beam_engine, bootstrap, core, estimators, on_logs
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.experience_gen import records
 
@@ -59,7 +60,7 @@ def _varying(n=3000, seed=0):
     props = mask / mask.sum(1, keepdims=True)
     actions = np.array([rng.choice(k, p=p) for p in props])
     rewards = rng.binomial(1, 0.2 + 0.05 * (actions % 3)).astype(float)
-    data = ope.LoggedFeedback(
+    data = LoggedFeedback(
         rng.normal(size=(n, 2)),
         actions,
         rewards,
@@ -83,7 +84,7 @@ def _masked(n=4000, seed=1):
     mask[: n // 3, 3] = 0
     props = mask / mask.sum(1, keepdims=True)
     actions = np.array([rng.choice(K, p=p) for p in props])
-    data = ope.LoggedFeedback(
+    data = LoggedFeedback(
         rng.normal(size=(n, D)),
         actions,
         rng.normal(size=n) + actions,
@@ -91,7 +92,7 @@ def _masked(n=4000, seed=1):
         weights=rng.random(n) * 2,
         action_mask=mask,
     )
-    return data, ope.greedy_probs(rng.integers(0, 3, n), K), rng.normal(size=(n, K))
+    return data, estimators.greedy_probs(rng.integers(0, 3, n), K), rng.normal(size=(n, K))
 
 
 def _combine_on_beam(data, policies, q, num_bootstrap, seed, grids, batch_sizes):
@@ -119,8 +120,8 @@ def test_combine_fn_gives_the_in_memory_comparison(case):
     data, target, q = _varying() if case == "varying_candidates" else _masked()
     n, seed, b = len(data.actions), 3, 200
     grids = estimators.make_grids(estimators.DEFAULT_GRID)
-    policies = [target, ope.LOGGING_POLICY]
-    memory = ope.compare(data, target, ope.LOGGING_POLICY, q, num_bootstrap=b, seed=seed, min_ess=0)
+    policies = [target, estimators.LOGGING_POLICY]
+    memory = estimators.compare(data, target, estimators.LOGGING_POLICY, q, num_bootstrap=b, seed=seed, min_ess=0)
     sizes = [1, 700, 13, n]  # uneven batches, the last one partial
     sums = _combine_on_beam(data, policies, q, b, seed, grids, sizes)
     on_beam = estimators.comparison_from_sums(sums, 0, 1, [False, True], True, estimators.TrustRule(b, 0.95, min_ess=0))

@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlops.components.evaluator import ope, reward_models
+from rlops.components.common.feedback import LoggedFeedback
+from rlops.components.evaluator import reward_models
 
 
 def low_rank_world(seed: int = 0, n: int = 20_000, columns: int = 3, values: int = 6, items: int = 20, rank: int = 3):
@@ -37,11 +38,11 @@ def test_low_rank_values_a_personalized_policy_where_a_per_item_model_falls_shor
     model at least twice as far off, and below the truth (both balanced toward uniform: no target
     policy given, so the comparison is of the models' shapes, not of their weights)."""
     x, actions, rewards, propensities, truth = low_rank_world(seed)
-    data = ope.LoggedFeedback(x, actions, rewards, propensities)
+    data = LoggedFeedback(x, actions, rewards, propensities)
     best = np.eye(truth.shape[1])[truth.argmax(1)]
     value = float((best * truth).sum(1).mean())
     dm = {
-        kind: float((best * ope.reward_predictions(kind, data, truth.shape[1])).sum(1).mean())
+        kind: float((best * reward_models.reward_predictions(kind, data, truth.shape[1])).sum(1).mean())
         for kind in ("logistic", "low_rank")
     }
     assert abs(dm["low_rank"] - value) < 0.15 * value, (dm, value)
@@ -73,7 +74,7 @@ def test_an_item_never_logged_gets_its_users_tastes_through_its_features():
     items = np.tile(np.arange(m), (n, 1))
     actions = rng.integers(1, m, n)  # never item 0
     rewards = rng.binomial(1, truth[np.arange(n), actions]).astype(float)
-    q = ope.fit_arm_reward_model(x, items, actions, rewards, f, kind="low_rank", seed=1)
+    q = reward_models.fit_arm_reward_model(x, items, actions, rewards, f, kind="low_rank", seed=1)
     assert np.corrcoef(q[:, 0], truth[:, 0])[0, 1] > 0.9
 
 
@@ -87,6 +88,9 @@ def test_rewards_not_0_or_1_fit_the_squared_error_link():
     actions = rng.integers(0, m, n)
     rewards = mean[np.arange(n), actions] + rng.normal(scale=2.0, size=n)
     assert reward_models.resolve_reward_model("low_rank", rewards) == "ridge_low_rank"
-    data = ope.LoggedFeedback(x, actions, rewards, np.full(n, 1 / m))
-    error = {kind: float(np.abs(ope.reward_predictions(kind, data, m) - mean).mean()) for kind in ("ridge", "low_rank")}
+    data = LoggedFeedback(x, actions, rewards, np.full(n, 1 / m))
+    error = {
+        kind: float(np.abs(reward_models.reward_predictions(kind, data, m) - mean).mean())
+        for kind in ("ridge", "low_rank")
+    }
     assert error["low_rank"] < 0.8 * error["ridge"], error  # 0.22 against 0.32

@@ -5,7 +5,8 @@ in at least 90% of 20 seeds. The truth is exact (the generator's click model), n
 import numpy as np
 import pytest
 
-from rlops.components.evaluator import ope
+from rlops.components.common.feedback import LoggedFeedback
+from rlops.components.evaluator import estimators, reward_models
 from rlops.envs.logged_feedback import LogConfig, LogGenerator
 
 # Slow: interval coverage over many simulated seeds; `make test` runs it.
@@ -23,11 +24,13 @@ def test_dr_family_intervals_cover_the_uniform_policys_true_value():
     for seed in range(20):
         logs = gen.sample(10_000, seed=seed)
         imp = logs.impressions
-        data = ope.LoggedFeedback(
+        data = LoggedFeedback(
             gen.encode(logs.contexts()), imp["action"], imp["reward"].astype(float), imp["propensity"]
         )
-        q = ope.reward_predictions("logistic", data, gen.num_items, seed=seed)  # balanced
-        est = ope.estimate(data, ope.uniform_probs(len(data.actions), gen.num_items), q, num_bootstrap=200, seed=seed)
+        q = reward_models.reward_predictions("logistic", data, gen.num_items, seed=seed)  # balanced
+        est = estimators.estimate(
+            data, estimators.uniform_probs(len(data.actions), gen.num_items), q, num_bootstrap=200, seed=seed
+        )
         for name in DR_FAMILY:
             assert est[name].trusted, est[name].reason
             covered[name] += est[name].lower <= truth <= est[name].upper
@@ -48,16 +51,16 @@ def test_dm_interval_with_reward_model_refits_covers_the_true_value():
     for seed in range(20):
         logs = gen.sample(10_000, seed=seed)
         imp = logs.impressions
-        data = ope.LoggedFeedback(
+        data = LoggedFeedback(
             gen.encode(logs.contexts()), imp["action"], imp["reward"].astype(float), imp["propensity"]
         )
-        target = ope.uniform_probs(len(data.actions), gen.num_items)
-        q = ope.reward_predictions("logistic", data, gen.num_items, seed=seed)
-        dm = ope.estimate(data, target, q, num_bootstrap=100, seed=seed)["dm"]
+        target = estimators.uniform_probs(len(data.actions), gen.num_items)
+        q = reward_models.reward_predictions("logistic", data, gen.num_items, seed=seed)
+        dm = estimators.estimate(data, target, q, num_bootstrap=100, seed=seed)["dm"]
         fixed += dm.lower <= truth <= dm.upper
-        refits = ope.refit_dm_replicates(
+        refits = reward_models.refit_dm_replicates(
             data, [target], "logistic", gen.num_items, replicates=10, max_records=5_000, seed=seed
         )
-        dm = ope.estimate(data, target, q, num_bootstrap=100, seed=seed, dm_refits=refits)["dm"]
+        dm = estimators.estimate(data, target, q, num_bootstrap=100, seed=seed, dm_refits=refits)["dm"]
         refit += dm.lower <= truth <= dm.upper
     assert fixed <= 12 and refit >= 17, (fixed, refit)

@@ -1,6 +1,7 @@
 """The Evaluator and `rlops evaluate` on real Examples and SavedModels: blessing needs a
 trustworthy interval, weights / masks in the records are honoured, every estimator is reported."""
 
+import collections
 import dataclasses
 import json
 import os
@@ -11,7 +12,7 @@ import tensorflow as tf
 from linear_policies import save_linear_policy
 
 from rlops.components.common import feedback
-from rlops.components.evaluator import core, on_logs, ope
+from rlops.components.evaluator import core, estimators, on_logs
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.experience_gen import records
 
@@ -85,7 +86,7 @@ def test_good_policy_blessed_with_every_estimator_and_true_improvement_inside(wo
     result = run(world, tmp_path, "good")
     assert result.blessed, result.reason
     m = result.metrics
-    assert set(m["candidate"]) == set(ope.ESTIMATORS) and m["trust"]["trusted"]
+    assert set(m["candidate"]) == set(estimators.ESTIMATORS) and m["trust"]["trusted"]
     assert m["reward_model"] == "logistic"  # auto: 0/1 rewards
     x, r = world["columns"][records.CONTEXT], world["columns"][records.REWARD]
     truth = true_means(x.astype(float))
@@ -103,6 +104,28 @@ def test_bad_policy_against_good_baseline_is_not_blessed(world, tmp_path):
     result = run(world, tmp_path, "bad", baseline="good")
     assert not result.blessed and result.metrics["improvement"]["dr"]["upper"] < 0
     assert "<=" in result.reason
+
+
+def test_one_bandit_run_reads_the_eval_split_once(world, tmp_path, monkeypatch):
+    """Candidate and baseline scored, the reward model fitted, the engine chosen and the record
+    checks made, all on one read of the eval split: each of its files opened once (a dataset of
+    file names counts as a read of every file)."""
+    files = tf.io.gfile.glob(records.split_file_pattern(world["examples"], "eval"))
+    reads = collections.Counter()
+    real = tf.data.TFRecordDataset
+
+    def counting(filenames, *args, **kwargs):
+        names = [filenames] if isinstance(filenames, (str, bytes)) else filenames
+        if isinstance(names, (list, tuple)):
+            reads.update(os.fsdecode(f) for f in names if os.fsdecode(f) in files)
+        else:  # a dataset of file names (tf.data.Dataset.list_files)
+            reads.update(files)
+        return real(filenames, *args, **kwargs)
+
+    monkeypatch.setattr(tf.data, "TFRecordDataset", counting)
+    result = run(world, tmp_path, "good", baseline="bad")
+    assert result.metrics["baseline"] == world["bad"] and result.metrics["engine"] == "memory"
+    assert reads == {f: 1 for f in files}
 
 
 def test_one_logged_click_is_not_blessed_through_the_evaluator(world, tmp_path):
@@ -193,9 +216,9 @@ def test_rlops_evaluate_cli_table_json_and_plot(world, tmp_path, capsys):
         )
         out = capsys.readouterr().out.strip().splitlines()
         result = json.loads(out[-1])
-        assert set(result["estimates"]) == set(ope.ESTIMATORS) and result["trusted"]
+        assert set(result["estimates"]) == set(estimators.ESTIMATORS) and result["trusted"]
         assert out[0].split()[:3] == ["estimator", "value", "95%"]
-        assert all(any(line.startswith(name + " ") for line in out) for name in ope.ESTIMATORS)
+        assert all(any(line.startswith(name + " ") for line in out) for name in estimators.ESTIMATORS)
         assert os.path.getsize(plot) > 1000
         r = world["columns"][records.REWARD]
         if policy == "logging":

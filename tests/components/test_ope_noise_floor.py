@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from rlops.components.evaluator import bootstrap, estimators, ope
+from rlops.components.common.feedback import LoggedFeedback
+from rlops.components.evaluator import bootstrap, estimators
 
 K, N, EPS = 34, 5000, 0.2  # the closed loop's catalog, an eval half, its serving epsilon
 CTR = np.full(K, 0.06)
@@ -20,12 +21,12 @@ def _epsilon_greedy(item: int, n: int = N) -> np.ndarray:
     return estimators.epsilon_greedy_probs(np.full(n, item), K, EPS)
 
 
-def _night(seed: int, n: int = N) -> ope.LoggedFeedback:
+def _night(seed: int, n: int = N) -> LoggedFeedback:
     """n decisions of the logger (epsilon-greedy on item 0) with clicks from CTR."""
     rng = np.random.default_rng(seed)
     actions = np.where(rng.random(n) < 1 - EPS, 0, rng.integers(0, K, n))
     rewards = (rng.random(n) < CTR[actions]).astype(float)
-    return ope.LoggedFeedback(np.zeros((n, 1)), actions, rewards, _epsilon_greedy(0, n)[np.arange(n), actions])
+    return LoggedFeedback(np.zeros((n, 1)), actions, rewards, _epsilon_greedy(0, n)[np.arange(n), actions])
 
 
 def _reward_model(candidate_item_ctr: float, n: int = N) -> np.ndarray:
@@ -38,7 +39,7 @@ def test_the_floor_is_the_bernoulli_noise_of_each_estimators_coefficients():
     rng = np.random.default_rng(0)
     data = _night(1)
     s = rng.uniform(0.5, 2.0, N)  # record weights
-    data = ope.LoggedFeedback(data.contexts, data.actions, data.rewards, data.propensities, weights=s)
+    data = LoggedFeedback(data.contexts, data.actions, data.rewards, data.propensities, weights=s)
     target, q = _epsilon_greedy(1), _reward_model(0.07)
     tau, lam = 50.0, 100.0
     sums = estimators.data_sums(data, [target], q, 100, 0, estimators.make_grids(estimators.DEFAULT_GRID, tau, lam))
@@ -68,7 +69,7 @@ def test_no_floor_for_rewards_that_are_not_clicks_or_without_a_reward_model():
     target, q = _epsilon_greedy(1), _reward_model(0.07)
     grids = estimators.make_grids(estimators.DEFAULT_GRID)
     last = {"switch": len(grids[0]) - 1, "os": len(grids[1]) - 1}
-    graded = ope.LoggedFeedback(data.contexts, data.actions, data.rewards * 0.5, data.propensities)  # 0 or 0.5
+    graded = LoggedFeedback(data.contexts, data.actions, data.rewards * 0.5, data.propensities)  # 0 or 0.5
     assert set(estimators.noise_floor(estimators.data_sums(graded, [target], q, 50, 0, grids), 0, last).values()) == {
         0.0
     }
@@ -77,7 +78,9 @@ def test_no_floor_for_rewards_that_are_not_clicks_or_without_a_reward_model():
     }
     # The logging policy's estimate is the observed mean: no reward model term, no floor.
     assert set(
-        estimators.noise_floor(estimators.data_sums(data, [ope.LOGGING_POLICY], q, 50, 0, grids), 0, last).values()
+        estimators.noise_floor(
+            estimators.data_sums(data, [estimators.LOGGING_POLICY], q, 50, 0, grids), 0, last
+        ).values()
     ) == {0.0}
 
 
@@ -88,9 +91,9 @@ def test_a_night_without_clicks_where_the_candidate_differs_gets_a_floored_inter
     truth = float(_epsilon_greedy(1, 1)[0] @ CTR)
     target, q = _epsilon_greedy(1), _reward_model(0.07)
     seed, data = next((s, d) for s in range(100) if (d := _night(s)).rewards[d.actions == 1].sum() == 0)
-    comparison = ope.compare(data, target, ope.LOGGING_POLICY, q, num_bootstrap=200, seed=seed)
+    comparison = estimators.compare(data, target, estimators.LOGGING_POLICY, q, num_bootstrap=200, seed=seed)
     grids = estimators.make_grids(estimators.DEFAULT_GRID)
-    sums = estimators.data_sums(data, [target, ope.LOGGING_POLICY], q, 200, seed, grids)
+    sums = estimators.data_sums(data, [target, estimators.LOGGING_POLICY], q, 200, seed, grids)
     result = estimators.policy_result(sums, 0, True, False, {"switch_tau": None, "dr_os_lambda": None})
     z = bootstrap.normal_quantile(0.975)
     dr = comparison.candidate["dr"]
@@ -119,7 +122,7 @@ def test_rare_click_coverage_rises_to_nominal(monkeypatch):
     def coverage() -> dict[str, float]:
         hits = dict.fromkeys(DR_FAMILY + ("ips",), 0)
         for seed in range(200):
-            est = ope.estimate(_night(seed), target, q, num_bootstrap=200, seed=seed)
+            est = estimators.estimate(_night(seed), target, q, num_bootstrap=200, seed=seed)
             for name in hits:
                 assert est[name].trusted, est[name].reason
                 hits[name] += est[name].lower <= truth <= est[name].upper
@@ -144,12 +147,12 @@ def test_plentiful_clicks_the_floor_and_the_bootstrap_agree():
     actions = rng.choice(k, n, p=logger[0])
     ctr = np.array([0.3, 0.35, 0.25, 0.3])
     rewards = (rng.random(n) < ctr[actions]).astype(float)
-    data = ope.LoggedFeedback(np.zeros((n, 1)), actions, rewards, logger[np.arange(n), actions])
+    data = LoggedFeedback(np.zeros((n, 1)), actions, rewards, logger[np.arange(n), actions])
     target, q = estimators.epsilon_greedy_probs(np.ones(n, int), k, 0.5), np.tile(ctr, (n, 1))
     grids = estimators.make_grids(estimators.DEFAULT_GRID)
     sums = estimators.data_sums(data, [target], q, 300, 0, grids)
     result = estimators.policy_result(sums, 0, True, False, {"switch_tau": None, "dr_os_lambda": None})
-    est = ope.estimate(data, target, q, num_bootstrap=300, seed=0)
+    est = estimators.estimate(data, target, q, num_bootstrap=300, seed=0)
     z = bootstrap.normal_quantile(0.975)
     expected = {}
     for name in ("ips", "snips") + DR_FAMILY:
@@ -174,10 +177,10 @@ def test_a_candidate_that_never_takes_a_logged_action_is_untrusted_not_an_error(
     first version of the floor); every estimate must come back with the ESS reason instead."""
     data = _night(4)
     never = estimators.greedy_probs(np.full(N, K - 1), K)
-    data = ope.LoggedFeedback(
+    data = LoggedFeedback(
         data.contexts, np.where(data.actions == K - 1, 0, data.actions), data.rewards, data.propensities
     )
-    est = ope.estimate(data, never, _reward_model(0.07), num_bootstrap=50)
-    assert set(est) == set(ope.ESTIMATORS)
+    est = estimators.estimate(data, never, _reward_model(0.07), num_bootstrap=50)
+    assert set(est) == set(estimators.ESTIMATORS)
     for name, e in est.items():
         assert not e.trusted and "effective sample size" in e.reason, name

@@ -9,7 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from rlops.components.evaluator import bootstrap, estimators, ope
+from rlops.components.common.feedback import LoggedFeedback
+from rlops.components.evaluator import bootstrap, estimators
 
 K, N, EPSILON = 20, 8_000, 0.03
 FIXED = {"switch_tau": 100.0, "dr_os_lambda": 1000.0}
@@ -23,7 +24,7 @@ def _night(seed: int, model_error: float = 0.08):
     logger = estimators.epsilon_greedy_probs(served[users], K, EPSILON)
     actions = np.array([rng.choice(K, p=p) for p in logger])
     rewards = (rng.random(N) < ctr[users, actions]).astype(float)
-    data = ope.LoggedFeedback(np.eye(50)[users], actions, rewards, logger[np.arange(N), actions])
+    data = LoggedFeedback(np.eye(50)[users], actions, rewards, logger[np.arange(N), actions])
     departs = (np.arange(50) % 3 == 0)[users]  # the candidate takes the best item for a third of users
     candidate = estimators.epsilon_greedy_probs(np.where(departs, np.argmax(ctr, 1)[users], served[users]), K, EPSILON)
     truth = float((candidate * ctr[users]).sum(1).mean())
@@ -46,7 +47,7 @@ def test_joined_with_dr_the_switch_dr_interval_holds_the_exact_value():
     grids = estimators.make_grids(estimators.DEFAULT_GRID, *FIXED.values())
     for seed in range(20):
         data, candidate, q, truth = _night(seed)
-        est = ope.estimate(data, candidate, q, num_bootstrap=200, seed=seed, **FIXED)
+        est = estimators.estimate(data, candidate, q, num_bootstrap=200, seed=seed, **FIXED)
         result = estimators.policy_result(
             estimators.data_sums(data, [candidate], q, 200, seed, grids), 0, True, False, FIXED
         )
@@ -87,6 +88,6 @@ def test_the_join_is_exact_for_estimates_and_paired_differences():
 
 def test_with_nothing_switched_off_switch_dr_is_dr():
     data, candidate, q, _ = _night(2)
-    est = ope.estimate(data, candidate, q, num_bootstrap=100, switch_tau=math.inf)
+    est = estimators.estimate(data, candidate, q, num_bootstrap=100, switch_tau=math.inf)
     assert est["switch_dr"].value == pytest.approx(est["dr"].value)
     assert (est["switch_dr"].lower, est["switch_dr"].upper) == pytest.approx((est["dr"].lower, est["dr"].upper))

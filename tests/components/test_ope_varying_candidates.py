@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from rlops.components.evaluator import ope
+from rlops.components.common.feedback import LoggedFeedback
+from rlops.components.evaluator import estimators, reward_models
 
 DR_FAMILY = ("dr", "sndr", "switch_dr", "dr_os")
 
@@ -27,7 +28,7 @@ def _varying(n=400, k=6, m=9, seed=0):
     actions = np.array([rng.choice(k, p=p) for p in logging])
     rewards = rng.binomial(1, 0.3, n).astype(float)
     weights = rng.uniform(0.5, 2.0, n)
-    data = ope.LoggedFeedback(
+    data = LoggedFeedback(
         rng.normal(size=(n, 3)),
         actions,
         rewards,
@@ -73,24 +74,24 @@ def _reference(data, target, q, tau, lam):
 
 def test_every_estimator_equals_a_numpy_reference_over_varying_candidate_sets():
     data, target, q = _varying()
-    est = ope.estimate(
+    est = estimators.estimate(
         data, target, q, num_bootstrap=50, switch_tau=3.0, dr_os_lambda=20.0, min_records=10, min_ess=1.0
     )
     ref = _reference(data, target, q, 3.0, 20.0)
-    assert set(est) == set(ope.ESTIMATORS)
-    for name in ope.ESTIMATORS:
+    assert set(est) == set(estimators.ESTIMATORS)
+    for name in estimators.ESTIMATORS:
         assert est[name].value == pytest.approx(ref[name], rel=1e-9), name
         assert est[name].lower <= est[name].value <= est[name].upper
     # Tuned hyperparameters: the reference with the values the estimator reports.
-    result = ope.compare(data, target, None, q, num_bootstrap=50, min_records=10, min_ess=1.0)
+    result = estimators.compare(data, target, None, q, num_bootstrap=50, min_records=10, min_ess=1.0)
     est, hp = result.candidate, result.diagnostics.hyperparameters["candidate"]
     ref = _reference(data, target, q, hp["switch_tau"], hp["dr_os_lambda"])
-    assert all(est[name].value == pytest.approx(ref[name], rel=1e-9) for name in ope.ESTIMATORS)
+    assert all(est[name].value == pytest.approx(ref[name], rel=1e-9) for name in estimators.ESTIMATORS)
     # Uniform over each record's candidates: ESS from w = (1 / num_actions) / propensity.
-    uniform = ope.uniform_probs(len(data.actions), data.items.shape[1], data.action_mask)
+    uniform = estimators.uniform_probs(len(data.actions), data.items.shape[1], data.action_mask)
     w = 1.0 / (data.items >= 0).sum(1) / data.propensities
-    ess = ope.effective_sample_size(w, data.weights)
-    diag = ope.compare(data, uniform, None, q, num_bootstrap=50, min_records=10, min_ess=1.0).diagnostics
+    ess = estimators.effective_sample_size(w, data.weights)
+    diag = estimators.compare(data, uniform, None, q, num_bootstrap=50, min_records=10, min_ess=1.0).diagnostics
     assert diag.ess["candidate"] == pytest.approx(ess, rel=1e-9)
 
 
@@ -100,7 +101,7 @@ def test_padding_and_bad_records_are_named():
     actions = data.actions.copy()
     actions[pad] = data.items.shape[1] - 1
     with pytest.raises(ValueError, match=f"action_mask excludes the logged action; row {pad}"):
-        ope.LoggedFeedback(
+        LoggedFeedback(
             data.contexts,
             actions,
             data.rewards,
@@ -110,11 +111,11 @@ def test_padding_and_bad_records_are_named():
             item_features=data.item_features,
         )
     with pytest.raises(ValueError, match=f"padding slot.*row {pad}"):
-        ope.LoggedFeedback(
+        LoggedFeedback(
             data.contexts, actions, data.rewards, data.propensities, items=data.items, item_features=data.item_features
         )
     with pytest.raises(ValueError, match="item_features must be"):
-        ope.LoggedFeedback(
+        LoggedFeedback(
             data.contexts,
             data.actions,
             data.rewards,
@@ -122,9 +123,11 @@ def test_padding_and_bad_records_are_named():
             items=data.items,
             item_features=data.item_features[:3],
         )
-    greedy_on_padding = ope.greedy_probs(np.full(len(data.actions), data.items.shape[1] - 1), data.items.shape[1])
+    greedy_on_padding = estimators.greedy_probs(
+        np.full(len(data.actions), data.items.shape[1] - 1), data.items.shape[1]
+    )
     with pytest.raises(ValueError, match=f"excludes; row {pad}"):
-        ope.estimate(data, greedy_on_padding, q, num_bootstrap=50)
+        estimators.estimate(data, greedy_on_padding, q, num_bootstrap=50)
 
 
 @pytest.mark.parametrize("kind", ["ridge", "logistic"])
@@ -149,7 +152,7 @@ def test_shared_arm_reward_model_learns_from_arm_features_and_fills_in_unseen_it
     rewards = rng.binomial(1, mean).astype(float) if kind == "logistic" else mean + rng.normal(0, 0.3, n)
     # Folds are hashes of the record keys; the seed picks the split (the correlation below ranges
     # 0.94-0.99 over seeds 0-5 for logistic: a property of the split, not of the model).
-    q = ope.fit_arm_reward_model(x, items, actions, rewards, f, kind=kind, seed=1)
+    q = reward_models.fit_arm_reward_model(x, items, actions, rewards, f, kind=kind, seed=1)
     cand = items >= 0
     assert (q[~cand] == 0).all()
     err = np.abs(q - truth)
@@ -206,7 +209,7 @@ def test_generator_with_varying_candidates_logs_what_experience_gen_reads():
 
 def _generator_feedback(gen, logs):
     imp = logs.impressions
-    return ope.LoggedFeedback(
+    return LoggedFeedback(
         gen.encode(logs.contexts()),
         imp["action"],
         imp["reward"].astype(float),
@@ -230,10 +233,10 @@ def test_dr_family_intervals_cover_the_uniform_policys_true_value_with_varying_c
         logs = gen.sample(10_000, seed=seed)
         data = _generator_feedback(gen, logs)
         assert (data.items >= 0).sum(1).min() == 4 and (data.items >= 0).sum(1).max() == 20
-        q = ope.reward_predictions("logistic", data, data.items.shape[1], seed=seed)
-        est = ope.estimate(
+        q = reward_models.reward_predictions("logistic", data, data.items.shape[1], seed=seed)
+        est = estimators.estimate(
             data,
-            ope.uniform_probs(len(data.actions), data.items.shape[1], data.action_mask),
+            estimators.uniform_probs(len(data.actions), data.items.shape[1], data.action_mask),
             q,
             num_bootstrap=200,
             seed=seed,
@@ -307,7 +310,7 @@ def _saved_policy_value(gen, model_dir, served=False):
         a = sig(**inputs)["greedy_action"].numpy()
         assert (a < ctx["num_actions"]).all()  # never a padding arm
         allowed = np.arange(gen.num_slots)[None, :] < np.asarray(ctx["num_actions"])[:, None]
-        return ope.epsilon_greedy_probs(a, gen.num_slots, epsilon, allowed)
+        return estimators.epsilon_greedy_probs(a, gen.num_slots, epsilon, allowed)
 
     return gen.true_value(fn)
 
@@ -342,7 +345,7 @@ def test_experience_gen_trainer_evaluator_on_varying_candidates(world, tmp_path)
         num_actions=K_MAX,
     )
     m = result.metrics
-    assert m["trust"]["trusted"] and set(m["candidate"]) == set(ope.ESTIMATORS)
+    assert m["trust"]["trusted"] and set(m["candidate"]) == set(estimators.ESTIMATORS)
     assert ("BLESSED" if result.blessed else "NOT_BLESSED") in {p.name for p in (tmp_path / "blessing").iterdir()}
     for name in DR_FAMILY:  # the served policy (what blesses) and the greedy one beside it
         e, g = m["candidate"][name], m["candidate_greedy"][name]
@@ -383,8 +386,12 @@ def test_rlops_evaluate_on_varying_candidates(world, tmp_path, capsys):
         )
         out = capsys.readouterr().out.strip().splitlines()
         results[policy] = result = json.loads(out[-1])
-        assert result["num_actions"] == K_MAX and result["trusted"] and set(result["estimates"]) == set(ope.ESTIMATORS)
-        assert all(any(line.startswith(name + " ") for line in out) for name in ope.ESTIMATORS)
+        assert (
+            result["num_actions"] == K_MAX
+            and result["trusted"]
+            and set(result["estimates"]) == set(estimators.ESTIMATORS)
+        )
+        assert all(any(line.startswith(name + " ") for line in out) for name in estimators.ESTIMATORS)
     served = _saved_policy_value(gen, serving_dir(str(d / "model")), served=True)
     for name in DR_FAMILY:
         e = results[str(d / "model")]["estimates"][name]

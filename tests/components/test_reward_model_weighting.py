@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlops.components.evaluator import ope
+from rlops.components.common.feedback import LoggedFeedback
+from rlops.components.evaluator import estimators, reward_models
 
 
 def epsilon_greedy_world(seed: int, n: int = 20_000, k: int = 5, epsilon: float = 0.05):
@@ -26,7 +27,7 @@ def epsilon_greedy_world(seed: int, n: int = 20_000, k: int = 5, epsilon: float 
     probs[np.arange(n), truth.argmax(1)] += 1 - epsilon
     actions = (probs.cumsum(1) < rng.random((n, 1))).sum(1)
     rewards = rng.binomial(1, truth[np.arange(n), actions]).astype(float)
-    data = ope.LoggedFeedback(u[:, None], actions, rewards, probs[np.arange(n), actions])
+    data = LoggedFeedback(u[:, None], actions, rewards, probs[np.arange(n), actions])
     return data, probs, truth
 
 
@@ -36,9 +37,11 @@ def test_dm_of_a_policy_near_the_logger_is_right_when_the_fit_is_weighted_toward
     value = float((probs * truth).sum(1).mean())
 
     def dm(target):
-        return float((probs * ope.reward_predictions("auto", data, probs.shape[1], target=target)).sum(1).mean())
+        return float(
+            (probs * reward_models.reward_predictions("auto", data, probs.shape[1], target=target)).sum(1).mean()
+        )
 
-    toward_policy, toward_uniform = dm(ope.evaluated_probability([probs], data.actions)), dm(None)
+    toward_policy, toward_uniform = dm(reward_models.evaluated_probability([probs], data.actions)), dm(None)
     assert abs(toward_policy - value) < 0.03 * value, (toward_policy, value)
     assert value - toward_uniform > 0.2 * value, (toward_uniform, value)  # the old fit: far below
 
@@ -47,18 +50,22 @@ def test_a_uniform_target_weights_as_the_uniform_balancing_did():
     """Evaluating the uniform policy gives the weights of before (1 / propensity, mean 1, capped):
     the OPE accuracy figures measured with them stand."""
     data, probs, _ = epsilon_greedy_world(0, n=2000)
-    uniform = ope.uniform_probs(len(data.actions), probs.shape[1])
-    target = ope.evaluated_probability([uniform, ope.LOGGING_POLICY], data.actions)
+    uniform = estimators.uniform_probs(len(data.actions), probs.shape[1])
+    target = reward_models.evaluated_probability([uniform, estimators.LOGGING_POLICY], data.actions)
     np.testing.assert_allclose(
-        ope.balancing_weights(data.propensities, target), ope.balancing_weights(data.propensities), rtol=1e-12
+        reward_models.balancing_weights(data.propensities, target),
+        reward_models.balancing_weights(data.propensities),
+        rtol=1e-12,
     )
 
 
 def test_the_target_is_the_mean_of_the_evaluated_policies_probabilities_and_skips_the_logger():
     a, b = np.array([[0.9, 0.1], [0.2, 0.8]]), np.array([[0.5, 0.5], [0.0, 1.0]])
     actions = np.array([0, 1])
-    np.testing.assert_allclose(ope.evaluated_probability([a, ope.LOGGING_POLICY, b], actions), [0.7, 0.9])
-    assert ope.evaluated_probability([ope.LOGGING_POLICY], actions) is None
+    np.testing.assert_allclose(
+        reward_models.evaluated_probability([a, estimators.LOGGING_POLICY, b], actions), [0.7, 0.9]
+    )
+    assert reward_models.evaluated_probability([estimators.LOGGING_POLICY], actions) is None
 
 
 def test_policies_that_take_none_of_the_logged_actions_fall_back_to_uniform_balance():
@@ -66,7 +73,9 @@ def test_policies_that_take_none_of_the_logged_actions_fall_back_to_uniform_bala
     weights fall back to 1 / propensity, not to 0 / 0."""
     propensities = np.array([0.5, 0.25, 0.25])
     np.testing.assert_allclose(
-        ope.balancing_weights(propensities, np.zeros(3)), ope.balancing_weights(propensities), rtol=1e-12
+        reward_models.balancing_weights(propensities, np.zeros(3)),
+        reward_models.balancing_weights(propensities),
+        rtol=1e-12,
     )
 
 
@@ -81,7 +90,7 @@ def test_the_evaluator_fits_its_reward_model_toward_the_candidate_and_the_baseli
     greedy = (served == served.max(1, keepdims=True)).astype(float)
     config = EvaluatorConfig(kind="bandit", num_bootstrap=50, dm_refits=0)
     metrics, _ = memory.evaluate_logged(
-        config, data, scoring.PolicyProbs(served, greedy, 0.05), ope.LOGGING_POLICY, "logging_policy", "auto"
+        config, data, scoring.PolicyProbs(served, greedy, 0.05), estimators.LOGGING_POLICY, "logging_policy", "auto"
     )
     for policy, group in ((served, "candidate"), (greedy, "candidate_greedy")):
         value = float((policy * truth).sum(1).mean())

@@ -14,8 +14,9 @@ import numpy as np
 import tensorflow as tf
 
 from rlops.components.common import feedback, records
+from rlops.components.common.feedback import LoggedFeedback
 from rlops.components.common.record_keys import file_record_keys, splitmix64, unit_record_keys
-from rlops.components.evaluator import beam as evaluator_beam, bootstrap, estimators, ope
+from rlops.components.evaluator import beam as evaluator_beam, bootstrap, estimators, reward_models
 from rlops.components.experience_gen import (
     BanditColumns,
     ExperienceGenConfig,
@@ -134,11 +135,11 @@ def _clustered_night(seed: int, users: int = 30, k: int = 4, n: int = 4000):
     r = (rng.random(n) < ctr[u, a]).astype(float)
     content = (u * k + a) * 2 + r.astype(int)
     eval_rows = splitmix64(content.astype(np.uint64) ^ np.uint64(seed)) % np.uint64(2) == 0
-    data = ope.LoggedFeedback(np.zeros((n, 1)), a, r, logger[u, a])
+    data = LoggedFeedback(np.zeros((n, 1)), a, r, logger[u, a])
     target = np.eye(k)[target_item[u]]
     truth = float(ctr[np.arange(users), target_item].mean())
     rows = np.flatnonzero(eval_rows)
-    return ope.subset(data, rows), content[rows], truth, target[rows]
+    return reward_models.subset(data, rows), content[rows], truth, target[rows]
 
 
 def test_resampling_contents_and_copies_restores_coverage():
@@ -157,10 +158,10 @@ def test_resampling_contents_and_copies_restores_coverage():
             ("contents", unit_record_keys(content), None),
             ("contents_and_copies", unit_record_keys(content), rows),
         ):
-            night = ope.LoggedFeedback(
+            night = LoggedFeedback(
                 data.contexts, data.actions, data.rewards, data.propensities, keys=keys, copy_keys=copy_keys
             )
-            est = ope.estimate(night, target, None, num_bootstrap=200, seed=seed)
+            est = estimators.estimate(night, target, None, num_bootstrap=200, seed=seed)
             for name in hits[keying]:
                 hits[keying][name] += est[name].lower <= truth <= est[name].upper
             width[keying] += (est["ips"].upper - est["ips"].lower) / nights

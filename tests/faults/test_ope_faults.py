@@ -10,20 +10,22 @@ import numpy as np
 import pytest
 from helpers import fresh_python
 
-from rlops.components.evaluator import ope
+from rlops.components.common.feedback import LoggedFeedback
+from rlops.components.evaluator import bootstrap, estimators
 from rlops.components.evaluator.config import EvaluatorConfig
 
 MEMORY_CHILD = r"""
 import json, resource, sys
 import numpy as np
-from rlops.components.evaluator import ope
+from rlops.components.common.feedback import LoggedFeedback
+from rlops.components.evaluator import estimators
 n, k = int(sys.argv[1]), 10
 rng = np.random.default_rng(0)
 actions = rng.integers(0, k, n)
-data = ope.LoggedFeedback(np.zeros((n, 1)), actions, (rng.random(n) < 0.1).astype(float), np.full(n, 1 / k))
-target, q = ope.uniform_probs(n, k), np.full((n, k), 0.1)
+data = LoggedFeedback(np.zeros((n, 1)), actions, (rng.random(n) < 0.1).astype(float), np.full(n, 1 / k))
+target, q = estimators.uniform_probs(n, k), np.full((n, k), 0.1)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-est = ope.compare(data, target, ope.LOGGING_POLICY, q, num_bootstrap=1000)[2]["dr"]
+est = estimators.compare(data, target, estimators.LOGGING_POLICY, q, num_bootstrap=1000)[2]["dr"]
 print(json.dumps({"before": before, "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "trusted": est.trusted}))
 """
@@ -32,8 +34,10 @@ print(json.dumps({"before": before, "peak": resource.getrusage(resource.RUSAGE_S
 def test_one_logged_click_at_propensity_0_1_is_not_blessed():
     """Reproduced before the fix: every resample is the one row, DR's improvement interval was
     [9, 9] and `lower > 0` blessed it. Now no interval exists and the reason says why."""
-    data = ope.LoggedFeedback(np.zeros((1, 2)), np.array([0]), np.array([1.0]), np.array([0.1]))
-    _, _, diff = ope.compare(data, ope.greedy_probs(np.array([0]), 3), ope.LOGGING_POLICY, np.zeros((1, 3)))
+    data = LoggedFeedback(np.zeros((1, 2)), np.array([0]), np.array([1.0]), np.array([0.1]))
+    _, _, diff = estimators.compare(
+        data, estimators.greedy_probs(np.array([0]), 3), estimators.LOGGING_POLICY, np.zeros((1, 3))
+    )
     assert diff["dr"].value == pytest.approx(9.0)
     assert math.isnan(diff["dr"].lower) and not diff["dr"].lower > 0
     assert "min_eval_records" in diff["dr"].reason
@@ -80,9 +84,9 @@ def test_evaluator_settings_are_validated_naming_the_key(key, value):
 
 
 def test_too_few_episodes_give_no_interval():
-    est = ope.difference_interval(np.array([10.0]), np.array([1.0]), min_episodes=5)
+    est = bootstrap.difference_interval(np.array([10.0]), np.array([1.0]), min_episodes=5)
     assert not est.trusted and "only 1 episodes" in est.reason
-    assert ope.difference_interval(np.arange(10.0), np.zeros(10)).trusted
+    assert bootstrap.difference_interval(np.arange(10.0), np.zeros(10)).trusted
 
 
 # ---- issue 20: an untrustworthy estimate is NOT_BLESSED with its reason, and the run succeeds ----

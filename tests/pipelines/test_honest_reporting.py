@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import yaml
 
-from rlops.components.evaluator import comparisons, core, estimators, ope
+from rlops.components.common.feedback import LoggedFeedback
+from rlops.components.evaluator import comparisons, core, estimators
 from rlops.components.evaluator.action_ids import check_policy_fits_logs
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.evaluator.estimate import Estimate
@@ -21,10 +22,10 @@ from rlops.pipelines.local import _key_metrics
 K = 5
 
 
-def clicks(n: int, rate: float, seed: int = 0) -> ope.LoggedFeedback:
+def clicks(n: int, rate: float, seed: int = 0) -> LoggedFeedback:
     """Uniformly logged 0/1 rewards at a low click rate."""
     rng = np.random.default_rng(seed)
-    return ope.LoggedFeedback(
+    return LoggedFeedback(
         contexts=rng.normal(size=(n, 2)),
         actions=rng.integers(0, K, n),
         rewards=(rng.random(n) < rate).astype(float),
@@ -33,13 +34,15 @@ def clicks(n: int, rate: float, seed: int = 0) -> ope.LoggedFeedback:
 
 
 def greedy_on(action: int, n: int) -> np.ndarray:
-    return ope.greedy_probs(np.full(n, action), K)
+    return estimators.greedy_probs(np.full(n, action), K)
 
 
 def compare(data, **kw):
     """The greedy policy on action 0 against the logging policy, with a constant reward model."""
     q = np.full((len(data.actions), K), data.rewards.mean())
-    return ope.compare(data, greedy_on(0, len(data.actions)), ope.LOGGING_POLICY, q, num_bootstrap=200, **kw)
+    return estimators.compare(
+        data, greedy_on(0, len(data.actions)), estimators.LOGGING_POLICY, q, num_bootstrap=200, **kw
+    )
 
 
 # --- 1. an untrusted estimate is null, with its reason and what would make one ---------------------

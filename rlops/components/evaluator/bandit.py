@@ -1,6 +1,7 @@
 """The Evaluator's bandit path: the served candidate against the served baseline (the last
 blessed model, or the logging policy on the first run or when that model cannot score the eval
-split) on the eval split's logs, on the engine the split's size calls for.
+split) on the eval split's logs, on the engine the split's size calls for. The split is read once
+(engine.open_split): the in-memory engine's every consumer gets that one LoggedFeedback.
 
 Certifying the exploration (evaluator.serving_epsilons): a candidate that does not clear the gate
 served at its own epsilon is scored again, on the same engine, served at each larger epsilon of
@@ -11,15 +12,13 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from rlops.components.common import records
-from rlops.components.common.feedback import load_logged_feedback
 from rlops.components.common.model import serving_dir
 from rlops.components.evaluator import beam, memory
 from rlops.components.evaluator.action_ids import policy_action_minimum
 from rlops.components.evaluator.baseline import fitting_baseline, load_baseline
 from rlops.components.evaluator.comparisons import LOGGING_BASELINE, Trial, against, certify, clears_gate, with_served
 from rlops.components.evaluator.config import EvaluatorConfig
-from rlops.components.evaluator.engine import choose_engine
+from rlops.components.evaluator.engine import OpenSplit, open_split
 from rlops.components.evaluator.estimate import Estimate
 from rlops.components.evaluator.estimators import LOGGING_POLICY
 from rlops.components.evaluator.scoring import epsilons_above, policy_probs, serving_epsilon
@@ -38,15 +37,16 @@ def evaluate_bandit(
     policy = SavedPolicy(serving_dir(model_uri))
     # A corrupt baseline is an error naming it, whatever the split holds; one that does not fit is a note.
     loaded = load_baseline(baseline_model_uri) if baseline_model_uri else None
-    if split_is_empty(examples_uri, "eval"):
+    split = open_split(config, examples_uri, "eval")  # the one read of the split: every consumer gets it
+    if split.empty:
         return _no_estimate(
             "the eval split has no records (see experience_gen.splits)", baseline_model_uri or LOGGING_BASELINE
         )
-    if choose_engine(config, examples_uri) == "beam":
+    if split.engine == "beam":
         return _evaluate_on_beam(
-            config, examples_uri, policy, model_uri, loaded, baseline_model_uri, num_actions, beam_pipeline_args
+            config, examples_uri, policy, model_uri, loaded, baseline_model_uri, num_actions, split, beam_pipeline_args
         )
-    data = load_logged_feedback(examples_uri, action_minimum=policy_action_minimum(policy))
+    data = split.feedback(policy_action_minimum(policy))
     baseline_policy, skipped = fitting_baseline(loaded, baseline_model_uri, policy, num_actions, examples_uri, data)
     candidate = policy_probs(policy, data, num_actions)
     baseline = LOGGING_POLICY if baseline_policy is None else policy_probs(baseline_policy, data, num_actions)
@@ -102,14 +102,17 @@ def _evaluate_on_beam(
     loaded: SavedPolicy | None,
     baseline_model_uri: str | None,
     num_actions: int,
+    split: OpenSplit,
     beam_pipeline_args: list[str] | None,
 ) -> tuple[dict[str, Any], Estimate]:
-    """evaluate_bandit on the Beam engine; the baseline's fit is checked on the first records."""
-    head = load_logged_feedback(examples_uri, max_records=1000, action_minimum=policy_action_minimum(policy))
+    """evaluate_bandit on the Beam engine, which streams the split; the baseline's fit is checked on
+    the first records (what `split` holds)."""
+    head = split.feedback(policy_action_minimum(policy))
+    first = split.records.first_record
     baseline_policy, skipped = fitting_baseline(loaded, baseline_model_uri, policy, num_actions, examples_uri, head)
     baseline_uri = baseline_model_uri if baseline_policy is not None else None
     metrics, improvement = beam.evaluate_bandit(
-        config, examples_uri, policy, model_uri, baseline_policy, baseline_uri, num_actions, beam_pipeline_args
+        config, examples_uri, policy, model_uri, baseline_policy, baseline_uri, num_actions, beam_pipeline_args, first
     )
 
     def served_at(epsilons: list[float]) -> list[Trial]:
@@ -128,6 +131,7 @@ def _evaluate_on_beam(
             policy_action_minimum(policy),
             beam_pipeline_args,
             loaded=[policy] if baseline_policy is None else [policy, baseline_policy],
+            first_record=first,
         )
         flags = [s.kind == "logging" for s in sources]
         others = against(config, run.sums, flags, True, run.refits, 0, range(1, len(sources)))
@@ -137,16 +141,6 @@ def _evaluate_on_beam(
     if skipped:
         metrics["baseline_reason"] = skipped
     return metrics, improvement
-
-
-def split_is_empty(examples_uri: str, split: str = "eval") -> bool:
-    """No record in the split's files (or no files at all)."""
-    import tensorflow as tf
-
-    for path in sorted(tf.io.gfile.glob(records.split_file_pattern(examples_uri, split))):
-        for _ in tf.data.TFRecordDataset(path, compression_type="GZIP").take(1):
-            return False
-    return True
 
 
 def _no_estimate(reason: str, baseline_name: str) -> tuple[dict[str, Any], Estimate]:

@@ -95,12 +95,18 @@ class Parser:
     action_minimum: int
     catalog: ArmCatalog | None = None
 
-    def setup(self) -> None:
+    def setup(self, first_record: bytes | None = None) -> None:
+        """The parse spec, from the split's first record (`first_record`, serialized, when the
+        caller has read it already; None: read here)."""
+        import tensorflow as tf
+
         from rlops.components.common import records
         from rlops.features import FeatureSchema, Preprocessor, load as load_schema
 
-        pattern = records.split_file_pattern(self.examples_uri, self.split)
-        first = records.first_example(pattern)
+        if first_record is None:
+            first = records.first_example(records.split_file_pattern(self.examples_uri, self.split))
+        else:
+            first = tf.train.Example.FromString(first_record)
         present = first.features.feature
         if records.PROPENSITY not in present:
             raise ValueError(
@@ -109,6 +115,10 @@ class Parser:
             )
         schema = load_schema(self.examples_uri)
         if schema is None:
+            if records.CONTEXT not in present:  # read_logged_bandit's line
+                raise ValueError(
+                    f"examples: no feature schema and no dense '{records.CONTEXT}' feature in {self.examples_uri}"
+                )
             schema = FeatureSchema.legacy(len(present[records.CONTEXT].float_list.value))
         mask_width = len(present[records.ACTION_MASK].int64_list.value) if records.ACTION_MASK in present else None
         self.logs_width = mask_width  # the logs' number of actions where the records carry it
@@ -138,12 +148,14 @@ class Parser:
 
     def parse_arms(self, serialized: Sequence[bytes]) -> dict[str, np.ndarray]:
         """The per-arm features and num_actions only, as parse gives them."""
-        return self._columns(serialized, self.arm_spec)
+        return self.columns(serialized, self.arm_spec)
 
-    def _columns(self, serialized: Sequence[bytes], spec: dict) -> dict[str, np.ndarray]:
+    def columns(self, serialized: Sequence[bytes], spec: dict | None = None) -> dict[str, np.ndarray]:
+        """Serialized records -> {feature: [n, ...]} under `spec` (default: every column parse
+        reads), multivalent features padded to their dim and strings as bytes."""
         import tensorflow as tf
 
-        parsed = tf.io.parse_example(tf.constant(list(serialized)), spec)
+        parsed = tf.io.parse_example(tf.constant(list(serialized)), self.spec if spec is None else spec)
         cols = {}
         for k, v in parsed.items():
             if isinstance(v, tf.RaggedTensor):
@@ -163,11 +175,11 @@ class Parser:
         self, serialized: Sequence[bytes], keys: np.ndarray, copy_keys: np.ndarray | None = None
     ) -> LoggedFeedback:
         """Records with the keys given (the driver's sample, drawn from every file)."""
-        return self._feedback(self._columns(serialized, self.spec), keys, copy_keys)
+        return self._feedback(self.columns(serialized, self.spec), keys, copy_keys)
 
     def parse_batch(self, serialized: Sequence[bytes], base: str, start: int) -> LoggedFeedback:
         """Records start.. of file `base`, parsed once and keyed as batch_keys keys them."""
-        cols = self._columns(serialized, self.spec)
+        cols = self.columns(serialized, self.spec)
         units = None if self.split_hash is None else cols[self.split_hash]
         return self._feedback(cols, *batch_keys(serialized, base, start, self.split_hash, units))
 
@@ -686,15 +698,26 @@ def run_split(
     beam_pipeline_args: Sequence[str] | None = None,
     out_dir: str | None = None,
     loaded: Sequence[SavedPolicy] = (),
+    first_record: bytes | None = None,
 ) -> BeamRun:
     """Both passes over the split, and the driver's work between them. `num_actions` None: the
     logs' own (their action mask's or per-arm width, else the largest logged action + 1).
     `loaded`: SavedPolicies the caller has loaded already, which the driver scores the sample with
-    instead of loading them again."""
+    instead of loading them again; `first_record`: the split's first record, serialized, when the
+    caller has read it (the parse spec; None: the driver reads it)."""
     if out_dir is None:  # the passes' side files; nothing in them outlives the run
         with tempfile.TemporaryDirectory(prefix="rlops-evaluator-") as scratch:
             return run_split(
-                config, examples_uri, split, sources, num_actions, action_minimum, beam_pipeline_args, scratch, loaded
+                config,
+                examples_uri,
+                split,
+                sources,
+                num_actions,
+                action_minimum,
+                beam_pipeline_args,
+                scratch,
+                loaded,
+                first_record,
             )
     files = split_files(examples_uri, split)
     if not files:
@@ -705,7 +728,7 @@ def run_split(
             "evaluator.engine: memory, or choose auto, ridge or logistic"
         )
     parser = Parser(examples_uri, split, action_minimum)
-    parser.setup()  # here too: a missing propensity column is one line before any pipeline starts
+    parser.setup(first_record)  # here too: a missing propensity column is one line before any pipeline starts
     k = max(config.reward_model_sample, config.dm_refit_records)
     per_arm = Parser(examples_uri, split, action_minimum) if parser.per_arm_names else None
     (_, keys, recs, n), arms, top = _sample_pass(
@@ -779,8 +802,10 @@ def evaluate_policy_on_logs(
     num_actions: int | None,
     action_minimum: int,
     beam_pipeline_args: Sequence[str] | None = None,
+    first_record: bytes | None = None,
 ) -> LogsRun:
-    """`rlops evaluate` on the Beam engine (memory.evaluate_policy_on_logs's twin)."""
+    """`rlops evaluate` on the Beam engine (memory.evaluate_policy_on_logs's twin); `first_record`
+    as run_split takes it."""
     if saved is not None:
         sources = [policy_source(saved, policy), PolicySource("logging"), policy_source(saved, policy, greedy=True)]
     else:
@@ -794,6 +819,7 @@ def evaluate_policy_on_logs(
         action_minimum,
         beam_pipeline_args,
         loaded=[saved] if saved else [],
+        first_record=first_record,
     )
     main, greedy = comparisons(config, run.sums, [s.kind == "logging" for s in sources], True, run.refits)
     epsilon = serving_epsilon(saved) if saved is not None else None
@@ -809,9 +835,11 @@ def evaluate_bandit(
     baseline_uri: str | None,
     num_actions: int,
     beam_pipeline_args: Sequence[str] | None = None,
+    first_record: bytes | None = None,
 ) -> tuple[dict[str, Any], Estimate]:
     """The Evaluator component on the Beam engine: (metrics, improvement) as memory.evaluate_logged
-    gives them. `baseline`: a SavedPolicy, or None for the logging policy."""
+    gives them. `baseline`: a SavedPolicy, or None for the logging policy; `first_record` as
+    run_split takes it."""
     minimum = policy_action_minimum(candidate)
     sources = [
         policy_source(candidate, model_uri),
@@ -819,7 +847,17 @@ def evaluate_bandit(
         policy_source(candidate, model_uri, greedy=True),
     ]
     loaded = [candidate] if baseline is None else [candidate, baseline]
-    run = run_split(config, examples_uri, "eval", sources, num_actions, minimum, beam_pipeline_args, loaded=loaded)
+    run = run_split(
+        config,
+        examples_uri,
+        "eval",
+        sources,
+        num_actions,
+        minimum,
+        beam_pipeline_args,
+        loaded=loaded,
+        first_record=first_record,
+    )
     main, greedy = comparisons(config, run.sums, [s.kind == "logging" for s in sources], True, run.refits)
     assert greedy is not None and main.difference is not None
     epsilons = (serving_epsilon(candidate), None if baseline is None else serving_epsilon(baseline))

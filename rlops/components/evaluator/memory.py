@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from rlops.components.common.feedback import LoggedFeedback, load_logged_feedback
+from rlops.components.common.feedback import LoggedFeedback
 from rlops.components.evaluator import estimators, reward_models
 from rlops.components.evaluator.action_ids import check_actions, check_policy_fits_logs, logs_num_actions
 from rlops.components.evaluator.comparisons import (
@@ -188,17 +188,15 @@ def evaluate_logged(
 
 def evaluate_policy_on_logs(
     config: EvaluatorConfig,
-    examples_uri: str,
-    split: str,
+    data: LoggedFeedback,
     policy: str,
     saved: SavedPolicy | None,
     num_actions: int | None,
     action_minimum: int,
 ) -> LogsRun:
-    """`rlops evaluate` on the in-memory engine (beam.evaluate_policy_on_logs's twin): `saved`
-    (served, its greedy policy beside it), else the uniform or the logging policy, against the
-    logging policy. `num_actions` None: the logs' own."""
-    data = load_logged_feedback(examples_uri, split, action_minimum=action_minimum)
+    """`rlops evaluate` on the in-memory engine (beam.evaluate_policy_on_logs's twin) on the split's
+    records `data`: `saved` (served, its greedy policy beside it), else the uniform or the logging
+    policy, against the logging policy. `num_actions` None: the logs' own."""
     in_logs = logs_num_actions(data)
     if num_actions is None:
         num_actions = in_logs

@@ -12,7 +12,7 @@ from rlops.components.evaluator import beam, memory
 from rlops.components.evaluator.action_ids import policy_action_minimum, spec_actions
 from rlops.components.evaluator.comparisons import LogsRun
 from rlops.components.evaluator.config import EvaluatorConfig
-from rlops.components.evaluator.engine import choose_engine
+from rlops.components.evaluator.engine import open_split
 from rlops.components.evaluator.estimators import LOGGING_POLICY
 from rlops.components.evaluator.reward_models import NETWORK
 from rlops.train.policy_saver import SavedPolicy
@@ -31,7 +31,7 @@ def evaluate_on_logs(
     Every estimator with its interval, and the improvement over the logging policy (paired). A
     SavedModel is scored as served (serving_default's epsilon-greedy), its greedy value beside.
     `action_minimum`: the first action id (default: the policy's spec minimum, else 0). Large
-    splits run on the Beam engine (choose_engine) with `beam_pipeline_args`."""
+    splits run on the Beam engine (engine.open_split) with `beam_pipeline_args`."""
     saved = None
     if policy not in ("uniform", LOGGING_POLICY):
         saved = SavedPolicy(find_serving_dir(policy))
@@ -48,12 +48,15 @@ def evaluate_on_logs(
     if policy == LOGGING_POLICY and config.reward_model == NETWORK:
         raise ValueError("--reward-model network needs a SavedModel policy")
     run: LogsRun
-    if choose_engine(config, examples_uri, split) == "beam":
+    opened = open_split(config, examples_uri, split)  # the one read of the split (beam: its head)
+    if opened.engine == "beam":
+        first = opened.records.first_record
         run = beam.evaluate_policy_on_logs(
-            config, examples_uri, split, policy, saved, num_actions, action_minimum, beam_pipeline_args
+            config, examples_uri, split, policy, saved, num_actions, action_minimum, beam_pipeline_args, first
         )
     else:
-        run = memory.evaluate_policy_on_logs(config, examples_uri, split, policy, saved, num_actions, action_minimum)
+        data = opened.feedback(action_minimum)
+        run = memory.evaluate_policy_on_logs(config, data, policy, saved, num_actions, action_minimum)
     return logs_result(config, run, policy, examples_uri, split)
 
 
