@@ -62,7 +62,8 @@ class EvaluatorConfig(JsonConfig):
     # The reward model behind DM and the DR family: auto (logistic for 0/1 rewards, else ridge),
     # ridge, logistic, bilinear, low_rank, network. Defaults chosen by measurement (docs/benchmarks.md).
     reward_model: str = DEFAULT_REWARD_MODEL
-    reward_model_balance: bool = DEFAULT_BALANCE  # weighted toward the evaluated policies (ope.balancing_weights)
+    # weighted toward the evaluated policies (reward_models.balancing_weights)
+    reward_model_balance: bool = DEFAULT_BALANCE
     # DM's interval includes the reward model's own error: the model is refitted on `dm_refits`
     # bootstrap resamples (0: the fixed-model bootstrap)
     dm_refits: int = DEFAULT_DM_REFITS
