@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from rlops.components.common.decision_kinds import read_record_kind
 from rlops.agents import specs
 from rlops.agents.trajectories import StepType
+from rlops.components.common.decision_kinds import read_record_kind
 from rlops.components.experience_gen import (
     BanditColumns,
     ExperienceGenConfig,

@@ -58,7 +58,7 @@ def ingest(path) -> tuple[dict[str, np.ndarray], list[Quarantined]]:
         for _, out in pipeline.ingest(plan, item):
             if isinstance(out, Quarantined):
                 bad.append(out)
-            elif isinstance(out, pipeline.ValidBatch):
+            elif isinstance(out, batches.ValidBatch):
                 batches.append(out.columns)
     merged = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]} if batches else {}
     return merged, bad

@@ -60,6 +60,7 @@ def resolve_first_position(config: ExperienceGenConfig, positions: np.ndarray | 
     return dataclasses.replace(config, slate_columns=dataclasses.replace(c, first_position=first))
 
 
+SLATE_IDS, SLATE_IDS_GROUPING = "slate_ids", "slate_ids_grouping"  # counters: pages seen, and those of > 1 row
 MIN_PAGES_TO_JUDGE_GROUPING = 10  # fewer pages than this cannot tell a bad id column from short pages
 
 
