@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from rlops.agents import specs
 from rlops.agents.trajectories import StepType
+from rlops.components.common import records
 from rlops.components.common.decision_kinds import read_record_kind
 from rlops.components.experience_gen import (
     BanditColumns,
@@ -19,7 +20,6 @@ from rlops.components.experience_gen import (
     FileSource,
     SpecConfig,
     TrajectoryColumns,
-    records,
     run_experience_gen,
 )
 
@@ -48,7 +48,11 @@ def test_bandit_round_trip(tmp_path, eg_uris, eg_data, fmt):
 
     assert (result.records_read, result.records_written, result.records_quarantined) == (60, 60, 0)
     assert sorted(os.listdir(eg_uris[0])) == [
-        "Split-eval", "Split-train", "record_kind.json", "rlops_feature_schema.json", "schema.pbtxt"
+        "Split-eval",
+        "Split-train",
+        "record_kind.json",
+        "rlops_feature_schema.json",
+        "schema.pbtxt",
     ]
     assert read_record_kind(eg_uris[0]).name == "bandit"
     assert all(f.endswith(".gz") for f in glob.glob(_all_splits(eg_uris[0])))

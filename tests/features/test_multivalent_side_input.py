@@ -6,7 +6,8 @@ import numpy as np
 from multivalent_logs import config, make_world, write
 from test_multivalent import _records
 
-from rlops.components.experience_gen import pipeline, records
+from rlops.components.common import records
+from rlops.components.experience_gen import pipeline
 from rlops.components.experience_gen.config import ExperienceGenConfig
 from rlops.components.experience_gen.core import read_quarantine, run_experience_gen
 from rlops.components.experience_gen.kinds import bandit

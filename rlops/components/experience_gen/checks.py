@@ -22,6 +22,8 @@ OUT_OF_RANGE = "out_of_range"
 
 
 class Rejects:
+    """Each bad row of a batch of `n` and its first (reason code, message): later reasons are not kept."""
+
     def __init__(self, n: int):
         self.bad = np.zeros(n, bool)
         self.items: dict[int, tuple[str, str]] = {}

@@ -24,7 +24,8 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-from rlops.components.experience_gen import event_files, event_store, events, records, sinks
+from rlops.components.common import records
+from rlops.components.experience_gen import event_files, event_store, events, sinks
 from rlops.components.experience_gen.batches import ValidBatch
 from rlops.components.experience_gen.config import BigQuerySource, EventsConfig, ExperienceGenConfig, FileSource
 from rlops.components.experience_gen.sources import Quarantined

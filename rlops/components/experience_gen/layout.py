@@ -2,7 +2,8 @@
 
 Resolved once at pipeline construction from the config and a peek at the source's schema
 (header, Parquet schema, first JSON line or tf.Example), then shipped to every worker, so all
-workers check every file against the same widths.
+workers check every file against the same widths. Each record kind (kinds/) lists its fields with
+the builders here (feature_field, vector).
 """
 
 from __future__ import annotations
