@@ -187,8 +187,8 @@ _PLAN_TABLE: Any = object()  # default of `table`: the plan's own (in-process) i
 def validate_block(
     plan: Plan, block: Block, table: item_table.ItemTable | None = _PLAN_TABLE, pending: np.ndarray | None = None
 ) -> Iterator[ValidBatch | BadStep | Quarantined]:
-    """A Block -> its Quarantined rows, one ValidBatch of the rest (if any), and for trajectories
-    a BadStep per quarantined step whose episode is known."""
+    """A Block -> its Quarantined rows, one ValidBatch of the rest (if any), and for grouped kinds
+    (an episode's steps, a page's shown items) a BadStep per quarantined row whose group is known."""
     kind = plan.kind
     v = validation.validate(block.columns, block.num_rows, plan.layout, plan.config, block.text, kind)
     # rows assembled into records later (an episode's steps, a page's shown items) may still be rejected
