@@ -35,7 +35,9 @@ def write_examples(directory: str, n: int, seed: int = 0) -> None:
     import numpy as np
     import tensorflow as tf
 
-    from rlops.components.experience_gen import records
+    from rlops.components.common import records
+    from rlops.components.common.slates import PROPENSITY_CASCADE, SLATE, SLATE_ID, SLATE_LENGTH
+    from rlops.components.experience_gen.records import encode_slates
     from rlops.envs.slate_feedback import SlateConfig, SlateLogGenerator
 
     gen = SlateLogGenerator(SlateConfig(num_items=10, num_slots=3, click_model="cascade", seed=seed))
@@ -48,16 +50,16 @@ def write_examples(directory: str, n: int, seed: int = 0) -> None:
             m = len(logs)
             ids = np.array([f"s{start + i}".encode() for i in range(m)], object)
             columns = {
-                records.SLATE_ID: ids,
-                records.SLATE: logs.slates.astype(np.int64),
-                records.SLATE_LENGTH: np.full(m, logs.num_slots, np.int64),
+                SLATE_ID: ids,
+                SLATE: logs.slates.astype(np.int64),
+                SLATE_LENGTH: np.full(m, logs.num_slots, np.int64),
                 records.REWARD: logs.rewards.astype(np.float64),
                 records.PROPENSITY: logs.propensity,
-                records.PROPENSITY_CASCADE: logs.propensity_cascade,
+                PROPENSITY_CASCADE: logs.propensity_cascade,
                 records.NUM_ACTIONS: np.full(m, 10, np.int64),
                 records.SPLIT_UNIT: np.arange(start, start + m, dtype=np.int64) * 7919,
             }
-            for record in records.encode_slates(columns):
+            for record in encode_slates(columns):
                 writer.write(record)
 
 

@@ -19,12 +19,12 @@ import tensorflow as tf
 from helpers import fresh_python
 from linear_policies import save_linear_policy
 
-from rlops.components.common import feedback
+from rlops.components.common import feedback, records
 from rlops.components.common.feedback import LoggedFeedback
 from rlops.components.common.model import NOT_BLESSED_FILE
 from rlops.components.evaluator import beam as beam_engine, bootstrap, core, estimators, on_logs
 from rlops.components.evaluator.config import EvaluatorConfig
-from rlops.components.experience_gen import records
+from rlops.components.experience_gen.records import encode_bandit
 
 # Slow: the Beam engine against the in-memory one on 40k records; `make test` runs it.
 N = 40_000  # 2 shards of 2 read batches each: bundles, workers and chunks all split the sums
@@ -173,7 +173,7 @@ def write_examples(root, n, seed=0, shards=2, propensity=True, mask_column=True)
     for s, rows in enumerate(np.array_split(np.arange(n), shards)):
         path = os.path.join(records.split_dir(root, "eval"), f"data-{s:05d}-of-{shards:05d}.gz")
         with tf.io.TFRecordWriter(path, options="GZIP") as w:
-            for ex in records.encode_bandit({k: v[rows] for k, v in cols.items()}):
+            for ex in encode_bandit({k: v[rows] for k, v in cols.items()}):
                 w.write(ex)
     return root
 

@@ -19,6 +19,7 @@ from rlops.components.experience_gen import (
     Split,
     SplitConfig,
     TrajectoryColumns,
+    batches,
     layout,
     pipeline,
 )
@@ -156,6 +157,6 @@ def test_bigquery_rows_are_validated_like_any_other():
     bad = [o for _, o in out if isinstance(o, Quarantined)]
     assert [(q.line, q.code) for q in bad] == [(3, "missing_value"), (4, "action_out_of_range")]
     assert '"action": 5' in bad[1].payload.decode() and bad[1].source_file == "bigquery:query"
-    [valid] = [o for _, o in out if isinstance(o, pipeline.ValidBatch)]
+    [valid] = [o for _, o in out if isinstance(o, batches.ValidBatch)]
     assert valid.columns["timestamp"].tolist() == [int(ts.timestamp() * 1e6)] * 2  # datetime or EXPORT's text
     np.testing.assert_allclose(valid.columns["context"], [[0.1, 0.2], [0.3, 0.4]])

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from rlops.agents import specs
 from rlops.agents.trajectories import StepType
+from rlops.components.common import records
 from rlops.components.common.decision_kinds import read_record_kind
 from rlops.components.experience_gen import (
     BanditColumns,
@@ -19,7 +20,6 @@ from rlops.components.experience_gen import (
     FileSource,
     SpecConfig,
     TrajectoryColumns,
-    records,
     run_experience_gen,
 )
 

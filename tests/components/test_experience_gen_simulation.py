@@ -11,7 +11,8 @@ import tensorflow as tf
 
 from rlops.agents import specs
 from rlops.agents.trajectories import StepType
-from rlops.components.experience_gen import ExperienceGenConfig, SimulationSource, records, run_experience_gen
+from rlops.components.common import records
+from rlops.components.experience_gen import ExperienceGenConfig, SimulationSource, run_experience_gen
 
 
 def _examples(uri: str) -> dict[str, np.ndarray]:

@@ -19,6 +19,7 @@ from rlops.components.experience_gen import (
     FileSource,
     SpecConfig,
     TrajectoryColumns,
+    batches,
     pipeline,
     read_quarantine,
     run_experience_gen,
@@ -39,7 +40,7 @@ def ingest_file(config: ExperienceGenConfig, unreadable: list | None = None) -> 
             read += n
             if isinstance(out, Quarantined):
                 bad.append(out)
-            elif isinstance(out, pipeline.ValidBatch):
+            elif isinstance(out, batches.ValidBatch):
                 valid += len(out)
             elif isinstance(out, Unreadable):
                 assert unreadable is not None, out.describe()

@@ -209,7 +209,7 @@ def readme_split_blocks() -> list[dict]:
 
 def test_readme_split_settings_do_what_it_says(logs, tmp_path):
     default, by_key, by_time, one = readme_split_blocks()
-    from rlops.components.experience_gen import records
+    from rlops.components.common import records
 
     lines = list(logs["lines"])  # a time column: the first 600 records before the boundary
     boundary = by_time["splits"]["time_boundaries"][0]

@@ -11,10 +11,10 @@ import pytest
 import tensorflow as tf
 from linear_policies import save_linear_policy
 
-from rlops.components.common import feedback
+from rlops.components.common import feedback, records
 from rlops.components.evaluator import core, estimators, on_logs
 from rlops.components.evaluator.config import EvaluatorConfig
-from rlops.components.experience_gen import records
+from rlops.components.experience_gen.records import encode_bandit
 
 D, K = 3, 4
 THETA = np.array([[1.5, 0.0, -1.0], [-1.0, 1.5, 0.0], [0.0, -1.0, 1.5], [-0.5, -0.5, -0.5]])
@@ -46,7 +46,7 @@ def write_examples(root, n, seed=0, weight=None, action_mask=None, split="eval",
     with tf.io.TFRecordWriter(
         os.path.join(records.split_dir(root, split), "data-00000-of-00001.gz"), options="GZIP"
     ) as w:
-        for ex in records.encode_bandit(columns):
+        for ex in encode_bandit(columns):
             w.write(ex)
     return columns
 

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from helpers import run_fresh_python
 
-from rlops.components.experience_gen import records
+from rlops.components.common import records
 from rlops.components.experience_gen.config import ExperienceGenConfig
 from rlops.components.experience_gen.core import read_quarantine, run_experience_gen
 

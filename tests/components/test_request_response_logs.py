@@ -22,6 +22,7 @@ from rlops.components.experience_gen import (
     json_paths,
     pipeline,
 )
+from rlops.components.experience_gen.batches import ValidBatch
 from rlops.components.experience_gen.config import FeatureColumn
 from rlops.components.experience_gen.sources import Quarantined
 
@@ -58,7 +59,7 @@ def ingest(path) -> tuple[dict[str, np.ndarray], list[Quarantined]]:
         for _, out in pipeline.ingest(plan, item):
             if isinstance(out, Quarantined):
                 bad.append(out)
-            elif isinstance(out, pipeline.ValidBatch):
+            elif isinstance(out, ValidBatch):
                 batches.append(out.columns)
     merged = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]} if batches else {}
     return merged, bad

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from rlops.components.experience_gen import records
+from rlops.components.common import records
+from rlops.components.experience_gen.records import encode_bandit
 
 # Slow: trains each agent on masked logs and serves the exports; `make test` runs it.
 pytestmark = pytest.mark.slow
@@ -50,7 +51,7 @@ def _write(root: str, split: str, n: int, seed: int) -> None:
     with tf.io.TFRecordWriter(
         os.path.join(records.split_dir(root, split), "data-00000-of-00001.gz"), options="GZIP"
     ) as w:
-        for ex in records.encode_bandit(cols):
+        for ex in encode_bandit(cols):
             w.write(ex)
 
 

@@ -11,7 +11,8 @@ import tensorflow as tf
 
 from rlops.agents import specs
 from rlops.agents.trajectories import StepType, Trajectory
-from rlops.components.experience_gen import records
+from rlops.components.common import records
+from rlops.components.experience_gen.records import encode_episode, step_types
 from rlops.components.trainer import episodes
 from rlops.components.trainer.config import TrainerConfig
 from rlops.components.trainer.core import run_trainer, serving_dir
@@ -23,7 +24,7 @@ OBS = 3
 def make_episode(length: int, terminated: bool, seed: int = 0, num_actions: int = 2) -> dict[str, np.ndarray]:
     """One logged episode as ExperienceGen writes it (step types derived from the order)."""
     rng = np.random.default_rng(seed)
-    st, nst = records.step_types(length)
+    st, nst = step_types(length)
     discount = np.ones(length, np.float32)
     discount[-1] = 0.0 if terminated else 1.0
     return {
@@ -179,7 +180,7 @@ def write_episodes(examples_uri: str, eps: list[dict[str, np.ndarray]], info_key
         for i, ep in enumerate(eps):
             steps = {k: ep[k] for k in ("observation", "action", "reward", "discount")}
             steps.update({records.POLICY_INFO_PREFIX + k: ep[k] for k in info_keys})
-            w.write(records.encode_episode(f"ep-{i}", steps))
+            w.write(encode_episode(f"ep-{i}", steps))
     return examples_uri
 
 

@@ -243,7 +243,7 @@ def _split_digest(examples_uri: str) -> dict[str, tuple[int, str]]:
     Evaluator would read through the split's file pattern."""
     import hashlib
 
-    from rlops.components.experience_gen import records
+    from rlops.components.common import records
 
     out = {}
     for split in ("train", "eval"):
@@ -266,7 +266,7 @@ def _split_digest(examples_uri: str) -> dict[str, tuple[int, str]]:
 def _leftover_dirs(examples_uri: str) -> list[str]:
     """Directories the splits' file patterns match (a killed Beam write's beam-temp-*): a reader of
     the pattern (the Trainer, the Evaluator) fails on them with 'Is a directory'."""
-    from rlops.components.experience_gen import records
+    from rlops.components.common import records
 
     return [
         f
@@ -425,7 +425,7 @@ def test_sigkilled_experience_gen_rerun_writes_the_same_records(chain):
 
 
 def test_a_retried_experience_gen_leaves_nothing_a_reader_trips_on(chain):
-    from rlops.components.experience_gen import records
+    from rlops.components.common import records
     from rlops.components.experience_gen.core import run_experience_gen
 
     kwargs = {

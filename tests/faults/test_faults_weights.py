@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from rlops.components.experience_gen import records
+from rlops.components.common import records
 
 D, K, N, POISON, MASK_X0 = 3, 4, 3000, 3000, 0.3
 THETA = np.array([[2.0, 0.0, -1.0], [-1.0, 2.0, 0.0], [0.0, -1.0, 2.0], [-0.5, -0.5, -0.5]])

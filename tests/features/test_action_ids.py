@@ -111,7 +111,7 @@ def _examples_with_action_zero(d, examples):
     import os
     import shutil
 
-    from rlops.components.experience_gen import records
+    from rlops.components.common import records
 
     out = str(d / "bad_examples")
     shutil.copytree(examples, out)

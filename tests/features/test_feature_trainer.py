@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 from feature_logs import FEATURES, make_logs, write_csv
 
-from rlops.components.experience_gen import records
+from rlops.components.common import records
 from rlops.components.experience_gen.config import ExperienceGenConfig
 from rlops.components.experience_gen.core import run_experience_gen
 from rlops.components.trainer.config import TrainerConfig

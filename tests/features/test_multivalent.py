@@ -15,7 +15,7 @@ import tensorflow as tf
 from helpers import run_fresh_python
 from multivalent_logs import MAX_INTERESTS, NUM_ITEMS, config, make_world, true_value, write
 
-from rlops.components.experience_gen import records
+from rlops.components.common import records
 from rlops.components.experience_gen.config import ExperienceGenConfig
 from rlops.components.experience_gen.core import read_quarantine, run_experience_gen
 from rlops.features import load as load_schema

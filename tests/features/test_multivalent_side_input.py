@@ -6,9 +6,11 @@ import numpy as np
 from multivalent_logs import config, make_world, write
 from test_multivalent import _records
 
-from rlops.components.experience_gen import pipeline, records
+from rlops.components.common import records
+from rlops.components.experience_gen import pipeline
 from rlops.components.experience_gen.config import ExperienceGenConfig
 from rlops.components.experience_gen.core import read_quarantine, run_experience_gen
+from rlops.components.experience_gen.kinds import bandit
 from rlops.components.experience_gen.sources import Quarantined
 
 
@@ -43,7 +45,7 @@ def test_side_input_join_matches_the_in_process_join_and_quarantines_unknown_ids
             if isinstance(out, Quarantined):
                 rejected.append((out.line, out.code, out.message))
                 continue
-            serialized, which = pipeline.encode_and_split(plan.config, out, names, multivalent)
+            serialized, which = bandit.encode_and_split(plan.config, out, names, multivalent)
             for i, s in enumerate(serialized):
                 expected.append((f"Split-{plan.config.splits.splits[which[i]].name}", s))
     assert sorted(rejected) == side

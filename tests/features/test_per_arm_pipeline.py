@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from helpers import run_fresh_python
 
-from rlops.components.experience_gen import records
+from rlops.components.common import records
 from rlops.components.experience_gen.config import ExperienceGenConfig, SpecConfig
 from rlops.components.experience_gen.core import read_quarantine, run_experience_gen
 from rlops.envs.logged_feedback import LogConfig, LogGenerator

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
 from rlops.components.common.decision_kinds import decision_kind, write_record_kind
-from rlops.components.experience_gen import pipeline, sinks, slates, sources
+from rlops.components.experience_gen import batches, pipeline, sinks, slates, sources
 from rlops.components.experience_gen.cloud import check_credentials
 from rlops.components.experience_gen.config import ExperienceGenConfig
 from rlops.components.experience_gen.errors import InputError
+from rlops.components.experience_gen.kinds import bandit
 from rlops.components.experience_gen.sources.base import SourceError
 
 log = logging.getLogger(__name__)
@@ -163,8 +164,8 @@ def run_experience_gen(
         result.examples = reason_examples(quarantine_uri, [code for code, _ in result.top_reasons()])
     grouping = slates.grouping_error(
         config,
-        counters.get(pipeline.SLATE_IDS, 0),
-        counters.get(pipeline.SLATE_IDS_GROUPING, 0),
+        counters.get(slates.SLATE_IDS, 0),
+        counters.get(slates.SLATE_IDS_GROUPING, 0),
         result.reasons.get(slates.SLATE_MISSING_POSITION, 0),
     )
     if grouping:  # the config's mistake, not its rows': exit 2 as for any config that does not fit
@@ -245,13 +246,13 @@ def _reward_range(beam_result: Any) -> tuple[float, float] | None:
     from apache_beam.metrics.metric import MetricsFilter
 
     query = beam_result.metrics().query(
-        MetricsFilter().with_namespace(sinks.METRICS_NAMESPACE).with_name(pipeline.REWARDS)
+        MetricsFilter().with_namespace(sinks.METRICS_NAMESPACE).with_name(bandit.REWARDS)
     )
     found = [d.committed or d.attempted for d in query["distributions"]]
     found = [d for d in found if d is not None and d.count]
     if not found:
         return None
-    scale = pipeline.REWARD_SCALE
+    scale = bandit.REWARD_SCALE
     return min(d.min for d in found) / scale, max(d.max for d in found) / scale
 
 
@@ -402,7 +403,7 @@ def _iter_quarantine(quarantine_uri: str) -> Iterator[dict]:
 
     from apache_beam.io.filesystems import FileSystems
 
-    pattern = FileSystems.join(quarantine_uri, pipeline.QUARANTINE_PREFIX + "*")
+    pattern = FileSystems.join(quarantine_uri, batches.QUARANTINE_PREFIX + "*")
     for m in sorted(FileSystems.match([pattern])[0].metadata_list, key=lambda m: m.path):
         with FileSystems.open(m.path, compression_type="uncompressed") as f:
             text = gzip.decompress(f.read()).decode("utf-8")

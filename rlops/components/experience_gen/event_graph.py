@@ -24,7 +24,9 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-from rlops.components.experience_gen import event_files, event_store, events, records, sinks
+from rlops.components.common import records
+from rlops.components.experience_gen import event_files, event_store, events, sinks
+from rlops.components.experience_gen.batches import ValidBatch
 from rlops.components.experience_gen.config import BigQuerySource, EventsConfig, ExperienceGenConfig, FileSource
 from rlops.components.experience_gen.sources import Quarantined
 from rlops.components.experience_gen.sources.base import compression_type
@@ -397,9 +399,7 @@ def join_rewards(
         | "EventChunks" >> beam.combiners.ToList()
         | "EventTable" >> beam.Map(lambda refs: event_files.build_table_files(refs, ev, table_dir))
     )
-    from rlops.components.experience_gen.pipeline import ValidBatch  # its coder sizes batches cheaply
-
-    join = beam.ParDo(JoinRewardsFn(ev), table).with_output_types(ValidBatch)
+    join = beam.ParDo(JoinRewardsFn(ev), table).with_output_types(ValidBatch)  # its coder sizes batches cheaply
     joined = valid | "JoinRewards" >> join.with_outputs(CATEGORIES_TAG, PENDING_TAG, main="settled")
     _ = joined[PENDING_TAG] | "WritePending" >> beam.ParDo(WritePendingFn(store.path))
     outcomes = (

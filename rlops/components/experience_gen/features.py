@@ -19,8 +19,9 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
+from rlops.components.common import records
 from rlops.components.common.decision_kinds import decision_kind
-from rlops.components.experience_gen import json_paths, records
+from rlops.components.experience_gen import json_paths
 from rlops.components.experience_gen.config import ExperienceGenConfig, FeatureColumn
 from rlops.components.experience_gen.errors import closest
 from rlops.components.experience_gen.sources.base import Sample

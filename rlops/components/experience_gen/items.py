@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlops.components.experience_gen import records
+from rlops.components.common import records
 from rlops.components.experience_gen.config import ExperienceGenConfig, FeatureColumn, FileSource
 
 log = logging.getLogger(__name__)

@@ -1,10 +1,12 @@
-"""The Beam graph: read -> validate -> (assemble episodes) -> split -> write, plus quarantine.
+"""The Beam graph: read -> validate -> (assemble groups) -> split -> write, plus quarantine.
 
 Every element between transforms is a batch (thousands of records as NumPy/Arrow columns);
-the only per-record Beam elements are quarantined records and, for trajectories, episodes.
+the only per-record Beam elements are quarantined records and, for grouped kinds, their groups.
+The record kind (kinds/) gives the layout, the checks and the write stage:
 
-    work items ─ Ingest ─┬─ valid batches ─ EncodeBandit ──────────────┬─ Split-<name>/*.gz
-                         │               └ KeySteps ─ GBK ─ Assemble ──┤
+    work items ─ Ingest ─┬─ valid batches ─ the kind's write stage ───┬─ Split-<name>/*.gz
+                         │   (bandit: encode; trajectory, slate rows:  │
+                         │    key ─ GBK ─ assemble, or quarantine) ────┤
                          └─ quarantine ─────────────────────────────────┴─ quarantine-*.jsonl.gz
 
 Per-arm records: Ingest joins each valid batch with the item table, read by ReadItemTable
@@ -14,33 +16,32 @@ Per-arm records: Ingest joins each valid batch with the item table, read by Read
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import logging
-import operator
-import pickle
-from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Iterator
 
 import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-from rlops.components.common.decision_kinds import BANDIT, SLATE, decision_kind
+from rlops.components.common import records
+from rlops.components.common.decision_kinds import decision_kind
 from rlops.components.experience_gen import (
+    checks,
     event_files,
     event_graph,
     event_store,
     features,
     items as item_table,
     json_paths,
-    records,
+    kinds,
     sinks,
-    slates,
     sources,
     splits,
     validation,
     writes,
 )
+from rlops.components.experience_gen.batches import QUARANTINE_PREFIX, BadStep, ValidBatch
 from rlops.components.experience_gen.config import ExperienceGenConfig, FileSource
 from rlops.components.experience_gen.errors import closest
 from rlops.components.experience_gen.layout import Layout, SourceSchema, resolve_layout
@@ -49,19 +50,11 @@ from rlops.components.experience_gen.sources.base import compression_type
 
 NS = sinks.METRICS_NAMESPACE
 READ, QUARANTINED, UNREADABLE, TRUNCATED = "read", "quarantined", "unreadable", "truncated"
-QUARANTINE_PREFIX = "quarantine"
 QUARANTINE_DEST = "<quarantine>"  # its name among the written destinations: no split can take it
 # Late, early and unknown events: written where they are listed (a Flatten with the records'
 # quarantine would hold every line in memory first); `quarantine*` files, read as one quarantine.
 EVENTS_QUARANTINE_DEST, EVENTS_QUARANTINE_PREFIX = "<events quarantine>", "quarantine-events"
 BAD_GROUPS = "bad_groups"  # IngestFn's output of BadStep marks (grouped kinds)
-SLATE_IDS, SLATE_IDS_GROUPING = "slate_ids", "slate_ids_grouping"  # pages seen, and those of > 1 row
-EPISODE_NOT_CONTIGUOUS = "episode_not_contiguous"
-EPISODE_DUPLICATE_STEP = "episode_duplicate_step"
-EPISODE_TERMINAL_INSIDE = "episode_terminal_inside"
-EPISODE_HAS_BAD_STEP = "episode_has_bad_step"
-REWARD_SCALE = 1_000_000  # rewards enter the distribution in millionths
-REWARDS = "rewards"  # a distribution of the written rewards (its min and max: constant rewards warn)
 DUPLICATE_DECISION = "duplicate_decision"  # events: a decision read again while it waits from the last run
 
 
@@ -78,8 +71,8 @@ class Plan:
     events_scratch: str | None = None  # events: this run's chunks and table (event_files.py)
 
     @property
-    def item_index(self) -> dict[str, int]:
-        return {v: i for i, v in enumerate(self.item_ids)}
+    def kind(self) -> kinds.RecordKind:
+        return kinds.record_kind(self.layout.kind)
 
 
 def make_plan(config: ExperienceGenConfig) -> Plan:
@@ -90,12 +83,8 @@ def make_plan(config: ExperienceGenConfig) -> Plan:
     planned = source.plan(config)
     peek = source.peek(planned.config, planned.inputs)
     config = features.resolve_features(planned.config, peek, source.label)
-    table = None
-    item_ids: tuple[str, ...] = ()
-    if config.record_kind == SLATE:
-        config, item_ids = slates.resolve_items(config)
-    elif planned.joins_items:
-        config, table = item_table.resolve(config)
+    kind = kinds.record_kind(config.record_kind)
+    config, table, item_ids = kind.plan_items(config, planned.joins_items)
     schema, header_file = source.columns(config, planned.inputs)
     layout = resolve_layout(config, schema, () if table is None else table.ids.tolist())  # per-arm columns: by item
     if header_file is not None:  # a header / schema, not a first record
@@ -103,8 +92,7 @@ def make_plan(config: ExperienceGenConfig) -> Plan:
         note = ignored_columns_note(layout, schema, header_file)
         if note:  # extra columns are ignored, and the user is told which
             logging.getLogger(__name__).info(note)
-    if config.record_kind == SLATE and config.slate_columns.position:  # the position column is there
-        config = slates.resolve_first_position(config, _sampled_ints(peek, config.slate_columns.position))
+    config = kind.resolve_sample(config, peek)  # its columns are there
     pending = None
     if config.events is not None:
         event_graph.check_first_events_file(config.events)
@@ -137,26 +125,6 @@ def _inputs_key(config: ExperienceGenConfig) -> str:
 
 def _layout_key(layout: Layout) -> str:
     return ",".join(f"{f.name}:{f.dtype}:{f.width}" for f in layout.all_fields)
-
-
-def _sampled_ints(peek: Any, column: str | None) -> np.ndarray | None:
-    """The integers a source's sample holds in `column` (None: no sample, or no such column)."""
-    if peek is None or column is None:
-        return None
-    try:
-        _, samples = peek()
-    except ValueError:  # nothing readable to sample: the records are checked one by one
-        return None
-    values = samples.get(column)
-    if values is None:
-        return None
-    out = []
-    for v in values.to_pylist():
-        try:
-            out.append(int(str(v).strip()))
-        except ValueError:  # a bad row is quarantined later
-            continue
-    return np.asarray(out, np.int64)
 
 
 def check_columns(layout: Layout, schema: SourceSchema, path: str) -> None:
@@ -208,54 +176,6 @@ def _config_key(layout: Layout, f: Any) -> str:
 # --- ingest: read + validate ------------------------------------------------------------------
 
 
-@dataclass
-class ValidBatch:
-    columns: dict[str, np.ndarray]
-    split_key: np.ndarray | None = None
-    split_time: np.ndarray | None = None
-    # Provenance, kept for trajectory steps (an invalid episode quarantines all its steps).
-    provenance: dict[str, np.ndarray] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(next(iter(self.columns.values())))
-
-    def nbytes(self) -> int:
-        arrays = [*self.columns.values(), *self.provenance.values(), self.split_key, self.split_time]
-        return sum(a.nbytes for a in arrays if a is not None)
-
-
-class ValidBatchCoder(beam.coders.Coder):
-    """Valid batches are pickled where they cross workers, and sized from their arrays: Beam sizes
-    sampled elements of every PCollection by encoding them, which for batches (few elements, each
-    thousands of rows) meant pickling nearly every batch once more, text columns value by value."""
-
-    def encode(self, value: ValidBatch) -> bytes:
-        return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
-
-    def decode(self, encoded: bytes) -> ValidBatch:
-        return pickle.loads(encoded)
-
-    def is_deterministic(self) -> bool:
-        return False
-
-    def estimate_size(self, value: ValidBatch) -> int:
-        return value.nbytes()
-
-    def to_type_hint(self) -> type:
-        return ValidBatch
-
-
-beam.coders.registry.register_coder(ValidBatch, ValidBatchCoder)
-
-
-@dataclass(frozen=True)
-class BadStep:
-    """Marks an episode one of whose steps was quarantined: the rest of it is not written."""
-
-    episode_id: str
-    message: str
-
-
 def read_item(plan: Plan, item: Any) -> Iterator[Block | Quarantined | Unreadable]:
     """One work item (file range, simulation shard, or BigQuery row batch) -> Blocks / Quarantined."""
     yield from sources.source_of(plan.config.source).read_item(plan.config, plan.layout, item)
@@ -267,12 +187,12 @@ _PLAN_TABLE: Any = object()  # default of `table`: the plan's own (in-process) i
 def validate_block(
     plan: Plan, block: Block, table: item_table.ItemTable | None = _PLAN_TABLE, pending: np.ndarray | None = None
 ) -> Iterator[ValidBatch | BadStep | Quarantined]:
-    """A Block -> its Quarantined rows, one ValidBatch of the rest (if any), and for trajectories
-    a BadStep per quarantined step whose episode is known."""
-    v = validation.validate(block.columns, block.num_rows, plan.layout, plan.config, block.text)
-    per_item_rows = plan.layout.kind == SLATE and bool(plan.config.slate_columns.position)
+    """A Block -> its Quarantined rows, one ValidBatch of the rest (if any), and for grouped kinds
+    (an episode's steps, a page's shown items) a BadStep per quarantined row whose group is known."""
+    kind = plan.kind
+    v = validation.validate(block.columns, block.num_rows, plan.layout, plan.config, block.text, kind)
     # rows assembled into records later (an episode's steps, a page's shown items) may still be rejected
-    grouped = decision_kind(plan.layout.kind).grouped and (plan.layout.kind != SLATE or per_item_rows)
+    grouped = kind.rows_grouped(plan.config)
     table = plan.item_table if table is _PLAN_TABLE else table
     if table is not None and len(v.rows):  # per-arm: join the item table by item id
         joined, keep, rejects = item_table.join(v.columns, table, plan.config)
@@ -281,19 +201,7 @@ def validate_block(
         v.columns = joined
         v.split_key = None if v.split_key is None else v.split_key[keep]
         v.split_time = None if v.split_time is None else v.split_time[keep]
-    if plan.item_ids and len(v.rows):  # slates: item ids -> their rows in the item table
-        mapping = slates.map_items if per_item_rows else slates.map_item_lists
-        mapped, rejects = mapping(v.columns, plan.item_index, plan.config.slate_columns.item_id)
-        keep = np.ones(len(mapped), bool)
-        keep[list(rejects)] = False
-        v.rejects.update({int(v.rows[i]): r for i, r in rejects.items()})
-        if rejects and v.reject_episodes is not None:  # the rest of the slate goes with the row
-            ids = v.columns[records.SLATE_ID]
-            v.reject_episodes.update({int(v.rows[i]): str(ids[i]) for i in rejects})
-        v.columns = {k: c[keep] for k, c in {**v.columns, records.SLATE_ITEM: mapped}.items()}
-        v.rows = v.rows[keep]
-        v.split_key = None if v.split_key is None else v.split_key[keep]
-        v.split_time = None if v.split_time is None else v.split_time[keep]
+    kind.finish_rows(v, block, plan.config, plan.item_ids)
     if pending is not None and len(pending) and len(v.rows):  # events: a decision already waiting
         ids = v.columns[records.DECISION_ID]
         hashes = splits.key_hash(ids)
@@ -317,10 +225,6 @@ def validate_block(
             yield BadStep(v.reject_episodes[row], f"line {q.line} of {q.source_file}: {code}")
     if not len(v.rows):
         return
-    if plan.layout.kind == SLATE and records.SLATE_ID not in v.columns:  # a slate per row, no id column
-        lines, _ = block.locate(v.rows)
-        name = block.source_file.rsplit("/", 1)[-1]
-        v.columns[records.SLATE_ID] = np.array([f"{name}:{line}" for line in lines.tolist()], object)
     provenance = {}
     if grouped:
         lines, offsets = block.locate(v.rows)
@@ -372,8 +276,8 @@ class IngestFn(beam.DoFn):
             self.read.inc(n)
             if isinstance(out, ValidBatch):  # multivalent lists cut to their dim: counted per feature
                 for k, v in out.columns.items():
-                    if k.endswith(validation.TRUNCATED_SUFFIX) and v.any():
-                        beam.metrics.Metrics.counter(NS, f"{TRUNCATED}:{k[: -len(validation.TRUNCATED_SUFFIX)]}").inc(
+                    if k.endswith(checks.TRUNCATED_SUFFIX) and v.any():
+                        beam.metrics.Metrics.counter(NS, f"{TRUNCATED}:{k[: -len(checks.TRUNCATED_SUFFIX)]}").inc(
                             int(v.sum())
                         )
             if isinstance(out, Unreadable):  # listed with the quarantine, fails the run (core.check)
@@ -384,406 +288,6 @@ class IngestFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(BAD_GROUPS, out)
             else:
                 yield out
-
-
-# --- bandit: encode + split -------------------------------------------------------------------
-
-
-class EncodeBanditFn(beam.DoFn):
-    """Valid batch -> (serialized tf.Examples, count) per split, tagged with the split's name."""
-
-    def __init__(
-        self,
-        config: ExperienceGenConfig,
-        feature_names: tuple[str, ...] = (records.CONTEXT,),
-        multivalent: dict[str, Any] | None = None,
-    ):
-        self.config = config
-        self.feature_names = feature_names
-        self.multivalent = multivalent or {}
-        self.rewards = beam.metrics.Metrics.distribution(NS, REWARDS)
-
-    def process(self, batch: ValidBatch) -> Iterator[Any]:
-        reward = batch.columns.get(records.REWARD)
-        if reward is not None and len(reward):  # the run warns when every written reward is the same
-            self.rewards.update(int(round(float(np.min(reward)) * REWARD_SCALE)))  # Beam's distributions are integers
-            self.rewards.update(int(round(float(np.max(reward)) * REWARD_SCALE)))
-        serialized, which = encode_and_split(self.config, batch, self.feature_names, self.multivalent)
-        for i, s in enumerate(self.config.splits.splits):
-            idx = np.flatnonzero(which == i)
-            if len(idx) == len(serialized):
-                yield beam.pvalue.TaggedOutput(s.name, (serialized, len(idx)))
-            elif len(idx):
-                yield beam.pvalue.TaggedOutput(s.name, (_pick(serialized, idx), len(idx)))
-
-
-def _pick(serialized: list[bytes], idx: np.ndarray) -> list[bytes]:
-    """serialized[idx] without a Python step per record."""
-    if len(idx) == 1:
-        return [serialized[int(idx[0])]]
-    return list(operator.itemgetter(*idx.tolist())(serialized))
-
-
-def encode_and_split(
-    config: ExperienceGenConfig,
-    batch: ValidBatch,
-    feature_names: tuple[str, ...],
-    multivalent: dict[str, Any] | None = None,
-) -> tuple[list[bytes], np.ndarray]:
-    """A valid batch's serialized records, each with the hash its split was drawn from (the
-    Evaluator resamples by it), and each record's split index."""
-    unit = split_hash(batch.columns, batch.split_key, batch.split_time, feature_names)
-    columns = batch.columns
-    if unit is not None:
-        keyed = batch.split_key is not None or records.DECISION_ID in columns
-        name = records.SPLIT_UNIT if keyed else records.SPLIT_CONTENT
-        columns = {**columns, name: unit.view(np.int64)}
-    serialized = records.encode_bandit(columns, feature_names, multivalent)
-    return serialized, assign_splits(config, batch.columns, batch.split_key, batch.split_time, feature_names, unit)
-
-
-def split_hash(
-    columns: dict[str, np.ndarray],
-    key: np.ndarray | None,
-    time: np.ndarray | None,
-    feature_names: tuple[str, ...] = (records.CONTEXT,),
-) -> np.ndarray | None:
-    """[N] uint64 hash each record's split is drawn from (its key's, or its content's); None when
-    the split is by time. Written into the record as its `split_unit` or `split_content`.
-
-    The content is the decision (context, action, propensity, ...), never its reward: hashed with
-    the reward, the clicks and the non-clicks of one (context, action) went to different splits,
-    so a policy trained on train where its choices clicked was evaluated on eval where the same
-    choices had not, and its estimates skewed low."""
-    if time is not None:
-        return None
-    if key is None and records.DECISION_ID in columns:  # the decision's own id: the same split whatever features
-        return splits.key_hash(columns[records.DECISION_ID])
-    order = tuple(feature_names) + tuple(
-        k for k in records.BANDIT_ORDER if k not in feature_names and k != records.REWARD
-    )
-    return splits.key_hash(key) if key is not None else splits.content_hash(columns, order)
-
-
-def assign_splits(
-    config: ExperienceGenConfig,
-    columns: dict[str, np.ndarray],
-    key: np.ndarray | None,
-    time: np.ndarray | None,
-    feature_names: tuple[str, ...] = (records.CONTEXT,),
-    unit: np.ndarray | None = None,
-) -> np.ndarray:
-    """Split index per record: by time, or by the record's `split_hash` (`unit`: already computed)."""
-    h = split_hash(columns, key, time, feature_names) if unit is None else unit
-    if h is None:
-        assert time is not None
-        return splits.by_time(time, config.splits.time_boundaries)
-    return splits.by_hash(h, config.splits.splits)
-
-
-# --- trajectories: group steps into episodes --------------------------------------------------
-
-
-def key_steps(batch: ValidBatch | BadStep) -> Iterator[tuple[str, ValidBatch | BadStep]]:
-    """One (episode id, its steps in this batch) per episode present in the batch."""
-    if isinstance(batch, BadStep):
-        yield batch.episode_id, batch
-        return
-    ids = batch.columns[records.EPISODE_ID]
-    uniq, inverse = np.unique(ids, return_inverse=True)
-    order = np.argsort(inverse, kind="stable")
-    bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
-    for k, episode in enumerate(uniq):
-        idx = order[bounds[k] : bounds[k + 1]]
-        yield str(episode), _take(batch, idx)
-
-
-PAGE_BUCKETS = 256  # slate-id hash buckets that pages are grouped in (rows of one page share one)
-PAGE_CHUNK = 8192  # pages assembled and encoded at a time
-
-
-@dataclass(frozen=True)
-class PageRows:
-    """The rows of a batch whose pages fall in one hash bucket, as Python lists: the group-by
-    pickles every element, and lists of scalars pickle many times faster than numpy arrays."""
-
-    columns: dict[str, list]
-    split_key: list | None
-    split_time: list | None
-    provenance: dict[str, list]
-
-
-def page_bucket(slate_ids: np.ndarray) -> np.ndarray:
-    return splits.key_hash(np.asarray(slate_ids, object)) % np.uint64(PAGE_BUCKETS)
-
-
-def key_pages(batch: ValidBatch | BadStep, context: tuple[str, ...] = ()) -> Iterator[tuple[int, PageRows | BadStep]]:
-    """A batch's rows by the hash bucket of their slate id: one element per bucket present (not
-    per page), so grouping costs a few hundred elements per batch whatever the pages' number.
-    `context`: the page's context features; a slate takes them from its first slot's row, so
-    text values of the other rows travel as None (a page without a first slot is rejected)."""
-    if isinstance(batch, BadStep):
-        yield int(page_bucket(np.array([batch.episode_id], object))[0]), batch
-        return
-    bucket = page_bucket(batch.columns[records.SLATE_ID])
-    order = np.argsort(bucket, kind="stable")
-    uniq, starts = np.unique(bucket[order], return_index=True)
-    bounds = [*starts.tolist(), len(order)]
-    later = batch.columns[records.POSITION][order] != 0
-
-    def lists(d: dict[str, np.ndarray], blank: tuple[str, ...] = ()) -> dict[str, list]:
-        out = {}
-        for k, v in d.items():
-            v = v[order]
-            if k in blank and v.ndim == 1 and len(v) and isinstance(v[0], str):
-                v[later] = None
-            out[k] = v.tolist()
-        return out
-
-    columns, provenance = lists(batch.columns, context), lists(batch.provenance)
-    key = None if batch.split_key is None else batch.split_key[order].tolist()
-    time = None if batch.split_time is None else batch.split_time[order].tolist()
-    for k, b in enumerate(uniq.tolist()):
-        lo, hi = bounds[k], bounds[k + 1]
-        yield (
-            int(b),
-            PageRows(
-                {c: v[lo:hi] for c, v in columns.items()},
-                None if key is None else key[lo:hi],
-                None if time is None else time[lo:hi],
-                {c: v[lo:hi] for c, v in provenance.items()},
-            ),
-        )
-
-
-def _rows_of_pages(parts: list[PageRows]) -> ValidBatch:
-    """Pages' rows back as one column batch."""
-
-    def array(values: list) -> np.ndarray:
-        is_text = bool(values) and isinstance(values[0], (str, bytes))
-        return np.asarray(values, dtype=object) if is_text else np.asarray(values)
-
-    def joined(get) -> list:
-        return list(itertools.chain.from_iterable(map(get, parts)))
-
-    columns = {k: array(joined(lambda p, k=k: p.columns[k])) for k in parts[0].columns}
-    provenance = {k: array(joined(lambda p, k=k: p.provenance[k])) for k in parts[0].provenance}
-    key = None if parts[0].split_key is None else array(joined(lambda p: p.split_key))
-    time = None if parts[0].split_time is None else array(joined(lambda p: p.split_time))
-    return ValidBatch(columns, key, time, provenance)
-
-
-def _take(batch: ValidBatch, idx: np.ndarray) -> ValidBatch:
-    pick = lambda d: {k: v[idx] for k, v in d.items()}  # noqa: E731
-    return ValidBatch(
-        pick(batch.columns),
-        None if batch.split_key is None else batch.split_key[idx],
-        None if batch.split_time is None else batch.split_time[idx],
-        pick(batch.provenance),
-    )
-
-
-def _concat(parts: list[ValidBatch]) -> ValidBatch:
-    cat = lambda ds: {k: np.concatenate([d[k] for d in ds]) for k in ds[0]}  # noqa: E731
-    key = None if parts[0].split_key is None else np.concatenate([p.split_key for p in parts])
-    time = None if parts[0].split_time is None else np.concatenate([p.split_time for p in parts])
-    return ValidBatch(cat([p.columns for p in parts]), key, time, cat([p.provenance for p in parts]))
-
-
-class AssembleEpisodeFn(beam.DoFn):
-    """(episode id, step parts) -> one SequenceExample in its split, or every step quarantined."""
-
-    def __init__(self, config: ExperienceGenConfig):
-        self.config = config
-
-    def process(self, element: tuple[str, list[ValidBatch | BadStep]]) -> Iterator[Any]:
-        episode_id, parts = element
-        steps = [p for p in parts if isinstance(p, ValidBatch)]
-        bad = [p for p in parts if isinstance(p, BadStep)]
-        if not steps:
-            return
-        ep = _concat(steps)
-        order = np.argsort(ep.columns[records.STEP], kind="stable")
-        ep = _take(ep, order)
-        problem = episode_problem(episode_id, ep.columns)
-        if bad:
-            problem = (
-                EPISODE_HAS_BAD_STEP,
-                (f"episode {episode_id!r}: {len(bad)} of its steps were quarantined (first: {bad[0].message})"),
-            )
-        if problem is not None:
-            yield from _quarantine_rows(ep, [problem] * len(ep), self.config)
-            return
-        serialized = records.encode_episode(episode_id, episode_steps(ep.columns))
-        s = self.config.splits
-        if ep.split_time is not None:
-            which = splits.by_time(ep.split_time[:1], s.time_boundaries)[0]
-        else:
-            key = ep.split_key[:1] if ep.split_key is not None else np.array([episode_id], object)
-            which = splits.by_hash(splits.key_hash(key), s.splits)[0]
-        yield beam.pvalue.TaggedOutput(s.splits[int(which)].name, ([serialized], len(ep)))
-
-
-def episode_problem(episode_id: str, cols: dict[str, np.ndarray]) -> tuple[str, str] | None:
-    """Why an episode (steps sorted by index) cannot be written, or None."""
-    steps = cols[records.STEP]
-    n = len(steps)
-    uniq, counts = np.unique(steps, return_counts=True)
-    if len(uniq) < n:
-        dup = int(uniq[np.argmax(counts > 1)])
-        return EPISODE_DUPLICATE_STEP, f"episode {episode_id!r}: step {dup} appears {counts.max()} times"
-    if steps[0] != 0 or steps[-1] != n - 1:
-        missing = np.setdiff1d(np.arange(n), steps)[:5].tolist()
-        return EPISODE_NOT_CONTIGUOUS, (
-            f"episode {episode_id!r}: steps are not contiguous from 0 "
-            f"(have {n} steps up to {int(steps[-1])}, missing {missing})"
-        )
-    term = cols.get(records.TERMINAL)
-    if term is not None:
-        present = cols.get(validation.present_key(records.TERMINAL), np.ones(n, bool))
-        inside = np.flatnonzero(term[:-1] & present[:-1])
-        if len(inside):
-            return EPISODE_TERMINAL_INSIDE, (
-                f"episode {episode_id!r}: terminal at step {int(steps[inside[0]])} "
-                f"but the episode goes on to step {int(steps[-1])}"
-            )
-    return None
-
-
-def episode_steps(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Sorted step columns -> the arrays of the SequenceExample (discount derived if not logged)."""
-    n = len(cols[records.STEP])
-    out = {k: cols[k] for k in (records.OBSERVATION, records.ACTION, records.REWARD)}
-    if records.DISCOUNT in cols:
-        out[records.DISCOUNT] = cols[records.DISCOUNT]
-    else:  # 0 after a terminal step, 1 otherwise (a cut-off episode still bootstraps)
-        discount = np.ones(n, np.float32)
-        term = cols.get(records.TERMINAL)
-        logged = cols.get(validation.present_key(records.TERMINAL), np.ones(n, bool))
-        if term is not None and bool(term[-1]) and bool(logged[-1]):
-            discount[-1] = 0.0
-        out[records.DISCOUNT] = discount
-    out.update({k: v for k, v in cols.items() if k.startswith(records.POLICY_INFO_PREFIX)})
-    return out
-
-
-# --- slates: group a page's rows into one record -----------------------------------------------
-
-
-class AssembleSlatesFn(beam.DoFn):
-    """(bucket, row parts) -> the slate records of the bucket's valid pages, per split, and every row
-    of the others quarantined with its page's reason. Pages are grouped, checked and laid out
-    together (numpy over all their rows), so a page costs no Python of its own."""
-
-    def __init__(self, config: ExperienceGenConfig, feature_names: tuple[str, ...]):
-        self.config = config
-        self.feature_names = feature_names
-        self.num_items = slates.num_items(config)
-
-    def process(self, element: tuple[int, list[PageRows | BadStep]]) -> Iterator[Any]:
-        _, got = element
-        parts = [p for p in got if isinstance(p, PageRows)]
-        if not parts:  # pages with no valid row left have nothing more to quarantine
-            return
-        rows = _rows_of_pages(parts)
-        page_ids, group = np.unique(rows.columns[records.SLATE_ID], return_inverse=True)
-        bad_ids = [p.episode_id for p in got if isinstance(p, BadStep)]
-        bad_rows = np.zeros(len(page_ids), np.int64)
-        if bad_ids:
-            where = np.searchsorted(page_ids, np.asarray(bad_ids, object))
-            found = (where < len(page_ids)) & (page_ids[np.minimum(where, len(page_ids) - 1)] == bad_ids)
-            np.add.at(bad_rows, where[found], 1)
-        order = np.lexsort((rows.columns[records.POSITION], group))
-        rows, group = _take(rows, order), group[order]
-        counts = np.bincount(group, minlength=len(page_ids))
-        beam.metrics.Metrics.counter(NS, SLATE_IDS).inc(len(page_ids))
-        beam.metrics.Metrics.counter(NS, SLATE_IDS_GROUPING).inc(int((counts > 1).sum()))
-        ends = np.cumsum(counts)
-        for first_page in range(0, len(page_ids), PAGE_CHUNK):  # bounded encode batches
-            last_page = min(first_page + PAGE_CHUNK, len(page_ids))
-            lo, hi = int(ends[first_page] - counts[first_page]), int(ends[last_page - 1])
-            yield from self.assemble(
-                page_ids[first_page:last_page],
-                group[lo:hi] - first_page,
-                _take(rows, np.arange(lo, hi)),
-                bad_rows[first_page:last_page],
-            )
-
-    def assemble(
-        self, page_ids: np.ndarray, group: np.ndarray, rows: ValidBatch, bad_rows: np.ndarray
-    ) -> Iterator[Any]:
-        """Pages 0..G-1 (rows sorted by page, then position) -> records per split, or quarantine."""
-        length = int(self.config.slate_length or 0)
-        first = int(self.config.slate_columns.first_position or 0)
-        problems = slates.page_problems(page_ids, group, rows.columns, length, first, bad_rows)
-        if problems:
-            bad = np.isin(group, list(problems))
-            rejected = np.flatnonzero(bad)
-            reasons = [problems[g] for g in group[rejected].tolist()]
-            yield from _quarantine_rows(_take(rows, rejected), reasons, self.config)
-            good_pages = np.setdiff1d(np.arange(len(page_ids)), list(problems))
-            keep = ~bad
-            rows = _take(rows, np.flatnonzero(keep))
-            group = np.searchsorted(good_pages, group[keep])
-            page_ids = page_ids[good_pages]
-        if not len(page_ids):
-            return
-        counts = np.bincount(group, minlength=len(page_ids))
-        starts = np.cumsum(counts) - counts
-        units = splits.key_hash(page_ids)
-        columns = slates.assemble_pages(
-            page_ids, group, rows.columns, self.feature_names, length, self.num_items, units
-        )
-        serialized = records.encode_slates(columns, self.feature_names)
-        s = self.config.splits
-        if rows.split_time is not None:
-            which = splits.by_time(rows.split_time[starts], s.time_boundaries)
-        elif rows.split_key is not None:
-            which = splits.by_hash(splits.key_hash(rows.split_key[starts]), s.splits)
-        else:
-            which = splits.by_hash(units, s.splits)
-        for i, split in enumerate(s.splits):
-            idx = np.flatnonzero(which == i)
-            if len(idx):
-                yield beam.pvalue.TaggedOutput(split.name, (_pick(serialized, idx), int(counts[idx].sum())))
-
-
-class EncodeSlateRowsFn(beam.DoFn):
-    """A valid batch of slates given one per row -> (serialized slates, count) per split."""
-
-    def __init__(self, config: ExperienceGenConfig, feature_names: tuple[str, ...]):
-        self.config = config
-        self.feature_names = feature_names
-        self.num_items = slates.num_items(config)
-
-    def process(self, batch: ValidBatch) -> Iterator[Any]:
-        units = splits.key_hash(np.asarray(batch.columns[records.SLATE_ID], object))
-        columns = slates.assemble_slate_rows(batch.columns, self.feature_names, self.num_items, units)
-        serialized = records.encode_slates(columns, self.feature_names)
-        s = self.config.splits
-        if batch.split_time is not None:
-            which = splits.by_time(batch.split_time, s.time_boundaries)
-        else:
-            which = splits.by_hash(units if batch.split_key is None else splits.key_hash(batch.split_key), s.splits)
-        for i, split in enumerate(s.splits):
-            idx = np.flatnonzero(which == i)
-            if len(idx):
-                yield beam.pvalue.TaggedOutput(split.name, (_pick(serialized, idx), len(idx)))
-
-
-def _quarantine_rows(rows: ValidBatch, reasons: list[tuple[str, str]], config: ExperienceGenConfig) -> Iterator[Any]:
-    """Rows that cannot be written, each with its group's (reason, message); payloads that were
-    left in the source (Block.payload_from_file) are read back here."""
-    p = rows.provenance
-    if "payload" in p:
-        payloads: Sequence[bytes] = p["payload"].tolist()
-    else:
-        payloads = sources.read_back_payloads(config.source, p["file"], p["line"], p["offset"])
-    for i, (code, message) in enumerate(reasons):
-        yield beam.pvalue.TaggedOutput(
-            QUARANTINE_PREFIX,
-            Quarantined(code, message, str(p["file"][i]), int(p["line"][i]), int(p["offset"][i]), payloads[i]),
-        )
 
 
 # --- quarantine -------------------------------------------------------------------------------
@@ -827,38 +331,12 @@ def build(p: beam.Pipeline, plan: Plan, examples_uri: str, quarantine_uri: str) 
         event_lines.append(malformed_lines)
     names = cfg.splits.names
     quarantined, bad = [ingested[QUARANTINE_PREFIX]], ingested[BAD_GROUPS]
-    if plan.layout.kind == BANDIT:
-        feature_names = tuple(f.name for f in plan.layout.features)
-        if plan.item_table is not None:
-            feature_names += tuple(item_table.per_arm_key(f.name) for f in plan.item_table.features)
-            feature_names += (item_table.NUM_ACTIONS,)
-        multivalent = {f.name: ("" if f.dtype == "string" else -1) for f in plan.layout.features if f.multivalent}
-        out = valid | "EncodeSplit" >> beam.ParDo(EncodeBanditFn(cfg, feature_names, multivalent)).with_outputs(*names)
+    kind = plan.kind
+    out, group_quarantine = kind.write(plan, valid, bad)
+    if group_quarantine is not None:  # the rows of groups that could not be written
+        quarantined.append(group_quarantine)
+    if kind.feature_schema:  # vocabularies and statistics of named features over the valid rows
         _schema(p, plan, valid, examples_uri)
-    elif plan.layout.kind == SLATE and not cfg.slate_columns.position:  # a slate per row
-        feature_names = tuple(f.name for f in plan.layout.features)
-        out = valid | "EncodeSplit" >> beam.ParDo(EncodeSlateRowsFn(cfg, feature_names)).with_outputs(*names)
-        if feature_names:
-            _schema(p, plan, valid, examples_uri)
-    elif plan.layout.kind == SLATE:
-        feature_names = tuple(f.name for f in plan.layout.features)
-        out = (
-            (valid | "KeyRows" >> beam.FlatMap(key_pages, feature_names), bad | "KeyBadRows" >> beam.FlatMap(key_pages))
-            | "AllRows" >> beam.Flatten()
-            | "GroupSlates" >> beam.GroupByKey()
-            | "Assemble" >> beam.ParDo(AssembleSlatesFn(cfg, feature_names)).with_outputs(QUARANTINE_PREFIX, *names)
-        )
-        quarantined.append(out[QUARANTINE_PREFIX])
-        if feature_names:  # vocabularies and statistics over the valid rows
-            _schema(p, plan, valid, examples_uri)
-    else:
-        out = (
-            (valid | "KeySteps" >> beam.FlatMap(key_steps), bad | "KeyBadSteps" >> beam.FlatMap(key_steps))
-            | "AllSteps" >> beam.Flatten()
-            | "GroupEpisodes" >> beam.GroupByKey()
-            | "Assemble" >> beam.ParDo(AssembleEpisodeFn(cfg)).with_outputs(QUARANTINE_PREFIX, *names)
-        )
-        quarantined.append(out[QUARANTINE_PREFIX])
     lines = quarantined | "AllQuarantined" >> beam.Flatten() | "FormatQuarantine" >> beam.ParDo(FormatQuarantineFn())
     if event_lines:
         lines = (lines, *event_lines) | "AllQuarantineLines" >> beam.Flatten()
@@ -890,7 +368,7 @@ def write_legacy_schema(plan: Plan, examples_uri: str) -> None:
     """The schema of the legacy dense `context` (bandit records without named features), written
     by the driver once the pipeline has run: it depends on the config alone, and a Beam stage of
     its own costs ~0.1 s of fixed CPU per run."""
-    if plan.layout.kind != BANDIT or plan.config.columns.features:
+    if not plan.kind.dense_context or plan.config.columns.features:
         return
     from rlops.features.schema import FeatureSchema
 

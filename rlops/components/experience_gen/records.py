@@ -1,8 +1,8 @@
 """ExperienceGen's encoders: validated columns -> the records of the shared layout.
 
 The layout itself (feature names, per-arm keys, the split directories) and the readers the other
-components use live in rlops.components.common.records; the names are re-exported here so
-ExperienceGen's modules and users' scripts find writers and layout in one import.
+components use live in rlops.components.common.records (slates: rlops.components.common.slates);
+import those names from there.
 """
 
 from __future__ import annotations
@@ -12,57 +12,26 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from rlops.components.common.records import (  # noqa: F401 (re-exported: the layout and readers)
+from rlops.components.common.records import (
     ACTION,
     ACTION_MASK,
     BANDIT_ORDER,
     CONTEXT,
     DECISION_ID,
-    DECISION_TIME,
-    DISCOUNT,
-    DIST_PARAMS_PREFIX,
     EPISODE_ID,
-    FEATURES,
     LENGTH,
-    LOG_PROBABILITY,
     NEXT_STEP_TYPE,
     NUM_ACTIONS,
-    OBSERVATION,
-    PER_ARM_PREFIX,
-    POLICY_INFO_PREFIX,
     PROPENSITY,
     REWARD,
     SPLIT_CONTENT,
     SPLIT_HASHES,
     SPLIT_UNIT,
-    STEP,
     STEP_TYPE,
-    TERMINAL,
-    TFRECORD_SUFFIX,
     TIMESTAMP,
-    VALUE_PREDICTION,
     WEIGHT,
-    bandit_dataset,
-    bandit_feature_spec,
-    bandit_trajectory,
-    episode_dataset,
-    feature_parse_spec,
-    first_example,
-    parse_episode,
-    per_arm_parse_spec,
-    read_logged_bandit,
-    split_dir,
-    split_file_pattern,
 )
-from rlops.components.common.slates import (  # noqa: F401 (re-exported: the slate layout)
-    POSITION,
-    PROPENSITY_CASCADE,
-    SLATE,
-    SLATE_ID,
-    SLATE_ITEM,
-    SLATE_LENGTH,
-    SLATE_ORDER,
-)
+from rlops.components.common.slates import PROPENSITY_CASCADE, SLATE, SLATE_LENGTH, SLATE_ORDER
 
 # --- bandit: encode ---------------------------------------------------------------------------
 

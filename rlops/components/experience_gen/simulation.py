@@ -14,9 +14,15 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from rlops.components.experience_gen.config import SimulationSource, SpecConfig
+from rlops.components.experience_gen.config import ExperienceGenConfig, SimulationSource, SpecConfig
 
 GYM_PREFIX = "gym:"
+
+
+def source_of(config: ExperienceGenConfig) -> SimulationSource:
+    """The config's simulation source (the simulation source is what asks)."""
+    assert isinstance(config.source, SimulationSource)
+    return config.source
 
 
 def is_gym(source: SimulationSource) -> bool:

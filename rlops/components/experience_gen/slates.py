@@ -12,7 +12,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from rlops.components.experience_gen import records
+from rlops.components.common import records
+from rlops.components.common.slates import POSITION, PROPENSITY_CASCADE, SLATE, SLATE_ID, SLATE_ITEM, SLATE_LENGTH
 from rlops.components.experience_gen.config import ExperienceGenConfig
 
 SLATE_TOO_LONG = "slate_too_long"
@@ -60,6 +61,7 @@ def resolve_first_position(config: ExperienceGenConfig, positions: np.ndarray | 
     return dataclasses.replace(config, slate_columns=dataclasses.replace(c, first_position=first))
 
 
+SLATE_IDS, SLATE_IDS_GROUPING = "slate_ids", "slate_ids_grouping"  # counters: pages seen, and those of > 1 row
 MIN_PAGES_TO_JUDGE_GROUPING = 10  # fewer pages than this cannot tell a bad id column from short pages
 
 
@@ -121,7 +123,7 @@ def map_items(
     columns: dict[str, np.ndarray], index: Mapping[str, int], column: str
 ) -> tuple[np.ndarray, dict[int, tuple[str, str]]]:
     """Item ids -> their rows in the item table; rows whose id the table lacks are rejected."""
-    ids = np.asarray(columns[records.SLATE_ITEM]).astype(str)
+    ids = np.asarray(columns[SLATE_ITEM]).astype(str)
     mapped = np.array([index.get(v, -1) for v in ids.tolist()], np.int64)
     rejects = {
         int(i): (UNKNOWN_ITEM, f"{column}: item id {ids[i]!r} is not in the item table")
@@ -142,7 +144,7 @@ def map_item_lists(
 ) -> tuple[np.ndarray, dict[int, tuple[str, str]]]:
     """Slates' item id lists ([N, L], "" past a page's end) -> indices (PADDING_ITEM past it); a
     row with an id the table lacks, or an item twice, is rejected."""
-    ids = np.asarray(columns[records.SLATE_ITEM], object)
+    ids = np.asarray(columns[SLATE_ITEM], object)
     shown = ids != ""
     mapped = np.full(ids.shape, PADDING_ITEM, np.int64)
     mapped[shown] = [index.get(str(v), -2) for v in ids[shown].tolist()]
@@ -165,19 +167,19 @@ def assemble_slate_rows(
 ) -> dict[str, np.ndarray]:
     """Validated slates given one per row (slot fields [N, L], NaN / PADDING_ITEM past a page's end)
     -> the columns of their records."""
-    items = np.asarray(columns[records.SLATE_ITEM], np.int64)
+    items = np.asarray(columns[SLATE_ITEM], np.int64)
     shown = items != PADDING_ITEM
     n = len(items)
     out: dict[str, np.ndarray] = {name: columns[name] for name in features if name in columns}
-    out[records.SLATE_ID] = _id_text(columns[records.SLATE_ID])
-    out[records.SLATE] = items
-    out[records.SLATE_LENGTH] = shown.sum(1).astype(np.int64)
+    out[SLATE_ID] = _id_text(columns[SLATE_ID])
+    out[SLATE] = items
+    out[SLATE_LENGTH] = shown.sum(1).astype(np.int64)
     out[records.REWARD] = np.where(shown, columns[records.REWARD], 0.0)
     out[records.PROPENSITY] = np.where(shown, columns[records.PROPENSITY], 1.0)
-    if records.PROPENSITY_CASCADE in columns:
-        cascade = np.asarray(columns[records.PROPENSITY_CASCADE], np.float64)
-        last = cascade[np.arange(n), out[records.SLATE_LENGTH] - 1]
-        out[records.PROPENSITY_CASCADE] = np.where(shown, cascade, last[:, None])
+    if PROPENSITY_CASCADE in columns:
+        cascade = np.asarray(columns[PROPENSITY_CASCADE], np.float64)
+        last = cascade[np.arange(n), out[SLATE_LENGTH] - 1]
+        out[PROPENSITY_CASCADE] = np.where(shown, cascade, last[:, None])
     out[records.NUM_ACTIONS] = np.full(n, num_items, np.int64)
     if records.TIMESTAMP in columns:
         out[records.TIMESTAMP] = columns[records.TIMESTAMP]
@@ -190,7 +192,7 @@ def slate_problem(
 ) -> tuple[str, str] | None:
     """Why one page's rows (sorted by 0-based position) cannot be written as a slate, or None.
     Messages count positions as the logs do (from `first_position`)."""
-    pos = cols[records.POSITION]
+    pos = cols[POSITION]
     n = len(pos)
     if n > slate_length:
         return SLATE_TOO_LONG, f"slate {slate_id!r}: {n} rows, more than slate_length {slate_length}"
@@ -203,12 +205,12 @@ def slate_problem(
     if pos[-1] != n - 1:
         missing = (np.setdiff1d(np.arange(int(pos[-1]) + 1), pos)[:5] + first_position).tolist()
         return SLATE_MISSING_POSITION, f"slate {slate_id!r}: position(s) {missing} missing"
-    items = cols[records.SLATE_ITEM]
+    items = cols[SLATE_ITEM]
     uniq, counts = np.unique(items, return_counts=True)
     if len(uniq) < n:
         dup = int(uniq[np.argmax(counts > 1)])
         return SLATE_DUPLICATE_ITEM, f"slate {slate_id!r}: item {dup} is shown {counts.max()} times"
-    cascade = cols.get(records.PROPENSITY_CASCADE)
+    cascade = cols.get(PROPENSITY_CASCADE)
     if cascade is not None:
         rise = np.flatnonzero(np.diff(cascade) > CASCADE_TOLERANCE * np.maximum(cascade[:-1], 1e-30))
         if len(rise):
@@ -243,12 +245,12 @@ def page_problems(
     rank = np.arange(len(group)) - starts[group]
     same = group[1:] == group[:-1]
     flagged = (counts > slate_length) | (bad_rows > 0)
-    pos = cols[records.POSITION]
+    pos = cols[POSITION]
     flagged[group[pos != rank]] = True  # a position twice or missing: positions are not 0..n-1
-    by_item = np.lexsort((cols[records.SLATE_ITEM], group))
-    twice = same & (cols[records.SLATE_ITEM][by_item][1:] == cols[records.SLATE_ITEM][by_item][:-1])
+    by_item = np.lexsort((cols[SLATE_ITEM], group))
+    twice = same & (cols[SLATE_ITEM][by_item][1:] == cols[SLATE_ITEM][by_item][:-1])
     flagged[group[by_item][1:][twice]] = True
-    cascade = cols.get(records.PROPENSITY_CASCADE)
+    cascade = cols.get(PROPENSITY_CASCADE)
     if cascade is not None:
         rises = same & (np.diff(cascade) > CASCADE_TOLERANCE * np.maximum(cascade[:-1], 1e-30))
         flagged[group[1:][rises]] = True
@@ -283,7 +285,7 @@ def assemble_pages(
     num_pages = len(ids)
     counts = np.bincount(group, minlength=num_pages)
     starts = np.cumsum(counts) - counts
-    slot = cols[records.POSITION]
+    slot = cols[POSITION]
     pad = slate_length
 
     def slots(values: np.ndarray, fill: float, dtype: type) -> np.ndarray:
@@ -292,15 +294,15 @@ def assemble_pages(
         return laid
 
     out: dict[str, np.ndarray] = {name: cols[name][starts] for name in features if name in cols}
-    out[records.SLATE_ID] = _id_text(ids)
-    out[records.SLATE] = slots(cols[records.SLATE_ITEM], PADDING_ITEM, np.int64)
-    out[records.SLATE_LENGTH] = counts.astype(np.int64)
+    out[SLATE_ID] = _id_text(ids)
+    out[SLATE] = slots(cols[SLATE_ITEM], PADDING_ITEM, np.int64)
+    out[SLATE_LENGTH] = counts.astype(np.int64)
     out[records.REWARD] = slots(cols[records.REWARD], 0.0, np.float64)
     out[records.PROPENSITY] = slots(cols[records.PROPENSITY], 1.0, np.float64)
-    if records.PROPENSITY_CASCADE in cols:
-        cascade = slots(cols[records.PROPENSITY_CASCADE], np.nan, np.float64)
+    if PROPENSITY_CASCADE in cols:
+        cascade = slots(cols[PROPENSITY_CASCADE], np.nan, np.float64)
         last = cascade[np.arange(num_pages), counts - 1]
-        out[records.PROPENSITY_CASCADE] = np.where(np.isnan(cascade), last[:, None], cascade)
+        out[PROPENSITY_CASCADE] = np.where(np.isnan(cascade), last[:, None], cascade)
     out[records.NUM_ACTIONS] = np.full(num_pages, num_items, np.int64)
     if records.TIMESTAMP in cols:
         out[records.TIMESTAMP] = cols[records.TIMESTAMP][starts]

@@ -1,7 +1,7 @@
 """Deterministic split assignment, vectorized.
 
 A record's split depends only on its own content (the decision it logs, not its reward: see
-pipeline.split_hash), or its key, or its time, never on where it sits in the input, so re-runs
+kinds.bandit.split_hash), or its key, or its time, never on where it sits in the input, so re-runs
 and shuffled inputs give identical splits. Hashes are fixed functions (FNV-style mixing of the
 values' bits; pandas' fixed-key SipHash for string keys), stable across processes, machines and
 Python's hash randomization.

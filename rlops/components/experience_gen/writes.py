@@ -57,7 +57,7 @@ class Destination:
 
 
 def tfrecord_split(examples_uri: str, split: str, compression_level: int, num_shards: int) -> Destination:
-    from rlops.components.experience_gen.records import split_dir
+    from rlops.components.common.records import split_dir
 
     prefix = FileSystems.join(split_dir(examples_uri, split), "data_tfrecord")
     return Destination(split, prefix, ".gz", TFRECORD, num_shards, compression_level)

@@ -1,21 +1,17 @@
-"""Simulation (`kind: simulation`): records logged by a policy acting in an environment
-(experience_gen/simulation.py runs it; slate pages: slate_simulation.py), one work item per shard.
-Its records are its config."""
+"""Simulation (`kind: simulation`): records logged by a policy acting in an environment, one work
+item per shard. Its records are its config. The record kind says which envs log it and runs them
+(kinds/: experience_gen/simulation.py for bandits and gym, slate_simulation.py for pages)."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Callable, ClassVar, Iterator, Mapping, cast
 
 import apache_beam as beam
 
-from rlops.components.common.decision_kinds import SLATE
-from rlops.components.experience_gen import simulation, slate_simulation
+from rlops.components.experience_gen import slate_simulation
 from rlops.components.experience_gen.config import (
-    BanditColumns,
     ExperienceGenConfig,
     SimulationSource,
-    TrajectoryColumns,
 )
 from rlops.components.experience_gen.layout import Layout, SourceSchema
 from rlops.components.experience_gen.sources.base import (
@@ -43,23 +39,16 @@ class Simulation:
     cacheable: ClassVar[bool] = True
 
     def plan(self, config: ExperienceGenConfig) -> SourcePlan:
+        from rlops.components.experience_gen.kinds import record_kind  # the kinds build on the sources
+
         src = _source(config)
-        if slate_simulation.is_slates(src) != (config.record_kind == SLATE):
+        kind = record_kind(config.record_kind)
+        if not kind.simulates(src):  # a gym env with another kind: the config has said so already
             raise ValueError(
                 f"experience_gen.source.env: {src.env!r} with record_kind {config.record_kind!r}; "
                 f"env '{slate_simulation.SLATES_ENV}' logs pages (record_kind: slate), and only it does"
             )
-        if config.record_kind == SLATE:
-            config = slate_simulation.plan_config(config)
-        elif simulation.is_gym(src):
-            dim, spec = simulation.gym_spaces(src)
-            tcols = TrajectoryColumns(observation_dim=dim, log_probability="log_probability", terminal="terminated")
-            config = dataclasses.replace(config, trajectory_columns=tcols, action_spec=config.action_spec or spec)
-        else:
-            dim, spec = simulation.bandit_shape(src)
-            bcols = BanditColumns(context=("context",), context_dim=dim, propensity="propensity")
-            config = dataclasses.replace(config, bandit_columns=bcols, action_spec=config.action_spec or spec)
-        return SourcePlan(config, tuple(range(src.num_shards)), joins_items=False)
+        return SourcePlan(kind.plan_simulation(config), tuple(range(src.num_shards)), joins_items=False)
 
     def peek(self, config: ExperienceGenConfig, inputs: tuple) -> Callable[[], Sample] | None:
         return None  # the columns are the defaults, with no named features to infer
@@ -76,13 +65,11 @@ class Simulation:
     def read_item(
         self, config: ExperienceGenConfig, layout: Layout, item: Any
     ) -> Iterator[Block | Quarantined | Unreadable]:
+        from rlops.components.experience_gen.kinds import record_kind  # the kinds build on the sources
+
         src = _source(config)
-        if config.record_kind == SLATE:
-            batches = slate_simulation.simulate_slates(config, item)
-        else:
-            batches = (simulation.simulate_gym if simulation.is_gym(src) else simulation.simulate_bandit)(src, item)
         row0 = 0
-        for cols in batches:
+        for cols in record_kind(config.record_kind).simulate(config, item):
             yield numpy_block(cols, f"simulation:{src.env}:shard-{item}", row0)
             row0 += len(cols["reward"])
 
