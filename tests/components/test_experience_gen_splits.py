@@ -128,3 +128,48 @@ def test_hash_functions_are_fixed():
     h = np.array([0, 8, 9, 19], np.uint64)
     assert splits.by_hash(h, [Split("train", 9), Split("eval", 1)]).tolist() == [0, 0, 1, 1]
     assert splits.by_time(np.array([0, 10, 20]), [10]).tolist() == [0, 1, 1]
+
+
+def _eval_split(tmp_path, name: str, features: tuple[str, ...], decision_id: str | None) -> list[tf.train.Example]:
+    """The eval split's records when the config selects `features` (docs/ingestion.md, "Comparing configs")."""
+    from rlops.components.experience_gen.config import FeatureColumn
+
+    config = ExperienceGenConfig(
+        source=FileSource(pattern=str(tmp_path / "logs.csv"), format="csv"),
+        bandit_columns=BanditColumns(
+            features=tuple(FeatureColumn(name=f) for f in features), decision_id=decision_id, propensity="propensity"
+        ),
+        action_spec=SpecConfig.discrete(4),
+    )
+    out = str(tmp_path / name)
+    run_experience_gen(config, out, str(tmp_path / f"{name}_quarantine"))
+    files = glob.glob(os.path.join(out, "Split-eval", "*.gz"))
+    return [tf.train.Example.FromString(r.numpy()) for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
+
+
+def _ids(examples: list[tf.train.Example]) -> set[bytes]:
+    return {e.features.feature["decision_id"].bytes_list.value[0] for e in examples}
+
+
+def test_configs_that_select_other_features_split_the_same_decisions_by_their_id(tmp_path):
+    """With bandit_columns.decision_id mapped, two configs that select other features put the same
+    decisions in eval; without it, the hash covers the mapped columns and rows move."""
+    rng = np.random.default_rng(3)
+    n = 3000
+    import pandas as pd
+
+    pd.DataFrame(
+        {
+            "impression": [f"imp-{i}" for i in range(n)],
+            "age": rng.integers(18, 70, n),
+            "city": rng.choice(["a", "b", "c"], n),
+            "action": rng.integers(0, 4, n),
+            "reward": rng.integers(0, 2, n),
+            "propensity": np.full(n, 0.25),
+        }
+    ).to_csv(tmp_path / "logs.csv", index=False)
+    narrow = _ids(_eval_split(tmp_path, "narrow", ("age",), "impression"))
+    wide = _ids(_eval_split(tmp_path, "wide", ("age", "city"), "impression"))
+    assert narrow == wide and 0.05 * n < len(narrow) < 0.15 * n
+    no_id = [len(_eval_split(tmp_path, name, feats, None)) for name, feats in (("a", ("age",)), ("b", ("age", "city")))]
+    assert no_id[0] != no_id[1]  # the hash of the mapped columns: map decision_id to compare configs

@@ -27,10 +27,6 @@ SLATES_ENV = "slates"
 SIZED_BY_CONFIG = {"num_items": "action_spec", "num_slots": "slate_length"}
 
 
-def is_slates(source: SimulationSource) -> bool:
-    return source.env == SLATES_ENV
-
-
 def slate_world(config: ExperienceGenConfig) -> Any:
     """The generator of the config's world; one error naming the key for what does not fit."""
     from rlops.envs.slate_feedback import SlateConfig, SlateLogGenerator

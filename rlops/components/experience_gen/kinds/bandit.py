@@ -85,7 +85,7 @@ class Bandit(RecordKind):
 
     def simulates(self, source: SimulationSource) -> bool:
         # digits, linear (an unknown env is named by simulation.make_bandit_env): not a gym env, not the slates world
-        return not simulation.is_gym(source) and not slate_simulation.is_slates(source)
+        return not simulation.is_gym(source) and source.env != slate_simulation.SLATES_ENV
 
     def plan_simulation(self, config: ExperienceGenConfig) -> ExperienceGenConfig:
         dim, spec = simulation.bandit_shape(simulation.source_of(config))

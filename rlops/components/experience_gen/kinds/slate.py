@@ -93,7 +93,7 @@ class Slate(RecordKind):
             )
 
     def simulates(self, source: SimulationSource) -> bool:
-        return slate_simulation.is_slates(source)
+        return source.env == slate_simulation.SLATES_ENV  # the slate generator's world
 
     def plan_simulation(self, config: ExperienceGenConfig) -> ExperienceGenConfig:
         return slate_simulation.plan_config(config)
