@@ -228,10 +228,6 @@ class TrainerConfig(JsonConfig):
             )
 
     @property
-    def offline_ppo(self) -> PPOOfflineConfig:
-        return self.ppo_offline
-
-    @property
     def exploration_epsilon(self) -> float:
         """What the served policy explores with (serving_default's epsilon-greedy)."""
         return self.epsilon if self.serving_epsilon is None else self.serving_epsilon
