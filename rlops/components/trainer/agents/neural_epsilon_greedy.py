@@ -65,7 +65,6 @@ SPEC = AgentSpec(
     NeuralEpsilonGreedyOptions,
     BANDIT,
     per_arm=True,
-    reward_network=True,
     batch_size=BATCH_SIZE,
     repeat_steps=TRAIN_STEPS,
 )

@@ -137,4 +137,4 @@ def build(options: RankingAgentOptions, inputs: BuildInputs) -> Any:
     )
 
 
-SPEC = AgentSpec("ranking", build, RankingAgentOptions, SLATE, per_arm=True, reward_network=True, batch_size=BATCH_SIZE)
+SPEC = AgentSpec("ranking", build, RankingAgentOptions, SLATE, per_arm=True, batch_size=BATCH_SIZE)
