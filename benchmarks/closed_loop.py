@@ -778,7 +778,7 @@ def _draws_of(args: argparse.Namespace) -> dict:
 def main() -> None:
     from rlops.components.evaluator.estimators import ESTIMATORS
     from rlops.components.evaluator.reward_models import REWARD_MODEL_CHOICES
-    from rlops.components.trainer.config import NETWORKS, REWARD_LOSSES  # the config's own choices
+    from rlops.components.trainer.agents.reward_network import NETWORKS, REWARD_LOSSES  # the config's own choices
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nights", type=int, default=5)

@@ -67,8 +67,9 @@ def greedy_policy_fn(serving_dir: str, items: dict | None, num_items: int):
 
 
 def train(examples: str, directory: str, agent: str, num_items: int, steps: int, seed: int = 0) -> str:
+    from rlops.components.common.model import serving_dir
     from rlops.components.trainer.config import TrainerConfig
-    from rlops.components.trainer.core import run_trainer, serving_dir
+    from rlops.components.trainer.core import run_trainer
 
     cfg = TrainerConfig(
         agent=agent,

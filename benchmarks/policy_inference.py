@@ -157,7 +157,7 @@ def export_digits_policy(export_dir: str) -> None:
     serving_default exploring at epsilon 0.1 (random weights: latency does not depend on training)."""
     import tensorflow as tf
 
-    from rlops.components.trainer.agents import make_bandit_agent, serving_policy
+    from rlops.components.trainer.agents.build import make_bandit_agent, serving_policy
     from rlops.components.trainer.config import TrainerConfig
     from rlops.features.export import FeaturePolicy
     from rlops.features.preprocessing import Preprocessor
@@ -176,7 +176,7 @@ def export_per_arm_policy(export_dir: str) -> None:
     of 50 + the OOV bucket), a float, and 3 string item features per candidate."""
     import tensorflow as tf
 
-    from rlops.components.trainer.agents import make_bandit_agent, serving_policy
+    from rlops.components.trainer.agents.build import make_bandit_agent, serving_policy
     from rlops.components.trainer.config import TrainerConfig
     from rlops.features.export import PerArmFeaturePolicy
     from rlops.features.per_arm import PerArmPreprocessor

@@ -149,7 +149,7 @@ def test_imports_point_down_the_layers(imports):
 @pytest.mark.parametrize(
     "source, rule",
     [
-        ("from rlops.components.trainer.core import serving_dir\n", "sibling"),
+        ("from rlops.components.trainer.core import run_trainer\n", "sibling"),
         ("def f():\n    from rlops.components import trainer\n", "sibling"),
         ("import rlops.components.pusher.core as pc\n", "sibling"),
         ("REGISTRY = {'x': 'rlops.components.trainer.agents:build'}\n", "sibling"),

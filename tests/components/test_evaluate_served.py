@@ -87,7 +87,7 @@ def test_served_probabilities_equal_serving_defaults_propensities(world):
     """The Evaluator's probabilities of the served policy, at the action serving_default draws,
     equal the propensity it reports (over several draws, so exploring and greedy draws both
     occur); they are 0 outside each record's candidates and put 1 - eps + eps / n on the greedy."""
-    from rlops.components.trainer.core import serving_dir
+    from rlops.components.common.model import serving_dir
     from rlops.train.policy_saver import SavedPolicy
 
     model = serving_dir(str(world / "model"))
@@ -115,7 +115,7 @@ def test_served_probabilities_equal_serving_defaults_propensities(world):
 def test_the_evaluator_blesses_on_the_served_policy_and_reports_the_greedy_one(world, tmp_path):
     """IPS of the candidate (served) and of its greedy policy equal a numpy reference from the
     same probabilities; the served policy's ESS is larger (it is better supported)."""
-    from rlops.components.trainer.core import serving_dir
+    from rlops.components.common.model import serving_dir
     from rlops.train.policy_saver import SavedPolicy
 
     data = feedback.load_logged_feedback(str(world / "ex"))

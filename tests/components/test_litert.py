@@ -47,7 +47,7 @@ def _vocab(prefix: str, n: int) -> list[str]:
 
 def _dense(kind: str, out: str, masked: bool = False) -> None:
     from rlops.components.trainer import masks
-    from rlops.components.trainer.agents import make_bandit_agent, serving_policy
+    from rlops.components.trainer.agents.build import make_bandit_agent, serving_policy
     from rlops.components.trainer.config import TrainerConfig
     from rlops.features.export import FeaturePolicy
     from rlops.features.preprocessing import Preprocessor
@@ -88,7 +88,7 @@ def per_arm_schema(hash_buckets: int = 0):
 
 
 def _per_arm(kind: str, out: str, hash_buckets: int = 0) -> None:
-    from rlops.components.trainer.agents import make_bandit_agent, serving_policy
+    from rlops.components.trainer.agents.build import make_bandit_agent, serving_policy
     from rlops.components.trainer.config import TrainerConfig
     from rlops.features.export import PerArmFeaturePolicy
     from rlops.features.per_arm import PerArmPreprocessor

@@ -318,9 +318,9 @@ def _saved_policy_value(gen, model_dir, served=False):
 @pytest.mark.slow  # ExperienceGen, Trainer and Evaluator end to end (~75 s with its fixture)
 def test_experience_gen_trainer_evaluator_on_varying_candidates(world, tmp_path):
     from rlops.components.common import feedback
+    from rlops.components.common.model import serving_dir
     from rlops.components.evaluator import core
     from rlops.components.evaluator.config import EvaluatorConfig
-    from rlops.components.trainer.core import serving_dir
 
     d, gen, logs = world
     data = feedback.load_logged_feedback(str(d / "ex"))
@@ -359,7 +359,7 @@ def test_rlops_evaluate_on_varying_candidates(world, tmp_path, capsys):
     (its interval holds the generator's exact value), `uniform` over each record's candidates
     (IPS by hand: 1 / num_actions over the propensity) and `logging` (the observed mean)."""
     from rlops.components.common.feedback import load_logged_feedback
-    from rlops.components.trainer.core import serving_dir
+    from rlops.components.common.model import serving_dir
     from rlops.pipelines.cli import main
 
     d, gen, logs = world

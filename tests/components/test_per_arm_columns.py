@@ -130,9 +130,10 @@ print(json.dumps({"rlops": any(m.startswith("rlops") for m in sys.modules),
 
 @pytest.mark.slow  # trained, pushed (two fresh verifier processes) and served: ~15-25 s
 def test_trains_pushes_verified_and_a_fresh_process_prefers_the_high_affinity_item(wide, tmp_path):
+    from rlops.components.common.model import serving_dir
     from rlops.components.pusher.core import push_policy, verification_inputs
     from rlops.components.trainer.config import TrainerConfig
-    from rlops.components.trainer.core import run_trainer, serving_dir
+    from rlops.components.trainer.core import run_trainer
 
     root, _, _ = wide
     examples = str(root / "ex")

@@ -33,7 +33,7 @@ BLESSING = {
 
 @pytest.fixture(scope="module")
 def model_uri(tmp_path_factory):
-    from rlops.components.trainer.core import serving_dir
+    from rlops.components.common.model import serving_dir
 
     uri = str(tmp_path_factory.mktemp("model"))
     policy = GreedyPolicy(ActorPolicy(time_step_spec(OBS), ACTIONS, ActorNetwork(OBS, ACTIONS, (8,))))

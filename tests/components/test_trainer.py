@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from rlops.components.common.model import serving_dir
 from rlops.components.trainer.config import TrainerConfig
-from rlops.components.trainer.core import CONFIG_FILE, serving_dir
+from rlops.components.trainer.layout import CONFIG_FILE
 from rlops.components.trainer.run_fn import CONFIG_KEY, run_fn
 
 # Slow: trains and warm-starts bandit policies on ingested digits logs; `make test` runs it.

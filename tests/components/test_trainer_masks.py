@@ -123,7 +123,7 @@ def _masked_picks(actions: np.ndarray, mask: np.ndarray) -> int:
 
 @pytest.mark.parametrize("agent", list(CONFIGS))
 def test_every_signature_honours_the_mask_and_the_greedy_policy_learns(trained, agent):
-    from rlops.components.trainer.core import serving_dir
+    from rlops.components.common.model import serving_dir
     from rlops.components.trainer.layout import COLLECT_POLICY_DIR
 
     uri = trained(agent)
@@ -158,11 +158,11 @@ def test_every_signature_honours_the_mask_and_the_greedy_policy_learns(trained, 
 
 
 def test_the_evaluator_and_the_pushers_check_feed_the_logged_mask(trained, examples):
+    from rlops.components.common.model import serving_dir
     from rlops.components.evaluator.bandit import evaluate_bandit
     from rlops.components.evaluator.config import EvaluatorConfig
     from rlops.components.pusher.core import verification_inputs
     from rlops.components.pusher.verify import verify
-    from rlops.components.trainer.core import serving_dir
 
     uri = trained("neural_epsilon_greedy")
     metrics, improvement = evaluate_bandit(EvaluatorConfig(num_bootstrap=50), examples, uri, K, None)
@@ -179,7 +179,7 @@ def test_the_evaluator_and_the_pushers_check_feed_the_logged_mask(trained, examp
 
 
 def test_mask_errors_name_the_input(trained):
-    from rlops.components.trainer.core import serving_dir
+    from rlops.components.common.model import serving_dir
     from rlops.features.schema import FeatureSchemaError
     from rlops.train.policy_saver import SavedPolicy
 
@@ -228,10 +228,10 @@ def test_per_arm_agents_with_a_mask_train_and_act_among_allowed_candidates(agent
     """Per-arm + mask: an arm is a candidate only if it is below num_actions AND allowed by the mask,
     for the greedy and exploring policies and serving_default's exploring head."""
     from rlops.agents import trajectories
+    from rlops.components.common.model import serving_dir
     from rlops.components.trainer import masks
-    from rlops.components.trainer.agents import make_bandit_agent, serving_policy
+    from rlops.components.trainer.agents.build import make_bandit_agent, serving_policy
     from rlops.components.trainer.config import TrainerConfig
-    from rlops.components.trainer.core import serving_dir
     from rlops.components.trainer.export import export_policies
 
     k, n = 6, 600

@@ -17,8 +17,10 @@ import tensorflow as tf
 from helpers import child_env, fresh_python
 
 from rlops.components.trainer import passes
-from rlops.components.trainer.config import LINEAR_BATCH_SIZE, TrainerConfig
-from rlops.components.trainer.core import METRICS_FILE, run_trainer
+from rlops.components.trainer.agents.linear import BATCH_SIZE as LINEAR_BATCH_SIZE
+from rlops.components.trainer.config import TrainerConfig
+from rlops.components.trainer.core import run_trainer
+from rlops.components.trainer.layout import METRICS_FILE
 
 # Slow: trains the linear and neural agents through whole passes, two workers included; `make test` runs it.
 pytestmark = pytest.mark.slow

@@ -86,7 +86,7 @@ def world(tmp_path_factory):
 def _served(model_uri: str) -> Any:
     """The exported greedy policy (Format-Serving), loaded once per model: each load of a per-arm
     SavedModel restores its traced functions, seconds apiece."""
-    from rlops.components.trainer.core import serving_dir
+    from rlops.components.common.model import serving_dir
     from rlops.train.policy_saver import SavedPolicy
 
     return SavedPolicy(serving_dir(model_uri))

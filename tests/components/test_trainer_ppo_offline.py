@@ -12,10 +12,11 @@ import tensorflow as tf
 from rlops.agents import specs
 from rlops.agents.trajectories import StepType, Trajectory
 from rlops.components.common import records
+from rlops.components.common.model import serving_dir
 from rlops.components.experience_gen.records import encode_episode, step_types
 from rlops.components.trainer import episodes
 from rlops.components.trainer.config import TrainerConfig
-from rlops.components.trainer.core import run_trainer, serving_dir
+from rlops.components.trainer.core import run_trainer
 
 F, M, L_ = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
 OBS = 3

@@ -8,8 +8,8 @@ import tensorflow as tf
 import tf_keras
 
 from rlops.components.json_config import build
-from rlops.components.trainer.agents import make_bandit_agent
-from rlops.components.trainer.agents.neural_epsilon_greedy import sigmoid_cross_entropy
+from rlops.components.trainer.agents.build import make_bandit_agent
+from rlops.components.trainer.agents.reward_network import sigmoid_cross_entropy
 from rlops.components.trainer.config import TrainerConfig
 
 D, K, DA = 5, 4, 3  # global dim, arms, arm dim

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from rlops.components.common.model import serving_dir
 from rlops.components.trainer.config import TrainerConfig
-from rlops.components.trainer.core import CONFIG_FILE, run_trainer, serving_dir
+from rlops.components.trainer.core import run_trainer
+from rlops.components.trainer.layout import CONFIG_FILE
 from rlops.components.trainer.warm_start import base_mismatch
 
 # Slow: trains agents of two kinds through both faces; `make test` runs it.

@@ -279,7 +279,7 @@ def _leftover_dirs(examples_uri: str) -> list[str]:
 def _greedy_value(model_uri: str, loaded=None) -> tuple[float, np.ndarray]:
     """True mean reward of the exported greedy policy on fixed probe contexts (and its actions);
     `loaded`: the export, when the caller has loaded it already."""
-    from rlops.components.trainer.core import serving_dir
+    from rlops.components.common.model import serving_dir
 
     if loaded is None:
         loaded = tf.saved_model.load(serving_dir(model_uri))
@@ -448,7 +448,7 @@ def test_a_retried_experience_gen_leaves_nothing_a_reader_trips_on(chain):
 
 @pytest.mark.slow
 def test_sigkilled_trainer_rerun_exports_a_policy_that_answers(chain):
-    from rlops.components.trainer.core import serving_dir
+    from rlops.components.common.model import serving_dir
 
     def killed(out):  # a SavedModel that is there at all must load and answer
         if os.path.exists(os.path.join(serving_dir(out["model_uri"]), "saved_model.pb")):

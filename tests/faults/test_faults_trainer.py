@@ -12,11 +12,13 @@ import pytest
 import tensorflow as tf
 
 from rlops.components.common.decision_kinds import BANDIT
+from rlops.components.common.model import SERVING_DIR, serving_dir
 from rlops.components.trainer import core, warm_start
-from rlops.components.trainer.agents import make_bandit_agent, serving_policy
+from rlops.components.trainer.agents.build import make_bandit_agent, serving_policy
 from rlops.components.trainer.config import TrainerConfig
 from rlops.components.trainer.export import export_policies
-from rlops.components.trainer.layout import COLLECT_POLICY_DIR
+from rlops.components.trainer.layout import COLLECT_POLICY_DIR, CONFIG_FILE, METRICS_FILE
+from rlops.components.trainer.result import TrainResult
 from rlops.train.learner import CHECKPOINT_DIR, TRAIN_DIR, create_train_step_counter
 
 D, K = 5, 3
@@ -79,17 +81,17 @@ def test_only_the_chief_exports_and_writes_metrics(tmp_path, monkeypatch, tf_con
     def fake_train(examples_uri, model_uri, model_run_uri, config, base_model_uri=None):
         # The real export of the real bandit path, minus the data and the training loop.
         export_policies(serving_policy(agent), agent.collect_policy, step, model_uri)
-        return core.TrainResult(train_steps=1, final_loss=0.5, steps_per_sec=1.0, wall_s=0.1, curve=[(1, 0.5)])
+        return TrainResult(train_steps=1, final_loss=0.5, steps_per_sec=1.0, wall_s=0.1, curve=[(1, 0.5)])
 
     monkeypatch.setitem(core.TRAINING_PATHS, BANDIT, dataclasses.replace(core.TRAINING_PATHS[BANDIT], train=fake_train))
     config = TrainerConfig(agent="neural_epsilon_greedy", num_actions=K, hidden_sizes=(4,))
     core.run_trainer(config, model, run, examples_uri=str(tmp_path / "examples"))
     written = sorted(os.listdir(model)) + sorted(os.listdir(run))
     if chief:
-        assert set(written) >= {core.SERVING_DIR, COLLECT_POLICY_DIR, core.CONFIG_FILE, core.METRICS_FILE}
+        assert set(written) >= {SERVING_DIR, COLLECT_POLICY_DIR, CONFIG_FILE, METRICS_FILE}
         assert not [w for w in written if w.startswith(".workertemp")]
-        assert json.load(open(os.path.join(run, core.METRICS_FILE)))["train_steps"] == 1
-        loaded = tf.saved_model.load(core.serving_dir(model))
+        assert json.load(open(os.path.join(run, METRICS_FILE)))["train_steps"] == 1
+        loaded = tf.saved_model.load(serving_dir(model))
         assert "action" in loaded.signatures
     else:
         assert written == []  # nothing, not even the throw-away export directory

@@ -90,7 +90,7 @@ def world(tmp_path_factory):
 
 
 def _serving(model_uri: str):
-    from rlops.components.trainer.core import serving_dir
+    from rlops.components.common.model import serving_dir
 
     return tf.saved_model.load(serving_dir(model_uri)).signatures["serving_default"]
 
@@ -170,7 +170,7 @@ def test_trained_greedy_policy_never_picks_a_masked_action(world):
     picks = _greedy(world["weighted"]["model"], x, mask)
     assert not (picks[mask[np.arange(len(x)), picks] == 0]).size, "picked a masked action"
     assert (picks[mask[:, 0] == 1] == 0).any()  # action 0 is still chosen where it is allowed
-    from rlops.components.trainer.core import serving_dir
+    from rlops.components.common.model import serving_dir
 
     loaded = tf.saved_model.load(serving_dir(world["weighted"]["model"]))
     n = len(x)

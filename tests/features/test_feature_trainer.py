@@ -7,10 +7,11 @@ import tensorflow as tf
 from feature_logs import FEATURES, make_logs, write_csv
 
 from rlops.components.common import records
+from rlops.components.common.model import serving_dir
 from rlops.components.experience_gen.config import ExperienceGenConfig
 from rlops.components.experience_gen.core import run_experience_gen
 from rlops.components.trainer.config import TrainerConfig
-from rlops.components.trainer.core import run_trainer, serving_dir
+from rlops.components.trainer.core import run_trainer
 from rlops.features import FeatureSchemaError, Preprocessor, load as load_schema, numpy_features
 from rlops.train.policy_saver import SavedPolicy
 

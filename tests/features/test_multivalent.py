@@ -143,8 +143,9 @@ def _pad(lists, width):
 
 
 def test_per_arm_policy_trains_and_serves_padded_string_lists_in_a_fresh_process(world, tmp_path):
+    from rlops.components.common.model import serving_dir
     from rlops.components.trainer.config import TrainerConfig
-    from rlops.components.trainer.core import run_trainer, serving_dir
+    from rlops.components.trainer.core import run_trainer
 
     _, _, items, cats, runs = world
     cfg = TrainerConfig(

@@ -115,10 +115,11 @@ def _greedy_value(gen, serving_dir):
 @pytest.mark.slow  # the per-arm pipeline trained, evaluated and served, per agent (~15-30 s each)
 @pytest.mark.parametrize("agent", ["lin_ucb", "neural_epsilon_greedy"])
 def test_per_arm_trainer_beats_uniform_evaluates_and_serves_raw_features(world, agent, tmp_path):
+    from rlops.components.common.model import serving_dir
     from rlops.components.evaluator.bandit import evaluate_bandit
     from rlops.components.evaluator.config import EvaluatorConfig
     from rlops.components.trainer.config import TrainerConfig
-    from rlops.components.trainer.core import run_trainer, serving_dir
+    from rlops.components.trainer.core import run_trainer
 
     d, gen, logs, _ = world
     cfg = TrainerConfig(

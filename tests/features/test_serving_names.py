@@ -74,12 +74,13 @@ NUM_ITEMS = 6
 
 @pytest.fixture(scope="module")
 def pushed(tmp_path_factory):
+    from rlops.components.common.model import serving_dir
     from rlops.components.experience_gen.config import ExperienceGenConfig
     from rlops.components.experience_gen.core import run_experience_gen
     from rlops.components.pusher import core
     from rlops.components.pusher.core import verification_inputs
     from rlops.components.trainer.config import TrainerConfig
-    from rlops.components.trainer.core import run_trainer, serving_dir
+    from rlops.components.trainer.core import run_trainer
     from rlops.envs.logged_feedback import LogConfig, LogGenerator
 
     d = tmp_path_factory.mktemp("serving_names")
@@ -164,7 +165,7 @@ def _fresh(models, inputs, cwd):
 
 @pytest.mark.slow
 def test_pushed_per_arm_policy_serves_raw_strings_without_rlops_and_answers_its_version(pushed, tmp_path):
-    from rlops.components.trainer.core import serving_dir
+    from rlops.components.common.model import serving_dir
     from rlops.train.policy_saver import SavedPolicy
 
     gen, versions = pushed["gen"], pushed["versions"]

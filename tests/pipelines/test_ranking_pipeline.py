@@ -108,8 +108,8 @@ def test_the_pushed_pages_beat_the_logging_policy_by_the_exact_truth(ranking_run
 def reference_estimates(examples: str, model_uri: str, num_items: int, num_slots: int) -> dict[str, float]:
     """iips and snrips of the served Plackett-Luce page by hand: the model's scores of each eval
     page's context, the numpy module's exact probabilities, OBP's formulas."""
+    from rlops.components.common.model import serving_dir
     from rlops.components.common.slates import read_slate_logs
-    from rlops.components.trainer.core import serving_dir
 
     logs = read_slate_logs(examples, "eval")
     serve = tf.saved_model.load(serving_dir(model_uri)).signatures["serving_ranked"]

@@ -81,7 +81,7 @@ def train_bandit(
     config: TrainerConfig,
     base_model_uri: str | None = None,
 ) -> TrainResult:
-    from rlops.components.trainer.agents import make_bandit_agent, serving_policy
+    from rlops.components.trainer.agents.build import make_bandit_agent, serving_policy
     from rlops.train.learner import create_train_step_counter
     from rlops.train.strategy import get_strategy
 

@@ -7,27 +7,18 @@ the key: a typo in a nightly job's config should fail before anything runs.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Annotated, Union
 
-from rlops.components.json_config import JsonConfig, PartialOf, build, closest, convert
-from rlops.components.trainer.agents import lin_ucb
-from rlops.components.trainer.agents.base import PPO, RANKING, AgentSpec
-from rlops.components.trainer.agents.ppo import PPOOfflineConfig
+from rlops.components.json_config import JsonConfig, build
+from rlops.components.trainer.agents.base import AgentSpec
+from rlops.components.trainer.agents.linear import LinearOptions
+from rlops.components.trainer.agents.neural_epsilon_greedy import NeuralEpsilonGreedyOptions
+from rlops.components.trainer.agents.ppo import PPOOfflineConfig, PPOSection
 from rlops.components.trainer.agents.ranking import RankingOptions
-from rlops.components.trainer.agents.registry import agent_spec
-
-# PPOOfflineConfig (agents/ppo.py) and RankingOptions (agents/ranking.py): re-exported
-__all__ = ["PPOOfflineConfig", "RankingOptions", "TrainerConfig"]
-
-# A PPO option's value as YAML/JSON gives it (checked against PPOConfig's own hint per key).
-PPOValue = Union[bool, int, float, str, list, dict, None]
-# trainer.ppo: some of PPOConfig's fields, each checked against PPOConfig's type hint.
-PPOOptions = Annotated[dict[str, PPOValue], PartialOf("rlops.train.on_policy:PPOConfig")]
-
-NETWORKS = ("common_tower", "dot_product")  # trainer.network
-REWARD_LOSSES = ("squared_error", "sigmoid_cross_entropy")  # trainer.reward_loss
-LINEAR_BATCH_SIZE = lin_ucb.BATCH_SIZE  # default records per train step of lin_ucb / lin_ts (the tests' figure)
+from rlops.components.trainer.agents.registry import AGENTS, agent_spec
+from rlops.components.trainer.agents.reward_network import RewardNetworkOptions
+from rlops.components.trainer.kinds import KIND_FACTS
 
 # The bandit pipeline's trainer defaults for per-arm logs (an item table: experience_gen.item_source)
 # when trainer.agent is neural_epsilon_greedy (the default agent): a two-tower logistic network that
@@ -56,6 +47,11 @@ RANKING_DEFAULTS: dict[str, object] = {
     **{k: v for k, v in PER_ARM_DEFAULTS.items() if k != "average_weights"},
     "batch_size": 256,
 }
+# The agents whose per-arm defaults apply_per_arm_defaults fills in, and those defaults.
+_PER_ARM_DEFAULTS_OF: dict[str, dict[str, object]] = {
+    PER_ARM_DEFAULT_AGENT: PER_ARM_DEFAULTS,
+    "ranking": RANKING_DEFAULTS,
+}
 
 
 def apply_per_arm_defaults(given: dict, default_agent: str = PER_ARM_DEFAULT_AGENT) -> dict:
@@ -64,11 +60,11 @@ def apply_per_arm_defaults(given: dict, default_agent: str = PER_ARM_DEFAULT_AGE
     as given). `default_agent`: the agent a section without `agent` trains. A given `network` other
     than dot_product keeps the network's own hidden_sizes default; a given train_steps (the old budget) keeps its meaning, the
     split repeating for that many steps, unless num_epochs is given too."""
-    agent = given.get("agent", default_agent)
-    if agent not in (PER_ARM_DEFAULT_AGENT, RANKING):
+    defaults = _PER_ARM_DEFAULTS_OF.get(given.get("agent", default_agent))
+    if defaults is None:
         return dict(given)
     out = dict(given)
-    for key, value in (RANKING_DEFAULTS if agent == RANKING else PER_ARM_DEFAULTS).items():
+    for key, value in defaults.items():
         if key == "hidden_sizes" and given.get("network", PER_ARM_DEFAULTS["network"]) != PER_ARM_DEFAULTS["network"]:
             continue
         if key == "num_epochs" and given.get("train_steps") is not None:
@@ -82,8 +78,6 @@ def linear_per_arm_note(agent: str) -> str | None:
     another agent: its one linear score over concat(user, item) features adds a user part and an item
     part, so every user gets the same greedy item order (the user's part shifts every item's score
     alike): on click logs it serves one item to everybody."""
-    from rlops.components.trainer.agents.registry import AGENTS
-
     if agent not in AGENTS or not AGENTS[agent].linear:  # an unknown name: TrainerConfig says so
         return None
     return (
@@ -95,58 +89,67 @@ def linear_per_arm_note(agent: str) -> str | None:
 
 @dataclass
 class TrainerConfig(JsonConfig):
+    """The trainer section: the agent, its options, the budget and the Learner. Each key's
+    description names the agents that read it (none named: every agent); each agent's options
+    class, beside its builder in trainer/agents/, reads its keys from here and checks their values.
+    A reward-network key (network, reward_loss, weight_decay, average_weights), forgetting_factor,
+    ppo_offline or ranking set for an agent that does not read it is an error."""
+
     SECTION = "trainer"
 
     # The agent. Per-arm logs (an item table): neural_epsilon_greedy gets PER_ARM_DEFAULTS (a two-tower
     # network over every record); lin_ucb / lin_ts score concat(user, item) features linearly, so every
     # user gets the same greedy item order (no user x item taste; the loader warns).
     agent: str = "neural_epsilon_greedy"
-    # Bandits (offline, from an Examples artifact of bandit feedback).
+    # Bandit agents (offline, from an Examples artifact of bandit feedback): the number of actions (>= 2).
+    # ppo: optional, it sizes a discrete action the logs leave open.
     num_actions: int | None = None
-    # The first action id: logged actions (and the exported policy's) are action_minimum ..
+    # Bandit agents: the first action id: logged actions (and the exported policy's) are action_minimum ..
     # action_minimum + num_actions - 1, the Examples' action_spec (e.g. ids that start at 1).
     action_minimum: int = 0
-    # Layer widths of the reward network (neural_epsilon_greedy, ranking); PPO: trainer.ppo.hidden_sizes
-    hidden_sizes: tuple[int, ...] = (64,)
-    # neural_epsilon_greedy with per-arm features: the reward network. 'common_tower': one MLP
+    # neural_epsilon_greedy, ranking: layer widths of the reward network; PPO: trainer.ppo.hidden_sizes
+    hidden_sizes: tuple[int, ...] = RewardNetworkOptions.hidden_sizes
+    # neural_epsilon_greedy, ranking, with per-arm features: the reward network. 'common_tower': one MLP
     # (hidden_sizes) over concat(global, arm features). 'dot_product': a global tower and an arm
     # tower (hidden_sizes each; the last entry is the embedding size, a linear layer) whose dot
     # product, plus a linear score of each side, scores an arm (TF-Agents'
     # GlobalAndArmDotProductNetwork): the shape of a low-rank user x item click model.
-    network: str = "common_tower"
-    # neural_epsilon_greedy: the error loss on the taken action's predicted reward (TF-Agents'
+    network: str = RewardNetworkOptions.network
+    # neural_epsilon_greedy, ranking: the error loss on the taken action's predicted reward (TF-Agents'
     # error_loss_fn). 'sigmoid_cross_entropy' is for 0/1 rewards (clicks): the network's predicted
     # rewards are then logits, not rewards; the greedy action (argmax) is the same as over
     # probabilities.
-    reward_loss: str = "squared_error"
-    # Adam's step size for the reward network (neural_epsilon_greedy, ranking); PPO: trainer.ppo.learning_rate
-    learning_rate: float = 1e-3
-    # neural_epsilon_greedy: decoupled weight decay on the reward network (Adam's weight_decay:
+    reward_loss: str = RewardNetworkOptions.reward_loss
+    # neural_epsilon_greedy, ranking: Adam's step size for the reward network; PPO: trainer.ppo.learning_rate
+    learning_rate: float = RewardNetworkOptions.learning_rate
+    # neural_epsilon_greedy, ranking: decoupled weight decay on the reward network (Adam's weight_decay:
     # each step also shrinks every weight by learning_rate x weight_decay of itself), an L2-like
     # pull towards 0 for small, repeated logs. 0: none, TF-Agents' agent and numbers.
-    weight_decay: float = 0.0
-    # neural_epsilon_greedy / ranking: export the reward network's weights averaged over about the
+    weight_decay: float = RewardNetworkOptions.weight_decay
+    # neural_epsilon_greedy, ranking: export the reward network's weights averaged over about the
     # last pass of training (an exponential moving average, at most 100 steps long; trainer/averaging.py)
     # instead of the last step's, which carry the noise of the last few batches. False: the last
     # step's, TF-Agents' agent and numbers.
-    average_weights: bool = False
-    epsilon: float = 0.1  # collect (logging) policy's exploration
-    serving_epsilon: float | None = None  # serving_default's exploration (None: epsilon)
-    # Logged action masks (an `action_mask` column) are honoured by default: the agent is built with
-    # TF-Agents' observation_and_action_constraint_splitter and the exported policy takes the mask
-    # as part of its observation (trainer/masks.py). True trains and exports without the mask.
+    average_weights: bool = RewardNetworkOptions.average_weights
+    # neural_epsilon_greedy: the collect (logging) policy's exploration
+    epsilon: float = NeuralEpsilonGreedyOptions.epsilon
+    # Bandit agents: serving_default's exploration (None: epsilon)
+    serving_epsilon: float | None = None
+    # Bandit agents: logged action masks (an `action_mask` column) are honoured by default: the agent is
+    # built with TF-Agents' observation_and_action_constraint_splitter and the exported policy takes
+    # the mask as part of its observation (trainer/masks.py). True trains and exports without the mask.
     ignore_action_mask: bool = False
-    alpha: float = 1.0  # LinUCB / LinTS exploration width
-    # LinUCB / LinTS warm start: A = f * A_base + sum x x^T, b = f * b_base + sum r x over the new
+    alpha: float = LinearOptions.alpha  # lin_ucb, lin_ts: exploration width
+    # lin_ucb, lin_ts: warm start: A = f * A_base + sum x x^T, b = f * b_base + sum r x over the new
     # split (1.0: the base model's statistics count in full; < 1 discounts older days once per run).
-    forgetting_factor: float = 1.0
+    forgetting_factor: float = LinearOptions.forgetting_factor
     # Records per train step and replica; None: the agent's default (its AgentSpec.batch_size: 4096
     # for lin_ucb and lin_ts, whose closed-form sums gain from big batches; 32 for the network).
     # The last batch of a pass may be smaller: every record trains.
     batch_size: int | None = None
     # Passes over the train split. None: one pass for lin_ucb / lin_ts (their statistics are sums
     # over the records: two passes count every record twice); neural_epsilon_greedy repeats the
-    # split for train_steps steps (NEURAL_TRAIN_STEPS when unset), the budget before passes existed.
+    # split for train_steps steps (its TRAIN_STEPS, 2000, when unset), the budget before passes existed.
     num_epochs: int | None = None
     # An optional cap on train steps (None: no cap, the passes decide); 0 with a base model:
     # re-export the warm-started model as is.
@@ -155,16 +158,16 @@ class TrainerConfig(JsonConfig):
     # parsed and encoded once and held in memory, each pass a fresh seeded permutation of it; a
     # larger one streams from the files every pass, shuffled in a buffer of 10 batches. 0: stream.
     in_memory_bytes: int = 1 << 30
-    # PPO: PPOConfig fields, e.g. {"env_id": "CartPole-v1"}. Online (no examples input) it needs
+    # ppo: PPOConfig fields, e.g. {"env_id": "CartPole-v1"}. Online (no examples input) it needs
     # env_id; offline (logged trajectories) it takes the hyperparameters, and env_id is optional
     # (it only supplies the specs). num_actions above sizes a discrete action the logs leave open.
     # Kept as the options given (unset ones default in PPOConfig, seed from `seed` below), each
     # checked against PPOConfig's type hints.
-    ppo: PPOOptions = field(default_factory=dict)
-    # PPO offline: batch of windows, window length, passes over the data.
+    ppo: PPOSection = field(default_factory=dict)
+    # ppo, offline: batch of windows, window length, passes over the data.
     ppo_offline: PPOOfflineConfig = field(default_factory=PPOOfflineConfig)
-    # Ranking (slate logs): the served page's policy and the feedback trained on. The network, its
-    # loss and the budget are the fields above (the ranking pipeline's defaults: PER_ARM_DEFAULTS).
+    # ranking (slate logs): the served page's policy and the feedback trained on. The network, its
+    # loss and the budget are the fields above (the ranking pipeline's defaults: RANKING_DEFAULTS).
     ranking: RankingOptions = field(default_factory=RankingOptions)
     # Learner.
     strategy: str = "auto"
@@ -187,18 +190,12 @@ class TrainerConfig(JsonConfig):
 
     def validate(self) -> None:
         spec = agent_spec(self.agent)  # unknown: one line with the closest names
-        if spec.is_bandit and (self.num_actions is None or self.num_actions < 2):
+        if KIND_FACTS[spec.kind].sized_by_num_actions and (self.num_actions is None or self.num_actions < 2):
             raise ValueError(
                 f"trainer.num_actions: bandit agent '{self.agent}' needs num_actions >= 2, got {self.num_actions}"
             )
-        if not 0.0 < self.forgetting_factor <= 1.0:
-            raise ValueError(f"trainer.forgetting_factor must be in (0, 1], got {self.forgetting_factor}")
-        if self.forgetting_factor != 1.0 and not spec.linear:
-            raise ValueError(
-                f"trainer.forgetting_factor: discounts LinUCB / LinTS statistics at warm start; agent "
-                f"'{self.agent}' has none (leave it at 1.0)"
-            )
-        self._validate_reward_network(spec)
+        self._refuse_keys_of_other_agents(spec)
+        spec.options_from(self).validate()  # the agent's own keys
         if self.serving_epsilon is not None and not 0.0 <= self.serving_epsilon <= 1.0:
             raise ValueError(f"trainer.serving_epsilon must be in [0, 1], got {self.serving_epsilon}")
         for name in ("batch_size", "num_epochs", "steps_per_run"):
@@ -208,59 +205,27 @@ class TrainerConfig(JsonConfig):
             raise ValueError(f"trainer.in_memory_bytes must be >= 0 (0: stream every pass), got {self.in_memory_bytes}")
         if self.train_steps is not None and self.train_steps < 0:  # 0: warm start and re-export only
             raise ValueError(f"trainer.train_steps must be >= 0, got {self.train_steps}")
-        if spec.pipeline == PPO:
-            convert(PPOOptions, self.ppo, "trainer.ppo", make=False)  # the Python API skips build()
-            self.offline_ppo.validate()
-            if self.num_actions is not None and self.num_actions < 2:
-                raise ValueError(f"trainer.num_actions: needs >= 2 actions, got {self.num_actions}")
-        elif self.ppo_offline != PPOOfflineConfig():
-            raise ValueError(f"trainer.ppo_offline: options for agent 'ppo', but agent is '{self.agent}'")
-        if spec.pipeline == RANKING:
-            self.ranking.validate()
-        elif self.ranking != RankingOptions():
-            raise ValueError(f"trainer.ranking: options for agent 'ranking', but agent is '{self.agent}'")
 
-    def _validate_reward_network(self, spec: AgentSpec) -> None:
-        """network / reward_loss: a known choice, and only for an agent that trains a reward network."""
-        for name, choices, default in (
-            ("network", NETWORKS, "common_tower"),
-            ("reward_loss", REWARD_LOSSES, "squared_error"),
-        ):
-            value = getattr(self, name)
-            if value not in choices:
-                raise ValueError(f"trainer.{name}: unknown value {value!r}; {closest(str(value), choices)}")
-            if value != default and not spec.reward_network:
-                raise ValueError(
-                    f"trainer.{name}: chooses the agent's reward network; agent '{self.agent}' has "
-                    f"none (leave it at '{default}')"
-                )
-        if self.weight_decay < 0:
-            raise ValueError(f"trainer.weight_decay must be >= 0, got {self.weight_decay}")
-        if self.weight_decay and not spec.reward_network:
-            raise ValueError(
-                f"trainer.weight_decay: decays the agent's reward network; agent '{self.agent}' has none (leave it at 0)"
-            )
-        if self.average_weights and not spec.reward_network:
-            raise ValueError(
-                f"trainer.average_weights: averages the agent's reward network; agent '{self.agent}' has none "
-                "(leave it at false)"
-            )
-        if self.network == "dot_product" and not self.hidden_sizes:
-            raise ValueError("trainer.hidden_sizes: network 'dot_product' needs at least one size (the embedding's)")
+    def _refuse_keys_of_other_agents(self, spec: AgentSpec) -> None:
+        """A key only other agents' options read (their EXCLUSIVE_KEYS), set away from its default,
+        would change nothing: an error naming the agent."""
+        own = spec.options_class.EXCLUSIVE_KEYS
+        for other in AGENTS.values():
+            for key, why in other.options_class.EXCLUSIVE_KEYS.items():
+                if key not in own and getattr(self, key) != _default(key):
+                    raise ValueError(f"trainer.{key}: {why.format(agent=self.agent)}")
 
     def check_inputs(self, has_examples: bool) -> None:
-        """PPO trains online without examples: that needs an environment to act in."""
-        if self.registered.pipeline == PPO and not has_examples and not self.ppo.get("env_id"):
+        """Without examples only an agent of an online kind trains: PPO, in trainer.ppo.env_id's environment."""
+        if has_examples:
+            return
+        if not KIND_FACTS[self.registered.kind].online:
+            raise ValueError(f"trainer: agent '{self.agent}' trains offline and needs an examples input")
+        if not self.ppo.get("env_id"):
             raise ValueError(
                 "trainer.ppo.env_id: PPO without an examples input trains online and needs a "
                 "Gymnasium environment id (or give logged trajectories as examples)"
             )
-        if self.registered.pipeline != PPO and not has_examples:
-            raise ValueError(f"trainer: agent '{self.agent}' trains offline and needs an examples input")
-
-    @property
-    def offline_ppo(self) -> PPOOfflineConfig:
-        return self.ppo_offline
 
     @property
     def exploration_epsilon(self) -> float:
@@ -271,10 +236,6 @@ class TrainerConfig(JsonConfig):
     def registered(self) -> AgentSpec:
         """The registered agent this config trains."""
         return agent_spec(self.agent)
-
-    @property
-    def is_bandit(self) -> bool:
-        return self.registered.is_bandit
 
     @property
     def train_batch_size(self) -> int:
@@ -297,3 +258,9 @@ class TrainerConfig(JsonConfig):
         if self.train_steps is not None:
             return self.train_steps
         return self.registered.repeat_steps if self.epochs is None else None
+
+
+def _default(name: str) -> object:
+    """TrainerConfig's default for the key `name` (made afresh where it has a default_factory)."""
+    f = {f.name: f for f in dataclasses.fields(TrainerConfig)}[name]
+    return f.default_factory() if callable(f.default_factory) else f.default

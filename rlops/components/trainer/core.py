@@ -15,28 +15,12 @@ import tensorflow as tf
 
 from rlops.components.common import decision_kinds
 from rlops.components.common.keys import TOTAL_ENV_STEPS_KEY, TRAIN_STEPS_KEY
-
-# Where the Model's serving policy lies: users and tests read a Trainer's output through these.
-from rlops.components.common.model import SERVING_DIR as SERVING_DIR, serving_dir as serving_dir
 from rlops.components.trainer.bandit import train_bandit
 from rlops.components.trainer.config import TrainerConfig
 from rlops.components.trainer.layout import CONFIG_FILE, CURVE_FILE, METRICS_FILE
 from rlops.components.trainer.ppo import train_ppo
 from rlops.components.trainer.ranking import train_ranking
 from rlops.components.trainer.result import RETURN, TrainResult
-
-__all__ = [
-    "CONFIG_FILE",
-    "METRICS_FILE",
-    "SERVING_DIR",
-    "TRAINING_PATHS",
-    "TrainResult",
-    "TrainingPath",
-    "apply_runtime_params",
-    "check_budget_kind",
-    "run_trainer",
-    "serving_dir",
-]
 
 # (examples_uri or None, model_uri, model_run_uri, config, base_model_uri or None) -> the result
 Train = Callable[[str | None, str, str, TrainerConfig, str | None], TrainResult]
@@ -69,7 +53,7 @@ TRAINING_PATHS: dict[str, TrainingPath] = {
 
 def training_path(config: TrainerConfig) -> TrainingPath:
     """The path that trains `config.agent`, by the decision kind its AgentSpec names."""
-    kind = config.registered.decision_kind
+    kind = config.registered.kind
     path = TRAINING_PATHS.get(kind)
     if path is None:
         raise ValueError(

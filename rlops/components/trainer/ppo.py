@@ -13,7 +13,7 @@ from rlops.agents import specs
 from rlops.components.common import records
 from rlops.components.trainer import episodes
 from rlops.components.trainer.agents.base import BuildInputs
-from rlops.components.trainer.agents.ppo import PPOOfflineConfig
+from rlops.components.trainer.agents.ppo import PPOOfflineConfig, PPOOptions
 from rlops.components.trainer.config import TrainerConfig
 from rlops.components.trainer.export import export_policies
 from rlops.components.trainer.loop import train_loop
@@ -41,7 +41,7 @@ def train_ppo_online(
     from rlops.envs.gym_env import GymVectorEnv
     from rlops.train import on_policy
 
-    ppo_config = dataclasses.replace(on_policy.PPOConfig(seed=config.seed), **ppo_options(config))
+    ppo_config = PPOOptions.from_trainer(config).ppo_config()
     env = GymVectorEnv(ppo_config.env_id, ppo_config.num_envs, seed=ppo_config.seed)
 
     def build() -> tuple[Any, tf.Variable]:
@@ -97,7 +97,8 @@ def train_ppo_offline(
     from rlops.train.learner import Learner
     from rlops.train.on_policy import PPOConfig, build_ppo_agent, train_steps_per_iteration
 
-    offline = config.offline_ppo
+    options = PPOOptions.from_trainer(config)
+    offline = options.offline
     pattern = records.split_file_pattern(examples_uri, "train")
     logged = episodes.inspect_logs(pattern)
     observation_spec, action_spec = offline_specs(logged, config)
@@ -110,10 +111,10 @@ def train_ppo_offline(
     # learning-rate schedule, when asked for). Annealing is off unless set: a schedule keyed on
     # the optimizer's step count would already be spent in a warm-started retraining run.
     ppo_config = dataclasses.replace(
-        PPOConfig(seed=config.seed),
+        PPOConfig(seed=options.seed),
         **{
             "anneal_lr": False,
-            **ppo_options(config),
+            **options.ppo,
             "num_envs": offline.batch_size,
             "num_steps": offline.window_length,
             "total_env_steps": total * offline.batch_size * offline.window_length,
@@ -168,11 +169,6 @@ def train_ppo_offline(
             **origin.cold_note(),
         },
     )
-
-
-def ppo_options(config: TrainerConfig) -> dict[str, Any]:
-    """trainer.ppo as PPOConfig keyword arguments (the config loader checked each against PPOConfig's hint)."""
-    return dict(config.ppo)
 
 
 def offline_budget(offline: PPOOfflineConfig, windows: int, train_rows: int) -> int:

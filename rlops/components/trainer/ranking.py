@@ -77,13 +77,15 @@ def read_slate_records(examples_uri: str, base_model_uri: str | None, config: Tr
 
 def make_ranking_agent(config: TrainerConfig, logs: SlateRecords, train_step: tf.Variable) -> Any:
     """The registered ranking agent for the records' specs."""
-    from rlops.components.trainer.agents import BuildInputs, agent_spec
+    from rlops.components.trainer.agents.base import BuildInputs
     from rlops.components.trainer.agents.ranking import ranking_specs
 
-    cascading = config.ranking.feedback == "cascading"
-    ts_spec, action_spec = ranking_specs(logs.preprocessor.global_dim, logs.num_items, logs.num_slots, cascading)
+    spec = config.registered
+    ts_spec, action_spec = ranking_specs(
+        logs.preprocessor.global_dim, logs.num_items, logs.num_slots, config.ranking.cascading
+    )
     inputs = BuildInputs(ts_spec, action_spec, ts_spec.observation, train_step, per_arm=True)
-    return agent_spec(config.agent).build(config, inputs)
+    return spec.build(spec.options_from(config), inputs)
 
 
 def slate_trajectory(parsed: dict[str, tf.Tensor], logs: SlateRecords, cascading: bool) -> Any:
@@ -128,7 +130,7 @@ def train_ranking(
     # First: MultiWorkerMirroredStrategy configures collectives, which must precede any TF op.
     strategy = get_strategy(config.strategy)
     logs = read_slate_records(examples_uri, base_model_uri, config)
-    cascading = config.ranking.feedback == "cascading"
+    cascading = config.ranking.cascading
     tf.random.set_seed(config.seed)
 
     def build() -> tuple[Any, tf.Variable]:

@@ -1,4 +1,5 @@
-"""What the registry knows of an agent (`AgentSpec`) and what its builder is given (`BuildInputs`).
+"""What the registry knows of an agent (`AgentSpec`), what its options provide (`AgentOptions`)
+and what its builder is given (`BuildInputs`).
 
 TensorFlow-free, so the config loader reads the registry without importing TensorFlow.
 """
@@ -6,16 +7,26 @@ TensorFlow-free, so the config loader reads the registry without importing Tenso
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, ClassVar, Protocol
 
 from rlops.components.common.decision_kinds import KINDS
 
-if TYPE_CHECKING:
-    from rlops.components.trainer.config import TrainerConfig
 
-BANDIT = "bandit"  # trained offline from logged bandit feedback (the bandit pipeline)
-PPO = "ppo"  # trained online in an environment, or offline from logged trajectories (the ppo pipeline)
-RANKING = "ranking"  # trained offline from logged slates (the ranking pipeline)
+class AgentOptions(Protocol):
+    """An agent's own options: a frozen dataclass beside its builder, read from the trainer section."""
+
+    # trainer.<key> -> the error when another agent's config sets it ({agent}: that agent's name):
+    # keys only this agent's options read, which another agent must leave at their defaults.
+    EXCLUSIVE_KEYS: ClassVar[dict[str, str]]
+
+    @classmethod
+    def from_trainer(cls, section: Any) -> AgentOptions:
+        """The options as the trainer section (its YAML keys) gives them."""
+        ...
+
+    def validate(self) -> None:
+        """Raises ValueError naming the trainer key of a value out of range."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -30,41 +41,28 @@ class BuildInputs:
     per_arm: bool = False  # the observation holds each candidate's features ({global, per_arm, num_actions})
 
 
-Builder = Callable[["TrainerConfig", BuildInputs], Any]
+Builder = Callable[[Any, BuildInputs], Any]  # (the agent's options, inputs) -> the agent
 
 
 @dataclass(frozen=True)
 class AgentSpec:
-    """One registered agent: its name (`trainer.agent`), builder, and the facts the Trainer and the
-    config loader ask of it instead of branching on its name."""
+    """One registered agent: its name (`trainer.agent`), builder, options, and the facts the Trainer
+    and the config loader ask of it instead of branching on its name."""
 
     name: str
     build: Builder
-    pipeline: str  # BANDIT, PPO or RANKING: which pipeline (and training path) trains it
-    linear: bool = False  # closed-form sums: one pass by default, order-free, forgetting_factor applies
+    options_class: type[AgentOptions]  # what `build` takes, made by its from_trainer
+    kind: str  # the decision kind whose records it trains on (decision_kinds.KINDS)
+    linear: bool = False  # closed-form sums: one pass by default, order-free (no user x item taste over per-arm features)
     per_arm: bool = False  # can score each candidate's features (per-arm records)
-    reward_network: bool = False  # trains a reward network: trainer.network and trainer.reward_loss apply
     batch_size: int = 32  # default records per train step and replica
     repeat_steps: int | None = None  # without num_epochs: the split repeats for this many train steps (None: one pass)
 
-    @property
-    def is_bandit(self) -> bool:
-        return self.pipeline == BANDIT
+    def options_from(self, section: Any) -> Any:
+        """This agent's options as the trainer section gives them (what `build` takes)."""
+        return self.options_class.from_trainer(section)
 
     @property
-    def decision_kind(self) -> str:
-        """The decision kind whose records it trains on (rlops.components.common.decision_kinds)."""
-        return next(kind.name for kind in KINDS.values() if kind.pipeline == self.pipeline)
-
-
-def linear_bandit(agent_cls: Any, config: TrainerConfig, inputs: BuildInputs) -> Any:
-    """LinUCB / LinTS (one model per arm, or one shared model over per-arm features)."""
-    return agent_cls(
-        inputs.time_step_spec,
-        inputs.action_spec,
-        alpha=config.alpha,
-        add_bias=True,
-        accepts_per_arm_features=inputs.per_arm,
-        train_step_counter=inputs.train_step,
-        observation_and_action_constraint_splitter=inputs.splitter,
-    )
+    def pipeline(self) -> str:
+        """The pipeline that trains it (`rlops run <pipeline>`): its kind's."""
+        return KINDS[self.kind].pipeline

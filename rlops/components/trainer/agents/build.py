@@ -1,5 +1,5 @@
-"""Builds the bandit agent a TrainerConfig names for the Examples' specs (plain, masked, per-arm),
-through the registry: the agent's own module supplies the agent."""
+"""Builds the bandit agent the trainer section names for the Examples' specs (plain, masked,
+per-arm), through the registry: the agent's own module supplies the agent, from its options."""
 
 from __future__ import annotations
 
@@ -7,11 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from rlops.components.trainer.agents.base import BuildInputs
 from rlops.components.trainer.agents.registry import agent_spec
+from rlops.components.trainer.kinds import KIND_FACTS
 
 if TYPE_CHECKING:
     import tensorflow as tf
-
-    from rlops.components.trainer.config import TrainerConfig
 
 
 def bandit_specs(context_dim: int, num_actions: int, minimum: int = 0) -> tuple:
@@ -41,19 +40,20 @@ def per_arm_specs(global_dim: int, num_arms: int, arm_dim: int) -> tuple:
 
 
 def make_bandit_agent(
-    config: TrainerConfig,
+    config: Any,
     context_dim: int,
     train_step: tf.Variable,
     per_arm: tuple[int, int, int] | None = None,
     masked: bool = False,
 ) -> Any:
-    """`per_arm` (global dim, K, arm dim): the agent scores each candidate's features. `masked`:
+    """The agent the trainer section `config` names, for records of one choice of K.
+    `per_arm` (global dim, K, arm dim): the agent scores each candidate's features. `masked`:
     the observation is {'observation', 'action_mask'} and the agent's policies act among the
     allowed actions only (TF-Agents' observation_and_action_constraint_splitter)."""
     from rlops.components.trainer import masks
 
     spec = agent_spec(config.agent)
-    if not spec.is_bandit:
+    if not KIND_FACTS[spec.kind].sized_by_num_actions:
         raise ValueError(f"trainer.agent: '{config.agent}' is not a bandit agent")
     if per_arm is not None:
         if not spec.per_arm:
@@ -65,7 +65,7 @@ def make_bandit_agent(
             )
         ts_spec, action_spec = per_arm_specs(*per_arm)
     else:
-        assert config.num_actions is not None  # TrainerConfig.validate: bandit agents need it
+        assert config.num_actions is not None  # validated: records of this kind are sized by it
         ts_spec, action_spec = bandit_specs(context_dim, config.num_actions, config.action_minimum)
     scored = ts_spec.observation  # what the network / linear model sees
     splitter = None
@@ -74,7 +74,9 @@ def make_bandit_agent(
             observation=masks.with_mask(scored, int(action_spec.maximum) - int(action_spec.minimum) + 1)
         )
         splitter = masks.split_mask
-    return spec.build(config, BuildInputs(ts_spec, action_spec, scored, train_step, splitter, per_arm is not None))
+    return spec.build(
+        spec.options_from(config), BuildInputs(ts_spec, action_spec, scored, train_step, splitter, per_arm is not None)
+    )
 
 
 def serving_policy(agent: Any) -> Any:

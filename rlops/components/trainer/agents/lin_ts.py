@@ -1,22 +1,19 @@
 """lin_ts: linear Thompson sampling over the same closed-form statistics as LinUCB.
-Options (trainer.*): alpha, forgetting_factor (warm start)."""
+Options: LinearOptions (agents/linear.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from rlops.components.trainer.agents.base import BANDIT, AgentSpec, BuildInputs, linear_bandit
-
-if TYPE_CHECKING:
-    from rlops.components.trainer.config import TrainerConfig
-
-BATCH_SIZE = 4096  # closed-form sums gain from big batches
+from rlops.components.common.decision_kinds import BANDIT
+from rlops.components.trainer.agents.base import AgentSpec, BuildInputs
+from rlops.components.trainer.agents.linear import BATCH_SIZE, LinearOptions, build_linear
 
 
-def build(config: TrainerConfig, inputs: BuildInputs) -> Any:
+def build(options: LinearOptions, inputs: BuildInputs) -> Any:
     from rlops.agents.bandits import LinearThompsonSamplingAgent
 
-    return linear_bandit(LinearThompsonSamplingAgent, config, inputs)
+    return build_linear(LinearThompsonSamplingAgent, options, inputs)
 
 
-SPEC = AgentSpec("lin_ts", build, BANDIT, linear=True, per_arm=True, batch_size=BATCH_SIZE)
+SPEC = AgentSpec("lin_ts", build, LinearOptions, BANDIT, linear=True, per_arm=True, batch_size=BATCH_SIZE)

@@ -1,22 +1,19 @@
 """lin_ucb: LinUCB, closed-form ridge statistics per arm (or shared, per-arm features), acting
-on the upper confidence bound. Options (trainer.*): alpha, forgetting_factor (warm start)."""
+on the upper confidence bound. Options: LinearOptions (agents/linear.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from rlops.components.trainer.agents.base import BANDIT, AgentSpec, BuildInputs, linear_bandit
-
-if TYPE_CHECKING:
-    from rlops.components.trainer.config import TrainerConfig
-
-BATCH_SIZE = 4096  # closed-form sums gain from big batches
+from rlops.components.common.decision_kinds import BANDIT
+from rlops.components.trainer.agents.base import AgentSpec, BuildInputs
+from rlops.components.trainer.agents.linear import BATCH_SIZE, LinearOptions, build_linear
 
 
-def build(config: TrainerConfig, inputs: BuildInputs) -> Any:
+def build(options: LinearOptions, inputs: BuildInputs) -> Any:
     from rlops.agents.bandits import LinUCBAgent
 
-    return linear_bandit(LinUCBAgent, config, inputs)
+    return build_linear(LinUCBAgent, options, inputs)
 
 
-SPEC = AgentSpec("lin_ucb", build, BANDIT, linear=True, per_arm=True, batch_size=BATCH_SIZE)
+SPEC = AgentSpec("lin_ucb", build, LinearOptions, BANDIT, linear=True, per_arm=True, batch_size=BATCH_SIZE)

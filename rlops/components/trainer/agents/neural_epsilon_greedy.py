@@ -1,75 +1,70 @@
 """neural_epsilon_greedy: a reward network trained by regression, acting epsilon-greedily.
 
-Options (trainer.*): hidden_sizes, network (per-arm: common_tower or dot_product), reward_loss
-(squared_error or sigmoid_cross_entropy), learning_rate, weight_decay, epsilon, seed. Without num_epochs the
-split repeats for train_steps steps (TRAIN_STEPS when unset).
+Options: NeuralEpsilonGreedyOptions (the reward network's, agents/reward_network.py, plus epsilon
+and num_actions). Without num_epochs the split repeats for train_steps steps (TRAIN_STEPS when unset).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
-from rlops.components.trainer.agents.base import BANDIT, AgentSpec, BuildInputs
-
-if TYPE_CHECKING:
-    from rlops.components.trainer.config import TrainerConfig
+from rlops.components.common.decision_kinds import BANDIT
+from rlops.components.trainer.agents.base import AgentSpec, BuildInputs
+from rlops.components.trainer.agents.reward_network import RewardNetworkOptions
 
 BATCH_SIZE = 32  # records per train step and replica
 TRAIN_STEPS = 2_000  # the budget without num_epochs or train_steps
 
 
-def build(config: TrainerConfig, inputs: BuildInputs) -> Any:
-    import tf_keras
+@dataclass(frozen=True)
+class NeuralEpsilonGreedyOptions(RewardNetworkOptions):
+    """neural_epsilon_greedy's options: its reward network's (trainer.hidden_sizes, network,
+    reward_loss, learning_rate, weight_decay, average_weights, seed), trainer.epsilon and trainer.num_actions."""
 
-    from rlops.agents.bandits import NeuralEpsilonGreedyAgent, PerArmRewardNetwork, mean_squared_error
-    from rlops.agents.bandits.dot_product import GlobalAndArmDotProductNetwork
+    epsilon: float = 0.1
+    """The collect (logging) policy's exploration."""
+    num_actions: int | None = None
+    """Without per-arm features: the network's outputs, one per action (the bandit records' action count)."""
+
+    @classmethod
+    def from_trainer(cls, section: Any) -> NeuralEpsilonGreedyOptions:
+        return cls(**cls.network_keys(section), epsilon=section.epsilon, num_actions=section.num_actions)
+
+
+def build(options: NeuralEpsilonGreedyOptions, inputs: BuildInputs) -> Any:
+    from rlops.agents.bandits import NeuralEpsilonGreedyAgent
     from rlops.agents.networks import RewardNetwork
 
-    if config.network == "dot_product" and not inputs.per_arm:
+    if options.network == "dot_product" and not inputs.per_arm:
         raise ValueError(
             "trainer.network: 'dot_product' scores each item by its features; these examples have no "
             "per-arm features (give experience_gen.bandit_columns.item_features), or use 'common_tower'"
         )
-    if inputs.per_arm:  # scores each candidate: {global, per_arm} (num_actions only masks)
-        obs = {k: v for k, v in inputs.observation_spec.items() if k != "num_actions"}
-        if config.network == "dot_product":
-            network = GlobalAndArmDotProductNetwork(
-                obs, global_layers=config.hidden_sizes, arm_layers=config.hidden_sizes, seed=config.seed
-            )
-        else:
-            network = PerArmRewardNetwork(obs, common_layers=config.hidden_sizes, seed=config.seed)
+    if inputs.per_arm:  # scores each candidate
+        network = options.per_arm_network(inputs.observation_spec)
     else:
-        assert config.num_actions is not None  # TrainerConfig.validate: a bandit agent needs it
-        network = RewardNetwork(inputs.observation_spec, config.num_actions, config.hidden_sizes, seed=config.seed)
+        assert options.num_actions is not None  # validated: records of its kind are sized by it
+        network = RewardNetwork(inputs.observation_spec, options.num_actions, options.hidden_sizes, seed=options.seed)
     return NeuralEpsilonGreedyAgent(
         inputs.time_step_spec,
         inputs.action_spec,
         network,
-        # weight_decay=None, not 0.0: the optimizer TF-Agents' numbers were pinned with.
-        tf_keras.optimizers.Adam(config.learning_rate, weight_decay=config.weight_decay or None),
-        epsilon=config.epsilon,
+        options.optimizer(),
+        epsilon=options.epsilon,
         accepts_per_arm_features=inputs.per_arm,
         train_step_counter=inputs.train_step,
         observation_and_action_constraint_splitter=inputs.splitter,
-        error_loss_fn=sigmoid_cross_entropy if config.reward_loss == "sigmoid_cross_entropy" else mean_squared_error,
+        error_loss_fn=options.error_loss_fn(),
     )
-
-
-def sigmoid_cross_entropy(labels: Any, logits: Any, weights: Any = 1.0, reduction: Any = None) -> Any:
-    """Elementwise log loss of 0/1 rewards on logits: `tf.compat.v1.losses.sigmoid_cross_entropy`
-    with reduction NONE (the agent reduces), without its v1 loss collections."""
-    import tensorflow as tf
-
-    del reduction
-    return tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits) * weights
 
 
 SPEC = AgentSpec(
     "neural_epsilon_greedy",
     build,
+    NeuralEpsilonGreedyOptions,
     BANDIT,
     per_arm=True,
-    reward_network=True,
     batch_size=BATCH_SIZE,
     repeat_steps=TRAIN_STEPS,
 )

@@ -1,6 +1,7 @@
 """ranking: a RankingAgent (rlops.agents.ranking) trained offline on slate logs, scoring the K
 candidates with the per-arm reward network (trainer.network, hidden_sizes, reward_loss,
 learning_rate, weight_decay) and serving pages drawn by trainer.ranking's slate policy.
+Options: RankingAgentOptions (the reward network's, agents/reward_network.py, plus trainer.ranking).
 
 Defaults, and why:
 - feedback `cascading` with reward_loss `sigmoid_cross_entropy` and non-click score 0: the slots
@@ -20,12 +21,11 @@ Defaults, and why:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
-from rlops.components.trainer.agents.base import RANKING, AgentSpec, BuildInputs
-
-if TYPE_CHECKING:
-    from rlops.components.trainer.config import TrainerConfig
+from rlops.components.common.decision_kinds import SLATE
+from rlops.components.trainer.agents.base import AgentSpec, BuildInputs
+from rlops.components.trainer.agents.reward_network import RewardNetworkOptions
 
 SLATE_POLICIES = ("plackett_luce", "epsilon_per_slot")
 FEEDBACK = ("cascading", "score_vector")
@@ -57,6 +57,11 @@ class RankingOptions:
         if not 0.0 <= self.epsilon <= 1.0:
             raise ValueError(f"trainer.ranking.epsilon must be in [0, 1], got {self.epsilon}")
 
+    @property
+    def cascading(self) -> bool:
+        """Trains on the slots down to the first click (the cascading feedback)."""
+        return self.feedback == "cascading"
+
     def slate_policy_object(self) -> Any:
         """The numpy slate policy (rlops.agents.ranking.propensities) the served head draws from."""
         from rlops.agents.ranking.propensities import EpsilonPerSlot, PlackettLuce
@@ -66,17 +71,26 @@ class RankingOptions:
         return PlackettLuce(self.temperature)
 
 
-def scoring_network(config: TrainerConfig, observation_spec: dict[str, Any]) -> Any:
-    """The per-arm network that scores candidates: two-tower dot_product or common_tower."""
-    from rlops.agents.bandits import PerArmRewardNetwork
-    from rlops.agents.bandits.dot_product import GlobalAndArmDotProductNetwork
+@dataclass(frozen=True)
+class RankingAgentOptions(RewardNetworkOptions):
+    """ranking's options: its reward network's (trainer.hidden_sizes, network, reward_loss,
+    learning_rate, weight_decay, average_weights, seed) and trainer.ranking."""
 
-    obs = {k: v for k, v in observation_spec.items() if k != "num_actions"}
-    if config.network == "dot_product":
-        return GlobalAndArmDotProductNetwork(
-            obs, global_layers=config.hidden_sizes, arm_layers=config.hidden_sizes, seed=config.seed
-        )
-    return PerArmRewardNetwork(obs, common_layers=config.hidden_sizes, seed=config.seed)
+    ranking: RankingOptions = RankingOptions()
+    """What it learns from (feedback) and what it serves (the slate policy)."""
+
+    EXCLUSIVE_KEYS: ClassVar[dict[str, str]] = {
+        **RewardNetworkOptions.EXCLUSIVE_KEYS,
+        "ranking": "options for agent 'ranking', but agent is '{agent}'",
+    }
+
+    @classmethod
+    def from_trainer(cls, section: Any) -> RankingAgentOptions:
+        return cls(**cls.network_keys(section), ranking=section.ranking)
+
+    def validate(self) -> None:
+        super().validate()
+        self.ranking.validate()
 
 
 def ranking_specs(global_dim: int, num_items: int, num_slots: int, cascading: bool) -> tuple[Any, Any]:
@@ -104,29 +118,23 @@ def ranking_specs(global_dim: int, num_items: int, num_slots: int, cascading: bo
     return time_step_spec(observation, reward), action
 
 
-def build(config: TrainerConfig, inputs: BuildInputs) -> Any:
+def build(options: RankingAgentOptions, inputs: BuildInputs) -> Any:
     """A RankingAgent for a per-arm observation spec and a slate action spec ([L] item indices)."""
-    import tf_keras
-
-    from rlops.agents.bandits import mean_squared_error
     from rlops.agents.ranking.ranking_agent import FeedbackModel, RankingAgent
-    from rlops.components.trainer.agents.neural_epsilon_greedy import sigmoid_cross_entropy
 
-    options = config.ranking
-    cascading = options.feedback == "cascading"
-    log_loss = config.reward_loss == "sigmoid_cross_entropy"
+    cascading = options.ranking.cascading
     return RankingAgent(
         inputs.time_step_spec,
         inputs.action_spec,
-        scoring_network(config, inputs.observation_spec),
-        tf_keras.optimizers.Adam(config.learning_rate, weight_decay=config.weight_decay or None),
-        error_loss_fn=sigmoid_cross_entropy if log_loss else mean_squared_error,
+        options.per_arm_network(inputs.observation_spec),
+        options.optimizer(),
+        error_loss_fn=options.error_loss_fn(),
         feedback_model=FeedbackModel.CASCADING if cascading else FeedbackModel.SCORE_VECTOR,
         # log loss needs labels in [0, 1]: a non-click is 0 (TF-Agents' -1 suits squared error)
-        non_click_score=(0.0 if log_loss else None) if cascading else None,
-        collect_slate_policy=options.slate_policy_object(),
+        non_click_score=(0.0 if options.log_loss else None) if cascading else None,
+        collect_slate_policy=options.ranking.slate_policy_object(),
         train_step_counter=inputs.train_step,
     )
 
 
-SPEC = AgentSpec("ranking", build, RANKING, per_arm=True, reward_network=True, batch_size=BATCH_SIZE)
+SPEC = AgentSpec("ranking", build, RankingAgentOptions, SLATE, per_arm=True, batch_size=BATCH_SIZE)

@@ -1,5 +1,5 @@
 """The one table of agents: `trainer.agent` -> its AgentSpec. A new agent is its module in this
-package (builder, options, SPEC) and its line below."""
+package (options, builder, SPEC) and its line below."""
 
 from __future__ import annotations
 
@@ -27,5 +27,5 @@ def agent_spec(name: str) -> AgentSpec:
 
 
 def agent_names(pipeline: str) -> list[str]:
-    """The agents a pipeline kind (bandit, ppo, ranking) trains, in registry order."""
+    """The agents the pipeline `pipeline` (bandit, ppo, ranking) trains: those of its decision kind, in registry order."""
     return [name for name, spec in AGENTS.items() if spec.pipeline == pipeline]
