@@ -10,6 +10,7 @@ from rlops.components.common.model import serving_dir
 from rlops.components.trainer.config import TrainerConfig
 from rlops.components.trainer.layout import CONFIG_FILE
 from rlops.components.trainer.run_fn import CONFIG_KEY, run_fn
+from rlops.train.policy_saver import load_specs
 
 # Slow: trains and warm-starts bandit policies on ingested digits logs; `make test` runs it.
 pytestmark = pytest.mark.slow
@@ -61,6 +62,8 @@ def test_warm_start_continues_from_the_base_model(examples_uri, tmp_path):
     assert first.warm_started_from is None and second.warm_started_from
     loaded = tf.saved_model.load(serving_dir(str(tmp_path / "m2")))
     assert int(loaded.signatures["get_train_step"]()["train_step"]) == 120  # 60 + 60: the counter continued
+    assert loaded.signatures["get_metadata"]()["decision_kind"].numpy() == b"bandit"  # what the Pusher reads
+    assert load_specs(serving_dir(str(tmp_path / "m2")))["decision_kind"] == "bandit"
     with pytest.raises(FileNotFoundError, match="base_model"):
         run_trainer(config, str(tmp_path / "m3"), str(tmp_path / "r3"), examples_uri, base_model_uri=str(tmp_path))
 

@@ -258,7 +258,7 @@ def test_per_arm_agents_with_a_mask_train_and_act_among_allowed_candidates(agent
         acts = policy.action(trajectories.restart(full, n)).action.numpy()
         assert (allowed[np.arange(n), acts] == 1).all(), type(policy).__name__
     wrapped = [masks.MaskedFeaturePolicy(p, _PerArmInputs(), k) for p in (serving_policy(a), a.collect_policy)]
-    export_policies(*wrapped, step, str(tmp_path), serving_epsilon=0.5)
+    export_policies(*wrapped, step, str(tmp_path), "bandit", serving_epsilon=0.5)
     out = tf.saved_model.load(serving_dir(str(tmp_path))).signatures["serving_default"](
         **{
             "global": tf.constant(g),

@@ -80,7 +80,7 @@ def test_only_the_chief_exports_and_writes_metrics(tmp_path, monkeypatch, tf_con
 
     def fake_train(examples_uri, model_uri, model_run_uri, config, base_model_uri=None):
         # The real export of the real bandit path, minus the data and the training loop.
-        export_policies(serving_policy(agent), agent.collect_policy, step, model_uri)
+        export_policies(serving_policy(agent), agent.collect_policy, step, model_uri, "bandit")
         return TrainResult(train_steps=1, final_loss=0.5, steps_per_sec=1.0, wall_s=0.1, curve=[(1, 0.5)])
 
     monkeypatch.setitem(core.TRAINING_PATHS, BANDIT, dataclasses.replace(core.TRAINING_PATHS[BANDIT], train=fake_train))

@@ -74,6 +74,8 @@ def test_rlops_run_ranking_ends_in_a_verified_push_serving_pages(ranking_run):
     assert summary["records_written_eval"] > 0 and summary["records_quarantined"] == 0
     assert summary["blessed"] and summary["pushed"], summary["blessing_reason"]
     assert "snrips" in summary["blessing_reason"] and "lower 95% bound" in summary["blessing_reason"]
+    with open(os.path.join(pushed_version(config), "policy_specs.json")) as f:
+        assert json.load(f)["decision_kind"] == "slate"  # the kind travelled: Examples -> Trainer -> push
     # a server's view: TensorFlow alone, a context no vocabulary holds, fewer candidates on some rows
     pages = run_fresh_python(SERVE_PAGES, pushed_version(config))
     slates = np.asarray(pages["slate"])

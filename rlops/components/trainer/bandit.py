@@ -11,6 +11,7 @@ from typing import Any
 import tensorflow as tf
 
 from rlops.components.common import records
+from rlops.components.common.decision_kinds import BANDIT
 from rlops.components.trainer import masks
 from rlops.components.trainer.bandit_records import (
     checked_action,
@@ -131,7 +132,7 @@ def train_bandit(
     trained = run.trained
     greedy, collect = _raw_feature_policies(serving_policy(agent), agent.collect_policy, logs, config)
     export_policies(
-        greedy, collect, train_step, model_uri, serving_epsilon=config.exploration_epsilon, schema=logs.schema
+        greedy, collect, train_step, model_uri, BANDIT, serving_epsilon=config.exploration_epsilon, schema=logs.schema
     )
     return trained.result(
         warm,

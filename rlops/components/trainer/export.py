@@ -17,6 +17,7 @@ def export_policies(
     collect_policy: Any | None,
     train_step: tf.Variable,
     model_uri: str,
+    decision_kind: str,
     serving_epsilon: float | None = None,
     schema: FeatureSchema | None = None,
 ) -> None:
@@ -24,7 +25,8 @@ def export_policies(
     into both (rlops.train.policy_saver). With `serving_epsilon`, the serving SavedModel gets
     `serving_default` (both get the same metadata, so their checkpoints stay interchangeable);
     the feature schema goes beside it. `collect_policy` None: the served policy is the one that
-    explores (a ranking policy's pages), and only the serving SavedModel is written."""
+    explores (a ranking policy's pages), and only the serving SavedModel is written. Both name
+    `decision_kind` in their specs and get_metadata: what the Pusher and the LiteRT converter read."""
     from rlops.train.policy_saver import PolicySaver
     from rlops.train.strategy import is_chief, task_info
 
@@ -35,13 +37,17 @@ def export_policies(
     collect_variables = [] if collect_policy is None else list(collect_policy.variables)
     shared = list({id(v): v for v in list(serving_policy.variables) + collect_variables}.values())
     meta = {} if serving_epsilon is None else {"serving_epsilon": float(serving_epsilon)}
-    PolicySaver(serving_policy, train_step=train_step, variables=shared, serving_epsilon=serving_epsilon).save(
-        serving_dir(out)
-    )
+    PolicySaver(
+        serving_policy,
+        train_step=train_step,
+        variables=shared,
+        serving_epsilon=serving_epsilon,
+        decision_kind=decision_kind,
+    ).save(serving_dir(out))
     if collect_policy is not None:
-        PolicySaver(collect_policy, train_step=train_step, variables=shared, metadata=meta).save(
-            os.path.join(out, COLLECT_POLICY_DIR)
-        )
+        PolicySaver(
+            collect_policy, train_step=train_step, variables=shared, metadata=meta, decision_kind=decision_kind
+        ).save(os.path.join(out, COLLECT_POLICY_DIR))
     if schema is not None:
         schema.save(serving_dir(out))
     if not chief:

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from rlops.agents import specs
 from rlops.components.common import records
+from rlops.components.common.decision_kinds import TRAJECTORY
 from rlops.components.trainer import episodes
 from rlops.components.trainer.agents.base import BuildInputs
 from rlops.components.trainer.agents.ppo import PPOOfflineConfig, PPOOptions
@@ -68,7 +69,7 @@ def train_ppo_online(
         checkpoint_interval=config.checkpoint_interval,
     )
     writer.flush()
-    export_policies(agent.policy, agent.collect_policy, agent.train_step_counter, model_uri)
+    export_policies(agent.policy, agent.collect_policy, agent.train_step_counter, model_uri, TRAJECTORY)
     return TrainResult(
         train_steps=int(agent.train_step_counter.numpy()),
         final_loss=result.losses[-1] if result.losses else float("nan"),
@@ -157,7 +158,7 @@ def train_ppo_offline(
     trained = train_loop(
         learner, done, total, config.steps_per_run, passes=False, note=lambda: f"/{total} (ppo offline)"
     )
-    export_policies(agent.policy, agent.collect_policy, agent.train_step_counter, model_uri)
+    export_policies(agent.policy, agent.collect_policy, agent.train_step_counter, model_uri, TRAJECTORY)
     return trained.result(
         origin.warm_started_from,
         {

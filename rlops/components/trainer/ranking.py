@@ -16,7 +16,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from rlops.components.common import records
+from rlops.components.common import decision_kinds, records
 from rlops.components.common.records import NUM_ACTIONS, REWARD
 from rlops.components.common.slates import SLATE, SLATE_LENGTH, slate_record_spec
 from rlops.components.trainer.config import TrainerConfig
@@ -156,7 +156,7 @@ def train_ranking(
     trained = run.trained
     # What servers call: the exploring page (serving_ranked), on the context's raw features.
     served = FeaturePolicy(agent.collect_policy, logs.preprocessor)
-    export_policies(served, None, train_step, model_uri, schema=logs.schema)
+    export_policies(served, None, train_step, model_uri, decision_kinds.SLATE, schema=logs.schema)
     return trained.result(
         origin.warm_started_from,
         {
