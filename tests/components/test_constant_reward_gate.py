@@ -7,7 +7,7 @@ import json
 import os
 
 from rlops.components.common.records import CONSTANT_REWARD_FILE
-from rlops.components.evaluator import core
+from rlops.components.evaluator import bandit, core
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.evaluator.estimate import Estimate
 
@@ -22,7 +22,7 @@ def _evaluate(tmp_path, monkeypatch, marked: bool):
     def evaluate_bandit(*args, **kwargs):
         return {"baseline": "logging_policy"}, clear_win
 
-    monkeypatch.setattr(core, "evaluate_bandit", evaluate_bandit)
+    monkeypatch.setattr(bandit, "evaluate_bandit", evaluate_bandit)  # the bandit row of EVALUATION_PATHS
     return core.run_evaluator(
         EvaluatorConfig(),
         str(tmp_path / "model"),
