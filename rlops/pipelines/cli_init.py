@@ -46,6 +46,7 @@ from rlops.pipelines.infer_columns import (
     Guess,
     Guesses,
     PerItemColumns,
+    decision_id_column,
     describe_columns,
     event_type_word,
     guess_event_roles,
@@ -195,6 +196,7 @@ class Plan:
     decide: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     events: EventsPlan | None = None  # --events: rewards from the events
+    decision_id: str | None = None  # a column of each decision's own id (impression_id, ...): the split's key
 
     def guess_lines(self) -> list[str]:
         lines = []
@@ -250,6 +252,8 @@ def plan_config(
     plan = Plan(logs, log_columns, guesses, [], None, items)
     _decide_roles(plan, log_columns, item_columns is not None, event_columns is not None)
     roles = {g.column for r, g in guesses.roles.items() if r != "position"}  # position stays a feature
+    if event_columns is None:
+        plan.decision_id = decision_id_column(log_columns, roles)
     if event_columns is not None and events is not None:
         plan.events = _plan_events(plan, event_columns, events)
         roles |= {g.column for r, g in plan.events.guesses.roles.items() if r in (DECISION_ID, DECISION_TIME)}
@@ -592,6 +596,11 @@ def render(plan: Plan, command: str, out: str) -> str:
     lines.append(f"    propensity: {_flow(g.column('propensity'))}")
     if g.column("timestamp"):
         lines.append(f"    timestamp: {_flow(g.column('timestamp'))}")
+    if plan.decision_id:
+        lines.append(
+            f"    decision_id: {_flow(plan.decision_id)}   # each decision's id: the split is drawn from it, so "
+            "configs that select other features score the same eval rows"
+        )
     if ev is not None:
         eg = ev.guesses
         lines += [

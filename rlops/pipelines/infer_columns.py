@@ -662,3 +662,19 @@ def _value_guess(events: list[Column], used: set[str]) -> Guess | None:
         c = numbers[0]
         return Guess(EVENT_VALUE, c.name, "a guess", f"content only; {c.describe()} ({c.non_null} of {c.rows} events)")
     return None
+
+
+def decision_id_column(columns: list[Column], taken: set[str]) -> str | None:
+    """The one column that identifies each decision (named like impression_id, request_id, ...; its
+    sampled values all distinct), else None: mapped as bandit_columns.decision_id, the split is
+    drawn from it and does not move when a config selects other features."""
+    found = [
+        c.name
+        for c in columns
+        if c.name not in taken
+        and join_name_score(c.name) == 2
+        and c.kind in (STRING, INT)
+        and c.unique
+        and not is_row_index(c)
+    ]
+    return found[0] if len(found) == 1 else None

@@ -660,3 +660,23 @@ def test_an_events_file_without_events_exits_2_in_one_line(tmp_path, capsys, con
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line == f"rlops: error: --events {path}: " + message.format(path=path)
     assert not (tmp_path / "x.yaml").exists()
+
+
+def test_a_decision_id_column_becomes_the_split_key(tmp_path):
+    """Logs with an impression id: the config maps it as bandit_columns.decision_id, so the split
+    does not move when the user selects other features (docs/ingestion.md, "Comparing configs");
+    logs without one map none."""
+    import pandas as pd
+
+    plain = pd.read_csv(plain_log(tmp_path))
+    plain.insert(0, "impression_id", [f"imp-{i:05d}" for i in range(len(plain))])
+    path = tmp_path / "with_ids.csv"
+    plain.to_csv(path, index=False)
+    out = tmp_path / "with_ids.yaml"
+    assert init("--from", str(path), "--out", str(out)) == 0
+    assert "    decision_id: impression_id   # each decision's id: the split is drawn from it" in out.read_text()
+    cols = load_config("bandit", str(out)).experience_gen.bandit_columns
+    assert cols.decision_id == "impression_id" and "impression_id" not in [f.name for f in cols.features]
+    bare = tmp_path / "bare.yaml"
+    assert init("--from", plain_log(tmp_path), "--out", str(bare)) == 0
+    assert load_config("bandit", str(bare)).experience_gen.bandit_columns.decision_id is None
