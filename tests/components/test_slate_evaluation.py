@@ -174,3 +174,28 @@ def test_the_beam_engine_reads_the_files_and_agrees_with_memory(world, workers):
         for field in ("value", "lower", "upper"):
             a, b = getattr(est, field), getattr(other, field)
             assert (np.isnan(a) and np.isnan(b)) or a == pytest.approx(b, abs=1e-9), (name, field, a, b)
+
+
+def test_marginal_only_logs_gate_on_sniips_and_say_so(world):
+    """Public per-position logs carry no prefix propensities: the default gate (snrips) cannot run
+    on them, so the Evaluator decides on sniips (per-position weights) and says why in one line,
+    instead of skipping every estimate and never blessing."""
+    from rlops.components.common.decision_kinds import SLATE
+    from rlops.components.evaluator.kinds import EVALUATION_PATHS
+    from rlops.components.evaluator.slate_config import SlateEvaluatorConfig
+    from rlops.components.evaluator.slate_policy import gate_estimator
+
+    _, _, examples, _ = world
+    read = read_slate_logs(examples)
+    marginal_only = dataclasses.replace(read, propensity_cascade=None)
+    config = SlateEvaluatorConfig()  # estimator: snrips
+    assert gate_estimator(config, read) == ("snrips", None)
+    estimator, note = gate_estimator(config, marginal_only)
+    assert estimator == "sniips" and "\n" not in note
+    assert note.startswith("evaluator.estimator: snrips needs the logging policy's prefix propensities")
+    assert gate_estimator(dataclasses.replace(config, estimator="rips"), marginal_only)[0] == "iips"
+    assert gate_estimator(dataclasses.replace(config, estimator="iips"), marginal_only) == ("iips", None)
+    comparison, _ = evaluate_slates(marginal_only, "uniform", SlateOptions(num_bootstrap=200))
+    assert comparison.candidate["snrips"].reason.startswith("skipped: snrips needs log.propensity_cascade")
+    assert comparison.candidate["sniips"].trusted  # what the gate now decides on
+    assert EVALUATION_PATHS[SLATE].measure(config, {"gate_estimator": estimator}) == "sniips"

@@ -109,7 +109,7 @@ def run_evaluator(
     path = checked_path(config, examples_uri, num_actions)
     given = EvaluationInputs(model_uri, examples_uri, baseline_model_uri, num_actions, beam_pipeline_args)
     metrics, improvement = path.evaluate(config, given)
-    measure = path.measure(config)
+    measure = path.measure(config, metrics)
     score = improvement.lower if config.use_lower_bound else improvement.value
     which = f"lower {config.confidence:.0%} bound" if config.use_lower_bound else "point estimate"
     constant = constant_reward(examples_uri)
@@ -130,6 +130,8 @@ def run_evaluator(
         )
     if metrics.get("baseline_reason"):
         reason += f" ({metrics['baseline_reason']})"
+    if metrics.get("gate_note"):  # the configured estimator could not run on these logs: which did
+        reason += f" ({metrics['gate_note']})"
     if metrics.get("certification"):  # bandits: the serving epsilons tried beyond the model's own
         reason += f" ({metrics['certification']})"
     metrics.update(

@@ -36,7 +36,7 @@ class EvaluationPath:
     config_class: type[EvaluatorConfig] | type[SlateEvaluatorConfig]  # what the `evaluator` section builds
     reads_examples: bool  # estimates from the Examples' eval split (else: episodes in an environment)
     needs_num_actions: bool  # the action space's size, which the policies' outputs do not carry
-    measure: Callable[[Any], str]  # the config -> what the improvement is measured in
+    measure: Callable[[Any, dict[str, Any]], str]  # (config, metrics) -> what the improvement is measured in
     evaluate: Callable[[Any, EvaluationInputs], tuple[dict[str, Any], Estimate]]
 
     def missing(self, examples_given: bool, num_actions: int | None) -> str | None:
@@ -75,13 +75,15 @@ def _pages(config: SlateEvaluatorConfig, given: EvaluationInputs) -> tuple[dict[
     return evaluate_slate_candidate(config, given.examples_uri, given.model_uri, given.baseline_model_uri)
 
 
-def _estimator(config: Any) -> str:
-    return str(config.estimator)
+def _estimator(config: Any, metrics: dict[str, Any]) -> str:
+    """The estimator that decided: the configured one, or the one the path fell back to (slate
+    logs without prefix propensities: slate_policy.gate_estimator)."""
+    return str(metrics.get("gate_estimator") or config.estimator)
 
 
 EVALUATION_PATHS: dict[str, EvaluationPath] = {
     BANDIT: EvaluationPath(EvaluatorConfig, True, True, _estimator, _bandit),
-    TRAJECTORY: EvaluationPath(EvaluatorConfig, False, False, lambda _: "mean_return", _episodes),
+    TRAJECTORY: EvaluationPath(EvaluatorConfig, False, False, lambda config, metrics: "mean_return", _episodes),
     SLATE: EvaluationPath(SlateEvaluatorConfig, True, False, _estimator, _pages),
 }
 

@@ -28,6 +28,8 @@ from rlops.components.evaluator.comparisons import LOGGING_BASELINE
 from rlops.components.evaluator.estimate import Estimate
 from rlops.components.evaluator.slate_config import SlateEvaluatorConfig
 from rlops.components.evaluator.slate_estimators import (
+    REQUIREMENTS,
+    TABLE,
     SlateComparison,
     SlateLog,
     SlateTarget,
@@ -234,10 +236,32 @@ def _estimates(part: dict[str, Estimate] | None) -> dict[str, dict]:
     return {} if part is None else {k: v.as_dict() for k, v in part.items()}
 
 
+# The estimator the gate falls back to when the logs carry per-position propensities only: the
+# configured one needs prefix propensities (log.propensity_cascade), which public per-position logs
+# do not carry. Self-normalized estimators fall back to sniips, the others to iips.
+MARGINAL_FALLBACK = {True: "sniips", False: "iips"}
+
+
+def gate_estimator(config: SlateEvaluatorConfig, logs: SlateLogs) -> tuple[str, str | None]:
+    """The estimator that decides on these logs, and the note that says why when it is not
+    `evaluator.estimator` (the logs lack the prefix propensities it needs)."""
+    chosen = next(e for e in TABLE if e.name == config.estimator)
+    needs = {need for group in chosen.groups for need in REQUIREMENTS[group]}
+    if logs.propensity_cascade is not None or "log.propensity_cascade" not in needs:
+        return config.estimator, None
+    fallback = MARGINAL_FALLBACK[config.estimator.startswith("sn")]
+    return fallback, (
+        f"evaluator.estimator: {config.estimator} needs the logging policy's prefix propensities "
+        f"(slate_columns.propensity_cascade), which these logs do not carry; the gate used {fallback} "
+        "(per-position propensities: unbiased when a slot's reward depends on its own item)"
+    )
+
+
 def slate_metrics(config: SlateEvaluatorConfig, run: CandidateRun, model: RankingModel, logs: SlateLogs) -> dict:
     """The Evaluator's metrics (the bandit path's keys, with slate estimators)."""
     main = run.main
-    decisive = main.difference[config.estimator] if main.difference else None
+    estimator, note = gate_estimator(config, logs)
+    decisive = main.difference[estimator] if main.difference else None
     reason = None if decisive is None else decisive.reason
     out: dict[str, Any] = {
         "decision_kind": "slate",
@@ -264,6 +288,10 @@ def slate_metrics(config: SlateEvaluatorConfig, run: CandidateRun, model: Rankin
     }
     if run.baseline_reason:
         out["baseline_reason"] = run.baseline_reason
+    out["gate_estimator"] = estimator
+    if note:
+        out["gate_note"] = note
+        log.warning("evaluator: %s", note)
     return out
 
 
@@ -281,7 +309,7 @@ def evaluate_slate_candidate(
     run = compare_candidate(config, data, model, baseline, baseline_model_uri)
     metrics = slate_metrics(config, run, model, data.logs)
     assert run.main.difference is not None  # a baseline is always compared
-    return metrics, run.main.difference[config.estimator]
+    return metrics, run.main.difference[metrics["gate_estimator"]]
 
 
 def _empty(examples_uri: str, split: str) -> bool:
