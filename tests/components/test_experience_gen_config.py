@@ -20,6 +20,7 @@ from rlops.components.experience_gen import (
     SplitConfig,
     TrajectoryColumns,
     batches,
+    kinds,
     layout,
     pipeline,
 )
@@ -79,7 +80,7 @@ def test_layout_from_prefix_list_and_names():
         bandit_columns=BanditColumns(context_prefix="x_", action="a", reward="r", propensity="p"),
         splits=SplitConfig(key="id"),
     )
-    lay = layout.resolve_layout(cfg, schema)
+    lay = kinds.resolve_layout(cfg, schema)
     assert lay.field("context").columns == ("x_1", "x_2", "x_10") and lay.field("context").width == 3
     assert lay.split_key.columns == ("id",) and lay.columns[:4] == ["x_1", "x_2", "x_10", "a"]
     cfg = ExperienceGenConfig(
@@ -87,9 +88,9 @@ def test_layout_from_prefix_list_and_names():
         action_spec=SpecConfig.discrete(3),
         bandit_columns=BanditColumns(context=("emb",), action="a", reward="r", propensity="p"),
     )
-    assert layout.resolve_layout(cfg, schema).field("context").width == 5
+    assert kinds.resolve_layout(cfg, schema).field("context").width == 5
     with pytest.raises(ValueError, match="no column starts with prefix 'y_'"):
-        layout.resolve_layout(
+        kinds.resolve_layout(
             ExperienceGenConfig(
                 source=FileSource("x"),
                 action_spec=SpecConfig.discrete(3),
@@ -98,7 +99,7 @@ def test_layout_from_prefix_list_and_names():
             schema,
         )
     with pytest.raises(ValueError, match="CSV has no list cells"):
-        layout.resolve_layout(
+        kinds.resolve_layout(
             ExperienceGenConfig(
                 source=FileSource("x"),
                 action_spec=SpecConfig.discrete(3),
@@ -107,7 +108,7 @@ def test_layout_from_prefix_list_and_names():
             layout.SourceSchema(("c",), text=True),
         )
     with pytest.raises(ValueError, match="require_propensity"):
-        layout.resolve_layout(
+        kinds.resolve_layout(
             ExperienceGenConfig(
                 source=FileSource("x"),
                 action_spec=SpecConfig.discrete(3),

@@ -10,9 +10,9 @@ import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Union
+from typing import Any, Callable, ClassVar, Union
 
-from rlops.components.common.decision_kinds import BANDIT, decision_kind
+from rlops.components.common.decision_kinds import BANDIT, SLATE, TRAJECTORY, decision_kind
 from rlops.components.json_config import build
 
 FILE_FORMATS = ("csv", "jsonl", "parquet", "tfrecord")
@@ -439,10 +439,8 @@ class ExperienceGenConfig:
         self.validate()
 
     def validate(self) -> None:
-        from rlops.components.experience_gen import kinds  # the kinds build on this module
-
         kind = decision_kind(self.record_kind)
-        ours = kinds.record_kind(self.record_kind)  # ExperienceGen's row of the kind
+        ours = KIND_CONFIGS[kind.name]  # the kind's own rules on this config
         src = self.source
         if isinstance(src, SimulationSource):
             gym = src.env.startswith("gym:")
@@ -464,7 +462,7 @@ class ExperienceGenConfig:
                 raise ValueError("FileSource.csv_header is False: name the columns in csv_column_names")
             if src.compression not in ("auto", "gzip", "none"):
                 raise ValueError(f"FileSource.compression must be auto|gzip|none, got {src.compression!r}")
-        ours.validate_config(self)  # what the kind's columns section must say
+        ours.validate(self)  # what the kind's columns section must say
         if self.events is not None:
             _validate_events(self)
         if isinstance(src, BigQuerySource) and bool(src.query) == bool(src.table):
@@ -555,20 +553,17 @@ def validate_features(c: BanditColumns) -> None:
 
 def _validate_events(config: "ExperienceGenConfig") -> None:
     """The events section: its source, a positive window, rewards and aggregates by name."""
-    from rlops.components.experience_gen import (
-        events as events_join,  # the join parses windows and times
-        kinds,
-    )
+    from rlops.components.experience_gen import events as events_join  # the join parses windows and times
 
     ev = config.events
     assert ev is not None
-    kind = kinds.record_kind(config.record_kind)
-    if not kind.joins_events:
-        joined = " or ".join(k.name for k in kinds.KINDS.values() if k.joins_events)
+    validate_events = KIND_CONFIGS[config.record_kind].validate_events
+    if validate_events is None:
+        joined = " or ".join(k for k, rules in KIND_CONFIGS.items() if rules.validate_events is not None)
         raise ValueError(
             f"experience_gen.events: joins events to {joined} decisions; record_kind is {config.record_kind!r}"
         )
-    kind.validate_events(config)
+    validate_events(config)
     if isinstance(ev.source, FileSource) and not ev.source.pattern:
         raise ValueError("experience_gen.events.source.pattern is empty")
     if isinstance(ev.source, FileSource) and ev.source.format not in ("csv", "jsonl", "parquet"):
@@ -618,3 +613,145 @@ def _did_you_mean(word: str, choices: tuple[str, ...]) -> str:
 
     near = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.5)
     return f"; did you mean {near[0]!r}?" if near else ""
+
+
+# --- each decision kind's rules on the config ---------------------------------------------------
+# The config's own table: what a kind's columns section must say, what the events join needs of it,
+# and whether its simulations step a Gymnasium env. Here, beside the sections they check, so that
+# reading a config imports nothing of the Beam pipeline (experience_gen/kinds/ builds on this).
+
+
+def validate_items(config: ExperienceGenConfig) -> None:
+    c, src = config.bandit_columns, config.item_source
+    if src is None:
+        if c.item_id or c.candidates or c.item_features:
+            raise ValueError(
+                "bandit_columns.item_id / candidates / item_features need experience_gen.item_source "
+                "(the item-features table)"
+            )
+        if c.per_arm_columns:
+            raise ValueError(
+                "bandit_columns.per_arm_columns: needs experience_gen.item_source, the item table whose ids "
+                f"fill {ITEM_ID_PLACEHOLDER} (a table of one id column will do)"
+            )
+        return
+    if not isinstance(src, FileSource) or not src.pattern:
+        raise ValueError("item_source: needs a file source with a pattern (kind: file)")
+    if src.format not in ("csv", "jsonl", "parquet"):
+        raise ValueError(f"item_source.format must be csv, jsonl or parquet, got {src.format!r}")
+    if not c.item_id:
+        raise ValueError("item_source is set: bandit_columns.item_id must name the logged item's id column")
+    if not c.item_features and not c.per_arm_columns:
+        raise ValueError(
+            "item_source is set: bandit_columns.item_features must list the item table's features "
+            "(or per_arm_columns the log's per-item columns)"
+        )
+    if not c.features:
+        raise ValueError("item_source is set: bandit_columns.features must list the named global features")
+    if c.action_mask or c.action_mask_prefix:
+        raise ValueError(
+            "bandit_columns.action_mask: with per-arm features the candidates say which arms a "
+            "decision had (bandit_columns.candidates)"
+        )
+    if c.candidates and config.action_spec is None:
+        raise ValueError(
+            "bandit_columns.candidates: set action_spec (SpecConfig.discrete(K), K = the most "
+            "candidates a decision has)"
+        )
+    validate_features(BanditColumns(features=c.item_features))
+    validate_per_arm_columns(c)
+
+
+def validate_per_arm_columns(c: BanditColumns) -> None:
+    """Each per-arm pattern names one column per item; its name is a new per-arm feature; no
+    global feature reads one of its columns (they are per-arm now)."""
+    from rlops.features.schema import RESERVED
+
+    item_names = {f.name for f in c.item_features}
+    for name, pattern in c.per_arm_columns.items():
+        where = f"bandit_columns.per_arm_columns['{name}']"
+        if not name or name in RESERVED:
+            raise ValueError(f"{where}: name the per-arm feature (not empty, not one of {', '.join(RESERVED)})")
+        if name in item_names:
+            raise ValueError(f"{where}: the item table's features already have '{name}'; name it differently")
+        if pattern.count(ITEM_ID_PLACEHOLDER) != 1:
+            raise ValueError(
+                f"{where}: {pattern!r} must hold {ITEM_ID_PLACEHOLDER} once, where each column has "
+                f"the item's id (e.g. 'user-item_affinity_{ITEM_ID_PLACEHOLDER}')"
+            )
+        regex = per_arm_pattern_regex(pattern)
+        for f in c.features:
+            if regex.fullmatch(f.source_column):
+                raise ValueError(
+                    f"bandit_columns.features['{f.name}']: column {f.source_column!r} is one of "
+                    f"per_arm_columns['{name}'] ({pattern!r}), a per-arm feature now; remove it from features"
+                )
+
+
+def validate_slates(config: ExperienceGenConfig) -> None:
+    c = config.slate_columns
+    if config.slate_length is None or config.slate_length < 1:
+        raise ValueError(f"experience_gen.slate_length must be a positive number of slots, got {config.slate_length!r}")
+    if config.item_source is None and config.action_spec is None:
+        raise ValueError(
+            "experience_gen.action_spec: slates need the number of items (SpecConfig.discrete(K)) or an item_source"
+        )
+    src = config.item_source
+    if src is not None and (not isinstance(src, FileSource) or not src.pattern):
+        raise ValueError("item_source: needs a file source with a pattern (kind: file)")
+    if c.position and not c.slate_id:
+        raise ValueError("slate_columns.slate_id: rows per shown item need a slate id column to group them")
+    if c.first_position not in (None, 0, 1):
+        raise ValueError(f"slate_columns.first_position must be 0 or 1, got {c.first_position!r}")
+    if not c.separator:
+        raise ValueError("slate_columns.separator is empty")
+    validate_features(BanditColumns(features=c.features))
+
+
+def _validate_bandit(config: ExperienceGenConfig) -> None:
+    validate_features(config.bandit_columns)
+    validate_items(config)
+
+
+def _bandit_events(config: ExperienceGenConfig) -> None:
+    c = config.bandit_columns
+    if not c.decision_id or not c.decision_time:
+        missing = "decision_id" if not c.decision_id else "decision_time"
+        raise ValueError(
+            f"experience_gen.bandit_columns.{missing}: events join on the decision's id and time; map both columns"
+        )
+
+
+def _slate_events(config: ExperienceGenConfig) -> None:
+    assert config.events is not None
+    s = config.slate_columns
+    if not s.position or not s.decision_time:
+        raise ValueError(
+            "experience_gen.events: slate logs join events per shown item: rows per item (slate_columns.position) "
+            "and slate_columns.decision_time (when the page was shown) are needed"
+        )
+    if not config.events.columns.item:
+        raise ValueError(
+            "experience_gen.events.columns.item: slate events name the page (columns.decision_id) and the item "
+            "they are about; map the events' item column"
+        )
+
+
+def _no_rules(config: ExperienceGenConfig) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class KindConfig:
+    """One decision kind's rules on an ExperienceGenConfig."""
+
+    validate: Callable[[ExperienceGenConfig], None]  # what its columns section and other keys must say
+    validate_events: Callable[[ExperienceGenConfig], None] | None  # None: events do not join to it
+    gym_simulation: bool = False  # its simulations step a Gymnasium env (`gym:<id>`)
+
+
+KIND_CONFIGS: dict[str, KindConfig] = {
+    BANDIT: KindConfig(_validate_bandit, _bandit_events),
+    TRAJECTORY: KindConfig(_no_rules, None, gym_simulation=True),
+    SLATE: KindConfig(validate_slates, _slate_events),
+}

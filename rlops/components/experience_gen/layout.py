@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from rlops.components.experience_gen import json_paths
-from rlops.components.experience_gen.config import ExperienceGenConfig, FeatureColumn
+from rlops.components.experience_gen.config import FeatureColumn
 
 FLOAT, INT, STRING, BOOL, TIMESTAMP = "float", "int", "string", "bool", "timestamp"
 
@@ -78,23 +77,6 @@ class Layout:
         if found is None:
             raise KeyError(f"the {self.kind} layout has no field {name!r}")
         return found
-
-
-def resolve_layout(config: ExperienceGenConfig, schema: SourceSchema, item_ids: Sequence[str] = ()) -> Layout:
-    """`item_ids`: the item table's ids, in its order (per-arm columns: one column per item)."""
-    from rlops.components.experience_gen.kinds import record_kind  # the kinds build on these types
-
-    fields = record_kind(config.record_kind).fields(config, schema, item_ids)
-    by_column = {f.columns[0]: f for f in fields if len(f.columns) == 1}
-    key = time = None
-    s = config.splits
-    if s.time_column:
-        time = by_column.get(s.time_column)
-        if time is None or time.dtype != TIMESTAMP:
-            time = Field("_split_time", (s.time_column,), TIMESTAMP)
-    elif s.key:
-        key = Field("_split_key", (s.key,), STRING)
-    return Layout(config.record_kind, tuple(fields), key, time)
 
 
 def feature_field(f: FeatureColumn, schema: SourceSchema) -> Field:

@@ -44,7 +44,7 @@ from rlops.components.experience_gen import (
 from rlops.components.experience_gen.batches import QUARANTINE_PREFIX, BadStep, ValidBatch
 from rlops.components.experience_gen.config import ExperienceGenConfig, FileSource
 from rlops.components.experience_gen.errors import closest
-from rlops.components.experience_gen.layout import Layout, SourceSchema, resolve_layout
+from rlops.components.experience_gen.layout import Layout, SourceSchema
 from rlops.components.experience_gen.sources import Block, Quarantined, Unreadable
 from rlops.components.experience_gen.sources.base import compression_type
 
@@ -86,7 +86,9 @@ def make_plan(config: ExperienceGenConfig) -> Plan:
     kind = kinds.record_kind(config.record_kind)
     config, table, item_ids = kind.plan_items(config, planned.joins_items)
     schema, header_file = source.columns(config, planned.inputs)
-    layout = resolve_layout(config, schema, () if table is None else table.ids.tolist())  # per-arm columns: by item
+    layout = kinds.resolve_layout(
+        config, schema, () if table is None else table.ids.tolist()
+    )  # per-arm columns: by item
     if header_file is not None:  # a header / schema, not a first record
         check_columns(layout, schema, header_file)
         note = ignored_columns_note(layout, schema, header_file)

@@ -7,11 +7,15 @@ and one row here; nothing outside this package tests a kind's name.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from rlops.components.common.decision_kinds import decision_kind
+from rlops.components.experience_gen.config import ExperienceGenConfig
 from rlops.components.experience_gen.kinds.bandit import Bandit
 from rlops.components.experience_gen.kinds.base import RecordKind
 from rlops.components.experience_gen.kinds.slate import Slate
 from rlops.components.experience_gen.kinds.trajectory import Trajectory
+from rlops.components.experience_gen.layout import STRING, TIMESTAMP, Field, Layout, SourceSchema
 
 KINDS: dict[str, RecordKind] = {k.name: k for k in (Bandit(), Trajectory(), Slate())}
 
@@ -22,4 +26,20 @@ def record_kind(name: str) -> RecordKind:
     return KINDS[name]
 
 
-__all__ = ["KINDS", "RecordKind", "record_kind"]
+def resolve_layout(config: ExperienceGenConfig, schema: SourceSchema, item_ids: Sequence[str] = ()) -> Layout:
+    """The layout of the config's kind over a source's columns, with its split key or time.
+    `item_ids`: the item table's ids, in its order (per-arm columns: one column per item)."""
+    fields = record_kind(config.record_kind).fields(config, schema, item_ids)
+    by_column = {f.columns[0]: f for f in fields if len(f.columns) == 1}
+    key = time = None
+    s = config.splits
+    if s.time_column:
+        time = by_column.get(s.time_column)
+        if time is None or time.dtype != TIMESTAMP:
+            time = Field("_split_time", (s.time_column,), TIMESTAMP)
+    elif s.key:
+        key = Field("_split_key", (s.key,), STRING)
+    return Layout(config.record_kind, tuple(fields), key, time)
+
+
+__all__ = ["KINDS", "RecordKind", "record_kind", "resolve_layout"]

@@ -33,14 +33,11 @@ from rlops.components.experience_gen.checks import (
     message,
 )
 from rlops.components.experience_gen.config import (
-    ITEM_ID_PLACEHOLDER,
     BanditColumns,
     ExperienceGenConfig,
     FileSource,
     SimulationSource,
     per_arm_column,
-    per_arm_pattern_regex,
-    validate_features,
 )
 from rlops.components.experience_gen.convert import MISSING_VALUE
 from rlops.components.experience_gen.errors import closest
@@ -68,20 +65,7 @@ REWARD_SCALE = 1_000_000  # rewards enter the distribution in millionths
 
 class Bandit(RecordKind):
     name = BANDIT
-    joins_events = True
     dense_context = True
-
-    def validate_config(self, config: ExperienceGenConfig) -> None:
-        validate_features(config.bandit_columns)
-        validate_items(config)
-
-    def validate_events(self, config: ExperienceGenConfig) -> None:
-        c = config.bandit_columns
-        if not c.decision_id or not c.decision_time:
-            missing = "decision_id" if not c.decision_id else "decision_time"
-            raise ValueError(
-                f"experience_gen.bandit_columns.{missing}: events join on the decision's id and time; map both columns"
-            )
 
     def simulates(self, source: SimulationSource) -> bool:
         # digits, linear (an unknown env is named by simulation.make_bandit_env): not a gym env, not the slates world
@@ -127,73 +111,6 @@ class Bandit(RecordKind):
 
 
 # --- config -----------------------------------------------------------------------------------
-
-
-def validate_items(config: ExperienceGenConfig) -> None:
-    c, src = config.bandit_columns, config.item_source
-    if src is None:
-        if c.item_id or c.candidates or c.item_features:
-            raise ValueError(
-                "bandit_columns.item_id / candidates / item_features need experience_gen.item_source "
-                "(the item-features table)"
-            )
-        if c.per_arm_columns:
-            raise ValueError(
-                "bandit_columns.per_arm_columns: needs experience_gen.item_source, the item table whose ids "
-                f"fill {ITEM_ID_PLACEHOLDER} (a table of one id column will do)"
-            )
-        return
-    if not isinstance(src, FileSource) or not src.pattern:
-        raise ValueError("item_source: needs a file source with a pattern (kind: file)")
-    if src.format not in ("csv", "jsonl", "parquet"):
-        raise ValueError(f"item_source.format must be csv, jsonl or parquet, got {src.format!r}")
-    if not c.item_id:
-        raise ValueError("item_source is set: bandit_columns.item_id must name the logged item's id column")
-    if not c.item_features and not c.per_arm_columns:
-        raise ValueError(
-            "item_source is set: bandit_columns.item_features must list the item table's features "
-            "(or per_arm_columns the log's per-item columns)"
-        )
-    if not c.features:
-        raise ValueError("item_source is set: bandit_columns.features must list the named global features")
-    if c.action_mask or c.action_mask_prefix:
-        raise ValueError(
-            "bandit_columns.action_mask: with per-arm features the candidates say which arms a "
-            "decision had (bandit_columns.candidates)"
-        )
-    if c.candidates and config.action_spec is None:
-        raise ValueError(
-            "bandit_columns.candidates: set action_spec (SpecConfig.discrete(K), K = the most "
-            "candidates a decision has)"
-        )
-    validate_features(BanditColumns(features=c.item_features))
-    validate_per_arm_columns(c)
-
-
-def validate_per_arm_columns(c: BanditColumns) -> None:
-    """Each per-arm pattern names one column per item; its name is a new per-arm feature; no
-    global feature reads one of its columns (they are per-arm now)."""
-    from rlops.features.schema import RESERVED
-
-    item_names = {f.name for f in c.item_features}
-    for name, pattern in c.per_arm_columns.items():
-        where = f"bandit_columns.per_arm_columns['{name}']"
-        if not name or name in RESERVED:
-            raise ValueError(f"{where}: name the per-arm feature (not empty, not one of {', '.join(RESERVED)})")
-        if name in item_names:
-            raise ValueError(f"{where}: the item table's features already have '{name}'; name it differently")
-        if pattern.count(ITEM_ID_PLACEHOLDER) != 1:
-            raise ValueError(
-                f"{where}: {pattern!r} must hold {ITEM_ID_PLACEHOLDER} once, where each column has "
-                f"the item's id (e.g. 'user-item_affinity_{ITEM_ID_PLACEHOLDER}')"
-            )
-        regex = per_arm_pattern_regex(pattern)
-        for f in c.features:
-            if regex.fullmatch(f.source_column):
-                raise ValueError(
-                    f"bandit_columns.features['{f.name}']: column {f.source_column!r} is one of "
-                    f"per_arm_columns['{name}'] ({pattern!r}), a per-arm feature now; remove it from features"
-                )
 
 
 # --- layout and checks ----------------------------------------------------------------------

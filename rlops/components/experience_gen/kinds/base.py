@@ -1,7 +1,7 @@
 """What ExperienceGen needs to know of a decision kind: one subclass of RecordKind per kind module
 (bandit.py, trajectory.py, slate.py), one instance per row of the table in kinds/__init__.py.
 
-A kind says what its config must map, which simulation envs log it, which fields its rows are read
+A kind says which simulation envs log it, which fields its rows are read
 into, how they are checked, whether they are grouped into records later, and the Beam stage that
 writes its records. Code outside the kinds asks the config's kind (`kinds.record_kind(name)`)
 rather than testing the kind's name.
@@ -29,24 +29,12 @@ class RecordKind:
     """The defaults are a kind whose rows are records: no item table, no events, no groups."""
 
     name: ClassVar[str]
-    # Its simulations step a Gymnasium env (`gym:<id>`): the config checks env and kind agree.
-    gym_simulation: ClassVar[bool] = False
-    # Events (experience_gen.events) join rewards to its decisions.
-    joins_events: ClassVar[bool] = False
     # A multivalent list longer than its field's width is cut to it (counted); else quarantined.
     cuts_long_lists: ClassVar[bool] = True
     # Its named context features get a schema (vocabularies, statistics) beside the records.
     feature_schema: ClassVar[bool] = True
     # Its records may carry the legacy dense float `context`, whose schema the driver writes.
     dense_context: ClassVar[bool] = False
-
-    # --- config -----------------------------------------------------------------------------
-
-    def validate_config(self, config: ExperienceGenConfig) -> None:
-        """What its columns section and the kind's other keys must say (ExperienceGenConfig.validate)."""
-
-    def validate_events(self, config: ExperienceGenConfig) -> None:
-        """What the events join needs of its columns (kinds with `joins_events` only)."""
 
     # --- simulation -------------------------------------------------------------------------
 

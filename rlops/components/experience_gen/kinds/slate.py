@@ -41,11 +41,8 @@ from rlops.components.experience_gen.checks import (
     label,
 )
 from rlops.components.experience_gen.config import (
-    BanditColumns,
     ExperienceGenConfig,
-    FileSource,
     SimulationSource,
-    validate_features,
 )
 from rlops.components.experience_gen.convert import MISSING_VALUE
 from rlops.components.experience_gen.kinds.base import RecordKind
@@ -72,25 +69,7 @@ NS = sinks.METRICS_NAMESPACE
 
 class Slate(RecordKind):
     name = SLATE
-    joins_events = True
     cuts_long_lists = False  # a slot list longer than slate_length is quarantined (SLATE_TOO_LONG)
-
-    def validate_config(self, config: ExperienceGenConfig) -> None:
-        validate_slates(config)
-
-    def validate_events(self, config: ExperienceGenConfig) -> None:
-        assert config.events is not None
-        s = config.slate_columns
-        if not s.position or not s.decision_time:
-            raise ValueError(
-                "experience_gen.events: slate logs join events per shown item: rows per item (slate_columns.position) "
-                "and slate_columns.decision_time (when the page was shown) are needed"
-            )
-        if not config.events.columns.item:
-            raise ValueError(
-                "experience_gen.events.columns.item: slate events name the page (columns.decision_id) and the item "
-                "they are about; map the events' item column"
-            )
 
     def simulates(self, source: SimulationSource) -> bool:
         return source.env == slate_simulation.SLATES_ENV  # the slate generator's world
@@ -169,26 +148,6 @@ class Slate(RecordKind):
 
 
 # --- config -----------------------------------------------------------------------------------
-
-
-def validate_slates(config: ExperienceGenConfig) -> None:
-    c = config.slate_columns
-    if config.slate_length is None or config.slate_length < 1:
-        raise ValueError(f"experience_gen.slate_length must be a positive number of slots, got {config.slate_length!r}")
-    if config.item_source is None and config.action_spec is None:
-        raise ValueError(
-            "experience_gen.action_spec: slates need the number of items (SpecConfig.discrete(K)) or an item_source"
-        )
-    src = config.item_source
-    if src is not None and (not isinstance(src, FileSource) or not src.pattern):
-        raise ValueError("item_source: needs a file source with a pattern (kind: file)")
-    if c.position and not c.slate_id:
-        raise ValueError("slate_columns.slate_id: rows per shown item need a slate id column to group them")
-    if c.first_position not in (None, 0, 1):
-        raise ValueError(f"slate_columns.first_position must be 0 or 1, got {c.first_position!r}")
-    if not c.separator:
-        raise ValueError("slate_columns.separator is empty")
-    validate_features(BanditColumns(features=c.features))
 
 
 def _sampled_ints(peek: Callable[[], Sample] | None, column: str | None) -> np.ndarray | None:

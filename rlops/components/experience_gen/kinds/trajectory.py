@@ -63,7 +63,6 @@ EPISODE_HAS_BAD_STEP = "episode_has_bad_step"
 
 class Trajectory(RecordKind):
     name = TRAJECTORY
-    gym_simulation = True
     feature_schema = False  # observations are one float vector, not named features
 
     def simulates(self, source: SimulationSource) -> bool:
