@@ -242,3 +242,21 @@ experience_gen:
         bandit(tmp_path, yaml_text)
     assert str(e.value).startswith("experience_gen.record_kind: 'slate' records train a ranking policy, not a bandit")
     assert "\n" not in str(e.value)
+
+
+def test_reading_a_config_imports_no_beam(tmp_path):
+    """Loading and checking a pipeline config (what `rlops config`, `rlops init` and every run do
+    first) reads each kind's config rules from experience_gen.config's own table: Apache Beam and
+    TensorFlow stay unimported (about 2 s of start-up when the kinds' Beam stages came with them)."""
+    import subprocess
+    import sys
+
+    from helpers import child_env
+
+    code = (
+        "import sys; from rlops.pipelines.config import load_config; load_config('bandit'); "
+        "print(sorted(m for m in ('apache_beam', 'tensorflow') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
