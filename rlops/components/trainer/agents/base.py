@@ -53,9 +53,8 @@ class AgentSpec:
     build: Builder
     options_class: type[AgentOptions]  # what `build` takes, made by its from_trainer
     kind: str  # the decision kind whose records it trains on (decision_kinds.KINDS)
-    linear: bool = (
-        False  # closed-form sums: one pass by default, order-free (no user x item taste over per-arm features)
-    )
+    # closed-form sums: one pass by default, order-free (no user x item taste over per-arm features)
+    linear: bool = False
     per_arm: bool = False  # can score each candidate's features (per-arm records)
     batch_size: int = 32  # default records per train step and replica
     repeat_steps: int | None = None  # without num_epochs: the split repeats for this many train steps (None: one pass)
