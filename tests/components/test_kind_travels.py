@@ -46,13 +46,19 @@ def test_both_vocabularies_name_one_kind():
 
 def test_every_component_table_has_a_row_for_every_kind():
     from rlops.components.evaluator.kinds import EVALUATION_PATHS
+    from rlops.components.experience_gen import kinds as experience_gen_kinds
+    from rlops.components.experience_gen.config import KIND_CONFIGS
     from rlops.components.pusher.core import PUSH_KINDS
     from rlops.components.trainer.core import TRAINING_PATHS
+    from rlops.components.trainer.kinds import KIND_FACTS
     from rlops.pipelines.config import PIPELINE_KINDS
     from rlops.train.litert import CONVERSIONS
 
     for name, table in {
+        "ExperienceGen kinds.KINDS": experience_gen_kinds.KINDS,
+        "ExperienceGen config KIND_CONFIGS": KIND_CONFIGS,
         "Trainer TRAINING_PATHS": TRAINING_PATHS,
+        "Trainer KIND_FACTS": KIND_FACTS,
         "Evaluator EVALUATION_PATHS": EVALUATION_PATHS,
         "Pusher PUSH_KINDS": PUSH_KINDS,
         "LiteRT CONVERSIONS": CONVERSIONS,
