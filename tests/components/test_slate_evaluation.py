@@ -199,3 +199,43 @@ def test_marginal_only_logs_gate_on_sniips_and_say_so(world):
     assert comparison.candidate["snrips"].reason.startswith("skipped: snrips needs log.propensity_cascade")
     assert comparison.candidate["sniips"].trusted  # what the gate now decides on
     assert EVALUATION_PATHS[SLATE].measure(config, {"gate_estimator": estimator}) == "sniips"
+
+
+def test_the_evaluator_blesses_marginal_only_logs_on_sniips_and_its_reason_says_so(world, tmp_path, monkeypatch):
+    """The whole gate on marginal-only pages: the metrics' decisive estimate is sniips' (trusted),
+    and run_evaluator's blessing reason measures the improvement in sniips and carries the note."""
+    from types import SimpleNamespace
+
+    from rlops.components.evaluator import core, slate_policy
+    from rlops.components.evaluator.slate_config import SlateEvaluatorConfig
+    from rlops.components.evaluator.slate_estimators import compare_slates
+    from rlops.components.evaluator.slate_evaluation import logging_target
+
+    _, _, examples, _ = world
+    logs = dataclasses.replace(read_slate_logs(examples), propensity_cascade=None)
+    logged = slate_log(logs)
+    config = SlateEvaluatorConfig(num_bootstrap=100)
+
+    def compare(candidate, baseline):
+        return compare_slates(logged, candidate, baseline, num_bootstrap=100, confidence=0.95, seed=0)
+
+    run = slate_policy.CandidateRun(
+        compare(uniform_target(logs, logged), logging_target(logs)),
+        compare(uniform_target(logs, logged), None),
+        "logging_policy",
+        None,
+        len(logs),
+    )
+    metrics = slate_policy.slate_metrics(config, run, SimpleNamespace(description={"kind": "uniform"}), logs)
+    assert metrics["gate_estimator"] == "sniips" and metrics["trust"]["trusted"], metrics["trust"]
+    assert metrics["improvement"]["snrips"]["value"] is None  # skipped: no prefix propensities
+
+    def evaluate(config, examples_uri, model_uri, baseline_model_uri):
+        return metrics, run.main.difference["sniips"]
+
+    monkeypatch.setattr(slate_policy, "evaluate_slate_candidate", evaluate)  # the slate row's path
+    result = core.run_evaluator(
+        config, str(tmp_path / "model"), str(tmp_path / "evaluation"), str(tmp_path / "blessing"), examples
+    )
+    assert "improvement in sniips over logging_policy" in result.reason
+    assert "snrips needs the logging policy's prefix propensities" in result.reason

@@ -197,19 +197,33 @@ class Parser:
         arms: dict[str, Any] = {}
         if self.catalog is not None and features is not None:
             arms = catalog_items(self.catalog, features, self.examples_uri)
-        return LoggedFeedback(
-            contexts,
-            actions,
-            cols[records.REWARD].astype(float),
-            cols[records.PROPENSITY].astype(float),
-            weights=cols[records.WEIGHT].astype(float) if records.WEIGHT in cols else None,
-            action_mask=arms.get("action_mask", cols.get(records.ACTION_MASK)),
-            features=features,
-            items=arms.get("items"),
-            item_features=arms.get("item_features"),
-            keys=keys,
-            copy_keys=copy_keys,
-        )
+        return logged_feedback(cols, contexts, actions, features, arms, keys=keys, copy_keys=copy_keys)
+
+
+def logged_feedback(
+    cols: dict[str, np.ndarray],
+    contexts: np.ndarray,
+    actions: np.ndarray,
+    features: dict[str, np.ndarray] | None,
+    arms: dict[str, Any],
+    **keys: Any,
+) -> LoggedFeedback:
+    """Parsed columns as LoggedFeedback (what both engines' parsers end in): `actions` less the
+    action spec's minimum, `arms` the per-arm candidates ({} without), `keys` the record keys."""
+    from rlops.components.common import records
+
+    return LoggedFeedback(
+        contexts,
+        actions,
+        cols[records.REWARD].astype(float),
+        cols[records.PROPENSITY].astype(float),
+        weights=cols[records.WEIGHT].astype(float) if records.WEIGHT in cols else None,
+        action_mask=arms.get("action_mask", cols.get(records.ACTION_MASK)),
+        features=features,
+        items=arms.get("items"),
+        item_features=arms.get("item_features"),
+        **keys,
+    )
 
 
 def batch_keys(

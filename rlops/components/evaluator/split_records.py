@@ -16,7 +16,7 @@ import numpy as np
 from rlops.components.common import feedback, records
 from rlops.components.common.feedback import LoggedFeedback, split_files
 from rlops.components.common.record_keys import file_record_keys, unit_record_keys
-from rlops.components.evaluator.beam import Parser
+from rlops.components.evaluator.beam import Parser, logged_feedback
 
 PARSE_BATCH = 8192  # read_logged_bandit's batch: the preprocessor sees the same chunks
 
@@ -92,18 +92,7 @@ def parse_feedback(serialized: SerializedSplit, action_minimum: int) -> LoggedFe
             f"the action spec's minimum {action_minimum}"
         )
     arms = feedback.per_arm_candidates(features, uri)
-    return LoggedFeedback(
-        contexts,
-        actions,
-        cols[records.REWARD].astype(float),
-        cols[records.PROPENSITY].astype(float),
-        weights=cols[records.WEIGHT].astype(float) if records.WEIGHT in cols else None,
-        action_mask=arms.get("action_mask", cols.get(records.ACTION_MASK)),
-        features=features,
-        items=arms.get("items"),
-        item_features=arms.get("item_features"),
-        **_keys(serialized, parser.split_hash, cols),
-    )
+    return logged_feedback(cols, contexts, actions, features, arms, **_keys(serialized, parser.split_hash, cols))
 
 
 def _contexts(parser: Parser, cols: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray] | None, np.ndarray]:
