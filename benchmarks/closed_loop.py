@@ -17,13 +17,10 @@ over the whole finite user population, from `serving_default` and `get_metadata`
 the logging policy's value, the Evaluator's estimate and interval for the candidate it blessed or
 rejected (with that candidate's exact value), and the realized online click-through rate.
 
-    python benchmarks/closed_loop.py [--nights 5] [--seeds 3] [--decisions 20000]
-    python benchmarks/closed_loop.py --ctr 0.05 --serving-epsilon 0.2 --bless-on point_estimate  # the test's
-    python benchmarks/closed_loop.py --ctr 0.05 --serving-epsilon 0.05 --bless-on point_estimate \
-        --global-features --all-nights      # one model per item, every night's logs: the best measured
-    python benchmarks/closed_loop.py --ctr 0.05 --serving-epsilon 0.05 --bless-on point_estimate \
-        --all-nights --network dot_product --reward-loss sigmoid_cross_entropy --hidden-sizes 8 \
-        --item-id-feature                   # per-arm two-tower logistic network
+    python benchmarks/closed_loop.py [--nights 5] [--seeds 3] [--decisions 20000]   # the product's defaults
+    python benchmarks/closed_loop.py --bless-on lower_bound   # the gate before 2026-12-08, in the same world
+    python benchmarks/closed_loop.py --serving-epsilon 0.05 --train-share 1 --eval-share 1 --bless-on point_estimate
+
     python benchmarks/closed_loop.py --reference --ctr 0.05 --serving-epsilon 0.05  # the budget's reference
     python benchmarks/closed_loop.py --reference --reference-model lowrank --reference-l2 10 \
         --ctr 0.05 --serving-epsilon 0.05   # the low-rank reference (the click model's own shape)
@@ -33,6 +30,14 @@ rejected (with that candidate's exact value), and the realized online click-thro
     python benchmarks/closed_loop.py ... --num-epochs 10   # passes a night: the steps grow with the logs
     python benchmarks/closed_loop.py --reference-on-logs DIR --reference-model lowrank --reference-l2 10 \
         --ctr 0.05 --serving-epsilon 0.03   # that reference fitted on what the product logged in DIR
+
+With no learner or gate flag, each night's config sets only what a user must (the logs' columns,
+the item table, the action range) and the product's defaults do the rest: the per-arm learner
+(PER_ARM_DEFAULTS), the split, the serving epsilon and the Evaluator's gate. Every night ingests
+every night's logs so far (`--tonight-only`: tonight's). A flag overrides one default and is
+written into the config. (Before 2026-12-08 the benchmark trained its own settings unless told:
+a common tower on squared error, 600 steps of 128, hidden 64, serving epsilon 0.05, a 1:1 split;
+commands in docs/benchmarks.md dated earlier ran those.)
 
 `--reference` runs the same loop with a well-specified learner outside the product
 (`reference_loop`: one logistic regression per item, or `--reference-model lowrank`, one rank-d
@@ -81,49 +86,52 @@ class LoopConfig:
     # Another run of the same world: other users, clicks, explorations and train halves (0: the
     # draws every earlier figure used). Tells a world's noise from a learner's or a gate's effect.
     draw: int = 0
-    ctr: float = 0.005  # LogConfig.ctr: the uniform policy's click-through rate
-    agent: str = "neural_epsilon_greedy"
+    ctr: float = 0.05  # LogConfig.ctr: the uniform policy's click-through rate
+    # The pipeline's knobs below: None leaves the key out of the night's config, so the product's
+    # own default applies (what a user who sets nothing gets); a value is a flag's override.
+    agent: str | None = None
     # True: per-arm agent (the item table joined by item_id, item features per candidate). False:
     # one model per arm over the user's features and position (the action is the item's index; the
     # logs still carry item_id and the item table, which the pipeline then does not read).
     per_arm: bool = True
-    hidden_sizes: tuple[int, ...] = (64,)
-    network: str = "common_tower"  # trainer.network (per-arm): or 'dot_product' (two towers)
-    reward_loss: str = "squared_error"  # trainer.reward_loss: or 'sigmoid_cross_entropy' (logits)
-    weight_decay: float = 0.0  # trainer.weight_decay
+    hidden_sizes: tuple[int, ...] | None = None
+    network: str | None = None  # trainer.network (per-arm): 'dot_product' (two towers) or 'common_tower'
+    reward_loss: str | None = None  # trainer.reward_loss: 'sigmoid_cross_entropy' (logits) or 'squared_error'
+    weight_decay: float | None = None  # trainer.weight_decay
     # The item's id as one more item feature (per-arm): lets the arm tower learn each item's own
-    # embedding, which its category, brand, price and popularity do not fully determine.
+    # embedding, which its category, brand, price and popularity do not fully determine (the
+    # product adds it itself where the trainer section leaves `network` unset).
     item_id_feature: bool = False
-    learning_rate: float = 3e-3
-    batch_size: int = 128
-    train_steps: int = 600  # per night, warm-started from the last blessed model
-    # trainer.num_epochs: passes over the train split per night instead of train_steps (the steps
-    # then grow with the logs: every night's, with all_nights); None: train_steps.
+    learning_rate: float | None = None
+    batch_size: int | None = None
+    train_steps: int | None = None  # per night, warm-started from the last blessed model
+    # trainer.num_epochs: passes over the train split per night (the steps then grow with the logs)
     num_epochs: int | None = None
     # True: each night's run ingests every night's logs so far (source pattern night_*/...), each
     # row with the propensity of the policy that logged it; False: tonight's logs only.
-    all_nights: bool = False
-    serving_epsilon: float = 0.05
+    all_nights: bool = True
+    serving_epsilon: float | None = None  # trainer.serving_epsilon (None: the trainer's epsilon)
     # trainer.serving_epsilon of night k's run, the last value repeating (a nightly job exploring
     # more while the model is young); (): serving_epsilon every night. The product only.
     serving_epsilon_by_night: tuple[float, ...] = ()
-    alpha: float = 0.1  # LinUCB / LinTS exploration width (when agent is linear)
-    eval_share: int = 1  # hash buckets: eval_share of (train_share + eval_share) go to eval
-    train_share: int = 1
-    estimator: str = "dr"
-    num_bootstrap: int = 200
-    # The blessing rule: the improvement over the served policy at the lower end of its interval
-    # (the product's default: only confident improvements ship), or its point estimate.
-    use_lower_bound: bool = True
+    alpha: float | None = None  # LinUCB / LinTS exploration width (when agent is linear)
+    # Hash buckets: eval_share of (train_share + eval_share) go to eval (None: the product's split)
+    eval_share: int | None = None
+    train_share: int | None = None
+    estimator: str | None = None
+    num_bootstrap: int | None = None
+    # The blessing rule (evaluator.gate): None, the product's; 'lower_bound' (the improvement's
+    # lower bound above min_improvement), 'point_estimate', or 'non_inferior'.
+    gate: str | None = None
     # experience_gen.splits.key: '' hashes each record's content into train / eval (the product's
     # default), 'impression_id' a unique id per logged decision (a column the logs carry).
     split_key: str = ""
     # evaluator.min_improvement: the improvement over the served policy a candidate needs (its
     # estimate at the rule above); negative tolerates a candidate estimated slightly worse.
-    min_improvement: float = 0.0
+    min_improvement: float | None = None
     # evaluator.reward_model: the reward model behind DM and DR ('bilinear': the per-arm model's
     # user x item term x^T B f(m), where the records carry varying candidates).
-    reward_model: str = "auto"
+    reward_model: str | None = None
     # evaluator.switch_tau: Switch-DR's weight threshold (records whose importance weight exceeds
     # it take DM's prediction, not DR's correction); None: tuned per policy by estimated MSE.
     switch_tau: float | None = None
@@ -143,6 +151,20 @@ class LoopConfig:
     # propensities, as a serving head could give the Evaluator). See reference_serving_probs.
     reference_temperature: float = 0.0
 
+    @property
+    def shares(self) -> tuple[int, int]:
+        """(train, eval) hash buckets: the flags', else the product's default split."""
+        from rlops.components.experience_gen.config import SplitConfig
+
+        default = {s.name: s.hash_buckets for s in SplitConfig().splits}
+        return (self.train_share or default["train"], self.eval_share or default["eval"])
+
+    @property
+    def gate_estimator(self) -> str:
+        from rlops.components.evaluator.config import EvaluatorConfig
+
+        return self.estimator or EvaluatorConfig().estimator
+
     def sample_seed(self, base: int) -> int:
         """The generator's sample / sample_contexts seed `base` of this draw (draw 0: `base`)."""
         return base + DRAW_STRIDE * self.draw
@@ -155,7 +177,19 @@ class LoopConfig:
     def epsilon_of_night(self, night: int) -> float:
         """trainer.serving_epsilon of night `night`'s pipeline run (the policy it pushes serves next)."""
         by_night = self.serving_epsilon_by_night
-        return by_night[min(night, len(by_night) - 1)] if by_night else self.serving_epsilon
+        return by_night[min(night, len(by_night) - 1)] if by_night else self.epsilon
+
+    @property
+    def epsilon(self) -> float:
+        """The serving epsilon: the flag's, else the product's default for this learner (the
+        per-arm default's where it applies, else the agent's epsilon)."""
+        from rlops.components.trainer.config import TrainerConfig, apply_per_arm_defaults
+
+        if self.serving_epsilon is not None:
+            return self.serving_epsilon
+        given = {"agent": self.agent} if self.agent else {}
+        defaults = apply_per_arm_defaults(given) if self.per_arm else given
+        return float(defaults.get("serving_epsilon", TrainerConfig.epsilon))
 
 
 @dataclass
@@ -174,6 +208,10 @@ class Night:
     candidate_upper: float | None
     candidate_value: float  # the candidate's exact true value (served policy it would become)
     candidate_covered: bool | None
+    # The paired improvement over the served baseline the gate read (its estimate and interval)
+    improvement_estimate: float | None
+    improvement_lower: float | None
+    improvement_upper: float | None
     pushed_version: int | None  # the version this night's run pushed (None: kept the old one)
     served_version: int  # what serves after this night's run
     served_value: float  # its exact true value
@@ -342,39 +380,59 @@ def night_yaml(config: LoopConfig, gen, root: str, night_dir: str, night: int) -
                 "features": features,
                 **({"item_id": "item_id", "item_features": list(item_features(config))} if config.per_arm else {}),
             },
-            "splits": {
-                "splits": [
-                    {"name": "train", "hash_buckets": config.train_share},
-                    {"name": "eval", "hash_buckets": config.eval_share},
-                ],
-                **({"key": config.split_key} if config.split_key else {}),
-            },
+            **({"splits": splits} if (splits := _splits(config)) else {}),
         },
-        "trainer": {
-            "agent": config.agent,
-            "hidden_sizes": list(config.hidden_sizes),
-            "network": config.network,
-            "reward_loss": config.reward_loss,
-            "weight_decay": config.weight_decay,
-            "learning_rate": config.learning_rate,
-            "batch_size": config.batch_size,
-            **({"num_epochs": config.num_epochs} if config.num_epochs else {"train_steps": config.train_steps}),
-            "steps_per_run": 100,
-            "alpha": config.alpha,
-            "serving_epsilon": config.epsilon_of_night(night),
-            "seed": config.seed,
-        },
-        "evaluator": {
-            "kind": "bandit",
-            "estimator": config.estimator,
-            "num_bootstrap": config.num_bootstrap,
-            "use_lower_bound": config.use_lower_bound,
-            "min_improvement": config.min_improvement,
-            "reward_model": config.reward_model,
-            **({"switch_tau": config.switch_tau} if config.switch_tau is not None else {}),
-            "seed": config.seed,
-        },
+        "trainer": _given(
+            agent=config.agent,
+            hidden_sizes=list(config.hidden_sizes) if config.hidden_sizes else None,
+            network=config.network,
+            reward_loss=config.reward_loss,
+            weight_decay=config.weight_decay,
+            learning_rate=config.learning_rate,
+            batch_size=config.batch_size,
+            num_epochs=config.num_epochs,
+            train_steps=config.train_steps,
+            alpha=config.alpha,
+            serving_epsilon=config.epsilon_of_night(night)
+            if config.serving_epsilon is not None or config.serving_epsilon_by_night
+            else None,
+            seed=config.seed,
+        ),
+        "evaluator": _given(
+            kind="bandit",
+            estimator=config.estimator,
+            num_bootstrap=config.num_bootstrap,
+            **GATES.get(config.gate or "", {}),
+            min_improvement=config.min_improvement,
+            reward_model=config.reward_model,
+            switch_tau=config.switch_tau,
+            seed=config.seed,
+        ),
     }
+
+
+# --bless-on: the evaluator keys of each blessing rule (None: the product's default gate)
+GATES: dict[str, dict] = {
+    "lower_bound": {"use_lower_bound": True, "max_regression": 0.0},  # the gate before 2026-12-08
+    "point_estimate": {"use_lower_bound": False},
+    "non_inferior": {"use_lower_bound": True},  # with the product's max_regression
+}
+
+
+def _splits(config: LoopConfig) -> dict:
+    """experience_gen.splits as the flags set it ({}: the product's default split)."""
+    out: dict = {}
+    if config.train_share or config.eval_share:
+        train, eval_ = config.shares
+        out["splits"] = [{"name": "train", "hash_buckets": train}, {"name": "eval", "hash_buckets": eval_}]
+    if config.split_key:
+        out["key"] = config.split_key
+    return out
+
+
+def _given(**keys) -> dict:
+    """A config section with only the keys a flag set: the rest keep the product's defaults."""
+    return {k: v for k, v in keys.items() if v is not None}
 
 
 def run_rlops(kind: str, config_path: str, overrides: tuple[str, ...], cwd: str, in_process: bool = False) -> dict:
@@ -423,10 +481,13 @@ def candidate_model_dir(root: str) -> str:
     return os.path.join(_latest(os.path.join(root, "artifacts", "Trainer", "model")), "Format-Serving")
 
 
-def candidate_interval(metrics: dict, estimator: str) -> tuple[float | None, float | None, float | None]:
+def candidate_interval(
+    metrics: dict, estimator: str, which: str = "candidate"
+) -> tuple[float | None, float | None, float | None]:
     """The Evaluator's estimate of the candidate as it would serve (serving_default's epsilon-greedy:
-    metrics.json's `candidate`; its greedy policy is `candidate_greedy`)."""
-    est = (metrics.get("candidate") or {}).get(estimator)
+    metrics.json's `candidate`; its greedy policy is `candidate_greedy`), or of its `improvement`
+    over the baseline."""
+    est = (metrics.get(which) or {}).get(estimator)
     if not est:
         return None, None, None
     return tuple(float(est[k]) if _finite(est.get(k)) else None for k in ("value", "lower", "upper"))
@@ -477,7 +538,8 @@ def run_loop(config: LoopConfig, log=print) -> SeedResult:
             summary = run_pipeline(config, gen, root, night_dir, night)
             run_wall_s = time.perf_counter() - t0
             metrics = evaluator_metrics(root)
-            estimate, lower, upper = candidate_interval(metrics, config.estimator)
+            estimate, lower, upper = candidate_interval(metrics, config.gate_estimator)
+            improvement = candidate_interval(metrics, config.gate_estimator, "improvement")
             versions = serving_versions(serving_dir)
             pushed = int(os.path.basename(summary["pushed_destination"])) if summary.get("pushed") else None
             if pushed is not None and pushed != versions[-1]:
@@ -512,6 +574,9 @@ def run_loop(config: LoopConfig, log=print) -> SeedResult:
                     candidate_upper=upper,
                     candidate_value=candidate_value,
                     candidate_covered=covered,
+                    improvement_estimate=improvement[0],
+                    improvement_lower=improvement[1],
+                    improvement_upper=improvement[2],
                     pushed_version=pushed,
                     served_version=served_version,
                     served_value=served_value,
@@ -589,7 +654,7 @@ def reference_loop(config: LoopConfig) -> list[float]:
     population, _ = gen.population_contexts()
     pop_x = gen.encode(population)
     row_of = {row.tobytes(): i for i, row in enumerate(pop_x)}
-    share = config.train_share / (config.train_share + config.eval_share)
+    share = config.shares[0] / sum(config.shares)
     logs = gen.sample(config.decisions, seed=config.sample_seed(1000))
     contexts, actions, rewards = logs.contexts(), logs.impressions["action"], logs.impressions["reward"]
     xs, acts, rs, fractions = [], [], [], []
@@ -608,7 +673,7 @@ def reference_loop(config: LoopConfig) -> list[float]:
             below = rng.random((len(rows), 1)) > probs[rows].cumsum(1)
             actions = np.minimum(below.sum(1), gen.num_items - 1)
         else:  # the same draws as before the temperature existed
-            explore = rng.random(len(rows)) < config.serving_epsilon
+            explore = rng.random(len(rows)) < config.epsilon
             actions = np.where(explore, rng.integers(0, gen.num_items, len(rows)), probs.argmax(1)[rows])
         rewards = (rng.random(len(rows)) < gen.expected_ctr(contexts)[np.arange(len(rows)), actions]).astype(int)
     return fractions
@@ -627,7 +692,7 @@ def _reference_policy(config: LoopConfig, gen, pop_x: np.ndarray, xs: list, acts
         )
     else:
         scores = _per_item_logits(LogisticRegression, pop_x, x, a, r, gen.num_items)
-    probs = reference_serving_probs(scores, config.serving_epsilon, config.reference_temperature)
+    probs = reference_serving_probs(scores, config.epsilon, config.reference_temperature)
     return probs, gen.true_value(lambda _: probs)
 
 
@@ -653,7 +718,7 @@ def reference_on_logs(config: LoopConfig) -> list[float]:
     gen = world(config)
     logging_value, optimal = gen.true_value(gen.logging_policy), gen.true_value(gen.optimal_policy)
     pop_x = gen.encode(gen.population_contexts()[0])
-    share = config.train_share / (config.train_share + config.eval_share)
+    share = config.shares[0] / sum(config.shares)
     xs, acts, rs, fractions = [], [], [], []
     for night in range(config.nights):
         logs = pd.read_parquet(os.path.join(night_directory(config.workdir, night), IMPRESSIONS))
@@ -790,49 +855,56 @@ def main() -> None:
     ap.add_argument("--first-draw", type=int, default=0, help="0: the draws of every figure before draws existed")
     ap.add_argument("--decisions", type=int, default=20_000, help="decisions served per night")
     ap.add_argument("--ctr", type=float, default=LoopConfig.ctr)
-    ap.add_argument("--agent", default=LoopConfig.agent)
+    ap.add_argument("--agent", default=None, help="trainer.agent (default: the product's)")
     ap.add_argument(
         "--global-features",
         action="store_true",
         help="one model per arm over the user's features (no per-arm item features)",
     )
-    ap.add_argument("--alpha", type=float, default=LoopConfig.alpha, help="LinUCB / LinTS exploration width")
+    ap.add_argument("--alpha", type=float, default=None, help="LinUCB / LinTS exploration width")
     ap.add_argument(
         "--train-share",
         type=int,
-        default=LoopConfig.train_share,
-        help="hash buckets to train (eval gets 1 per --eval-share)",
+        default=None,
+        help="hash buckets to train (eval gets 1 per --eval-share; default: the product's split)",
     )
-    ap.add_argument("--eval-share", type=int, default=LoopConfig.eval_share)
+    ap.add_argument("--eval-share", type=int, default=None)
     ap.add_argument(
-        "--all-nights", action="store_true", help="each night ingests every night's logs so far (else tonight's only)"
+        "--all-nights", action="store_true", help="every night's logs so far (the default since 2026-12-08)"
     )
-    ap.add_argument("--train-steps", type=int, default=LoopConfig.train_steps)
+    ap.add_argument(
+        "--tonight-only",
+        action="store_true",
+        help="each night ingests tonight's logs only (default: every night's logs so far)",
+    )
+    ap.add_argument("--train-steps", type=int, default=None)
     ap.add_argument(
         "--network",
         choices=NETWORKS,
-        default=LoopConfig.network,
+        default=None,
         help="trainer.network of the per-arm agent",
     )
     ap.add_argument(
         "--reward-loss",
         choices=REWARD_LOSSES,
-        default=LoopConfig.reward_loss,
+        default=None,
         help="trainer.reward_loss",
     )
     ap.add_argument(
         "--hidden-sizes",
-        default=",".join(map(str, LoopConfig.hidden_sizes)),
+        default="",
         help="trainer.hidden_sizes, comma-separated (dot_product: the last is the embedding size)",
     )
     ap.add_argument(
         "--num-epochs", type=int, default=None, help="trainer.num_epochs a night (passes), instead of --train-steps"
     )
-    ap.add_argument("--learning-rate", type=float, default=LoopConfig.learning_rate)
-    ap.add_argument("--weight-decay", type=float, default=LoopConfig.weight_decay, help="trainer.weight_decay")
-    ap.add_argument("--batch-size", type=int, default=LoopConfig.batch_size)
+    ap.add_argument("--learning-rate", type=float, default=None)
+    ap.add_argument("--weight-decay", type=float, default=None, help="trainer.weight_decay")
+    ap.add_argument("--batch-size", type=int, default=None)
     ap.add_argument("--item-id-feature", action="store_true", help="per-arm: the item's id is one more item feature")
-    ap.add_argument("--serving-epsilon", type=float, default=LoopConfig.serving_epsilon)
+    ap.add_argument(
+        "--serving-epsilon", type=float, default=None, help="trainer.serving_epsilon (default: the product's)"
+    )
     ap.add_argument(
         "--serving-epsilon-by-night",
         type=_epsilons,
@@ -841,9 +913,9 @@ def main() -> None:
     )
     ap.add_argument(
         "--bless-on",
-        choices=["lower_bound", "point_estimate"],
-        default="lower_bound",
-        help="the Evaluator's blessing rule (evaluator.use_lower_bound)",
+        choices=["lower_bound", "point_estimate", "non_inferior"],
+        default=None,
+        help="the Evaluator's blessing rule (evaluator.gate; default: the product's)",
     )
     ap.add_argument(
         "--split-key",
@@ -853,19 +925,19 @@ def main() -> None:
     ap.add_argument(
         "--min-improvement",
         type=float,
-        default=LoopConfig.min_improvement,
+        default=None,
         help="evaluator.min_improvement (negative: push unless estimated worse by more than this)",
     )
     ap.add_argument(
         "--estimator",
         choices=ESTIMATORS,
-        default=LoopConfig.estimator,
+        default=None,
         help="evaluator.estimator: the gate's estimator, and the interval whose coverage is reported",
     )
     ap.add_argument(
         "--reward-model",
         choices=REWARD_MODEL_CHOICES,
-        default=LoopConfig.reward_model,
+        default=None,
         help="evaluator.reward_model (bilinear: a user x item term in the per-arm reward model; "
         "low_rank: a factorization shared by every item)",
     )
@@ -934,19 +1006,19 @@ def main() -> None:
             alpha=args.alpha,
             train_share=args.train_share,
             eval_share=args.eval_share,
-            all_nights=args.all_nights,
+            all_nights=not args.tonight_only,
             train_steps=args.train_steps,
             num_epochs=args.num_epochs,
             network=args.network,
             reward_loss=args.reward_loss,
-            hidden_sizes=tuple(int(h) for h in args.hidden_sizes.split(",") if h),
+            hidden_sizes=tuple(int(h) for h in args.hidden_sizes.split(",") if h) or None,
             learning_rate=args.learning_rate,
             weight_decay=args.weight_decay,
             batch_size=args.batch_size,
             item_id_feature=args.item_id_feature,
             serving_epsilon=args.serving_epsilon,
             serving_epsilon_by_night=args.serving_epsilon_by_night,
-            use_lower_bound=args.bless_on == "lower_bound",
+            gate=args.bless_on,
             min_improvement=args.min_improvement,
             reward_model=args.reward_model,
             switch_tau=args.switch_tau,
@@ -1026,7 +1098,7 @@ def main() -> None:
         alpha=args.alpha,
         train_share=args.train_share,
         eval_share=args.eval_share,
-        all_nights=args.all_nights,
+        all_nights=not args.tonight_only,
         train_steps=args.train_steps,
         **({"num_epochs": args.num_epochs} if args.num_epochs else {}),
         network=args.network,

@@ -315,7 +315,42 @@ def _key_metrics(metrics: dict) -> dict:
         out[f"candidate_{name}"] = _estimate_text(est)
     for name, est in metrics.get("improvement", {}).items():
         out[f"improvement_{name}"] = _estimate_text(est, "+")
+    if standing := loop_standing(metrics):
+        out["standing"] = standing
     return out
+
+
+def loop_standing(metrics: dict) -> str | None:
+    """One line on where the nightly loop stands: the candidate's estimate against the baseline's
+    (the incumbent: the last blessed model), what its lower bound must clear, and the exploration
+    the candidate would serve. None where the metrics carry no blessing rule (before the gate ran)."""
+    rule = metrics.get("rule") or {}
+    measure = rule.get("measure")
+    candidate = (metrics.get("candidate") or {}).get(measure) or {}
+    baseline = (metrics.get("baseline_estimates") or {}).get(measure) or {}
+    improvement = (metrics.get("improvement") or {}).get(measure) or {}
+    if candidate.get("value") is None or baseline.get("value") is None or improvement.get("lower") is None:
+        return None
+    tolerated = rule.get("tolerated_regression")
+    if not rule.get("use_lower_bound", True):
+        needs = f"point estimate > {rule.get('min_improvement', 0.0):g}"
+    elif tolerated is not None:
+        needs = f"point estimate > {rule.get('min_improvement', 0.0):g} and lower bound > -{tolerated:.4f}"
+    else:
+        needs = f"lower bound > {rule.get('min_improvement', 0.0):g}"
+    served = metrics.get("served_policy") or {}
+    epsilon = served.get("candidate_epsilon")
+    explores = (
+        ""
+        if epsilon is None
+        else f"; serves epsilon {epsilon:g}"
+        + (" (certified above the trained one)" if served.get("trained_epsilon") not in (None, epsilon) else "")
+    )
+    return (
+        f"{measure}: candidate {candidate['value']:.4f} vs {metrics.get('baseline')} {baseline['value']:.4f}, "
+        f"improvement {improvement['value']:+.4f} (lower bound {improvement['lower']:+.4f}); clears with {needs}"
+        f"{explores}"
+    )
 
 
 def lineage(config: PipelineConfig, version: int | None = None) -> list[str]:

@@ -158,15 +158,21 @@ def test_too_few_eval_records_are_not_scored_at_other_epsilons():
 def test_a_refusal_by_the_bound_says_how_many_more_records_would_clear_it():
     from rlops.components.evaluator.estimate import Estimate
 
-    config = EvaluatorConfig()
+    config = EvaluatorConfig(max_regression=0.0)  # the lower bound itself must clear min_improvement
     near = comparisons.Trial(0.3, Estimate(0.035, -0.016, 0.085), {"candidate": 40.0}, None)
     assert near.why_not(config) == (
-        "0.3: lower bound -0.0160 <= 0 (estimate 0.0350; about 2.1x the eval records would clear it, were it to hold)"
+        "0.3: lower 95% bound -0.0160 <= 0.0 (about 2.1x the eval records would clear it, were the estimate to hold)"
     )
     far = comparisons.Trial(0.5, Estimate(0.0006, -0.063, 0.064), {"candidate": 60.0}, None)
     assert "about 11,236x the eval records" in far.why_not(config)  # not 11236.0x
     worse = comparisons.Trial(0.5, Estimate(-0.01, -0.05, 0.03), {"candidate": 80.0}, None)
-    assert worse.why_not(config) == "0.5: lower bound -0.0500 <= 0"
+    assert worse.why_not(config) == "0.5: lower 95% bound -0.0500 <= 0.0"
+    # The default, non-inferior rule: the bound must clear -5% of the baseline's 0.2 = -0.01.
+    tolerant = comparisons.Trial(0.3, Estimate(0.035, -0.016, 0.085), {"candidate": 40.0}, None, baseline_value=0.2)
+    assert tolerant.why_not(EvaluatorConfig()) == (
+        "0.3: point estimate 0.0350 > 0.0 and lower 95% bound -0.0160 <= -0.0100 (5% of the baseline's 0.2000) "
+        f"(about {((0.035 + 0.016) / (0.035 + 0.01)) ** 2:.1f}x the eval records would clear it, were the estimate to hold)"
+    )
     thin = comparisons.Trial(0.1, Estimate(0.05, float("nan"), float("nan"), "few"), {"candidate": 12.3}, "few")
     assert thin.why_not(config) == "0.1: ESS 12.3 < 30"
 

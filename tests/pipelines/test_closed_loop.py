@@ -28,7 +28,7 @@ NIGHTS, DECISIONS = 2, 8_000  # night 1 is served by night 0's push: the loop cl
 LOOP = dict(
     ctr=0.05,
     serving_epsilon=0.05,
-    use_lower_bound=False,
+    gate="point_estimate",
     all_nights=True,
     network="dot_product",
     reward_loss="sigmoid_cross_entropy",
@@ -181,6 +181,43 @@ def test_the_reference_on_logs_reads_what_the_logs_hold(tmp_path):
     assert fractions["uniform"][-1] > 0.4 and fractions["one_item"][-1] < fractions["uniform"][-1] - 0.25, fractions
 
 
+def test_without_flags_the_night_runs_the_products_defaults(tmp_path):
+    """The benchmark measures what a user who sets nothing gets: its night config holds only the
+    logs' mapping, the trainer's seed and the evaluator's kind and seed; the config the product
+    loads then carries the per-arm defaults and the default gate. A flag is written into it."""
+    import yaml
+
+    from rlops.components.evaluator.config import EvaluatorConfig
+    from rlops.components.trainer.config import PER_ARM_DEFAULTS
+    from rlops.pipelines.config import load_config
+
+    cl = _load_benchmark()
+    config = cl.LoopConfig(seed=3)
+    gen, night_dir = cl.world(config), cl.night_directory(str(tmp_path), 0)
+    logs = gen.sample(50, seed=0)  # the loader checks that the source matches files
+    impressions = logs.impressions
+    cl.write_night(
+        night_dir,
+        gen,
+        logs.contexts(),
+        impressions["action"],
+        impressions["propensity"],
+        impressions["reward"],
+        np.zeros(50, np.int64),
+    )
+    night = cl.night_yaml(config, gen, str(tmp_path / "root"), night_dir, 0)
+    assert night["trainer"] == {"seed": 3} and night["evaluator"] == {"kind": "bandit", "seed": 3}
+    assert "splits" not in night["experience_gen"] and "night_*" in night["experience_gen"]["source"]["pattern"]
+    path = tmp_path / "night.yaml"
+    path.write_text(yaml.safe_dump(night))
+    loaded = load_config("bandit", str(path))
+    assert loaded.trainer.exploration_epsilon == PER_ARM_DEFAULTS["serving_epsilon"] == config.epsilon
+    assert loaded.trainer.network == PER_ARM_DEFAULTS["network"] and loaded.trainer.epochs == 12
+    assert loaded.evaluator.max_regression == EvaluatorConfig().max_regression > 0
+    strict = cl.night_yaml(cl.LoopConfig(seed=3, gate="lower_bound"), gen, str(tmp_path), night_dir, 0)
+    assert strict["evaluator"]["use_lower_bound"] is True and strict["evaluator"]["max_regression"] == 0.0
+
+
 def test_serving_epsilon_by_night_sets_each_nights_run_and_the_ceiling(tmp_path):
     """`--serving-epsilon-by-night 0.1,0.05,0.03`: night k's pipeline run pushes a policy serving
     at the k-th value (the last repeating), as a nightly job would set trainer.serving_epsilon;
@@ -241,8 +278,12 @@ def test_num_epochs_replaces_the_step_budget_in_a_config_the_product_loads(tmp_p
     path.write_text(yaml.safe_dump(night))
     trainer = load_config("bandit", str(path)).trainer
     assert trainer.epochs == 10 and trainer.max_train_steps is None
-    steps = cl.night_yaml(cl.LoopConfig(**LOOP), gen, "r", night_dir, 0)["trainer"]
-    assert steps["train_steps"] == cl.LoopConfig.train_steps and "num_epochs" not in steps
+    steps = cl.night_yaml(cl.LoopConfig(**dict(LOOP, train_steps=600)), gen, "r", night_dir, 0)["trainer"]
+    assert steps["train_steps"] == 600 and "num_epochs" not in steps
+    # Neither given: the product's budget (the per-arm default's passes).
+    assert {"train_steps", "num_epochs"}.isdisjoint(
+        cl.night_yaml(cl.LoopConfig(**LOOP), gen, "r", night_dir, 0)["trainer"]
+    )
 
 
 def test_a_draw_reruns_the_same_world_with_other_users_clicks_and_splits():

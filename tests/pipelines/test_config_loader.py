@@ -96,7 +96,7 @@ def test_nested_sections_still_merge(tmp_path):
     config = bandit(tmp_path, "trainer: {learning_rate: 0.01}\n", ("trainer.hidden_sizes=[8, 8]",))
     assert config.trainer.learning_rate == 0.01 and config.trainer.hidden_sizes == (8, 8)
     assert (
-        config.trainer.agent == "neural_epsilon_greedy" and config.trainer.serving_epsilon == 0.1
+        config.trainer.agent == "neural_epsilon_greedy" and config.trainer.exploration_epsilon == 0.1
     )  # from the defaults
 
 

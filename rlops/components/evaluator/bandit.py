@@ -16,7 +16,7 @@ from rlops.components.common.model import serving_dir
 from rlops.components.evaluator import beam, memory
 from rlops.components.evaluator.action_ids import policy_action_minimum
 from rlops.components.evaluator.baseline import fitting_baseline, load_baseline
-from rlops.components.evaluator.comparisons import LOGGING_BASELINE, Trial, against, certify, clears_gate, with_served
+from rlops.components.evaluator.comparisons import LOGGING_BASELINE, Trial, against, certify, with_served
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.evaluator.engine import OpenSplit, open_split
 from rlops.components.evaluator.estimate import Estimate
@@ -87,8 +87,8 @@ def _certified(
     servable = policy is None or "serving_default" in policy.loaded.signatures
     enough = metrics.get("trust", {}).get("num_records", 0) >= config.min_eval_records
     grid = epsilons_above(config.serving_epsilons, own) if servable and enough else []
-    trials = [Trial.from_metrics(own, metrics, improvement)]
-    if grid and not clears_gate(config, improvement):
+    trials = [Trial.from_metrics(own, metrics, improvement, config.estimator)]
+    if grid and not trials[0].clears(config):
         trials += served_at(grid)
     served = certify(config, trials)
     return with_served(config, metrics, served), served.trial.improvement

@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from rlops.components.common.feedback import LoggedFeedback
-from rlops.components.evaluator import estimators
+from rlops.components.evaluator import estimators, gate
 from rlops.components.evaluator.config import EvaluatorConfig
 from rlops.components.evaluator.estimate import Estimate
 from rlops.components.evaluator.estimators import Comparison
@@ -105,11 +105,9 @@ def against(
     ]
 
 
-def clears_gate(config: EvaluatorConfig, improvement: Estimate) -> bool:
-    """The blessing rule: a trusted improvement whose lower bound (use_lower_bound) or point
-    estimate is above min_improvement (what rlops.components.evaluator.core blesses on)."""
-    score = improvement.lower if config.use_lower_bound else improvement.value
-    return improvement.trusted and bool(score > config.min_improvement)
+def clears_gate(config: EvaluatorConfig, improvement: Estimate, baseline_value: float | None = None) -> bool:
+    """The blessing rule (gate.judge) on a trusted improvement: what core.run_evaluator blesses on."""
+    return improvement.trusted and gate.judge(config, improvement, baseline_value).clears
 
 
 @dataclass(frozen=True)
@@ -121,6 +119,7 @@ class Trial:
     ess: dict[str, float]  # per policy ("candidate", "baseline")
     reason: str | None  # why there is no trusted estimate, None when trusted
     comparison: Comparison | None = None  # None: the engine's metrics already hold it (the own epsilon)
+    baseline_value: float | None = None  # the baseline's estimate (the non-inferior rule's scale)
     # The comparison as reported when served, where `comparison` left out what no gate reads (DM's
     # reward-model refits: memory.deferred_against); None: `comparison` is complete.
     complete: Callable[[], Comparison] | None = None
@@ -134,17 +133,31 @@ class Trial:
     ) -> "Trial":
         assert comparison.difference is not None
         diag = comparison.diagnostics
-        return Trial(epsilon, comparison.difference[config.estimator], diag.ess, diag.reason, comparison, complete)
+        baseline = comparison.baseline[config.estimator].value if comparison.baseline else None
+        return Trial(
+            epsilon,
+            comparison.difference[config.estimator],
+            diag.ess,
+            diag.reason,
+            comparison,
+            complete=complete,
+            baseline_value=baseline,
+        )
 
     def completed(self) -> "Trial":
         """This trial with its comparison as reported (see `complete`)."""
         return self if self.complete is None else replace(self, comparison=self.complete(), complete=None)
 
     @staticmethod
-    def from_metrics(epsilon: float, metrics: dict[str, Any], improvement: Estimate) -> "Trial":
+    def from_metrics(epsilon: float, metrics: dict[str, Any], improvement: Estimate, estimator: str) -> "Trial":
         """The engine's own comparison (bandit_metrics' output and the improvement it returned)."""
         trust = metrics.get("trust", {})
-        return Trial(epsilon, improvement, dict(trust.get("ess") or {}), improvement.reason or trust.get("reason"))
+        reason = improvement.reason or trust.get("reason")
+        ess = dict(trust.get("ess") or {})
+        return Trial(epsilon, improvement, ess, reason, baseline_value=gate.baseline_value_of(metrics, estimator))
+
+    def clears(self, config: EvaluatorConfig) -> bool:
+        return clears_gate(config, self.improvement, self.baseline_value)
 
     def why_not(self, config: EvaluatorConfig) -> str:
         """One clause: why this served policy does not clear the gate."""
@@ -155,21 +168,22 @@ class Trial:
                 if low
                 else f"{self.epsilon:g}: no trusted estimate"
             )
-        if not config.use_lower_bound:
-            return f"{self.epsilon:g}: estimate {self.improvement.value:.4f} <= {config.min_improvement:g}"
-        clause = f"{self.epsilon:g}: lower bound {self.improvement.lower:.4f} <= {config.min_improvement:g}"
+        verdict = gate.judge(config, self.improvement, self.baseline_value)
+        clause = f"{self.epsilon:g}: {verdict.clause}"
         value, lower = self.improvement.value, self.improvement.lower
-        if value > config.min_improvement:  # an interval ~ 1 / sqrt(records) wide: how many would clear it
-            factor = ((value - lower) / (value - config.min_improvement)) ** 2
+        tolerated = gate.margin(config, self.baseline_value)
+        bound = config.min_improvement if tolerated is None else -tolerated  # what the lower bound must clear
+        if config.use_lower_bound and lower <= bound < value:  # ~ 1 / sqrt(records) wide: how many would clear it
+            factor = ((value - lower) / (value - bound)) ** 2
             times = f"{factor:.1f}" if factor < 10 else f"{factor:,.0f}"
-            clause += f" (estimate {value:.4f}; about {times}x the eval records would clear it, were it to hold)"
+            clause += f" (about {times}x the eval records would clear it, were the estimate to hold)"
         return clause
 
     def as_dict(self, config: EvaluatorConfig) -> dict[str, Any]:
         return {
             "epsilon": self.epsilon,
             "ess": self.ess.get("candidate"),
-            "clears_gate": clears_gate(config, self.improvement),
+            "clears_gate": self.clears(config),
             "improvement": self.improvement.as_dict(),
         }
 
@@ -193,7 +207,7 @@ def certify(config: EvaluatorConfig, trials: Sequence[Trial]) -> Served:
     tried = [t.as_dict(config) for t in trials]
     grid = ", ".join(f"{t.epsilon:g}" for t in trials)
     for i, trial in enumerate(trials):
-        if clears_gate(config, trial.improvement):
+        if trial.clears(config):
             if i == 0:
                 return Served(trial.completed(), True, None, tried)
             refused = "; ".join(t.why_not(config) for t in trials[:i])

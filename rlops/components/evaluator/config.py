@@ -20,6 +20,8 @@ from rlops.components.json_config import JsonConfig, closest
 # The serving epsilons the Evaluator may certify (measured in docs/benchmarks.md, "Small logs").
 DEFAULT_SERVING_EPSILONS = (0.05, 0.1, 0.2, 0.3, 0.5)
 ENGINES = ("auto", "memory", "beam")
+# The nightly loop's tolerated regression (measured in docs/benchmarks.md, "Closed loop")
+DEFAULT_MAX_REGRESSION = 0.05
 DEFAULT_BEAM_THRESHOLD = 500_000
 # REWARD_MODEL_CHOICES (one list, in ope): "auto" is logistic when every reward is 0 or 1, else
 # ridge; "bilinear" auto's link plus a user x item term x^T B f(m) in the shared per-arm model
@@ -57,6 +59,11 @@ class EvaluatorConfig(JsonConfig):
     # true: the lower end of the improvement's confidence interval must clear min_improvement
     # (only confident improvements ship); false: the point estimate must (riskier, for small logs)
     use_lower_bound: bool = True
+    # With use_lower_bound, the regression the gate tolerates, as a share of the baseline's estimated
+    # value: a candidate ships when its point estimate clears min_improvement and its lower bound
+    # is above -max_regression x the baseline's value (non-inferior and estimated better; see
+    # docs/ope.md, "The gate"). 0: the lower bound itself must clear min_improvement.
+    max_regression: float = DEFAULT_MAX_REGRESSION
     confidence: float = 0.95  # the intervals' confidence level, in [0.5, 1)
     num_bootstrap: int = 500  # bootstrap resamples behind each interval (>= 50)
     # The reward model behind DM and the DR family: auto (logistic for 0/1 rewards, else ridge),
@@ -113,6 +120,8 @@ class EvaluatorConfig(JsonConfig):
             raise bad("confidence", "a number in [0.5, 1)")
         if not _is_number(self.min_improvement):
             raise bad("min_improvement", "a finite number (the improvement in the estimator's units)")
+        if not _is_number(self.max_regression) or not 0.0 <= self.max_regression < 1.0:
+            raise bad("max_regression", "a share in [0, 1) of the baseline's value (0: the lower bound must clear)")
         for key in ("use_lower_bound", "reward_model_balance"):
             if not isinstance(getattr(self, key), bool):
                 raise bad(key, "true or false")

@@ -33,6 +33,7 @@ import tensorflow as tf
 from rlops.components.common.decision_kinds import read_record_kind
 from rlops.components.common.keys import BLESSING_KEY, EVALUATION_KEY, METRICS_KEY
 from rlops.components.common.model import BLESSED_FILE, NOT_BLESSED_FILE, SERVING_EPSILON_PROPERTY
+from rlops.components.evaluator import gate
 from rlops.components.evaluator.kinds import (
     AnyEvaluatorConfig,
     EvaluationInputs,
@@ -110,8 +111,7 @@ def run_evaluator(
     given = EvaluationInputs(model_uri, examples_uri, baseline_model_uri, num_actions, beam_pipeline_args)
     metrics, improvement = path.evaluate(config, given)
     measure = path.measure(config, metrics)
-    score = improvement.lower if config.use_lower_bound else improvement.value
-    which = f"lower {config.confidence:.0%} bound" if config.use_lower_bound else "point estimate"
+    verdict = gate.judge(config, improvement, gate.baseline_value_of(metrics, measure))
     constant = constant_reward(examples_uri)
     if constant is not None:  # every logged reward the same: estimates say nothing about the policies
         blessed = False
@@ -123,11 +123,8 @@ def run_evaluator(
         blessed = False
         reason = f"not blessed: no trustworthy estimate of the improvement in {measure}: {improvement.reason}"
     else:
-        blessed = bool(score > config.min_improvement)
-        reason = (
-            f"improvement in {measure} over {metrics['baseline']}: {which} {score:.4f} "
-            f"{'>' if blessed else '<='} {config.min_improvement}"
-        )
+        blessed = verdict.clears
+        reason = f"improvement in {measure} over {metrics['baseline']}: {verdict.clause}"
     if metrics.get("baseline_reason"):
         reason += f" ({metrics['baseline_reason']})"
     if metrics.get("gate_note"):  # the configured estimator could not run on these logs: which did
@@ -142,6 +139,8 @@ def run_evaluator(
                 "measure": measure,
                 "use_lower_bound": config.use_lower_bound,
                 "min_improvement": config.min_improvement,
+                "max_regression": getattr(config, "max_regression", 0.0),
+                "tolerated_regression": gate.margin(config, gate.baseline_value_of(metrics, measure)),
             },
         }
     )
