@@ -275,13 +275,12 @@ def serve(serving_dir: str, requests: list[dict[str, np.ndarray]], scratch: str)
 
 
 def served_probs(response: dict, num_actions: int) -> np.ndarray:
-    """The served epsilon-greedy policy's exact action probabilities over every candidate:
-    eps / K on each item plus 1 - eps on the greedy one (all K items are candidates here)."""
-    eps = float(response["epsilon"])
+    """The served epsilon-greedy policy's exact action probabilities over every candidate: the
+    bandit head's numpy twin (all K items are candidates here)."""
+    from rlops.heads.epsilon_greedy import epsilon_greedy_probs
+
     greedy = response["greedy_action"].astype(int)
-    probs = np.full((len(greedy), num_actions), eps / num_actions)
-    probs[np.arange(len(greedy)), greedy] += 1.0 - eps
-    return probs
+    return epsilon_greedy_probs(greedy, float(response["epsilon"]), num_actions=num_actions)
 
 
 def exact_value(gen, population_response: dict) -> float:

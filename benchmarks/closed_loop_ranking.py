@@ -133,7 +133,7 @@ def world(config: RankLoopConfig):
 
 
 def optimal_value(gen) -> float:
-    from rlops.agents.ranking.propensities import Greedy
+    from rlops.heads.slate.probabilities import Greedy
 
     return gen.true_value(Greedy(), np.log(gen.relevance)).value
 
@@ -148,7 +148,7 @@ def context_request(gen, users: np.ndarray) -> dict[str, np.ndarray]:
 
 def page_policy(response: dict):
     """The numpy twin of the page serving_ranked draws (its exact probabilities)."""
-    from rlops.agents.ranking.propensities import EpsilonPerSlot, PlackettLuce
+    from rlops.heads.slate.probabilities import EpsilonPerSlot, PlackettLuce
 
     kind, parameter = str(response["slate_policy"]), float(response["parameter"])
     if kind == "plackett_luce":

@@ -10,7 +10,7 @@ The parent checks one answer's propensities against the numpy module's exact num
 Prints ONE JSON line: `<policy>_p50_ms`, `<policy>_p90_ms`, `<policy>_cpu_ms_per_call` (the timer
 process's CPU time per call, all its threads: less sensitive than wall time to other work on a
 shared machine), `<policy>_max_abs_error` (reported propensity_item_position against
-rlops.agents.ranking.propensities), the same as `litert_<policy>_*` for the LiteRT file, K, L,
+rlops.heads.slate.probabilities), the same as `litert_<policy>_*` for the LiteRT file, K, L,
 calls, threads, and the machine's load average at the end.
 
     .venv/bin/python benchmarks/ranked_serving.py [--calls 2000] [--threads 1]

@@ -9,7 +9,7 @@ its standard error, RMSE, and the coverage of the 95% interval over the seeds wh
 (with the share trusted).
 
 Inputs as an evaluator has them: exact logging propensities (the log's), the target's exact
-marginals, prefix probabilities and per-slot conditionals (rlops.agents.ranking.propensities).
+marginals, prefix probabilities and per-slot conditionals (rlops.heads.slate.probabilities).
 Cascade-DR's q_hat: per (item, slot) click rates, cross-fitted over two halves of the log, as a
 reward-to-go q_l(a) = m(a, l) + sum_{l' > l} sum_b pi(b at l') m(b, l') (a rough model on
 purpose: Cascade-DR stays unbiased with it). PI: slate reward = sum of clicks, w_PI by
@@ -31,7 +31,6 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks._common import emit  # noqa: E402
-from rlops.agents.ranking.propensities import PlackettLuce, enumerate_slates  # noqa: E402
 from rlops.components.evaluator.slate_estimators import (  # noqa: E402
     ESTIMATORS,
     SlateLog,
@@ -40,6 +39,7 @@ from rlops.components.evaluator.slate_estimators import (  # noqa: E402
     pseudo_inverse_weights_enumerated,
 )
 from rlops.envs.slate_feedback import CLICK_MODELS, SlateConfig, SlateLogGenerator  # noqa: E402
+from rlops.heads.slate.probabilities import PlackettLuce, enumerate_slates  # noqa: E402
 
 
 class World:

@@ -3,9 +3,11 @@ parsed with `ast` (imports inside functions included), nothing is imported.
 
 (a) the four components are siblings: none imports another (they share rlops.components.common);
 (b) no module imports another rlops module's private name (`from x import _y`);
-(c) imports point down the layers: agents and features import no other layer, envs only agents,
-    train only agents, envs and features; nothing below the components imports a component or a
-    pipeline, and the components never import rlops.pipelines or rlops.testing.
+(c) imports point down the layers: heads import no other layer (tensorflow, tensorflow-probability
+    and numpy only), agents and features only heads, envs only agents and heads, train only agents,
+    envs, features and heads; nothing below the components imports a component or a pipeline, and
+    the components never import rlops.pipelines or rlops.testing;
+(d) no module outside rlops.heads writes a head's formula (the epsilon-greedy mixture).
 Each failure names the importing module, its line and the import.
 """
 
@@ -24,16 +26,18 @@ COMPONENTS = ("experience_gen", "trainer", "evaluator", "pusher")
 
 # What each layer below the components may import from rlops (DESIGN.md's table).
 LOWER_LAYERS = {
-    "rlops.agents": ("rlops.agents",),
-    "rlops.features": ("rlops.features",),
-    "rlops.envs": ("rlops.envs", "rlops.agents"),
-    "rlops.train": ("rlops.train", "rlops.agents", "rlops.envs", "rlops.features"),
+    "rlops.heads": ("rlops.heads",),  # the bottom: one head module per decision kind
+    "rlops.agents": ("rlops.agents", "rlops.heads"),
+    "rlops.features": ("rlops.features", "rlops.heads"),
+    "rlops.envs": ("rlops.envs", "rlops.agents", "rlops.heads"),
+    "rlops.train": ("rlops.train", "rlops.agents", "rlops.envs", "rlops.features", "rlops.heads"),
     # rlops.components.properties (finite MLMD / KFP properties) sits below the components too.
     "rlops.components.common": (
         "rlops.components.common",
         "rlops.components.properties",
         "rlops.agents",
         "rlops.features",
+        "rlops.heads",
     ),
 }
 ABOVE_COMPONENTS = ("rlops.pipelines", "rlops.testing")
@@ -307,3 +311,117 @@ def test_the_kind_rule_reads_justifications_and_their_limit():
     # a module constant bound to a kind's name is one
     with pytest.raises(AssertionError, match="rlops.planted"):
         check_kind_branches(_kind_branches("rlops.planted", "PPO = 'ppo'\nok = agent.pipeline == PPO\n"))
+
+
+# --- heads: one module per decision kind, the bottom layer (DESIGN.md, "Heads") -----------------
+
+HEADS_PACKAGE = "rlops.heads"
+# What rlops.heads may import besides itself and the standard library.
+HEADS_THIRD_PARTY = ("tensorflow", "tensorflow_probability", "numpy")
+
+
+def test_heads_import_only_themselves_tensorflow_and_numpy(imports):
+    import sys
+
+    heads = [i for i in imports if _within(i.module, HEADS_PACKAGE)]
+    assert heads, "the scan found no rlops.heads module"
+    bad = [
+        i
+        for i in heads
+        if not i.target.startswith("__future__")
+        and not _within(i.target, HEADS_PACKAGE)
+        and i.target.split(".")[0] not in HEADS_THIRD_PARTY
+        and i.target.split(".")[0] not in sys.stdlib_module_names
+    ]
+    assert not bad, _report(
+        bad, "rlops.heads imports something other than rlops.heads, tensorflow(-probability), numpy"
+    )
+
+
+# An exploration rate: eps, epsilon, self.epsilon, serving_epsilon, epsilon_greedy's `eps_...`.
+EXPLORATION_RATE = re.compile(r"^(eps|epsilon)$|_(eps|epsilon)$|^(eps|epsilon)_", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Formula:
+    module: str
+    line: int
+    rate: str
+
+    def __str__(self) -> str:
+        return f"{self.module} (line {self.line}): mixes by the exploration rate {self.rate!r}"
+
+
+def _rate(node: ast.AST) -> str | None:
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+    return name if name is not None and EXPLORATION_RATE.search(name) else None
+
+
+def _is_one(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and not isinstance(node.value, bool) and node.value in (1, 1.0)
+
+
+def _mixtures(module: str, source: str) -> list[Formula]:
+    """Scopes (a function, a lambda, the module body) that both take an exploration rate's
+    complement (`1 - eps`) and scale by the rate (`eps * x`, `x * eps`, `eps / n`): the
+    epsilon-greedy mixture (1 - eps) [greedy] + eps / n, however it is spelled or split into
+    statements. PPO's clipping (`1 - eps`, `1 + eps`) scales nothing by its rate."""
+    tree = ast.parse(source, module)
+    scopes = [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
+    found = []
+    for scope in scopes:
+        complement: dict[str, int] = {}
+        scaled: dict[str, int] = {}
+        stack = list(ast.iter_child_nodes(scope))
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                continue  # a scope of its own
+            stack.extend(ast.iter_child_nodes(node))
+            if not isinstance(node, ast.BinOp):
+                continue
+            if isinstance(node.op, ast.Sub) and _is_one(node.left) and _rate(node.right):
+                complement.setdefault(_rate(node.right), node.lineno)
+            sides = (node.left, node.right) if isinstance(node.op, ast.Mult) else (node.left,)
+            if isinstance(node.op, (ast.Mult, ast.Div)):
+                for side in sides:
+                    if _rate(side):
+                        scaled.setdefault(_rate(side), node.lineno)
+        for rate in sorted(complement.keys() & scaled.keys()):
+            found.append(Formula(module, min(complement[rate], scaled[rate]), rate))
+    return found
+
+
+def check_no_head_formula_outside_heads(found: list[Formula]) -> None:
+    bad = [f for f in found if not _within(f.module, HEADS_PACKAGE)]
+    assert not bad, (
+        "a head's exploration formula is written outside rlops.heads; call the head instead "
+        "(rlops.heads.epsilon_greedy: propensity_tf, collect_draw, epsilon_greedy_probs, mix):\n  "
+        + "\n  ".join(str(f) for f in bad)
+    )
+
+
+def test_no_head_formula_is_written_outside_the_heads():
+    found = [f for path in sorted(PACKAGE.rglob("*.py")) for f in _mixtures(_module_name(path), path.read_text())]
+    assert any(_within(f.module, HEADS_PACKAGE) for f in found), "the scan finds no formula even in rlops.heads"
+    check_no_head_formula_outside_heads(found)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [  # how the formula was written outside the heads before they existed (main, 2026-12-07)
+        "def f(self, eps, allowed, is_greedy):\n    propensity = eps / allowed + (1.0 - eps) * is_greedy\n",
+        "def f(self, a, g, n):\n    return math.log(self.eps / n + (1.0 - self.eps) * (a == g))\n",
+        "def f(self, epsilon, uniform):\n    return (1.0 - epsilon) * self.greedy + epsilon * uniform\n",
+        "def f(eps, p, chosen, idx):\n    return eps * p + tf.where(chosen == idx, 1.0 - eps, 0.0)\n",
+        "def f(epsilon, uniform, rows, greedy):\n    probs = epsilon * uniform\n    probs[rows, greedy] += 1 - epsilon\n",
+    ],
+)
+def test_the_formula_rule_catches_a_planted_mixture(source):
+    with pytest.raises(AssertionError, match=r"rlops\.components\.evaluator\.planted \(line \d+\)"):
+        check_no_head_formula_outside_heads(_mixtures("rlops.components.evaluator.planted", source))
+
+
+def test_the_formula_rule_leaves_ppo_clipping_alone():
+    clip = "def f(ratio, eps, adv):\n    return tf.clip_by_value(ratio, 1.0 - eps, 1.0 + eps) * adv\n"
+    check_no_head_formula_outside_heads(_mixtures("rlops.agents.ppo.planted", clip))

@@ -85,7 +85,7 @@ RUN = {
     "FROM `my-proj.shop.events`": "events",
     "# rewards as events: no reward column": "events",  # docs/bring-your-own-logs.md's second shape
     "python -m rlops.components.experience_gen --config slates.yaml": "slates",
-    "from rlops.agents.ranking.ranking_policy import slate_head": "slates",
+    "from rlops.heads.slate.head import slate_head": "slates",
 }
 # Blocks not run, with the reason (where they are covered instead).
 NOT_RUN = {

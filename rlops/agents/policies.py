@@ -14,6 +14,12 @@ import tensorflow as tf
 
 from rlops.agents import specs
 from rlops.agents.trajectories import PolicyStep, TimeStep
+from rlops.heads.epsilon_greedy import (
+    allowed_count_tf,
+    collect_draw,
+    sample_masked_uniform,
+    uniform_propensity_tf,
+)
 
 Splitter = Callable[[Any], tuple[Any, tf.Tensor]]
 
@@ -57,20 +63,6 @@ class Policy(tf.Module):
         raise NotImplementedError
 
 
-def sample_masked_uniform(
-    mask: tf.Tensor | None, batch_size: tf.Tensor, num_actions: int, dtype: tf.DType, seed: Any = None
-) -> tf.Tensor:
-    """Uniform action among allowed ones (all actions when mask is None)."""
-    if mask is None:
-        return (
-            tf.random.uniform([batch_size], 0, num_actions, dtype=tf.int32, seed=seed)
-            if seed is None
-            else tf.random.stateless_uniform([batch_size], seed, 0, num_actions, dtype=tf.int32)
-        )
-    logits = tf.where(tf.cast(mask, tf.bool), 0.0, tf.float32.min)
-    return tf.cast(tf.squeeze(tf.random.categorical(logits, 1, dtype=tf.int32), -1), dtype)
-
-
 class RandomPolicy(Policy):
     """Uniform over the action spec (over allowed actions under a mask); info holds the
     propensity of the chosen action, so logged data carries what off-policy evaluation needs."""
@@ -88,8 +80,7 @@ class RandomPolicy(Policy):
             n = specs.num_actions(spec)
             action = sample_masked_uniform(mask, batch, n, tf.int32, seed)
             action = tf.cast(action + int(spec.minimum), spec.dtype)
-            allowed = tf.reduce_sum(tf.cast(mask, tf.float32), -1) if mask is not None else tf.fill([batch], float(n))
-            return PolicyStep(action, (), {"propensity": 1.0 / allowed})
+            return PolicyStep(action, (), {"propensity": uniform_propensity_tf(allowed_count_tf(mask, batch, n))})
         shape = tf.concat([[batch], spec.shape], 0)
         action = tf.random.uniform(shape, spec.minimum, spec.maximum, dtype=spec.dtype)
         return PolicyStep(action, (), {"propensity": tf.ones([batch], tf.float32)})
@@ -237,15 +228,10 @@ class EpsilonGreedyPolicy(Policy):
     def _action(self, time_step: TimeStep, seed: Any) -> PolicyStep:
         greedy = self.greedy_policy.action(time_step)
         _, mask = self._split(time_step.observation)
-        batch = self._batch_size(time_step)
         n = specs.num_actions(self.action_spec)
-        random_action = sample_masked_uniform(mask, batch, n, self.action_spec.dtype)
-        eps = tf.cast(self.epsilon() if callable(self.epsilon) else self.epsilon, tf.float32)
-        explore = tf.random.uniform([batch]) < eps
-        action = tf.where(explore, random_action, greedy.action)
-        allowed = tf.reduce_sum(tf.cast(mask, tf.float32), -1) if mask is not None else tf.fill([batch], float(n))
-        is_greedy = tf.cast(tf.equal(action, greedy.action), tf.float32)
-        propensity = eps / allowed + (1.0 - eps) * is_greedy
+        epsilon = self.epsilon() if callable(self.epsilon) else self.epsilon
+        # the bandit head's rule (rlops.heads.epsilon_greedy), drawn from TF's seeded stream
+        action, propensity, _ = collect_draw(greedy.action, n, epsilon, mask, self.action_spec.dtype)
         info = {"propensity": propensity}
         if "greedy_info" in self.info_spec:
             info["greedy_info"] = greedy.info

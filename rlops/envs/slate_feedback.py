@@ -41,13 +41,13 @@ from typing import Callable
 
 import numpy as np
 
-from rlops.agents.ranking.propensities import (
+from rlops.envs.logged_feedback import LogConfig, LogGenerator
+from rlops.heads.slate.probabilities import (
     EpsilonPerSlot,
     PlackettLuce,
     SlatePolicy,
     UniformWithoutReplacement,
 )
-from rlops.envs.logged_feedback import LogConfig, LogGenerator
 
 Columns = dict[str, np.ndarray]
 Scores = np.ndarray | Callable[[Columns], np.ndarray]

@@ -8,7 +8,7 @@ in every signature. Duck-typed (time_step_spec, action_spec, action, ...) so thi
 bottom layer does not import the agents.
 
 The exploring serving head (what a server logs: the drawn action and its propensity) is
-rlops.features.serving_head.
+rlops.heads.epsilon_greedy.
 """
 
 from __future__ import annotations

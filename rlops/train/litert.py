@@ -8,7 +8,7 @@ float32 head on the SavedModel's scores). Otherwise the LiteRT file has the Save
 `serving_default` contract: one signature, `serving_default`,
 whose inputs are the SavedModel's serving inputs under the same names (rlops.features.serving_names;
 raw features, strings included) and whose outputs are `action` (drawn from the exploring policy
-inside the graph by rlops.features.serving_head: TFLite's builtin RANDOM_UNIFORM with seeds (0, 0),
+inside the graph by rlops.heads.epsilon_greedy: TFLite's builtin RANDOM_UNIFORM with seeds (0, 0),
 fresh on every call and in every process), `propensity`, `greedy_action` and `policy_version`. A policy exported without `serving_default` (PPO's greedy policy) converts
 from its `action` signature: its observation inputs in, the action (also `greedy_action`;
 `propensity` 1: a deterministic policy) out.
@@ -36,21 +36,20 @@ import dataclasses
 import json
 import os
 import re
-import subprocess
-import sys
-import tempfile
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import tensorflow as tf
 
-from rlops.features import serving_head
+from rlops.features import serving_candidates
+from rlops.heads import draws, epsilon_greedy
+from rlops.train import litert_ranked
+from rlops.train.litert_standalone import VERSION_SENTINEL, last_line, run_standalone, run_standalone_jobs
 from rlops.train.policy_files import LITERT_FILE, LITERT_SPEC_FILE, UNPUBLISHED_VERSION
 from rlops.train.processes import at_once
 
 LITERT_FORMAT = "rlops.policy_litert/1"
 SIGNATURE = "serving_default"
-VERSION_SENTINEL = 0x5E57_1A7E_0DD5_EED5  # a value no real version takes; appears once in the file
 _TIME_STEP_INPUTS = ("step_type", "reward", "discount")
 LOGITS = "info/dist_params/logits"  # a stochastic discrete policy's `action` output (PPO)
 
@@ -119,7 +118,7 @@ def convert_policy(saved_model_dir: str, allow_flex: bool = False, loaded: Any =
                 "the standalone LiteRT runtime cannot run them (set pusher litert_allow_flex: true to publish a "
                 "Flex model anyway)"
             ) from None
-        raise LiteRTConversionError(f"LiteRT conversion failed: {_last_line(str(e))}") from e
+        raise LiteRTConversionError(f"LiteRT conversion failed: {last_line(str(e))}") from e
     inputs = {
         k: {"shape": s.shape.as_list(), "dtype": s.dtype.name}
         for k, s in concrete.structured_input_signature[1].items()
@@ -158,15 +157,8 @@ def flex_ops(message: str) -> list[str]:
     return sorted(set(re.findall(r"\btf\.([A-Z][A-Za-z0-9]*)\(", message)))
 
 
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1] if lines else "unknown error"
-
-
 def _ranked_function(loaded: Any) -> tuple[Any, str]:
     """A ranking policy's function to convert: its pages (rlops.train.litert_ranked)."""
-    from rlops.train import litert_ranked
-
     if not litert_ranked.has_ranked_scores(loaded):
         raise LiteRTConversionError(
             "this ranking SavedModel was exported before LiteRT support (no ranked_scores "
@@ -234,57 +226,9 @@ def _concrete(fn: Any, specs: dict) -> Any:
 
 
 # ---- verification: the LiteRT file against its SavedModel ------------------------------------------
-RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "litert_runner.py")
-PROPENSITY_TOLERANCE = serving_head.PROPENSITY_TOLERANCE
+PROPENSITY_TOLERANCE = draws.PROPENSITY_TOLERANCE
 DRAW_ROWS = 64  # the larger batch the draws are checked at
-DRAW_CALLS_MANY = 8  # calls at DRAW_ROWS (batch 1: serving_head.draw_calls)
-
-
-def run_standalone(
-    model_path: str, inputs: Mapping[str, np.ndarray], repeats: int = 1, timeout_s: float = 300
-) -> dict[str, np.ndarray]:
-    """`serving_default` of the LiteRT file on `inputs`, `repeats` times, in a fresh Python process
-    that imports ai_edge_litert and numpy only (litert_runner.py, run by path). Outputs are stacked
-    [repeats, B, ...]; `modules_tensorflow` / `modules_rlops` say what that process imported."""
-    return run_standalone_jobs(model_path, [(inputs, repeats)], timeout_s)[0]
-
-
-def run_standalone_jobs(
-    model_path: str, jobs: Sequence[tuple[Mapping[str, np.ndarray], int]], timeout_s: float = 300
-) -> list[dict[str, np.ndarray]]:
-    """run_standalone for several (inputs, repeats), one after the other in one fresh process."""
-    with tempfile.TemporaryDirectory() as tmp:
-        args, outs = [], []
-        for i, (inputs, repeats) in enumerate(jobs):
-            src, dst = os.path.join(tmp, f"inputs{i}.npz"), os.path.join(tmp, f"outputs{i}.npz")
-            np.savez(src, **{k: _savable(v) for k, v in inputs.items()})
-            args += [src, dst, str(int(repeats))]
-            outs.append(dst)
-        proc = subprocess.run(
-            [sys.executable, RUNNER, model_path, *args],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-        )
-        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-        result = (
-            json.loads(lines[-1])
-            if lines
-            else {"ok": False, "error": f"exited {proc.returncode}: {_last_line(proc.stderr)}"}
-        )
-        if not result.get("ok"):
-            raise RuntimeError(f"the LiteRT policy did not run under ai-edge-litert: {result.get('error')}")
-        answers = []
-        for dst in outs:
-            with np.load(dst) as out:
-                answers.append({k: out[k] for k in out.files})
-        return answers
-
-
-def _savable(value: Any) -> np.ndarray:
-    value = np.asarray(value)
-    return value.astype(np.bytes_) if value.dtype.kind in "OU" else value
+DRAW_CALLS_MANY = 8  # calls at DRAW_ROWS (batch 1: rlops.heads.draws.draw_calls)
 
 
 def compare(saved_model_dir: str, model_path: str, inputs: Mapping[str, np.ndarray], loaded: Any = None) -> str | None:
@@ -299,8 +243,6 @@ def compare(saved_model_dir: str, model_path: str, inputs: Mapping[str, np.ndarr
 
 
 def _compare_ranked(saved_model_dir: str, loaded: Any, model_path: str, inputs: Mapping[str, np.ndarray]) -> str | None:
-    from rlops.train import litert_ranked
-
     return litert_ranked.compare_ranked(loaded, model_path, inputs)
 
 
@@ -351,7 +293,7 @@ def _compare_decisions(
 def check_draws(model_path: str, feeds: Mapping[str, np.ndarray], probs: np.ndarray, minimum: int) -> str | None:
     """The LiteRT file's draws against `probs` [B, K] (the exploring policy's, for the rows of
     `feeds`): the first row at batch 1 and the first DRAW_ROWS rows, each called repeatedly in two
-    fresh processes (serving_head.draws_error: frequencies, repeats across calls and processes, each
+    fresh processes (epsilon_greedy.draws_error: frequencies, repeats across calls and processes, each
     propensity; a chance failure confirmed on fresh draws). Returns an error, or None."""
     sizes = (1, min(DRAW_ROWS, len(probs)))
     jobs = [
@@ -363,18 +305,18 @@ def check_draws(model_path: str, feeds: Mapping[str, np.ndarray], probs: np.ndar
         for i, rows in enumerate(sizes):
             actions = [np.asarray(p[i]["action"]).astype(np.int64) - minimum for p in processes]
             propensities = [np.asarray(p[i]["propensity"]) for p in processes]
-            error = serving_head.draws_error(actions, probs[:rows], f"LiteRT at batch {rows}", propensities)
+            error = epsilon_greedy.draws_error(actions, probs[:rows], f"LiteRT at batch {rows}", propensities)
             if error:
                 return error
         return None
 
-    return serving_head.confirmed(check)
+    return draws.confirmed(check)
 
 
 def draw_calls(probs: np.ndarray) -> tuple[int, int]:
-    """Calls at batch 1 (the first row) and at DRAW_ROWS: serving_head.draw_calls for the row's
+    """Calls at batch 1 (the first row) and at DRAW_ROWS: draws.draw_calls for the row's
     exploration, DRAW_CALLS_MANY."""
-    return serving_head.draw_calls(1.0 - float(probs[0].max())), DRAW_CALLS_MANY
+    return draws.draw_calls(1.0 - float(probs[0].max())), DRAW_CALLS_MANY
 
 
 def _saved_model_outputs(saved_model_dir: str, loaded: Any, kind: str, feeds: dict, specs: dict) -> dict:
@@ -404,8 +346,8 @@ def _saved_model_outputs(saved_model_dir: str, loaded: Any, kind: str, feeds: di
 
     spec = load_specs(saved_model_dir)["action_spec"]
     minimum, k = int(spec.minimum), int(spec.maximum) - int(spec.minimum) + 1
-    allowed = serving_head.allowed_actions(feeds, k)
-    probs = serving_head.epsilon_greedy_probs(np.asarray(out["greedy_action"]) - minimum, epsilon, allowed)
+    allowed = serving_candidates.allowed_actions(feeds, k)
+    probs = epsilon_greedy.epsilon_greedy_probs(np.asarray(out["greedy_action"]) - minimum, epsilon, allowed)
     return {
         "greedy_action": out["greedy_action"],
         "policy_version": out["policy_version"],

@@ -10,14 +10,14 @@ ones when nothing is masked). Outputs: `slate`, `propensity_item_position`, `pro
 
 Why a head of its own: TFLite builtins have no float64 arithmetic and no 64-bit bitwise ops (the
 row-seed hash), and no Assert. The converter takes the SavedModel's `ranked_scores` (the scores and
-the allowed mask, preprocessing included) and puts on it the same head in float32 from
-rlops.agents.ranking.tf_propensities: Gumbel-top-L / epsilon per slot draws, the exact marginals
+the allowed mask, preprocessing included) and puts on it the slate head's float32 twin
+(rlops.heads.slate.head.litert_slate_head, on rlops.heads.slate.tf_probabilities): Gumbel-top-L / epsilon per slot draws, the exact marginals
 (PL: the same quadrature and Poisson-binomial tree, stable in float32 because every product is of
 non-negative terms, the grid's left tail cut at 1e-9 for float32; 1 - e^(-x) by its series below 1/2 since TFLite has no EXPM1; the cascade's
 running product unrolled since it has no CUMPROD).
 
-Randomness: one builtin RANDOM_UNIFORM op whose seeds are pinned to (0, 0) (rlops.features.
-serving_head's contract): LiteRT seeds it from OS entropy when the op is prepared and advances it on
+Randomness: one builtin RANDOM_UNIFORM op whose seeds are pinned to (0, 0) (rlops.heads.
+epsilon_greedy's contract): LiteRT seeds it from OS entropy when the op is prepared and advances it on
 every call, so draws are fresh on every call and independent across processes. A nonzero seed baked
 in would repeat, and the Pusher's draw checks refuse it. The uniforms are float32 (2^-24 cells,
 kept off 0 so every Gumbel key is finite): ties between two of the top L + 1 keys (which the
@@ -40,8 +40,15 @@ from typing import Any, Mapping
 import numpy as np
 import tensorflow as tf
 
-from rlops.agents.ranking import tf_propensities as tp
-from rlops.agents.ranking.ranking_policy import GREEDY_SLATE, PROPENSITY_CASCADE, PROPENSITY_ITEM_POSITION, SLATE
+from rlops.heads.slate.head import (
+    GREEDY_SLATE,
+    PROPENSITY_CASCADE,
+    PROPENSITY_ITEM_POSITION,
+    SLATE,
+    head_parameters,
+    litert_slate_head,
+)
+from rlops.train.litert_standalone import VERSION_SENTINEL, run_standalone_jobs
 from rlops.train.processes import at_once
 
 SIGNATURE = "serving_ranked"
@@ -49,47 +56,6 @@ SOURCE_SIGNATURE = "serving_ranked_masked"
 SCORES, ALLOWED, POLICY_VERSION = "scores", "allowed", "policy_version"
 RANKED_SCORES = "ranked_scores"  # rlops.train.ranked_serving.RANKED_SCORES
 SCORES_RTOL = 1e-5  # TFLite's float32 kernels against TensorFlow's, relative to the largest |score|
-SMALLEST_UNIFORM = 2.0**-24
-
-
-def head_parameters(metadata: Mapping[str, Any]) -> tuple[str, int, float, float]:
-    """(kind, L, temperature or epsilon, quadrature step) from a ranking export's get_metadata."""
-    kind = str(metadata["slate_policy"])
-    parameter = float(metadata.get("temperature", metadata.get("epsilon", 1.0 if kind == "uniform" else 0.0)))
-    step = float(metadata.get("quadrature_step", tp.QUADRATURE_STEP))
-    return kind, int(metadata["num_slots"]), parameter, step
-
-
-def fresh_uniforms(batch: tf.Tensor, count: int) -> tf.Tensor:
-    """[batch, count] float32 uniforms in (0, 1) from one builtin RANDOM_UNIFORM, seeds pinned to
-    (0, 0): LiteRT seeds it from OS entropy (see the module docstring)."""
-    shape = tf.stack([tf.cast(batch, tf.int32), tf.constant(count, tf.int32)])
-    return tf.maximum(tf.raw_ops.RandomUniform(shape=shape, dtype=tf.float32, seed=0, seed2=0), SMALLEST_UNIFORM)
-
-
-def litert_slate_head(
-    scores: tf.Tensor, allowed: tf.Tensor, num_slots: int, kind: str, parameter: float, step: float
-) -> dict[str, tf.Tensor]:
-    """serving_ranked's decision in float32 TFLite builtins, drawn from a fresh RANDOM_UNIFORM
-    (see the module docstring)."""
-    scores = tf.cast(scores, tf.float32)
-    allowed = tf.cast(allowed, tf.bool)
-    count = tp.num_uniforms(kind, int(scores.shape[1]), num_slots)
-    uniforms = fresh_uniforms(tf.shape(scores)[0], count) if count else None
-    f32 = {"dtype": tf.float32, "check": False}
-    slate = tp.sample_slates(kind, scores, allowed, num_slots, uniforms, parameter, **f32)
-    greedy = tp.sample_slates("greedy", scores, allowed, num_slots, None, **f32)
-    marginals = tp.slate_marginals(kind, scores, allowed, num_slots, parameter, step, **f32)  # [B, K, L]
-    at_slot = tf.gather(tf.transpose(marginals, [0, 2, 1]), slate[..., None], axis=2, batch_dims=2)[..., 0]
-    cascade = tp.slate_prefix_probs(kind, scores, allowed, slate, parameter, dtype=tf.float32)
-    filled = tf.range(num_slots)[None, :] < tf.reduce_sum(tf.cast(allowed, tf.int32), -1)[:, None]
-    none = tf.fill(tf.shape(slate), -1)
-    return {
-        SLATE: tf.where(filled, slate, none),
-        PROPENSITY_ITEM_POSITION: tf.where(filled, at_slot, tf.zeros_like(at_slot)),
-        PROPENSITY_CASCADE: tf.where(filled, cascade, tf.zeros_like(cascade)),
-        GREEDY_SLATE: tf.where(filled, greedy, none),
-    }
 
 
 def ranked_serving_function(loaded: Any, version: tf.Tensor) -> tuple[Any, dict]:
@@ -124,9 +90,8 @@ def compare_ranked(loaded: Any, model_path: str, inputs: Mapping[str, Any]) -> s
     (verify_ranked.ranked_draws_error: allowed items only, none twice, exact propensities,
     per-slot frequencies at batch 1 and at batch N, no repeats across calls or processes; a chance
     failure confirmed on fresh draws). Returns an error, or None."""
-    from rlops.features.serving_head import confirmed
+    from rlops.heads.draws import confirmed
     from rlops.train import verify_ranked as vr
-    from rlops.train.litert import VERSION_SENTINEL, run_standalone_jobs
 
     serve = loaded.signatures[SOURCE_SIGNATURE]
     specs = serve.structured_input_signature[1]

@@ -22,7 +22,7 @@ named by `rlops.features.serving_names.serving_input_name` (the feature name; `p
 an item feature; a single dense observation is one input named by its spec), outputs `action`
 (drawn from the epsilon-greedy exploring policy, freshly on every call and in every process),
 `propensity` (the probability it was drawn with), `greedy_action` (always an allowed action; the
-rules are rlops.features.serving_head's) and `policy_version` (int64 per row: the version number the Pusher
+rules are rlops.heads.epsilon_greedy's) and `policy_version` (int64 per row: the version number the Pusher
 published this SavedModel as, read at load time from the asset `assets/rlops_policy_version.txt`,
 which the Pusher writes; -1 in a SavedModel no Pusher published); plus `serving_masked`, the same
 with an `action_mask` [B, K] input; plus `serving_replay`, serving_default taking `uniforms` [B, 2]
@@ -167,7 +167,7 @@ class PolicySaver:
         if seed is not None:
             raise ValueError(
                 "seed is not supported: exported rlops policies draw fresh randomness on every call "
-                "and in every process (rlops.features.serving_head); a seed baked into the graph "
+                "and in every process (rlops.heads.epsilon_greedy); a seed baked into the graph "
                 "would repeat the same draws"
             )
         if input_fn_and_spec is not None:
@@ -311,8 +311,9 @@ class PolicySaver:
 
     def _serving_functions(self, module: tf.Module, policy_action: Any) -> dict[str, Any]:
         """serving_default / serving_masked: raw named inputs -> exploring action + propensity, drawn
-        by the serving head (rlops.features.serving_head: the allowed actions, the draw, its probability)."""
-        from rlops.features import serving_head
+        by the serving head (rlops.heads.epsilon_greedy: the allowed actions, the draw, its probability)."""
+        from rlops.features import serving_candidates
+        from rlops.heads import epsilon_greedy
 
         spec = self.action_spec
         if not specs_lib.is_discrete(spec) or spec.shape.rank != 0 or tf.nest.flatten(self.policy_state_spec):
@@ -348,8 +349,8 @@ class PolicySaver:
             greedy = policy_action(time_step, ()).action  # the policy's graph, traced once (_build_functions)
             eps = module.metadata[SERVING_EPSILON].read_value()
             # the mask argument (serving_masked) or input (a policy trained with masks); per-arm candidates
-            allowed = serving_head.allowed_actions_tf(features, num_actions, mask)
-            return serving_head.epsilon_greedy_head(greedy, num_actions, eps, minimum, allowed, uniforms)
+            allowed = serving_candidates.allowed_actions_tf(features, num_actions, mask)
+            return epsilon_greedy.head(greedy, num_actions, eps, minimum, allowed, uniforms)
 
         def with_version(out: dict) -> dict:
             number = tf.strings.to_number(version.lookup(tf.constant(0, tf.int64)), tf.int64)
@@ -366,7 +367,7 @@ class PolicySaver:
         module.serving_core = core
         core.get_concrete_function(**inputs)
         # serving_default drawing with caller-supplied uniforms: a decision the caller can replay
-        uniforms_spec = tf.TensorSpec([self.batch_size, serving_head.NUM_UNIFORMS], tf.float32, name=UNIFORMS)
+        uniforms_spec = tf.TensorSpec([self.batch_size, epsilon_greedy.NUM_UNIFORMS], tf.float32, name=UNIFORMS)
         replay = tf.function(lambda uniforms, **features: with_version(head(features, None, uniforms)), autograph=False)
         out = {
             "serving_default": serving.get_concrete_function(**inputs),
@@ -453,7 +454,7 @@ def _ranking(policy: Any) -> Any:
 def _unseeded_graph() -> None:
     """Called first while a function traces: its unseeded random ops get seeds (0, 0), fresh in
     every process and call, rather than ones a tf.random.set_seed in the exporting process (the
-    Trainer's) would bake into the graph (rlops.features.serving_head says why that repeats draws)."""
+    Trainer's) would bake into the graph (rlops.heads.epsilon_greedy says why that repeats draws)."""
     tf.compat.v1.get_default_graph().seed = None
 
 

@@ -26,7 +26,7 @@ Outputs (every signature):
     seed                      [B] int64       the row seed each draw came from (log it to replay)
     policy_version            [B] int64       as serving_default's (the Pusher's asset; -1 unpublished)
 
-Randomness is the ranking head's (rlops.agents.ranking.ranking_policy.slate_head): fresh row seeds
+Randomness is the ranking head's (rlops.heads.slate.head.slate_head): fresh row seeds
 from a RandomUniformInt whose op seeds are pinned to (0, 0), so draws are fresh on every call and
 independent across processes. A request with fewer than L allowed candidates is an error, not a
 padded slate: the call fails (InvalidArgumentError) with "slate length L needs at least L allowed
@@ -50,9 +50,9 @@ from typing import Any, Callable, Mapping
 import tensorflow as tf
 
 from rlops.agents.bandits import utils
-from rlops.agents.ranking import ranking_policy as rp, tf_propensities
 from rlops.agents.ranking.ranking_policy import RankingPolicy
 from rlops.features.serving_names import NUM_ACTIONS, serving_input_name
+from rlops.heads.slate import head as slate, tf_probabilities
 
 SERVING_RANKED = "serving_ranked"
 SERVING_RANKED_MASKED = "serving_ranked_masked"
@@ -63,7 +63,14 @@ ROW_SEEDS = "row_seeds"
 SCORES = "scores"
 ALLOWED = "allowed"
 RANKED_SCORES = "ranked_scores"  # the module function LiteRT converts (rlops.train.litert_ranked)
-OUTPUTS = (rp.SLATE, rp.PROPENSITY_ITEM_POSITION, rp.PROPENSITY_CASCADE, rp.GREEDY_SLATE, SCORES, rp.SEED)
+OUTPUTS = (
+    slate.SLATE,
+    slate.PROPENSITY_ITEM_POSITION,
+    slate.PROPENSITY_CASCADE,
+    slate.GREEDY_SLATE,
+    SCORES,
+    slate.SEED,
+)
 
 # metadata keys
 NUM_SLOTS = "num_slots"
@@ -94,7 +101,7 @@ def find_ranking(policy: Any) -> tuple[RankingPolicy, Any] | None:
 
 def ranked_metadata(ranking: RankingPolicy) -> dict[str, tf.Tensor]:
     """The constants `get_metadata` adds for a ranking export (see the module docstring)."""
-    kind, parameter = rp.policy_kind(ranking.slate_policy)
+    kind, parameter = slate.policy_kind(ranking.slate_policy)
     out = {
         NUM_SLOTS: tf.constant(ranking.num_slots, tf.int64),
         NUM_CANDIDATES: tf.constant(ranking.num_items, tf.int64),
@@ -103,7 +110,7 @@ def ranked_metadata(ranking: RankingPolicy) -> dict[str, tf.Tensor]:
     }
     if kind == "plackett_luce":
         out[TEMPERATURE] = tf.constant(parameter, tf.float64)
-        step = getattr(ranking.slate_policy, "quadrature_step", tf_propensities.QUADRATURE_STEP)  # as slate_head
+        step = getattr(ranking.slate_policy, "quadrature_step", tf_probabilities.QUADRATURE_STEP)  # as slate_head
         out[QUADRATURE_STEP] = tf.constant(step, tf.float64)
     elif kind == "epsilon_per_slot":
         out[EPSILON] = tf.constant(parameter, tf.float64)
@@ -154,7 +161,7 @@ def ranked_functions(
             observation = preprocessor(observation)
         scores, allowed = ranking.scores(observation)  # the policy's own mask and num_actions
         allowed = utils.combine_masks(allowed, mask)
-        out = rp.slate_head(scores, ranking.num_slots, ranking.slate_policy, allowed, row_seeds=row_seeds)
+        out = slate.slate_head(scores, ranking.num_slots, ranking.slate_policy, allowed, row_seeds=row_seeds)
         return with_version({**out, SCORES: scores})
 
     def replay(**features: tf.Tensor) -> dict:
@@ -177,7 +184,7 @@ def ranked_functions(
         batch = tf.shape(next(iter(features.values())))[0]
         if ACTION_MASK not in features:
             features[ACTION_MASK] = tf.ones(tf.stack([batch, num_items]), tf.int64)
-        return shared(**features, **{ROW_SEEDS: rp.resolve_row_seeds(batch)})
+        return shared(**features, **{ROW_SEEDS: slate.resolve_row_seeds(batch)})
 
     function = tf.function(fresh, autograph=False)
 

@@ -18,8 +18,8 @@ from rlops.agents.ranking import (
     brute_force_marginals,
     epsilon_rank_marginals,
     slate_head,
-    tf_propensities as tfp_,
 )
+from rlops.heads.slate import tf_probabilities as tfp_
 
 POLICIES = {
     "plackett_luce": (PlackettLuce(0.9), 1e-7),

@@ -359,7 +359,8 @@ def test_serving_masked_greedy_action_respects_the_mask(policies):
 
 @pytest.mark.parametrize("kind", ["per_arm_lin_ucb", "lin_ts_masked"])
 def test_serving_replay_decides_as_the_serving_head_does_with_the_callers_uniforms(policies, kind):
-    from rlops.features import serving_head
+    from rlops.features import serving_candidates
+    from rlops.heads import epsilon_greedy
 
     path = policies[kind]
     loaded = tf.saved_model.load(path)
@@ -377,8 +378,8 @@ def test_serving_replay_decides_as_the_serving_head_does_with_the_callers_unifor
     for key in first:
         np.testing.assert_array_equal(first[key], again[key])  # the same uniforms: the same decision
     greedy = loaded.signatures["serving_default"](**feeds)["greedy_action"].numpy()
-    allowed = serving_head.allowed_actions(inputs, K_PER_ARM if "num_actions" in inputs else K_DENSE)
-    action, propensity, greedy_action = serving_head.decide(greedy, EPSILON, allowed, uniforms)
+    allowed = serving_candidates.allowed_actions(inputs, K_PER_ARM if "num_actions" in inputs else K_DENSE)
+    action, propensity, greedy_action = epsilon_greedy.decide(greedy, EPSILON, allowed, uniforms)
     np.testing.assert_array_equal(first["action"], action)
     np.testing.assert_array_equal(first["greedy_action"], greedy_action)
     np.testing.assert_allclose(first["propensity"], propensity, atol=1e-6)

@@ -131,14 +131,14 @@ def test_an_exploring_policy_is_published_after_its_draws_are_checked(tmp_path):
 def test_a_head_that_repeats_its_draws_is_not_published(tmp_path, monkeypatch):
     """A head whose random op has a seed baked in draws the same stream in every process: both the
     SavedModel's check and the LiteRT file's refuse it, and no version appears."""
-    from rlops.features import serving_head
+    from rlops.heads import epsilon_greedy
 
     def seeded(batch):
-        shape = tf.stack([tf.cast(batch, tf.int32), serving_head.NUM_UNIFORMS])
+        shape = tf.stack([tf.cast(batch, tf.int32), epsilon_greedy.NUM_UNIFORMS])
         return tf.raw_ops.RandomUniform(shape=shape, dtype=tf.float32, seed=1, seed2=1)
 
     with monkeypatch.context() as m:
-        m.setattr(serving_head, "fresh_uniforms", seeded)
+        m.setattr(epsilon_greedy, "fresh_uniforms", seeded)
         path = _exploring_policy(str(tmp_path / "policy"))
     dest = str(tmp_path / "serving")
     with pytest.raises(RuntimeError, match="two fresh processes: serving_default at batch 1: two fresh processes draw"):

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from rlops.agents.ranking.propensities import EpsilonPerSlot, PlackettLuce, brute_force_slate_probs
 from rlops.components.common.slates import SlateLogs
 from rlops.components.evaluator.slate_evaluation import slate_log
 from rlops.components.evaluator.slate_policy import policy_target
 from rlops.components.trainer.config import TrainerConfig, apply_per_arm_defaults
 from rlops.components.trainer.core import run_trainer
+from rlops.heads.slate.probabilities import EpsilonPerSlot, PlackettLuce, brute_force_slate_probs
 
 K, L = 5, 3
 

@@ -10,7 +10,6 @@ import json
 import numpy as np
 import pytest
 
-from rlops.agents.ranking.propensities import UniformWithoutReplacement
 from rlops.components.common.slates import read_slate_logs
 from rlops.components.evaluator.slate_evaluation import (
     SlateOptions,
@@ -30,6 +29,7 @@ from rlops.components.experience_gen import (
     run_experience_gen,
 )
 from rlops.envs.slate_feedback import SlateConfig, SlateLogGenerator
+from rlops.heads.slate.probabilities import UniformWithoutReplacement
 
 K, L, N = 6, 3, 3000
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import tensorflow as tf
 
-from rlops.agents.ranking.propensities import PlackettLuce
+from rlops.heads.slate.probabilities import PlackettLuce
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 from helpers import run_fresh_python
 
-from rlops.agents.ranking.propensities import Greedy, PlackettLuce
+from rlops.heads.slate.probabilities import Greedy, PlackettLuce
 from rlops.pipelines import cli
 from rlops.pipelines.config import load_config
 

@@ -21,6 +21,7 @@ from rlops.components.pusher import core
 from rlops.features.export import PerArmFeaturePolicy
 from rlops.features.per_arm import PerArmPreprocessor
 from rlops.features.schema import FeatureSchema, FeatureSpec
+from rlops.heads.slate import head as slate_head
 from rlops.train import litert, litert_ranked
 from rlops.train.policy_saver import PolicySaver
 
@@ -148,7 +149,7 @@ def test_the_pusher_refuses_a_ranked_litert_file_with_baked_in_seeds(exported, t
         shape = tf.stack([tf.cast(batch, tf.int32), tf.constant(count, tf.int32)])
         return tf.maximum(tf.raw_ops.RandomUniform(shape=shape, dtype=tf.float32, seed=7, seed2=11), 2.0**-24)
 
-    monkeypatch.setattr(litert_ranked, "fresh_uniforms", baked)
+    monkeypatch.setattr(slate_head, "fresh_uniforms", baked)
     dest = str(tmp_path / "serving")
     with pytest.raises(RuntimeError, match="LiteRT at batch 1: "):
         core.push_policy(exported, dest, True, _inputs(ROWS), verifier=lambda d: None)

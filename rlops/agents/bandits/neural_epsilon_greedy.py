@@ -29,9 +29,10 @@ import tf_keras
 from rlops.agents.bandits import utils
 from rlops.agents.bandits.base import BanditAgent
 from rlops.agents.bandits.linear import drop_arm_observation
-from rlops.agents.policies import Policy, sample_masked_uniform
+from rlops.agents.policies import Policy
 from rlops.agents.replicas import apply_global_gradients
 from rlops.agents.trajectories import LossInfo, PolicyStep, TimeStep, Trajectory
+from rlops.heads.epsilon_greedy import collect_draw
 
 LossFn = Callable[..., tf.Tensor]
 
@@ -193,14 +194,9 @@ class BanditEpsilonGreedyPolicy(Policy):
         greedy = self.greedy_policy
         greedy_index, predicted, mask = greedy.greedy_index(time_step)
         batch = tf.shape(greedy_index)[0]
-        n = greedy._num_actions
-        random_index = sample_masked_uniform(mask, batch, n, tf.int32)
-        eps = tf.cast(self.epsilon() if callable(self.epsilon) else self.epsilon, tf.float32)
-        explore = tf.random.uniform([batch]) < eps
-        index = tf.where(explore, random_index, greedy_index)
-        allowed = tf.reduce_sum(tf.cast(mask, tf.float32), -1) if mask is not None else tf.fill([batch], float(n))
-        is_greedy = tf.cast(tf.equal(index, greedy_index), tf.float32)
-        propensity = eps / allowed + (1.0 - eps) * is_greedy
+        epsilon = self.epsilon() if callable(self.epsilon) else self.epsilon
+        # the bandit head's rule (rlops.heads.epsilon_greedy), drawn from TF's seeded stream
+        index, propensity, explore = collect_draw(greedy_index, greedy._num_actions, epsilon, mask, tf.int32)
         policy_type = tf.where(explore, utils.BANDIT_POLICY_TYPE_UNIFORM, utils.BANDIT_POLICY_TYPE_GREEDY)
         info = greedy.info_for(time_step, index, predicted, policy_type, tf.math.log(propensity))
         if self.info_fields_to_inherit_from_greedy:

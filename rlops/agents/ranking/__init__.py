@@ -1,10 +1,11 @@
 """Slate (ranking) policies with exact propensities: which ordered list of L items out of K a
-policy shows, and with what probability each item lands at each slot (numpy: `propensities`;
-TensorFlow: `tf_propensities`, `ranking_policy`), and the RankingAgent that learns the scores."""
+policy shows, and with what probability each item lands at each slot (the slate head,
+rlops.heads.slate: numpy `probabilities`, TensorFlow `tf_probabilities` and `head`), the
+RankingPolicy that serves it, and the RankingAgent that learns the scores."""
 
 from typing import TYPE_CHECKING
 
-from rlops.agents.ranking.propensities import (
+from rlops.heads.slate.probabilities import (
     EpsilonPerSlot,
     Greedy,
     PlackettLuce,
@@ -29,9 +30,10 @@ if TYPE_CHECKING:
         compute_score_tensor_for_cascading,
         order_items_from_action,
     )
-    from rlops.agents.ranking.ranking_policy import RankingPolicy, slate_head
+    from rlops.agents.ranking.ranking_policy import RankingPolicy
+    from rlops.heads.slate.head import slate_head
 
-# The TensorFlow side loads on first use: `propensities` users (the slate generator, the evaluator's
+# The TensorFlow side loads on first use: `probabilities` users (the slate generator, the evaluator's
 # workers) do not pay for importing TensorFlow.
 _LAZY = {
     **dict.fromkeys(
@@ -49,7 +51,7 @@ _LAZY = {
         "rlops.agents.ranking.ranking_agent",
     ),
     "RankingPolicy": "rlops.agents.ranking.ranking_policy",
-    "slate_head": "rlops.agents.ranking.ranking_policy",
+    "slate_head": "rlops.heads.slate.head",
 }
 
 

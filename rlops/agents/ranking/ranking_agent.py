@@ -44,10 +44,10 @@ from rlops.agents import trajectories
 from rlops.agents.bandits import utils
 from rlops.agents.bandits.base import BanditAgent
 from rlops.agents.bandits.neural_epsilon_greedy import mean_squared_error
-from rlops.agents.ranking.propensities import Greedy, PlackettLuce, SlatePolicy
 from rlops.agents.ranking.ranking_policy import RankingPolicy, check_ranking_specs
 from rlops.agents.replicas import apply_global_gradients
 from rlops.agents.trajectories import LossInfo, TimeStep, Trajectory
+from rlops.heads.slate.probabilities import Greedy, PlackettLuce, SlatePolicy
 
 CHOSEN_INDEX = "chosen_index"
 CHOSEN_VALUE = "chosen_value"

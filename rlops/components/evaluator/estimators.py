@@ -66,7 +66,7 @@ import numpy as np
 from rlops.components.common.feedback import LoggedFeedback, first_bad
 from rlops.components.evaluator import bootstrap
 from rlops.components.evaluator.estimate import Estimate
-from rlops.features import serving_head
+from rlops.heads import epsilon_greedy
 
 LOGGING_POLICY = "logging"
 # OBP's default hyperparameter grid for Switch-DR's tau and DR-os's lambda.
@@ -136,13 +136,13 @@ def epsilon_greedy_probs(
     greedy: np.ndarray, num_actions: int, epsilon: float, allowed: np.ndarray | None = None
 ) -> np.ndarray:
     """The served policy's exact action probabilities [N, K]: the serving head's
-    (rlops.features.serving_head, whose propensity serving_default reports); a record that allows
+    (rlops.heads.epsilon_greedy, whose propensity serving_default reports); a record that allows
     no action is an error naming it."""
     ok = np.ones((len(greedy), num_actions), bool) if allowed is None else np.asarray(allowed) > 0
     n_allowed = ok.sum(1)
     if (n_allowed == 0).any():
         first_bad("a record allows no action", n_allowed, n_allowed == 0)
-    return serving_head.epsilon_greedy_probs(np.asarray(greedy, int), epsilon, ok)
+    return epsilon_greedy.epsilon_greedy_probs(np.asarray(greedy, int), epsilon, ok)
 
 
 def uniform_probs(num_records: int, num_actions: int, action_mask: np.ndarray | None = None) -> np.ndarray:

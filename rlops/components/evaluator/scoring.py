@@ -12,6 +12,7 @@ import numpy as np
 from rlops.components.common.feedback import LoggedFeedback
 from rlops.components.evaluator.action_ids import policy_action_minimum
 from rlops.components.evaluator.estimators import epsilon_greedy_probs
+from rlops.heads import epsilon_greedy
 
 if TYPE_CHECKING:  # TensorFlow: the Beam engine imports this module before any worker needs TF
     from rlops.train.policy_saver import SavedPolicy
@@ -32,9 +33,7 @@ class PolicyProbs:
         """What the same policy would serve at another epsilon: the serving head's rule, (1 - eps)
         on the greedy action plus eps spread over the allowed actions (a row whose greedy action is
         not allowed is served uniformly at any epsilon, as `greedy` already says)."""
-        allowed = np.ones_like(self.greedy, bool) if self.allowed is None else np.asarray(self.allowed) > 0
-        uniform = allowed / allowed.sum(1, keepdims=True)
-        return (1.0 - epsilon) * self.greedy + epsilon * uniform
+        return epsilon_greedy.mix(self.greedy, epsilon, self.allowed)
 
 
 def epsilons_above(grid: Sequence[float], epsilon: float) -> list[float]:
@@ -60,11 +59,10 @@ def serving_epsilon(policy: SavedPolicy) -> float:
 def served_allowed(data: LoggedFeedback, num_actions: int) -> np.ndarray:
     """[N, K] the actions serving_default explores among: the record's action mask and, for
     per-arm records, its candidates (slots below num_actions) -- the serving head's rule."""
-    from rlops.features import serving_head
     from rlops.features.per_arm import NUM_ACTIONS
 
     count = data.features.get(NUM_ACTIONS) if data.features is not None else None
-    return serving_head.allowed_mask(len(data.actions), num_actions, data.action_mask, count)
+    return epsilon_greedy.allowed_mask(len(data.actions), num_actions, data.action_mask, count)
 
 
 def policy_probs(policy: SavedPolicy, data: LoggedFeedback, num_actions: int) -> PolicyProbs:

@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from rlops.agents.ranking.propensities import Greedy, SlatePolicy
 from rlops.components.common import records
 from rlops.components.common.model import serving_dir
 from rlops.components.common.slates import SlateLogs, parse_slates, slate_record_spec
@@ -39,6 +38,7 @@ from rlops.components.evaluator.slate_estimators import (
 )
 from rlops.components.evaluator.slate_evaluation import logged_uniformly, logging_target, reward_to_go_table, slate_log
 from rlops.features.serving_names import NUM_ACTIONS, serving_inputs_from_records
+from rlops.heads.slate.probabilities import Greedy, SlatePolicy
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def load_ranking_model(path: str) -> RankingModel:
     when it serves no pages."""
     import tensorflow as tf
 
-    from rlops.train.verify_ranked import slate_policy_from_metadata
+    from rlops.heads.slate.verifier import policy_from_metadata
 
     saved = serving_dir(path) if tf.io.gfile.exists(serving_dir(path)) else path
     policy = tf.saved_model.load(saved)
@@ -83,7 +83,7 @@ def load_ranking_model(path: str) -> RankingModel:
     return RankingModel(
         saved,
         policy.signatures[SERVING_RANKED],
-        slate_policy_from_metadata(metadata),
+        policy_from_metadata(metadata),
         int(metadata["num_slots"]),
         int(metadata["num_candidates"]),
         policy,

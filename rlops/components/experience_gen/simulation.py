@@ -155,9 +155,12 @@ class _GymPolicy:
         n, start = int(self.space.n), int(self.space.start)
         if self.greedy is None:
             return start + int(self.rng.integers(n)), -math.log(n)
+        from rlops.heads.epsilon_greedy import epsilon_greedy_probs
+
         g = int(self.greedy.action(self._ts(obs)).action.numpy()[0])
         a = start + int(self.rng.integers(n)) if self.rng.random() < self.eps else g
-        return a, math.log(self.eps / n + (1.0 - self.eps) * (a == g))
+        probs = epsilon_greedy_probs(np.array([g - start]), self.eps, num_actions=n)  # the bandit head's rule
+        return a, math.log(float(probs[0, a - start]))
 
 
 def simulate_gym(source: SimulationSource, shard: int, rows_per_batch: int = 4096) -> Iterator[dict[str, np.ndarray]]:

@@ -31,8 +31,10 @@ from rlops.components.common.model import BLESSED_PROPERTY, SERVING_EPSILON_PROP
 from rlops.components.common.slates import read_slate_contexts
 from rlops.components.pusher import epsilon as certified, publish
 from rlops.components.pusher.storage import open_store
-from rlops.features import serving_head
+from rlops.features import serving_candidates
 from rlops.features.serving_names import serving_inputs_from_records
+from rlops.heads import epsilon_greedy
+from rlops.heads.draws import confirmed
 from rlops.train.processes import at_once
 
 log = logging.getLogger(__name__)
@@ -179,7 +181,7 @@ def subprocess_verifier(inputs: dict[str, np.ndarray] | None) -> Callable[[str],
     """Verifies the staged SavedModel in two fresh processes: each acts on `inputs` and calls
     serving_default repeatedly at batch 1 and batch DRAW_ROWS; the draws of both must follow the
     serving head's probabilities and not repeat across calls or processes (draws_error; a chance
-    failure is confirmed on fresh draws, serving_head.confirmed). No
+    failure is confirmed on fresh draws, rlops.heads.draws.confirmed). No
     inputs (or an empty one) fail here, naming what to give (check_verify_inputs)."""
     checked = check_verify_inputs(inputs)
 
@@ -202,7 +204,7 @@ def verify_decisions(local_dir: str, checked: dict[str, np.ndarray]) -> None:
         answered.append(checks[0]["num_actions"])
         return draws_error(local_dir, [c["draws"] for c in checks]) if checks[0].get("draws") else None
 
-    error = serving_head.confirmed(check)
+    error = confirmed(check)
     if error:
         raise RuntimeError(f"pushed policy failed verification in two fresh processes: {error}")
     log.info("verified the staged policy in two fresh processes on %d inputs", answered[-1])
@@ -230,15 +232,15 @@ def draws_error(saved_model_dir: str, draws: list[dict[str, np.ndarray]]) -> str
     spec = load_specs(saved_model_dir)["action_spec"]
     minimum, num_actions = int(spec.minimum), int(spec.maximum) - int(spec.minimum) + 1
     feeds = {k[len("feed_") :]: v for k, v in draws[0].items() if k.startswith("feed_")}
-    allowed = serving_head.allowed_actions(feeds, num_actions)
+    allowed = serving_candidates.allowed_actions(feeds, num_actions)
     epsilon = float(draws[0]["epsilon"])
     for part in ("one", "many"):
         greedy = [d[f"{part}_greedy_action"] for d in draws]
         if any((g != greedy[0][0]).any() for g in greedy):
             return f"serving_default's greedy_action changes from call to call at batch {greedy[0].shape[1]}"
         index = greedy[0][0].astype(np.int64) - minimum
-        probs = serving_head.epsilon_greedy_probs(index, epsilon, allowed[: len(index)])
-        error = serving_head.draws_error(
+        probs = epsilon_greedy.epsilon_greedy_probs(index, epsilon, allowed[: len(index)])
+        error = epsilon_greedy.draws_error(
             [d[f"{part}_action"].astype(np.int64) - minimum for d in draws],
             probs,
             f"serving_default at batch {len(index)}",

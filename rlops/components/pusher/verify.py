@@ -5,7 +5,7 @@ CALLS_MANY ROWS_MANY]`) so the check proves what a server would see: nothing fro
 training process (rlops objects, registered Python classes, warm caches) is around. It imports
 TensorFlow, numpy and json only. Prints one JSON line: {"ok": bool, "num_actions": n, "draws":
 bool, "error": ...}. With DRAWS.npz, it also calls `serving_default` on the first row (batch 1; 100
-to 2000 calls, ~60 / epsilon: rlops.features.serving_head.draw_calls' rule) and CALLS_MANY times on
+to 2000 calls, ~60 / epsilon: rlops.heads.draws.draw_calls' rule) and CALLS_MANY times on
 the first ROWS_MANY rows, and writes what it drew (`one_*`,
 `many_*`: action, propensity, greedy_action [calls, rows]), the inputs it fed (`feed_<name>`) and
 `epsilon`, for the parent to test against the serving head's probabilities.
@@ -95,7 +95,7 @@ def _write_draws(serve, feeds, epsilon, path, calls_many, rows_many):
     import numpy as np
 
     out = {"epsilon": np.asarray(epsilon)}
-    # serving_head.draw_calls for a row leaving its greedy action with probability >= epsilon / 2
+    # rlops.heads.draws.draw_calls for a row leaving its greedy action with probability >= epsilon / 2
     calls_one = int(np.clip(np.ceil(60 / max(epsilon, 1e-9)), 100, 2000))
     for prefix, rows, calls in (("one", 1, calls_one), ("many", rows_many, calls_many)):
         part = {k: v[:rows] for k, v in feeds.items()}

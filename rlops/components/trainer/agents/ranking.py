@@ -63,8 +63,8 @@ class RankingOptions:
         return self.feedback == "cascading"
 
     def slate_policy_object(self) -> Any:
-        """The numpy slate policy (rlops.agents.ranking.propensities) the served head draws from."""
-        from rlops.agents.ranking.propensities import EpsilonPerSlot, PlackettLuce
+        """The numpy slate policy (rlops.heads.slate.probabilities) the served head draws from."""
+        from rlops.heads.slate.probabilities import EpsilonPerSlot, PlackettLuce
 
         if self.slate_policy == "epsilon_per_slot":
             return EpsilonPerSlot(self.epsilon)

@@ -1,14 +1,14 @@
-"""The TensorFlow twin of `propensities`: slates drawn from uniforms, and their exact marginals and
+"""The TensorFlow twin of `probabilities`: slates drawn from uniforms, and their exact marginals and
 prefix (cascade) probabilities, in graph-friendly ops (float64 inside; `dtype=tf.float32` and
 `check=False` give the same math in TFLite builtin ops only, for the LiteRT twin:
-rlops.train.litert_ranked).
+rlops.heads.slate.head.litert_slate_head).
 
     sample_slates(kind, scores, allowed, num_slots, uniforms, parameter)  -> slates [B, L] int32
     slate_marginals(kind, scores, allowed, num_slots, parameter)           -> [B, K, L]
     slate_prefix_probs(kind, scores, allowed, slates, parameter)           -> [B, L]
 
 `kind` is a numpy policy's `name` ('plackett_luce', 'epsilon_per_slot', 'uniform', 'greedy');
-`parameter` its temperature or epsilon. Conventions are `propensities`': `allowed` [B, K] bool,
+`parameter` its temperature or epsilon. Conventions are `probabilities`': `allowed` [B, K] bool,
 masked items never shown and of probability 0, greedy ties broken by the lowest item index, and the
 same numbers to float64 round-off (PL: the same quadrature; epsilon per slot: the same dynamic
 program, vectorized over requests). `check_allowed` fails a request with fewer than L allowed items.
@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 import tensorflow as tf
 
-from rlops.agents.ranking.propensities import (
+from rlops.heads.slate.probabilities import (
     LEFT_TAIL_BASE,
     QUADRATURE_STEP,
     epsilon_rank_marginals as numpy_epsilon_rank_marginals,
