@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from rlops.components.common.decision_kinds import BANDIT, kind_named
 from rlops.components.evaluator.estimators import DEFAULT_MIN_ESS, DEFAULT_MIN_RECORDS, ESTIMATORS
+from rlops.components.evaluator.gate import DEFAULT_MAX_REGRESSION
 from rlops.components.evaluator.reward_models import (
     DEFAULT_BALANCE,
     DEFAULT_DM_REFIT_RECORDS,
@@ -20,8 +21,7 @@ from rlops.components.json_config import JsonConfig, closest
 # The serving epsilons the Evaluator may certify (measured in docs/benchmarks.md, "Small logs").
 DEFAULT_SERVING_EPSILONS = (0.05, 0.1, 0.2, 0.3, 0.5)
 ENGINES = ("auto", "memory", "beam")
-# The nightly loop's tolerated regression (measured in docs/benchmarks.md, "Closed loop")
-DEFAULT_MAX_REGRESSION = 0.05
+
 DEFAULT_BEAM_THRESHOLD = 500_000
 # REWARD_MODEL_CHOICES (one list, in ope): "auto" is logistic when every reward is 0 or 1, else
 # ridge; "bilinear" auto's link plus a user x item term x^T B f(m) in the shared per-arm model

@@ -19,6 +19,9 @@ from typing import Any
 
 from rlops.components.evaluator.estimate import Estimate
 
+# The regression the default gate tolerates, a share of the baseline's value (docs/ope.md)
+DEFAULT_MAX_REGRESSION = 0.05
+
 
 @dataclass(frozen=True)
 class Verdict:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from rlops.components.common.decision_kinds import SLATE, kind_named
 from rlops.components.evaluator.estimators import DEFAULT_MIN_ESS, DEFAULT_MIN_RECORDS
+from rlops.components.evaluator.gate import DEFAULT_MAX_REGRESSION
 from rlops.components.evaluator.slate_estimators import ESTIMATORS
 from rlops.components.json_config import JsonConfig, closest
 
@@ -32,6 +33,9 @@ class SlateEvaluatorConfig(JsonConfig):
     estimator: str = "snrips"
     min_improvement: float = 0.0  # bless only above this improvement, in slate reward per page
     use_lower_bound: bool = True  # the improvement's lower bound must clear min_improvement
+    # With use_lower_bound: the regression tolerated, as a share of the baseline's estimated value
+    # (the bandit gate's rule, docs/ope.md "What the gate promises"); 0: the lower bound must clear
+    max_regression: float = DEFAULT_MAX_REGRESSION
     confidence: float = 0.95  # the intervals' confidence level, in [0.5, 1)
     num_bootstrap: int = 500  # bootstrap resamples behind each interval (>= 50)
     min_eval_records: int = DEFAULT_MIN_RECORDS  # gate: fewer eval pages (of weight > 0) give no interval
@@ -48,6 +52,10 @@ class SlateEvaluatorConfig(JsonConfig):
             raise ValueError(f"evaluator.confidence must be a number in [0.5, 1), got {self.confidence!r}")
         if not math.isfinite(self.min_improvement):
             raise ValueError(f"evaluator.min_improvement must be a finite number, got {self.min_improvement!r}")
+        if not (isinstance(self.max_regression, (int, float)) and 0.0 <= self.max_regression < 1.0):
+            raise ValueError(
+                f"evaluator.max_regression must be a share in [0, 1) of the baseline's value, got {self.max_regression!r}"
+            )
         if self.num_bootstrap < 50:
             raise ValueError(f"evaluator.num_bootstrap must be an integer >= 50, got {self.num_bootstrap!r}")
         if self.min_eval_records < 1:
