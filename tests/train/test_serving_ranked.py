@@ -21,13 +21,13 @@ from rlops.agents.ranking import (
     PlackettLuce,
     RankingAgent,
     RankingPolicy,
-    ranking_policy as rp,
 )
 from rlops.agents.ranking.ranking_agent import order_items_from_action
 from rlops.envs.slate_feedback import SlateConfig, SlateLogGenerator
 from rlops.features.export import PerArmFeaturePolicy
 from rlops.features.per_arm import PerArmPreprocessor
 from rlops.features.schema import FeatureSchema, FeatureSpec
+from rlops.heads.slate import head as slate_head
 from rlops.train import ranked_serving, verify_ranked
 from rlops.train.policy_saver import PolicySaver, load_specs
 
@@ -235,7 +235,7 @@ def test_draw_checks_fail_a_head_with_baked_in_seeds(trained, tmp_path, monkeypa
             seed2=11,
         )
 
-    monkeypatch.setattr(rp, "fresh_row_seeds", baked)
+    monkeypatch.setattr(slate_head, "fresh_row_seeds", baked)
     saved = _export(trained, tmp_path / "policy", PlackettLuce(0.4))
     with pytest.raises(RuntimeError, match="two fresh processes draw the same slates"):
         verify_ranked.verify_ranked(saved, _inputs(trained), calls_one=200, calls_many=8, rows_many=ROWS)
