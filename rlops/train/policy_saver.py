@@ -65,6 +65,8 @@ from rlops.agents.trajectories import PolicyStep
 from rlops.features.serving_names import serving_input_for_record_key, serving_input_name
 from rlops.train.policy_files import (
     DECISION_KIND,
+    FEATURES_SIGNATURE,
+    ITEM_TABLE,
     LEGACY_BANDIT,
     LEGACY_SLATE,
     SPECS_FILE,
@@ -157,6 +159,7 @@ class PolicySaver:
         variables: Sequence[tf.Variable] | None = None,
         serving_epsilon: float | None = None,
         decision_kind: str | None = None,
+        item_catalog: Any = None,
     ):
         # TF-Agents' arguments, in TF-Agents' order; the unsupported values raise with the reason.
         if not use_nest_path_signatures:
@@ -182,6 +185,9 @@ class PolicySaver:
             metadata = {SERVING_EPSILON: tf.constant(float(serving_epsilon)), **(metadata or {})}
         self.serving_epsilon = serving_epsilon
         self.decision_kind = decision_kind
+        if item_catalog is not None and serving_epsilon is None:
+            raise ValueError("item_catalog: serving by id needs serving_epsilon (the bandit head's exploration)")
+        self.item_catalog = item_catalog
         self.batch_size = batch_size
         if train_step is None:
             train_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="train_step")
@@ -282,6 +288,10 @@ class PolicySaver:
                 from rlops.train import ranked_serving
 
                 out.update(ranked_serving.ranked_metadata(ranking))
+            if self.item_catalog is not None:  # the baked item table's row count and hash: constants too
+                from rlops.train import by_id
+
+                out.update(by_id.catalog_metadata(self.item_catalog))
             return out
 
         module.get_metadata = tf.function(get_metadata, input_signature=[])
@@ -373,7 +383,14 @@ class PolicySaver:
             "serving_default": serving.get_concrete_function(**inputs),
             "serving_replay": replay.get_concrete_function(uniforms=uniforms_spec, **inputs),
         }
-        if "action_mask" in inputs:  # the mask is already an input: serving_masked is serving_default
+        if self.item_catalog is not None:  # serving_default takes candidate ids; feature arrays stay
+            from rlops.train import by_id
+
+            out[FEATURES_SIGNATURE] = out.pop("serving_default")
+            out["serving_default"] = by_id.by_id_function(
+                module, self.policy, self.item_catalog, self.batch_size, _unseeded_graph, with_version
+            )
+        if "action_mask" in inputs:  # the mask is already an input: serving_masked is the feature signature
             return {**out, "serving_masked": serving.get_concrete_function(**inputs)}
         mask_spec = tf.TensorSpec([self.batch_size, num_actions], tf.int64, name="action_mask")
         masked = tf.function(lambda action_mask, **features: with_version(head(features, action_mask)), autograph=False)
@@ -437,7 +454,14 @@ class PolicySaver:
             "metadata": sorted(self.metadata),
             "num_model_variables": len(self._module.model_variables),
             **({DECISION_KIND: self.decision_kind} if self.decision_kind else {}),
+            **({ITEM_TABLE: _catalog_specs(self.item_catalog)} if self.item_catalog is not None else {}),
         }
+
+
+def _catalog_specs(catalog: Any) -> dict:
+    from rlops.train import by_id
+
+    return by_id.catalog_specs(catalog)
 
 
 def _ranking(policy: Any) -> Any:

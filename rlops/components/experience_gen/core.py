@@ -25,6 +25,7 @@ from rlops.components.experience_gen.config import ExperienceGenConfig
 from rlops.components.experience_gen.errors import InputError
 from rlops.components.experience_gen.kinds import bandit
 from rlops.components.experience_gen.sources.base import SourceError
+from rlops.features.item_catalog import write_item_catalog
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +147,8 @@ def run_experience_gen(
             event_files.remove(plan.events_scratch)
     pipeline.write_legacy_schema(plan, examples_uri)
     write_record_kind(examples_uri, config.record_kind)  # what every later component reads
+    if plan.item_table is not None:  # per-arm: the table the exported policy serves candidate ids by
+        write_item_catalog(examples_uri, plan.item_table.catalog())
     counters = _counters(beam_result)
     result = _result(config, counters, examples_uri, quarantine_uri)
     result.reward_range = _reward_range(beam_result)

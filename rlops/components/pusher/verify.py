@@ -58,8 +58,11 @@ def verify(
         return {"ok": False, "error": f"actions out of spec bounds [{lo}, {hi}] or not finite: {actions[:10]}"}
     result = {"ok": True, "num_actions": int(batch), "actions_head": actions[:5].tolist()}
     result["draws"] = False
+    # feature arrays go to serving_features where the policy serves ids as serving_default (an
+    # exported item table: rlops.train.policy_files.FEATURES_SIGNATURE; no rlops import here)
+    features_signature = "serving_features" if "serving_features" in policy.signatures else "serving_default"
     if "serving_default" in policy.signatures:
-        serve = policy.signatures["serving_default"]
+        serve = policy.signatures[features_signature]
         feeds = _serving_feeds(serve, data, feeds)
         if isinstance(feeds, str):
             return {"ok": False, "error": feeds}
