@@ -15,6 +15,11 @@ pad fails the call (InvalidArgumentError naming the unknown ids); so does a row 
 Outputs: `item_id` [B] (the chosen id), `propensity` (its probability among the row's valid
 candidates), `greedy_item_id`, `action` [B] int64 (the index into `candidate_ids`), plus the
 policy's `policy_version` (PolicySaver adds it).
+
+With a page size L, `serving_page` takes the same inputs and returns a page of L distinct
+candidate ids drawn without replacement by the slate head (rlops.heads.slate, epsilon per slot at
+the serving epsilon) with its exact per-position marginals and prefix probabilities
+(`page_function`).
 """
 
 from __future__ import annotations
@@ -27,8 +32,21 @@ from rlops.agents.bandits import utils
 from rlops.features.item_catalog import ID_PAD, INT64, ItemCatalog
 from rlops.features.serving_names import NUM_ACTIONS, PER_ARM_INPUT_PREFIX, serving_input_name
 from rlops.heads import epsilon_greedy
+from rlops.heads.slate.head import (
+    GREEDY_SLATE,
+    PROPENSITY_CASCADE,
+    PROPENSITY_ITEM_POSITION,
+    SEED,
+    SLATE,
+    slate_head,
+)
+from rlops.heads.slate.probabilities import EpsilonPerSlot
 
 CANDIDATE_IDS = "candidate_ids"
+SERVING_EPSILON = "serving_epsilon"  # the exploration both heads read (PolicySaver's metadata variable)
+PAGE, GREEDY_PAGE, SCORES = "page", "greedy_page", "scores"
+PAGE_SIGNATURE = "serving_page"
+PAGE_SIZE = "page_size"  # get_metadata: serving_page's L
 ITEM_ID, GREEDY_ITEM_ID = "item_id", "greedy_item_id"
 ITEM_TABLE_ROWS, ITEM_TABLE_SHA256 = "item_table_rows", "item_table_sha256"  # get_metadata's names
 UNKNOWN_IDS_MESSAGE = "unknown candidate_ids, not in the item table of this policy:"
@@ -57,44 +75,46 @@ def catalog_specs(catalog: ItemCatalog) -> dict[str, Any]:
     return {"num_rows": catalog.num_rows, "sha256": catalog.sha256, "id_dtype": catalog.id_dtype}
 
 
-def by_id_function(
-    module: tf.Module,
-    policy: Any,
-    catalog: ItemCatalog,
-    batch_size: int | None,
-    before_trace: Callable[[], None],
-    with_version: Callable[[dict[str, tf.Tensor]], dict[str, tf.Tensor]],
-) -> Any:
-    """serving_default's concrete function; the table is tracked on `module` (saved with it)."""
-    found = find_scorer(policy)
-    if found is None:
-        raise ValueError(f"serving by id needs a per-arm feature policy whose policy scores arms; got {policy!r}")
-    pre, arm_scores = found
-    raw = pre.raw_specs(batch_size)
-    baked = {f.name: f for f in pre.schema.per_arm if f.name in catalog.columns}
-    # inputs: the global features, candidate_ids, and the per-arm features the table does not hold
-    arm_inputs = {serving_input_name(f.name, per_arm=True) for f in pre.schema.per_arm if f.name not in baked}
-    inputs = {
-        n: s for n, s in raw.items() if n != NUM_ACTIONS and (not n.startswith(PER_ARM_INPUT_PREFIX) or n in arm_inputs)
-    }
-    id_dtype = tf.int64 if catalog.id_dtype == INT64 else tf.string
-    inputs[CANDIDATE_IDS] = tf.TensorSpec([batch_size, None], id_dtype, name=CANDIDATE_IDS)
-    ids = tf.constant(catalog.ids.tolist(), id_dtype)
-    module.item_table = tf.lookup.StaticHashTable(
-        tf.lookup.KeyValueTensorInitializer(ids, tf.range(catalog.num_rows, dtype=tf.int64)), default_value=-1
-    )
-    columns = {
-        name: tf.constant(catalog.columns[name].tolist(), raw[serving_input_name(name, per_arm=True)].dtype)
-        for name in baked
-    }
-    wanted = set(pre.global_preprocessor.input_names) | set(pre.schema.names)
-    pad = tf.constant(ID_PAD[catalog.id_dtype], id_dtype)
+class _ByIdScorer:
+    """What serving_default and serving_page share: the baked table, the inputs, and a request's
+    candidates scored by the policy (the table is tracked on `module`, so it is saved with it)."""
 
-    def serve(**features: tf.Tensor) -> dict[str, tf.Tensor]:
-        before_trace()
-        candidates = features[CANDIDATE_IDS]
-        rows = module.item_table.lookup(candidates)  # [B, C], -1 where unknown
-        valid = tf.not_equal(candidates, pad)
+    def __init__(self, module: tf.Module, policy: Any, catalog: ItemCatalog, batch_size: int | None):
+        found = find_scorer(policy)
+        if found is None:
+            raise ValueError(f"serving by id needs a per-arm feature policy whose policy scores arms; got {policy!r}")
+        self.pre, self.arm_scores = found
+        raw = self.pre.raw_specs(batch_size)
+        self.baked = {f.name for f in self.pre.schema.per_arm if f.name in catalog.columns}
+        # inputs: the global features, candidate_ids, and the per-arm features the table does not hold
+        arm_inputs = {
+            serving_input_name(f.name, per_arm=True) for f in self.pre.schema.per_arm if f.name not in self.baked
+        }
+        self.inputs = {
+            n: s
+            for n, s in raw.items()
+            if n != NUM_ACTIONS and (not n.startswith(PER_ARM_INPUT_PREFIX) or n in arm_inputs)
+        }
+        id_dtype = tf.int64 if catalog.id_dtype == INT64 else tf.string
+        self.inputs[CANDIDATE_IDS] = tf.TensorSpec([batch_size, None], id_dtype, name=CANDIDATE_IDS)
+        if not hasattr(module, "item_table"):  # one table for both signatures
+            ids = tf.constant(catalog.ids.tolist(), id_dtype)
+            module.item_table = tf.lookup.StaticHashTable(
+                tf.lookup.KeyValueTensorInitializer(ids, tf.range(catalog.num_rows, dtype=tf.int64)), default_value=-1
+            )
+        self.table = module.item_table
+        self.columns = {
+            name: tf.constant(catalog.columns[name].tolist(), raw[serving_input_name(name, per_arm=True)].dtype)
+            for name in self.baked
+        }
+        self.wanted = set(self.pre.global_preprocessor.input_names) | set(self.pre.schema.names)
+        self.pad = tf.constant(ID_PAD[catalog.id_dtype], id_dtype)
+
+    def __call__(self, features: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """(candidate_ids [B, C], valid [B, C] bool, scores [B, C]); unknown ids fail the call."""
+        pre, candidates = self.pre, features[CANDIDATE_IDS]
+        rows = self.table.lookup(candidates)  # [B, C], -1 where unknown
+        valid = tf.not_equal(candidates, self.pad)
         unknown = tf.logical_and(valid, rows < 0)
         checks = [
             tf.debugging.Assert(
@@ -111,16 +131,34 @@ def by_id_function(
         shape = tf.shape(candidates)
         arms = {}
         for f in pre.schema.per_arm:  # one row per candidate through the item preprocessor
-            if f.name in baked:
-                x = tf.gather(columns[f.name], rows)  # [B, C] (or [B, C, W])
+            if f.name in self.baked:
+                x = tf.gather(self.columns[f.name], rows)  # [B, C] (or [B, C, W])
             else:
                 x = tf.convert_to_tensor(features[serving_input_name(f.name, per_arm=True)])
             arms[f.name] = tf.reshape(x, [-1, tf.shape(x)[-1]]) if f.multivalent else tf.reshape(x, [-1])
         per_arm = tf.reshape(pre.arm_preprocessor(arms), tf.concat([shape, [pre.arm_dim]], 0))
-        g = pre.global_preprocessor({k: v for k, v in features.items() if k in wanted})
-        scores = arm_scores({utils.GLOBAL_FEATURE_KEY: g, utils.PER_ARM_FEATURE_KEY: per_arm})  # [B, C]
+        g = pre.global_preprocessor({k: v for k, v in features.items() if k in self.wanted})
+        scores = self.arm_scores({utils.GLOBAL_FEATURE_KEY: g, utils.PER_ARM_FEATURE_KEY: per_arm})  # [B, C]
+        return candidates, valid, scores
+
+
+def by_id_function(
+    module: tf.Module,
+    policy: Any,
+    catalog: ItemCatalog,
+    batch_size: int | None,
+    before_trace: Callable[[], None],
+    with_version: Callable[[dict[str, tf.Tensor]], dict[str, tf.Tensor]],
+) -> Any:
+    """serving_default's concrete function (see the module docstring)."""
+    scorer = _ByIdScorer(module, policy, catalog, batch_size)
+
+    def serve(**features: tf.Tensor) -> dict[str, tf.Tensor]:
+        before_trace()
+        candidates, valid, scores = scorer(features)
         greedy = utils.masked_argmax(scores, valid, tf.int32)
-        out = epsilon_greedy.head(greedy, shape[1], module.metadata["serving_epsilon"].read_value(), 0, valid)
+        eps = module.metadata[SERVING_EPSILON].read_value()
+        out = epsilon_greedy.head(greedy, tf.shape(candidates)[1], eps, 0, valid)
         action = tf.cast(out["action"], tf.int64)
         return with_version(
             {
@@ -131,4 +169,45 @@ def by_id_function(
             }
         )
 
-    return tf.function(serve, autograph=False).get_concrete_function(**inputs)
+    return tf.function(serve, autograph=False).get_concrete_function(**scorer.inputs)
+
+
+def page_function(
+    module: tf.Module,
+    policy: Any,
+    catalog: ItemCatalog,
+    page_size: int,
+    batch_size: int | None,
+    before_trace: Callable[[], None],
+    with_version: Callable[[dict[str, tf.Tensor]], dict[str, tf.Tensor]],
+) -> Any:
+    """serving_page's concrete function: a page of `page_size` distinct candidate ids, drawn by the
+    slate head's epsilon-per-slot rule at the serving epsilon (each slot: the best remaining
+    candidate with probability 1 - epsilon, else a uniform remaining one; its first slot is
+    serving_default's decision rule), with the head's exact per-position marginals and prefix
+    probabilities. Outputs as serving_ranked's: `page` (ids), `slate` (indices into
+    candidate_ids), `propensity_item_position`, `propensity_cascade`, `greedy_page`, `scores`
+    [B, C], `seed`, `policy_version`. A row with fewer than `page_size` valid candidates fails naming the length."""
+    if page_size < 1:
+        raise ValueError(f"page_size must be >= 1, got {page_size}")
+    scorer = _ByIdScorer(module, policy, catalog, batch_size)
+
+    def serve(**features: tf.Tensor) -> dict[str, tf.Tensor]:
+        before_trace()
+        candidates, valid, scores = scorer(features)
+        eps = tf.cast(module.metadata[SERVING_EPSILON].read_value(), tf.float64)
+        out = slate_head(scores, page_size, EpsilonPerSlot(), valid, parameter=eps)
+        slate = tf.cast(out[SLATE], tf.int64)
+        return with_version(
+            {
+                PAGE: tf.gather(candidates, slate, batch_dims=1),
+                SLATE: slate,
+                PROPENSITY_ITEM_POSITION: out[PROPENSITY_ITEM_POSITION],
+                PROPENSITY_CASCADE: out[PROPENSITY_CASCADE],
+                GREEDY_PAGE: tf.gather(candidates, tf.cast(out[GREEDY_SLATE], tf.int64), batch_dims=1),
+                SEED: out[SEED],
+                SCORES: tf.cast(scores, tf.float32),
+            }
+        )
+
+    return tf.function(serve, autograph=False).get_concrete_function(**scorer.inputs)

@@ -160,6 +160,7 @@ class PolicySaver:
         serving_epsilon: float | None = None,
         decision_kind: str | None = None,
         item_catalog: Any = None,
+        page_size: int | None = None,
     ):
         # TF-Agents' arguments, in TF-Agents' order; the unsupported values raise with the reason.
         if not use_nest_path_signatures:
@@ -188,6 +189,9 @@ class PolicySaver:
         if item_catalog is not None and serving_epsilon is None:
             raise ValueError("item_catalog: serving by id needs serving_epsilon (the bandit head's exploration)")
         self.item_catalog = item_catalog
+        if page_size is not None and item_catalog is None:
+            raise ValueError("page_size: serving_page serves candidate ids and needs item_catalog")
+        self.page_size = page_size
         self.batch_size = batch_size
         if train_step is None:
             train_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="train_step")
@@ -292,6 +296,8 @@ class PolicySaver:
                 from rlops.train import by_id
 
                 out.update(by_id.catalog_metadata(self.item_catalog))
+                if self.page_size is not None:
+                    out[by_id.PAGE_SIZE] = tf.constant(self.page_size, tf.int64)
             return out
 
         module.get_metadata = tf.function(get_metadata, input_signature=[])
@@ -364,7 +370,8 @@ class PolicySaver:
 
         def with_version(out: dict) -> dict:
             number = tf.strings.to_number(version.lookup(tf.constant(0, tf.int64)), tf.int64)
-            return {**out, POLICY_VERSION: tf.fill(tf.shape(out["action"])[:1], number)}
+            batch = tf.shape(next(iter(out.values())))[:1]  # every output is [B, ...]
+            return {**out, POLICY_VERSION: tf.fill(batch, number)}
 
         # The signatures are only signatures: a module attribute would be traced again when saved
         # (a second copy of each in the SavedModel).
@@ -390,6 +397,16 @@ class PolicySaver:
             out["serving_default"] = by_id.by_id_function(
                 module, self.policy, self.item_catalog, self.batch_size, _unseeded_graph, with_version
             )
+            if self.page_size is not None:
+                out[by_id.PAGE_SIGNATURE] = by_id.page_function(
+                    module,
+                    self.policy,
+                    self.item_catalog,
+                    self.page_size,
+                    self.batch_size,
+                    _unseeded_graph,
+                    with_version,
+                )
         if "action_mask" in inputs:  # the mask is already an input: serving_masked is the feature signature
             return {**out, "serving_masked": serving.get_concrete_function(**inputs)}
         mask_spec = tf.TensorSpec([self.batch_size, num_actions], tf.int64, name="action_mask")

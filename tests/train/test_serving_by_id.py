@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "components"))
 from test_litert import K_PER_ARM, _randomize, per_arm_schema  # noqa: E402
 
 EPSILON = 0.3
+PAGE_SIZE = 3
 M = 50
 IDS = np.arange(M)  # ids 0..49, so the issue's request [3, 17, 42] names known items
 USER = {
@@ -85,7 +86,7 @@ def _catalog(ids: np.ndarray) -> ItemCatalog:
     )
 
 
-def _export(kind: str, catalog: ItemCatalog, out: str) -> None:
+def _export(kind: str, catalog: ItemCatalog, out: str, page_size: int | None = None) -> None:
     from rlops.components.trainer.agents.build import make_bandit_agent, serving_policy
     from rlops.components.trainer.config import TrainerConfig
     from rlops.features.export import PerArmFeaturePolicy
@@ -101,14 +102,16 @@ def _export(kind: str, catalog: ItemCatalog, out: str) -> None:
     )
     _randomize(agent.policy.variables, 2)
     policy = PerArmFeaturePolicy(serving_policy(agent), pre)
-    PolicySaver(policy, serving_epsilon=EPSILON, decision_kind="bandit", item_catalog=catalog).save(out)
+    PolicySaver(
+        policy, serving_epsilon=EPSILON, decision_kind="bandit", item_catalog=catalog, page_size=page_size
+    ).save(out)
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     d = tmp_path_factory.mktemp("by_id")
     catalog = _catalog(IDS)
-    _export("neural_epsilon_greedy", catalog, str(d / "policy"))
+    _export("neural_epsilon_greedy", catalog, str(d / "policy"), page_size=PAGE_SIZE)
     return d, catalog
 
 
@@ -249,3 +252,77 @@ def test_string_ids_with_a_linear_policy(tmp_path):
         assert call["item_id"][0] in ("sku-3", "sku-7") and call["item_id"][1] in ("sku-1", "sku-2", "sku-11")
     assert "sku-404" in out["responses"][1]["error"]
     assert out["metadata"]["item_table_sha256"] == catalog.sha256
+
+
+# serving_page in a fresh process (TensorFlow and numpy only): batch 1 then batch 64, many calls each.
+SERVE_PAGES = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+
+model = tf.saved_model.load(sys.argv[1])
+fn = model.signatures["serving_page"]
+specs = fn.structured_input_signature[1]
+args = json.loads(open(sys.argv[2]).read())
+instances = args["instances"]
+feeds = {name: tf.constant([inst[name] for inst in instances], spec.dtype) for name, spec in specs.items()}
+out = {}
+for part, rows, calls in (("one", 1, args["calls_one"]), ("many", len(instances), args["calls_many"])):
+    answers = [fn(**{k: v[:rows] for k, v in feeds.items()}) for _ in range(calls)]
+    for key in answers[0]:
+        out[f"{part}_{key}"] = np.stack([a[key].numpy() for a in answers]).tolist()
+print(json.dumps(out))
+"""
+
+
+def test_serving_page_draws_distinct_ids_whose_slot_frequencies_match_the_heads_marginals(exported, tmp_path):
+    from rlops.heads.slate import verifier
+    from rlops.heads.slate.probabilities import EpsilonPerSlot
+
+    path, _ = exported
+    rows = _batch_64(np.random.default_rng(7))
+    rows = [r if (np.asarray(r) != -1).sum() >= PAGE_SIZE else IDS[:12].tolist() for r in rows]
+    body = tmp_path / "pages.json"
+    body.write_text(json.dumps({"instances": _instances(rows), "calls_one": 400, "calls_many": 40}))
+    runs = [run_fresh_python(SERVE_PAGES, str(path / "policy"), str(body), cwd=tmp_path) for _ in range(2)]
+    cands = np.asarray(rows)
+    valid = cands != -1
+    for run in runs:
+        for part, n in (("one", 1), ("many", len(rows))):
+            page, slate = np.asarray(run[f"{part}_page"]), np.asarray(run[f"{part}_slate"])
+            assert page.shape[1:] == (n, PAGE_SIZE)
+            np.testing.assert_array_equal(page, cands[np.arange(n)[None, :, None], slate])  # ids of the indices
+            assert (page != -1).all(), "a pad was shown"
+            assert all(len(set(p)) == PAGE_SIZE for call in page for p in call), "an id twice on a page"
+    draws = [
+        {
+            **{
+                f"{part}_{k}": np.asarray(run[f"{part}_{k}"])
+                for part in ("one", "many")
+                for k in ("propensity_item_position", "propensity_cascade", "scores")
+            },
+            **{f"{part}_slate": np.asarray(run[f"{part}_slate"]) for part in ("one", "many")},
+            **{f"{part}_greedy_slate": _indices(cands, run[f"{part}_greedy_page"]) for part in ("one", "many")},
+        }
+        for run in runs
+    ]
+    error = verifier.draws_error(draws, EpsilonPerSlot(EPSILON), PAGE_SIZE, lambda b, k: valid[:b, :k], "serving_page")
+    assert error is None, error
+    meta = tf.saved_model.load(str(path / "policy")).signatures["get_metadata"]()
+    assert int(meta["page_size"]) == PAGE_SIZE
+
+
+def _indices(cands, pages):
+    """Page ids [R, B, L] -> their indices into each row's candidate_ids."""
+    pages = np.asarray(pages)
+    out = np.zeros(pages.shape, np.int64)
+    for r, b, slot in np.ndindex(*pages.shape):
+        out[r, b, slot] = np.flatnonzero(cands[b] == pages[r, b, slot])[0]
+    return out
+
+
+def test_serving_page_fails_a_row_with_fewer_valid_candidates_than_the_page(exported):
+    path, _ = exported
+    page = tf.saved_model.load(str(path / "policy")).signatures["serving_page"]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="slate length 3"):
+        page(candidate_ids=tf.constant([[3, 17, -1]], tf.int64), **_user_tensors())
