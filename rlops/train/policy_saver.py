@@ -32,6 +32,12 @@ observation (TF-Agents' way): then every signature takes it and `serving_masked`
 `serving_default`. The epsilon is `get_metadata()["serving_epsilon"]`. The attribute
 `serving_core` is `serving_default` less `policy_version` (no asset table): what
 rlops.train.litert converts into `policy.tflite`.
+With `item_catalog` (a per-arm feature policy and its item table, rlops.features.item_catalog):
+the table is baked in, `serving_default` takes the global features plus `candidate_ids` [B, C] and
+returns `item_id`, `propensity`, `greedy_item_id`, `action`, `policy_version` (rlops.train.by_id);
+the feature-array signature above is then `serving_features` (policy_files.FEATURES_SIGNATURE),
+and `serving_core` stays its core. `get_metadata` adds `item_table_rows` / `item_table_sha256`,
+the specs file `item_table`. With `page_size` L as well: `serving_page` (by_id.page_function).
 A ranking policy (rlops.agents.ranking.RankingPolicy, bare or inside a feature policy) gets
 `serving_ranked`, `serving_ranked_masked` and `serving_ranked_replay` instead (raw features in;
 slate, its exact per-position and cascade propensities, greedy slate, scores, seed, policy_version
@@ -441,6 +447,10 @@ class PolicySaver:
             )
             with tf.io.gfile.GFile(os.path.join(tmp, SPECS_FILE), "w") as f:
                 json.dump(self.specs_json(), f, indent=1)
+            if self.item_catalog is not None:  # the baked table, readable without TensorFlow (its hash: sha256)
+                from rlops.features.item_catalog import write_item_catalog
+
+                write_item_catalog(tmp, self.item_catalog)
 
     def save_checkpoint(self, export_dir: str) -> str:
         """Writes only the variables (model variables, train step, metadata) as
