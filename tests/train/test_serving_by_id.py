@@ -330,11 +330,12 @@ def test_serving_page_fails_a_row_with_fewer_valid_candidates_than_the_page(expo
 
 def test_the_pushers_verifier_calls_serving_default_by_id(exported):
     """verify.py (the Pusher's fresh process) calls serving_default with the table's first ids on
-    the verification rows' global features, and probes an unknown id (item_table.json beside it)."""
+    the verification rows' global features, probes an unknown id (item_table.json beside it) and
+    draws a page from serving_page."""
     from rlops.components.pusher import verify
 
     path, catalog = exported
     assert json.loads((path / "policy" / "item_table.json").read_text())["ids"] == catalog.ids.tolist()
-    serve = tf.saved_model.load(str(path / "policy")).signatures["serving_default"]
+    signatures = tf.saved_model.load(str(path / "policy")).signatures
     feeds = {k: tf.concat([v, v], 0) for k, v in _user_tensors().items()}
-    assert verify._check_by_id(serve, feeds, 2, str(path / "policy")) is None
+    assert verify._check_by_id(signatures, feeds, 2, str(path / "policy")) is None

@@ -73,7 +73,7 @@ def verify(
         if error:
             return {"ok": False, "error": error}
         if features_signature != "serving_default":
-            error = _check_by_id(policy.signatures["serving_default"], feeds, batch, saved_model_dir)
+            error = _check_by_id(policy.signatures, feeds, batch, saved_model_dir)
             if error:
                 return {"ok": False, "error": error}
         if draws_npz:
@@ -139,20 +139,23 @@ def _check_serving_default(serve, feeds, batch, lo, hi, saved_model_dir):
     return None
 
 
-def _check_by_id(serve, feature_feeds, batch, saved_model_dir):
+def _check_by_id(signatures, feature_feeds, batch, saved_model_dir):
     """serving_default by candidate id (a per-arm policy with its item table): the verification
     rows' global features with the table's first ids as candidates (a pad in the last slot) answer
-    ids among them, never the pad, with propensities in (0, 1]; an unknown id fails naming it.
+    ids among them, never the pad, with propensities in (0, 1]; an unknown id fails naming it;
+    `serving_page`, where exported, shows distinct candidates with propensities in (0, 1].
     Returns an error, or None."""
     import numpy as np
     import tensorflow as tf
 
     with open(os.path.join(saved_model_dir, "item_table.json")) as f:  # rlops.features.item_catalog
         table = json.load(f)
+    serve = signatures["serving_default"]
     _, specs = serve.structured_input_signature
     dtype = specs["candidate_ids"].dtype
     pad = "" if dtype == tf.string else -1
-    ids = table["ids"][: max(1, min(5, len(table["ids"])))]
+    page_size = int(signatures["get_metadata"]().get("page_size", 0)) if "serving_page" in signatures else 0
+    ids = table["ids"][: max(1, min(max(5, page_size), len(table["ids"])))]
     width = len(ids) + 1
     feeds = {}
     for name in specs:
@@ -169,11 +172,19 @@ def _check_by_id(serve, feature_feeds, batch, saved_model_dir):
             for k, v in feeds.items()
         }
     out = {k: v.numpy() for k, v in serve(**feeds).items()}
-    chosen = [x.decode() if isinstance(x, bytes) else x for x in out["item_id"].tolist()]
+    chosen = _decoded(out["item_id"].tolist())
     if any(x not in ids for x in chosen):
         return f"serving_default: item_id {chosen[:5]} not among the candidates {ids}"
     if not np.all((out["propensity"] > 0) & (out["propensity"] <= 1)):
         return f"serving_default: propensities outside (0, 1]: {out['propensity'][:10]}"
+    if page_size and len(ids) >= page_size:
+        page = {k: v.numpy() for k, v in signatures["serving_page"](**feeds).items()}
+        shown = page["page"].tolist()
+        if any(len(set(row)) != page_size or any(x not in ids for x in _decoded(row)) for row in shown):
+            return f"serving_page: pages {shown[:3]} are not {page_size} distinct candidates of {ids}"
+        for key in ("propensity_item_position", "propensity_cascade"):
+            if not np.all((page[key] > 0) & (page[key] <= 1)):
+                return f"serving_page: {key} outside (0, 1]: {page[key][:3]}"
     known = set(table["ids"])
     unknown = "rlops-unknown-id" if dtype == tf.string else max(known) + 1
     while unknown in known:  # a string id that happens to be taken
@@ -188,6 +199,10 @@ def _check_by_id(serve, feature_feeds, batch, saved_model_dir):
             else f"serving_default: the unknown-id error does not name it: {e.message[:200]}"
         )
     return f"serving_default: unknown candidate id {unknown!r} was scored instead of failing the call"
+
+
+def _decoded(values):
+    return [x.decode() if isinstance(x, bytes) else x for x in values]
 
 
 def _bounds(encoded_spec):
