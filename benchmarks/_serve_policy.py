@@ -4,7 +4,8 @@
 
 Loads the highest published version under SERVING_DIR (what TF Serving and Vertex's TensorFlow
 containers serve: the highest numeric directory; rlops marks a finished push with
-rlops_version.json), calls its `serving_default` on each request and writes the response:
+rlops_version.json), calls its `serving_default` (`serving_features` where serving_default takes
+candidate ids) on each request and writes the response:
 `action`, `propensity`, `greedy_action`, `policy_version` (one per decision) and `epsilon` (the
 exploration `get_metadata` reports, so a caller can rebuild the exact action probabilities).
 
@@ -91,7 +92,8 @@ def main(argv: list[str]) -> dict:
         raise SystemExit(__doc__)
     version_dir = latest_version_dir(argv[0])
     loaded = tf.saved_model.load(version_dir)
-    signature = loaded.signatures["serving_default"]
+    # feature arrays: serving_features where serving_default takes candidate ids (an item table inside)
+    signature = loaded.signatures["serving_features" if "serving_features" in loaded.signatures else "serving_default"]
     metadata = loaded.signatures["get_metadata"]() if "get_metadata" in loaded.signatures else {}
     epsilon = float(metadata["serving_epsilon"].numpy()) if "serving_epsilon" in metadata else float("nan")
     summary = {"version": int(os.path.basename(version_dir)), "epsilon": epsilon}

@@ -45,7 +45,7 @@ from rlops.features import serving_candidates
 from rlops.heads import draws, epsilon_greedy
 from rlops.train import litert_ranked
 from rlops.train.litert_standalone import VERSION_SENTINEL, last_line, run_standalone, run_standalone_jobs
-from rlops.train.policy_files import LITERT_FILE, LITERT_SPEC_FILE, UNPUBLISHED_VERSION
+from rlops.train.policy_files import LITERT_FILE, LITERT_SPEC_FILE, UNPUBLISHED_VERSION, features_signature
 from rlops.train.processes import at_once
 
 LITERT_FORMAT = "rlops.policy_litert/1"
@@ -173,7 +173,8 @@ def _serving_function(loaded: Any) -> tuple[Any, str]:
     constant, or the `action` signature of a policy without one."""
     version = tf.constant(VERSION_SENTINEL, tf.int64)
     if hasattr(loaded, "serving_core") and "serving_default" in loaded.signatures:
-        specs = loaded.signatures["serving_default"].structured_input_signature[1]
+        # the feature-array signature (serving_features where serving_default takes candidate ids)
+        specs = loaded.signatures[features_signature(loaded.signatures)].structured_input_signature[1]
         core = loaded.serving_core
 
         def serve(**features: Any) -> dict[str, Any]:
@@ -340,7 +341,7 @@ def _saved_model_outputs(saved_model_dir: str, loaded: Any, kind: str, feeds: di
         logits = out[LOGITS].astype(np.float64)
         probs = np.exp(logits - logits.max(-1, keepdims=True))
         return {"greedy_action": logits.argmax(-1), "probabilities": probs / probs.sum(-1, keepdims=True), "minimum": 0}
-    out = {k: v.numpy() for k, v in loaded.signatures["serving_default"](**tensors).items()}
+    out = {k: v.numpy() for k, v in loaded.signatures[features_signature(loaded.signatures)](**tensors).items()}
     epsilon = float(loaded.signatures["get_metadata"]()["serving_epsilon"].numpy())
     from rlops.train.policy_saver import load_specs
 

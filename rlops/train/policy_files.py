@@ -15,3 +15,13 @@ LITERT_SPEC_FILE = "policy_litert.json"  # its description: inputs, outputs, ver
 # existed before it travelled (policy_saver.model_decision_kind).
 DECISION_KIND = "decision_kind"
 LEGACY_BANDIT, LEGACY_SLATE = "bandit", "slate"
+# A per-arm policy exported with its item table serves candidate ids as `serving_default`; the
+# signature taking feature arrays per candidate (and `num_actions`) is then this one. Callers that
+# pass feature arrays use it where it exists, else serving_default (rlops.train.by_id).
+FEATURES_SIGNATURE = "serving_features"
+ITEM_TABLE = "item_table"  # policy_specs.json: the baked item table's num_rows, sha256, id_dtype
+
+
+def features_signature(signatures: object) -> str:
+    """The name of the signature that takes raw feature arrays (see FEATURES_SIGNATURE)."""
+    return FEATURES_SIGNATURE if FEATURES_SIGNATURE in signatures else "serving_default"  # type: ignore[operator]

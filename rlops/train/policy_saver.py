@@ -32,6 +32,12 @@ observation (TF-Agents' way): then every signature takes it and `serving_masked`
 `serving_default`. The epsilon is `get_metadata()["serving_epsilon"]`. The attribute
 `serving_core` is `serving_default` less `policy_version` (no asset table): what
 rlops.train.litert converts into `policy.tflite`.
+With `item_catalog` (a per-arm feature policy and its item table, rlops.features.item_catalog):
+the table is baked in, `serving_default` takes the global features plus `candidate_ids` [B, C] and
+returns `item_id`, `propensity`, `greedy_item_id`, `action`, `policy_version` (rlops.train.by_id);
+the feature-array signature above is then `serving_features` (policy_files.FEATURES_SIGNATURE),
+and `serving_core` stays its core. `get_metadata` adds `item_table_rows` / `item_table_sha256`,
+the specs file `item_table`. With `page_size` L as well: `serving_page` (by_id.page_function).
 A ranking policy (rlops.agents.ranking.RankingPolicy, bare or inside a feature policy) gets
 `serving_ranked`, `serving_ranked_masked` and `serving_ranked_replay` instead (raw features in;
 slate, its exact per-position and cascade propensities, greedy slate, scores, seed, policy_version
@@ -65,6 +71,8 @@ from rlops.agents.trajectories import PolicyStep
 from rlops.features.serving_names import serving_input_for_record_key, serving_input_name
 from rlops.train.policy_files import (
     DECISION_KIND,
+    FEATURES_SIGNATURE,
+    ITEM_TABLE,
     LEGACY_BANDIT,
     LEGACY_SLATE,
     SPECS_FILE,
@@ -157,6 +165,8 @@ class PolicySaver:
         variables: Sequence[tf.Variable] | None = None,
         serving_epsilon: float | None = None,
         decision_kind: str | None = None,
+        item_catalog: Any = None,
+        page_size: int | None = None,
     ):
         # TF-Agents' arguments, in TF-Agents' order; the unsupported values raise with the reason.
         if not use_nest_path_signatures:
@@ -182,6 +192,12 @@ class PolicySaver:
             metadata = {SERVING_EPSILON: tf.constant(float(serving_epsilon)), **(metadata or {})}
         self.serving_epsilon = serving_epsilon
         self.decision_kind = decision_kind
+        if item_catalog is not None and serving_epsilon is None:
+            raise ValueError("item_catalog: serving by id needs serving_epsilon (the bandit head's exploration)")
+        self.item_catalog = item_catalog
+        if page_size is not None and item_catalog is None:
+            raise ValueError("page_size: serving_page serves candidate ids and needs item_catalog")
+        self.page_size = page_size
         self.batch_size = batch_size
         if train_step is None:
             train_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="train_step")
@@ -282,6 +298,12 @@ class PolicySaver:
                 from rlops.train import ranked_serving
 
                 out.update(ranked_serving.ranked_metadata(ranking))
+            if self.item_catalog is not None:  # the baked item table's row count and hash: constants too
+                from rlops.train import by_id
+
+                out.update(by_id.catalog_metadata(self.item_catalog))
+                if self.page_size is not None:
+                    out[by_id.PAGE_SIZE] = tf.constant(self.page_size, tf.int64)
             return out
 
         module.get_metadata = tf.function(get_metadata, input_signature=[])
@@ -354,7 +376,8 @@ class PolicySaver:
 
         def with_version(out: dict) -> dict:
             number = tf.strings.to_number(version.lookup(tf.constant(0, tf.int64)), tf.int64)
-            return {**out, POLICY_VERSION: tf.fill(tf.shape(out["action"])[:1], number)}
+            batch = tf.shape(next(iter(out.values())))[:1]  # every output is [B, ...]
+            return {**out, POLICY_VERSION: tf.fill(batch, number)}
 
         # The signatures are only signatures: a module attribute would be traced again when saved
         # (a second copy of each in the SavedModel).
@@ -373,7 +396,24 @@ class PolicySaver:
             "serving_default": serving.get_concrete_function(**inputs),
             "serving_replay": replay.get_concrete_function(uniforms=uniforms_spec, **inputs),
         }
-        if "action_mask" in inputs:  # the mask is already an input: serving_masked is serving_default
+        if self.item_catalog is not None:  # serving_default takes candidate ids; feature arrays stay
+            from rlops.train import by_id
+
+            out[FEATURES_SIGNATURE] = out.pop("serving_default")
+            out["serving_default"] = by_id.by_id_function(
+                module, self.policy, self.item_catalog, self.batch_size, _unseeded_graph, with_version
+            )
+            if self.page_size is not None:
+                out[by_id.PAGE_SIGNATURE] = by_id.page_function(
+                    module,
+                    self.policy,
+                    self.item_catalog,
+                    self.page_size,
+                    self.batch_size,
+                    _unseeded_graph,
+                    with_version,
+                )
+        if "action_mask" in inputs:  # the mask is already an input: serving_masked is the feature signature
             return {**out, "serving_masked": serving.get_concrete_function(**inputs)}
         mask_spec = tf.TensorSpec([self.batch_size, num_actions], tf.int64, name="action_mask")
         masked = tf.function(lambda action_mask, **features: with_version(head(features, action_mask)), autograph=False)
@@ -407,6 +447,10 @@ class PolicySaver:
             )
             with tf.io.gfile.GFile(os.path.join(tmp, SPECS_FILE), "w") as f:
                 json.dump(self.specs_json(), f, indent=1)
+            if self.item_catalog is not None:  # the baked table, readable without TensorFlow (its hash: sha256)
+                from rlops.features.item_catalog import write_item_catalog
+
+                write_item_catalog(tmp, self.item_catalog)
 
     def save_checkpoint(self, export_dir: str) -> str:
         """Writes only the variables (model variables, train step, metadata) as
@@ -437,7 +481,14 @@ class PolicySaver:
             "metadata": sorted(self.metadata),
             "num_model_variables": len(self._module.model_variables),
             **({DECISION_KIND: self.decision_kind} if self.decision_kind else {}),
+            **({ITEM_TABLE: _catalog_specs(self.item_catalog)} if self.item_catalog is not None else {}),
         }
+
+
+def _catalog_specs(catalog: Any) -> dict:
+    from rlops.train import by_id
+
+    return by_id.catalog_specs(catalog)
 
 
 def _ranking(policy: Any) -> Any:

@@ -94,7 +94,7 @@ def test_served_probabilities_equal_serving_defaults_propensities(world):
     data = feedback.load_logged_feedback(str(world / "ex"))
     probs = scoring.policy_probs(SavedPolicy(model), data, K_MAX)
     assert probs.epsilon == pytest.approx(EPSILON)
-    serving = tf.saved_model.load(model).signatures["serving_default"]
+    serving = tf.saved_model.load(model).signatures["serving_features"]  # the records' feature arrays
     inputs = _serving_inputs(serving, data.features)
     rows = np.arange(len(data.actions))
     explored = 0

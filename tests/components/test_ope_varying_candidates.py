@@ -299,7 +299,7 @@ def _saved_policy_value(gen, model_dir, served=False):
     import tensorflow as tf
 
     loaded = tf.saved_model.load(model_dir)
-    sig = loaded.signatures["serving_default"]
+    sig = loaded.signatures.get("serving_features") or loaded.signatures["serving_default"]  # feature arrays
     epsilon = float(loaded.signatures["get_metadata"]()["serving_epsilon"].numpy()) if served else 0.0
 
     def fn(ctx):

@@ -4,8 +4,9 @@ to each candidate like the item table's features and served as one input per_arm
 
 End to end on a tiny wide log whose affinity column decides the reward: ingest (messy cells
 quarantined with a reason) -> train -> push (verified in fresh processes) -> a fresh process
-without rlops calls serving_default and prefers the high-affinity item. The config is the one
-docs/ingestion.md shows (its per_arm_columns block), so the page cannot drift from the code."""
+without rlops calls serving_features (and serving_default by candidate id, the affinities aligned
+with the ids) and prefers the high-affinity item. The config is the one docs/ingestion.md shows
+(its per_arm_columns block), so the page cannot drift from the code."""
 
 from __future__ import annotations
 
@@ -113,7 +114,8 @@ FRESH = r"""
 import json, sys
 import tensorflow as tf
 args = json.loads(sys.argv[1])
-sig = tf.saved_model.load(args["model"]).signatures["serving_default"]
+model = tf.saved_model.load(args["model"])
+sig = model.signatures["serving_features"]  # feature arrays per candidate
 b = len(args["affinity"])
 out = sig(
     user_x=tf.constant([0.3] * b, tf.float32),
@@ -121,8 +123,18 @@ out = sig(
     per_arm_affinity=tf.constant(args["affinity"], tf.float32),
     num_actions=tf.constant([4] * b, tf.int64),
 )
+# by id: the item table's features are inside; the per-user affinities come aligned with the ids
+by_id = model.signatures["serving_default"]
+reverse = [row[::-1] for row in args["affinity"]]
+ids = by_id(
+    user_x=tf.constant([0.3] * b, tf.float32),
+    candidate_ids=tf.constant([args["items"][::-1]] * b),
+    per_arm_affinity=tf.constant(reverse, tf.float32),
+)
 print(json.dumps({"rlops": any(m.startswith("rlops") for m in sys.modules),
                   "inputs": {k: s.shape.as_list() for k, s in sig.structured_input_signature[1].items()},
+                  "by_id_inputs": sorted(by_id.structured_input_signature[1]),
+                  "greedy_item_id": [x.decode() for x in ids["greedy_item_id"].numpy().tolist()],
                   "greedy": out["greedy_action"].numpy().tolist(),
                   "propensity": out["propensity"].numpy().tolist()}))
 """
@@ -148,7 +160,8 @@ def test_trains_pushes_verified_and_a_fresh_process_prefers_the_high_affinity_it
         assert json.load(f)["inputs"]["per_arm_affinity"]["shape"] == [None, 4]
     # Two requests: the high affinity on item 2, then on item 0 (the item with it wins, whichever).
     affinity = [[0.1, 0.1, 0.9, 0.1], [0.9, 0.1, 0.1, 0.1]]
-    got = run_fresh_python(FRESH, json.dumps({"model": pushed.destination, "affinity": affinity}), cwd=tmp_path)
+    request = {"model": pushed.destination, "affinity": affinity, "items": ITEMS}
+    got = run_fresh_python(FRESH, json.dumps(request), cwd=tmp_path)
     assert not got["rlops"]
     assert got["inputs"] == {  # the 4 affinity columns are one input
         "user_x": [None],
@@ -157,6 +170,9 @@ def test_trains_pushes_verified_and_a_fresh_process_prefers_the_high_affinity_it
         "num_actions": [None],
     }
     assert got["greedy"] == [2, 0]
+    # served by id (candidates in reverse order, their affinities aligned): the same items win
+    assert got["by_id_inputs"] == ["candidate_ids", "per_arm_affinity", "user_x"]
+    assert got["greedy_item_id"] == [ITEMS[2], ITEMS[0]]
     assert all(0 < p <= 1 for p in got["propensity"])
 
 

@@ -1,8 +1,8 @@
 """Multivalent categoricals end to end: a user's interest list and an item's category list from
 Parquet lists, JSON Lines arrays and "|"-separated CSV cells -> ExperienceGen (zero quarantine,
 every value in the vocabulary, longer lists truncated and counted) -> a per-arm
-NeuralEpsilonGreedy -> serving_default in a fresh process without rlops, on padded string lists
-(order inside a list does not matter; columns past dim are ignored)."""
+NeuralEpsilonGreedy -> serving_features (and serving_default by item id) in a fresh process without
+rlops, on padded string lists (order inside a list does not matter; columns past dim are ignored)."""
 
 import glob
 import json
@@ -128,12 +128,19 @@ import json, sys
 import numpy as np
 import tensorflow as tf
 args = json.load(open(sys.argv[1]))
-sig = tf.saved_model.load(args["model"]).signatures["serving_default"]
+model = tf.saved_model.load(args["model"])
+sig = model.signatures["serving_features"]  # the candidates' feature arrays
 out = {}
 for name, inputs in args["cases"].items():
     feeds = {k: tf.constant(v, tf.float32 if k == "per_arm/item_price" else tf.int64 if k == "num_actions"
                             else tf.string) for k, v in inputs.items()}
     out[name] = sig(**feeds)["greedy_action"].numpy().tolist()
+# by id: the category lists come from the item table inside the model
+base = args["cases"]["base"]
+by_id = model.signatures["serving_default"](
+    segment=tf.constant(base["segment"]), interests=tf.constant(base["interests"]),
+    candidate_ids=tf.constant([args["item_ids"]] * len(base["segment"])))
+out["by_id"] = [x.decode() for x in by_id["greedy_item_id"].numpy().tolist()]
 print(json.dumps({"rlops": any(m.startswith("rlops") for m in sys.modules), **out}))
 """
 
@@ -181,11 +188,13 @@ def test_per_arm_policy_trains_and_serves_padded_string_lists_in_a_fresh_process
     # Longer than dim: the columns past dim are ignored (documented truncation, as at ingestion).
     longer = {**base, "interests": [row + ["int_99", "int_00"] for row in base["interests"]]}
     empty = {**base, "interests": [[""] * DIM] * 200}  # no interests: the lists must matter
-    args = {"model": model, "cases": {"base": base, "permuted": permuted, "longer": longer, "empty": empty}}
+    cases = {"base": base, "permuted": permuted, "longer": longer, "empty": empty}
+    args = {"model": model, "cases": cases, "item_ids": items["item_id"].tolist()}
     (tmp_path / "args.json").write_text(json.dumps(args))
     got = run_fresh_python(FRESH, str(tmp_path / "args.json"), cwd=tmp_path)
     assert not got["rlops"]
     assert got["permuted"] == got["base"] and got["longer"] == got["base"]
+    assert got["by_id"] == [items["item_id"][a] for a in got["base"]]  # the same greedy item, by id
     assert np.mean(np.asarray(got["empty"]) != np.asarray(got["base"])) > 0.3
     # The policy learned from the lists: its greedy choice beats uniform's expected reward.
     truncated_ids = [u[:DIM] for u in ids]

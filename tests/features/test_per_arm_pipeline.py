@@ -1,6 +1,6 @@
 """Per-arm features through the pipeline: generator logs + item table -> ExperienceGen (join by
-item id) -> Trainer (per-arm LinUCB / NeuralEpsilonGreedy) -> Evaluator -> serving_default in a
-process without rlops."""
+item id) -> Trainer (per-arm LinUCB / NeuralEpsilonGreedy) -> Evaluator -> serving_features (and
+serving_default by candidate id, the item table inside) in a process without rlops."""
 
 import json
 
@@ -93,7 +93,7 @@ def test_unknown_or_non_candidate_item_is_quarantined_naming_the_id(tmp_path):
 def _greedy_value(gen, serving_dir):
     import tensorflow as tf
 
-    sig = tf.saved_model.load(serving_dir).signatures["serving_default"]
+    sig = tf.saved_model.load(serving_dir).signatures["serving_features"]  # candidates' features in
 
     def fn(ctx):
         n = len(ctx["position"])
@@ -163,7 +163,8 @@ import json, sys
 import numpy as np
 import tensorflow as tf
 args = json.loads(sys.argv[1])
-sig = tf.saved_model.load(args["model"]).signatures["serving_default"]
+model = tf.saved_model.load(args["model"])
+sig = model.signatures["serving_features"]
 n, k = 6, args["k"]
 inputs = {name: tf.constant(v) for name, v in args["global"].items()}
 inputs["position"] = tf.constant(args["position"], tf.int64)
@@ -171,7 +172,17 @@ for name, v in args["arms"].items():
     inputs[name] = tf.constant([v] * n, tf.string if isinstance(v[0], str) else tf.float32)
 inputs["num_actions"] = tf.constant([k, k, 3, 1, 2, k], tf.int64)
 out = sig(**inputs)
+# by id: the same users, candidate ids only (the item table is inside), C = 1, 3 and all, "" pads
+by_id = model.signatures["serving_default"]
+ids = args["ids"]
+rows = [ids[:1] + [""] * (k - 1), ids[4:7] + [""] * (k - 3), ids, ids[::-1], ids[:1] + [""] * (k - 1), ids]
+got = by_id(candidate_ids=tf.constant(rows), position=inputs["position"],
+            **{c: inputs[c] for c in args["global"]})
+meta = model.signatures["get_metadata"]()
 print(json.dumps({"rlops": any(m.startswith("rlops") for m in sys.modules),
+                  "rows": rows, "item_id": [x.decode() for x in got["item_id"].numpy().tolist()],
+                  "by_id_propensity": got["propensity"].numpy().tolist(),
+                  "item_table_rows": int(meta["item_table_rows"]),
                   **{key: out[key].numpy().tolist() for key in ("action", "propensity", "greedy_action")}}))
 """
 
@@ -184,6 +195,7 @@ def _serve_in_fresh_process(gen, model, tmp_path):
         "position": ctx["position"].tolist(),
         "global": {c: ctx[c].tolist() for c in gen.user_columns + gen.float_columns},
         "arms": {serving_input_name(name, per_arm=True): gen.items[name].tolist() for name in ITEM_FEATURES},
+        "ids": [str(i) for i in gen.items["item_id"]],
     }
     args["global"].update({c: [float(x) for x in ctx[c]] for c in gen.float_columns})
     got = run_fresh_python(FRESH, json.dumps(args), cwd=tmp_path, timeout=120)
@@ -193,6 +205,10 @@ def _serve_in_fresh_process(gen, model, tmp_path):
     assert ((action >= 0) & (action < n_cand)).all() and ((greedy >= 0) & (greedy < n_cand)).all()
     assert ((prop > 0) & (prop <= 1)).all()
     assert prop[3] == pytest.approx(1.0)  # one candidate: chosen with certainty
+    # served by id: every chosen id among its row's candidates, never a pad; one candidate: certain
+    assert got["item_table_rows"] == gen.num_items
+    assert all(item in row and item != "" for item, row in zip(got["item_id"], got["rows"]))
+    assert got["by_id_propensity"][0] == pytest.approx(1.0) and got["by_id_propensity"][4] == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize(

@@ -123,11 +123,13 @@ from tensorflow.core.protobuf import saved_model_pb2
 args = json.loads(sys.argv[1])
 out = {"rlops": False, "models": {}}
 for path in args["models"]:
-    sig = tf.saved_model.load(path).signatures["serving_default"]
+    loaded = tf.saved_model.load(path)
+    name = "serving_features" if "serving_features" in loaded.signatures else "serving_default"  # feature arrays
+    sig = loaded.signatures[name]
     proto = saved_model_pb2.SavedModel()
     with open(path + "/saved_model.pb", "rb") as f:
         proto.ParseFromString(f.read())
-    keys = sorted(proto.meta_graphs[0].signature_def["serving_default"].inputs)
+    keys = sorted(proto.meta_graphs[0].signature_def[name].inputs)
     specs = sig.structured_input_signature[1]
     feeds = {k: tf.constant(v, tf.string if isinstance(np.ravel(v)[0], str) else specs[k].dtype)
              for k, v in args["inputs"].items()}

@@ -160,6 +160,17 @@ class LinearBanditPolicy(Policy):
         std = tf.sqrt(tf.transpose(tf.reduce_sum(tf.square(z), axis=1)))  # [B, K]
         return {"mean": mean, "std": std}
 
+    def arm_scores(self, observation: Any) -> tf.Tensor:
+        """Per-arm: [B, C] the scores this policy's choice maximizes, for {'global', 'per_arm' [B, C, Da]}
+        with any number C of arms (rlops.train.by_id); deterministic strategies only."""
+        if not self._per_arm or self._strategy == SAMPLING:
+            raise ValueError("arm_scores: needs a per-arm policy with a deterministic strategy (greedy or optimistic)")
+        obs = {k: v for k, v in observation.items() if k != utils.NUM_ACTIONS_FEATURE_KEY}
+        s = self.scores(per_arm_features(obs, self._add_bias, self._dtype))
+        if self._strategy == OPTIMISTIC:
+            return s["mean"] + tf.cast(self._alpha, self._dtype) * s["std"]
+        return s["mean"]
+
     def _action(self, time_step: TimeStep, seed: Any) -> PolicyStep:
         x, mask = self.features(time_step.observation)
         s = self.scores(x)

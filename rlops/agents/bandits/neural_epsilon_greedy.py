@@ -115,6 +115,11 @@ class GreedyRewardPredictionPolicy(Policy):
             obs = {k: v for k, v in obs.items() if k != utils.NUM_ACTIONS_FEATURE_KEY}
         return self.reward_network(obs), mask
 
+    def arm_scores(self, observation: Any) -> tf.Tensor:
+        """Per-arm: [B, C] the scores the greedy choice maximizes, for {'global', 'per_arm' [B, C, Da]}
+        with any number C of arms (a catalog served by id, rlops.train.by_id)."""
+        return self.reward_network({k: v for k, v in observation.items() if k != utils.NUM_ACTIONS_FEATURE_KEY})
+
     def info_for(
         self,
         time_step: TimeStep,

@@ -25,6 +25,7 @@ from rlops.components.experience_gen.config import ExperienceGenConfig
 from rlops.components.experience_gen.errors import InputError
 from rlops.components.experience_gen.kinds import bandit
 from rlops.components.experience_gen.sources.base import SourceError
+from rlops.features.item_catalog import write_item_catalog
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +147,8 @@ def run_experience_gen(
             event_files.remove(plan.events_scratch)
     pipeline.write_legacy_schema(plan, examples_uri)
     write_record_kind(examples_uri, config.record_kind)  # what every later component reads
+    if plan.item_table is not None:  # per-arm: the table the exported policy serves candidate ids by
+        _write_item_catalog(plan.item_table, examples_uri)
     counters = _counters(beam_result)
     result = _result(config, counters, examples_uri, quarantine_uri)
     result.reward_range = _reward_range(beam_result)
@@ -254,6 +257,17 @@ def _reward_range(beam_result: Any) -> tuple[float, float] | None:
         return None
     scale = bandit.REWARD_SCALE
     return min(d.min for d in found) / scale, max(d.max for d in found) / scale
+
+
+def _write_item_catalog(table: Any, examples_uri: str) -> None:
+    """The item table beside the splits; one the policy cannot serve by id (an item named by the
+    candidate pad, -1 or "") is left out with a warning: the policy then serves feature arrays only."""
+    try:
+        catalog = table.catalog()
+    except ValueError as e:
+        log.warning("experience_gen: %s; the trained policy will not serve candidate ids", e)
+        return
+    write_item_catalog(examples_uri, catalog)
 
 
 def _clear_outputs(examples_uri: str, quarantine_uri: str) -> None:

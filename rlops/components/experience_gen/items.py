@@ -29,6 +29,7 @@ import numpy as np
 
 from rlops.components.common import records
 from rlops.components.experience_gen.config import ExperienceGenConfig, FeatureColumn, FileSource
+from rlops.features.item_catalog import ItemCatalog
 
 log = logging.getLogger(__name__)
 ITEM_ID, CANDIDATES = "item_id", "candidates"
@@ -53,12 +54,18 @@ class ItemTable:
     columns: dict[str, np.ndarray]  # item feature name -> [M] or [M, dim]
     features: tuple[FeatureColumn, ...]  # concrete kinds
     source: str
+    integer_ids: bool = False  # the table's id column holds integers (the served ids are int64)
 
     def __post_init__(self) -> None:
         self.index = {v: i for i, v in enumerate(self.ids.tolist())}
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def catalog(self) -> ItemCatalog:
+        """The ids (in their logged dtype) and raw item features the exported policy serves by."""
+        ids = self.ids.astype(np.int64) if self.integer_ids else self.ids
+        return ItemCatalog(ids, {f.name: self.columns[f.name] for f in self.features})
 
 
 def parse_frame(data: bytes, src: FileSource):
@@ -128,6 +135,7 @@ def table_from_frames(frames: list, config: ExperienceGenConfig) -> ItemTable:
         raise ValueError(f"{where}: no id column {id_col!r}; {closest(id_col, [str(c) for c in frame.columns])}")
     if frame[id_col].isna().any():
         raise ValueError(f"{where}: row {int(np.flatnonzero(frame[id_col].isna())[0])} has no item id")
+    integer_ids = pd.api.types.is_integer_dtype(frame[id_col])
     ids = frame[id_col].astype(str).to_numpy(object)
     uniq, counts = np.unique(ids, return_counts=True)
     if (counts > 1).any():
@@ -194,7 +202,7 @@ def table_from_frames(frames: list, config: ExperienceGenConfig) -> ItemTable:
                 )
         features.append(f)
         values[f.name] = v
-    return ItemTable(ids, values, tuple(features), src.pattern)
+    return ItemTable(ids, values, tuple(features), src.pattern, integer_ids)
 
 
 def resolve(config: ExperienceGenConfig) -> tuple[ExperienceGenConfig, ItemTable | None]:

@@ -8,7 +8,10 @@ bool, "error": ...}. With DRAWS.npz, it also calls `serving_default` on the firs
 to 2000 calls, ~60 / epsilon: rlops.heads.draws.draw_calls' rule) and CALLS_MANY times on
 the first ROWS_MANY rows, and writes what it drew (`one_*`,
 `many_*`: action, propensity, greedy_action [calls, rows]), the inputs it fed (`feed_<name>`) and
-`epsilon`, for the parent to test against the serving head's probabilities.
+`epsilon`, for the parent to test against the serving head's probabilities. A per-arm policy with
+its item table serves candidate ids as `serving_default`: the draws are then taken from
+`serving_features` (the rows' feature arrays), and `serving_default` is called by id on the same
+rows (`_check_by_id`).
 """
 
 import json
@@ -58,14 +61,21 @@ def verify(
         return {"ok": False, "error": f"actions out of spec bounds [{lo}, {hi}] or not finite: {actions[:10]}"}
     result = {"ok": True, "num_actions": int(batch), "actions_head": actions[:5].tolist()}
     result["draws"] = False
+    # feature arrays go to serving_features where the policy serves ids as serving_default (an
+    # exported item table: rlops.train.policy_files.FEATURES_SIGNATURE; no rlops import here)
+    features_signature = "serving_features" if "serving_features" in policy.signatures else "serving_default"
     if "serving_default" in policy.signatures:
-        serve = policy.signatures["serving_default"]
+        serve = policy.signatures[features_signature]
         feeds = _serving_feeds(serve, data, feeds)
         if isinstance(feeds, str):
             return {"ok": False, "error": feeds}
         error = _check_serving_default(serve, feeds, batch, lo, hi, saved_model_dir)
         if error:
             return {"ok": False, "error": error}
+        if features_signature != "serving_default":
+            error = _check_by_id(policy.signatures, feeds, batch, saved_model_dir)
+            if error:
+                return {"ok": False, "error": error}
         if draws_npz:
             epsilon = float(policy.signatures["get_metadata"]()["serving_epsilon"].numpy())
             _write_draws(serve, feeds, epsilon, draws_npz, int(calls_many), int(rows_many))
@@ -127,6 +137,72 @@ def _check_serving_default(serve, feeds, batch, lo, hi, saved_model_dir):
         if not np.all(out["policy_version"] == want):
             return f"serving_default: policy_version {out['policy_version'][:3]} is not its asset's {want}"
     return None
+
+
+def _check_by_id(signatures, feature_feeds, batch, saved_model_dir):
+    """serving_default by candidate id (a per-arm policy with its item table): the verification
+    rows' global features with the table's first ids as candidates (a pad in the last slot) answer
+    ids among them, never the pad, with propensities in (0, 1]; an unknown id fails naming it;
+    `serving_page`, where exported, shows distinct candidates with propensities in (0, 1].
+    Returns an error, or None."""
+    import numpy as np
+    import tensorflow as tf
+
+    with open(os.path.join(saved_model_dir, "item_table.json")) as f:  # rlops.features.item_catalog
+        table = json.load(f)
+    serve = signatures["serving_default"]
+    _, specs = serve.structured_input_signature
+    dtype = specs["candidate_ids"].dtype
+    pad = "" if dtype == tf.string else -1
+    page_size = int(signatures["get_metadata"]().get("page_size", 0)) if "serving_page" in signatures else 0
+    ids = table["ids"][: max(1, min(max(5, page_size), len(table["ids"])))]
+    width = len(ids) + 1
+    feeds = {}
+    for name in specs:
+        if name == "candidate_ids":
+            feeds[name] = tf.constant([ids + [pad]] * batch, dtype)
+        elif name in feature_feeds:  # a global feature, or a per-candidate context feature [B, K]
+            value = feature_feeds[name]
+            feeds[name] = value[:, :width] if name.startswith("per_arm_") else value
+        else:
+            return f"serving_default: no input data for input '{name}'"
+    if any(int(v.shape[1]) != width for k, v in feeds.items() if k.startswith("per_arm_")):
+        feeds = {
+            k: (tf.pad(v, [[0, 0], [0, width - int(v.shape[1])]]) if k.startswith("per_arm_") else v)
+            for k, v in feeds.items()
+        }
+    out = {k: v.numpy() for k, v in serve(**feeds).items()}
+    chosen = _decoded(out["item_id"].tolist())
+    if any(x not in ids for x in chosen):
+        return f"serving_default: item_id {chosen[:5]} not among the candidates {ids}"
+    if not np.all((out["propensity"] > 0) & (out["propensity"] <= 1)):
+        return f"serving_default: propensities outside (0, 1]: {out['propensity'][:10]}"
+    if page_size and len(ids) >= page_size:
+        page = {k: v.numpy() for k, v in signatures["serving_page"](**feeds).items()}
+        shown = page["page"].tolist()
+        if any(len(set(row)) != page_size or any(x not in ids for x in _decoded(row)) for row in shown):
+            return f"serving_page: pages {shown[:3]} are not {page_size} distinct candidates of {ids}"
+        for key in ("propensity_item_position", "propensity_cascade"):
+            if not np.all((page[key] > 0) & (page[key] <= 1)):
+                return f"serving_page: {key} outside (0, 1]: {page[key][:3]}"
+    known = set(table["ids"])
+    unknown = "rlops-unknown-id" if dtype == tf.string else max(known) + 1
+    while unknown in known:  # a string id that happens to be taken
+        unknown += "-"
+    bad = dict(feeds, candidate_ids=tf.constant([[unknown] + ids] * batch, dtype))
+    try:
+        serve(**bad)
+    except tf.errors.InvalidArgumentError as e:
+        return (
+            None
+            if str(unknown) in e.message
+            else f"serving_default: the unknown-id error does not name it: {e.message[:200]}"
+        )
+    return f"serving_default: unknown candidate id {unknown!r} was scored instead of failing the call"
+
+
+def _decoded(values):
+    return [x.decode() if isinstance(x, bytes) else x for x in values]
 
 
 def _bounds(encoded_spec):

@@ -28,7 +28,9 @@ from rlops.components.trainer.result import TrainResult
 from rlops.components.trainer.warm_start import base_mismatch, start_agent
 from rlops.features import FeatureSchema, Preprocessor
 from rlops.features.export import FeaturePolicy, PerArmFeaturePolicy
+from rlops.features.item_catalog import ItemCatalog, read_item_catalog
 from rlops.features.per_arm import PerArmPreprocessor
+from rlops.train import by_id
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,14 @@ def train_bandit(
     trained = run.trained
     greedy, collect = _raw_feature_policies(serving_policy(agent), agent.collect_policy, logs, config)
     export_policies(
-        greedy, collect, train_step, model_uri, BANDIT, serving_epsilon=config.exploration_epsilon, schema=logs.schema
+        greedy,
+        collect,
+        train_step,
+        model_uri,
+        BANDIT,
+        serving_epsilon=config.exploration_epsilon,
+        schema=logs.schema,
+        item_catalog=_served_catalog(examples_uri, greedy, logs),
     )
     return trained.result(
         warm,
@@ -175,6 +184,20 @@ def _trajectory_fn(logs: FeedbackRecords, agent: Any) -> Any:
         return {"experience": experience, "weights": p[records.WEIGHT]} if logs.weighted else experience
 
     return to_trajectory
+
+
+def _served_catalog(examples_uri: str, served: Any, logs: FeedbackRecords) -> ItemCatalog | None:
+    """The item table ExperienceGen wrote beside the splits, for a per-arm policy that can score any
+    candidates by their features (serving_default then takes candidate ids); else None."""
+    if logs.arm_pre is None or logs.masked or by_id.find_scorer(served) is None:
+        return None
+    catalog = read_item_catalog(examples_uri)
+    if catalog is None:
+        return None
+    missing = [f.name for f in logs.schema.per_arm if f.name not in catalog.columns]
+    if len(missing) == len(logs.schema.per_arm):  # no item feature comes from the table
+        return None
+    return catalog
 
 
 def _raw_feature_policies(greedy: Any, collect: Any, logs: FeedbackRecords, config: TrainerConfig) -> tuple[Any, Any]:

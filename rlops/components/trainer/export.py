@@ -10,6 +10,7 @@ import tensorflow as tf
 from rlops.components.common.model import serving_dir
 from rlops.components.trainer.layout import COLLECT_POLICY_DIR
 from rlops.features import FeatureSchema
+from rlops.features.item_catalog import ItemCatalog
 
 
 def export_policies(
@@ -20,13 +21,16 @@ def export_policies(
     decision_kind: str,
     serving_epsilon: float | None = None,
     schema: FeatureSchema | None = None,
+    item_catalog: ItemCatalog | None = None,
 ) -> None:
     """Both SavedModels share one variable list, so a checkpoint-only update of either loads
     into both (rlops.train.policy_saver). With `serving_epsilon`, the serving SavedModel gets
     `serving_default` (both get the same metadata, so their checkpoints stay interchangeable);
     the feature schema goes beside it. `collect_policy` None: the served policy is the one that
     explores (a ranking policy's pages), and only the serving SavedModel is written. Both name
-    `decision_kind` in their specs and get_metadata: what the Pusher and the LiteRT converter read."""
+    `decision_kind` in their specs and get_metadata: what the Pusher and the LiteRT converter read.
+    `item_catalog` (a per-arm serving policy): baked into the serving SavedModel, whose
+    serving_default then takes candidate ids (rlops.train.by_id)."""
     from rlops.train.policy_saver import PolicySaver
     from rlops.train.strategy import is_chief, task_info
 
@@ -43,6 +47,7 @@ def export_policies(
         variables=shared,
         serving_epsilon=serving_epsilon,
         decision_kind=decision_kind,
+        item_catalog=item_catalog,
     ).save(serving_dir(out))
     if collect_policy is not None:
         PolicySaver(

@@ -109,13 +109,17 @@ def slate_head(
     seed: Any = None,
     row_seeds: tf.Tensor | None = None,
     uniforms: tf.Tensor | None = None,
+    parameter: tf.Tensor | None = None,
 ) -> dict[str, tf.Tensor]:
     """The served slate for scores [B, K] (see the module docstring); `mask` [B, K] (1 = allowed).
     `uniforms` [B, tf_probabilities.num_uniforms(...)] in (0, 1), when given, are the draw's
     randomness (replay, or a LiteRT graph's RANDOM_UNIFORM); the outputs then have no `seed`.
+    `parameter` (a float64 tensor) replaces the policy's temperature or epsilon: one read from a
+    variable at call time (a served epsilon a checkpoint or the Pusher may change).
     A request with fewer than `num_slots` allowed candidates fails with an error naming the slate
     length."""
-    kind, parameter = policy_kind(slate_policy)
+    kind, own = policy_kind(slate_policy)
+    parameter = own if parameter is None else parameter
     scores = tf.convert_to_tensor(scores)
     allowed = tf.ones(tf.shape(scores), tf.bool) if mask is None else tf.cast(mask, tf.bool)
     allowed = tf_probabilities.check_allowed(allowed, num_slots)
