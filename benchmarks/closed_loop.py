@@ -212,6 +212,9 @@ class Night:
     improvement_estimate: float | None
     improvement_lower: float | None
     improvement_upper: float | None
+    # Whether that interval holds the true improvement: the candidate's exact value minus that of
+    # the policy that logged tonight's decisions (the incumbent the gate compares with)
+    improvement_covered: bool | None
     pushed_version: int | None  # the version this night's run pushed (None: kept the old one)
     served_version: int  # what serves after this night's run
     served_value: float  # its exact true value
@@ -576,6 +579,9 @@ def run_loop(config: LoopConfig, log=print) -> SeedResult:
                     improvement_estimate=improvement[0],
                     improvement_lower=improvement[1],
                     improvement_upper=improvement[2],
+                    improvement_covered=None
+                    if not _finite(improvement[1], improvement[2])
+                    else bool(improvement[1] <= candidate_value - value <= improvement[2]),
                     pushed_version=pushed,
                     served_version=served_version,
                     served_value=served_value,
@@ -784,6 +790,7 @@ def _lowrank_scores(
 def summarize(results: list[SeedResult]) -> dict:
     nights = [n for r in results for n in r.nights]
     covered = [n.candidate_covered for n in nights if n.candidate_covered is not None]
+    gated = [n.improvement_covered for n in nights if n.improvement_covered is not None]
     return {
         "fraction_of_gap_last_night": [round(r.fraction_of_gap(r.nights[-1].served_value), 4) for r in results],
         "mean_fraction_of_gap_last_night": round(
@@ -791,10 +798,28 @@ def summarize(results: list[SeedResult]) -> dict:
         ),
         "ope_coverage": round(float(np.mean(covered)), 4) if covered else None,
         "ope_intervals": len(covered),
+        # the gate's own interval (the paired improvement over the incumbent) holding the truth
+        "improvement_coverage": round(float(np.mean(gated)), 4) if gated else None,
+        "improvement_intervals": len(gated),
+        # pushes that served a policy worse in truth than the one it replaced, by that share of its value
+        "pushes": sum(n.pushed_version is not None for n in nights),
+        "worse_pushes": worse_pushes(results),
         "blessed_nights": sum(bool(n.blessed) for n in nights),
         "all_decisions_versioned": all(n.versions_ok for n in nights),
         "version_source": sorted({n.version_source for n in nights}),
     }
+
+
+def worse_pushes(results: list[SeedResult]) -> list[dict]:
+    """Each push whose policy is worse in truth than the one serving before it: world, night and
+    the loss as a share of the replaced policy's value (the gate's margin is such a share)."""
+    out = []
+    for r in results:
+        for n in r.nights:
+            if n.pushed_version is not None and n.served_value < n.logged_value - 1e-9:
+                loss = (n.logged_value - n.served_value) / n.logged_value
+                out.append({"seed": r.seed, "night": n.night, "loss": round(loss, 4)})
+    return out
 
 
 def _epsilons(text: str) -> tuple[float, ...]:
