@@ -103,6 +103,7 @@ def train_passes(
     a preempted job resumes where it stopped; `weighted`: the experience carries per-row weights."""
     import tensorflow as tf
 
+    from rlops.components.common.heap import trim_heap
     from rlops.components.trainer import averaging, passes, split_cache
     from rlops.components.trainer.block_passes import block_passes
     from rlops.train.learner import Learner
@@ -173,6 +174,7 @@ def train_passes(
         learner.save_checkpoint()
     for blocks in decoded:  # trained: the cache has done its work (a preempted run keeps it)
         blocks.remove()
+    trim_heap()  # the decode's freed records: back to the OS before the next component runs
     done = int(progress.records.numpy())
     return PassesRun(trained, done, round((done - before) / max(trained.wall_s, 1e-9), 1))
 
