@@ -36,10 +36,10 @@ def pass_windows(blocks: Blocks, epochs: int | None, seed: int, skip_rows: int =
             if skip >= rows:
                 skip -= rows
                 continue
-            parts = [blocks.read(int(b)) for b in ids]
+            window = blocks.read_window([int(b) for b in ids])
             perm = np.random.default_rng([seed, p, w]).permutation(rows)[skip:]
             skip = 0
-            yield [np.concatenate(column)[perm] for column in zip(*parts)]
+            yield [column[perm] for column in window]
         p += 1
 
 

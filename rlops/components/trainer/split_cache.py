@@ -50,6 +50,10 @@ class Blocks(Protocol):
 
     def read(self, block: int) -> list[np.ndarray]: ...
 
+    def read_window(self, blocks: list[int]) -> list[np.ndarray]:
+        """The rows of `blocks`, in that order, one array per column."""
+        ...
+
     def remove(self) -> None: ...
 
 
@@ -71,6 +75,9 @@ class MemoryBlocks:
     def read(self, block: int) -> list[np.ndarray]:
         return self.blocks[block]
 
+    def read_window(self, blocks: list[int]) -> list[np.ndarray]:
+        return [np.concatenate(column) for column in zip(*(self.blocks[b] for b in blocks))]
+
     def remove(self) -> None:
         self.blocks = []
 
@@ -84,16 +91,25 @@ class DiskBlocks:
 
     def __init__(self, directory: str, rows: int, columns: tuple[Column, ...], structure: Any):
         self.directory, self.rows, self.columns, self.structure = directory, rows, columns, structure
-        self._files = [open(os.path.join(directory, f"c{i}.bin"), "rb") for i in range(len(columns))]
+        # Unbuffered: reads land straight in the window's arrays.
+        self._files = [open(os.path.join(directory, f"c{i}.bin"), "rb", buffering=0) for i in range(len(columns))]
 
     def read(self, block: int) -> list[np.ndarray]:
-        n = block_rows(self.rows, block)
+        return self.read_window([block])
+
+    def read_window(self, blocks: list[int]) -> list[np.ndarray]:
+        # Plain reads (not mmap): the page cache keeps the files warm without counting in this
+        # process's resident memory; one read per block and column, into the window's arrays.
+        sizes = [block_rows(self.rows, b) for b in blocks]
         out = []
         for f, c in zip(self._files, self.columns):
-            # A plain read (not mmap): the page cache keeps the file warm without counting in this
-            # process's resident memory.
-            f.seek(block * BLOCK_ROWS * c.row_bytes)
-            out.append(np.fromfile(f, c.dtype, n * int(np.prod(c.shape, dtype=np.int64))).reshape((n, *c.shape)))
+            window = np.empty((sum(sizes), *c.shape), c.dtype)
+            view, at = memoryview(window.reshape(-1).view(np.uint8)), 0
+            for b, n in zip(blocks, sizes):
+                f.seek(b * BLOCK_ROWS * c.row_bytes)
+                _read_into(f, view[at : at + n * c.row_bytes])
+                at += n * c.row_bytes
+            out.append(window)
         return out
 
     def remove(self) -> None:
@@ -101,6 +117,14 @@ class DiskBlocks:
             f.close()
         self._files = []
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _read_into(f: Any, view: memoryview) -> None:
+    while len(view):
+        got = f.readinto(view)
+        if not got:
+            raise OSError(f"trainer cache: {f.name} is shorter than its meta.json says")
+        view = view[got:]
 
 
 def cache_directory(cache_dir: str, model_uri: str, files: list[str], pipeline: tuple[int, int]) -> str:
