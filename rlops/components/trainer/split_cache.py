@@ -104,7 +104,7 @@ class DiskBlocks:
         out = []
         for f, c in zip(self._files, self.columns):
             window = np.empty((sum(sizes), *c.shape), c.dtype)
-            view, at = memoryview(window.reshape(-1).view(np.uint8)), 0
+            view, at = window.reshape(-1).view(np.uint8).data, 0
             for b, n in zip(blocks, sizes):
                 f.seek(b * BLOCK_ROWS * c.row_bytes)
                 _read_into(f, view[at : at + n * c.row_bytes])
