@@ -166,7 +166,7 @@ class TrainerConfig(JsonConfig):
     # split); False streams it from the Examples every pass instead (several times slower per record).
     disk_cache: bool = True
     # Neural agents: the local folder for disk_cache ('': the system's temp dir). The cache takes
-    # about the held size (some 400 bytes a per-arm record); a preempted run in the same model
+    # about the held size (some 600 bytes a per-arm record); a preempted run in the same model
     # directory reads it again, a finished one removes it.
     cache_dir: str = ""
     # ppo: PPOConfig fields, e.g. {"env_id": "CartPole-v1"}. Online (no examples input) it needs
