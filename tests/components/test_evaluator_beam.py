@@ -474,3 +474,21 @@ def test_first_pass_catalog_numbers_items_as_in_memory(per_arm_examples):
     )
     with pytest.raises(beam_engine.WorkerError, match=r"per-arm feature 'per_arm/item_price' has more than 3 distinct"):
         beam_engine.distinct_combinations(price, cap=3)
+
+
+def test_the_in_memory_split_holds_a_fixed_candidate_sets_items_once(per_arm_examples):
+    """Issue 49: every record of a fixed candidate set lists the same items, so the in-memory engine
+    holds each per-arm column as one row broadcast over the records (no bytes per record), with the
+    values load_logged_feedback gives; varying candidates keep a row per record."""
+    from rlops.components.evaluator.split_records import parse_feedback, read_serialized
+
+    for case in ("fixed", "varying"):
+        examples, _ = per_arm_examples[case]
+        got = parse_feedback(read_serialized(examples, "eval"), 0).features
+        want = feedback.load_logged_feedback(examples).features
+        per_arm = [k for k in want if k.startswith("per_arm/")]
+        assert per_arm and sorted(got) == sorted(want)
+        for k in want:
+            np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+        shared = [k for k in per_arm if got[k].strides[0] == 0]
+        assert shared == (per_arm if case == "fixed" else []), case

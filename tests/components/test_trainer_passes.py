@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 from helpers import child_env, fresh_python
 
-from rlops.components.trainer import passes
+from rlops.components.trainer import passes, split_cache
 from rlops.components.trainer.agents.linear import BATCH_SIZE as LINEAR_BATCH_SIZE
 from rlops.components.trainer.config import TrainerConfig
 from rlops.components.trainer.core import run_trainer
@@ -179,42 +179,12 @@ def test_neural_num_epochs_two_sees_every_record_twice(day1, tmp_path):
     assert not np.array_equal(ids[:n], np.sort(ids[:n]))
 
 
-def _ids(batches, offset) -> np.ndarray:
-    return np.concatenate([b["record_id"].numpy()[:, 0] for b in batches]) - offset
-
-
-def test_a_held_split_is_every_record_once_and_each_pass_a_fresh_permutation_of_it(day1):
-    n, offset = sum(FILE_SIZES), day1[1]["record_id"][0]
-    spec = {"record_id": tf.io.FixedLenFeature([1], tf.int64)}
-    pattern = os.path.join(day1[0], "Split-train", "*")
-    held = passes.hold_in_memory(pattern, spec, lambda p: p, tf.distribute.InputContext(), 1 << 20)
-    np.testing.assert_array_equal(np.sort(held["record_id"].numpy()[:, 0] - offset), np.arange(n))
-    # Over the limit (n int64 ids take 8n bytes): None, and the passes stream from the files.
-    assert passes.hold_in_memory(pattern, spec, lambda p: p, tf.distribute.InputContext(), 8 * n - 1) is None
-
-    batches = list(passes.permuted_passes(held, 128, 3, seed=0))
-    assert [len(b["record_id"]) for b in batches] == [128] * (3 * n // 128) + [3 * n % 128]  # across passes
-    ids = _ids(batches, offset)
-    pass_ids = [ids[p * n : (p + 1) * n] for p in range(3)]
-    for one in pass_ids:
-        np.testing.assert_array_equal(np.sort(one), np.arange(n))  # every record once per pass
-    assert not np.array_equal(pass_ids[0], pass_ids[1]) and not np.array_equal(pass_ids[1], pass_ids[2])
-    assert not np.array_equal(pass_ids[0], np.arange(n))
-    # Seeded: the same order again, and a resumed job skipping 5 batches sees the rest of it.
-    np.testing.assert_array_equal(_ids(passes.permuted_passes(held, 128, 3, seed=0), offset), ids)
-    np.testing.assert_array_equal(_ids(passes.permuted_passes(held, 128, 3, seed=0, skip_batches=5), offset), ids[640:])
-    assert not np.array_equal(_ids(passes.permuted_passes(held, 128, 1, seed=1), offset), pass_ids[0])
-    # No epochs: passes go on (what a step cap ends).
-    forever = _ids(passes.permuted_passes(held, 128, None, seed=0).take(4 * n // 128), offset)
-    np.testing.assert_array_equal(forever[: 3 * n - 3 * n % 128], ids[: 3 * n - 3 * n % 128])
-
-
 @pytest.mark.parametrize("in_memory_bytes", [0, 1 << 30])
 def test_neural_passes_held_in_memory_or_streamed_train_on_every_record(day1, tmp_path, monkeypatch, in_memory_bytes):
     n = sum(FILE_SIZES)
     held = []
-    hold = passes.hold_in_memory
-    monkeypatch.setattr(passes, "hold_in_memory", lambda *a: held.append(hold(*a)) or held[-1])
+    decode = passes.decoded_split
+    monkeypatch.setattr(passes, "decoded_split", lambda *a: held.append(decode(*a)) or held[-1])
     config = TrainerConfig(
         agent="neural_epsilon_greedy",
         num_actions=K,
@@ -228,7 +198,7 @@ def test_neural_passes_held_in_memory_or_streamed_train_on_every_record(day1, tm
     assert result.extra["train_records"] == 3 * n and result.train_steps == -(-3 * n // 256)
     if in_memory_bytes:
         (experience,) = held  # the weighted experience of every record, parsed once
-        assert tf.nest.flatten(experience)[0].shape[0] == n
+        assert isinstance(experience, split_cache.MemoryBlocks) and experience.rows == n
     else:
         assert held == []
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from rlops.components.common.heap import trim_heap
 from rlops.components.common.model import serving_dir
 from rlops.components.evaluator import beam, memory
 from rlops.components.evaluator.action_ids import policy_action_minimum
@@ -47,6 +48,8 @@ def evaluate_bandit(
             config, examples_uri, policy, model_uri, loaded, baseline_model_uri, num_actions, split, beam_pipeline_args
         )
     data = split.feedback(policy_action_minimum(policy))
+    del split  # parsed: the serialized records are not needed again (as much memory as the parsed ones)
+    trim_heap()  # ... and their pages go back to the OS, not only to malloc (common/heap.py)
     baseline_policy, skipped = fitting_baseline(loaded, baseline_model_uri, policy, num_actions, examples_uri, data)
     candidate = policy_probs(policy, data, num_actions)
     baseline = LOGGING_POLICY if baseline_policy is None else policy_probs(baseline_policy, data, num_actions)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from rlops.components.common.heap import trim_heap
 from rlops.components.common.model import serving_dir
 from rlops.components.evaluator import beam, memory
 from rlops.components.evaluator.action_ids import policy_action_minimum, spec_actions
@@ -56,6 +57,8 @@ def evaluate_on_logs(
         )
     else:
         data = opened.feedback(action_minimum)
+        del opened  # parsed: the serialized records are not needed again
+        trim_heap()
         run = memory.evaluate_policy_on_logs(config, data, policy, saved, num_actions, action_minimum)
     return logs_result(config, run, policy, examples_uri, split)
 

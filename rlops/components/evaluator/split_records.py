@@ -82,7 +82,9 @@ def parse_feedback(serialized: SerializedSplit, action_minimum: int) -> LoggedFe
     parser = Parser(uri, split, action_minimum)
     parser.setup(recs[0])
     chunks = [parser.columns(recs[i : i + PARSE_BATCH]) for i in range(0, len(recs), PARSE_BATCH)]
-    cols = {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]}
+    del recs
+    shared = set(parser.per_arm_names)
+    cols = {k: _shared_rows([c.pop(k) for c in chunks]) if k in shared else _concat(chunks, k) for k in list(chunks[0])}
     features, contexts = _contexts(parser, cols)
     actions = cols[records.ACTION].astype(int) - action_minimum
     if actions.min() < 0:
@@ -93,6 +95,21 @@ def parse_feedback(serialized: SerializedSplit, action_minimum: int) -> LoggedFe
         )
     arms = feedback.per_arm_candidates(features, uri)
     return logged_feedback(cols, contexts, actions, features, arms, **_keys(serialized, parser.split_hash, cols))
+
+
+def _concat(chunks: list[dict[str, np.ndarray]], key: str) -> np.ndarray:
+    """One column from the parse chunks, each chunk's part released as it is copied."""
+    return np.concatenate([c.pop(key) for c in chunks])
+
+
+def _shared_rows(parts: list[np.ndarray]) -> np.ndarray:
+    """A per-arm column [N, K, ...] whose rows are all the first one (a fixed candidate set: every
+    record lists the same items, ExperienceGen's default) as that row broadcast, read-only: the
+    items' features are held once, not once per record (issue 49: 2 KB a record at K=34)."""
+    first = parts[0][:1]
+    if all(bool((p == first).all()) for p in parts):
+        return np.broadcast_to(first[0], (sum(len(p) for p in parts), *first.shape[1:]))
+    return np.concatenate(parts)
 
 
 def _contexts(parser: Parser, cols: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray] | None, np.ndarray]:

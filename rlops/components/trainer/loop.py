@@ -103,13 +103,15 @@ def train_passes(
     a preempted job resumes where it stopped; `weighted`: the experience carries per-row weights."""
     import tensorflow as tf
 
-    from rlops.components.trainer import averaging, passes
+    from rlops.components.common.heap import trim_heap
+    from rlops.components.trainer import averaging, passes, split_cache
+    from rlops.components.trainer.block_passes import block_passes
     from rlops.train.learner import Learner
 
     with strategy.scope():
         progress = passes.TrainProgress()
     average = averaging.weight_average(agent, config, strategy)
-    held_records: list[int] = []  # this input pipeline's split size, when it is held in memory
+    decoded: list[Any] = []  # this input pipeline's split, decoded once (split_cache), when it was
 
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
         # Called after the Learner restored its checkpoint: a resumed job skips what it trained on.
@@ -118,11 +120,16 @@ def train_passes(
         # converting the experience builders (and the Keras preprocessing they call) costs seconds.
         to_batch = tf.autograph.experimental.do_not_convert(to_experience)
         if shuffle and config.in_memory_bytes:
-            held = passes.hold_in_memory(pattern, feature_spec, to_batch, ctx, config.in_memory_bytes)
-            if held is not None:
-                held_records.append(int(tf.nest.flatten(held)[0].shape[0]))
-                permuted = passes.permuted_passes(held, config.train_batch_size, config.epochs, config.seed, skip)
-                return permuted.prefetch(2)
+            directory = None
+            if config.disk_cache:
+                files = sorted(tf.io.gfile.glob(pattern))
+                where = (ctx.input_pipeline_id, ctx.num_input_pipelines)
+                directory = split_cache.cache_directory(config.cache_dir, model_uri, files, where)
+            blocks = passes.decoded_split(pattern, feature_spec, to_batch, ctx, config.in_memory_bytes, directory)
+            if blocks is not None:
+                decoded.append(blocks)
+                ordered = block_passes(blocks, config.train_batch_size, config.epochs, config.seed, skip)
+                return ordered.prefetch(2)
         ds = passes.pass_dataset(
             pattern,
             feature_spec,
@@ -151,7 +158,7 @@ def train_passes(
     )
     before = int(progress.records.numpy())
     if average is not None:
-        average.start(held_records[0] if held_records else None, config.train_batch_size)
+        average.start(decoded[0].rows if decoded else None, config.train_batch_size)
     trained = train_loop(
         learner,
         int(progress.steps.numpy()),
@@ -165,6 +172,9 @@ def train_passes(
         # starts from what it served (train_steps 0 re-exports it as is).
         average.finalize()
         learner.save_checkpoint()
+    for blocks in decoded:  # trained: the cache has done its work (a preempted run keeps it)
+        blocks.remove()
+    trim_heap()  # the decode's freed records: back to the OS before the next component runs
     done = int(progress.records.numpy())
     return PassesRun(trained, done, round((done - before) / max(trained.wall_s, 1e-9), 1))
 

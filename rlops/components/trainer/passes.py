@@ -12,11 +12,13 @@ have ended.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Mapping
 
 import tensorflow as tf
 
 from rlops.components.common import records
+from rlops.components.trainer import split_cache
 
 READ_BUFFER_BYTES = 8 << 20  # per file: big sequential reads of the gzipped shards
 SHUFFLE_BATCHES = 10  # the shuffle buffer, in batches (neural agents only)
@@ -98,66 +100,27 @@ def pass_dataset(
     return ds.map(records.batch_parser(feature_spec), num_parallel_calls=tf.data.AUTOTUNE)
 
 
-# ---- splits held in memory ------------------------------------------------------------------------
-HOLD_CHUNK = 8192  # records parsed per batch while a split is read into memory
+# ---- splits decoded once ---------------------------------------------------------------------------
 
 
-def _nbytes(t: tf.Tensor) -> int:
-    if t.dtype == tf.string:
-        return int(tf.reduce_sum(tf.strings.length(t))) + 8 * int(tf.size(t))
-    return t.dtype.size * int(tf.size(t))
-
-
-def hold_in_memory(
+def decoded_split(
     pattern: str,
     feature_spec: Mapping[str, Any],
     to_experience: Any,
     ctx: tf.distribute.InputContext,
     limit_bytes: int,
-) -> Any | None:
-    """This input pipeline's share of the split at `pattern` as experience tensors [N, ...]: read,
-    parsed and turned into experience once, so that passes after the first cost a gather instead
-    of decompressing, parsing and encoding every record again. None when that would hold more than
-    `limit_bytes`, or when batches do not stack (a structure whose shapes vary by batch): passes
-    then stream from the files. Concatenating briefly needs twice what is held."""
-    ds = pass_dataset(pattern, feature_spec, HOLD_CHUNK, ctx, epochs=1, shuffle=False, seed=0)
-    chunks: list[list[tf.Tensor]] = []
-    structure, total = None, 0
-    for batch in ds.map(to_experience, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2):
-        flat = tf.nest.flatten(batch)
-        if not all(isinstance(t, tf.Tensor) and t.shape.rank for t in flat):
-            return None  # sparse or ragged parts, or scalars: nothing to gather rows from
-        total += sum(_nbytes(t) for t in flat)
-        if total > limit_bytes:
-            return None
-        if chunks and any(a.shape[1:] != b.shape[1:] for a, b in zip(chunks[0], flat)):
-            return None
-        structure = batch
-        chunks.append(flat)
-    if structure is None:
-        return None
-    return tf.nest.pack_sequence_as(structure, [tf.concat(parts, 0) for parts in zip(*chunks)])
-
-
-def permuted_passes(
-    held: Any, batch_size: int, epochs: int | None, seed: int, skip_batches: int = 0
-) -> tf.data.Dataset:
-    """`epochs` passes (None: forever) over experience held in memory ([N, ...] tensors): each pass
-    a fresh permutation of the N records, seeded by (seed, pass), cut into batches of `batch_size`
-    across passes (only the very last batch partial, as when streaming); `skip_batches` drops the
-    batches a resumed job already trained on."""
-    n = int(tf.nest.flatten(held)[0].shape[0])
-    passes = tf.data.Dataset.range(epochs if epochs is not None else tf.int64.max)
-    seed_t = tf.constant(seed, tf.int64)
-    order = passes.map(
-        lambda p: tf.random.experimental.stateless_shuffle(tf.range(n, dtype=tf.int64), seed=tf.stack([seed_t, p]))
-    ).rebatch(batch_size)
-    if skip_batches:
-        order = order.skip(skip_batches)
-    # The tensors travel as a dataset element, not as captures of the map function (which would
-    # copy them into its graph).
-    data = tf.data.Dataset.from_tensors(held).repeat()
-    return tf.data.Dataset.zip((data, order)).map(
-        lambda h, rows: tf.nest.map_structure(lambda t: tf.gather(t, rows), h),
-        num_parallel_calls=tf.data.AUTOTUNE,
-    )
+    directory: str | None,
+) -> split_cache.MemoryBlocks | split_cache.DiskBlocks | None:
+    """This input pipeline's share of the split at `pattern` as experience, read, parsed and encoded
+    once (split_cache): held in memory up to `limit_bytes`, past it cached in `directory` (None:
+    streamed instead). A complete cache already in `directory` (a preempted run's) is read again
+    when its tensors match the split's first batch. None: the passes stream from the files."""
+    ds = pass_dataset(pattern, feature_spec, split_cache.BLOCK_ROWS, ctx, epochs=1, shuffle=False, seed=0)
+    ds = ds.map(to_experience, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
+    if directory is not None and os.path.exists(os.path.join(directory, split_cache.META)):
+        for first in ds.take(1):
+            flat = [t.numpy() for t in tf.nest.flatten(first)]
+            cached = split_cache.open_cache(directory, split_cache.columns_of(flat), first)
+            if cached is not None:
+                return cached
+    return split_cache.build(ds, limit_bytes, directory)
