@@ -393,7 +393,7 @@ def night_yaml(config: LoopConfig, gen, root: str, night_dir: str, night: int) -
             learning_rate=config.learning_rate,
             batch_size=config.batch_size,
             num_epochs=config.num_epochs,
-            train_steps=config.train_steps,
+            train_steps=None if config.num_epochs else config.train_steps,  # passes replace the step budget
             alpha=config.alpha,
             serving_epsilon=config.epsilon_of_night(night)
             if config.serving_epsilon is not None or config.serving_epsilon_by_night

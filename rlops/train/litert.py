@@ -143,11 +143,14 @@ def _captured_state(loaded: Any) -> tf.Module:
     (a ranking policy's six), which costs its conversion a fifth of its CPU."""
     from tensorflow.python.trackable.resource import CapturableResource
 
+    # Serving by id's item table (rlops.train.by_id): no converted function reads it, and TFLite's
+    # hash tables cannot hold its int64 -> row map, so its initializer must stay out of the model.
+    by_id = getattr(loaded, "item_table", None)
     state = tf.Module()
     state.resources = [
         obj
         for obj in tf.train.TrackableView(loaded).descendants()
-        if isinstance(obj, (tf.Variable, CapturableResource))
+        if isinstance(obj, (tf.Variable, CapturableResource)) and obj is not by_id
     ]
     return state
 

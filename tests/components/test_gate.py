@@ -35,6 +35,10 @@ def test_the_strict_and_the_point_estimate_rules():
     assert gate.margin(point, 0.2) is None
     with_floor = EvaluatorConfig(min_improvement=0.01)
     assert not gate.judge(with_floor, Estimate(0.009, 0.0, 0.02), 0.2).clears
+    # A negative min_improvement (push unless much worse) is looser than the margin: it applies.
+    tolerant = EvaluatorConfig(min_improvement=-1.0)
+    verdict = gate.judge(tolerant, Estimate(0.0172, -0.1096, 0.15), 0.6207)
+    assert verdict.clears and verdict.clause.endswith("> -1.0000 (min_improvement)")
 
 
 @pytest.mark.parametrize("bad", [-0.1, 1.0, float("nan"), "5%"])

@@ -128,7 +128,13 @@ def test_retraining_on_new_data_warm_starts_and_pushes_only_if_better(bandit_run
     assert artifact_property(models[-1], "warm_started_from"), "the retrained model did not warm-start"
     text = result.metrics.get("improvement_dr", "")  # "v [lower, upper]"; absent when nothing is trusted
     lower = float(text.split("[")[1].split(",")[0]) if "[" in text else float("nan")
-    assert result.blessed == (lower > 0)
+    value = float(text.split(" ")[0]) if "[" in text else float("nan")
+    # The default gate: estimated better, and the lower bound above what the standing line says
+    # it must clear (-5% of the baseline's value).
+    standing = result.metrics.get("standing", "")
+    bound = float(standing.rsplit("lower bound > ", 1)[1].split(";")[0]) if "lower bound > " in standing else 0.0
+    assert bound < 0 or not standing
+    assert result.blessed == (value > 0 and lower > bound)
     assert result.pushed == result.blessed
     assert len(serving_versions(retrain)) == len(before) + int(result.pushed)
 

@@ -172,7 +172,8 @@ class Trial:
         clause = f"{self.epsilon:g}: {verdict.clause}"
         value, lower = self.improvement.value, self.improvement.lower
         tolerated = gate.margin(config, self.baseline_value)
-        bound = config.min_improvement if tolerated is None else -tolerated  # what the lower bound must clear
+        # what the lower bound must clear (gate.judge)
+        bound = config.min_improvement if tolerated is None else min(config.min_improvement, -tolerated)
         if config.use_lower_bound and lower <= bound < value:  # ~ 1 / sqrt(records) wide: how many would clear it
             factor = ((value - lower) / (value - bound)) ** 2
             times = f"{factor:.1f}" if factor < 10 else f"{factor:,.0f}"

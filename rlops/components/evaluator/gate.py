@@ -5,7 +5,8 @@ Three rules, by `use_lower_bound` and `max_regression`:
 - the point estimate of the improvement above `min_improvement` (use_lower_bound: false);
 - the lower bound above `min_improvement` (max_regression 0): only a confidently better policy ships;
 - non-inferior and estimated better (max_regression > 0, the default): the point estimate above
-  `min_improvement` and the lower bound above -max_regression x |the baseline's estimated value|.
+  `min_improvement` and the lower bound above -max_regression x |the baseline's estimated value|
+  (or above a negative `min_improvement`, where that is lower).
   A policy that the interval cannot tell from the incumbent ships when it is estimated better and
   confidently not worse by more than that share: the chance of pushing one worse than the
   incumbent by more than the margin is the chance the interval misses low (2.5% at 95%).
@@ -49,11 +50,17 @@ def judge(config: Any, improvement: Estimate, baseline_value: float | None = Non
         clears = bool(improvement.lower > config.min_improvement)
         return Verdict(clears, f"{level} {improvement.lower:.4f} {_sign(clears)} {config.min_improvement}")
     better = bool(improvement.value > config.min_improvement)
-    not_worse = bool(improvement.lower > -tolerated)
-    share = f"{config.max_regression:.0%} of the baseline's {baseline_value:.4f}"
+    # A negative min_improvement tolerates more than the margin does: the looser bound applies.
+    bound = min(config.min_improvement, -tolerated)
+    not_worse = bool(improvement.lower > bound)
+    share = (
+        f"{config.max_regression:.0%} of the baseline's {baseline_value:.4f}"
+        if bound == -tolerated
+        else "min_improvement"
+    )
     clause = (
         f"point estimate {improvement.value:.4f} {_sign(better)} {config.min_improvement} and "
-        f"{level} {improvement.lower:.4f} {_sign(not_worse)} -{tolerated:.4f} ({share})"
+        f"{level} {improvement.lower:.4f} {_sign(not_worse)} {bound:.4f} ({share})"
     )
     return Verdict(better and not_worse, clause)
 

@@ -105,7 +105,7 @@ def _concat(chunks: list[dict[str, np.ndarray]], key: str) -> np.ndarray:
 def _shared_rows(parts: list[np.ndarray]) -> np.ndarray:
     """A per-arm column [N, K, ...] whose rows are all the first one (a fixed candidate set: every
     record lists the same items, ExperienceGen's default) as that row broadcast, read-only: the
-    items' features are held once, not once per record (issue 49: 2 KB a record at K=34)."""
+    items' features are held once, not once per record (about 2 KB a record at K=34)."""
     first = parts[0][:1]
     if all(bool((p == first).all()) for p in parts):
         return np.broadcast_to(first[0], (sum(len(p) for p in parts), *first.shape[1:]))

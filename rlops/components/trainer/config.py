@@ -163,7 +163,7 @@ class TrainerConfig(JsonConfig):
     # (disk_cache, cache_dir) and read back every pass. Either way each pass is the same seeded
     # order (blocks of 4,096 records permuted, then records permuted within windows of 16 blocks).
     # 0: stream from the Examples every pass, shuffled in a buffer of 10 batches. 256 MiB: the cache
-    # trained as fast as the held split (issue 49), so holding more only costs memory.
+    # trains as fast as the held split (docs/benchmarks.md), so holding more only costs memory.
     in_memory_bytes: int = 256 << 20
     # Neural agents: a train split larger than in_memory_bytes is encoded once into a cache on local
     # disk and each pass reads it (at the held split's rate, in memory that does not grow with the

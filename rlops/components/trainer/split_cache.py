@@ -9,7 +9,7 @@ way from either store).
 The on-disk cache lives under `trainer.cache_dir` (default: the system's temp dir) in a folder named
 by the model directory, the split's files and this input pipeline: a preempted Trainer that resumes
 in the same model directory finds it intact and reads it again; a partial one (no meta.json) or one
-whose tensors no longer match is rebuilt. A finished run removes it (`Blocks.remove`).
+whose tensors do not match this run's is rebuilt. A finished run removes it (`Blocks.remove`).
 """
 
 from __future__ import annotations
