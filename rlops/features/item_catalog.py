@@ -71,7 +71,7 @@ class ItemCatalog:
         return hashlib.sha256(self.canonical_bytes()).hexdigest()
 
 
-def _column(values: list) -> Array:
+def _column(values: list[Any]) -> Array:
     a = np.asarray(values)
     return a.astype(object) if a.dtype.kind in "US" else a
 
