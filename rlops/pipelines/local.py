@@ -335,7 +335,8 @@ def loop_standing(metrics: dict) -> str | None:
     if not rule.get("use_lower_bound", True):
         needs = f"point estimate > {rule.get('min_improvement', 0.0):g}"
     elif tolerated is not None:
-        needs = f"point estimate > {rule.get('min_improvement', 0.0):g} and lower bound > -{tolerated:.4f}"
+        bound = min(rule.get("min_improvement", 0.0), -tolerated)  # gate.judge's bound
+        needs = f"point estimate > {rule.get('min_improvement', 0.0):g} and lower bound > {bound:.4f}"
     else:
         needs = f"lower bound > {rule.get('min_improvement', 0.0):g}"
     served = metrics.get("served_policy") or {}

@@ -221,3 +221,23 @@ def test_rlops_config_prints_every_field_with_its_default_and_doc(capsys):
     assert "# true: the lower end of the improvement's confidence interval" in doc
     assert main(["config", "bandit", "--given"]) == 0
     assert "use_lower_bound" not in json.loads(capsys.readouterr().out).get("evaluator", {})
+
+
+def test_the_standing_line_says_what_would_clear_the_gate():
+    from rlops.pipelines.local import loop_standing
+
+    metrics = {
+        "baseline": "served_baseline",
+        "rule": {"measure": "dr", "use_lower_bound": True, "min_improvement": 0.0, "tolerated_regression": 0.0077},
+        "candidate": {"dr": {"value": 0.2031, "lower": 0.15, "upper": 0.25}},
+        "baseline_estimates": {"dr": {"value": 0.1535, "lower": 0.14, "upper": 0.16}},
+        "improvement": {"dr": {"value": 0.0496, "lower": -0.0127, "upper": 0.11}},
+        "served_policy": {"candidate_epsilon": 0.1, "trained_epsilon": 0.05},
+    }
+    assert loop_standing(metrics) == (
+        "dr: candidate 0.2031 vs served_baseline 0.1535, improvement +0.0496 (lower bound -0.0127); clears with "
+        "point estimate > 0 and lower bound > -0.0077; serves epsilon 0.1 (certified above the trained one)"
+    )
+    metrics["rule"]["min_improvement"] = -1.0  # a looser min_improvement is the bound
+    assert "lower bound > -1.0000" in loop_standing(metrics)
+    assert loop_standing({"rule": {"measure": "dr"}}) is None  # no trusted comparison: no line
