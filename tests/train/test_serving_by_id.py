@@ -181,6 +181,23 @@ def test_draws_match_the_reported_propensities_at_batch_1_and_64_and_pads_are_ne
     _check_draws(many, out["responses"][1]["calls"])
 
 
+def test_two_fresh_processes_draw_independently_and_both_match_the_propensities(exported, tmp_path):
+    """The same request in two server processes: no baked-in seed replays one draw sequence, and
+    each process's draws match the probabilities it reports."""
+    path, _ = exported
+    row = [[3, -1, 17, 42, -1, 20]]
+    runs = []
+    for i in range(2):
+        scratch = tmp_path / f"process_{i}"
+        scratch.mkdir()
+        runs.append(_serve(path / "policy", [{"body": {"instances": _instances(row)}, "repeat": 300}], scratch))
+    calls = [run["responses"][0]["calls"] for run in runs]
+    for process_calls in calls:
+        _check_draws(row, process_calls)
+    sequences = [[c["action"][0] for c in process_calls] for process_calls in calls]
+    assert sequences[0] != sequences[1], "two processes drew the same sequence: a seed is baked into the graph"
+
+
 def test_an_unknown_id_fails_the_call_naming_it(exported, tmp_path):
     path, _ = exported
     requests = [
